@@ -1,0 +1,218 @@
+//! All of sparsek's build logic. Without the `cuda` feature this does nothing. With it:
+//! find nvcc and CUTLASS, compile every source listed in cpp/sources.txt with the flags
+//! in cpp/nvcc_flags.txt (the same list the CMake build reads), archive them into
+//! libsparsek_kernels.a, compile the cxx bridge, and link the static CUDA runtime.
+
+fn main() {
+    println!("cargo:rerun-if-changed=build.rs");
+    #[cfg(feature = "cuda")]
+    cuda::build();
+}
+
+#[cfg(feature = "cuda")]
+mod cuda {
+    use std::env;
+    use std::fs;
+    use std::path::{Path, PathBuf};
+    use std::process::Command;
+    use std::time::SystemTime;
+
+    const SETUP_HINT: &str = "run `third_party/setup.sh` (installs nvcc 13.0 and CUTLASS 4.2 from PyPI into third_party/)";
+    const DEFAULT_ARCHS: &str = "90a,80";
+
+    fn fail(msg: String) -> ! {
+        // A panic in a build script prints the message in cargo's error output.
+        panic!("\n\nsparsek (feature `cuda`): {msg}\n\n");
+    }
+
+    fn manifest_dir() -> PathBuf {
+        PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+    }
+
+    /// nvcc: $NVCC, then $CUDA_HOME/$CUDA_PATH, then PATH, then third_party/.
+    fn find_nvcc(root: &Path) -> PathBuf {
+        for var in ["NVCC", "CUDA_HOME", "CUDA_PATH"] {
+            println!("cargo:rerun-if-env-changed={var}");
+        }
+        if let Ok(p) = env::var("NVCC") {
+            return PathBuf::from(p);
+        }
+        for var in ["CUDA_HOME", "CUDA_PATH"] {
+            if let Ok(home) = env::var(var) {
+                let p = Path::new(&home).join("bin/nvcc");
+                if p.is_file() {
+                    return p;
+                }
+            }
+        }
+        if let Some(paths) = env::var_os("PATH") {
+            for dir in env::split_paths(&paths) {
+                let p = dir.join("nvcc");
+                if p.is_file() {
+                    return p;
+                }
+            }
+        }
+        let p = root.join("third_party/py/nvidia/cu13/bin/nvcc");
+        if p.is_file() {
+            return p;
+        }
+        fail(format!("nvcc not found (NVCC, CUDA_HOME, CUDA_PATH, PATH, third_party/): {SETUP_HINT}"))
+    }
+
+    /// CUTLASS include dirs: $CUTLASS_DIR (a 4.3+ checkout), then third_party/.
+    fn find_cutlass(root: &Path) -> Vec<PathBuf> {
+        println!("cargo:rerun-if-env-changed=CUTLASS_DIR");
+        let base = match env::var("CUTLASS_DIR") {
+            Ok(d) => PathBuf::from(d),
+            Err(_) => root.join("third_party/py/cutlass_library/source"),
+        };
+        let inc = base.join("include");
+        if !inc.join("cutlass/cutlass.h").is_file() {
+            fail(format!("CUTLASS headers not found at {}: {SETUP_HINT}, or set CUTLASS_DIR", inc.display()));
+        }
+        vec![inc, base.join("tools/util/include")]
+    }
+
+    /// Non-empty, non-comment lines of a file in cpp/.
+    fn read_list(path: &Path) -> Vec<String> {
+        println!("cargo:rerun-if-changed={}", path.display());
+        let text = fs::read_to_string(path).unwrap_or_else(|e| fail(format!("reading {}: {e}", path.display())));
+        text.lines()
+            .map(|l| l.split('#').next().unwrap_or("").trim().to_string())
+            .filter(|l| !l.is_empty())
+            .collect()
+    }
+
+    fn gencode(arch: &str) -> String {
+        format!("-gencode=arch=compute_{arch},code=sm_{arch}")
+    }
+
+    fn mtime(p: &Path) -> Option<SystemTime> {
+        fs::metadata(p).and_then(|m| m.modified()).ok()
+    }
+
+    /// An object is fresh when it exists, its command line is unchanged, and it is newer
+    /// than every dependency nvcc listed (-MD) last time.
+    fn is_fresh(obj: &Path, dep: &Path, cmd_stamp: &Path, cmd: &str) -> bool {
+        let (Some(t_obj), Ok(old_cmd), Ok(deps)) = (mtime(obj), fs::read_to_string(cmd_stamp), fs::read_to_string(dep))
+        else {
+            return false;
+        };
+        if old_cmd != cmd {
+            return false;
+        }
+        let joined = deps.replace("\\\n", " ");
+        let Some((_, files)) = joined.split_once(": ") else {
+            return false;
+        };
+        files.split_whitespace().all(|f| mtime(Path::new(f)).is_some_and(|t| t <= t_obj))
+    }
+
+    pub fn build() {
+        let root = manifest_dir();
+        let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+        let nvcc = find_nvcc(&root);
+        let cuda_root = nvcc.parent().and_then(Path::parent).map(Path::to_path_buf).unwrap_or_default();
+        let cuda_include = cuda_root.join("include");
+        let cuda_lib = ["lib64", "lib"]
+            .iter()
+            .map(|d| cuda_root.join(d))
+            .find(|d| d.join("libcudart_static.a").is_file())
+            .unwrap_or_else(|| fail(format!("libcudart_static.a not found under {}: {SETUP_HINT}", cuda_root.display())));
+        let cutlass = find_cutlass(&root);
+
+        println!("cargo:rerun-if-env-changed=SPARSEK_CUDA_ARCHS");
+        let archs_env = env::var("SPARSEK_CUDA_ARCHS").unwrap_or_else(|_| DEFAULT_ARCHS.to_string());
+        let archs: Vec<String> = archs_env.split(',').map(|a| a.trim().to_string()).filter(|a| !a.is_empty()).collect();
+
+        let flags = read_list(&root.join("cpp/nvcc_flags.txt"));
+        let sources = read_list(&root.join("cpp/sources.txt"));
+        println!("cargo:rerun-if-changed=cpp");
+        println!("cargo:rerun-if-changed=include");
+
+        let obj_dir = out.join("obj");
+        fs::create_dir_all(&obj_dir).expect("creating OUT_DIR/obj");
+        let mut objects = Vec::new();
+        for line in &sources {
+            let mut parts = line.split_whitespace();
+            let (Some(src), Some(arch_kind)) = (parts.next(), parts.next()) else {
+                fail(format!("cpp/sources.txt: malformed line `{line}`"));
+            };
+            let src_path = root.join(src);
+            if !src_path.is_file() {
+                fail(format!("cpp/sources.txt lists {src}, which does not exist"));
+            }
+            // Hopper-only sources (CUTLASS SM90) build for sm_90a alone, whatever the list.
+            let file_archs: Vec<&String> = match arch_kind {
+                "all" => archs.iter().collect(),
+                "sm90a" => archs.iter().filter(|a| a.as_str() == "90a").collect(),
+                other => fail(format!("cpp/sources.txt: unknown arch class `{other}` for {src}")),
+            };
+            let stem = src.replace(['/', '.'], "_");
+            let obj = obj_dir.join(format!("{stem}.o"));
+            let dep = obj_dir.join(format!("{stem}.d"));
+            let stamp = obj_dir.join(format!("{stem}.cmd"));
+            let mut args: Vec<String> = flags.clone();
+            if file_archs.is_empty() {
+                // Built without sm_90a: the file still provides its host functions, which
+                // report the missing architecture.
+                args.push("-DSPARSEK_NO_SM90A".into());
+                args.push(gencode(&archs[0]));
+            } else {
+                args.extend(file_archs.iter().map(|a| gencode(a)));
+            }
+            for inc in [root.join("include"), root.join("cpp")].iter().chain(cutlass.iter()) {
+                args.push(format!("-I{}", inc.display()));
+            }
+            args.extend(["-c".into(), src_path.display().to_string(), "-o".into(), obj.display().to_string()]);
+            let cmd_line = format!("{} {}", nvcc.display(), args.join(" "));
+            if !is_fresh(&obj, &dep, &stamp, &cmd_line) {
+                eprintln!("nvcc: {src}");
+                let status = Command::new(&nvcc)
+                    .args(&args)
+                    .args(["-MD", "-MF", &dep.display().to_string()])
+                    .status()
+                    .unwrap_or_else(|e| fail(format!("running {}: {e}", nvcc.display())));
+                if !status.success() {
+                    fail(format!("nvcc failed on {src} ({status})"));
+                }
+                fs::write(&stamp, &cmd_line).expect("writing the command stamp");
+            }
+            objects.push(obj);
+        }
+
+        let lib = out.join("libsparsek_kernels.a");
+        let _ = fs::remove_file(&lib);
+        let status = Command::new(env::var("AR").unwrap_or_else(|_| "ar".into()))
+            .arg("crs")
+            .arg(&lib)
+            .args(&objects)
+            .status()
+            .unwrap_or_else(|e| fail(format!("running ar: {e}")));
+        if !status.success() {
+            fail("ar failed".into());
+        }
+
+        cxx_build::bridge("src/gpu/ffi.rs")
+            .file("cpp/bridge.cc")
+            .include(root.join("include"))
+            .include(root.join("cpp"))
+            .include(&cuda_include)
+            .std("c++17")
+            .compile("sparsek_bridge");
+        println!("cargo:rerun-if-changed=src/gpu/ffi.rs");
+
+        // After the bridge (which calls into it), before cudart (which it calls).
+        println!("cargo:rustc-link-search=native={}", out.display());
+        println!("cargo:rustc-link-lib=static=sparsek_kernels");
+        println!("cargo:rustc-link-search=native={}", cuda_lib.display());
+        println!("cargo:rustc-link-lib=static=cudart_static");
+        for sys in ["stdc++", "dl", "rt", "pthread"] {
+            println!("cargo:rustc-link-lib=dylib={sys}");
+        }
+        // For dependants (links = "sparsek_kernels"): where the library and headers are.
+        println!("cargo:lib_dir={}", out.display());
+        println!("cargo:include={}", root.join("include").display());
+    }
+}

@@ -1,0 +1,166 @@
+//! Dense operands: views over host slices or device buffers, row- or column-major.
+//!
+//! A linear layer `y = x · Wᵀ` with a sparse weight `W` (`out x in`) maps onto
+//! `C = A · B` with `A = W` (BSR), `B = xᵀ` and `C = yᵀ`: a row-major activation
+//! `x` (`batch x in`) *is* `xᵀ` column-major (`in x batch`, ld = in), and a row-major
+//! `y` (`batch x out`) *is* `yᵀ` column-major. So pass `x` and `y` as-is with
+//! `Layout::ColMajor`; no transpose is ever materialized.
+
+#[cfg(feature = "cuda")]
+use cudarc::driver::CudaSlice;
+
+/// Storage order of a dense matrix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Layout {
+    /// Element `(i, j)` at `i * ld + j`.
+    RowMajor,
+    /// Element `(i, j)` at `j * ld + i`.
+    ColMajor,
+}
+
+impl Layout {
+    /// Offset of element `(i, j)` with leading dimension `ld`.
+    #[inline]
+    pub fn offset(self, i: usize, j: usize, ld: usize) -> usize {
+        match self {
+            Layout::RowMajor => i * ld + j,
+            Layout::ColMajor => j * ld + i,
+        }
+    }
+}
+
+/// Shape and storage order of a dense view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DenseShape {
+    pub rows: usize,
+    pub cols: usize,
+    pub layout: Layout,
+    pub ld: usize,
+}
+
+impl DenseShape {
+    /// Contiguous (packed) shape: `ld` is the length of a row (row-major) or column, at
+    /// least 1 (the BLAS convention, so an empty dimension still has a valid `ld`).
+    pub fn packed(rows: usize, cols: usize, layout: Layout) -> Self {
+        let ld = match layout {
+            Layout::RowMajor => cols,
+            Layout::ColMajor => rows,
+        }
+        .max(1);
+        Self { rows, cols, layout, ld }
+    }
+    /// Length of the contiguous dimension; `ld` must be at least this.
+    pub fn contiguous_extent(&self) -> usize {
+        match self.layout {
+            Layout::RowMajor => self.cols,
+            Layout::ColMajor => self.rows,
+        }
+    }
+    /// Elements a buffer must hold for this shape (`None` on overflow).
+    pub fn required_len(&self) -> Option<usize> {
+        if self.rows == 0 || self.cols == 0 {
+            return Some(0);
+        }
+        let outer = match self.layout {
+            Layout::RowMajor => self.rows,
+            Layout::ColMajor => self.cols,
+        };
+        (outer - 1).checked_mul(self.ld)?.checked_add(self.contiguous_extent())
+    }
+}
+
+pub(crate) enum Storage<'a, T> {
+    Host(&'a [T]),
+    #[cfg(feature = "cuda")]
+    Device(&'a CudaSlice<T>),
+}
+
+pub(crate) enum StorageMut<'a, T> {
+    Host(&'a mut [T]),
+    #[cfg(feature = "cuda")]
+    Device(&'a mut CudaSlice<T>),
+}
+
+impl<T> Storage<'_, T> {
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Storage::Host(s) => s.len(),
+            #[cfg(feature = "cuda")]
+            Storage::Device(s) => s.len(),
+        }
+    }
+}
+
+impl<T> StorageMut<'_, T> {
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            StorageMut::Host(s) => s.len(),
+            #[cfg(feature = "cuda")]
+            StorageMut::Device(s) => s.len(),
+        }
+    }
+}
+
+/// A read-only dense matrix (the `B` operand).
+pub struct Dense<'a, T> {
+    pub(crate) data: Storage<'a, T>,
+    pub(crate) shape: DenseShape,
+}
+
+/// A writable dense matrix (the `C` operand).
+pub struct DenseMut<'a, T> {
+    pub(crate) data: StorageMut<'a, T>,
+    pub(crate) shape: DenseShape,
+}
+
+impl<'a, T> Dense<'a, T> {
+    /// A packed host matrix.
+    pub fn host(data: &'a [T], rows: usize, cols: usize, layout: Layout) -> Self {
+        Self {
+            data: Storage::Host(data),
+            shape: DenseShape::packed(rows, cols, layout),
+        }
+    }
+    /// A packed device matrix; sparsek runs on this buffer's stream.
+    #[cfg(feature = "cuda")]
+    pub fn device(data: &'a CudaSlice<T>, rows: usize, cols: usize, layout: Layout) -> Self {
+        Self {
+            data: Storage::Device(data),
+            shape: DenseShape::packed(rows, cols, layout),
+        }
+    }
+    /// Sets a leading dimension larger than the packed one (a sub-matrix of a wider one).
+    pub fn with_ld(mut self, ld: usize) -> Self {
+        self.shape.ld = ld;
+        self
+    }
+    pub fn shape(&self) -> DenseShape {
+        self.shape
+    }
+}
+
+impl<'a, T> DenseMut<'a, T> {
+    /// A packed host matrix.
+    pub fn host(data: &'a mut [T], rows: usize, cols: usize, layout: Layout) -> Self {
+        Self {
+            data: StorageMut::Host(data),
+            shape: DenseShape::packed(rows, cols, layout),
+        }
+    }
+    /// A packed device matrix; sparsek runs on this buffer's stream.
+    #[cfg(feature = "cuda")]
+    pub fn device(data: &'a mut CudaSlice<T>, rows: usize, cols: usize, layout: Layout) -> Self {
+        Self {
+            data: StorageMut::Device(data),
+            shape: DenseShape::packed(rows, cols, layout),
+        }
+    }
+    /// Sets a leading dimension larger than the packed one.
+    pub fn with_ld(mut self, ld: usize) -> Self {
+        self.shape.ld = ld;
+        self
+    }
+    pub fn shape(&self) -> DenseShape {
+        self.shape
+    }
+}

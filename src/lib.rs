@@ -1,0 +1,53 @@
+//! # sparsek
+//!
+//! Block-sparse × dense matrix multiplication, `C = α·A·B + β·C`, with `A` in BSR form
+//! ([`BsrMatrix`]), `B` and `C` dense ([`Dense`], [`DenseMut`]), f16/bf16 inputs and f32
+//! accumulation.
+//!
+//! Backends, chosen with [`SpmmOptions::backend`]:
+//! - [`Backend::Cpu`]: the reference (and what runs without a GPU);
+//! - [`Backend::Wmma`]: a tensor-core kernel for sm_80+ (`cuda` feature);
+//! - [`Backend::Cutlass`]: the Hopper path, TMA + WGMMA (`cuda` feature, sm_90a).
+//!
+//! ```
+//! use half::f16;
+//! use sparsek::{spmm, BlockMask, BlockShape, BsrMatrix, Dense, DenseMut, Layout, SpmmOptions};
+//!
+//! // A: 128 x 256, 64x64 blocks, a causal block pattern.
+//! let mask = BlockMask::from_fn(2, 4, |r, c| c <= r + 2);
+//! let a = BsrMatrix::from_block_mask(&mask, BlockShape::new(64, 64), |i, j| {
+//!     f16::from_f32(((i * 7 + j) % 5) as f32 - 2.0)
+//! })?;
+//! let b = vec![f16::from_f32(0.5); 256 * 32];
+//! let mut c = vec![0f32; 128 * 32];
+//! spmm(
+//!     &a,
+//!     Dense::host(&b, 256, 32, Layout::RowMajor),
+//!     DenseMut::host(&mut c, 128, 32, Layout::RowMajor),
+//!     &SpmmOptions::new().alpha(2.0),
+//! )?;
+//! # Ok::<(), sparsek::Error>(())
+//! ```
+
+pub mod bsr;
+mod cpu;
+pub mod dense;
+pub mod element;
+pub mod error;
+#[cfg(feature = "cuda")]
+pub mod gpu;
+pub mod pattern;
+pub mod spmm;
+
+pub use bsr::{BlockRow, BlockShape, BsrMatrix};
+pub use dense::{Dense, DenseMut, DenseShape, Layout};
+pub use element::{DType, Element};
+pub use error::{BsrError, Error};
+#[cfg(feature = "cuda")]
+pub use gpu::DeviceBsr;
+pub use half::{bf16, f16};
+pub use pattern::BlockMask;
+pub use spmm::{spmm, Backend, BsrOperand, SpmmOptions};
+
+/// Whether this build has the GPU backends (the `cuda` feature).
+pub const HAS_CUDA: bool = cfg!(feature = "cuda");

@@ -1,0 +1,171 @@
+//! Property tests of the format and the CPU backend (the oracle of every GPU test).
+
+mod common;
+
+use common::{nonzero, random_vec, reference, rel_err, PatternKind};
+use half::f16;
+use proptest::prelude::*;
+use rand::{rngs::StdRng, Rng, SeedableRng};
+use sparsek::{spmm, Backend, BlockShape, BsrMatrix, Dense, DenseMut, DenseShape, Element, Layout, SpmmOptions};
+
+const SIDES: [usize; 4] = [16, 32, 64, 128];
+
+fn kind_strategy() -> impl Strategy<Value = PatternKind> {
+    prop_oneof![
+        3 => (0.0f64..=1.0).prop_map(PatternKind::Random),
+        1 => Just(PatternKind::Full),
+        1 => Just(PatternKind::Empty),
+        1 => Just(PatternKind::Single),
+        1 => Just(PatternKind::EmptyAndFullRows),
+    ]
+}
+
+/// The three BSR arrays and the dense matrix, built independently of sparsek.
+fn arrays(kind: PatternKind, br: usize, bc: usize, block: BlockShape, seed: u64) -> (Vec<i32>, Vec<i32>, Vec<f16>, Vec<f16>) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mask = common::mask(kind, br, bc, &mut rng);
+    let (m, k) = (br * block.rows, bc * block.cols);
+    let mut dense = vec![f16::ZERO; m * k];
+    let (mut row_ptr, mut col_idx, mut values) = (vec![0i32], vec![], vec![]);
+    for r in 0..br {
+        for c in 0..bc {
+            if !mask.get(r, c) {
+                continue;
+            }
+            col_idx.push(c as i32);
+            for i in 0..block.rows {
+                for j in 0..block.cols {
+                    let v: f16 = nonzero(&mut rng);
+                    values.push(v);
+                    dense[(r * block.rows + i) * k + c * block.cols + j] = v;
+                }
+            }
+        }
+        row_ptr.push(col_idx.len() as i32);
+    }
+    (row_ptr, col_idx, values, dense)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+
+    /// from_parts -> to_dense gives the dense matrix back, and from_dense gives the parts.
+    #[test]
+    fn round_trip(bm in 0..4usize, bk in 0..4usize, br in 0..5usize, bc in 0..5usize,
+                  kind in kind_strategy(), seed in any::<u64>()) {
+        let block = BlockShape::new(SIDES[bm], SIDES[bk]);
+        let (row_ptr, col_idx, values, dense) = arrays(kind, br, bc, block, seed);
+        let (m, k) = (br * block.rows, bc * block.cols);
+        let a = BsrMatrix::from_parts(m, k, block, row_ptr.clone(), col_idx.clone(), values.clone()).unwrap();
+        prop_assert_eq!(a.to_dense(), dense.clone());
+        prop_assert_eq!(a.nnz_blocks(), col_idx.len());
+        let back = BsrMatrix::from_dense(&dense, m, k, block).unwrap();
+        prop_assert_eq!(back.into_parts(), (row_ptr, col_idx, values));
+    }
+
+    /// CPU spmm against the naive f64 product: f16 inputs, f32 and f16 outputs, every
+    /// layout of B and C, α/β including β = 0 on a NaN-poisoned C.
+    #[test]
+    fn cpu_matches_f64(bm in 0..4usize, bk in 0..4usize, br in 0..4usize, bc in 0..4usize, n in 1..24usize,
+                       kind in kind_strategy(), seed in any::<u64>(),
+                       b_col in any::<bool>(), c_col in any::<bool>(), f16_out in any::<bool>(),
+                       alpha in prop_oneof![Just(1.0f32), Just(-0.5f32), 0.1f32..3.0],
+                       beta in prop_oneof![Just(0.0f32), Just(1.0f32), -2.0f32..2.0]) {
+        let block = BlockShape::new(SIDES[bm], SIDES[bk]);
+        let mut rng = StdRng::seed_from_u64(seed);
+        let a = common::random_bsr::<f16>(kind, br, bc, block, &mut rng);
+        let lay = |col: bool| if col { Layout::ColMajor } else { Layout::RowMajor };
+        let (err, bad) = if f16_out {
+            check::<f16>(&a, n, lay(b_col), lay(c_col), alpha, beta, &mut rng)
+        } else {
+            check::<f32>(&a, n, lay(b_col), lay(c_col), alpha, beta, &mut rng)
+        };
+        prop_assert_eq!(bad, 0, "unwritten or non-finite outputs");
+        prop_assert!(err <= 1e-3, "rel err {err}");
+    }
+}
+
+fn check<O: Element>(a: &BsrMatrix<f16>, n: usize, bl: Layout, cl: Layout, alpha: f32, beta: f32, rng: &mut StdRng) -> (f64, usize) {
+    let (m, k) = (a.m(), a.k());
+    let b: Vec<f16> = random_vec(k * n, rng);
+    let mut c: Vec<O> = if beta == 0.0 { vec![O::from_f32(f32::NAN); m * n] } else { random_vec(m * n, rng) };
+    let (bs, cs) = (DenseShape::packed(k, n, bl), DenseShape::packed(m, n, cl));
+    let want = reference(a, &b, &bs, &c, &cs, alpha, beta);
+    let opts = SpmmOptions::new().alpha(alpha).beta(beta).backend(if rng.random_bool(0.5) { Backend::Cpu } else { Backend::Auto });
+    spmm(a, Dense::host(&b, k, n, bl), DenseMut::host(&mut c, m, n, cl), &opts).unwrap();
+    rel_err(&c, &cs, &want)
+}
+
+/// A padded leading dimension: the padding is neither read as data nor written.
+#[test]
+fn cpu_respects_leading_dimension() {
+    let mut rng = StdRng::seed_from_u64(11);
+    let a = common::random_bsr::<f16>(PatternKind::Random(0.5), 3, 4, BlockShape::new(16, 32), &mut rng);
+    let (m, k, n) = (a.m(), a.k(), 10);
+    for (bl, cl) in [(Layout::RowMajor, Layout::ColMajor), (Layout::ColMajor, Layout::RowMajor)] {
+        let bs = DenseShape { ld: DenseShape::packed(k, n, bl).ld + 3, ..DenseShape::packed(k, n, bl) };
+        let cs = DenseShape { ld: DenseShape::packed(m, n, cl).ld + 5, ..DenseShape::packed(m, n, cl) };
+        let b: Vec<f16> = random_vec(bs.required_len().unwrap(), &mut rng);
+        let sentinel = 12345.0f32;
+        let mut c = vec![sentinel; cs.required_len().unwrap() + 5];
+        let want = reference(&a, &b, &bs, &c, &cs, 1.5, 0.0);
+        spmm(&a, Dense::host(&b, k, n, bl).with_ld(bs.ld), DenseMut::host(&mut c, m, n, cl).with_ld(cs.ld),
+             &SpmmOptions::new().alpha(1.5)).unwrap();
+        let (err, bad) = rel_err(&c, &cs, &want);
+        assert!(err < 1e-6 && bad == 0, "err {err}, bad {bad}");
+        let written: usize = (0..m).flat_map(|i| (0..n).map(move |j| (i, j))).count();
+        let untouched = c.iter().filter(|v| **v == sentinel).count();
+        assert_eq!(untouched, c.len() - written, "padding must stay untouched");
+    }
+}
+
+/// bf16 inputs and outputs, all three element types through the same path.
+#[test]
+fn cpu_bf16_and_f32() {
+    let mut rng = StdRng::seed_from_u64(5);
+    let a = common::random_bsr::<sparsek::bf16>(PatternKind::Random(0.6), 4, 3, BlockShape::new(32, 16), &mut rng);
+    let (m, k, n) = (a.m(), a.k(), 17);
+    let b = random_vec::<sparsek::bf16>(k * n, &mut rng);
+    let mut c = random_vec::<sparsek::bf16>(m * n, &mut rng);
+    let (bs, cs) = (DenseShape::packed(k, n, Layout::RowMajor), DenseShape::packed(m, n, Layout::RowMajor));
+    let want = reference(&a, &b, &bs, &c, &cs, 0.75, 0.5);
+    spmm(&a, Dense::host(&b, k, n, Layout::RowMajor), DenseMut::host(&mut c, m, n, Layout::RowMajor),
+         &SpmmOptions::new().alpha(0.75).beta(0.5)).unwrap();
+    let (err, bad) = rel_err(&c, &cs, &want);
+    assert!(err < 1e-2 && bad == 0, "bf16 rel err {err}");
+
+    let a32 = common::random_bsr::<f32>(PatternKind::Full, 2, 2, BlockShape::new(16, 16), &mut rng);
+    let b32 = random_vec::<f32>(32 * 8, &mut rng);
+    let mut c32 = vec![f32::NAN; 32 * 8];
+    let (bs, cs) = (DenseShape::packed(32, 8, Layout::ColMajor), DenseShape::packed(32, 8, Layout::ColMajor));
+    let want = reference(&a32, &b32, &bs, &c32, &cs, 1.0, 0.0);
+    spmm(&a32, Dense::host(&b32, 32, 8, Layout::ColMajor), DenseMut::host(&mut c32, 32, 8, Layout::ColMajor), &SpmmOptions::new()).unwrap();
+    let (err, bad) = rel_err(&c32, &cs, &want);
+    assert!(err < 1e-6 && bad == 0, "f32 rel err {err}");
+}
+
+/// The pattern builders keep what they say.
+#[test]
+fn pattern_builders() {
+    let mut rng = StdRng::seed_from_u64(3);
+    let topk = sparsek::BlockMask::random_per_row(8, 16, 5, &mut rng).unwrap();
+    assert!((0..8).all(|r| topk.row_cols(r).count() == 5));
+    let scores: Vec<f32> = (0..12).map(|i| (i % 4) as f32).collect();
+    let t = sparsek::BlockMask::topk_per_row(&scores, 3, 4, 2).unwrap();
+    assert_eq!(t.row_cols(0).collect::<Vec<_>>(), vec![2, 3]);
+    let causal = sparsek::BlockMask::causal(4, None).unwrap();
+    assert_eq!(causal.count(), 10);
+    let band = sparsek::BlockMask::causal(4, Some(2)).unwrap();
+    assert_eq!(band.row_cols(3).collect::<Vec<_>>(), vec![2, 3]);
+    let skew = sparsek::BlockMask::skewed(8, 16, 4, 2, &mut rng).unwrap();
+    assert_eq!(skew.row_cols(0).count(), 16);
+    assert_eq!(skew.row_cols(1).count(), 2);
+    let d = sparsek::BlockMask::random(64, 64, 0.25, &mut rng).unwrap();
+    let frac = d.count() as f64 / 4096.0;
+    assert!((0.2..0.3).contains(&frac), "density {frac}");
+    let a = BsrMatrix::<f32>::from_block_mask(&causal, BlockShape::new(16, 16), |_, _| 1.0).unwrap();
+    assert_eq!(a.nnz_blocks(), 10);
+    assert!((a.density() - 10.0 / 16.0).abs() < 1e-12);
+    assert_eq!(a.block_rows().map(|r| r.col_idx.len()).collect::<Vec<_>>(), vec![1, 2, 3, 4]);
+    assert_eq!(a.mask(), causal);
+}

@@ -1,0 +1,115 @@
+//! Shared by the integration tests: random BSR problems and the f64 oracle.
+#![allow(dead_code)]
+
+use rand::{rngs::StdRng, Rng};
+use sparsek::{BlockMask, BlockShape, BsrMatrix, DenseShape, Element, Layout};
+
+/// Which pattern a random matrix gets.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum PatternKind {
+    /// Each block kept with this probability (some rows end up empty).
+    Random(f64),
+    /// Every block.
+    Full,
+    /// No block at all.
+    Empty,
+    /// Exactly one block.
+    Single,
+    /// Alternate block-rows empty and full.
+    EmptyAndFullRows,
+}
+
+pub fn mask(kind: PatternKind, rows: usize, cols: usize, rng: &mut StdRng) -> BlockMask {
+    match kind {
+        PatternKind::Random(p) => BlockMask::random(rows, cols, p, rng).unwrap(),
+        PatternKind::Full => BlockMask::from_fn(rows, cols, |_, _| true),
+        PatternKind::Empty => BlockMask::from_fn(rows, cols, |_, _| false),
+        PatternKind::Single => {
+            let (r, c) = if rows * cols == 0 {
+                (usize::MAX, usize::MAX)
+            } else {
+                (rng.random_range(0..rows), rng.random_range(0..cols))
+            };
+            BlockMask::from_fn(rows, cols, |i, j| (i, j) == (r, c))
+        }
+        PatternKind::EmptyAndFullRows => BlockMask::from_fn(rows, cols, |i, _| i % 2 == 1),
+    }
+}
+
+/// A value in ±[0.05, 1): never zero, so every stored block has a nonzero.
+pub fn nonzero<T: Element>(rng: &mut StdRng) -> T {
+    let v: f32 = rng.random_range(0.05..1.0);
+    T::from_f32(if rng.random_bool(0.5) { v } else { -v })
+}
+
+pub fn random_bsr<T: Element>(
+    kind: PatternKind,
+    block_rows: usize,
+    block_cols: usize,
+    block: BlockShape,
+    rng: &mut StdRng,
+) -> BsrMatrix<T> {
+    let mask = mask(kind, block_rows, block_cols, rng);
+    BsrMatrix::from_block_mask(&mask, block, |_, _| nonzero(rng)).unwrap()
+}
+
+pub fn random_vec<T: Element>(len: usize, rng: &mut StdRng) -> Vec<T> {
+    (0..len).map(|_| T::from_f32(rng.random_range(-1.0..1.0))).collect()
+}
+
+/// Naive `α·A·B + β·C` in f64 from the dense form of A, as an m x n row-major matrix.
+pub fn reference<T: Element, O: Element>(
+    a: &BsrMatrix<T>,
+    b: &[T],
+    b_shape: &DenseShape,
+    c_old: &[O],
+    c_shape: &DenseShape,
+    alpha: f32,
+    beta: f32,
+) -> Vec<f64> {
+    let (m, k, n) = (a.m(), a.k(), b_shape.cols);
+    let dense = a.to_dense();
+    let mut out = vec![0f64; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            let mut s = 0f64;
+            for kk in 0..k {
+                let av = dense[i * k + kk].to_f32() as f64;
+                if av != 0.0 {
+                    s += av * b[b_shape.layout.offset(kk, j, b_shape.ld)].to_f32() as f64;
+                }
+            }
+            let mut v = alpha as f64 * s;
+            if beta != 0.0 {
+                v += beta as f64 * c_old[c_shape.layout.offset(i, j, c_shape.ld)].to_f32() as f64;
+            }
+            out[i * n + j] = v;
+        }
+    }
+    out
+}
+
+/// ‖out − ref‖ / ‖ref‖ over the m x n view of `out` (absolute error when ref is 0), and
+/// the number of non-finite outputs (unwritten NaN poison shows up here).
+pub fn rel_err<O: Element>(out: &[O], shape: &DenseShape, reference: &[f64]) -> (f64, usize) {
+    let (m, n) = (shape.rows, shape.cols);
+    let (mut num, mut den, mut bad) = (0f64, 0f64, 0usize);
+    for i in 0..m {
+        for j in 0..n {
+            let o = out[shape.layout.offset(i, j, shape.ld)].to_f32() as f64;
+            if !o.is_finite() {
+                bad += 1;
+                continue;
+            }
+            let r = reference[i * n + j];
+            num += (o - r) * (o - r);
+            den += r * r;
+        }
+    }
+    let err = if den == 0.0 { num.sqrt() } else { (num / den).sqrt() };
+    (err, bad)
+}
+
+pub fn layouts() -> [Layout; 2] {
+    [Layout::RowMajor, Layout::ColMajor]
+}

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs the CUDA 13.0 compiler and the CUTLASS headers from PyPI wheels into
+# third_party/py (git-ignored). Idempotent: a second run checks the stamp and returns.
+#
+#   third_party/setup.sh          # install (or verify) the pinned toolchain
+#
+# build.rs finds nvcc at third_party/py/nvidia/cu13/bin/nvcc and CUTLASS at
+# third_party/py/cutlass_library/source/include unless NVCC / CUDA_HOME / CUTLASS_DIR say
+# otherwise.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+dest="$here/py"
+
+# Pinned: the versions the project was checked with (CUDA 13.0 U2, CUTLASS 4.2).
+pkgs=(
+  nvidia-cuda-nvcc==13.0.88
+  nvidia-nvvm==13.0.88
+  nvidia-cuda-runtime==13.0.96
+  nvidia-cuda-crt==13.0.88
+  nvidia-cuda-cccl==13.0.85
+  nvidia-cutlass==4.2.0.0
+)
+stamp="$dest/.sparsek-setup-$(printf '%s\n' "${pkgs[@]}" | sha256sum | cut -c1-16)"
+
+if [[ -f "$stamp" && -x "$dest/nvidia/cu13/bin/nvcc" ]]; then
+  echo "sparsek setup: toolchain already installed in $dest"
+  exit 0
+fi
+
+py="${PYTHON:-python3}"
+rm -rf "$dest"
+mkdir -p "$dest"
+echo "sparsek setup: installing ${pkgs[*]} into $dest"
+"$py" -m pip install --quiet --disable-pip-version-check --no-deps --no-compile \
+  --target "$dest" "${pkgs[@]}"
+
+cu="$dest/nvidia/cu13"
+# nvcc expects lib64/ in places; the wheels ship lib/.
+[[ -e "$cu/lib64" ]] || ln -s lib "$cu/lib64"
+"$cu/bin/nvcc" --version | tail -n 2
+test -f "$dest/cutlass_library/source/include/cutlass/cutlass.h"
+test -f "$cu/lib/libcudart_static.a"
+touch "$stamp"
+echo "sparsek setup: done (nvcc: $cu/bin/nvcc, CUTLASS: $dest/cutlass_library/source/include)"
