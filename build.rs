@@ -57,7 +57,9 @@ mod cuda {
         if p.is_file() {
             return p;
         }
-        fail(format!("nvcc not found (NVCC, CUDA_HOME, CUDA_PATH, PATH, third_party/): {SETUP_HINT}"))
+        fail(format!(
+            "nvcc not found (NVCC, CUDA_HOME, CUDA_PATH, PATH, third_party/): {SETUP_HINT}"
+        ))
     }
 
     /// CUTLASS include dirs: $CUTLASS_DIR (a 4.3+ checkout), then third_party/.
@@ -69,7 +71,10 @@ mod cuda {
         };
         let inc = base.join("include");
         if !inc.join("cutlass/cutlass.h").is_file() {
-            fail(format!("CUTLASS headers not found at {}: {SETUP_HINT}, or set CUTLASS_DIR", inc.display()));
+            fail(format!(
+                "CUTLASS headers not found at {}: {SETUP_HINT}, or set CUTLASS_DIR",
+                inc.display()
+            ));
         }
         vec![inc, base.join("tools/util/include")]
     }
@@ -77,7 +82,8 @@ mod cuda {
     /// Non-empty, non-comment lines of a file in cpp/.
     fn read_list(path: &Path) -> Vec<String> {
         println!("cargo:rerun-if-changed={}", path.display());
-        let text = fs::read_to_string(path).unwrap_or_else(|e| fail(format!("reading {}: {e}", path.display())));
+        let text = fs::read_to_string(path)
+            .unwrap_or_else(|e| fail(format!("reading {}: {e}", path.display())));
         text.lines()
             .map(|l| l.split('#').next().unwrap_or("").trim().to_string())
             .filter(|l| !l.is_empty())
@@ -95,8 +101,11 @@ mod cuda {
     /// An object is fresh when it exists, its command line is unchanged, and it is newer
     /// than every dependency nvcc listed (-MD) last time.
     fn is_fresh(obj: &Path, dep: &Path, cmd_stamp: &Path, cmd: &str) -> bool {
-        let (Some(t_obj), Ok(old_cmd), Ok(deps)) = (mtime(obj), fs::read_to_string(cmd_stamp), fs::read_to_string(dep))
-        else {
+        let (Some(t_obj), Ok(old_cmd), Ok(deps)) = (
+            mtime(obj),
+            fs::read_to_string(cmd_stamp),
+            fs::read_to_string(dep),
+        ) else {
             return false;
         };
         if old_cmd != cmd {
@@ -106,25 +115,41 @@ mod cuda {
         let Some((_, files)) = joined.split_once(": ") else {
             return false;
         };
-        files.split_whitespace().all(|f| mtime(Path::new(f)).is_some_and(|t| t <= t_obj))
+        files
+            .split_whitespace()
+            .all(|f| mtime(Path::new(f)).is_some_and(|t| t <= t_obj))
     }
 
     pub fn build() {
         let root = manifest_dir();
         let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
         let nvcc = find_nvcc(&root);
-        let cuda_root = nvcc.parent().and_then(Path::parent).map(Path::to_path_buf).unwrap_or_default();
+        let cuda_root = nvcc
+            .parent()
+            .and_then(Path::parent)
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
         let cuda_include = cuda_root.join("include");
         let cuda_lib = ["lib64", "lib"]
             .iter()
             .map(|d| cuda_root.join(d))
             .find(|d| d.join("libcudart_static.a").is_file())
-            .unwrap_or_else(|| fail(format!("libcudart_static.a not found under {}: {SETUP_HINT}", cuda_root.display())));
+            .unwrap_or_else(|| {
+                fail(format!(
+                    "libcudart_static.a not found under {}: {SETUP_HINT}",
+                    cuda_root.display()
+                ))
+            });
         let cutlass = find_cutlass(&root);
 
         println!("cargo:rerun-if-env-changed=SPARSEK_CUDA_ARCHS");
-        let archs_env = env::var("SPARSEK_CUDA_ARCHS").unwrap_or_else(|_| DEFAULT_ARCHS.to_string());
-        let archs: Vec<String> = archs_env.split(',').map(|a| a.trim().to_string()).filter(|a| !a.is_empty()).collect();
+        let archs_env =
+            env::var("SPARSEK_CUDA_ARCHS").unwrap_or_else(|_| DEFAULT_ARCHS.to_string());
+        let archs: Vec<String> = archs_env
+            .split(',')
+            .map(|a| a.trim().to_string())
+            .filter(|a| !a.is_empty())
+            .collect();
 
         let flags = read_list(&root.join("cpp/nvcc_flags.txt"));
         let sources = read_list(&root.join("cpp/sources.txt"));
@@ -147,7 +172,9 @@ mod cuda {
             let file_archs: Vec<&String> = match arch_kind {
                 "all" => archs.iter().collect(),
                 "sm90a" => archs.iter().filter(|a| a.as_str() == "90a").collect(),
-                other => fail(format!("cpp/sources.txt: unknown arch class `{other}` for {src}")),
+                other => fail(format!(
+                    "cpp/sources.txt: unknown arch class `{other}` for {src}"
+                )),
             };
             let stem = src.replace(['/', '.'], "_");
             let obj = obj_dir.join(format!("{stem}.o"));
@@ -162,10 +189,18 @@ mod cuda {
             } else {
                 args.extend(file_archs.iter().map(|a| gencode(a)));
             }
-            for inc in [root.join("include"), root.join("cpp")].iter().chain(cutlass.iter()) {
+            for inc in [root.join("include"), root.join("cpp")]
+                .iter()
+                .chain(cutlass.iter())
+            {
                 args.push(format!("-I{}", inc.display()));
             }
-            args.extend(["-c".into(), src_path.display().to_string(), "-o".into(), obj.display().to_string()]);
+            args.extend([
+                "-c".into(),
+                src_path.display().to_string(),
+                "-o".into(),
+                obj.display().to_string(),
+            ]);
             let cmd_line = format!("{} {}", nvcc.display(), args.join(" "));
             if !is_fresh(&obj, &dep, &stamp, &cmd_line) {
                 eprintln!("nvcc: {src}");

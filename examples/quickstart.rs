@@ -13,8 +13,12 @@ fn main() -> Result<()> {
     let block = BlockShape::new(64, 64);
     let mut rng = StdRng::seed_from_u64(7);
     let mask = BlockMask::random_per_row(out_f / 64, in_f / 64, 8, &mut rng)?;
-    let w = BsrMatrix::from_block_mask(&mask, block, |_, _| f16::from_f32(rng.random_range(-1.0..1.0)))?;
-    let x: Vec<f16> = (0..batch * in_f).map(|_| f16::from_f32(rng.random_range(-1.0..1.0))).collect();
+    let w = BsrMatrix::from_block_mask(&mask, block, |_, _| {
+        f16::from_f32(rng.random_range(-1.0..1.0))
+    })?;
+    let x: Vec<f16> = (0..batch * in_f)
+        .map(|_| f16::from_f32(rng.random_range(-1.0..1.0)))
+        .collect();
     println!(
         "W: {}x{} BSR, {} blocks of {block} ({:.1}% dense); x: {batch}x{in_f}",
         w.m(),
@@ -41,7 +45,12 @@ fn main() -> Result<()> {
 }
 
 #[cfg(feature = "cuda")]
-fn gpu(w: &BsrMatrix<f16>, x: &[f16], y_cpu: &[f32], (out_f, in_f, batch): (usize, usize, usize)) -> Result<()> {
+fn gpu(
+    w: &BsrMatrix<f16>,
+    x: &[f16],
+    y_cpu: &[f32],
+    (out_f, in_f, batch): (usize, usize, usize),
+) -> Result<()> {
     use sparsek::{gpu, DeviceBsr};
     let ctx = match gpu::open_device() {
         Ok(ctx) => ctx,
@@ -55,15 +64,10 @@ fn gpu(w: &BsrMatrix<f16>, x: &[f16], y_cpu: &[f32], (out_f, in_f, batch): (usiz
     let dx = stream.clone_htod(x)?;
     let mut dy = stream.alloc_zeros::<f32>(batch * out_f)?;
     let opts = SpmmOptions::new();
-    let shape_x = sparsek::DenseShape::packed(in_f, batch, Layout::ColMajor);
-    let shape_y = sparsek::DenseShape::packed(out_f, batch, Layout::ColMajor);
-    let backend = gpu::can_implement::<f16, f32>(&dw, &shape_x, &shape_y, &opts, &stream)?;
-    spmm(
-        &dw,
-        Dense::device(&dx, in_f, batch, Layout::ColMajor),
-        DenseMut::device(&mut dy, out_f, batch, Layout::ColMajor),
-        &opts,
-    )?;
+    let x_view = Dense::device(&dx, in_f, batch, Layout::ColMajor);
+    let y_view = DenseMut::device(&mut dy, out_f, batch, Layout::ColMajor);
+    let backend = gpu::can_implement(&dw, &x_view, &y_view, &opts)?;
+    spmm(&dw, x_view, y_view, &opts)?;
     let y = stream.clone_dtoh(&dy)?;
     stream.synchronize()?;
     let (mut num, mut den) = (0f64, 0f64);

@@ -198,7 +198,12 @@ impl<T: Element> BsrMatrix<T> {
 
     /// Builds from a row-major dense `m x k` matrix, keeping every block with a nonzero
     /// (NaN counts as nonzero).
-    pub fn from_dense(dense: &[T], m: usize, k: usize, block: BlockShape) -> Result<Self, BsrError> {
+    pub fn from_dense(
+        dense: &[T],
+        m: usize,
+        k: usize,
+        block: BlockShape,
+    ) -> Result<Self, BsrError> {
         let (block_rows, block_cols) = check_grid(m, k, block)?;
         let expected = m.checked_mul(k).ok_or(BsrError::IndexOverflow {
             what: "m * k",
@@ -213,7 +218,9 @@ impl<T: Element> BsrMatrix<T> {
         let mask = BlockMask::from_fn(block_rows, block_cols, |br, bc| {
             (0..block.rows).any(|r| {
                 let start = (br * block.rows + r) * k + bc * block.cols;
-                dense[start..start + block.cols].iter().any(|v| !v.is_zero())
+                dense[start..start + block.cols]
+                    .iter()
+                    .any(|v| !v.is_zero())
             })
         });
         Self::from_block_mask(&mask, block, |row, col| dense[row * k + col])
@@ -320,7 +327,10 @@ impl<T> BsrMatrix<T> {
     pub fn block_rows(&self) -> impl ExactSizeIterator<Item = BlockRow<'_, T>> + '_ {
         let blk = self.block.len();
         (0..self.num_block_rows()).map(move |index| {
-            let (s, e) = (self.row_ptr[index] as usize, self.row_ptr[index + 1] as usize);
+            let (s, e) = (
+                self.row_ptr[index] as usize,
+                self.row_ptr[index + 1] as usize,
+            );
             BlockRow {
                 index,
                 col_idx: &self.col_idx[s..e],

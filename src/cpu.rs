@@ -68,15 +68,23 @@ pub(crate) fn spmm<T: Element, O: Element>(
     };
     let ld = c_shape.ld;
     match c_shape.layout {
-        Layout::RowMajor => c.par_chunks_mut(ld).take(m).enumerate().for_each(|(i, row)| {
-            for (j, out) in row[..n].iter_mut().enumerate() {
-                *out = epilogue(acc[i * n + j], *out);
-            }
-        }),
-        Layout::ColMajor => c.par_chunks_mut(ld).take(n).enumerate().for_each(|(j, col)| {
-            for (i, out) in col[..m].iter_mut().enumerate() {
-                *out = epilogue(acc[i * n + j], *out);
-            }
-        }),
+        Layout::RowMajor => c
+            .par_chunks_mut(ld)
+            .take(m)
+            .enumerate()
+            .for_each(|(i, row)| {
+                for (j, out) in row[..n].iter_mut().enumerate() {
+                    *out = epilogue(acc[i * n + j], *out);
+                }
+            }),
+        Layout::ColMajor => c
+            .par_chunks_mut(ld)
+            .take(n)
+            .enumerate()
+            .for_each(|(j, col)| {
+                for (i, out) in col[..m].iter_mut().enumerate() {
+                    *out = epilogue(acc[i * n + j], *out);
+                }
+            }),
     }
 }

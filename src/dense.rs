@@ -47,7 +47,12 @@ impl DenseShape {
             Layout::ColMajor => rows,
         }
         .max(1);
-        Self { rows, cols, layout, ld }
+        Self {
+            rows,
+            cols,
+            layout,
+            ld,
+        }
     }
     /// Length of the contiguous dimension; `ld` must be at least this.
     pub fn contiguous_extent(&self) -> usize {
@@ -65,7 +70,9 @@ impl DenseShape {
             Layout::RowMajor => self.rows,
             Layout::ColMajor => self.cols,
         };
-        (outer - 1).checked_mul(self.ld)?.checked_add(self.contiguous_extent())
+        (outer - 1)
+            .checked_mul(self.ld)?
+            .checked_add(self.contiguous_extent())
     }
 }
 

@@ -44,7 +44,12 @@ impl BlockMask {
     }
 
     /// Every block kept with probability `density` (uniform random pattern).
-    pub fn random(rows: usize, cols: usize, density: f64, rng: &mut impl Rng) -> Result<Self, BsrError> {
+    pub fn random(
+        rows: usize,
+        cols: usize,
+        density: f64,
+        rng: &mut impl Rng,
+    ) -> Result<Self, BsrError> {
         if !(0.0..=1.0).contains(&density) {
             return Err(invalid(format!("density {density} is outside [0, 1]")));
         }
@@ -53,14 +58,24 @@ impl BlockMask {
 
     /// Exactly `per_row` blocks in every block-row, chosen uniformly at random: the top-k
     /// pattern with random scores (the benchmarks' "top-k per row" case).
-    pub fn random_per_row(rows: usize, cols: usize, per_row: usize, rng: &mut impl Rng) -> Result<Self, BsrError> {
+    pub fn random_per_row(
+        rows: usize,
+        cols: usize,
+        per_row: usize,
+        rng: &mut impl Rng,
+    ) -> Result<Self, BsrError> {
         let scores: Vec<f32> = (0..rows * cols).map(|_| rng.random::<f32>()).collect();
         Self::topk_per_row(&scores, rows, cols, per_row)
     }
 
     /// The `k` highest-scoring blocks of each block-row of a row-major `rows x cols` score
     /// matrix (ties go to the lower column; NaN scores rank lowest).
-    pub fn topk_per_row(scores: &[f32], rows: usize, cols: usize, k: usize) -> Result<Self, BsrError> {
+    pub fn topk_per_row(
+        scores: &[f32],
+        rows: usize,
+        cols: usize,
+        k: usize,
+    ) -> Result<Self, BsrError> {
         if scores.len() != rows * cols {
             return Err(BsrError::InputLength {
                 expected: rows * cols,
@@ -76,7 +91,13 @@ impl BlockMask {
             let row = &scores[r * cols..(r + 1) * cols];
             order.clear();
             order.extend(0..cols);
-            let key = |c: &usize| if row[*c].is_nan() { f32::NEG_INFINITY } else { row[*c] };
+            let key = |c: &usize| {
+                if row[*c].is_nan() {
+                    f32::NEG_INFINITY
+                } else {
+                    row[*c]
+                }
+            };
             order.sort_by(|a, b| key(b).total_cmp(&key(a)).then(a.cmp(b)));
             for &c in &order[..k] {
                 bits[r * cols + c] = true;

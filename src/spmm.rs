@@ -169,9 +169,19 @@ pub fn spmm<'a, T: Element, O: Element>(
     check_view("C", &c.shape, c.data.len())?;
 
     match (a, b.data, c.data) {
-        (BsrOperand::Host(a), Storage::Host(b_data), StorageMut::Host(c_data)) => match options.backend {
+        (BsrOperand::Host(a), Storage::Host(b_data), StorageMut::Host(c_data)) => match options
+            .backend
+        {
             Backend::Auto | Backend::Cpu => {
-                crate::cpu::spmm(a, b_data, &b.shape, c_data, &c.shape, options.alpha, options.beta);
+                crate::cpu::spmm(
+                    a,
+                    b_data,
+                    &b.shape,
+                    c_data,
+                    &c.shape,
+                    options.alpha,
+                    options.beta,
+                );
                 Ok(())
             }
             backend => Err(Error::BackendUnavailable {
@@ -197,6 +207,8 @@ pub fn spmm<'a, T: Element, O: Element>(
             crate::gpu::spmm(a, b_data, &b.shape, c_data, &c.shape, options)
         }
         #[cfg(feature = "cuda")]
-        _ => Err(Error::MixedLocations("A, B and C must be all host or all device")),
+        _ => Err(Error::MixedLocations(
+            "A, B and C must be all host or all device",
+        )),
     }
 }

@@ -6,7 +6,9 @@ use common::{nonzero, random_vec, reference, rel_err, PatternKind};
 use half::f16;
 use proptest::prelude::*;
 use rand::{rngs::StdRng, Rng, SeedableRng};
-use sparsek::{spmm, Backend, BlockShape, BsrMatrix, Dense, DenseMut, DenseShape, Element, Layout, SpmmOptions};
+use sparsek::{
+    spmm, Backend, BlockShape, BsrMatrix, Dense, DenseMut, DenseShape, Element, Layout, SpmmOptions,
+};
 
 const SIDES: [usize; 4] = [16, 32, 64, 128];
 
@@ -21,7 +23,13 @@ fn kind_strategy() -> impl Strategy<Value = PatternKind> {
 }
 
 /// The three BSR arrays and the dense matrix, built independently of sparsek.
-fn arrays(kind: PatternKind, br: usize, bc: usize, block: BlockShape, seed: u64) -> (Vec<i32>, Vec<i32>, Vec<f16>, Vec<f16>) {
+fn arrays(
+    kind: PatternKind,
+    br: usize,
+    bc: usize,
+    block: BlockShape,
+    seed: u64,
+) -> (Vec<i32>, Vec<i32>, Vec<f16>, Vec<f16>) {
     let mut rng = StdRng::seed_from_u64(seed);
     let mask = common::mask(kind, br, bc, &mut rng);
     let (m, k) = (br * block.rows, bc * block.cols);
@@ -85,14 +93,39 @@ proptest! {
     }
 }
 
-fn check<O: Element>(a: &BsrMatrix<f16>, n: usize, bl: Layout, cl: Layout, alpha: f32, beta: f32, rng: &mut StdRng) -> (f64, usize) {
+fn check<O: Element>(
+    a: &BsrMatrix<f16>,
+    n: usize,
+    bl: Layout,
+    cl: Layout,
+    alpha: f32,
+    beta: f32,
+    rng: &mut StdRng,
+) -> (f64, usize) {
     let (m, k) = (a.m(), a.k());
     let b: Vec<f16> = random_vec(k * n, rng);
-    let mut c: Vec<O> = if beta == 0.0 { vec![O::from_f32(f32::NAN); m * n] } else { random_vec(m * n, rng) };
+    let mut c: Vec<O> = if beta == 0.0 {
+        vec![O::from_f32(f32::NAN); m * n]
+    } else {
+        random_vec(m * n, rng)
+    };
     let (bs, cs) = (DenseShape::packed(k, n, bl), DenseShape::packed(m, n, cl));
     let want = reference(a, &b, &bs, &c, &cs, alpha, beta);
-    let opts = SpmmOptions::new().alpha(alpha).beta(beta).backend(if rng.random_bool(0.5) { Backend::Cpu } else { Backend::Auto });
-    spmm(a, Dense::host(&b, k, n, bl), DenseMut::host(&mut c, m, n, cl), &opts).unwrap();
+    let opts = SpmmOptions::new()
+        .alpha(alpha)
+        .beta(beta)
+        .backend(if rng.random_bool(0.5) {
+            Backend::Cpu
+        } else {
+            Backend::Auto
+        });
+    spmm(
+        a,
+        Dense::host(&b, k, n, bl),
+        DenseMut::host(&mut c, m, n, cl),
+        &opts,
+    )
+    .unwrap();
     rel_err(&c, &cs, &want)
 }
 
@@ -100,17 +133,37 @@ fn check<O: Element>(a: &BsrMatrix<f16>, n: usize, bl: Layout, cl: Layout, alpha
 #[test]
 fn cpu_respects_leading_dimension() {
     let mut rng = StdRng::seed_from_u64(11);
-    let a = common::random_bsr::<f16>(PatternKind::Random(0.5), 3, 4, BlockShape::new(16, 32), &mut rng);
+    let a = common::random_bsr::<f16>(
+        PatternKind::Random(0.5),
+        3,
+        4,
+        BlockShape::new(16, 32),
+        &mut rng,
+    );
     let (m, k, n) = (a.m(), a.k(), 10);
-    for (bl, cl) in [(Layout::RowMajor, Layout::ColMajor), (Layout::ColMajor, Layout::RowMajor)] {
-        let bs = DenseShape { ld: DenseShape::packed(k, n, bl).ld + 3, ..DenseShape::packed(k, n, bl) };
-        let cs = DenseShape { ld: DenseShape::packed(m, n, cl).ld + 5, ..DenseShape::packed(m, n, cl) };
+    for (bl, cl) in [
+        (Layout::RowMajor, Layout::ColMajor),
+        (Layout::ColMajor, Layout::RowMajor),
+    ] {
+        let bs = DenseShape {
+            ld: DenseShape::packed(k, n, bl).ld + 3,
+            ..DenseShape::packed(k, n, bl)
+        };
+        let cs = DenseShape {
+            ld: DenseShape::packed(m, n, cl).ld + 5,
+            ..DenseShape::packed(m, n, cl)
+        };
         let b: Vec<f16> = random_vec(bs.required_len().unwrap(), &mut rng);
         let sentinel = 12345.0f32;
         let mut c = vec![sentinel; cs.required_len().unwrap() + 5];
         let want = reference(&a, &b, &bs, &c, &cs, 1.5, 0.0);
-        spmm(&a, Dense::host(&b, k, n, bl).with_ld(bs.ld), DenseMut::host(&mut c, m, n, cl).with_ld(cs.ld),
-             &SpmmOptions::new().alpha(1.5)).unwrap();
+        spmm(
+            &a,
+            Dense::host(&b, k, n, bl).with_ld(bs.ld),
+            DenseMut::host(&mut c, m, n, cl).with_ld(cs.ld),
+            &SpmmOptions::new().alpha(1.5),
+        )
+        .unwrap();
         let (err, bad) = rel_err(&c, &cs, &want);
         assert!(err < 1e-6 && bad == 0, "err {err}, bad {bad}");
         let written: usize = (0..m).flat_map(|i| (0..n).map(move |j| (i, j))).count();
@@ -123,23 +176,46 @@ fn cpu_respects_leading_dimension() {
 #[test]
 fn cpu_bf16_and_f32() {
     let mut rng = StdRng::seed_from_u64(5);
-    let a = common::random_bsr::<sparsek::bf16>(PatternKind::Random(0.6), 4, 3, BlockShape::new(32, 16), &mut rng);
+    let a = common::random_bsr::<sparsek::bf16>(
+        PatternKind::Random(0.6),
+        4,
+        3,
+        BlockShape::new(32, 16),
+        &mut rng,
+    );
     let (m, k, n) = (a.m(), a.k(), 17);
     let b = random_vec::<sparsek::bf16>(k * n, &mut rng);
     let mut c = random_vec::<sparsek::bf16>(m * n, &mut rng);
-    let (bs, cs) = (DenseShape::packed(k, n, Layout::RowMajor), DenseShape::packed(m, n, Layout::RowMajor));
+    let (bs, cs) = (
+        DenseShape::packed(k, n, Layout::RowMajor),
+        DenseShape::packed(m, n, Layout::RowMajor),
+    );
     let want = reference(&a, &b, &bs, &c, &cs, 0.75, 0.5);
-    spmm(&a, Dense::host(&b, k, n, Layout::RowMajor), DenseMut::host(&mut c, m, n, Layout::RowMajor),
-         &SpmmOptions::new().alpha(0.75).beta(0.5)).unwrap();
+    spmm(
+        &a,
+        Dense::host(&b, k, n, Layout::RowMajor),
+        DenseMut::host(&mut c, m, n, Layout::RowMajor),
+        &SpmmOptions::new().alpha(0.75).beta(0.5),
+    )
+    .unwrap();
     let (err, bad) = rel_err(&c, &cs, &want);
     assert!(err < 1e-2 && bad == 0, "bf16 rel err {err}");
 
     let a32 = common::random_bsr::<f32>(PatternKind::Full, 2, 2, BlockShape::new(16, 16), &mut rng);
     let b32 = random_vec::<f32>(32 * 8, &mut rng);
     let mut c32 = vec![f32::NAN; 32 * 8];
-    let (bs, cs) = (DenseShape::packed(32, 8, Layout::ColMajor), DenseShape::packed(32, 8, Layout::ColMajor));
+    let (bs, cs) = (
+        DenseShape::packed(32, 8, Layout::ColMajor),
+        DenseShape::packed(32, 8, Layout::ColMajor),
+    );
     let want = reference(&a32, &b32, &bs, &c32, &cs, 1.0, 0.0);
-    spmm(&a32, Dense::host(&b32, 32, 8, Layout::ColMajor), DenseMut::host(&mut c32, 32, 8, Layout::ColMajor), &SpmmOptions::new()).unwrap();
+    spmm(
+        &a32,
+        Dense::host(&b32, 32, 8, Layout::ColMajor),
+        DenseMut::host(&mut c32, 32, 8, Layout::ColMajor),
+        &SpmmOptions::new(),
+    )
+    .unwrap();
     let (err, bad) = rel_err(&c32, &cs, &want);
     assert!(err < 1e-6 && bad == 0, "f32 rel err {err}");
 }
@@ -163,9 +239,13 @@ fn pattern_builders() {
     let d = sparsek::BlockMask::random(64, 64, 0.25, &mut rng).unwrap();
     let frac = d.count() as f64 / 4096.0;
     assert!((0.2..0.3).contains(&frac), "density {frac}");
-    let a = BsrMatrix::<f32>::from_block_mask(&causal, BlockShape::new(16, 16), |_, _| 1.0).unwrap();
+    let a =
+        BsrMatrix::<f32>::from_block_mask(&causal, BlockShape::new(16, 16), |_, _| 1.0).unwrap();
     assert_eq!(a.nnz_blocks(), 10);
     assert!((a.density() - 10.0 / 16.0).abs() < 1e-12);
-    assert_eq!(a.block_rows().map(|r| r.col_idx.len()).collect::<Vec<_>>(), vec![1, 2, 3, 4]);
+    assert_eq!(
+        a.block_rows().map(|r| r.col_idx.len()).collect::<Vec<_>>(),
+        vec![1, 2, 3, 4]
+    );
     assert_eq!(a.mask(), causal);
 }

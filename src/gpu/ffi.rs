@@ -65,12 +65,25 @@ pub(crate) struct SpmmBuffers<'a, T, O> {
     pub c: &'a mut CudaSlice<O>,
 }
 
+/// The same buffers, read-only: `can_implement` looks at their addresses, never at them.
+pub(crate) struct SpmmBufferRefs<'a, T, O> {
+    pub row_ptr: &'a CudaSlice<i32>,
+    pub col_idx: &'a CudaSlice<i32>,
+    pub values: &'a CudaSlice<T>,
+    pub b: &'a CudaSlice<T>,
+    pub c: &'a CudaSlice<O>,
+}
+
 /// Fills the pointers of `args` from `bufs` and enqueues the kernel on `stream`.
 ///
 /// The caller (`gpu::spmm`) has checked the scalar fields of `args` against the buffers'
 /// lengths: B and C hold their views, `row_ptr`/`col_idx`/`values` come from a validated
 /// `DeviceBsr`.
-pub(crate) fn spmm<T, O>(mut args: SpmmArgs, bufs: SpmmBuffers<'_, T, O>, stream: &CudaStream) -> FfiStatus {
+pub(crate) fn spmm<T, O>(
+    mut args: SpmmArgs,
+    bufs: SpmmBuffers<'_, T, O>,
+    stream: &CudaStream,
+) -> FfiStatus {
     // The guards record cudarc's read/write events after the launch is enqueued, so other
     // streams that use these buffers wait for it.
     let (row_ptr, _g0) = bufs.row_ptr.device_ptr(stream);
@@ -92,13 +105,33 @@ pub(crate) fn spmm<T, O>(mut args: SpmmArgs, bufs: SpmmBuffers<'_, T, O>, stream
     unsafe { sys::spmm(&args) }
 }
 
-/// `can_implement` for the given scalars (pointers are not read, only their alignment).
-pub(crate) fn can_implement(args: &SpmmArgs) -> FfiStatus {
-    sys::can_implement(args)
+/// `can_implement` for the problem: the C++ side checks the addresses (null, alignment)
+/// and never dereferences them, so no stream ordering is needed.
+pub(crate) fn can_implement<T, O>(
+    mut args: SpmmArgs,
+    bufs: SpmmBufferRefs<'_, T, O>,
+    stream: &CudaStream,
+) -> FfiStatus {
+    let (row_ptr, _g0) = bufs.row_ptr.device_ptr(stream);
+    let (col_idx, _g1) = bufs.col_idx.device_ptr(stream);
+    let (values, _g2) = bufs.values.device_ptr(stream);
+    let (b, _g3) = bufs.b.device_ptr(stream);
+    let (c, _g4) = bufs.c.device_ptr(stream);
+    args.row_ptr = row_ptr;
+    args.col_idx = col_idx;
+    args.values = values;
+    args.b = b;
+    args.c = c;
+    args.stream = stream.cu_stream() as u64;
+    sys::can_implement(&args)
 }
 
 /// Runs the chain kernel over `data` into `out` on `stream`.
-pub(crate) fn chain_checksum(data: &CudaSlice<u32>, out: &mut CudaSlice<u64>, stream: &CudaStream) -> FfiStatus {
+pub(crate) fn chain_checksum(
+    data: &CudaSlice<u32>,
+    out: &mut CudaSlice<u64>,
+    stream: &CudaStream,
+) -> FfiStatus {
     assert!(!out.is_empty(), "chain_checksum needs one u64 of output");
     let (d, _g0) = data.device_ptr(stream);
     let (o, _g1) = out.device_ptr_mut(stream);
@@ -111,4 +144,38 @@ pub(crate) fn chain_checksum(data: &CudaSlice<u32>, out: &mut CudaSlice<u64>, st
 pub(crate) fn culib_present() -> bool {
     // SAFETY: only attempts to dlopen libcuda's candidate names; no CUDA call is made.
     unsafe { cudarc::driver::sys::is_culib_present() }
+}
+
+/// Dense `C = A·B` through cuBLAS (f16 in, f32 compute, f16 out), all row-major: the
+/// baseline sparsek is measured against. cuBLAS is column-major, so this computes
+/// `Cᵀ = Bᵀ·Aᵀ`, which needs no transposes.
+pub(crate) fn cublas_gemm_f16(
+    blas: &cudarc::cublas::CudaBlas,
+    (m, n, k): (usize, usize, usize),
+    a: &CudaSlice<half::f16>,
+    b: &CudaSlice<half::f16>,
+    c: &mut CudaSlice<half::f16>,
+) -> Result<(), cudarc::cublas::result::CublasError> {
+    use cudarc::cublas::{sys::cublasOperation_t::CUBLAS_OP_N, Gemm, GemmConfig};
+    assert!(
+        a.len() >= m * k && b.len() >= k * n && c.len() >= m * n,
+        "cublas_gemm_f16: buffers smaller than the shape"
+    );
+    let dim = |v: usize| i32::try_from(v).expect("cuBLAS takes i32 dimensions");
+    let cfg = GemmConfig {
+        transa: CUBLAS_OP_N,
+        transb: CUBLAS_OP_N,
+        m: dim(n),
+        n: dim(m),
+        k: dim(k),
+        alpha: half::f16::ONE,
+        lda: dim(n),
+        ldb: dim(k),
+        beta: half::f16::ZERO,
+        ldc: dim(n),
+    };
+    // SAFETY: the assert above checks that A (m x k), B (k x n) and C (m x n) hold their
+    // shapes; they are live cudarc allocations and the leading dimensions match the
+    // packed row-major layouts.
+    unsafe { blas.gemm(cfg, b, a, c) }
 }

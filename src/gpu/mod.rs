@@ -11,7 +11,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DriverError};
 
 use crate::bsr::{BlockShape, BsrMatrix};
-use crate::dense::{DenseShape, Layout};
+use crate::dense::{Dense, DenseMut, DenseShape, Layout, Storage, StorageMut};
 use crate::element::{DType, Element};
 use crate::error::Error;
 use crate::spmm::{Backend, SpmmOptions};
@@ -35,7 +35,10 @@ pub struct DeviceBsr<T> {
 }
 
 /// Uploads `data`, allocating at least one element (CUDA refuses empty allocations).
-fn upload_slice<T: Element>(data: &[T], stream: &Arc<CudaStream>) -> Result<CudaSlice<T>, Error> {
+fn upload_slice<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
+    data: &[T],
+    stream: &Arc<CudaStream>,
+) -> Result<CudaSlice<T>, Error> {
     if data.is_empty() {
         Ok(stream.alloc_zeros::<T>(1)?)
     } else {
@@ -179,18 +182,38 @@ pub(crate) fn spmm<T: Element, O: Element>(
     check(ffi::spmm(args, bufs, &stream), options.get_backend()).map(|_| ())
 }
 
-/// Which backend `spmm` would run for this problem on the current device (`Auto`
-/// resolved), or why none can. Launches nothing.
+/// Which backend `spmm` would run for these operands on their device (`Auto` resolved),
+/// or why none can. Launches nothing and reads no device memory.
 pub fn can_implement<T: Element, O: Element>(
     a: &DeviceBsr<T>,
-    b_shape: &DenseShape,
-    c_shape: &DenseShape,
+    b: &Dense<'_, T>,
+    c: &DenseMut<'_, O>,
     options: &SpmmOptions,
-    stream: &Arc<CudaStream>,
 ) -> Result<Backend, Error> {
+    let (Storage::Device(b_data), StorageMut::Device(c_data)) = (&b.data, &c.data) else {
+        return Err(Error::MixedLocations("can_implement takes device B and C"));
+    };
+    if !crate::spmm::gpu_types_supported(T::DTYPE, O::DTYPE) {
+        return Err(Error::UnsupportedTypes {
+            backend: options.get_backend(),
+            input: T::DTYPE,
+            output: O::DTYPE,
+        });
+    }
+    let stream = c_data.stream().clone();
     stream.context().bind_to_thread()?;
-    let args = args::<T, O>(a.m, a.k, a.block, a.nnzb, b_shape, c_shape, options);
-    check(ffi::can_implement(&args), options.get_backend())
+    let args = args::<T, O>(a.m, a.k, a.block, a.nnzb, &b.shape, &c.shape, options);
+    let bufs = ffi::SpmmBufferRefs {
+        row_ptr: &a.row_ptr,
+        col_idx: &a.col_idx,
+        values: &a.values,
+        b: b_data,
+        c: c_data,
+    };
+    check(
+        ffi::can_implement(args, bufs, &stream),
+        options.get_backend(),
+    )
 }
 
 /// Proves the build chain: a kernel compiled by build.rs's nvcc, reached through the cxx
@@ -216,5 +239,26 @@ pub fn open_device() -> Result<Arc<CudaContext>, String> {
         Ok(0) => Err("the CUDA driver reports no device".into()),
         Ok(_) => CudaContext::new(0).map_err(|e| format!("cannot open device 0: {e}")),
         Err(e) => Err(format!("the CUDA driver cannot list devices: {e}")),
+    }
+}
+
+/// Dense baselines that sparsek is measured against (benches and reports).
+pub mod baseline {
+    use cudarc::cublas::CudaBlas;
+    use cudarc::driver::CudaSlice;
+
+    use crate::error::Error;
+
+    /// Dense row-major `C (m x n) = A (m x k) · B (k x n)` through cuBLAS, f16 in, f32
+    /// compute, f16 out, on `blas`'s stream.
+    pub fn dense_gemm_f16(
+        blas: &CudaBlas,
+        shape: (usize, usize, usize),
+        a: &CudaSlice<half::f16>,
+        b: &CudaSlice<half::f16>,
+        c: &mut CudaSlice<half::f16>,
+    ) -> Result<(), Error> {
+        super::ffi::cublas_gemm_f16(blas, shape, a, b, c)
+            .map_err(|e| Error::Cuda(format!("cuBLAS: {e:?}")))
     }
 }

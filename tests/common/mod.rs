@@ -54,7 +54,9 @@ pub fn random_bsr<T: Element>(
 }
 
 pub fn random_vec<T: Element>(len: usize, rng: &mut StdRng) -> Vec<T> {
-    (0..len).map(|_| T::from_f32(rng.random_range(-1.0..1.0))).collect()
+    (0..len)
+        .map(|_| T::from_f32(rng.random_range(-1.0..1.0)))
+        .collect()
 }
 
 /// Naive `α·A·B + β·C` in f64 from the dense form of A, as an m x n row-major matrix.
@@ -106,7 +108,11 @@ pub fn rel_err<O: Element>(out: &[O], shape: &DenseShape, reference: &[f64]) -> 
             den += r * r;
         }
     }
-    let err = if den == 0.0 { num.sqrt() } else { (num / den).sqrt() };
+    let err = if den == 0.0 {
+        num.sqrt()
+    } else {
+        (num / den).sqrt()
+    };
     (err, bad)
 }
 

@@ -1,0 +1,376 @@
+// sparsek SM90: the BSR mainloop collective.
+//
+// Modelled on CUTLASS's MainloopSm90TmaGmmaWarpSpecialized collective
+// (cutlass/gemm/collective/sm90_mma_tma_gmma_ss_warpspecialized.hpp) and plugged into
+// CUTLASS's cooperative kernel (GemmUniversal + KernelTmaWarpSpecializedCooperative):
+// TMA loads into a multi-stage PipelineTmaAsync from one producer warp, two consumer
+// warpgroups issue WGMMA from shared memory. The difference: the producer walks only the
+// nonzero blocks of the tile's block-row (SparseTileIterator), and the k count per tile
+// comes from the tile scheduler (BsrTileScheduler::WorkTileInfo::k_tile_count). It is never
+// 0: an empty block-row gets one zero iteration whose TMA boxes are fully out of bounds
+// (zero-filled), so WGMMA itself zeroes the accumulators and the epilogue writes beta*C.
+//
+// The sparse operand is the BSR values array seen as a batched row-major tensor of shape
+// (bm, bk, nnzb) with strides (bk, 1, bm*bk): one TMA descriptor over it, L = block index.
+// The dense operand is B as the GEMM "(N,K)" tensor (or, with SparseIsB, as the GEMM
+// "(M,K)" tensor): RowMajor B is MN-major (stride (1, ldb)), ColMajor B is K-major
+// (stride (ldb, 1)). Requirements: the sparse tile extent == bm, TileK divides bk.
+//
+// Orientation SparseIsB: false -> GEMM A = sparse, B = dense (C = A*B, block-row = M tile).
+//                        true  -> GEMM A = dense B^T, B = sparse A^T (C^T = B^T A^T,
+//                                 block-row = N tile); for bm = 64 (cooperative needs
+//                                 TileM >= 128).
+#pragma once
+
+#include "cutlass/cutlass.h"
+#include "cutlass/gemm/dispatch_policy.hpp"
+#include "cutlass/gemm/gemm.h"
+#include "cutlass/numeric_types.h"
+#include "cutlass/pipeline/pipeline.hpp"
+#include "cutlass/gemm/collective/collective_builder.hpp"
+#include "cute/arch/cluster_sm90.hpp"
+#include "cute/arch/copy_sm90.hpp"
+#include "cute/algorithm/functional.hpp"
+#include "cute/atom/mma_atom.hpp"
+#include "cute/atom/copy_traits_sm90_tma.hpp"
+#include "cute/algorithm/gemm.hpp"
+#include "cute/tensor.hpp"
+
+#include "sparse_tile_iterator.hpp"
+
+namespace sparsek::sm90 {
+
+using namespace cute;
+
+// Stride of the BSR values tensor (bm, bk, nnzb): row-major blocks, K-major for the MMA.
+using SparseStride = cute::Stride<int64_t, cute::Int<1>, int64_t>;
+
+template <class Element_, class DenseStride_, class TileShape_, int Stages_, bool SparseIsB_>
+struct CollectiveSparseMma {
+  static constexpr bool SparseIsB = SparseIsB_;
+  static constexpr int Stages = Stages_;
+  using ClusterShape = Shape<_1, _1, _1>;
+  using DispatchPolicy = cutlass::gemm::MainloopSm90TmaGmmaWarpSpecialized<
+      Stages, ClusterShape, cutlass::gemm::KernelTmaWarpSpecializedCooperative>;
+  using TileShape = TileShape_;
+  using Element = Element_;
+  using DenseStride = DenseStride_;
+  using ElementA = Element;
+  using ElementB = Element;
+  using StrideA = cute::conditional_t<SparseIsB, DenseStride, SparseStride>;
+  using StrideB = cute::conditional_t<SparseIsB, SparseStride, DenseStride>;
+  using ElementAccumulator = float;
+  using ArchTag = cutlass::arch::Sm90;
+
+  static constexpr bool DenseIsKMajor = cutlass::gemm::detail::is_k_major<DenseStride>();
+  static constexpr GMMA::Major DenseMajor = DenseIsKMajor ? GMMA::Major::K : GMMA::Major::MN;
+  static constexpr GMMA::Major MajorA = SparseIsB ? DenseMajor : GMMA::Major::K;
+  static constexpr GMMA::Major MajorB = SparseIsB ? GMMA::Major::K : DenseMajor;
+
+  // Cooperative: two consumer warpgroups split the M tile.
+  using TiledMma = decltype(cute::make_tiled_mma(
+      cute::GMMA::ss_op_selector<Element, Element, float, TileShape, MajorA, MajorB>(),
+      cute::Layout<Shape<_2, _1, _1>>{}));
+
+  using SmemLayoutAtomA = decltype(cutlass::gemm::collective::detail::ss_smem_selector<
+                                   MajorA, Element, decltype(get<0>(TileShape{})), decltype(get<2>(TileShape{}))>());
+  using SmemLayoutAtomB = decltype(cutlass::gemm::collective::detail::ss_smem_selector<
+                                   MajorB, Element, decltype(get<1>(TileShape{})), decltype(get<2>(TileShape{}))>());
+  using SmemLayoutA = decltype(tile_to_shape(
+      SmemLayoutAtomA{}, make_shape(shape<0>(TileShape{}), shape<2>(TileShape{}), Int<Stages>{}),
+      cute::conditional_t<MajorA == GMMA::Major::MN, Step<_2, _1, _3>, Step<_1, _2, _3>>{}));
+  using SmemLayoutB = decltype(tile_to_shape(
+      SmemLayoutAtomB{}, make_shape(shape<1>(TileShape{}), shape<2>(TileShape{}), Int<Stages>{}),
+      cute::conditional_t<MajorB == GMMA::Major::MN, Step<_2, _1, _3>, Step<_1, _2, _3>>{}));
+
+  using MainloopPipeline = cutlass::PipelineTmaAsync<Stages>;
+  using PipelineState = cutlass::PipelineState<Stages>;
+  using PipelineParams = typename MainloopPipeline::Params;
+  static constexpr int NumProducerThreadEvents = 1;
+
+  // 16-bit types: let TMA move raw bits.
+  using InternalElement = cute::uint_bit_t<cute::sizeof_bits_v<Element>>;
+
+  struct SharedStorage {
+    struct TensorStorage : cute::aligned_struct<128, _0> {
+      cute::array_aligned<Element, cute::cosize_v<SmemLayoutA>> smem_A;
+      cute::array_aligned<Element, cute::cosize_v<SmemLayoutB>> smem_B;
+    } tensors;
+    using PipelineStorage = typename MainloopPipeline::SharedStorage;
+    PipelineStorage pipeline;
+  };
+  using TensorStorage = typename SharedStorage::TensorStorage;
+  using PipelineStorage = typename SharedStorage::PipelineStorage;
+
+  static constexpr uint32_t TmaTransactionBytes =
+      uint32_t((size<0>(SmemLayoutA{}) * size<1>(SmemLayoutA{}) + size<0>(SmemLayoutB{}) * size<1>(SmemLayoutB{})) *
+               cute::sizeof_bits_v<Element> / 8);
+
+  // Host-side arguments.
+  struct Arguments {
+    Element const* values = nullptr;  // BSR values, nnzb blocks of bm x bk, row-major
+    int32_t bm = 0, bk = 0;
+    int32_t nnzb = 0;                 // >= 1 (use a dummy block when the matrix is empty)
+    int32_t const* row_ptr = nullptr;
+    int32_t const* col_idx = nullptr;
+    Element const* dense = nullptr;   // B
+    DenseStride dDense{};             // B as (MN, K, L)
+  };
+
+  template <class GTensor, class SLayout>
+  using TmaA = decltype(make_tma_copy_A_sm90(SM90_TMA_LOAD{}, std::declval<GTensor>(), SLayout{}, TileShape{},
+                                             ClusterShape{}));
+
+  static auto dummy_tensor_a() {
+    return make_tensor(static_cast<InternalElement const*>(nullptr), repeat_like(StrideA{}, int32_t(0)), StrideA{});
+  }
+  static auto dummy_tensor_b() {
+    return make_tensor(static_cast<InternalElement const*>(nullptr), repeat_like(StrideB{}, int32_t(0)), StrideB{});
+  }
+
+  struct Params {
+    using TMA_A = decltype(make_tma_copy_A_sm90(SM90_TMA_LOAD{}, dummy_tensor_a(), SmemLayoutA{}(_, _, Int<0>{}),
+                                                TileShape{}, ClusterShape{}));
+    using TMA_B = decltype(make_tma_copy_B_sm90(SM90_TMA_LOAD{}, dummy_tensor_b(), SmemLayoutB{}(_, _, Int<0>{}),
+                                                TileShape{}, ClusterShape{}));
+    TMA_A tma_load_a;
+    TMA_B tma_load_b;
+    uint32_t tma_transaction_bytes = TmaTransactionBytes;
+    int32_t const* row_ptr = nullptr;
+    int32_t const* col_idx = nullptr;
+    int32_t kpb = 1;
+    int32_t bm = 0, bk = 0, nnzb = 0;
+    int32_t dense_k_tiles = 0;  // K / TileK: first out-of-bounds k-tile of the dense operand
+  };
+
+  // problem_shape = (M, N, K, L) of the GEMM as CUTLASS sees it (see orientation above).
+  template <class ProblemShape>
+  static Params to_underlying_arguments(ProblemShape const& problem_shape, Arguments const& args, void*) {
+    auto [M, N, K, L] = append<4>(problem_shape, 1);
+    auto ptr_s = reinterpret_cast<InternalElement const*>(args.values);
+    auto ptr_d = reinterpret_cast<InternalElement const*>(args.dense);
+    SparseStride dS{int64_t(args.bk), Int<1>{}, int64_t(args.bm) * int64_t(args.bk)};
+    Tensor t_sparse = make_tensor(ptr_s, make_layout(make_shape(int32_t(args.bm), int32_t(args.bk), int32_t(args.nnzb)), dS));
+    int32_t dense_mn = SparseIsB ? int32_t(M) : int32_t(N);
+    Tensor t_dense = make_tensor(ptr_d, make_layout(make_shape(dense_mn, int32_t(K), int32_t(1)), args.dDense));
+    Params p;
+    if constexpr (SparseIsB) {
+      p.tma_load_a = make_tma_copy_A_sm90(SM90_TMA_LOAD{}, t_dense, SmemLayoutA{}(_, _, Int<0>{}), TileShape{}, ClusterShape{});
+      p.tma_load_b = make_tma_copy_B_sm90(SM90_TMA_LOAD{}, t_sparse, SmemLayoutB{}(_, _, Int<0>{}), TileShape{}, ClusterShape{});
+    } else {
+      p.tma_load_a = make_tma_copy_A_sm90(SM90_TMA_LOAD{}, t_sparse, SmemLayoutA{}(_, _, Int<0>{}), TileShape{}, ClusterShape{});
+      p.tma_load_b = make_tma_copy_B_sm90(SM90_TMA_LOAD{}, t_dense, SmemLayoutB{}(_, _, Int<0>{}), TileShape{}, ClusterShape{});
+    }
+    p.tma_transaction_bytes = TmaTransactionBytes;
+    p.row_ptr = args.row_ptr;
+    p.col_idx = args.col_idx;
+    p.kpb = args.bk / int32_t(size<2>(TileShape{}));
+    p.bm = args.bm;
+    p.bk = args.bk;
+    p.nnzb = args.nnzb;
+    p.dense_k_tiles = int32_t(K) / int32_t(size<2>(TileShape{}));
+    return p;
+  }
+
+  template <class ProblemShape>
+  static bool can_implement(ProblemShape const& problem_shape, Arguments const& args) {
+    constexpr int TileS = size<SparseIsB ? 1 : 0>(TileShape{});
+    constexpr int TileK = size<2>(TileShape{});
+    auto [M, N, K, L] = append<4>(problem_shape, 1);
+    int64_t sparse_extent = SparseIsB ? int64_t(N) : int64_t(M);
+    bool ok = args.values != nullptr && args.dense != nullptr && args.row_ptr != nullptr && args.col_idx != nullptr;
+    ok = ok && args.bm == TileS && args.bk % TileK == 0 && args.nnzb >= 1;
+    ok = ok && sparse_extent % args.bm == 0 && int64_t(K) % args.bk == 0;
+    constexpr int align = 128 / cute::sizeof_bits_v<Element>;
+    int32_t dense_mn = SparseIsB ? int32_t(M) : int32_t(N);
+    ok = ok && cutlass::detail::check_alignment<align>(cute::make_shape(dense_mn, int32_t(K), int32_t(1)), args.dDense);
+    ok = ok && (reinterpret_cast<uintptr_t>(args.values) % 16 == 0) && (reinterpret_cast<uintptr_t>(args.dense) % 16 == 0);
+    return ok;
+  }
+
+  CUTLASS_DEVICE static void prefetch_tma_descriptors(Params const& p) {
+    cute::prefetch_tma_descriptor(p.tma_load_a.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(p.tma_load_b.get_tma_descriptor());
+  }
+
+  // Contract with the kernel layer: get<0> has shape (BLK_M,BLK_K,m,k,l), get<1> has shape
+  // (BLK_N,BLK_K,n,k,l); the kernel only uses their modes 2 and 4 to turn tile indices into
+  // coordinates (identity for integral extents), and mode 3 for a k iterator we ignore.
+  template <class ProblemShape_MNKL>
+  CUTLASS_DEVICE auto load_init(ProblemShape_MNKL const& problem_shape_MNKL, Params const& p) const {
+    using X = Underscore;
+    auto [M, N, K, L] = problem_shape_MNKL;
+    auto sparse_shape = make_shape(p.bm, p.bk, p.nnzb);
+    auto dense_shape = make_shape(SparseIsB ? int32_t(M) : int32_t(N), int32_t(K), int32_t(1));
+    if constexpr (SparseIsB) {
+      Tensor mA = p.tma_load_a.get_tma_tensor(dense_shape);
+      Tensor mB = p.tma_load_b.get_tma_tensor(sparse_shape);
+      Tensor gA = local_tile(mA, TileShape{}, make_coord(_, _, _), Step<_1, X, _1>{});  // (BLK_M,BLK_K,m,k,1)
+      Tensor gB = local_tile(mB, TileShape{}, make_coord(_, _, _), Step<X, _1, _1>{});  // (BLK_N,BLK_K,1,kpb,nnzb)
+      return cute::make_tuple(gA, gB);
+    } else {
+      Tensor mA = p.tma_load_a.get_tma_tensor(sparse_shape);
+      Tensor mB = p.tma_load_b.get_tma_tensor(dense_shape);
+      Tensor gA = local_tile(mA, TileShape{}, make_coord(_, _, _), Step<_1, X, _1>{});  // (BLK_M,BLK_K,1,kpb,nnzb)
+      Tensor gB = local_tile(mB, TileShape{}, make_coord(_, _, _), Step<X, _1, _1>{});  // (BLK_N,BLK_K,n,k,1)
+      return cute::make_tuple(gA, gB);
+    }
+  }
+
+  // Producer: called by all 32 lanes of the mainloop producer warp.
+  template <class TensorA, class TensorB, class KTileIterator, class BlockCoord>
+  CUTLASS_DEVICE void load(Params const& p, MainloopPipeline pipeline, PipelineState smem_pipe_write,
+                           cute::tuple<TensorA, TensorB> const& load_inputs, BlockCoord const& blk_coord,
+                           KTileIterator /*unused*/, int k_tile_count, int lane_idx,
+                           uint32_t /*block_rank_in_cluster*/, TensorStorage& shared_tensors) {
+    int lane_predicate = cute::elect_one_sync();
+    if (k_tile_count <= 0) {
+      return;
+    }
+    Tensor sA = make_tensor(make_smem_ptr(shared_tensors.smem_A.data()), SmemLayoutA{});  // (BLK_M,BLK_K,PIPE)
+    Tensor sB = make_tensor(make_smem_ptr(shared_tensors.smem_B.data()), SmemLayoutB{});  // (BLK_N,BLK_K,PIPE)
+
+    auto m_coord = get<0>(blk_coord);
+    auto n_coord = get<1>(blk_coord);
+    int32_t block_row = SparseIsB ? int32_t(n_coord) : int32_t(m_coord);
+    int32_t dense_tile = SparseIsB ? int32_t(m_coord) : int32_t(n_coord);
+
+    auto tma_a = p.tma_load_a.get_slice(0);
+    auto tma_b = p.tma_load_b.get_slice(0);
+    Tensor tAsA = tma_a.partition_D(sA);  // (TMA,TMA_M,TMA_K,PIPE)
+    Tensor tBsB = tma_b.partition_D(sB);  // (TMA,TMA_N,TMA_K,PIPE)
+    // Sparse operand: (TILE,BLK_K,kpb,nnzb); dense operand: (TILE,BLK_K,k_tiles).
+    auto slice_sparse = [](auto const& g) { return g(_, _, 0, _, _); };
+    auto slice_dense = [dense_tile](auto const& g) { return g(_, _, dense_tile, _, 0); };
+    auto gA = [&]() {
+      if constexpr (SparseIsB) { return slice_dense(get<0>(load_inputs)); }
+      else { return slice_sparse(get<0>(load_inputs)); }
+    }();
+    auto gB = [&]() {
+      if constexpr (SparseIsB) { return slice_sparse(get<1>(load_inputs)); }
+      else { return slice_dense(get<1>(load_inputs)); }
+    }();
+    Tensor tAgA = tma_a.partition_S(gA);
+    Tensor tBgB = tma_b.partition_S(gB);
+
+    SparseTileIterator it(p.row_ptr, p.col_idx, block_row, p.kpb, lane_idx);
+
+    CUTLASS_PRAGMA_NO_UNROLL
+    for (; k_tile_count > 0; --k_tile_count) {
+      int32_t dense_k = it.dense_ktile();  // warp-collective
+      int32_t sparse_l = it.sparse_block();
+      if (it.empty()) {  // zero iteration: both tiles out of bounds -> zero-filled by TMA
+        dense_k = p.dense_k_tiles;
+        sparse_l = p.nnzb;
+      }
+      if (lane_predicate) {
+        pipeline.producer_acquire(smem_pipe_write);
+        using BarrierType = typename MainloopPipeline::ProducerBarrierType;
+        BarrierType* tma_barrier = pipeline.producer_get_barrier(smem_pipe_write);
+        int stage = smem_pipe_write.index();
+        if constexpr (SparseIsB) {
+          copy(p.tma_load_a.with(*tma_barrier), tAgA(_, _, _, dense_k), tAsA(_, _, _, stage));
+          copy(p.tma_load_b.with(*tma_barrier), tBgB(_, _, _, it.sparse_ktile(), sparse_l),
+               tBsB(_, _, _, stage));
+        } else {
+          copy(p.tma_load_a.with(*tma_barrier), tAgA(_, _, _, it.sparse_ktile(), sparse_l),
+               tAsA(_, _, _, stage));
+          copy(p.tma_load_b.with(*tma_barrier), tBgB(_, _, _, dense_k), tBsB(_, _, _, stage));
+        }
+      }
+      ++it;
+      ++smem_pipe_write;
+    }
+  }
+
+  CUTLASS_DEVICE void load_tail(MainloopPipeline pipeline, PipelineState smem_pipe_write) {
+    int lane_predicate = cute::elect_one_sync();
+    if (lane_predicate) {
+      pipeline.producer_tail(smem_pipe_write);
+    }
+  }
+
+  static constexpr int K_PIPE_MMAS = 1;
+
+  // Consumer: both MMA warpgroups.
+  template <class FrgTensorC>
+  CUTLASS_DEVICE void mma(MainloopPipeline pipeline, PipelineState smem_pipe_read, FrgTensorC& accum,
+                          int k_tile_count, int thread_idx, TensorStorage& shared_tensors, Params const&) {
+    static_assert(is_rmem<FrgTensorC>::value, "C tensor must be rmem resident.");
+    // k_tile_count >= 1 always: an empty block-row gets one zero-filled iteration from the
+    // producer (SparseTileIterator::k_tile_count), so WGMMA with ScaleOut::Zero clears the
+    // accumulators. Do not add a cute::clear() path here: ptxas then serializes all WGMMAs.
+
+    Tensor sA = make_tensor(make_smem_ptr(shared_tensors.smem_A.data()), SmemLayoutA{});
+    Tensor sB = make_tensor(make_smem_ptr(shared_tensors.smem_B.data()), SmemLayoutB{});
+
+    constexpr int MmaWarpGroups = size(TiledMma{}) / cutlass::NumThreadsPerWarpGroup;
+    auto warp_group_thread_layout = make_layout(Int<MmaWarpGroups>{}, Int<cutlass::NumThreadsPerWarpGroup>{});
+    int warp_group_idx = __shfl_sync(0xFFFFFFFF, thread_idx / cutlass::NumThreadsPerWarpGroup, 0);
+
+    TiledMma tiled_mma;
+    auto thread_mma = tiled_mma.get_slice(warp_group_thread_layout(warp_group_idx));
+    Tensor tCsA = thread_mma.partition_A(sA);          // (MMA,MMA_M,MMA_K,PIPE)
+    Tensor tCsB = thread_mma.partition_B(sB);          // (MMA,MMA_N,MMA_K,PIPE)
+    Tensor tCrA = thread_mma.make_fragment_A(tCsA);    // descriptors
+    Tensor tCrB = thread_mma.make_fragment_B(tCsB);
+
+    CUTE_STATIC_ASSERT_V(size<1>(tCsA) == size<1>(accum));
+    CUTE_STATIC_ASSERT_V(size<1>(tCsB) == size<2>(accum));
+    CUTE_STATIC_ASSERT_V(size<2>(tCsA) == size<2>(tCsB));
+
+    PipelineState smem_pipe_release = smem_pipe_read;
+
+    // First k-tile: overwrite the accumulators (ScaleOut::Zero on the first k-block).
+    tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
+    warpgroup_fence_operand(accum);
+    {
+      auto barrier_token = pipeline.consumer_try_wait(smem_pipe_read);
+      pipeline.consumer_wait(smem_pipe_read, barrier_token);
+      int read_stage = smem_pipe_read.index();
+      warpgroup_arrive();
+      CUTLASS_PRAGMA_UNROLL
+      for (int k_block = 0; k_block < size<2>(tCrA); ++k_block) {
+        cute::gemm(tiled_mma, tCrA(_, _, k_block, read_stage), tCrB(_, _, k_block, read_stage), accum);
+        tiled_mma.accumulate_ = GMMA::ScaleOut::One;
+      }
+      warpgroup_commit_batch();
+      ++smem_pipe_read;
+    }
+    tiled_mma.accumulate_ = GMMA::ScaleOut::One;
+    warpgroup_fence_operand(accum);
+
+    k_tile_count -= 1;  // K_PIPE_MMAS prologue tiles
+    CUTLASS_PRAGMA_NO_UNROLL
+    for (; k_tile_count > 0; --k_tile_count) {
+      auto barrier_token = pipeline.consumer_try_wait(smem_pipe_read);
+      pipeline.consumer_wait(smem_pipe_read, barrier_token);
+      int read_stage = smem_pipe_read.index();
+      warpgroup_fence_operand(accum);
+      warpgroup_arrive();
+      cute::gemm(tiled_mma, tCrA(_, _, _, read_stage), tCrB(_, _, _, read_stage), accum);
+      warpgroup_commit_batch();
+      // Keep K_PIPE_MMAS batches in flight; the previous stage can then be released.
+      warpgroup_wait<K_PIPE_MMAS>();
+      warpgroup_fence_operand(accum);
+      pipeline.consumer_release(smem_pipe_release);
+      ++smem_pipe_read;
+      ++smem_pipe_release;
+    }
+    warpgroup_fence_operand(accum);
+  }
+
+  // Consumer tail: wait for the last WGMMAs and release the stages they read.
+  CUTLASS_DEVICE void mma_tail(MainloopPipeline pipeline, PipelineState smem_pipe_release, int k_tile_count) {
+    int prologue = k_tile_count < K_PIPE_MMAS ? k_tile_count : K_PIPE_MMAS;
+    // Unconditional, so ptxas sees every path to the epilogue wait for the WGMMAs.
+    warpgroup_wait<0>();
+    smem_pipe_release.advance(k_tile_count - prologue);
+    for (int i = 0; i < prologue; ++i) {
+      pipeline.consumer_release(smem_pipe_release);
+      ++smem_pipe_release;
+    }
+  }
+};
+
+}  // namespace sparsek::sm90

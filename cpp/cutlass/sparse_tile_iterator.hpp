@@ -1,0 +1,89 @@
+// sparsek SM90: the sparse tile iterator.
+//
+// A BSR block-row `br` owns the blocks row_ptr[br] .. row_ptr[br+1]-1 (indices into
+// col_idx and into the batched values tensor). With TileK dividing bk, each block is
+// kpb = bk / TileK k-iterations ("k-subtiles"). For k-iteration (block j, subtile s):
+//
+//   sparse operand tile : values tensor (bm, bk, nnzb) at (m_sub = 0, k = s, l = j)
+//   dense  operand tile : k-tile index col_idx[j] * kpb + s
+//
+// The iterator is used by the mainloop producer warp (all 32 lanes step it together:
+// col_idx is fetched 32 entries at a time, one coalesced load per lane, and the next
+// chunk is prefetched a chunk ahead so the producer never waits on a dependent global
+// load per block) and, through k_tile_count(), by the tile scheduler.
+#pragma once
+
+#include <cstdint>
+#include <cute/config.hpp>
+
+namespace sparsek::sm90 {
+
+struct SparseTileIterator {
+  // Total k-iterations of block-row `br`. An empty block-row still gets ONE iteration, a
+  // "zero" iteration whose TMA coordinates are out of bounds for both operands (TMA fills
+  // the tiles with zeros), so the consumers' accumulators are zeroed by WGMMA itself and
+  // the epilogue writes beta*C. (Zeroing them with ordinary instructions in an extra code
+  // path makes ptxas serialize every WGMMA of the kernel: warning C7515.)
+  CUTE_HOST_DEVICE static int32_t k_tile_count(const int32_t* row_ptr, int32_t br, int32_t kpb) {
+    int32_t n = (row_ptr[br + 1] - row_ptr[br]) * kpb;
+    return n > 0 ? n : 1;
+  }
+
+#if defined(__CUDACC__)
+  // Must be constructed and stepped by all 32 lanes of one warp (uses __shfl_sync).
+  CUTE_DEVICE SparseTileIterator(const int32_t* row_ptr, const int32_t* col_idx, int32_t br,
+                                 int32_t kpb, int lane)
+      : col_idx_(col_idx), kpb_(kpb), lane_(lane) {
+    begin_ = row_ptr[br];
+    end_ = row_ptr[br + 1];
+    block_ = begin_;
+    sub_ = 0;
+    chunk_base_ = begin_;
+    chunk_col_ = load_col(chunk_base_);
+    next_col_ = load_col(chunk_base_ + 32);
+  }
+
+  CUTE_DEVICE int32_t count() const { return end_ > begin_ ? (end_ - begin_) * kpb_ : 1; }
+  // True for the single zero iteration of an empty block-row (see k_tile_count).
+  CUTE_DEVICE bool empty() const { return end_ == begin_; }
+
+  // L coordinate of the sparse operand's (bm, bk, nnzb) tensor: the absolute block index.
+  CUTE_DEVICE int32_t sparse_block() const { return block_; }
+  // k-subtile inside the block: k-tile coordinate of the sparse operand's tiled tensor.
+  CUTE_DEVICE int32_t sparse_ktile() const { return sub_; }
+  // k-tile coordinate of the dense operand. Warp-collective.
+  CUTE_DEVICE int32_t dense_ktile() const {
+    int32_t col = __shfl_sync(0xffffffffu, chunk_col_, block_ - chunk_base_);
+    return col * kpb_ + sub_;
+  }
+
+  CUTE_DEVICE void operator++() {
+    if (++sub_ == kpb_) {
+      sub_ = 0;
+      ++block_;
+      if (block_ - chunk_base_ == 32) {
+        chunk_base_ += 32;
+        chunk_col_ = next_col_;
+        next_col_ = load_col(chunk_base_ + 32);
+      }
+    }
+  }
+
+ private:
+  CUTE_DEVICE int32_t load_col(int32_t base) const {
+    int32_t j = base + lane_;
+    return j < end_ ? __ldg(col_idx_ + j) : 0;
+  }
+
+  const int32_t* col_idx_;
+  int32_t kpb_;
+  int32_t lane_;
+  int32_t begin_, end_;
+  int32_t block_, sub_;
+  int32_t chunk_base_;
+  int32_t chunk_col_;   // col_idx[chunk_base_ + lane]
+  int32_t next_col_;    // col_idx[chunk_base_ + 32 + lane] (prefetched)
+#endif
+};
+
+}  // namespace sparsek::sm90

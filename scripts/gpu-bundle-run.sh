@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Runs sparsek's bundled GPU executables (built by scripts/bundle-gpu.sh) on a machine
+# with a GPU and the CUDA driver; no Rust or CUDA toolkit needed.
+#
+#   run.sh                 # GPU tests + quickstart; non-zero exit if any fails
+#   run.sh bench [ARGS]    # the criterion bench (ARGS passed on, e.g. a filter)
+#   run.sh sanitize        # GPU tests under compute-sanitizer memcheck and racecheck
+set -u
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+export SPARSEK_REQUIRE_GPU=1
+# cudarc loads libcublas at run time (benches): look where toolkits and wheels put it.
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+         $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, "cu13/lib") for p in nvidia.__path__))' 2>/dev/null); do
+  [ -d "$d" ] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+done
+
+case "${1:-test}" in
+  test)
+    fail=0
+    "$here/gpu_tests" --test-threads=1 --nocapture || fail=1
+    "$here/quickstart" || fail=1
+    [ $fail = 0 ] && echo "sparsek GPU bundle: all passed" || echo "sparsek GPU bundle: FAILED"
+    exit $fail
+    ;;
+  bench)
+    shift
+    export CRITERION_HOME="${CRITERION_HOME:-$here/criterion}"
+    exec "$here/spmm_bench" --bench "$@"
+    ;;
+  sanitize)
+    fail=0
+    # A representative subset: small sweeps keep the sanitizers' slowdown bearable.
+    for tool in memcheck racecheck; do
+      compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/gpu_tests" --test-threads=1 \
+        chain_checksum skewed_pattern device_errors || fail=1
+    done
+    exit $fail
+    ;;
+  *)
+    echo "usage: run.sh [test | bench [ARGS] | sanitize]" >&2
+    exit 2
+    ;;
+esac

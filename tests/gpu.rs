@@ -1,0 +1,480 @@
+//! GPU tests (`--features cuda`). Without a GPU each test says SKIPPED on stdout and
+//! stderr and returns; with SPARSEK_REQUIRE_GPU=1 (set by the bundle's run script on the
+//! GPU machine) a missing GPU is a failure instead.
+#![cfg(feature = "cuda")]
+
+mod common;
+
+use std::io::Write;
+use std::sync::Arc;
+
+use common::{random_vec, reference, rel_err, PatternKind};
+use cudarc::driver::CudaContext;
+use rand::{rngs::StdRng, Rng, SeedableRng};
+use sparsek::{
+    bf16, f16, gpu, spmm, Backend, BlockMask, BlockShape, BsrMatrix, DType, Dense, DenseMut,
+    DenseShape, DeviceBsr, Element, Error, Layout, SpmmOptions,
+};
+
+fn device(test: &str) -> Option<Arc<CudaContext>> {
+    match gpu::open_device() {
+        Ok(ctx) => Some(ctx),
+        Err(why) => {
+            if std::env::var_os("SPARSEK_REQUIRE_GPU").is_some() {
+                panic!("{test}: SPARSEK_REQUIRE_GPU is set but there is no GPU: {why}");
+            }
+            // Straight to the stderr handle: libtest captures print!/eprint!, not this.
+            let _ = writeln!(std::io::stderr(), "SKIPPED {test}: no GPU ({why})");
+            None
+        }
+    }
+}
+
+fn seed() -> u64 {
+    // Fresh data every run; the seed is printed so a failure can be replayed.
+    let s = std::env::var("SPARSEK_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random);
+    println!("seed {s} (SPARSEK_SEED to replay)");
+    s
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Case {
+    block_rows: usize,
+    block_cols: usize,
+    block: BlockShape,
+    kind: PatternKind,
+    n: usize,
+    b_layout: Layout,
+    c_layout: Layout,
+    alpha: f32,
+    beta: f32,
+    backend: Backend,
+}
+
+/// Tolerance on ‖out−ref‖/‖ref‖: f32 accumulation; the output's own rounding dominates.
+fn tolerance(input: DType, output: DType) -> f64 {
+    match (input, output) {
+        (_, DType::Bf16) | (DType::Bf16, _) => 1e-2,
+        (_, DType::F16) => 2e-3,
+        _ => 1e-3,
+    }
+}
+
+/// Runs one case on the GPU (C poisoned with NaN when β = 0) and returns
+/// (rel. error vs f64, non-finite outputs, rel. error of the CPU backend vs f64).
+fn run_case<T: Element, O: Element>(
+    ctx: &Arc<CudaContext>,
+    case: &Case,
+    rng: &mut StdRng,
+) -> Result<(f64, usize, f64), Error> {
+    let stream = ctx.default_stream();
+    let a = common::random_bsr::<T>(case.kind, case.block_rows, case.block_cols, case.block, rng);
+    let (m, k, n) = (a.m(), a.k(), case.n);
+    let bs = DenseShape::packed(k, n, case.b_layout);
+    let cs = DenseShape::packed(m, n, case.c_layout);
+    let b: Vec<T> = random_vec(k * n, rng);
+    let c0: Vec<O> = if case.beta == 0.0 {
+        vec![O::from_f32(f32::NAN); m * n]
+    } else {
+        random_vec(m * n, rng)
+    };
+    let want = reference(&a, &b, &bs, &c0, &cs, case.alpha, case.beta);
+    let opts = SpmmOptions::new().alpha(case.alpha).beta(case.beta);
+
+    let mut c_cpu = c0.clone();
+    spmm(
+        &a,
+        Dense::host(&b, k, n, case.b_layout),
+        DenseMut::host(&mut c_cpu, m, n, case.c_layout),
+        &opts,
+    )?;
+    let (cpu_err, _) = rel_err(&c_cpu, &cs, &want);
+
+    let da = DeviceBsr::upload(&a, &stream)?;
+    let db = stream.clone_htod(&b)?;
+    let mut dc = stream.clone_htod(&c0)?;
+    spmm(
+        &da,
+        Dense::device(&db, k, n, case.b_layout),
+        DenseMut::device(&mut dc, m, n, case.c_layout),
+        &opts.backend(case.backend),
+    )?;
+    let out = stream.clone_dtoh(&dc)?;
+    stream.synchronize()?;
+    let (err, bad) = rel_err(&out, &cs, &want);
+    Ok((err, bad, cpu_err))
+}
+
+fn check_case<T: Element, O: Element>(ctx: &Arc<CudaContext>, case: &Case, rng: &mut StdRng) {
+    let (err, bad, cpu_err) = run_case::<T, O>(ctx, case, rng)
+        .unwrap_or_else(|e| panic!("{case:?} {:?}->{:?}: {e}", T::DTYPE, O::DTYPE));
+    let tol = tolerance(T::DTYPE, O::DTYPE);
+    assert_eq!(
+        bad,
+        0,
+        "{case:?} {:?}->{:?}: {bad} outputs unwritten or non-finite",
+        T::DTYPE,
+        O::DTYPE
+    );
+    assert!(
+        err <= tol,
+        "{case:?} {:?}->{:?}: rel err {err:.3e} > {tol:.0e}",
+        T::DTYPE,
+        O::DTYPE
+    );
+    assert!(cpu_err <= tol, "CPU backend off: {cpu_err:.3e}");
+}
+
+const SIDES: [usize; 4] = [16, 32, 64, 128];
+const KINDS: [PatternKind; 5] = [
+    PatternKind::Single,
+    PatternKind::Random(0.125),
+    PatternKind::Random(0.5),
+    PatternKind::Full,
+    PatternKind::EmptyAndFullRows,
+];
+
+/// A spread of cases for one backend: every block shape given, patterns from one block to
+/// full (with empty rows), both layouts, α/β, n not a power of two.
+fn cases(backend: Backend, blocks: &[BlockShape], rng: &mut StdRng) -> Vec<Case> {
+    let mut out = Vec::new();
+    for (i, &block) in blocks.iter().enumerate() {
+        for (j, &kind) in KINDS.iter().enumerate() {
+            let (alpha, beta) = [(1.0, 0.0), (0.5, 1.0), (-1.25, 0.75), (2.0, -1.0)][(i + j) % 4];
+            out.push(Case {
+                // Grids chosen so m and k are not powers of two and stay a few hundred wide.
+                block_rows: (640 / block.rows).max(3) - (i % 2),
+                block_cols: (768 / block.cols).max(3) - (j % 2),
+                block,
+                kind,
+                n: [264, 520, 136, 1000][(i + 2 * j) % 4],
+                b_layout: common::layouts()[(i + j) % 2],
+                c_layout: common::layouts()[(i / 2 + j) % 2],
+                alpha,
+                beta,
+                backend,
+            });
+            let _ = rng;
+        }
+    }
+    out
+}
+
+fn all_blocks() -> Vec<BlockShape> {
+    SIDES
+        .iter()
+        .flat_map(|&r| SIDES.iter().map(move |&c| BlockShape::new(r, c)))
+        .collect()
+}
+
+fn sweep(test: &str, backend: Backend, blocks: &[BlockShape]) {
+    let Some(ctx) = device(test) else { return };
+    let mut rng = StdRng::seed_from_u64(seed());
+    let list = cases(backend, blocks, &mut rng);
+    // The Hopper path instantiates same-type outputs only (f32 output goes to WMMA).
+    let combos: &[usize] = if backend == Backend::Cutlass {
+        &[1, 3]
+    } else {
+        &[0, 1, 2, 3]
+    };
+    for (idx, case) in list.iter().enumerate() {
+        // Alternate input types and outputs so every combination is covered.
+        match combos[idx % combos.len()] {
+            0 => check_case::<f16, f32>(&ctx, case, &mut rng),
+            1 => check_case::<f16, f16>(&ctx, case, &mut rng),
+            2 => check_case::<bf16, f32>(&ctx, case, &mut rng),
+            _ => check_case::<bf16, bf16>(&ctx, case, &mut rng),
+        }
+    }
+    println!("{test}: {} cases passed", list.len());
+}
+
+#[test]
+fn chain_checksum_matches_host() {
+    let Some(ctx) = device("chain_checksum_matches_host") else {
+        return;
+    };
+    let mut rng = StdRng::seed_from_u64(seed());
+    let data: Vec<u32> = (0..(1 << 20) + 7).map(|_| rng.random()).collect();
+    let want = data.iter().enumerate().fold(0u64, |s, (i, &v)| {
+        s.wrapping_add((v as u64).wrapping_mul(i as u64 + 1))
+    });
+    let stream = ctx.default_stream();
+    let d = stream.clone_htod(&data).unwrap();
+    let got = gpu::chain_checksum(&d).unwrap();
+    println!(
+        "chain checksum on {}: device {got:#x}, host {want:#x}",
+        ctx.name().unwrap()
+    );
+    assert_eq!(got, want);
+}
+
+#[test]
+fn wmma_matches_reference() {
+    sweep("wmma_matches_reference", Backend::Wmma, &all_blocks());
+}
+
+/// The block shapes the Hopper path instantiates.
+fn cutlass_blocks() -> Vec<BlockShape> {
+    [(64, 64), (128, 64), (64, 128), (128, 128)]
+        .iter()
+        .map(|&(r, c)| BlockShape::new(r, c))
+        .collect()
+}
+
+fn is_hopper(ctx: &Arc<CudaContext>) -> bool {
+    ctx.compute_capability()
+        .map(|cc| cc == (9, 0))
+        .unwrap_or(false)
+}
+
+#[test]
+fn cutlass_matches_reference() {
+    let Some(ctx) = device("cutlass_matches_reference") else {
+        return;
+    };
+    if !is_hopper(&ctx) {
+        println!("SKIPPED cutlass_matches_reference: not an sm_90 device");
+        return;
+    }
+    sweep(
+        "cutlass_matches_reference",
+        Backend::Cutlass,
+        &cutlass_blocks(),
+    );
+}
+
+/// Auto resolves to the Hopper path on sm_90 for its shapes, to WMMA for small blocks.
+#[test]
+fn auto_picks_the_fastest_available() {
+    let Some(ctx) = device("auto_picks_the_fastest_available") else {
+        return;
+    };
+    let stream = ctx.default_stream();
+    let mut rng = StdRng::seed_from_u64(seed());
+    for (bs, want_hopper) in [(16, false), (32, false), (64, true), (128, true)] {
+        let a = common::random_bsr::<f16>(
+            PatternKind::Random(0.5),
+            4,
+            4,
+            BlockShape::new(bs, bs),
+            &mut rng,
+        );
+        let da = DeviceBsr::upload(&a, &stream).unwrap();
+        let db = stream.alloc_zeros::<f16>(a.k() * 256).unwrap();
+        let mut dc = stream.alloc_zeros::<f16>(a.m() * 256).unwrap();
+        let (b, c) = (
+            Dense::device(&db, a.k(), 256, Layout::RowMajor),
+            DenseMut::device(&mut dc, a.m(), 256, Layout::RowMajor),
+        );
+        let got = gpu::can_implement(&da, &b, &c, &SpmmOptions::new()).unwrap();
+        let want = if want_hopper && is_hopper(&ctx) {
+            Backend::Cutlass
+        } else {
+            Backend::Wmma
+        };
+        assert_eq!(got, want, "block {bs}");
+    }
+}
+
+/// The same launch 100 times gives bitwise the same C.
+fn determinism(test: &str, backend: Backend, block: BlockShape) {
+    let Some(ctx) = device(test) else { return };
+    if backend == Backend::Cutlass && !is_hopper(&ctx) {
+        println!("SKIPPED {test}: not an sm_90 device");
+        return;
+    }
+    let stream = ctx.default_stream();
+    let mut rng = StdRng::seed_from_u64(seed());
+    let mask = BlockMask::random_per_row(
+        2048 / block.rows,
+        2048 / block.cols,
+        (2048 / block.cols) / 4,
+        &mut rng,
+    )
+    .unwrap();
+    let a =
+        BsrMatrix::from_block_mask(&mask, block, |_, _| common::nonzero::<f16>(&mut rng)).unwrap();
+    let (m, k, n) = (a.m(), a.k(), 1024);
+    let da = DeviceBsr::upload(&a, &stream).unwrap();
+    let db = stream
+        .clone_htod(&random_vec::<f16>(k * n, &mut rng))
+        .unwrap();
+    let mut dc = stream.alloc_zeros::<f16>(m * n).unwrap();
+    let opts = SpmmOptions::new().backend(backend);
+    let mut first: Option<Vec<u16>> = None;
+    for run in 0..100 {
+        spmm(
+            &da,
+            Dense::device(&db, k, n, Layout::RowMajor),
+            DenseMut::device(&mut dc, m, n, Layout::RowMajor),
+            &opts,
+        )
+        .unwrap();
+        let bits: Vec<u16> = stream
+            .clone_dtoh(&dc)
+            .unwrap()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect();
+        match &first {
+            None => first = Some(bits),
+            Some(f) => assert!(*f == bits, "run {run} differs from run 0"),
+        }
+    }
+    println!("{test}: 100 runs bitwise identical");
+}
+
+#[test]
+fn wmma_is_deterministic() {
+    determinism(
+        "wmma_is_deterministic",
+        Backend::Wmma,
+        BlockShape::new(64, 64),
+    );
+}
+
+#[test]
+fn cutlass_is_deterministic() {
+    determinism(
+        "cutlass_is_deterministic",
+        Backend::Cutlass,
+        BlockShape::new(128, 128),
+    );
+}
+
+/// A few full block-rows among sparse ones.
+#[test]
+fn skewed_pattern() {
+    let Some(ctx) = device("skewed_pattern") else {
+        return;
+    };
+    let mut rng = StdRng::seed_from_u64(seed());
+    let stream = ctx.default_stream();
+    for backend in [Backend::Wmma, Backend::Cutlass] {
+        if backend == Backend::Cutlass && !is_hopper(&ctx) {
+            continue;
+        }
+        let block = BlockShape::new(128, 64);
+        let mask = BlockMask::skewed(12, 20, 5, 2, &mut rng).unwrap();
+        let a = BsrMatrix::from_block_mask(&mask, block, |_, _| common::nonzero::<f16>(&mut rng))
+            .unwrap();
+        let (m, k, n) = (a.m(), a.k(), 384);
+        let b: Vec<f16> = random_vec(k * n, &mut rng);
+        let (bs, cs) = (
+            DenseShape::packed(k, n, Layout::RowMajor),
+            DenseShape::packed(m, n, Layout::RowMajor),
+        );
+        let want = reference(&a, &b, &bs, &[f16::ZERO], &cs, 1.0, 0.0);
+        let da = DeviceBsr::upload(&a, &stream).unwrap();
+        let db = stream.clone_htod(&b).unwrap();
+        let mut dc = stream.clone_htod(&vec![f16::NAN; m * n]).unwrap();
+        spmm(
+            &da,
+            Dense::device(&db, k, n, Layout::RowMajor),
+            DenseMut::device(&mut dc, m, n, Layout::RowMajor),
+            &SpmmOptions::new().backend(backend),
+        )
+        .unwrap();
+        let out = stream.clone_dtoh(&dc).unwrap();
+        let (err, bad) = rel_err(&out, &cs, &want);
+        assert!(bad == 0 && err < 2e-3, "{backend:?}: err {err}, bad {bad}");
+    }
+}
+
+/// Bad device input: a typed error, and C untouched (nothing launched).
+#[test]
+fn device_errors_launch_nothing() {
+    let Some(ctx) = device("device_errors_launch_nothing") else {
+        return;
+    };
+    let stream = ctx.default_stream();
+    let mut rng = StdRng::seed_from_u64(seed());
+    let a = common::random_bsr::<f16>(PatternKind::Full, 2, 2, BlockShape::new(64, 64), &mut rng);
+    let da = DeviceBsr::upload(&a, &stream).unwrap();
+    let db = stream
+        .clone_htod(&random_vec::<f16>(128 * 64, &mut rng))
+        .unwrap();
+    let sentinel = f16::from_f32(7.0);
+    let mut dc = stream.clone_htod(&vec![sentinel; 128 * 64 + 1]).unwrap();
+    let untouched = |dc: &cudarc::driver::CudaSlice<f16>| {
+        stream
+            .clone_dtoh(dc)
+            .unwrap()
+            .iter()
+            .all(|v| *v == sentinel)
+    };
+
+    // f16 in, bf16 out: no GPU kernel takes it.
+    let mut dc_bf = stream.alloc_zeros::<bf16>(128 * 64).unwrap();
+    let e = spmm(
+        &da,
+        Dense::device(&db, 128, 64, Layout::RowMajor),
+        DenseMut::device(&mut dc_bf, 128, 64, Layout::RowMajor),
+        &SpmmOptions::new(),
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::UnsupportedTypes { .. }), "{e}");
+    // The CPU backend with device operands.
+    let e = spmm(
+        &da,
+        Dense::device(&db, 128, 64, Layout::RowMajor),
+        DenseMut::device(&mut dc, 128, 64, Layout::RowMajor),
+        &SpmmOptions::new().backend(Backend::Cpu),
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::BackendUnavailable { .. }), "{e}");
+    // Host B with device A and C.
+    let hb = vec![f16::ZERO; 128 * 64];
+    let e = spmm(
+        &da,
+        Dense::host(&hb, 128, 64, Layout::RowMajor),
+        DenseMut::device(&mut dc, 128, 64, Layout::RowMajor),
+        &SpmmOptions::new(),
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::MixedLocations(_)), "{e}");
+    // A block shape WMMA does not take (sides must be multiples of 16).
+    let a24 = common::random_bsr::<f16>(PatternKind::Full, 2, 2, BlockShape::new(24, 24), &mut rng);
+    let da24 = DeviceBsr::upload(&a24, &stream).unwrap();
+    let db24 = stream
+        .clone_htod(&random_vec::<f16>(48 * 64, &mut rng))
+        .unwrap();
+    let e = spmm(
+        &da24,
+        Dense::device(&db24, 48, 64, Layout::RowMajor),
+        DenseMut::device(&mut dc, 48, 64, Layout::RowMajor),
+        &SpmmOptions::new(),
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::NotSupported { .. }), "{e}");
+    // CUTLASS on a block shape it has no instantiation for.
+    let a32 = common::random_bsr::<f16>(PatternKind::Full, 2, 2, BlockShape::new(32, 32), &mut rng);
+    let da32 = DeviceBsr::upload(&a32, &stream).unwrap();
+    let e = spmm(
+        &da32,
+        Dense::device(&db, 64, 64, Layout::RowMajor),
+        DenseMut::device(&mut dc, 64, 64, Layout::RowMajor),
+        &SpmmOptions::new().backend(Backend::Cutlass),
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::NotSupported { .. }), "{e}");
+    // A leading dimension that breaks 16-byte alignment (odd ld).
+    let e = spmm(
+        &da,
+        Dense::device(&db, 128, 56, Layout::RowMajor),
+        DenseMut::device(&mut dc, 128, 56, Layout::RowMajor).with_ld(57),
+        &SpmmOptions::new(),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(e, Error::NotSupported { .. } | Error::InvalidArgument(_)),
+        "{e}"
+    );
+    stream.synchronize().unwrap();
+    assert!(untouched(&dc), "C was written by a refused call");
+    println!("device errors: every refusal typed, C untouched");
+}
