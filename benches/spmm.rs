@@ -71,7 +71,8 @@ mod gpu_bench {
     use half::f16;
     use rand::{rngs::StdRng, Rng, SeedableRng};
     use sparsek::{
-        gpu, spmm, Backend, BlockShape, Dense, DenseMut, DeviceBsr, Layout, SpmmOptions,
+        gpu, spmm, Backend, BlockMask, BlockShape, BsrMatrix, Dense, DenseMut, DeviceBsr, Layout,
+        SpmmOptions,
     };
 
     const PEAK_TFLOPS: f64 = 989.0;
@@ -146,79 +147,128 @@ mod gpu_bench {
         });
         drop(a_full);
 
+        let mut env = Env {
+            stream: &stream,
+            blas: &blas,
+            b: &b,
+            out: &mut out,
+            samples: &samples,
+            rng: &mut rng,
+        };
         for bs in [128usize, 64, 32] {
             let block = BlockShape::new(bs, bs);
             for denom in [16usize, 8, 4] {
-                let per_row = k / bs / denom;
-                let a = super::random_bsr(m, k, block, per_row, &mut rng);
-                let da = DeviceBsr::upload(&a, &stream).expect("upload A");
-                let flops = a.flops(n);
-                let config = format!("{block}_d1of{denom}");
-                group.throughput(Throughput::Elements(flops as u64));
+                let a = super::random_bsr(m, k, block, k / bs / denom, env.rng);
+                rows.push(bench_config(
+                    &mut group,
+                    &mut env,
+                    format!("{block}_d1of{denom}"),
+                    &a,
+                ));
+            }
+        }
+        // Skewed: every 16th block-row full, the others 4 blocks. Long rows must not
+        // serialize the kernel: compare with the uniform 1/8 rows above (similar nnz).
+        let mask = BlockMask::skewed(m / 128, k / 128, 16, 4, env.rng).expect("skewed pattern");
+        let a = BsrMatrix::from_block_mask(&mask, BlockShape::new(128, 128), |_, _| {
+            f16::from_f32(env.rng.random_range(-1.0..1.0))
+        })
+        .expect("valid BSR");
+        rows.push(bench_config(
+            &mut group,
+            &mut env,
+            "128x128_skewed".into(),
+            &a,
+        ));
+        group.finish();
+        summary(&samples.lock().unwrap(), &rows, (m, n, k));
+    }
 
-                // Dense cuBLAS on the gathered problem: same M, N, K = nnz per row * bk.
-                let kg = per_row * bs;
-                let ag = random_device(&stream, m * kg, &mut rng);
-                let bg = random_device(&stream, kg * n, &mut rng);
-                let name = format!("cublas_gathered/{config}");
-                let s = samples.clone();
-                group.bench_function(BenchmarkId::new("cublas_gathered", &config), |bench| {
+    struct Env<'a> {
+        stream: &'a Arc<CudaStream>,
+        blas: &'a CudaBlas,
+        b: &'a CudaSlice<f16>,
+        out: &'a mut CudaSlice<f16>,
+        samples: &'a Samples,
+        rng: &'a mut StdRng,
+    }
+
+    /// Benches one sparse matrix: cuBLAS on its gathered problem, then each GPU backend
+    /// that can implement it. Returns (config, FLOPs, bytes) for the summary.
+    fn bench_config(
+        group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+        env: &mut Env<'_>,
+        config: String,
+        a: &BsrMatrix<f16>,
+    ) -> (String, f64, f64) {
+        let (m, k, n) = (a.m(), a.k(), SIZE);
+        let stream = env.stream;
+        let da = DeviceBsr::upload(a, stream).expect("upload A");
+        let flops = a.flops(n);
+        group.throughput(Throughput::Elements(flops as u64));
+
+        // Dense cuBLAS on the gathered problem: same M, N, K = mean nnz per row * bk.
+        let kg = (a.nnz_blocks() * a.block().cols)
+            .div_ceil(a.num_block_rows())
+            .next_multiple_of(8);
+        let ag = random_device(stream, m * kg, env.rng);
+        let bg = random_device(stream, kg * n, env.rng);
+        let name = format!("cublas_gathered/{config}");
+        let (blas, samples) = (env.blas, env.samples);
+        let out = &mut *env.out;
+        group.bench_function(BenchmarkId::new("cublas_gathered", &config), |bench| {
+            bench.iter_custom(|iters| {
+                let t = time_launches(stream, iters, || {
+                    gpu::baseline::dense_gemm_f16(blas, (m, n, kg), &ag, &bg, out).expect("cublas")
+                });
+                samples
+                    .lock()
+                    .unwrap()
+                    .push((name.clone(), t.as_secs_f64() / iters as f64));
+                t
+            })
+        });
+        drop((ag, bg));
+
+        for backend in [Backend::Cutlass, Backend::Wmma] {
+            let opts = SpmmOptions::new().backend(backend);
+            let supported = gpu::can_implement(
+                &da,
+                &Dense::device(env.b, k, n, Layout::RowMajor),
+                &DenseMut::device(out, m, n, Layout::RowMajor),
+                &opts,
+            );
+            if let Err(e) = supported {
+                eprintln!("{backend:?} {config}: not run ({e})");
+                continue;
+            }
+            let name = format!("{backend:?}/{config}").to_lowercase();
+            let b = env.b;
+            group.bench_function(
+                BenchmarkId::new(format!("{backend:?}").to_lowercase(), &config),
+                |bench| {
                     bench.iter_custom(|iters| {
-                        let t = time_launches(&stream, iters, || {
-                            gpu::baseline::dense_gemm_f16(&blas, (m, n, kg), &ag, &bg, &mut out)
-                                .expect("cublas")
+                        let t = time_launches(stream, iters, || {
+                            spmm(
+                                &da,
+                                Dense::device(b, k, n, Layout::RowMajor),
+                                DenseMut::device(out, m, n, Layout::RowMajor),
+                                &opts,
+                            )
+                            .expect("spmm")
                         });
-                        s.lock()
+                        samples
+                            .lock()
                             .unwrap()
                             .push((name.clone(), t.as_secs_f64() / iters as f64));
                         t
                     })
-                });
-                drop((ag, bg));
-
-                for backend in [Backend::Cutlass, Backend::Wmma] {
-                    let opts = SpmmOptions::new().backend(backend);
-                    let supported = gpu::can_implement(
-                        &da,
-                        &Dense::device(&b, k, n, Layout::RowMajor),
-                        &DenseMut::device(&mut out, m, n, Layout::RowMajor),
-                        &opts,
-                    );
-                    if let Err(e) = supported {
-                        eprintln!("{backend:?} {config}: not run ({e})");
-                        continue;
-                    }
-                    let name = format!("{backend:?}/{config}").to_lowercase();
-                    let s = samples.clone();
-                    group.bench_function(
-                        BenchmarkId::new(format!("{backend:?}").to_lowercase(), &config),
-                        |bench| {
-                            bench.iter_custom(|iters| {
-                                let t = time_launches(&stream, iters, || {
-                                    spmm(
-                                        &da,
-                                        Dense::device(&b, k, n, Layout::RowMajor),
-                                        DenseMut::device(&mut out, m, n, Layout::RowMajor),
-                                        &opts,
-                                    )
-                                    .expect("spmm")
-                                });
-                                s.lock()
-                                    .unwrap()
-                                    .push((name.clone(), t.as_secs_f64() / iters as f64));
-                                t
-                            })
-                        },
-                    );
-                }
-                // Bytes: A's values and indices, B once, C written once (β = 0).
-                let bytes =
-                    (a.values().len() * 2 + a.col_idx().len() * 4 + k * n * 2 + m * n * 2) as f64;
-                rows.push((config, flops, bytes));
-            }
+                },
+            );
         }
-        group.finish();
-        summary(&samples.lock().unwrap(), &rows, (m, n, k));
+        // Bytes: A's values and indices, B once, C written once (β = 0).
+        let bytes = (a.values().len() * 2 + a.col_idx().len() * 4 + k * n * 2 + m * n * 2) as f64;
+        (config, flops, bytes)
     }
 
     /// One table: TFLOPS per backend, ratios to cuBLAS, floors.
