@@ -136,7 +136,7 @@ mod gpu_bench {
         group.bench_function(BenchmarkId::new("cublas_dense", format!("k{k}")), |bench| {
             bench.iter_custom(|iters| {
                 let t = time_launches(&stream, iters, || {
-                    gpu::baseline::dense_gemm_f16(&blas, (m, n, k), &a_full, &b, &mut out)
+                    gpu::baseline::dense_gemm(&blas, (m, n, k), &a_full, &b, &mut out)
                         .expect("cublas")
                 });
                 s.lock()
@@ -219,7 +219,7 @@ mod gpu_bench {
         group.bench_function(BenchmarkId::new("cublas_gathered", &config), |bench| {
             bench.iter_custom(|iters| {
                 let t = time_launches(stream, iters, || {
-                    gpu::baseline::dense_gemm_f16(blas, (m, n, kg), &ag, &bg, out).expect("cublas")
+                    gpu::baseline::dense_gemm(blas, (m, n, kg), &ag, &bg, out).expect("cublas")
                 });
                 samples
                     .lock()

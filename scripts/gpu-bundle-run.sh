@@ -2,8 +2,9 @@
 # Runs sparsek's bundled GPU executables (built by scripts/bundle-gpu.sh) on a machine
 # with a GPU and the CUDA driver; no Rust or CUDA toolkit needed.
 #
-#   run.sh                 # GPU tests + quickstart; non-zero exit if any fails
+#   run.sh                 # GPU tests + the Rust and C++ quickstarts; non-zero exit if any fails
 #   run.sh bench [ARGS]    # the criterion bench (ARGS passed on, e.g. a filter)
+#   run.sh report [ARGS]   # bench_report run ARGS (table, --json, --png, --baseline gate)
 #   run.sh sanitize        # GPU tests under compute-sanitizer memcheck and racecheck
 set -u
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -19,6 +20,8 @@ case "${1:-test}" in
     fail=0
     "$here/gpu_tests" --test-threads=1 --nocapture || fail=1
     "$here/quickstart" || fail=1
+    "$here/quickstart_cpp" || fail=1
+    "$here/spmm_check" --suite || fail=1
     [ $fail = 0 ] && echo "sparsek GPU bundle: all passed" || echo "sparsek GPU bundle: FAILED"
     exit $fail
     ;;
@@ -26,6 +29,10 @@ case "${1:-test}" in
     shift
     export CRITERION_HOME="${CRITERION_HOME:-$here/criterion}"
     exec "$here/spmm_bench" --bench "$@"
+    ;;
+  report)
+    shift
+    exec "$here/bench_report" run "$@"
     ;;
   sanitize)
     fail=0
@@ -37,7 +44,7 @@ case "${1:-test}" in
     exit $fail
     ;;
   *)
-    echo "usage: run.sh [test | bench [ARGS] | sanitize]" >&2
+    echo "usage: run.sh [test | bench [ARGS] | report [ARGS] | sanitize]" >&2
     exit 2
     ;;
 esac

@@ -101,7 +101,7 @@ fn check_grid(m: usize, k: usize, block: BlockShape) -> Result<(usize, usize), B
 }
 
 /// `nnzb * bm * bk`, refusing what overflows.
-fn values_len(nnzb: usize, block: BlockShape) -> Result<usize, BsrError> {
+fn values_len_of(nnzb: usize, block: BlockShape) -> Result<usize, BsrError> {
     if nnzb > i32::MAX as usize {
         return Err(BsrError::IndexOverflow {
             what: "nnzb",
@@ -115,9 +115,83 @@ fn values_len(nnzb: usize, block: BlockShape) -> Result<usize, BsrError> {
         })
 }
 
+/// Validates BSR index arrays for an `m x k` matrix of `block`s holding `values_len`
+/// elements of values, without needing the values themselves: every invariant of the
+/// module docs, one `BsrError` variant per defect.
+pub fn validate_parts(
+    m: usize,
+    k: usize,
+    block: BlockShape,
+    row_ptr: &[i32],
+    col_idx: &[i32],
+    values_len: usize,
+) -> Result<(), BsrError> {
+    let (block_rows, block_cols) = check_grid(m, k, block)?;
+    if row_ptr.len() != block_rows + 1 {
+        return Err(BsrError::RowPtrLength {
+            expected: block_rows + 1,
+            got: row_ptr.len(),
+        });
+    }
+    if row_ptr[0] != 0 {
+        return Err(BsrError::RaggedRowPtr {
+            index: 0,
+            detail: format!("starts at {}, not 0", row_ptr[0]),
+        });
+    }
+    for (i, w) in row_ptr.windows(2).enumerate() {
+        if w[1] < w[0] {
+            return Err(BsrError::RaggedRowPtr {
+                index: i + 1,
+                detail: format!("decreases from {} to {}", w[0], w[1]),
+            });
+        }
+    }
+    let last = row_ptr[block_rows] as usize;
+    if last != col_idx.len() {
+        return Err(BsrError::RaggedRowPtr {
+            index: block_rows,
+            detail: format!("ends at {last}, but col_idx has {} entries", col_idx.len()),
+        });
+    }
+    let expected = values_len_of(col_idx.len(), block)?;
+    if values_len != expected {
+        return Err(BsrError::ValuesLength {
+            expected,
+            got: values_len,
+        });
+    }
+    for row in 0..block_rows {
+        let cols = &col_idx[row_ptr[row] as usize..row_ptr[row + 1] as usize];
+        for (j, &col) in cols.iter().enumerate() {
+            if col < 0 || col as usize >= block_cols {
+                return Err(BsrError::ColumnOutOfRange {
+                    row,
+                    col,
+                    block_cols,
+                });
+            }
+            if j > 0 {
+                let prev = cols[j - 1];
+                if col == prev {
+                    return Err(BsrError::DuplicateColumn { row, col });
+                }
+                if col < prev {
+                    return Err(BsrError::UnsortedColumns {
+                        row,
+                        prev,
+                        next: col,
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 impl<T: Element> BsrMatrix<T> {
     /// Builds from the three BSR arrays (scipy's `indptr`, `indices`, `data`), validating
-    /// every invariant.
+    /// every invariant (see [`validate_parts`]).
     pub fn from_parts(
         m: usize,
         k: usize,
@@ -126,66 +200,7 @@ impl<T: Element> BsrMatrix<T> {
         col_idx: Vec<i32>,
         values: Vec<T>,
     ) -> Result<Self, BsrError> {
-        let (block_rows, block_cols) = check_grid(m, k, block)?;
-        if row_ptr.len() != block_rows + 1 {
-            return Err(BsrError::RowPtrLength {
-                expected: block_rows + 1,
-                got: row_ptr.len(),
-            });
-        }
-        if row_ptr[0] != 0 {
-            return Err(BsrError::RaggedRowPtr {
-                index: 0,
-                detail: format!("starts at {}, not 0", row_ptr[0]),
-            });
-        }
-        for (i, w) in row_ptr.windows(2).enumerate() {
-            if w[1] < w[0] {
-                return Err(BsrError::RaggedRowPtr {
-                    index: i + 1,
-                    detail: format!("decreases from {} to {}", w[0], w[1]),
-                });
-            }
-        }
-        let last = row_ptr[block_rows] as usize;
-        if last != col_idx.len() {
-            return Err(BsrError::RaggedRowPtr {
-                index: block_rows,
-                detail: format!("ends at {last}, but col_idx has {} entries", col_idx.len()),
-            });
-        }
-        let expected = values_len(col_idx.len(), block)?;
-        if values.len() != expected {
-            return Err(BsrError::ValuesLength {
-                expected,
-                got: values.len(),
-            });
-        }
-        for row in 0..block_rows {
-            let cols = &col_idx[row_ptr[row] as usize..row_ptr[row + 1] as usize];
-            for (j, &col) in cols.iter().enumerate() {
-                if col < 0 || col as usize >= block_cols {
-                    return Err(BsrError::ColumnOutOfRange {
-                        row,
-                        col,
-                        block_cols,
-                    });
-                }
-                if j > 0 {
-                    let prev = cols[j - 1];
-                    if col == prev {
-                        return Err(BsrError::DuplicateColumn { row, col });
-                    }
-                    if col < prev {
-                        return Err(BsrError::UnsortedColumns {
-                            row,
-                            prev,
-                            next: col,
-                        });
-                    }
-                }
-            }
-        }
+        validate_parts(m, k, block, &row_ptr, &col_idx, values.len())?;
         Ok(Self {
             m,
             k,
@@ -243,7 +258,7 @@ impl<T: Element> BsrMatrix<T> {
         };
         let (block_rows, _) = check_grid(m, k, block)?;
         let nnzb = mask.count();
-        let mut values = Vec::with_capacity(values_len(nnzb, block)?);
+        let mut values = Vec::with_capacity(values_len_of(nnzb, block)?);
         let mut row_ptr = Vec::with_capacity(block_rows + 1);
         let mut col_idx = Vec::with_capacity(nnzb);
         row_ptr.push(0i32);

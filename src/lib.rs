@@ -39,7 +39,7 @@ pub mod gpu;
 pub mod pattern;
 pub mod spmm;
 
-pub use bsr::{BlockRow, BlockShape, BsrMatrix};
+pub use bsr::{validate_parts, BlockRow, BlockShape, BsrMatrix};
 pub use dense::{Dense, DenseMut, DenseShape, Layout};
 pub use element::{DType, Element};
 pub use error::{BsrError, Error};

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the CUDA 13.0 compiler and the CUTLASS headers from PyPI wheels into
+# Installs the CUDA 13.0 compiler, the CUTLASS headers and CMake from PyPI wheels into
 # third_party/py (git-ignored). Idempotent: a second run checks the stamp and returns.
 #
 #   third_party/setup.sh          # install (or verify) the pinned toolchain
@@ -19,6 +19,7 @@ pkgs=(
   nvidia-cuda-crt==13.0.88
   nvidia-cuda-cccl==13.0.85
   nvidia-cutlass==4.2.0.0
+  cmake==3.31.6
 )
 stamp="$dest/.sparsek-setup-$(printf '%s\n' "${pkgs[@]}" | sha256sum | cut -c1-16)"
 
@@ -37,8 +38,13 @@ echo "sparsek setup: installing ${pkgs[*]} into $dest"
 cu="$dest/nvidia/cu13"
 # nvcc expects lib64/ in places; the wheels ship lib/.
 [[ -e "$cu/lib64" ]] || ln -s lib "$cu/lib64"
+# CMake's FindCUDAToolkit looks for the unversioned shared runtime.
+[[ -e "$cu/lib/libcudart.so" ]] || ln -s libcudart.so.13 "$cu/lib/libcudart.so"
 "$cu/bin/nvcc" --version | tail -n 2
 test -f "$dest/cutlass_library/source/include/cutlass/cutlass.h"
 test -f "$cu/lib/libcudart_static.a"
+# pip's cmake launcher is a Python script needing this dir on PYTHONPATH: link the binary.
+ln -sf ../cmake/data/bin/cmake "$dest/bin/cmake"
+"$dest/bin/cmake" --version | head -n 1
 touch "$stamp"
 echo "sparsek setup: done (nvcc: $cu/bin/nvcc, CUTLASS: $dest/cutlass_library/source/include)"

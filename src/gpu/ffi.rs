@@ -146,20 +146,23 @@ pub(crate) fn culib_present() -> bool {
     unsafe { cudarc::driver::sys::is_culib_present() }
 }
 
-/// Dense `C = A·B` through cuBLAS (f16 in, f32 compute, f16 out), all row-major: the
-/// baseline sparsek is measured against. cuBLAS is column-major, so this computes
-/// `Cᵀ = Bᵀ·Aᵀ`, which needs no transposes.
-pub(crate) fn cublas_gemm_f16(
+/// Dense `C = A·B` through cuBLAS (f16/bf16 in, f32 compute, same type out), all
+/// row-major: the baseline sparsek is measured against. cuBLAS is column-major, so this
+/// computes `Cᵀ = Bᵀ·Aᵀ`, which needs no transposes.
+pub(crate) fn cublas_gemm<T: crate::Element>(
     blas: &cudarc::cublas::CudaBlas,
     (m, n, k): (usize, usize, usize),
-    a: &CudaSlice<half::f16>,
-    b: &CudaSlice<half::f16>,
-    c: &mut CudaSlice<half::f16>,
-) -> Result<(), cudarc::cublas::result::CublasError> {
+    a: &CudaSlice<T>,
+    b: &CudaSlice<T>,
+    c: &mut CudaSlice<T>,
+) -> Result<(), cudarc::cublas::result::CublasError>
+where
+    cudarc::cublas::CudaBlas: cudarc::cublas::Gemm<T>,
+{
     use cudarc::cublas::{sys::cublasOperation_t::CUBLAS_OP_N, Gemm, GemmConfig};
     assert!(
         a.len() >= m * k && b.len() >= k * n && c.len() >= m * n,
-        "cublas_gemm_f16: buffers smaller than the shape"
+        "cublas_gemm: buffers smaller than the shape"
     );
     let dim = |v: usize| i32::try_from(v).expect("cuBLAS takes i32 dimensions");
     let cfg = GemmConfig {
@@ -168,10 +171,10 @@ pub(crate) fn cublas_gemm_f16(
         m: dim(n),
         n: dim(m),
         k: dim(k),
-        alpha: half::f16::ONE,
+        alpha: T::from_f32(1.0),
         lda: dim(n),
         ldb: dim(k),
-        beta: half::f16::ZERO,
+        beta: T::from_f32(0.0),
         ldc: dim(n),
     };
     // SAFETY: the assert above checks that A (m x k), B (k x n) and C (m x n) hold their

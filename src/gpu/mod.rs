@@ -244,21 +244,25 @@ pub fn open_device() -> Result<Arc<CudaContext>, String> {
 
 /// Dense baselines that sparsek is measured against (benches and reports).
 pub mod baseline {
-    use cudarc::cublas::CudaBlas;
+    use cudarc::cublas::{CudaBlas, Gemm};
     use cudarc::driver::CudaSlice;
 
+    use crate::element::Element;
     use crate::error::Error;
 
-    /// Dense row-major `C (m x n) = A (m x k) · B (k x n)` through cuBLAS, f16 in, f32
-    /// compute, f16 out, on `blas`'s stream.
-    pub fn dense_gemm_f16(
+    /// Dense row-major `C (m x n) = A (m x k) · B (k x n)` through cuBLAS, f16 or bf16 in,
+    /// f32 compute, same type out, on `blas`'s stream.
+    pub fn dense_gemm<T: Element>(
         blas: &CudaBlas,
         shape: (usize, usize, usize),
-        a: &CudaSlice<half::f16>,
-        b: &CudaSlice<half::f16>,
-        c: &mut CudaSlice<half::f16>,
-    ) -> Result<(), Error> {
-        super::ffi::cublas_gemm_f16(blas, shape, a, b, c)
+        a: &CudaSlice<T>,
+        b: &CudaSlice<T>,
+        c: &mut CudaSlice<T>,
+    ) -> Result<(), Error>
+    where
+        CudaBlas: Gemm<T>,
+    {
+        super::ffi::cublas_gemm(blas, shape, a, b, c)
             .map_err(|e| Error::Cuda(format!("cuBLAS: {e:?}")))
     }
 }

@@ -1,0 +1,647 @@
+//! sparsek's benchmark report: one table of every backend beside dense cuBLAS, written as
+//! JSON and as a PNG plot, and a regression gate against a recorded baseline.
+//!
+//! ```text
+//! bench_report run   [--m 8192 --n 8192 --k 8192] [--blocks 128x128,64x64,32x32]
+//!                    [--densities 1/16,1/8,1/4] [--patterns topk,skewed,random,causal]
+//!                    [--dtypes f16,bf16] [--layouts row/row,col/col] [--backends cutlass,wmma]
+//!                    [--repeats 7] [--iters 20] [--json report.json] [--png report.png]
+//!                    [--baseline benches/baseline/h100.json] [--tolerance 0.05] [--slowdown N]
+//! bench_report check REPORT.json BASELINE.json [--tolerance 0.05]
+//! bench_report plot  REPORT.json OUT.png
+//! ```
+//!
+//! `run` needs the `cuda` feature and a GPU; `check` and `plot` run anywhere. Timing is
+//! device-side (CUDA events around `iters` back-to-back launches), repeated `repeats`
+//! times; the table shows medians. The gate fails a (config, backend) only when even the
+//! fastest repeat is slower than the baseline's median by more than the tolerance, so one
+//! noisy repeat does not fail it. `--slowdown N` enqueues every timed operation N times:
+//! a deliberately slowed run, to show that the gate fails.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+const PEAK_TFLOPS: f64 = 989.0;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Timing {
+    /// Median microseconds per operation over the repeats.
+    median_us: f64,
+    /// Fastest repeat.
+    min_us: f64,
+    /// Every repeat, microseconds per operation.
+    runs_us: Vec<f64>,
+    /// TFLOPS on nonzero work at the median.
+    tflops: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Row {
+    /// Unique key, e.g. `128x128 d=0.125 topk f16 row/row`.
+    config: String,
+    block: String,
+    density: f64,
+    pattern: String,
+    dtype: String,
+    layout: String,
+    flops: f64,
+    /// cuBLAS on the gathered dense problem (same M, N; K = mean nnz per block-row × bk).
+    cublas_gathered: Option<Timing>,
+    /// By backend name (`cutlass`, `wmma`).
+    backends: BTreeMap<String, Timing>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Report {
+    device: String,
+    m: usize,
+    n: usize,
+    k: usize,
+    repeats: usize,
+    iters: usize,
+    slowdown: usize,
+    /// Dense cuBLAS at the full K, per dtype.
+    cublas_full: BTreeMap<String, Timing>,
+    rows: Vec<Row>,
+}
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("run") => run(&args[1..]),
+        Some("check") => {
+            let (report, baseline) = match (args.get(1), args.get(2)) {
+                (Some(r), Some(b)) => (r, b),
+                _ => bail!("usage: bench_report check REPORT.json BASELINE.json [--tolerance 0.05]"),
+            };
+            let tol = flag(&args[3..], "--tolerance").map(|t| t.parse()).transpose()?.unwrap_or(0.05);
+            let report = load(report)?;
+            print_table(&report);
+            let ok = check(&report, &load(baseline)?, tol);
+            std::process::exit(if ok { 0 } else { 1 });
+        }
+        Some("plot") => match (args.get(1), args.get(2)) {
+            (Some(r), Some(out)) => plot(&load(r)?, Path::new(out)),
+            _ => bail!("usage: bench_report plot REPORT.json OUT.png"),
+        },
+        _ => bail!("usage: bench_report run|check|plot ... (see the doc comment of examples/bench_report.rs)"),
+    }
+}
+
+fn flag<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .map(String::as_str)
+}
+
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+fn list(args: &[String], name: &str, default: &str) -> Vec<String> {
+    flag(args, name)
+        .unwrap_or(default)
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+fn load(path: &str) -> Result<Report> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
+    serde_json::from_str(&text).with_context(|| format!("parsing {path}"))
+}
+
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+fn timing(runs_us: Vec<f64>, flops: f64) -> Timing {
+    let mut sorted = runs_us.clone();
+    sorted.sort_by(f64::total_cmp);
+    let median_us = sorted[sorted.len() / 2];
+    Timing {
+        median_us,
+        min_us: sorted[0],
+        runs_us,
+        tflops: flops / (median_us * 1e-6) / 1e12,
+    }
+}
+
+/// The table: TFLOPS per backend, ratios to cuBLAS gathered and full K, % of peak.
+fn print_table(r: &Report) {
+    println!(
+        "\nsparsek report: {} | M={} N={} K={} | {} repeats x {} launches{}",
+        r.device,
+        r.m,
+        r.n,
+        r.k,
+        r.repeats,
+        r.iters,
+        if r.slowdown > 1 {
+            format!(" | SLOWED x{}", r.slowdown)
+        } else {
+            String::new()
+        }
+    );
+    for (dtype, t) in &r.cublas_full {
+        println!("dense cuBLAS {dtype}, full K: {:.0} TFLOPS", t.tflops);
+    }
+    println!(
+        "{:<36} {:>8} {:>8} {:>9} {:>9} {:>9} {:>7}",
+        "config", "cutlass", "wmma", "cublas_g", "best/cbG", "best/cbF", "%peak"
+    );
+    for row in &r.rows {
+        let tf = |b: &str| row.backends.get(b).map(|t| t.tflops);
+        let best = row
+            .backends
+            .values()
+            .map(|t| t.tflops)
+            .fold(f64::NAN, f64::max);
+        let show = |v: Option<f64>| v.map(|v| format!("{v:.0}")).unwrap_or_else(|| "-".into());
+        let full = r
+            .cublas_full
+            .get(&row.dtype)
+            .map(|t| t.tflops)
+            .unwrap_or(f64::NAN);
+        let cg = row.cublas_gathered.as_ref().map(|t| t.tflops);
+        println!(
+            "{:<36} {:>8} {:>8} {:>9} {:>9.2} {:>9.2} {:>6.1}%",
+            row.config,
+            show(tf("cutlass")),
+            show(tf("wmma")),
+            show(cg),
+            best / cg.unwrap_or(f64::NAN),
+            best / full,
+            100.0 * best / PEAK_TFLOPS
+        );
+    }
+    println!("(TFLOPS on nonzero work, medians; cbG/cbF: ratio to dense cuBLAS on the gathered / full K)");
+}
+
+/// The regression gate. Returns whether every (config, backend) of the baseline holds.
+fn check(new: &Report, base: &Report, tol: f64) -> bool {
+    let mut ok = true;
+    let mut compared = 0;
+    println!(
+        "regression check: tolerance {:.1}% (fail only when the fastest repeat is still slower)",
+        tol * 100.0
+    );
+    for b in &base.rows {
+        let Some(n) = new.rows.iter().find(|r| r.config == b.config) else {
+            println!("  missing  {}: not in the new report", b.config);
+            ok = false;
+            continue;
+        };
+        for (backend, bt) in &b.backends {
+            let Some(nt) = n.backends.get(backend) else {
+                println!("  missing  {} {backend}", b.config);
+                ok = false;
+                continue;
+            };
+            compared += 1;
+            let limit = bt.median_us * (1.0 + tol);
+            let change = nt.median_us / bt.median_us - 1.0;
+            let verdict = if nt.min_us > limit {
+                ok = false;
+                "SLOWER"
+            } else {
+                "ok"
+            };
+            println!(
+                "  {verdict:<8} {:<36} {backend:<8} {:>8.1} us -> {:>8.1} us ({:+.1}%)",
+                b.config,
+                bt.median_us,
+                nt.median_us,
+                change * 100.0
+            );
+        }
+    }
+    println!(
+        "regression check: {} ({compared} compared)",
+        if ok { "PASSED" } else { "FAILED" }
+    );
+    ok
+}
+
+/// TFLOPS against density, one line per (block, backend), for the `topk` rows.
+fn plot(r: &Report, out: &Path) -> Result<()> {
+    use plotters::prelude::*;
+    register_font()?;
+    let mut series: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+    for row in r.rows.iter().filter(|row| row.pattern == "topk") {
+        let tag = format!("{} {}", row.dtype, row.layout);
+        for (backend, t) in &row.backends {
+            series
+                .entry(format!("{backend} {} {tag}", row.block))
+                .or_default()
+                .push((row.density, t.tflops));
+        }
+        if let Some(t) = &row.cublas_gathered {
+            series
+                .entry(format!("cuBLAS gathered {} {tag}", row.block))
+                .or_default()
+                .push((row.density, t.tflops));
+        }
+    }
+    if series.is_empty() {
+        bail!("no top-k rows to plot");
+    }
+    let xmax = series.values().flatten().map(|p| p.0).fold(0.0, f64::max) * 1.1;
+    let root = BitMapBackend::new(out, (1100, 700)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!(
+                "sparsek on {} (M=N=K={}): TFLOPS on nonzero work",
+                r.device, r.k
+            ),
+            ("sans-serif", 22),
+        )
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..xmax, 0.0..PEAK_TFLOPS)?;
+    chart
+        .configure_mesh()
+        .x_desc("block density")
+        .y_desc("TFLOPS")
+        .draw()?;
+    for (i, (name, mut pts)) in series.into_iter().enumerate() {
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let color = Palette99::pick(i).to_rgba();
+        let style =
+            ShapeStyle::from(&color).stroke_width(if name.starts_with("cuBLAS") { 1 } else { 3 });
+        chart
+            .draw_series(LineSeries::new(pts.clone(), style))?
+            .label(name)
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(3))
+            });
+        chart.draw_series(pts.into_iter().map(|p| Circle::new(p, 4, color.filled())))?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    root.present()?;
+    println!("wrote {}", out.display());
+    Ok(())
+}
+
+/// Plotters draws text with a TTF font loaded at run time: $SPARSEK_FONT, or a DejaVu
+/// Sans from the system or from matplotlib.
+fn register_font() -> Result<()> {
+    let mut candidates: Vec<String> = std::env::var("SPARSEK_FONT").into_iter().collect();
+    candidates.push("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf".into());
+    if let Ok(out) = std::process::Command::new("python3")
+        .args(["-c", "import matplotlib, os; print(os.path.join(os.path.dirname(matplotlib.__file__), 'mpl-data/fonts/ttf/DejaVuSans.ttf'))"])
+        .output()
+    {
+        candidates.push(String::from_utf8_lossy(&out.stdout).trim().to_string());
+    }
+    for path in candidates {
+        if let Ok(bytes) = std::fs::read(&path) {
+            let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+            if plotters::style::register_font(
+                "sans-serif",
+                plotters::style::FontStyle::Normal,
+                bytes,
+            )
+            .is_ok()
+            {
+                return Ok(());
+            }
+        }
+    }
+    bail!("no TTF font found for the plot: set SPARSEK_FONT to a .ttf file")
+}
+
+#[cfg(not(feature = "cuda"))]
+fn run(_: &[String]) -> Result<()> {
+    bail!("`bench_report run` needs the GPU backends: build with --features cuda")
+}
+
+#[cfg(feature = "cuda")]
+fn run(args: &[String]) -> Result<()> {
+    sweep::run(args)
+}
+
+#[cfg(feature = "cuda")]
+mod sweep {
+    use std::collections::BTreeMap;
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use anyhow::{bail, Context, Result};
+    use cudarc::cublas::{CudaBlas, Gemm};
+    use cudarc::driver::{sys::CUevent_flags, CudaSlice, CudaStream};
+    use indicatif::{ProgressBar, ProgressStyle};
+    use rand::{rngs::StdRng, Rng, SeedableRng};
+    use sparsek::{
+        bf16, f16, gpu, spmm, Backend, BlockMask, BlockShape, BsrMatrix, Dense, DenseMut,
+        DeviceBsr, Element, Layout, SpmmOptions,
+    };
+
+    use super::{check, flag, list, load, plot, print_table, timing, Report, Row};
+
+    struct Settings {
+        m: usize,
+        n: usize,
+        k: usize,
+        repeats: usize,
+        iters: usize,
+        slowdown: usize,
+    }
+
+    /// Device microseconds per operation: `iters` launches (each `slowdown` times)
+    /// between two events, `repeats` times, after a warm-up.
+    fn time(
+        stream: &Arc<CudaStream>,
+        s: &Settings,
+        mut op: impl FnMut() -> Result<()>,
+    ) -> Result<Vec<f64>> {
+        for _ in 0..3 {
+            op()?;
+        }
+        let flags = Some(CUevent_flags::CU_EVENT_DEFAULT);
+        let mut out = Vec::with_capacity(s.repeats);
+        for _ in 0..s.repeats {
+            let start = stream.record_event(flags)?;
+            for _ in 0..s.iters * s.slowdown {
+                op()?;
+            }
+            let end = stream.record_event(flags)?;
+            end.synchronize()?;
+            out.push(start.elapsed_ms(&end)? as f64 * 1e3 / s.iters as f64);
+        }
+        Ok(out)
+    }
+
+    fn random_device<T: Element>(
+        stream: &Arc<CudaStream>,
+        len: usize,
+        rng: &mut StdRng,
+    ) -> Result<CudaSlice<T>> {
+        let host: Vec<T> = (0..len)
+            .map(|_| T::from_f32(rng.random_range(-1.0..1.0)))
+            .collect();
+        Ok(stream.clone_htod(&host)?)
+    }
+
+    fn parse_block(s: &str) -> Result<BlockShape> {
+        let (r, c) = s.split_once('x').context("block shapes are written RxC")?;
+        Ok(BlockShape::new(r.parse()?, c.parse()?))
+    }
+
+    fn parse_density(s: &str) -> Result<f64> {
+        Ok(match s.split_once('/') {
+            Some((a, b)) => a.parse::<f64>()? / b.parse::<f64>()?,
+            None => s.parse()?,
+        })
+    }
+
+    fn layout(s: &str) -> Result<Layout> {
+        match s {
+            "row" => Ok(Layout::RowMajor),
+            "col" => Ok(Layout::ColMajor),
+            _ => bail!("layout `{s}`: row or col"),
+        }
+    }
+
+    /// The block pattern of one row of the table.
+    fn mask(
+        pattern: &str,
+        rows: usize,
+        cols: usize,
+        density: f64,
+        rng: &mut StdRng,
+    ) -> Result<BlockMask> {
+        let per_row = ((cols as f64 * density).round() as usize).clamp(1, cols);
+        Ok(match pattern {
+            "topk" => BlockMask::random_per_row(rows, cols, per_row, rng)?,
+            "random" => BlockMask::random(rows, cols, density, rng)?,
+            // Every 16th block-row full, the others half the top-k count.
+            "skewed" => BlockMask::skewed(rows, cols, 16, (per_row / 2).max(1), rng)?,
+            // Causal with a band giving about this density (sliding-window attention).
+            "causal" => BlockMask::causal(
+                rows.min(cols),
+                Some((cols as f64 * density).ceil().max(1.0) as usize),
+            )?,
+            _ => bail!("pattern `{pattern}`: topk, random, skewed or causal"),
+        })
+    }
+
+    pub fn run(args: &[String]) -> Result<()> {
+        let num = |name: &str, default: usize| -> Result<usize> {
+            Ok(flag(args, name)
+                .map(str::parse)
+                .transpose()?
+                .unwrap_or(default))
+        };
+        let s = Settings {
+            m: num("--m", 8192)?,
+            n: num("--n", 8192)?,
+            k: num("--k", 8192)?,
+            repeats: num("--repeats", 7)?,
+            iters: num("--iters", 20)?,
+            slowdown: num("--slowdown", 1)?.max(1),
+        };
+        let blocks = list(args, "--blocks", "128x128,64x64,32x32");
+        let densities = list(args, "--densities", "1/16,1/8,1/4");
+        let patterns = list(args, "--patterns", "topk");
+        let dtypes = list(args, "--dtypes", "f16");
+        let layouts = list(args, "--layouts", "row/row");
+        let backends = list(args, "--backends", "cutlass,wmma");
+
+        let ctx = gpu::open_device().map_err(anyhow::Error::msg)?;
+        let stream = ctx.default_stream();
+        let blas = CudaBlas::new(stream.clone())?;
+        let mut report = Report {
+            device: ctx.name()?,
+            m: s.m,
+            n: s.n,
+            k: s.k,
+            repeats: s.repeats,
+            iters: s.iters,
+            slowdown: s.slowdown,
+            cublas_full: BTreeMap::new(),
+            rows: Vec::new(),
+        };
+        let total = blocks.len() * densities.len() * patterns.len() * dtypes.len() * layouts.len();
+        let bar = ProgressBar::new(total as u64);
+        bar.set_style(ProgressStyle::with_template(
+            "{bar:40} {pos}/{len} {msg} [{elapsed}]",
+        )?);
+        let mut rng = StdRng::seed_from_u64(42);
+        for dtype in &dtypes {
+            match dtype.as_str() {
+                "f16" => sweep_dtype::<f16>(
+                    &s,
+                    &stream,
+                    &blas,
+                    &mut report,
+                    &bar,
+                    &mut rng,
+                    (&blocks, &densities, &patterns, &layouts, &backends),
+                )?,
+                "bf16" => sweep_dtype::<bf16>(
+                    &s,
+                    &stream,
+                    &blas,
+                    &mut report,
+                    &bar,
+                    &mut rng,
+                    (&blocks, &densities, &patterns, &layouts, &backends),
+                )?,
+                other => bail!("dtype `{other}`: f16 or bf16"),
+            }
+        }
+        bar.finish_and_clear();
+        print_table(&report);
+        if let Some(path) = flag(args, "--json") {
+            std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
+            println!("wrote {path}");
+        }
+        if let Some(path) = flag(args, "--png") {
+            if let Err(e) = plot(&report, Path::new(path)) {
+                println!("no plot: {e}");
+            }
+        }
+        if let Some(base) = flag(args, "--baseline") {
+            let tol = flag(args, "--tolerance")
+                .map(str::parse)
+                .transpose()?
+                .unwrap_or(0.05);
+            if !check(&report, &load(base)?, tol) {
+                std::process::exit(1);
+            }
+        }
+        Ok(())
+    }
+
+    type Lists<'a> = (
+        &'a [String],
+        &'a [String],
+        &'a [String],
+        &'a [String],
+        &'a [String],
+    );
+
+    fn sweep_dtype<T: Element>(
+        s: &Settings,
+        stream: &Arc<CudaStream>,
+        blas: &CudaBlas,
+        report: &mut Report,
+        bar: &ProgressBar,
+        rng: &mut StdRng,
+        (blocks, densities, patterns, layouts, backends): Lists<'_>,
+    ) -> Result<()>
+    where
+        CudaBlas: Gemm<T>,
+    {
+        let dtype = format!("{}", T::DTYPE);
+        let (m, n, k) = (s.m, s.n, s.k);
+        let b = random_device::<T>(stream, k * n, rng)?;
+        let mut c = stream.alloc_zeros::<T>(m * n)?;
+        {
+            let a_full = random_device::<T>(stream, m * k, rng)?;
+            let flops = 2.0 * (m * n * k) as f64;
+            let runs = time(stream, s, || {
+                Ok(gpu::baseline::dense_gemm(
+                    blas,
+                    (m, n, k),
+                    &a_full,
+                    &b,
+                    &mut c,
+                )?)
+            })?;
+            report
+                .cublas_full
+                .insert(dtype.clone(), timing(runs, flops));
+        }
+        for block in blocks {
+            let block = parse_block(block)?;
+            for density in densities {
+                let density = parse_density(density)?;
+                for pattern in patterns {
+                    let mask = mask(pattern, m / block.rows, k / block.cols, density, rng)?;
+                    let a = BsrMatrix::from_block_mask(&mask, block, |_, _| {
+                        T::from_f32(rng.random_range(-1.0..1.0))
+                    })?;
+                    let da = DeviceBsr::upload(&a, stream)?;
+                    let flops = a.flops(n);
+                    // cuBLAS on the gathered dense problem, once per matrix.
+                    let kg = (a.nnz_blocks() * block.cols)
+                        .div_ceil(a.num_block_rows())
+                        .next_multiple_of(8);
+                    let cublas_gathered = {
+                        let ag = random_device::<T>(stream, m * kg, rng)?;
+                        let bg = random_device::<T>(stream, kg * n, rng)?;
+                        let runs = time(stream, s, || {
+                            Ok(gpu::baseline::dense_gemm(
+                                blas,
+                                (m, n, kg),
+                                &ag,
+                                &bg,
+                                &mut c,
+                            )?)
+                        })?;
+                        Some(timing(runs, flops))
+                    };
+                    for lay in layouts {
+                        let (bl, cl) = lay
+                            .split_once('/')
+                            .context("layouts are written B/C, e.g. row/col")?;
+                        let (bl, cl) = (layout(bl)?, layout(cl)?);
+                        let config =
+                            format!("{block} d={:.4} {pattern} {dtype} {lay}", a.density());
+                        bar.set_message(config.clone());
+                        let mut row = Row {
+                            config,
+                            block: format!("{block}"),
+                            density: a.density(),
+                            pattern: pattern.clone(),
+                            dtype: dtype.clone(),
+                            layout: lay.clone(),
+                            flops,
+                            cublas_gathered: cublas_gathered.clone(),
+                            backends: BTreeMap::new(),
+                        };
+                        for name in backends {
+                            let backend = match name.as_str() {
+                                "cutlass" => Backend::Cutlass,
+                                "wmma" => Backend::Wmma,
+                                other => bail!("backend `{other}`: cutlass or wmma"),
+                            };
+                            let opts = SpmmOptions::new().backend(backend);
+                            let view_b = || Dense::device(&b, k, n, bl);
+                            if gpu::can_implement(
+                                &da,
+                                &view_b(),
+                                &DenseMut::device(&mut c, m, n, cl),
+                                &opts,
+                            )
+                            .is_err()
+                            {
+                                continue;
+                            }
+                            let runs = time(stream, s, || {
+                                Ok(spmm(
+                                    &da,
+                                    view_b(),
+                                    DenseMut::device(&mut c, m, n, cl),
+                                    &opts,
+                                )?)
+                            })?;
+                            row.backends.insert(name.clone(), timing(runs, flops));
+                        }
+                        report.rows.push(row);
+                        bar.inc(1);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
