@@ -72,7 +72,8 @@ Result can_implement(const BsrView& a, const DenseView& b, const DenseView& c,
 
 // Enqueues C = alpha*A*B + beta*C on `stream`. Runs `can_implement` first; on any error
 // nothing is launched. The BSR index arrays are trusted to be valid (sparsek's Rust
-// side validates them; see sparsek::validate_bsr for C++ callers).
+// side validates them; C++ callers can use sparsek::rust::validate_bsr from
+// <sparsek/rust.h>, CMake option SPARSEK_WITH_RUST).
 Result spmm(const BsrView& a, const DenseView& b, const DenseView& c,
             const SpmmOptions& options, cudaStream_t stream);
 

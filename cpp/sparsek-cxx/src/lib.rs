@@ -1,0 +1,290 @@
+//! sparsek's BSR validation and block-pattern builders for C++ (through [cxx]), so a C++
+//! user of `sparsek::kernels` need not re-implement them.
+//!
+//! C++ includes the committed, generated header `<sparsek/rust.h>` (with `-I include`; it
+//! includes cxx's `rust/cxx.h`, also under `include/`) and links `libsparsek_cxx.a` (the
+//! CMake target `sparsek::rust`, option `SPARSEK_WITH_RUST`). Functions are in namespace
+//! `sparsek::rust`; an error is thrown as `rust::Error` whose `what()` is the readable
+//! message (the `Display` of sparsek's `BsrError`).
+//!
+//! ```cpp
+//! #include <sparsek/rust.h>
+//! try {
+//!   sparsek::rust::validate_bsr(m, k, bm, bk, {row_ptr.data(), row_ptr.size()},
+//!                               {col_idx.data(), col_idx.size()}, values_len);
+//! } catch (const rust::Error& e) {
+//!   std::fprintf(stderr, "bad BSR: %s\n", e.what());   // launch nothing
+//! }
+//! sparsek::rust::BsrPattern p = sparsek::rust::topk_pattern({scores.data(), scores.size()},
+//!                                                          rows, cols, 8);
+//! ```
+//!
+//! Sizes are `int64_t` on the C++ side (as in `sparsek::BsrView`); a negative one is an
+//! error, not a wrap-around.
+
+use sparsek::{BlockMask, BlockShape};
+
+#[cxx::bridge(namespace = "sparsek::rust")]
+mod ffi {
+    /// A block pattern in BSR index form: `row_ptr` (block_rows + 1 entries, from 0) and
+    /// `col_idx` (sorted within each block-row), the arrays of a `sparsek::BsrView`
+    /// without values.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    struct BsrPattern {
+        block_rows: i64,
+        block_cols: i64,
+        row_ptr: Vec<i32>,
+        col_idx: Vec<i32>,
+    }
+
+    unsafe extern "C++" {
+        // The generated header includes cxx's own (for rust::Error, rust::Vec, rust::Slice).
+        include!("rust/cxx.h");
+    }
+
+    extern "Rust" {
+        /// Checks BSR index arrays for an m x k matrix of bm x bk blocks holding
+        /// values_len elements of values: every invariant sparsek::spmm trusts (row_ptr
+        /// length, start, monotonicity and end; col_idx sorted, unique, in range; values
+        /// length). Throws rust::Error naming the first defect.
+        fn validate_bsr(
+            m: i64,
+            k: i64,
+            bm: i64,
+            bk: i64,
+            row_ptr: &[i32],
+            col_idx: &[i32],
+            values_len: i64,
+        ) -> Result<()>;
+
+        /// The k highest-scoring blocks of each row of a row-major rows x cols score
+        /// matrix (ties to the lower column, NaN lowest). Throws rust::Error when
+        /// scores.size() != rows * cols or k > cols.
+        fn topk_pattern(scores: &[f32], rows: i64, cols: i64, k: i64) -> Result<BsrPattern>;
+
+        /// The causal (lower-triangular) n x n block pattern; band > 0 keeps only the band
+        /// blocks ending at the diagonal in each row (sliding window), band == 0 the whole
+        /// lower triangle. Throws rust::Error when n or band is negative.
+        fn causal_pattern(n: i64, band: i64) -> Result<BsrPattern>;
+    }
+}
+
+pub use ffi::BsrPattern;
+
+/// A size from C++: refuses a negative one (it would wrap to a huge `usize`).
+fn size(name: &str, v: i64) -> Result<usize, String> {
+    usize::try_from(v).map_err(|_| format!("{name} = {v} is negative"))
+}
+
+/// See the bridge declaration (the C++ header carries the same comment).
+pub fn validate_bsr(
+    m: i64,
+    k: i64,
+    bm: i64,
+    bk: i64,
+    row_ptr: &[i32],
+    col_idx: &[i32],
+    values_len: i64,
+) -> Result<(), String> {
+    let block = BlockShape::new(size("bm", bm)?, size("bk", bk)?);
+    sparsek::validate_parts(
+        size("m", m)?,
+        size("k", k)?,
+        block,
+        row_ptr,
+        col_idx,
+        size("values_len", values_len)?,
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// See the bridge declaration.
+pub fn topk_pattern(scores: &[f32], rows: i64, cols: i64, k: i64) -> Result<BsrPattern, String> {
+    let (rows, cols, k) = (size("rows", rows)?, size("cols", cols)?, size("k", k)?);
+    let too_big = || format!("{rows} x {cols} scores overflow");
+    rows.checked_mul(cols).ok_or_else(too_big)?;
+    let mask = BlockMask::topk_per_row(scores, rows, cols, k).map_err(|e| e.to_string())?;
+    to_pattern(&mask)
+}
+
+/// See the bridge declaration.
+pub fn causal_pattern(n: i64, band: i64) -> Result<BsrPattern, String> {
+    let n = size("n", n)?;
+    let band = match size("band", band)? {
+        0 => None,
+        w => Some(w),
+    };
+    let mask = BlockMask::causal(n, band).map_err(|e| e.to_string())?;
+    to_pattern(&mask)
+}
+
+/// A mask's kept blocks as `row_ptr` / `col_idx`, refusing what overflows `i32`.
+fn to_pattern(mask: &BlockMask) -> Result<BsrPattern, String> {
+    let idx = |what: &str, v: usize| {
+        i32::try_from(v).map_err(|_| format!("{what} = {v} overflows the i32 indices"))
+    };
+    idx("block columns", mask.cols())?;
+    let mut row_ptr = Vec::with_capacity(mask.rows() + 1);
+    let mut col_idx = Vec::new();
+    row_ptr.push(0);
+    for r in 0..mask.rows() {
+        for c in mask.row_cols(r) {
+            col_idx.push(c as i32); // c < cols, checked above
+        }
+        row_ptr.push(idx("nnzb", col_idx.len())?);
+    }
+    Ok(BsrPattern {
+        block_rows: mask.rows() as i64,
+        block_cols: mask.cols() as i64,
+        row_ptr,
+        col_idx,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // 4 x 6 blocks of 2 x 3: an 8 x 18 matrix.
+    const M: i64 = 8;
+    const K: i64 = 18;
+    const ROW_PTR: [i32; 5] = [0, 2, 2, 5, 6];
+    const COL_IDX: [i32; 6] = [0, 3, 1, 2, 5, 4];
+    const VALUES: i64 = 6 * 2 * 3;
+
+    fn check(row_ptr: &[i32], col_idx: &[i32], values_len: i64) -> Result<(), String> {
+        validate_bsr(M, K, 2, 3, row_ptr, col_idx, values_len)
+    }
+
+    #[test]
+    fn valid_bsr_passes() {
+        assert_eq!(check(&ROW_PTR, &COL_IDX, VALUES), Ok(()));
+        // No blocks at all is valid too.
+        assert_eq!(check(&[0; 5], &[], 0), Ok(()));
+    }
+
+    #[test]
+    fn malformed_bsr_names_the_defect() {
+        let err = |row_ptr: &[i32], col_idx: &[i32], values_len| {
+            check(row_ptr, col_idx, values_len).unwrap_err()
+        };
+        assert_eq!(
+            err(&ROW_PTR, &[0, 3, 2, 1, 5, 4], VALUES),
+            "col_idx of block-row 2 is not sorted (2 then 1)"
+        );
+        assert_eq!(
+            err(&ROW_PTR, &[0, 3, 1, 2, 6, 4], VALUES),
+            "col_idx of block-row 2 holds 6, outside 0..6"
+        );
+        assert_eq!(
+            err(&ROW_PTR, &[0, 3, 1, 1, 5, 4], VALUES),
+            "col_idx of block-row 2 holds column 1 twice"
+        );
+        assert_eq!(
+            err(&[0, 2, 1, 5, 6], &COL_IDX, VALUES),
+            "row_ptr is ragged at entry 2: decreases from 2 to 1"
+        );
+        assert_eq!(
+            err(&[0, 2, 2, 5], &COL_IDX, VALUES),
+            "row_ptr has 4 entries; block rows + 1 = 5 expected"
+        );
+        assert_eq!(
+            err(&ROW_PTR, &COL_IDX, VALUES - 1),
+            "values has 35 elements; nnzb * bm * bk = 36 expected"
+        );
+        assert_eq!(
+            validate_bsr(M, 17, 2, 3, &ROW_PTR, &COL_IDX, VALUES).unwrap_err(),
+            "k = 17 is not a multiple of the block side 3"
+        );
+        assert_eq!(
+            validate_bsr(-8, K, 2, 3, &ROW_PTR, &COL_IDX, VALUES).unwrap_err(),
+            "m = -8 is negative"
+        );
+    }
+
+    #[test]
+    fn topk_pattern_keeps_the_best_blocks() {
+        #[rustfmt::skip]
+        let scores = [
+            0.1, 0.9, 0.5, 0.7,
+            f32::NAN, 0.2, 0.2, 0.0,
+            3.0, 2.0, 1.0, 0.0,
+        ];
+        let p = topk_pattern(&scores, 3, 4, 2).unwrap();
+        assert_eq!(
+            p,
+            BsrPattern {
+                block_rows: 3,
+                block_cols: 4,
+                row_ptr: vec![0, 2, 4, 6],
+                col_idx: vec![1, 3, 1, 2, 0, 1],
+            }
+        );
+        // The pattern is a valid BSR for any block shape.
+        validate_bsr(3 * 16, 4 * 32, 16, 32, &p.row_ptr, &p.col_idx, 6 * 16 * 32).unwrap();
+    }
+
+    #[test]
+    fn topk_pattern_refuses_bad_input() {
+        assert_eq!(
+            topk_pattern(&[0.0; 11], 3, 4, 2).unwrap_err(),
+            "input has 11 elements; 12 expected"
+        );
+        assert_eq!(
+            topk_pattern(&[0.0; 12], 3, 4, 5).unwrap_err(),
+            "invalid pattern: top-5 of a row of 4 blocks"
+        );
+        assert_eq!(
+            topk_pattern(&[], 0, 4, -1).unwrap_err(),
+            "k = -1 is negative"
+        );
+    }
+
+    #[test]
+    fn causal_pattern_is_lower_triangular() {
+        let full = causal_pattern(3, 0).unwrap();
+        assert_eq!(full.row_ptr, [0, 1, 3, 6]);
+        assert_eq!(full.col_idx, [0, 0, 1, 0, 1, 2]);
+        let band = causal_pattern(3, 2).unwrap();
+        assert_eq!(band.row_ptr, [0, 1, 3, 5]);
+        assert_eq!(band.col_idx, [0, 0, 1, 1, 2]);
+        assert_eq!(causal_pattern(3, -1).unwrap_err(), "band = -1 is negative");
+    }
+
+    /// What the committed include/sparsek/rust.h has before the generated text.
+    const PROLOGUE: &str = "\
+// Generated by cxx from cpp/sparsek-cxx/src/lib.rs: do not edit. Regenerate with
+// scripts/update-cxx-headers.sh (the sparsek-cxx test committed_headers_are_current
+// fails when this file is stale). Use with -I include; link libsparsek_cxx.a (CMake:
+// sparsek::rust).
+";
+
+    /// The committed C++ headers are what this build generates: fails when
+    /// include/sparsek/rust.h or include/rust/cxx.h is stale. With
+    /// `SPARSEK_UPDATE_HEADERS=1` it writes them instead (scripts/update-cxx-headers.sh).
+    #[test]
+    fn committed_headers_are_current() {
+        let gen = concat!(env!("OUT_DIR"), "/cxxbridge/include");
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../include");
+        let update = std::env::var_os("SPARSEK_UPDATE_HEADERS").is_some_and(|v| v == "1");
+        let read = |p: &str| std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{p}: {e}"));
+        for (generated, committed, prologue) in [
+            ("sparsek-cxx/src/lib.rs.h", "sparsek/rust.h", PROLOGUE),
+            ("rust/cxx.h", "rust/cxx.h", ""),
+        ] {
+            let want = format!("{prologue}{}", read(&format!("{gen}/{generated}")));
+            let path = format!("{root}/{committed}");
+            if update {
+                std::fs::create_dir_all(std::path::Path::new(&path).parent().unwrap()).unwrap();
+                std::fs::write(&path, &want).unwrap_or_else(|e| panic!("{path}: {e}"));
+            } else {
+                let have = std::fs::read_to_string(&path).unwrap_or_default();
+                assert!(
+                    want == have,
+                    "include/{committed} is stale (not what cxx generates from \
+                     cpp/sparsek-cxx/src/lib.rs): run scripts/update-cxx-headers.sh"
+                );
+            }
+        }
+    }
+}
