@@ -2,8 +2,13 @@
 //
 // Design (see the headers for details):
 //   kernel    : CUTLASS's own cutlass::gemm::kernel::GemmUniversal with the cooperative TMA
-//               warp-specialized schedule (1 producer warpgroup, 2 consumer warpgroups,
-//               persistent). Reused unchanged.
+//               warp-specialized schedule (1 producer warpgroup, 2 consumer warpgroups
+//               splitting each tile, persistent), reused unchanged. CUTLASS's ping-pong
+//               kernel cannot be reused: it skips the other consumer warpgroup's pipeline
+//               stages by one problem-wide k count, and BSR tiles each have their own. A
+//               ping-pong kernel that advances by each tile's own count was prototyped and
+//               measured (benches/NOTES.md, run 3): no better than cooperative here, so it
+//               is not built.
 //   mainloop  : collective_sparse_mma.hpp - TMA + PipelineTmaAsync + WGMMA; the producer walks
 //               only the nonzero blocks of the tile's block-row (sparse_tile_iterator.hpp).
 //   scheduler : bsr_tile_scheduler.hpp - persistent, (block-row, dense tile) work tiles whose
@@ -11,16 +16,13 @@
 //   epilogue  : CUTLASS's TMA warp-specialized collective epilogue (LinearCombination
 //               alpha/beta, TMA loads of C when beta != 0, TMA stores of D = C in place).
 //
-// Pingpong: CUTLASS's pingpong kernel advances its consumer pipeline state by a fixed,
-// problem-wide k count (size<3>(gA_mkl)) for the other warpgroup's tile, so it cannot take
-// per-tile k counts; only the cooperative kernel is used.
-//
-// Workspace: when the matrix has at most kMaxSortedBlockRows block-rows, cutlass_launch
-// computes on the device a permutation of block-rows by decreasing nnz (int32 per block-row)
-// into memory from cudaMallocAsync on `stream`, released with cudaFreeAsync on `stream`
-// after the GEMM. No host-side preprocessing and no synchronization.
+// Workspace: none. The longest-first block-row order is built by each CTA in its own shared
+// memory (BsrTileScheduler::build_order); no allocation, no extra kernel per launch, and
+// nothing shared between concurrent launches.
+#include <cstddef>
 #include <cstdint>
-#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include <cuda_runtime.h>
 
@@ -57,34 +59,107 @@ namespace sparsek::sm90 {
 using namespace cute;
 
 // =====================================================================================
-// Config table: the one place to tune. Per block height bm:
-//   SparseIsB : false -> GEMM C = A*B, tile = (bm rows of one block-row) x (TileN of n)
-//               true  -> GEMM C^T = B^T*A^T, tile = (TileM of n) x (bm of one block-row)
-//               (the cooperative kernel needs the GEMM M tile >= 128, hence bm = 64 is
-//               handled transposed; its WGMMA N is then 64.)
-//   TileShape : GEMM (M, N, K) tile. TileK must divide bk (64 divides 64 and 128).
+// Kernel configurations.
+//   TM x TN   : GEMM (M, N) tile; TileK = 64 (divides bk = 64 and 128).
+//   SparseIsB : false -> GEMM C = A*B, tile = (bm rows of one block-row) x (TN of n): TM == bm
+//               true  -> GEMM C^T = B^T*A^T, tile = (TM of n) x (bm of one block-row): TN == bm
+//               (the cooperative kernel needs the GEMM M tile >= 128, hence bm = 64 runs
+//               transposed there.)
+//   Pingpong  : must be false (cooperative); kept as a parameter of the mainloop, whose
+//               ping-pong variant needs a kernel layer that sparsek does not build.
 // Stages are derived from the shared memory left after the epilogue (see BsrGemm).
-// Candidates worth measuring: bm=128: 128x256x64 (default), 128x128x64;
-//                             bm=64 : 256x64x64 (default), 128x64x64.
 // =====================================================================================
-template <int BM> struct TileConfig;
-template <> struct TileConfig<128> {
-  static constexpr bool SparseIsB = false;
-  using TileShape = Shape<_128, _256, _64>;
-};
-template <> struct TileConfig<64> {
-  static constexpr bool SparseIsB = true;
-  using TileShape = Shape<_256, _64, _64>;
+template <int TM, int TN, bool SparseIsB_, bool Pingpong_>
+struct KCfg {
+  static constexpr bool SparseIsB = SparseIsB_;
+  static constexpr bool Pingpong = Pingpong_;
+  static constexpr int BM = SparseIsB ? TN : TM;
+  using TileShape = Shape<Int<TM>, Int<TN>, _64>;
 };
 
-constexpr int kSmemCapacity = 232448;        // sm90 max dynamic shared memory per block
-constexpr int kKernelSmemSlack = 1024;       // kernel-level pipelines/barriers + alignment
-constexpr int64_t kMaxSortedBlockRows = 8192;  // above this, tiles go in block-row order
+// Defaults (every dtype / layout combination).
+using DefaultCfg128 = KCfg<128, 256, false, false>;
+using DefaultCfg64 = KCfg<256, 64, true, false>;
 
-template <class Element, class ElementC, int BM, bool BColMajor, bool CColMajor>
+// =====================================================================================
+// TUNING OVERRIDE (not an API; for measuring). The environment variable
+//     SPARSEK_SM90_CONFIG=<name>[,band=<N>][,sort=0|1]
+// is read once per process (first launch / can_implement). It applies only to F16 input,
+// F16 output, RowMajor B and RowMajor C; every other combination always uses the default.
+// For that combination an unknown name (or one for the other block height) makes the
+// CUTLASS backend refuse the problem ("unknown SPARSEK_SM90_CONFIG"), so a sweep cannot
+// silently measure the default. Empty / unset / "default" = the default for bm.
+//   band=N : dense tiles per scheduler band (0 = automatic: about one wave per band).
+//   sort=0 : do not order block-rows longest first (identity order).
+//
+// Measured by scripts/tuning-sweep.sh on an H100 (2026-11-22; M=N=K=8192, f16, row-major
+// B/C; TFLOPS on nonzero work at block density 1/16, 1/8, 1/4):
+//   name            bm   GEMM tile   orientation     1/16  1/8   1/4
+//   coop_128x256    128  128x256x64  C = A*B          456  571  664   DEFAULT bm=128, 4 stages
+//   coop_128x192    128  128x192x64  C = A*B          441  551  633   5 stages
+//   coop_128x128    128  128x128x64  C = A*B          454  509  552   6-7 stages
+//   coopT_256x128   128  256x128x64  C^T = B^T A^T    396  496  573   2 WGs split n
+//   coopT_256x64     64  256x64x64   C^T = B^T A^T    364  405  427   DEFAULT bm=64
+//   coopT_128x64     64  128x64x64   C^T = B^T A^T    345  364  357
+//   (band=1: 477 570 635; band=4: 436 578 672; sort=0: 452 570 664 - within run noise of
+//   the default's automatic band and longest-first order.)
+// Define SPARSEK_SM90_TUNING_VARIANTS=0 to build only the defaults.
+// =====================================================================================
+#ifndef SPARSEK_SM90_TUNING_VARIANTS
+#define SPARSEK_SM90_TUNING_VARIANTS 1
+#endif
+
+struct Tuning {
+  char name[32] = {0};  // "" = default
+  int32_t band = 0;
+  bool sort = true;
+};
+
+inline Tuning parse_tuning(const char* env) {
+  Tuning t;
+  if (env == nullptr) {
+    return t;
+  }
+  const char* p = env;
+  size_t n = 0;
+  while (p[n] != '\0' && p[n] != ',' && n + 1 < sizeof(t.name)) {
+    t.name[n] = p[n];
+    ++n;
+  }
+  t.name[n] = '\0';
+  p = std::strchr(p, ',');
+  while (p != nullptr) {
+    ++p;
+    if (std::strncmp(p, "band=", 5) == 0) {
+      t.band = int32_t(std::atoi(p + 5));
+    } else if (std::strncmp(p, "sort=", 5) == 0) {
+      t.sort = std::atoi(p + 5) != 0;
+    }
+    p = std::strchr(p, ',');
+  }
+  if (std::strcmp(t.name, "default") == 0) {
+    t.name[0] = '\0';
+  }
+  return t;
+}
+
+inline const Tuning& tuning() {
+  static const Tuning t = parse_tuning(std::getenv("SPARSEK_SM90_CONFIG"));
+  return t;
+}
+
+constexpr int kSmemCapacity = 232448;   // sm90 max dynamic shared memory per block
+constexpr int kKernelSmemSlack = 1024;  // kernel-level pipelines/barriers + alignment
+// Block-row ordering in shared memory (BsrTileScheduler::build_order): int16 per block-row.
+// Sorting costs O(R^2 / 384) per CTA when the block-rows are unequal, so it is capped;
+// above kMaxOrderRows (or above what fits next to the stages) tiles go in block-row order.
+constexpr int kMaxOrderRows = 512;
+constexpr int kMinOrderBytes = 256;
+
+template <class Element, class ElementC, bool BColMajor, bool CColMajor, class Cfg>
 struct BsrGemm {
-  using Cfg = TileConfig<BM>;
   static constexpr bool SparseIsB = Cfg::SparseIsB;
+  static constexpr bool Pingpong = Cfg::Pingpong;
   using TileShape = typename Cfg::TileShape;
   using ClusterShape = Shape<_1, _1, _1>;
 
@@ -96,25 +171,37 @@ struct BsrGemm {
   using LayoutD = cute::conditional_t<GemmDColMajor, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor>;
   static constexpr int AlignC = 128 / cutlass::sizeof_bits<ElementC>::value;
 
+  using EpilogueSchedule = cute::conditional_t<Pingpong, cutlass::epilogue::TmaWarpSpecialized,
+                                               cutlass::epilogue::TmaWarpSpecializedCooperative>;
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float, ElementC, LayoutD, AlignC, ElementC, LayoutD,
-      AlignC, cutlass::epilogue::TmaWarpSpecializedCooperative>::CollectiveOp;
+      AlignC, EpilogueSchedule>::CollectiveOp;
 
   static constexpr int EpilogueSmem = int(sizeof(typename CollectiveEpilogue::SharedStorage));
   static constexpr int StageBytes =
       int((size<0>(TileShape{}) + size<1>(TileShape{})) * size<2>(TileShape{}) * sizeof(Element)) + 32;
-  static constexpr int Stages = (kSmemCapacity - EpilogueSmem - kKernelSmemSlack) / StageBytes;
+  static constexpr int Stages = (kSmemCapacity - EpilogueSmem - kKernelSmemSlack - kMinOrderBytes) / StageBytes;
   static_assert(Stages >= 2, "tile too large for shared memory");
+  static constexpr int LeftoverBytes = kSmemCapacity - EpilogueSmem - kKernelSmemSlack - Stages * StageBytes;
+  static constexpr int OrderCap = (LeftoverBytes / 2 < kMaxOrderRows ? LeftoverBytes / 2 : kMaxOrderRows) / 8 * 8;
 
-  using CollectiveMainloop = CollectiveSparseMma<Element, DenseStride, TileShape, Stages, SparseIsB>;
+  using CollectiveMainloop = CollectiveSparseMma<Element, DenseStride, TileShape, Stages, SparseIsB, Pingpong>;
+  using SchedulerTag = BsrSchedulerTag<SparseIsB, OrderCap>;
+  using ProblemShape = Shape<int, int, int, int>;
 
-  using GemmKernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, CollectiveMainloop,
-                                                          CollectiveEpilogue, BsrSchedulerTag<SparseIsB>>;
+  static_assert(!Pingpong, "sparsek builds the cooperative kernel only (see the design notes above)");
+  using GemmKernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue, SchedulerTag>;
   static_assert(GemmKernel::SharedStorageSize <= kSmemCapacity, "shared storage exceeds sm90 capacity");
 
-  static cudaError_t run(const detail::Problem& p, const int32_t* order, int device, int sm_count,
-                         cudaStream_t stream) {
+  // Byte offset of the scheduler's order array in the kernel's dynamic shared memory.
+  static int order_smem_offset() {
+    using SS = typename GemmKernel::SharedStorage;
+    using TS = typename GemmKernel::TileScheduler::SharedStorage;
+    return int(offsetof(SS, scheduler) + offsetof(TS, order));
+  }
+
+  static cudaError_t run(const detail::Problem& p, const Tuning& t, int device, int sm_count, cudaStream_t stream) {
     const int64_t m = p.a.m, n = p.n(), k = p.a.k;
     const int M = int(SparseIsB ? n : m);
     const int N = int(SparseIsB ? m : n);
@@ -128,7 +215,9 @@ struct BsrGemm {
     mainloop.bk = p.a.bk;
     mainloop.nnzb = empty ? 1 : int32_t(p.a.nnzb);
     mainloop.row_ptr = p.a.row_ptr;
-    mainloop.col_idx = p.a.col_idx;
+    // With nnzb == 0 the C++ API allows null col_idx; no block-row has an entry to read,
+    // but CUTLASS's can_implement wants a non-null pointer: row_ptr stands in.
+    mainloop.col_idx = empty ? p.a.row_ptr : p.a.col_idx;
     mainloop.dense = static_cast<const Element*>(p.b.data);
     const int64_t ldb = p.b.ld;
     if constexpr (BColMajor) {
@@ -155,8 +244,10 @@ struct BsrGemm {
 
     typename GemmKernel::TileScheduler::Arguments scheduler{};
     scheduler.row_ptr = p.a.row_ptr;
-    scheduler.order = order;
     scheduler.kpb = p.a.bk / int32_t(size<2>(TileShape{}));
+    scheduler.band = t.band;
+    scheduler.sort = t.sort && p.a.nnzb > 0;
+    scheduler.order_smem_offset = OrderCap > 0 ? order_smem_offset() : -1;
 
     cutlass::KernelHardwareInfo hw_info{};
     hw_info.device_id = device;
@@ -189,39 +280,20 @@ struct BsrGemm {
   }
 };
 
-// Permutation of block-rows by decreasing nnz (ties by index): order[rank(i)] = i.
-// O(R^2 / threads); only used for R <= kMaxSortedBlockRows.
-__global__ void __launch_bounds__(256) bsr_block_row_order_kernel(const int32_t* __restrict__ row_ptr,
-                                                                  int32_t R, int32_t* __restrict__ order) {
-  __shared__ int32_t s_nnz[256];
-  const int32_t i = int32_t(blockIdx.x) * 256 + int32_t(threadIdx.x);
-  const int32_t mine = i < R ? row_ptr[i + 1] - row_ptr[i] : 0;
-  int32_t rank = 0;
-  for (int32_t base = 0; base < R; base += 256) {
-    const int32_t j = base + int32_t(threadIdx.x);
-    __syncthreads();
-    s_nnz[threadIdx.x] = j < R ? row_ptr[j + 1] - row_ptr[j] : -1;
-    __syncthreads();
-    const int32_t count = R - base < 256 ? R - base : 256;
-    for (int32_t t = 0; t < count; ++t) {
-      const int32_t o = s_nnz[t];
-      rank += (o > mine) || (o == mine && base + t < i);
-    }
-  }
-  if (i < R) {
-    order[rank] = i;
-  }
-}
-
-using LaunchFn = cudaError_t (*)(const detail::Problem&, const int32_t*, int, int, cudaStream_t);
+using LaunchFn = cudaError_t (*)(const detail::Problem&, const Tuning&, int, int, cudaStream_t);
 
 // =====================================================================================
 // Instantiation list. Each entry is one full CUTLASS kernel (~30 s, ~1.5 GB of nvcc).
-// Key: input dtype, bm, B layout, C layout. C dtype == input dtype.
+// Key: input dtype, bm, B layout, C layout, config name ("" = the default of that key).
+// C dtype == input dtype.
 // =====================================================================================
+template <class E, bool BCol, bool CCol, class Cfg>
+constexpr LaunchFn fn() {
+  return &BsrGemm<E, E, BCol, CCol, Cfg>::run;
+}
 template <class E, int BM, bool BCol, bool CCol>
 constexpr LaunchFn fn() {
-  return &BsrGemm<E, E, BM, BCol, CCol>::run;
+  return fn<E, BCol, CCol, cute::conditional_t<BM == 128, DefaultCfg128, DefaultCfg64>>();
 }
 
 struct Entry {
@@ -229,6 +301,7 @@ struct Entry {
   int bm;
   Layout b_layout;
   Layout c_layout;
+  const char* config;  // "" = default
   LaunchFn launch;
 };
 
@@ -247,31 +320,48 @@ using bf16_t = cutlass::bfloat16_t;
 // SPARSEK_SM90_MIN_INSTANTIATIONS=1 keeps only the first entry (quick builds).
 // SPARSEK_SM90_ROW_MAJOR_ONLY=1 keeps only RowMajor B and C (4 kernels instead of 16).
 const Entry kEntries[] = {
-    {DType::F16, 128, R_, R_, fn<half_t, 128, false, false>()},
+    {DType::F16, 128, R_, R_, "", fn<half_t, 128, false, false>()},
 #if !SPARSEK_SM90_MIN_INSTANTIATIONS
-    {DType::F16, 64, R_, R_, fn<half_t, 64, false, false>()},
-    {DType::BF16, 128, R_, R_, fn<bf16_t, 128, false, false>()},
-    {DType::BF16, 64, R_, R_, fn<bf16_t, 64, false, false>()},
+    {DType::F16, 64, R_, R_, "", fn<half_t, 64, false, false>()},
+    {DType::BF16, 128, R_, R_, "", fn<bf16_t, 128, false, false>()},
+    {DType::BF16, 64, R_, R_, "", fn<bf16_t, 64, false, false>()},
 #if !SPARSEK_SM90_ROW_MAJOR_ONLY
-    {DType::F16, 128, C_, R_, fn<half_t, 128, true, false>()},
-    {DType::F16, 128, R_, C_, fn<half_t, 128, false, true>()},
-    {DType::F16, 128, C_, C_, fn<half_t, 128, true, true>()},
-    {DType::F16, 64, C_, R_, fn<half_t, 64, true, false>()},
-    {DType::F16, 64, R_, C_, fn<half_t, 64, false, true>()},
-    {DType::F16, 64, C_, C_, fn<half_t, 64, true, true>()},
-    {DType::BF16, 128, C_, R_, fn<bf16_t, 128, true, false>()},
-    {DType::BF16, 128, R_, C_, fn<bf16_t, 128, false, true>()},
-    {DType::BF16, 128, C_, C_, fn<bf16_t, 128, true, true>()},
-    {DType::BF16, 64, C_, R_, fn<bf16_t, 64, true, false>()},
-    {DType::BF16, 64, R_, C_, fn<bf16_t, 64, false, true>()},
-    {DType::BF16, 64, C_, C_, fn<bf16_t, 64, true, true>()},
+    {DType::F16, 128, C_, R_, "", fn<half_t, 128, true, false>()},
+    {DType::F16, 128, R_, C_, "", fn<half_t, 128, false, true>()},
+    {DType::F16, 128, C_, C_, "", fn<half_t, 128, true, true>()},
+    {DType::F16, 64, C_, R_, "", fn<half_t, 64, true, false>()},
+    {DType::F16, 64, R_, C_, "", fn<half_t, 64, false, true>()},
+    {DType::F16, 64, C_, C_, "", fn<half_t, 64, true, true>()},
+    {DType::BF16, 128, C_, R_, "", fn<bf16_t, 128, true, false>()},
+    {DType::BF16, 128, R_, C_, "", fn<bf16_t, 128, false, true>()},
+    {DType::BF16, 128, C_, C_, "", fn<bf16_t, 128, true, true>()},
+    {DType::BF16, 64, C_, R_, "", fn<bf16_t, 64, true, false>()},
+    {DType::BF16, 64, R_, C_, "", fn<bf16_t, 64, false, true>()},
+    {DType::BF16, 64, C_, C_, "", fn<bf16_t, 64, true, true>()},
 #endif
+#endif
+    // Tuning variants (F16, RowMajor B and C only); see the TUNING OVERRIDE table.
+    {DType::F16, 128, R_, R_, "coop_128x256", fn<half_t, 128, false, false>()},
+    {DType::F16, 64, R_, R_, "coopT_256x64", fn<half_t, 64, false, false>()},
+#if SPARSEK_SM90_TUNING_VARIANTS && !SPARSEK_SM90_MIN_INSTANTIATIONS
+    {DType::F16, 128, R_, R_, "coop_128x192", fn<half_t, false, false, KCfg<128, 192, false, false>>()},
+    {DType::F16, 128, R_, R_, "coop_128x128", fn<half_t, false, false, KCfg<128, 128, false, false>>()},
+    {DType::F16, 128, R_, R_, "coopT_256x128", fn<half_t, false, false, KCfg<256, 128, true, false>>()},
+    {DType::F16, 64, R_, R_, "coopT_128x64", fn<half_t, false, false, KCfg<128, 64, true, false>>()},
 #endif
 };
 
+// Tuning variants exist only for this key.
+bool tunable(const detail::Problem& p) {
+  return p.a.dtype == DType::F16 && p.c.dtype == DType::F16 && p.b.layout == Layout::RowMajor &&
+         p.c.layout == Layout::RowMajor;
+}
+
 const Entry* find_entry(const detail::Problem& p) {
+  const char* want = tunable(p) ? tuning().name : "";
   for (const Entry& e : kEntries) {
-    if (e.dtype == p.a.dtype && e.bm == p.a.bm && e.b_layout == p.b.layout && e.c_layout == p.c.layout) {
+    if (e.dtype == p.a.dtype && e.bm == p.a.bm && e.b_layout == p.b.layout && e.c_layout == p.c.layout &&
+        std::strcmp(e.config, want) == 0) {
       return &e;
     }
   }
@@ -303,6 +393,9 @@ const char* cutlass_unsupported_reason(const Problem& p, int cc_major, int cc_mi
     return "CUTLASS backend: block shape must be 64x64, 64x128, 128x64 or 128x128";
   }
   if (find_entry(p) == nullptr) {
+    if (tunable(p) && tuning().name[0] != '\0') {
+      return "CUTLASS backend: unknown SPARSEK_SM90_CONFIG for this block height (tuning override)";
+    }
     return "CUTLASS backend: this dtype / block height / B layout / C layout combination is not instantiated";
   }
   const int64_t m = p.a.m, n = p.n(), k = p.a.k;
@@ -361,31 +454,7 @@ cudaError_t cutlass_launch(const Problem& p, cudaStream_t stream) {
     return err;
   }
 
-  const int64_t R = p.block_rows();
-  int32_t* order = nullptr;
-  if (R > 1 && R <= kMaxSortedBlockRows && p.a.nnzb > 0) {
-    err = cudaMallocAsync(reinterpret_cast<void**>(&order), size_t(R) * sizeof(int32_t), stream);
-    if (err != cudaSuccess) {
-      return err;
-    }
-    const unsigned blocks = unsigned((R + 255) / 256);
-    bsr_block_row_order_kernel<<<blocks, 256, 0, stream>>>(p.a.row_ptr, int32_t(R), order);
-    err = cudaGetLastError();
-    if (err != cudaSuccess) {
-      cudaFreeAsync(order, stream);
-      return err;
-    }
-  }
-
-  err = e->launch(p, order, device, sm_count, stream);
-
-  if (order != nullptr) {
-    cudaError_t free_err = cudaFreeAsync(order, stream);
-    if (err == cudaSuccess) {
-      err = free_err;
-    }
-  }
-  return err;
+  return e->launch(p, tuning(), device, sm_count, stream);
 }
 
 }  // namespace sparsek::detail

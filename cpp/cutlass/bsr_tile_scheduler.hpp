@@ -14,11 +14,20 @@
 //
 // Order: static persistent (CTA c takes linear tiles c, c + grid, ...). Linear tiles are
 // grouped into bands of `band` dense tiles; inside a band, tiles go block-row by block-row
-// in the order given by `order` (a device permutation of block-rows sorted by decreasing
-// nnz, computed on the device by cutlass_launch; nullptr = identity), the band's dense
-// tiles consecutive. So the longest block-rows start first in every band, and the CTAs
-// running at one time share a band's slab of the dense operand (L2 reuse) while reading
-// all of A.
+// in order of decreasing nnz (ties by index), the band's dense tiles consecutive. So the
+// longest block-rows start first in every band, and the CTAs running at one time share a
+// band's slab of the dense operand (L2 reuse) while reading all of A.
+//
+// The block-row order is computed by every CTA for itself, in shared memory, inside
+// initial_work_tile_info() (see build_order): no workspace, no extra kernel, nothing shared
+// between launches, so concurrent launches on different streams cannot interfere. When
+// all block-rows have the same nnz (the common top-k pattern) the order is the identity and
+// costs one coalesced pass over row_ptr plus one CTA barrier. Sorting is done only when
+// the host enabled it (Params::order_smem_offset >= 0: block_rows <= OrderCap).
+// CONTRACT with the kernel layer: initial_work_tile_info() is called exactly once by every
+// thread of the CTA (blockDim.x threads) before any other work query; it contains a named
+// barrier (kOrderBarrierId) over blockDim.x threads. Both CUTLASS's cooperative kernel and
+// our ping-pong kernel (bsr_kernel_pingpong.hpp) satisfy this.
 #pragma once
 
 #include <cstdint>
@@ -32,10 +41,14 @@
 
 namespace sparsek::sm90 {
 
-template <bool SparseIsB>
+// OrderCap: capacity (block-rows) of the shared-memory order array; 0 = never sort.
+template <bool SparseIsB, int OrderCap = 0>
 struct BsrSchedulerTag {};
 
-template <bool SparseIsB, class TileShape>
+// Named barrier id for build_order(); CUTLASS reserves 0..7 (ReservedNamedBarriers).
+constexpr uint32_t kOrderBarrierId = 15;
+
+template <bool SparseIsB, class TileShape, int OrderCap = 0>
 class BsrTileScheduler {
  public:
   using RasterOrder = cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90Params::RasterOrder;
@@ -48,8 +61,10 @@ class BsrTileScheduler {
   using ThrottlePipeline = cutlass::PipelineEmpty;
   using ThrottlePipelineStorage = typename ThrottlePipeline::SharedStorage;
   struct CLCResponse {};
+  static_assert(OrderCap >= 0 && OrderCap <= 32767, "order entries are int16");
   class SharedStorage {
    public:
+    int16_t order[OrderCap > 0 ? OrderCap : 1];
     CUTLASS_DEVICE PipelineStorage pipeline() { return PipelineStorage{}; }
     CUTLASS_DEVICE ThrottlePipelineStorage throttle_pipeline() { return ThrottlePipelineStorage{}; }
     CUTLASS_DEVICE CLCResponse* data() { return nullptr; }
@@ -73,9 +88,11 @@ class BsrTileScheduler {
 
   struct Arguments {
     const int32_t* row_ptr = nullptr;
-    const int32_t* order = nullptr;  // optional block-row permutation (device), longest first
     int32_t kpb = 1;                 // k-iterations per block = bk / TileK
     int32_t band = 0;                // dense tiles per band; 0 = automatic
+    bool sort = true;                // order block-rows by decreasing nnz (when R <= OrderCap)
+    int32_t order_smem_offset = -1;  // byte offset of SharedStorage::order in the kernel's
+                                     // dynamic shared memory (set by the launcher); -1 = none
     // Present because the kernel layer's get_grid_shape() sets them; unused.
     int max_swizzle_size = 1;
     RasterOrderOptions raster_order = RasterOrderOptions::Heuristic;
@@ -83,7 +100,7 @@ class BsrTileScheduler {
 
   struct Params {
     const int32_t* row_ptr = nullptr;
-    const int32_t* order = nullptr;
+    int32_t order_smem_offset = -1;  // >= 0: build the order in shared memory at this offset
     int32_t kpb = 1;
     int32_t block_rows = 0;
     int32_t dense_tiles = 0;
@@ -107,9 +124,12 @@ class BsrTileScheduler {
     int64_t dense_extent = cute::get<SparseIsB ? 0 : 1>(problem_shape_mnkl);
     Params p;
     p.row_ptr = args.row_ptr;
-    p.order = args.order;
     p.kpb = args.kpb;
     p.block_rows = int32_t(sparse_extent / TileSparse);
+    p.order_smem_offset = (args.sort && args.order_smem_offset >= 0 && p.block_rows > 1 &&
+                           p.block_rows <= OrderCap)
+                              ? args.order_smem_offset
+                              : -1;
     p.dense_tiles = int32_t((dense_extent + TileDense - 1) / TileDense);
     p.total_tiles = int64_t(p.block_rows) * p.dense_tiles;
     int sms = hw_info.sm_count > 0 ? hw_info.sm_count : 1;
@@ -161,9 +181,18 @@ class BsrTileScheduler {
 #endif
   }
 
+  // Called once by every thread of the CTA (see CONTRACT above).
   template <class ClusterShape>
   CUTLASS_DEVICE WorkTileInfo initial_work_tile_info(ClusterShape) {
+    build_order();
     return get_current_work();
+  }
+
+  // k count of the tile `ahead` steps after the current one (0 when there is none): the
+  // ping-pong kernel advances a consumer's pipeline state past the other warpgroup's tile.
+  CUTLASS_DEVICE int32_t k_tile_count_ahead(uint32_t ahead) const {
+    WorkTileInfo w = work_for_linear_idx(current_ + stride_ * int64_t(ahead));
+    return w.is_valid() ? w.k_tile_count : 0;
   }
 
   CUTLASS_DEVICE WorkTileInfo get_current_work() const { return work_for_linear_idx(current_); }
@@ -180,7 +209,7 @@ class BsrTileScheduler {
     width = width < params_.band ? width : params_.band;
     int32_t pos = rem / width;
     int32_t dense = first_dense + (rem - pos * width);
-    int32_t br = params_.order != nullptr ? __ldg(params_.order + pos) : pos;
+    int32_t br = order_ != nullptr ? int32_t(order_[pos]) : pos;
     WorkTileInfo w;
     w.M_idx = SparseIsB ? dense : br;
     w.N_idx = SparseIsB ? br : dense;
@@ -227,7 +256,57 @@ class BsrTileScheduler {
   CUTLASS_DEVICE static bool need_separate_reduction(Params const&) { return false; }
 
  private:
+  // All threads of the CTA. order_ stays nullptr (identity) unless sorting is enabled and
+  // the block-rows do not all have the same nnz.
+  CUTLASS_DEVICE void build_order() {
+#if defined(__CUDA_ARCH__)
+    order_ = nullptr;
+    if (params_.order_smem_offset < 0) {
+      return;  // uniform over the CTA: no barrier
+    }
+    extern __shared__ char sparsek_sched_smem[];
+    int16_t* order = reinterpret_cast<int16_t*>(sparsek_sched_smem + params_.order_smem_offset);
+    const int32_t R = params_.block_rows;
+    const int32_t nt = int32_t(blockDim.x);
+    const int32_t tid = int32_t(threadIdx.x);
+    const int32_t* rp = params_.row_ptr;
+    const int32_t nnz0 = __ldg(rp + 1) - __ldg(rp);
+    uint32_t equal = 1;
+    for (int32_t i = tid; i < R; i += nt) {
+      equal &= uint32_t((__ldg(rp + i + 1) - __ldg(rp + i)) == nnz0);
+    }
+    uint32_t all_equal;
+    asm volatile(
+        "{\n\t.reg .pred p, q;\n\t"
+        "setp.ne.u32 p, %1, 0;\n\t"
+        "barrier.red.and.pred q, %2, %3, p;\n\t"
+        "selp.u32 %0, 1, 0, q;\n\t}"
+        : "=r"(all_equal)
+        : "r"(equal), "r"(kOrderBarrierId), "r"(nt)
+        : "memory");
+    if (all_equal) {
+      return;
+    }
+    // rank(i) = #{j : nnz_j > nnz_i or (nnz_j == nnz_i and j < i)}; order[rank(i)] = i.
+    for (int32_t i = tid; i < R; i += nt) {
+      const int32_t mine = __ldg(rp + i + 1) - __ldg(rp + i);
+      int32_t rank = 0;
+      int32_t prev = __ldg(rp);
+      for (int32_t j = 0; j < R; ++j) {
+        const int32_t next = __ldg(rp + j + 1);
+        const int32_t o = next - prev;
+        prev = next;
+        rank += int32_t((o > mine) || (o == mine && j < i));
+      }
+      order[rank] = int16_t(i);
+    }
+    asm volatile("barrier.sync %0, %1;" : : "r"(kOrderBarrierId), "r"(nt) : "memory");
+    order_ = order;
+#endif
+  }
+
   Params params_;
+  const int16_t* order_ = nullptr;
   int64_t current_ = 0;
   int64_t stride_ = 1;
 };
@@ -236,10 +315,10 @@ class BsrTileScheduler {
 
 // Extension point: GemmUniversal picks its scheduler through this selector.
 namespace cutlass::gemm::kernel::detail {
-template <bool SparseIsB, class ArchTag, class TileShape, class ClusterShape,
+template <bool SparseIsB, int OrderCap, class ArchTag, class TileShape, class ClusterShape,
           uint32_t SchedulerPipelineStageCount>
-struct TileSchedulerSelector<sparsek::sm90::BsrSchedulerTag<SparseIsB>, ArchTag, TileShape, ClusterShape,
+struct TileSchedulerSelector<sparsek::sm90::BsrSchedulerTag<SparseIsB, OrderCap>, ArchTag, TileShape, ClusterShape,
                              SchedulerPipelineStageCount> {
-  using Scheduler = sparsek::sm90::BsrTileScheduler<SparseIsB, TileShape>;
+  using Scheduler = sparsek::sm90::BsrTileScheduler<SparseIsB, TileShape, OrderCap>;
 };
 }  // namespace cutlass::gemm::kernel::detail

@@ -2,8 +2,9 @@
 //
 // Modelled on CUTLASS's MainloopSm90TmaGmmaWarpSpecialized collective
 // (cutlass/gemm/collective/sm90_mma_tma_gmma_ss_warpspecialized.hpp) and plugged into
-// CUTLASS's cooperative kernel (GemmUniversal + KernelTmaWarpSpecializedCooperative):
-// TMA loads into a multi-stage PipelineTmaAsync from one producer warp, two consumer
+// CUTLASS's cooperative kernel (GemmUniversal + KernelTmaWarpSpecializedCooperative) or,
+// with Pingpong_ = true, into our ping-pong kernel (bsr_kernel_pingpong.hpp):
+// TMA loads into a multi-stage PipelineTmaAsync from one producer warp, consumer
 // warpgroups issue WGMMA from shared memory. The difference: the producer walks only the
 // nonzero blocks of the tile's block-row (SparseTileIterator), and the k count per tile
 // comes from the tile scheduler (BsrTileScheduler::WorkTileInfo::k_tile_count). It is never
@@ -45,13 +46,18 @@ using namespace cute;
 // Stride of the BSR values tensor (bm, bk, nnzb): row-major blocks, K-major for the MMA.
 using SparseStride = cute::Stride<int64_t, cute::Int<1>, int64_t>;
 
-template <class Element_, class DenseStride_, class TileShape_, int Stages_, bool SparseIsB_>
+// Pingpong_: false -> CUTLASS's cooperative kernel (two consumer warpgroups split the M tile);
+//            true  -> our ping-pong kernel (bsr_kernel_pingpong.hpp: each consumer warpgroup
+//                     owns whole tiles, TiledMma of one warpgroup).
+template <class Element_, class DenseStride_, class TileShape_, int Stages_, bool SparseIsB_, bool Pingpong_ = false>
 struct CollectiveSparseMma {
   static constexpr bool SparseIsB = SparseIsB_;
+  static constexpr bool Pingpong = Pingpong_;
   static constexpr int Stages = Stages_;
   using ClusterShape = Shape<_1, _1, _1>;
-  using DispatchPolicy = cutlass::gemm::MainloopSm90TmaGmmaWarpSpecialized<
-      Stages, ClusterShape, cutlass::gemm::KernelTmaWarpSpecializedCooperative>;
+  using KernelSchedule = cute::conditional_t<Pingpong, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
+                                             cutlass::gemm::KernelTmaWarpSpecializedCooperative>;
+  using DispatchPolicy = cutlass::gemm::MainloopSm90TmaGmmaWarpSpecialized<Stages, ClusterShape, KernelSchedule>;
   using TileShape = TileShape_;
   using Element = Element_;
   using DenseStride = DenseStride_;
@@ -67,10 +73,11 @@ struct CollectiveSparseMma {
   static constexpr GMMA::Major MajorA = SparseIsB ? DenseMajor : GMMA::Major::K;
   static constexpr GMMA::Major MajorB = SparseIsB ? GMMA::Major::K : DenseMajor;
 
-  // Cooperative: two consumer warpgroups split the M tile.
+  // Cooperative: two consumer warpgroups split the M tile. Ping-pong: one warpgroup per tile.
+  using MmaWarpGroupLayout = cute::conditional_t<Pingpong, Shape<_1, _1, _1>, Shape<_2, _1, _1>>;
   using TiledMma = decltype(cute::make_tiled_mma(
       cute::GMMA::ss_op_selector<Element, Element, float, TileShape, MajorA, MajorB>(),
-      cute::Layout<Shape<_2, _1, _1>>{}));
+      cute::Layout<MmaWarpGroupLayout>{}));
 
   using SmemLayoutAtomA = decltype(cutlass::gemm::collective::detail::ss_smem_selector<
                                    MajorA, Element, decltype(get<0>(TileShape{})), decltype(get<2>(TileShape{}))>());

@@ -17,10 +17,14 @@
 #include <cuda_runtime.h>
 #include <mma.h>
 
+#include <atomic>
 #include <climits>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "problem.hpp"
 #include "wmma/cp_async.cuh"
@@ -30,10 +34,13 @@ namespace wmma_impl {
 namespace wmma = nvcuda::wmma;
 
 // ---------------------------------------------------------------------------------------
-// Tile configurations: the one table. pick_config() below chooses a row from (bm, m, n)
-// and K_STEP from bk. Every row keeps its shared memory <= 99 KiB (the per-block opt-in
-// limit of sm_86/sm_89, which run the sm_80 image), so no row is refused for its size on
-// any cc >= 8.0.
+// Tile configurations: the one table. default_config() below chooses one of rows 0-7 from
+// (bm, m, n), upgraded to a measured row of 8.. where the device has the shared memory
+// (kLargeSmemRow), and k_step_for() K_STEP from bk. Rows 0-7 keep their shared memory <= 99 KiB
+// (the per-block opt-in limit of sm_86/sm_89, which run the sm_80 image), so no default
+// row is refused for its size on any cc >= 8.0. Rows 8.. are tuning candidates, reached
+// only through the SPARSEK_WMMA_CONFIG environment variable (config_override() below);
+// they may use up to 227 KiB (sm_90) and are skipped where the device has less.
 //
 // Why the rows are what they are:
 //  * A CTA reuses its staged B rows only across the bm rows of one block-row (other
@@ -56,31 +63,52 @@ namespace wmma = nvcuda::wmma;
 //  * Stages: 3-4 for K_STEP 32 (2-3 k-steps in flight hide L2 latency), 5-6 for K_STEP
 //    16 (about the same bytes in flight).
 //  * K_STEP is 32 when bk % 32 == 0, else 16 (bk = 16, 48, 80, ...): a k-step never
-//    straddles two blocks, since the next block's B rows are elsewhere.
+//    straddles two blocks, since the next block's B rows are elsewhere. Candidate rows
+//    with k_max 64 use 64 when bk % 64 == 0 (f16 only): half the barriers per flop.
+//  * pipelined rows double-buffer the fragments in registers and move the per-step
+//    wait + barrier before the last 16-deep slice (see the kernel), so the barrier and
+//    the ldmatrix latency at a step boundary overlap tensor-core work.
 //  * min_ctas feeds __launch_bounds__ and so caps registers at 64K / (threads * min_ctas);
 //    rows with min_ctas 1 get the fully unrolled k loop (more registers, more overlap of
 //    fragment loads with mma), the others keep it rolled to stay spill-free.
 // The result does not depend on the row chosen: every output element sums its products
 // in the same order (block order, then k), so any row gives bitwise-identical output.
 struct TileConfig {
+  const char* name;            // for the SPARSEK_WMMA_CONFIG override and its log line
   int tile_m, tile_n;          // CTA tile of C
   int warps_m, warps_n;        // warp grid; warp tile = tile_m/warps_m x tile_n/warps_n
-  int stages_k32, stages_k16;  // cp.async ring depth for K_STEP = 32 / 16
+  int k_max;                   // largest K_STEP the row may use (32 or 64)
+  int stages_k64, stages_k32, stages_k16;  // cp.async ring depth per K_STEP
   int min_ctas;                // __launch_bounds__ minimum CTAs per SM (caps registers)
+  bool pipelined;              // software-pipelined main loop (see the kernel); else classic
 };
 
 constexpr TileConfig kTiles[] = {
-    // tm  tn  wm wn s32 s16 ctas     used for
-    {128, 256, 2, 4, 3, 5, 1},  // 0: bm % 128 == 0, wide
-    {128, 128, 2, 4, 4, 6, 2},  // 1: bm % 128 == 0, narrow
-    {64, 256, 2, 4, 3, 6, 2},   // 2: bm % 64 == 0, wide
-    {64, 128, 2, 2, 4, 6, 3},   // 3: bm % 64 == 0, narrow
-    {32, 256, 1, 8, 4, 6, 2},   // 4: bm % 32 == 0, wide
-    {32, 128, 1, 4, 4, 6, 4},   // 5: bm % 32 == 0, narrow
-    {16, 256, 1, 8, 4, 6, 2},   // 6: bm % 16 == 0, wide
-    {16, 128, 1, 4, 4, 6, 4},   // 7: bm % 16 == 0, narrow
+    // name            tm   tn wm wn kmax s64 s32 s16 ctas pipe   used for
+    {"w128x256",      128, 256, 2, 4, 32, 0, 3, 5, 1, false},  // 0: bm % 128 == 0, wide
+    {"w128x128",      128, 128, 2, 4, 32, 0, 4, 6, 2, false},  // 1: bm % 128 == 0, narrow
+    {"w64x256",        64, 256, 2, 4, 32, 0, 3, 6, 2, false},  // 2: bm % 64 == 0, wide
+    {"w64x128",        64, 128, 2, 2, 32, 0, 4, 6, 3, false},  // 3: bm % 64 == 0, narrow
+    {"w32x256",        32, 256, 1, 8, 32, 0, 4, 6, 2, false},  // 4: bm % 32 == 0, wide
+    {"w32x128",        32, 128, 1, 4, 32, 0, 4, 6, 4, false},  // 5: bm % 32 == 0, narrow
+    {"w16x256",        16, 256, 1, 8, 32, 0, 4, 6, 2, false},  // 6: bm % 16 == 0, wide
+    {"w16x128",        16, 128, 1, 4, 32, 0, 4, 6, 4, false},  // 7: bm % 16 == 0, narrow
+    // ---- tuning candidates: only through SPARSEK_WMMA_CONFIG (see config_override) ----
+    // Rows 8.. need more than 99 KiB of shared memory per CTA (or per SM at min_ctas) and
+    // so run only where the device allows it (sm_90: 227 KiB per block, 228 KiB per SM).
+    {"p128x256",      128, 256, 2, 4, 32, 0, 3, 5, 1, true},   // 8: row 0 with the pipelined loop only
+    {"h128x256k64",   128, 256, 2, 4, 64, 4, 6, 8, 1, true},   // 9: K_STEP 64, 204 KiB
+    {"h128x256k32s5", 128, 256, 2, 4, 32, 0, 5, 8, 1, true},   // 10: K_STEP 32, 5 stages, 133 KiB
+    {"h128x128x4w",   128, 128, 2, 2, 64, 3, 5, 8, 2, true},   // 11: 4 warps of 64x64, 2 CTAs/SM, 105 KiB
+    {"h128x256k64s3", 128, 256, 2, 4, 64, 3, 5, 8, 1, true},   // 12: as 9 with 3 stages (153 KiB)
+    {"h64x256k64",     64, 256, 2, 4, 64, 4, 6, 8, 1, true},   // 13: bm 64, K_STEP 64, 168 KiB
+    {"h64x256s6",      64, 256, 2, 4, 32, 0, 6, 8, 1, true},   // 14: bm 64, K_STEP 32, 6 stages (129 KiB)
+    {"h64x256x4w",     64, 256, 1, 4, 32, 0, 5, 8, 2, true},   // 15: bm 64, 4 warps of 64x64, 2 CTAs/SM
+    {"h32x256s5",      32, 256, 1, 8, 32, 0, 5, 8, 2, true},   // 16: bm 32, 5 stages, 2 CTAs/SM
+    {"h32x256x4w",     32, 256, 1, 4, 32, 0, 5, 8, 2, true},   // 17: bm 32, 4 warps of 32x64, 2 CTAs/SM
 };
 constexpr int kNumTiles = sizeof(kTiles) / sizeof(kTiles[0]);
+constexpr int kNumDefaultTiles = 8;  // rows default_config() chooses by itself
 // Below this many CTAs the wide row leaves SMs idle: about two waves of an H100's 132 SMs.
 constexpr int64_t kMinCtasForWide = 264;
 
@@ -97,7 +125,10 @@ struct Traits {
   static constexpr bool kUnrollK = cfg.min_ctas == 1;
   static constexpr int kWarpM = kTileM / kWarpsM, kWarpN = kTileN / kWarpsN;
   static constexpr int kFragsM = kWarpM / 16, kFragsN = kWarpN / 16;
-  static constexpr int kStages = kKStep == 32 ? cfg.stages_k32 : cfg.stages_k16;
+  static constexpr int kStages = kKStep == 64 ? cfg.stages_k64 : kKStep == 32 ? cfg.stages_k32 : cfg.stages_k16;
+  // The pipelined loop double-buffers fragments across the 16-deep slices of a k-step, so
+  // it needs at least two slices per step; K_STEP 16 keeps the classic loop.
+  static constexpr bool kPipelined = cfg.pipelined && kKStep >= 32;
 
   // Shared-memory rows are padded by 16 bytes. With a row stride of 16 (mod 128) bytes the
   // eight 16-byte row segments one ldmatrix phase reads land in distinct banks, and every
@@ -121,9 +152,12 @@ struct Traits {
   static constexpr int kSmemBytes = cmax(kPipeBytes, kEpiBytes);
 
   static_assert(kTileM % (16 * kWarpsM) == 0 && kTileN % (16 * kWarpsN) == 0, "warp tile must be whole fragments");
-  static_assert(kKStep == 16 || kKStep == 32, "K_STEP is 16 or 32");
+  static_assert(kKStep == 16 || kKStep == 32 || kKStep == 64, "K_STEP is 16, 32 or 64");
+  static_assert(kKStep <= cfg.k_max, "K_STEP above the row's k_max");
   static_assert(kStages >= 2, "the ring needs two stages");
-  static_assert(kSmemBytes <= 99 * 1024, "every row must fit the 99 KiB opt-in limit of sm_86/sm_89");
+  // Default rows must fit the 99 KiB opt-in limit of sm_86/sm_89 (which run the sm_80
+  // image); candidate rows only the 227 KiB of sm_90 (the host skips rows that do not fit).
+  static_assert(kSmemBytes <= (kCfg < kNumDefaultTiles ? 99 : 227) * 1024, "row exceeds its shared-memory budget");
   static_assert((kEpiRows * kTileN / 8) % kThreads == 0, "epilogue chunks must divide evenly");
 };
 
@@ -366,56 +400,111 @@ __global__ void __launch_bounds__(Traits<kCfg, kKStep, kBCol>::kThreads, Traits<
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) issue_next();
 
-  int read_slot = 0;
-  for (int step = 0; step < total_steps; ++step) {
-    // Step `step` has landed once at most kStages-2 later groups are pending. The barrier
-    // also tells every warp that all warps are done with the slot computed last
-    // iteration, which is the one the next load overwrites.
+  if constexpr (!Tr::kPipelined) {
+    // Classic loop: wait, barrier, issue the next copies, then all slices of the step.
+    int read_slot = 0;
+    for (int step = 0; step < total_steps; ++step) {
+      // Step `step` has landed once at most kStages-2 later groups are pending. The barrier
+      // also tells every warp that all warps are done with the slot computed last
+      // iteration, which is the one the next load overwrites.
+      cp_async_wait<kStages - 2>();
+      __syncthreads();
+      issue_next();
+
+      const T* a_tile = s_a + read_slot * Tr::kAStage + warp_m * Tr::kWarpM * kLdA;
+      const T* b_tile = s_b + read_slot * Tr::kBStage + (kBCol ? warp_n * Tr::kWarpN * kLdB : warp_n * Tr::kWarpN);
+      // One 16-deep k slice: hold all fragments of the operand with fewer of them and stream
+      // the other one, which keeps the live fragment registers at min(FM, FN) + 1.
+      auto k16 = [&](int kk) {
+        auto b_ptr = [&](int jn) { return kBCol ? b_tile + jn * 16 * kLdB + kk : b_tile + kk * kLdB + jn * 16; };
+        auto a_ptr = [&](int i) { return a_tile + i * 16 * kLdA + kk; };
+        if constexpr (Tr::kFragsN <= Tr::kFragsM) {
+          FragB fb[Tr::kFragsN];
+  #pragma unroll
+          for (int jn = 0; jn < Tr::kFragsN; ++jn) wmma::load_matrix_sync(fb[jn], b_ptr(jn), kLdB);
+  #pragma unroll
+          for (int i = 0; i < Tr::kFragsM; ++i) {
+            FragA fa;
+            wmma::load_matrix_sync(fa, a_ptr(i), kLdA);
+  #pragma unroll
+            for (int jn = 0; jn < Tr::kFragsN; ++jn) wmma::mma_sync(acc[i][jn], fa, fb[jn], acc[i][jn]);
+          }
+        } else {
+          FragA fa[Tr::kFragsM];
+  #pragma unroll
+          for (int i = 0; i < Tr::kFragsM; ++i) wmma::load_matrix_sync(fa[i], a_ptr(i), kLdA);
+  #pragma unroll
+          for (int jn = 0; jn < Tr::kFragsN; ++jn) {
+            FragB fb;
+            wmma::load_matrix_sync(fb, b_ptr(jn), kLdB);
+  #pragma unroll
+            for (int i = 0; i < Tr::kFragsM; ++i) wmma::mma_sync(acc[i][jn], fa[i], fb, acc[i][jn]);
+          }
+        }
+      };
+      // Unrolled, the compiler fetches the next slice's fragments during this slice's mma
+      // (more registers); rolled, the 2-CTA/SM rows stay within 128 registers.
+      if constexpr (Tr::kUnrollK) {
+  #pragma unroll
+        for (int kk = 0; kk < kKStep; kk += 16) k16(kk);
+      } else {
+  #pragma unroll 1
+        for (int kk = 0; kk < kKStep; kk += 16) k16(kk);
+      }
+      read_slot = read_slot + 1 == kStages ? 0 : read_slot + 1;
+    }
+  } else {
+    // Software-pipelined loop (the order of CUTLASS's sm80 multistage main loop).
+    // Fragments are double-buffered in registers: slice kk+1's fragments are loaded while
+    // slice kk's mma run. The wait + barrier for the next step sits just before the last
+    // slice's mma, so the next step's first fragments load while those mma are in flight;
+    // one barrier per step still guards the ring:
+    //  * at the barrier of step s every warp has its last slice of slot s % S in registers,
+    //    so the copies issued at the start of step s+1 (into slot (s+1)+S-1 = s mod S) may
+    //    overwrite it;
+    //  * groups committed by then: S-1 (prologue) + s+1 (one per step, at its start), so
+    //    wait<S-2> means step s+1 has landed.
+    // Products are summed in the same k order as the classic loop (bitwise-identical C).
+    constexpr int kSlices = kKStep / 16;
+    static_assert(kSlices % 2 == 0, "fragment buffers alternate within a step");
+    FragA fa[2][Tr::kFragsM];
+    FragB fb[2][Tr::kFragsN];
+    auto load_frags = [&](int buf, int slot, int kk) {
+      const T* a_tile = s_a + slot * Tr::kAStage + warp_m * Tr::kWarpM * kLdA + kk;
+      const T* b_tile = s_b + slot * Tr::kBStage +
+                        (kBCol ? warp_n * Tr::kWarpN * kLdB + kk : kk * kLdB + warp_n * Tr::kWarpN);
+#pragma unroll
+      for (int i = 0; i < Tr::kFragsM; ++i) wmma::load_matrix_sync(fa[buf][i], a_tile + i * 16 * kLdA, kLdA);
+#pragma unroll
+      for (int jn = 0; jn < Tr::kFragsN; ++jn)
+        wmma::load_matrix_sync(fb[buf][jn], kBCol ? b_tile + jn * 16 * kLdB : b_tile + jn * 16, kLdB);
+    };
+
     cp_async_wait<kStages - 2>();
     __syncthreads();
-    issue_next();
-
-    const T* a_tile = s_a + read_slot * Tr::kAStage + warp_m * Tr::kWarpM * kLdA;
-    const T* b_tile = s_b + read_slot * Tr::kBStage + (kBCol ? warp_n * Tr::kWarpN * kLdB : warp_n * Tr::kWarpN);
-    // One 16-deep k slice: hold all fragments of the operand with fewer of them and stream
-    // the other one, which keeps the live fragment registers at min(FM, FN) + 1.
-    auto k16 = [&](int kk) {
-      auto b_ptr = [&](int jn) { return kBCol ? b_tile + jn * 16 * kLdB + kk : b_tile + kk * kLdB + jn * 16; };
-      auto a_ptr = [&](int i) { return a_tile + i * 16 * kLdA + kk; };
-      if constexpr (Tr::kFragsN <= Tr::kFragsM) {
-        FragB fb[Tr::kFragsN];
+    int read_slot = 0;
+    if (total_steps > 0) load_frags(0, 0, 0);
+    for (int step = 0; step < total_steps; ++step) {
 #pragma unroll
-        for (int jn = 0; jn < Tr::kFragsN; ++jn) wmma::load_matrix_sync(fb[jn], b_ptr(jn), kLdB);
-#pragma unroll
-        for (int i = 0; i < Tr::kFragsM; ++i) {
-          FragA fa;
-          wmma::load_matrix_sync(fa, a_ptr(i), kLdA);
-#pragma unroll
-          for (int jn = 0; jn < Tr::kFragsN; ++jn) wmma::mma_sync(acc[i][jn], fa, fb[jn], acc[i][jn]);
+      for (int kk = 0; kk < kSlices; ++kk) {
+        // The copies go first so that their address registers are dead before the next
+        // slice's fragments become live (keeps the 64x64-warp-tile rows spill-free).
+        if (kk == 0) issue_next();
+        if (kk == kSlices - 1) {
+          cp_async_wait<kStages - 2>();
+          __syncthreads();
+          read_slot = read_slot + 1 == kStages ? 0 : read_slot + 1;
+          if (step + 1 < total_steps) load_frags(0, read_slot, 0);
+        } else {
+          load_frags((kk + 1) & 1, read_slot, (kk + 1) * 16);
         }
-      } else {
-        FragA fa[Tr::kFragsM];
 #pragma unroll
-        for (int i = 0; i < Tr::kFragsM; ++i) wmma::load_matrix_sync(fa[i], a_ptr(i), kLdA);
+        for (int i = 0; i < Tr::kFragsM; ++i)
 #pragma unroll
-        for (int jn = 0; jn < Tr::kFragsN; ++jn) {
-          FragB fb;
-          wmma::load_matrix_sync(fb, b_ptr(jn), kLdB);
-#pragma unroll
-          for (int i = 0; i < Tr::kFragsM; ++i) wmma::mma_sync(acc[i][jn], fa[i], fb, acc[i][jn]);
-        }
+          for (int jn = 0; jn < Tr::kFragsN; ++jn)
+            wmma::mma_sync(acc[i][jn], fa[kk & 1][i], fb[kk & 1][jn], acc[i][jn]);
       }
-    };
-    // Unrolled, the compiler fetches the next slice's fragments during this slice's mma
-    // (more registers); rolled, the 2-CTA/SM rows stay within 128 registers.
-    if constexpr (Tr::kUnrollK) {
-#pragma unroll
-      for (int kk = 0; kk < kKStep; kk += 16) k16(kk);
-    } else {
-#pragma unroll 1
-      for (int kk = 0; kk < kKStep; kk += 16) k16(kk);
     }
-    read_slot = read_slot + 1 == kStages ? 0 : read_slot + 1;
   }
 
   // Epilogue. Drain the (empty) trailing groups and let every warp finish reading the
@@ -458,18 +547,13 @@ __global__ void __launch_bounds__(Traits<kCfg, kKStep, kBCol>::kThreads, Traits<
 // ---------------------------------------------------------------------------------------
 // Host side.
 
-struct Choice {
-  int cfg;
-  int k_step;
-};
-
-// Picks the table row and K_STEP (see the table's comment).
-Choice pick_config(const Problem& p) {
-  const int bm = p.a.bm;
-  const int k_step = p.a.bk % 32 == 0 ? 32 : 16;
-  const int wide = bm % 128 == 0 ? 0 : bm % 64 == 0 ? 2 : bm % 32 == 0 ? 4 : 6;  // narrow is wide + 1
-  const int64_t ctas = (p.a.m / kTiles[wide].tile_m) * ((p.n() + kTiles[wide].tile_n - 1) / kTiles[wide].tile_n);
-  return {ctas >= kMinCtasForWide ? wide : wide + 1, k_step};
+// K_STEP for a row: the largest of {64 (if the row allows it), 32, 16} dividing bk, so a
+// k-step never straddles two blocks (the next block's B rows are elsewhere). K_STEP 64 is
+// f16 only: nvcc lowers the bf16 wmma fragment loads to generic 32-bit loads + MOVM (not
+// ldmatrix, unlike f16), which costs enough registers to spill the 64x64 warp tiles.
+int k_step_for(int cfg, int bk, bool bf16) {
+  if (kTiles[cfg].k_max >= 64 && !bf16 && bk % 64 == 0) return 64;
+  return bk % 32 == 0 ? 32 : 16;
 }
 
 // The kernel of one (config, K_STEP, dtype, B layout) and its launch geometry.
@@ -478,37 +562,135 @@ struct KernelInfo {
   int threads;
   int smem_bytes;
   int tile_m, tile_n;
+  int cfg, k_step, stages;
 };
 
-template <int kCfg, int kKStep, bool kBCol>
-KernelInfo info_for(bool bf16) {
+template <int kCfg, int kKStep, typename T, bool kBCol>
+KernelInfo info_for() {
   using Tr = Traits<kCfg, kKStep, kBCol>;
-  const void* fn = bf16 ? reinterpret_cast<const void*>(&bsr_wmma_kernel<kCfg, kKStep, __nv_bfloat16, kBCol>)
-                        : reinterpret_cast<const void*>(&bsr_wmma_kernel<kCfg, kKStep, __half, kBCol>);
-  return {fn, Tr::kThreads, Tr::kSmemBytes, Tr::kTileM, Tr::kTileN};
+  const void* fn = reinterpret_cast<const void*>(&bsr_wmma_kernel<kCfg, kKStep, T, kBCol>);
+  return {fn, Tr::kThreads, Tr::kSmemBytes, Tr::kTileM, Tr::kTileN, kCfg, kKStep, Tr::kStages};
+}
+
+template <int kCfg, int kKStep>
+KernelInfo info_for_ks(bool bf16, bool b_col) {
+  if (bf16) return b_col ? info_for<kCfg, kKStep, __nv_bfloat16, true>() : info_for<kCfg, kKStep, __nv_bfloat16, false>();
+  return b_col ? info_for<kCfg, kKStep, __half, true>() : info_for<kCfg, kKStep, __half, false>();
 }
 
 template <int kCfg>
 KernelInfo info_for_cfg(int k_step, bool bf16, bool b_col) {
-  if (k_step == 32) return b_col ? info_for<kCfg, 32, true>(bf16) : info_for<kCfg, 32, false>(bf16);
-  return b_col ? info_for<kCfg, 16, true>(bf16) : info_for<kCfg, 16, false>(bf16);
+  if constexpr (kTiles[kCfg].k_max >= 64) {
+    if (k_step == 64)  // f16 only (k_step_for)
+      return b_col ? info_for<kCfg, 64, __half, true>() : info_for<kCfg, 64, __half, false>();
+  }
+  if (k_step == 32) return info_for_ks<kCfg, 32>(bf16, b_col);
+  return info_for_ks<kCfg, 16>(bf16, b_col);
+}
+
+template <size_t... I>
+KernelInfo info_for_any(int cfg, int k_step, bool bf16, bool b_col, std::index_sequence<I...>) {
+  KernelInfo ki{};
+  (void)((cfg == static_cast<int>(I) ? (ki = info_for_cfg<static_cast<int>(I)>(k_step, bf16, b_col), true) : false) ||
+         ...);
+  return ki;
+}
+
+KernelInfo info_for_row(int cfg, const Problem& p) {
+  const bool bf16 = p.a.dtype == DType::BF16;
+  return info_for_any(cfg, k_step_for(cfg, p.a.bk, bf16), bf16, p.b.layout == Layout::ColMajor,
+                      std::make_index_sequence<kNumTiles>{});
+}
+
+int device_smem_optin();
+
+// Wide rows' measured replacements where the device has the shared memory for them
+// (sm_90: 227 KiB). Chosen by scripts/tuning-sweep.sh on an H100 (2026-11-22, M=N=K=8192,
+// f16, density 1/8, row-major B/C; TFLOPS on nonzero work):
+//   bm 128: row 0  w128x256 252.8 | 8: 321.5 | 9: 336.7 | 10 h128x256k32s5: 343.5 | 11: 303.8 | 12: 337.5
+//   bm  64: row 2  w64x256  235.2 | 13: 221.6 | 14: 218.3 | 15 h64x256x4w: 256.8
+//   bm  32: row 4  w32x256  141.0 | 16: 146.1 | 17 h32x256x4w: 146.3
+// Every row gives bitwise-identical results, so this changes speed only.
+constexpr int kLargeSmemRow[] = {10, -1, 15, -1, 17, -1, -1, -1};
+
+// Picks the default row (see the table's comment): the wide or narrow row of bm's class,
+// upgraded to its measured large-shared-memory row where the device allows it.
+int default_config(const Problem& p) {
+  const int bm = p.a.bm;
+  const int wide = bm % 128 == 0 ? 0 : bm % 64 == 0 ? 2 : bm % 32 == 0 ? 4 : 6;  // narrow is wide + 1
+  const int64_t ctas = (p.a.m / kTiles[wide].tile_m) * ((p.n() + kTiles[wide].tile_n - 1) / kTiles[wide].tile_n);
+  if (ctas < kMinCtasForWide) return wide + 1;
+  const int big = kLargeSmemRow[wide];
+  if (big >= 0 && info_for_row(big, p).smem_bytes <= device_smem_optin()) return big;
+  return wide;
+}
+
+// Tuning knob: SPARSEK_WMMA_CONFIG=<row index or row name> (kTiles above) forces that row
+// for every wmma launch of the process, so one build can sweep all candidate rows, e.g.
+//   for c in 0 8 9 10 11 12; do SPARSEK_WMMA_CONFIG=$c dist/spmm_check --m 8192 --n 8192 \
+//     --k 8192 --bm 128 --bk 128 --density 0.125 --dtype f16 --out f16 --backend wmma --iters 20; done
+// Read once (first wmma call). The row is used only where it can run: its TILE_M must
+// divide bm and its shared memory must fit the device's per-block opt-in limit; otherwise
+// the default row is used. Either way one line on stderr (once) says what was chosen.
+// Unset, empty or unrecognised: the default choice. Results are bitwise identical for
+// every row, so the knob changes only speed.
+int config_override() {
+  static const int forced = [] {
+    const char* v = std::getenv("SPARSEK_WMMA_CONFIG");
+    if (v == nullptr || *v == '\0') return -1;
+    char* end = nullptr;
+    const long idx = std::strtol(v, &end, 10);
+    if (end != v && *end == '\0' && idx >= 0 && idx < kNumTiles) return static_cast<int>(idx);
+    for (int i = 0; i < kNumTiles; ++i)
+      if (std::strcmp(v, kTiles[i].name) == 0) return i;
+    std::fprintf(stderr, "sparsek: SPARSEK_WMMA_CONFIG=%s is not a wmma table row (0..%d or a name); ignored\n", v,
+                 kNumTiles - 1);
+    return -1;
+  }();
+  return forced;
+}
+
+// The current device's per-block shared-memory opt-in limit, cached per device (it is
+// asked on every launch).
+int device_smem_optin() {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> cache[kMaxDevices] = {};
+  int dev = 0, bytes = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 99 * 1024;  // what every wide/narrow row 0-7 fits
+  }
+  if (dev >= 0 && dev < kMaxDevices && cache[dev].load(std::memory_order_relaxed) > 0)
+    return cache[dev].load(std::memory_order_relaxed);
+  if (cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 99 * 1024;
+  }
+  if (dev >= 0 && dev < kMaxDevices) cache[dev].store(bytes, std::memory_order_relaxed);
+  return bytes;
 }
 
 KernelInfo kernel_info(const Problem& p) {
-  const Choice ch = pick_config(p);
-  const bool bf16 = p.a.dtype == DType::BF16;
-  const bool b_col = p.b.layout == Layout::ColMajor;
-  static_assert(kNumTiles == 8, "kernel_info() lists every table row");
-  switch (ch.cfg) {
-    case 0: return info_for_cfg<0>(ch.k_step, bf16, b_col);
-    case 1: return info_for_cfg<1>(ch.k_step, bf16, b_col);
-    case 2: return info_for_cfg<2>(ch.k_step, bf16, b_col);
-    case 3: return info_for_cfg<3>(ch.k_step, bf16, b_col);
-    case 4: return info_for_cfg<4>(ch.k_step, bf16, b_col);
-    case 5: return info_for_cfg<5>(ch.k_step, bf16, b_col);
-    case 6: return info_for_cfg<6>(ch.k_step, bf16, b_col);
-    default: return info_for_cfg<7>(ch.k_step, bf16, b_col);
+  const int forced = config_override();
+  if (forced >= 0) {
+    static std::atomic<bool> logged{false};
+    const KernelInfo ki = info_for_row(forced, p);
+    const bool fits_m = p.a.bm % kTiles[forced].tile_m == 0;
+    const int optin = fits_m ? device_smem_optin() : 0;
+    if (fits_m && ki.smem_bytes <= optin) {
+      if (!logged.exchange(true))
+        std::fprintf(stderr, "sparsek: SPARSEK_WMMA_CONFIG -> row %d (%s), k_step %d, %d stages, %d threads, %d B smem\n",
+                     forced, kTiles[forced].name, ki.k_step, ki.stages, ki.threads, ki.smem_bytes);
+      return ki;
+    }
+    const KernelInfo def = info_for_row(default_config(p), p);
+    if (!logged.exchange(true))
+      std::fprintf(stderr, "sparsek: SPARSEK_WMMA_CONFIG row %d (%s) cannot run here (%s); default row %d (%s) used\n",
+                   forced, kTiles[forced].name, fits_m ? "shared memory above the device limit" : "TILE_M does not divide bm",
+                   def.cfg, kTiles[def.cfg].name);
+    return def;
   }
+  return info_for_row(default_config(p), p);
 }
 
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
@@ -561,6 +743,14 @@ cudaError_t wmma_launch(const Problem& p, cudaStream_t stream) {
   if (p.a.m == 0 || n == 0) return cudaSuccess;  // nothing to write
   cudaError_t e = cudaFuncSetAttribute(ki.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, ki.smem_bytes);
   if (e != cudaSuccess) return e;
+  if (ki.cfg >= kNumDefaultTiles) {
+    // Candidate rows want min_ctas CTAs of up to 227 KiB per SM: ask for the largest
+    // shared-memory carveout (the kernel reads global memory only through cp.async.cg and
+    // a few __ldg, so the smaller L1 costs little). A hint; failure is not an error.
+    if (cudaFuncSetAttribute(ki.fn, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared) !=
+        cudaSuccess)
+      (void)cudaGetLastError();
+  }
 
   KernelArgs args{};
   args.row_ptr = p.a.row_ptr;

@@ -25,7 +25,7 @@
 template <typename T>
 T* to_device(const std::vector<T>& host) {
   T* dev = nullptr;
-  CHECK_CUDA(cudaMalloc(&dev, host.size() * sizeof(T) + 16));
+  CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&dev), host.size() * sizeof(T) + 16));
   CHECK_CUDA(cudaMemcpy(dev, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
   return dev;
 }
