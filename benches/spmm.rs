@@ -331,8 +331,22 @@ mod gpu_bench {
     }
 }
 
+mod plot_font;
+
+/// Criterion with its plots when a font can be registered (see plot_font.rs), else
+/// without them, saying so.
+fn config() -> Criterion {
+    match plot_font::register() {
+        Ok(_) => Criterion::default(),
+        Err(why) => {
+            eprintln!("criterion plots disabled: {why}");
+            Criterion::default().without_plots()
+        }
+    }
+}
+
 #[cfg(feature = "cuda")]
-criterion_group!(benches, gpu_bench::gpu, cpu);
+criterion_group! { name = benches; config = config(); targets = gpu_bench::gpu, cpu }
 #[cfg(not(feature = "cuda"))]
-criterion_group!(benches, cpu);
+criterion_group! { name = benches; config = config(); targets = cpu }
 criterion_main!(benches);

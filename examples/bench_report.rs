@@ -24,6 +24,9 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
+#[path = "../benches/plot_font.rs"]
+mod plot_font;
+
 const PEAK_TFLOPS: f64 = 989.0;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -225,7 +228,7 @@ fn check(new: &Report, base: &Report, tol: f64) -> bool {
 /// TFLOPS against density, one line per (block, backend), for the `topk` rows.
 fn plot(r: &Report, out: &Path) -> Result<()> {
     use plotters::prelude::*;
-    register_font()?;
+    plot_font::register().map_err(anyhow::Error::msg)?;
     let mut series: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     for row in r.rows.iter().filter(|row| row.pattern == "topk") {
         let tag = format!("{} {}", row.dtype, row.layout);
@@ -287,34 +290,6 @@ fn plot(r: &Report, out: &Path) -> Result<()> {
     root.present()?;
     println!("wrote {}", out.display());
     Ok(())
-}
-
-/// Plotters draws text with a TTF font loaded at run time: $SPARSEK_FONT, or a DejaVu
-/// Sans from the system or from matplotlib.
-fn register_font() -> Result<()> {
-    let mut candidates: Vec<String> = std::env::var("SPARSEK_FONT").into_iter().collect();
-    candidates.push("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf".into());
-    if let Ok(out) = std::process::Command::new("python3")
-        .args(["-c", "import matplotlib, os; print(os.path.join(os.path.dirname(matplotlib.__file__), 'mpl-data/fonts/ttf/DejaVuSans.ttf'))"])
-        .output()
-    {
-        candidates.push(String::from_utf8_lossy(&out.stdout).trim().to_string());
-    }
-    for path in candidates {
-        if let Ok(bytes) = std::fs::read(&path) {
-            let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-            if plotters::style::register_font(
-                "sans-serif",
-                plotters::style::FontStyle::Normal,
-                bytes,
-            )
-            .is_ok()
-            {
-                return Ok(());
-            }
-        }
-    }
-    bail!("no TTF font found for the plot: set SPARSEK_FONT to a .ttf file")
 }
 
 #[cfg(not(feature = "cuda"))]
