@@ -60,6 +60,12 @@ pub struct BlockRow<'a, T> {
     pub values: &'a [T],
 }
 
+/// Floating-point operations of a BSR x dense product with `n` columns, counting stored
+/// blocks only: `2 * n * nnzb * bm * bk`.
+pub(crate) fn spmm_flops(n: usize, nnzb: usize, block: BlockShape) -> f64 {
+    2.0 * n as f64 * nnzb as f64 * block.len() as f64
+}
+
 /// Checks the grid (`m`, `k`, block) and returns (block rows, block cols).
 fn check_grid(m: usize, k: usize, block: BlockShape) -> Result<(usize, usize), BsrError> {
     if block.rows == 0 || block.cols == 0 {
@@ -336,7 +342,7 @@ impl<T> BsrMatrix<T> {
     /// Floating-point operations of `A * B` with `n` columns, counting stored blocks only:
     /// `2 * n * nnzb * bm * bk`.
     pub fn flops(&self, n: usize) -> f64 {
-        2.0 * n as f64 * self.nnz_blocks() as f64 * self.block.len() as f64
+        spmm_flops(n, self.nnz_blocks(), self.block)
     }
     /// The block-rows in order.
     pub fn block_rows(&self) -> impl ExactSizeIterator<Item = BlockRow<'_, T>> + '_ {

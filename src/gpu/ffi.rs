@@ -74,6 +74,21 @@ pub(crate) struct SpmmBufferRefs<'a, T, O> {
     pub c: &'a CudaSlice<O>,
 }
 
+/// Device addresses of A's three arrays, B and C, in that order, and the stream, into
+/// `args`.
+fn set_pointers(
+    args: &mut SpmmArgs,
+    [row_ptr, col_idx, values, b, c]: [u64; 5],
+    stream: &CudaStream,
+) {
+    args.row_ptr = row_ptr;
+    args.col_idx = col_idx;
+    args.values = values;
+    args.b = b;
+    args.c = c;
+    args.stream = stream.cu_stream() as u64;
+}
+
 /// Fills the pointers of `args` from `bufs` and enqueues the kernel on `stream`.
 ///
 /// The caller (`gpu::spmm`) has checked the scalar fields of `args` against the buffers'
@@ -91,12 +106,7 @@ pub(crate) fn spmm<T, O>(
     let (values, _g2) = bufs.values.device_ptr(stream);
     let (b, _g3) = bufs.b.device_ptr(stream);
     let (c, _g4) = bufs.c.device_ptr_mut(stream);
-    args.row_ptr = row_ptr;
-    args.col_idx = col_idx;
-    args.values = values;
-    args.b = b;
-    args.c = c;
-    args.stream = stream.cu_stream() as u64;
+    set_pointers(&mut args, [row_ptr, col_idx, values, b, c], stream);
     debug_assert!(args.nnzb as usize <= bufs.col_idx.len());
     // SAFETY: every pointer is a live cudarc allocation borrowed for this call (C mutably),
     // sized for its view as checked by gpu::spmm (B, C) and DeviceBsr's construction from
@@ -117,12 +127,7 @@ pub(crate) fn can_implement<T, O>(
     let (values, _g2) = bufs.values.device_ptr(stream);
     let (b, _g3) = bufs.b.device_ptr(stream);
     let (c, _g4) = bufs.c.device_ptr(stream);
-    args.row_ptr = row_ptr;
-    args.col_idx = col_idx;
-    args.values = values;
-    args.b = b;
-    args.c = c;
-    args.stream = stream.cu_stream() as u64;
+    set_pointers(&mut args, [row_ptr, col_idx, values, b, c], stream);
     sys::can_implement(&args)
 }
 

@@ -76,7 +76,7 @@ impl<T> DeviceBsr<T> {
     }
     /// `2 * n * nnzb * bm * bk`.
     pub fn flops(&self, n: usize) -> f64 {
-        2.0 * n as f64 * self.nnzb as f64 * self.block.len() as f64
+        crate::bsr::spmm_flops(n, self.nnzb, self.block)
     }
 }
 
