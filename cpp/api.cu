@@ -1,16 +1,20 @@
-// The public C++ entry points (include/sparsek/sparsek.hpp): validate the views, pick a
-// kernel family, launch. Nothing is launched unless every check passes.
-#include <cstdarg>
+// The public C++ entry points (include/sparsek/sparsek.hpp): validate the views once into
+// a checked Problem (cpp/problem.hpp), optionally check A's indices on the device, select
+// a kernel row (cpp/registry.hpp) and launch it. Nothing is launched unless every check
+// passes.
+#include <atomic>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 
+#include "index_check.hpp"
 #include "problem.hpp"
+#include "registry.hpp"
 
 namespace sparsek {
-namespace {
+namespace detail {
 
-Result make(Status s, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
-Result make(Status s, const char* fmt, ...) {
+Result make_result(Status s, const char* fmt, ...) {
   Result r;
   r.status = s;
   va_list args;
@@ -20,7 +24,35 @@ Result make(Status s, const char* fmt, ...) {
   return r;
 }
 
-bool is16(DType t) { return t == DType::F16 || t == DType::BF16; }
+Result current_device(DeviceInfo* out) {
+  // Device attributes do not change while a process runs: ask once per device.
+  constexpr int kMaxDevices = 64;
+  static std::atomic<bool> cached[kMaxDevices] = {};
+  static DeviceInfo cache[kMaxDevices];
+  int dev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return make_result(Status::CudaError, "querying the current device: %s", cudaGetErrorString(e));
+  if (dev >= 0 && dev < kMaxDevices && cached[dev].load(std::memory_order_acquire)) {
+    *out = cache[dev];
+    return Result{};
+  }
+  DeviceInfo info;
+  info.id = dev;
+  e = cudaDeviceGetAttribute(&info.cc_major, cudaDevAttrComputeCapabilityMajor, dev);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&info.cc_minor, cudaDevAttrComputeCapabilityMinor, dev);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&info.sm_count, cudaDevAttrMultiProcessorCount, dev);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&info.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  if (e != cudaSuccess)
+    return make_result(Status::CudaError, "querying device %d: %s", dev, cudaGetErrorString(e));
+  if (dev >= 0 && dev < kMaxDevices) {
+    cache[dev] = info;  // racing writers store the same value
+    cached[dev].store(true, std::memory_order_release);
+  }
+  *out = info;
+  return Result{};
+}
+
+namespace {
 
 const char* dtype_name(DType t) {
   switch (t) {
@@ -31,94 +63,119 @@ const char* dtype_name(DType t) {
   return "?";
 }
 
-// Checks that hold for every backend. A dense view needs ld >= its contiguous extent.
-Result check_common(const BsrView& a, const DenseView& b, const DenseView& c) {
-  if (a.bm <= 0 || a.bk <= 0) return make(Status::InvalidArgument, "block shape %dx%d is not positive", a.bm, a.bk);
-  if (a.m < 0 || a.k < 0 || a.m % a.bm != 0 || a.k % a.bk != 0)
-    return make(Status::InvalidArgument, "A is %lldx%lld, not a multiple of the %dx%d block",
-                (long long)a.m, (long long)a.k, a.bm, a.bk);
-  if (a.nnzb < 0 || a.nnzb > (a.m / a.bm) * (a.k / a.bk))
-    return make(Status::InvalidArgument, "nnzb %lld is out of range", (long long)a.nnzb);
-  if (a.row_ptr == nullptr) return make(Status::InvalidArgument, "A.row_ptr is null");
-  if (a.nnzb > 0 && (a.col_idx == nullptr || a.values == nullptr))
-    return make(Status::InvalidArgument, "A.col_idx or A.values is null with nnzb = %lld", (long long)a.nnzb);
-  if (b.rows != a.k) return make(Status::InvalidArgument, "B has %lld rows, A has k = %lld", (long long)b.rows, (long long)a.k);
-  if (c.rows != a.m) return make(Status::InvalidArgument, "C has %lld rows, A has m = %lld", (long long)c.rows, (long long)a.m);
-  if (c.cols != b.cols) return make(Status::InvalidArgument, "C has %lld columns, B has %lld", (long long)c.cols, (long long)b.cols);
-  const DenseView* views[2] = {&b, &c};
-  const char* names[2] = {"B", "C"};
-  for (int i = 0; i < 2; ++i) {
-    const DenseView& v = *views[i];
-    if (v.rows > 0 && v.cols > 0 && v.data == nullptr) return make(Status::InvalidArgument, "%s.data is null", names[i]);
-    int64_t extent = v.layout == Layout::RowMajor ? v.cols : v.rows;
-    if (v.ld < (extent > 0 ? extent : 1))
-      return make(Status::InvalidArgument, "%s.ld = %lld is smaller than its contiguous extent %lld", names[i],
-                  (long long)v.ld, (long long)extent);
-  }
-  if (!is16(a.dtype) || b.dtype != a.dtype)
-    return make(Status::NotSupported, "inputs must be f16 or bf16 and equal (A is %s, B is %s)", dtype_name(a.dtype),
-                dtype_name(b.dtype));
-  if (c.dtype != a.dtype && c.dtype != DType::F32)
-    return make(Status::NotSupported, "C must be %s or f32, not %s", dtype_name(a.dtype), dtype_name(c.dtype));
+int64_t element_bytes(DType t) { return t == DType::F32 ? 4 : 2; }
+bool valid(DType t) { return t == DType::F16 || t == DType::BF16 || t == DType::F32; }
+bool valid(Layout l) { return l == Layout::RowMajor || l == Layout::ColMajor; }
+bool valid(Backend b) { return b == Backend::Auto || b == Backend::Wmma || b == Backend::Cutlass; }
+
+// A dense view: non-negative dims, non-null data when non-empty, ld covering the
+// contiguous extent, and its last element's offset (in bytes too) inside int64.
+Result check_dense(const char* name, const DenseView& v) {
+  if (!valid(v.layout)) return make_result(Status::InvalidArgument, "%s.layout = %d is not a Layout", name, int(v.layout));
+  if (!valid(v.dtype)) return make_result(Status::InvalidArgument, "%s.dtype = %d is not a DType", name, int(v.dtype));
+  if (v.rows < 0 || v.cols < 0 || v.ld < 0)
+    return make_result(Status::InvalidArgument, "%s is %lldx%lld with ld %lld: negative", name, (long long)v.rows,
+                       (long long)v.cols, (long long)v.ld);
+  const bool row = v.layout == Layout::RowMajor;
+  const int64_t extent = row ? v.cols : v.rows, outer = row ? v.rows : v.cols;
+  if (v.ld < (extent > 0 ? extent : 1))
+    return make_result(Status::InvalidArgument, "%s.ld = %lld is smaller than its contiguous extent %lld", name,
+                       (long long)v.ld, (long long)(extent > 0 ? extent : 1));
+  if (v.rows == 0 || v.cols == 0) return Result{};
+  if (v.data == nullptr) return make_result(Status::InvalidArgument, "%s.data is null", name);
+  int64_t span = 0, bytes = 0;
+  if (__builtin_mul_overflow(outer - 1, v.ld, &span) || __builtin_add_overflow(span, extent, &span) ||
+      __builtin_mul_overflow(span, element_bytes(v.dtype), &bytes))
+    return make_result(Status::InvalidArgument, "%s: (%lld - 1) * ld %lld + %lld elements overflow int64", name,
+                       (long long)outer, (long long)v.ld, (long long)extent);
   return Result{};
 }
 
-Result current_cc(int* major, int* minor) {
-  int dev = 0;
-  cudaError_t e = cudaGetDevice(&dev);
-  if (e == cudaSuccess) e = cudaDeviceGetAttribute(major, cudaDevAttrComputeCapabilityMajor, dev);
-  if (e == cudaSuccess) e = cudaDeviceGetAttribute(minor, cudaDevAttrComputeCapabilityMinor, dev);
-  if (e != cudaSuccess) return make(Status::CudaError, "querying the device: %s", cudaGetErrorString(e));
+Result check_bsr(const BsrView& a) {
+  if (!valid(a.dtype)) return make_result(Status::InvalidArgument, "A.dtype = %d is not a DType", int(a.dtype));
+  if (a.bm <= 0 || a.bk <= 0) return make_result(Status::InvalidArgument, "block shape %dx%d is not positive", a.bm, a.bk);
+  if (a.m < 0 || a.k < 0 || a.nnzb < 0)
+    return make_result(Status::InvalidArgument, "A is %lldx%lld with nnzb %lld: negative", (long long)a.m,
+                       (long long)a.k, (long long)a.nnzb);
+  if (a.m % a.bm != 0 || a.k % a.bk != 0)
+    return make_result(Status::InvalidArgument, "A is %lldx%lld, not a multiple of the %dx%d block", (long long)a.m,
+                       (long long)a.k, a.bm, a.bk);
+  const int64_t rows = a.m / a.bm, cols = a.k / a.bk;
+  if (rows > INT32_MAX || cols > INT32_MAX)
+    return make_result(Status::InvalidArgument, "A has %lldx%lld blocks; block counts must fit int32", (long long)rows,
+                       (long long)cols);
+  const int64_t blocks = rows * cols;  // < 2^62: both factors fit int32
+  if (a.nnzb > blocks || a.nnzb > INT32_MAX)
+    return make_result(Status::InvalidArgument, "nnzb = %lld is out of range (%lld blocks, int32 indices)",
+                       (long long)a.nnzb, (long long)blocks);
+  int64_t values = 0;
+  if (__builtin_mul_overflow(a.nnzb, int64_t(a.bm) * a.bk, &values) ||
+      __builtin_mul_overflow(values, element_bytes(a.dtype), &values))
+    return make_result(Status::InvalidArgument, "nnzb * bm * bk = %lld * %d * %d overflows int64", (long long)a.nnzb,
+                       a.bm, a.bk);
+  if (a.row_ptr == nullptr) return make_result(Status::InvalidArgument, "A.row_ptr is null");
+  if (a.nnzb > 0 && (a.col_idx == nullptr || a.values == nullptr))
+    return make_result(Status::InvalidArgument, "A.col_idx or A.values is null with nnzb = %lld", (long long)a.nnzb);
   return Result{};
+}
+
+// Puts the one prefix of the C++ API's messages in front.
+Result finish(Result r) {
+  if (r.ok()) return r;
+  char body[sizeof(r.message)];
+  std::memcpy(body, r.message, sizeof(body));
+  std::snprintf(r.message, sizeof(r.message), "sparsek: %s", body);
+  return r;
 }
 
 }  // namespace
 
+Result validate(const BsrView& a, const DenseView& b, const DenseView& c, const SpmmOptions& options, Problem* out) {
+  if (!valid(options.backend))
+    return make_result(Status::InvalidArgument, "backend = %d is not a Backend", int(options.backend));
+  Result r = check_bsr(a);
+  if (r.ok()) r = check_dense("B", b);
+  if (r.ok()) r = check_dense("C", c);
+  if (!r.ok()) return r;
+  if (b.rows != a.k)
+    return make_result(Status::InvalidArgument, "B has %lld rows, A has k = %lld", (long long)b.rows, (long long)a.k);
+  if (c.rows != a.m)
+    return make_result(Status::InvalidArgument, "C has %lld rows, A has m = %lld", (long long)c.rows, (long long)a.m);
+  if (c.cols != b.cols)
+    return make_result(Status::InvalidArgument, "C has %lld columns, B has %lld", (long long)c.cols, (long long)b.cols);
+  if ((a.dtype != DType::F16 && a.dtype != DType::BF16) || b.dtype != a.dtype)
+    return make_result(Status::NotSupported, "inputs must be f16 or bf16 and equal (A is %s, B is %s)",
+                       dtype_name(a.dtype), dtype_name(b.dtype));
+  if (c.dtype != a.dtype && c.dtype != DType::F32)
+    return make_result(Status::NotSupported, "C must be %s or f32, not %s", dtype_name(a.dtype), dtype_name(c.dtype));
+  DeviceInfo device;
+  r = current_device(&device);
+  if (!r.ok()) return r;
+  *out = Problem(a, b, c, options.alpha, options.beta, options.backend, device);
+  return Result{};
+}
+
+}  // namespace detail
+
 Result can_implement(const BsrView& a, const DenseView& b, const DenseView& c, const SpmmOptions& options,
                      Backend* chosen) {
-  Result r = check_common(a, b, c);
-  if (!r.ok()) return r;
-  int major = 0, minor = 0;
-  r = current_cc(&major, &minor);
-  if (!r.ok()) return r;
-  detail::Problem p{a, b, c, options.alpha, options.beta};
-  const char* why_cutlass = detail::cutlass_unsupported_reason(p, major, minor);
-  const char* why_wmma = detail::wmma_unsupported_reason(p, major, minor);
-  Backend pick = Backend::Auto;
-  switch (options.backend) {
-    case Backend::Cutlass:
-      if (why_cutlass) return make(Status::NotSupported, "cutlass backend: %s", why_cutlass);
-      pick = Backend::Cutlass;
-      break;
-    case Backend::Wmma:
-      if (why_wmma) return make(Status::NotSupported, "wmma backend: %s", why_wmma);
-      pick = Backend::Wmma;
-      break;
-    case Backend::Auto:
-      // The Hopper path is the faster one wherever it applies.
-      if (!why_cutlass) pick = Backend::Cutlass;
-      else if (!why_wmma) pick = Backend::Wmma;
-      else return make(Status::NotSupported, "no backend takes this problem (cutlass: %s; wmma: %s)", why_cutlass, why_wmma);
-      break;
-    default:
-      return make(Status::InvalidArgument, "unknown backend %d", (int)options.backend);
-  }
-  if (chosen) *chosen = pick;
-  return Result{};
+  detail::Problem p;
+  Result r = detail::validate(a, b, c, options, &p);
+  detail::Selection s;
+  if (r.ok()) r = detail::select(p, &s);
+  if (r.ok() && chosen != nullptr) *chosen = s.family->backend;
+  return detail::finish(r);
 }
 
 Result spmm(const BsrView& a, const DenseView& b, const DenseView& c, const SpmmOptions& options,
             cudaStream_t stream) {
-  Backend pick = Backend::Auto;
-  Result r = can_implement(a, b, c, options, &pick);
-  if (!r.ok()) return r;
-  if (a.m == 0 || c.cols == 0) return r;  // nothing to compute or write
-  detail::Problem p{a, b, c, options.alpha, options.beta};
-  cudaError_t e = pick == Backend::Cutlass ? detail::cutlass_launch(p, stream) : detail::wmma_launch(p, stream);
-  if (e != cudaSuccess)
-    return make(Status::CudaError, "%s launch failed: %s", pick == Backend::Cutlass ? "cutlass" : "wmma",
-                cudaGetErrorString(e));
-  return r;
+  detail::Problem p;
+  Result r = detail::validate(a, b, c, options, &p);
+  detail::Selection s;
+  if (r.ok()) r = detail::select(p, &s);
+  if (r.ok() && options.check_indices) r = detail::check_indices(p, stream);
+  if (r.ok()) r = detail::launch(p, s, stream);
+  return detail::finish(r);
 }
 
 }  // namespace sparsek

@@ -1,31 +1,91 @@
-// Internal seam between the dispatcher (cpp/api.cu) and the kernel families
-// (cpp/wmma/, cpp/cutlass/). Not installed; users see include/sparsek/sparsek.hpp.
+// The checked problem: what the launch layer (cpp/registry.hpp and the kernel families)
+// takes. Not installed; users see include/sparsek/sparsek.hpp.
+//
+// A `Problem` is made in exactly two places, each the validation of one entry point:
+//   - `validate()` in cpp/api.cu, for the C++ API (sparsek::spmm / can_implement);
+//   - `Problem::from_rust()` in cpp/bridge.cc, for the Rust API, whose `spmm` validated the
+//     same invariants on the Rust side (src/spmm.rs) and whose `DeviceBsr` comes only from
+//     validated host data.
+// Nothing downstream re-checks the invariants below; families check only what is theirs
+// (architecture, block-shape range, alignment, grid limits).
+//
+// Invariants of every Problem:
+//   - m, k, n >= 0; 1 <= bm, bk <= INT32_MAX; m % bm == 0 and k % bk == 0;
+//     m/bm and k/bk fit int32; 0 <= nnzb <= (m/bm)*(k/bk) and nnzb fits int32;
+//     nnzb*bm*bk fits int64 (so values has that many elements);
+//   - row_ptr is non-null; col_idx and values are non-null when nnzb > 0;
+//   - B is k x n and C is m x n; data is non-null when the view is non-empty;
+//     ld >= max(1, contiguous extent) and (outer - 1)*ld + extent fits int64 (elements);
+//   - A and B are F16 or BF16 and equal; C is the input type or F32;
+//     layouts are RowMajor or ColMajor; the backend is a Backend value;
+//   - the BSR index arrays are valid (row_ptr from 0, non-decreasing, ends at nnzb;
+//     col_idx sorted, unique, < k/bk per block-row): validated on the host (Rust), on the
+//     device (C++ with options.check_indices), or trusted (documented in the C++ header);
+//   - `device` describes the current device.
 #pragma once
 
 #include <sparsek/sparsek.hpp>
 
+#include <cstdarg>
+#include <cstdint>
+
 namespace sparsek::detail {
 
-// One validated problem: shapes agree (a.m == c.rows, a.k == b.rows, b.cols == c.cols),
-// pointers are non-null, dtypes are a supported combination. Kernel families check only
-// what is specific to them (block shapes, alignment, architecture).
-struct Problem {
+// The current device, queried once per device per process (cpp/api.cu).
+struct DeviceInfo {
+  int id = 0;
+  int cc_major = 0, cc_minor = 0;
+  int sm_count = 0;
+  int smem_optin = 0;  // per-block opt-in shared memory limit, bytes
+};
+
+class Problem {
+ public:
   BsrView a;
   DenseView b;
   DenseView c;
-  float alpha;
-  float beta;
+  float alpha = 1.0f;
+  float beta = 0.0f;
+  Backend backend = Backend::Auto;
+  DeviceInfo device;
+
+  int64_t m() const { return a.m; }
+  int64_t k() const { return a.k; }
   int64_t n() const { return c.cols; }
   int64_t block_rows() const { return a.m / a.bm; }
+  int64_t block_cols() const { return a.k / a.bk; }
+  DType input() const { return a.dtype; }
+  DType output() const { return c.dtype; }
+  bool empty_output() const { return a.m == 0 || c.cols == 0; }
+
+  // The Rust bridge's constructor (see the file comment): the views come from a problem
+  // that Rust validated.
+  static Problem from_rust(const BsrView& a, const DenseView& b, const DenseView& c, float alpha, float beta,
+                           Backend backend, const DeviceInfo& device) {
+    return Problem(a, b, c, alpha, beta, backend, device);
+  }
+
+ private:
+  Problem() = default;
+  Problem(const BsrView& a_, const DenseView& b_, const DenseView& c_, float alpha_, float beta_, Backend backend_,
+          const DeviceInfo& device_)
+      : a(a_), b(b_), c(c_), alpha(alpha_), beta(beta_), backend(backend_), device(device_) {}
+  friend Result validate(const BsrView&, const DenseView&, const DenseView&, const SpmmOptions&, Problem*);
+  friend Result sparsek::can_implement(const BsrView&, const DenseView&, const DenseView&, const SpmmOptions&,
+                                       Backend*);
+  friend Result sparsek::spmm(const BsrView&, const DenseView&, const DenseView&, const SpmmOptions&, cudaStream_t);
 };
 
-// Each family answers "why not" (nullptr when it can run the problem on a device of
-// compute capability cc_major.cc_minor) and enqueues the work, returning the first CUDA
-// error (launch errors included, via cudaGetLastError).
-const char* wmma_unsupported_reason(const Problem& p, int cc_major, int cc_minor);
-cudaError_t wmma_launch(const Problem& p, cudaStream_t stream);
+// The C++ entry's validation (cpp/api.cu): every invariant above, one message each, into
+// *out. Queries the current device.
+Result validate(const BsrView& a, const DenseView& b, const DenseView& c, const SpmmOptions& options, Problem* out);
 
-const char* cutlass_unsupported_reason(const Problem& p, int cc_major, int cc_minor);
-cudaError_t cutlass_launch(const Problem& p, cudaStream_t stream);
+// The current device's DeviceInfo (cached per device).
+Result current_device(DeviceInfo* out);
+
+// A Result with `status` and the message printf(fmt, ...). Messages carry no prefix inside
+// sparsek; the public C++ functions put "sparsek: " in front once, on the way out, and the
+// Rust side shows them as they are.
+Result make_result(Status status, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 
 }  // namespace sparsek::detail

@@ -4,7 +4,7 @@
 
 use rayon::prelude::*;
 
-use crate::bsr::BsrMatrix;
+use crate::format::BsrMatrix;
 use crate::dense::{DenseShape, Layout};
 use crate::element::Element;
 

@@ -1,7 +1,7 @@
 //! Typed errors. Bad input is reported here, before anything runs; nothing panics on it.
 
 use crate::element::DType;
-use crate::spmm::Backend;
+use crate::options::Backend;
 
 /// A malformed BSR matrix or pattern: one variant per defect.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -29,25 +29,26 @@
 //! # Ok::<(), sparsek::Error>(())
 //! ```
 
-pub mod bsr;
-mod cpu;
-pub mod dense;
+// Module order is dependency order: each module uses only those above it.
 pub mod element;
+pub mod options;
 pub mod error;
+pub mod format;
+pub mod dense;
+mod cpu;
 #[cfg(feature = "cuda")]
 pub mod gpu;
-pub mod pattern;
 pub mod spmm;
 
-pub use bsr::{validate_parts, BlockRow, BlockShape, BsrMatrix};
 pub use dense::{Dense, DenseMut, DenseShape, Layout};
 pub use element::{DType, Element};
 pub use error::{BsrError, Error};
+pub use format::{validate_parts, BlockMask, BlockRow, BlockShape, BsrMatrix};
 #[cfg(feature = "cuda")]
 pub use gpu::DeviceBsr;
 pub use half::{bf16, f16};
-pub use pattern::BlockMask;
-pub use spmm::{spmm, Backend, BsrOperand, SpmmOptions};
+pub use options::{Backend, SpmmOptions};
+pub use spmm::{spmm, BsrOperand};
 
 /// Whether this build has the GPU backends (the `cuda` feature).
 pub const HAS_CUDA: bool = cfg!(feature = "cuda");

@@ -8,8 +8,10 @@
 // fp32. Every pointer in the views is a device pointer. When beta == 0, C is not read
 // (it may hold NaN).
 //
-// This header is the public C++ API. It uses no CUTLASS type; it needs only the CUDA
-// runtime header for cudaStream_t.
+// This header is the public C++ API and the one definition of the problem: the Rust
+// crate's bridge (src/gpu/sys.rs) declares these enums as cxx shared enums, and cxx
+// checks at compile time that every value below matches the Rust side. It uses no
+// CUTLASS type; it needs only the CUDA runtime header for cudaStream_t.
 #pragma once
 
 #include <cstdint>
@@ -19,15 +21,16 @@ namespace sparsek {
 
 enum class Status : int32_t {
   Success = 0,
-  InvalidArgument = 1,   // a view is malformed (null pointer, bad dims, misaligned)
-  NotSupported = 2,      // valid, but the chosen backend does not take this case
+  InvalidArgument = 1,   // a view is malformed (null pointer, bad dims, bad indices)
+  NotSupported = 2,      // valid, but no kernel (of the chosen backend) takes this case
   CudaError = 3,         // a CUDA call failed; the message says which and why
 };
 
 enum class DType : int32_t { F16 = 0, BF16 = 1, F32 = 2 };
 enum class Layout : int32_t { RowMajor = 0, ColMajor = 1 };
 
-// Which kernel family runs. Auto picks the fastest that can implement the problem.
+// Which kernel family runs. Auto picks by the registry's rule (cpp/registry.hpp): the
+// first family, in the order Cutlass, Wmma, that supports the problem.
 enum class Backend : int32_t { Auto = 0, Wmma = 1, Cutlass = 2 };
 
 // A BSR matrix on the device. `row_ptr` has m/bm + 1 entries, `col_idx` nnzb entries
@@ -55,9 +58,16 @@ struct SpmmOptions {
   float alpha = 1.0f;
   float beta = 0.0f;
   Backend backend = Backend::Auto;
+  // Check A's index arrays on the device before launching (one small kernel and a 4-byte
+  // copy back, so `spmm` synchronizes with `stream`): row_ptr starts at 0, never decreases
+  // and ends at nnzb; every col_idx is in [0, k/bk), sorted and unique within its
+  // block-row. A defect returns InvalidArgument and launches nothing else, C untouched.
+  // Off: the indices are trusted (an out-of-range one reads out of bounds). Use it for
+  // indices from an untrusted source; sparsek's Rust side validates on the host instead.
+  bool check_indices = false;
 };
 
-// Status plus a readable message (empty on success).
+// Status plus a readable message (empty on success). Every message starts "sparsek: ".
 struct Result {
   Status status = Status::Success;
   char message[512] = {0};
@@ -65,15 +75,15 @@ struct Result {
 };
 
 // Whether `spmm` would run this problem, and with which backend (written to *chosen when
-// non-null). Checks shapes, dtypes, layouts, alignment and the current device's compute
-// capability. Launches nothing and reads no device memory.
+// non-null). Checks shapes, dtypes, layouts, alignment and the current device. Launches
+// nothing and reads no device memory (so it does not run the index check).
 Result can_implement(const BsrView& a, const DenseView& b, const DenseView& c,
                      const SpmmOptions& options, Backend* chosen = nullptr);
 
-// Enqueues C = alpha*A*B + beta*C on `stream`. Runs `can_implement` first; on any error
-// nothing is launched. The BSR index arrays are trusted to be valid (sparsek's Rust
-// side validates them; C++ callers can use sparsek::rust::validate_bsr from
-// <sparsek/rust.h>, CMake option SPARSEK_WITH_RUST).
+// Enqueues C = alpha*A*B + beta*C on `stream`. Validates everything first (once); on any
+// error nothing is launched and C is untouched. The BSR index arrays are trusted unless
+// options.check_indices is set (or validate them on the host with
+// sparsek::rust::validate_bsr from <sparsek/rust.h>, CMake option SPARSEK_WITH_RUST).
 Result spmm(const BsrView& a, const DenseView& b, const DenseView& c,
             const SpmmOptions& options, cudaStream_t stream);
 

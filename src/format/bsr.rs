@@ -12,7 +12,7 @@
 
 use crate::element::Element;
 use crate::error::BsrError;
-use crate::pattern::BlockMask;
+use crate::format::mask::BlockMask;
 
 /// The shape of one block: `rows x cols` (`bm x bk`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

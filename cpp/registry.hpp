@@ -1,0 +1,63 @@
+// The kernel registry: every kernel family, each a table of variants (one row per tile
+// configuration, see the family's configs.hpp), and the rule that picks one.
+//
+// A family answers two questions about a checked Problem (cpp/problem.hpp):
+//   supports(p)     - why it cannot run p at all (nullptr when it can): architecture,
+//                     dtypes, alignment, grid limits, anything common to its rows;
+//   fits(p, row)    - why row `row` of its table cannot run p (nullptr when it can);
+// and launches:
+//   launch(p, row, stream) - enqueues row `row` for p, returning the first CUDA error
+//                     (launch errors included). Called only after supports and fits.
+//
+// Selection (select() in cpp/registry.cu), the documented rule:
+//   1. SPARSEK_VARIANT=<row name> in the environment (a measuring knob, read once) forces
+//      that row wherever it is supported and fits; where it does not, the problem is
+//      refused with the reason (so a sweep never silently measures another row).
+//   2. Otherwise, for Backend::Auto, families are tried in kFamilies order (the Hopper
+//      family first: it is the faster one wherever it applies); an explicit backend tries
+//      only its family.
+//   3. Within a family, the first row in table order that is `automatic` and fits wins.
+//      Tables are ordered by measured preference; each row cites the run that chose it.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "problem.hpp"
+
+namespace sparsek::detail {
+
+// What the registry knows of one row of a family's table.
+struct VariantInfo {
+  const char* name;       // unique across families, e.g. "sm90_f16_bm128_rr" or "wmma_w128x256"
+  bool automatic;         // Auto may pick it; false = a tuning candidate (SPARSEK_VARIANT only)
+  const char* chosen_by;  // the measurement that chose the row
+};
+
+struct Family {
+  Backend backend;
+  const char* name;  // "cutlass", "wmma": the name in messages
+  int rows;          // rows in the family's table
+  VariantInfo (*info)(int row);
+  const char* (*supports)(const Problem& p);
+  const char* (*fits)(const Problem& p, int row);
+  cudaError_t (*launch)(const Problem& p, int row, cudaStream_t stream);
+};
+
+// Defined by each family (cpp/sm90/family.cu, cpp/wmma/family.cu).
+extern const Family kSm90Family;
+extern const Family kWmmaFamily;
+
+// The row that will run a problem.
+struct Selection {
+  const Family* family = nullptr;
+  int row = -1;
+};
+
+// Picks the row for p by the rule above, or says why none can run it (NotSupported, or
+// InvalidArgument for an unknown SPARSEK_VARIANT).
+Result select(const Problem& p, Selection* out);
+
+// Enqueues the selected row on `stream` (nothing for an empty output).
+Result launch(const Problem& p, const Selection& s, cudaStream_t stream);
+
+}  // namespace sparsek::detail

@@ -1,0 +1,63 @@
+//! What one call is asked to do besides its operands: scalars and backend.
+
+/// Which implementation runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Backend {
+    /// The best available for where the operands live: the CPU for host operands; on
+    /// the device, the CUTLASS SM90 path where it applies, else the WMMA kernel.
+    Auto,
+    /// The CPU reference backend (host operands).
+    Cpu,
+    /// The WMMA tensor-core kernel, sm_80+ (device operands).
+    Wmma,
+    /// The CUTLASS SM90 (TMA + WGMMA) path, sm_90a (device operands).
+    Cutlass,
+}
+
+/// Scalars and backend of one `spmm`: `SpmmOptions::new().alpha(2.0).beta(1.0)`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SpmmOptions {
+    pub(crate) alpha: f32,
+    pub(crate) beta: f32,
+    pub(crate) backend: Backend,
+}
+
+impl Default for SpmmOptions {
+    fn default() -> Self {
+        Self {
+            alpha: 1.0,
+            beta: 0.0,
+            backend: Backend::Auto,
+        }
+    }
+}
+
+impl SpmmOptions {
+    /// `α = 1, β = 0`, `Backend::Auto`.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    pub fn alpha(mut self, alpha: f32) -> Self {
+        self.alpha = alpha;
+        self
+    }
+    /// With `β = 0`, C is write-only: its old contents (even NaN) are never read.
+    pub fn beta(mut self, beta: f32) -> Self {
+        self.beta = beta;
+        self
+    }
+    pub fn backend(mut self, backend: Backend) -> Self {
+        self.backend = backend;
+        self
+    }
+    pub fn get_alpha(&self) -> f32 {
+        self.alpha
+    }
+    pub fn get_beta(&self) -> f32 {
+        self.beta
+    }
+    pub fn get_backend(&self) -> Backend {
+        self.backend
+    }
+}
+
