@@ -5,8 +5,12 @@
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-env-changed=DOCS_RS");
+    // docs.rs has no CUDA: the documentation needs no kernels.
     #[cfg(feature = "cuda")]
-    cuda::build();
+    if std::env::var_os("DOCS_RS").is_none() {
+        cuda::build();
+    }
 }
 
 #[cfg(feature = "cuda")]
@@ -120,6 +124,126 @@ mod cuda {
             .all(|f| mtime(Path::new(f)).is_some_and(|t| t <= t_obj))
     }
 
+    /// One compilation: a source, its object, and nvcc's arguments.
+    struct Job {
+        src: String,
+        obj: PathBuf,
+        dep: PathBuf,
+        stamp: PathBuf,
+        args: Vec<String>,
+        cmd_line: String,
+    }
+
+    /// The sources of cpp/sources.txt with their arch class; a path ending in `dir/*.cu`
+    /// stands for every `.cu` directly in `dir`, sorted.
+    fn expand_sources(root: &Path, lines: &[String]) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for line in lines {
+            let mut parts = line.split_whitespace();
+            let (Some(src), Some(class), None) = (parts.next(), parts.next(), parts.next()) else {
+                fail(format!("cpp/sources.txt: malformed line `{line}`"));
+            };
+            if let Some(dir) = src.strip_suffix("/*.cu") {
+                let abs = root.join(dir);
+                println!("cargo:rerun-if-changed={}", abs.display());
+                let mut names: Vec<String> = fs::read_dir(&abs)
+                    .unwrap_or_else(|e| fail(format!("cpp/sources.txt: reading {dir}: {e}")))
+                    .filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.ends_with(".cu"))
+                    .collect();
+                names.sort();
+                if names.is_empty() {
+                    fail(format!("cpp/sources.txt: {src} matches no file"));
+                }
+                out.extend(
+                    names
+                        .into_iter()
+                        .map(|n| (format!("{dir}/{n}"), class.to_string())),
+                );
+            } else {
+                if !root.join(src).is_file() {
+                    fail(format!("cpp/sources.txt lists {src}, which does not exist"));
+                }
+                out.push((src.to_string(), class.to_string()));
+            }
+        }
+        out
+    }
+
+    /// Where objects are kept: beside the profile directories of the target dir, so the
+    /// debug and release builds (tests, benches) share them; nvcc's flags do not depend on
+    /// the cargo profile. SPARSEK_KERNEL_CACHE overrides.
+    fn object_dir(out: &Path) -> PathBuf {
+        println!("cargo:rerun-if-env-changed=SPARSEK_KERNEL_CACHE");
+        if let Ok(dir) = env::var("SPARSEK_KERNEL_CACHE") {
+            return PathBuf::from(dir);
+        }
+        // OUT_DIR is <target>[/<triple>]/<profile>/build/<package-hash>/out.
+        match out.ancestors().nth(4) {
+            Some(target) => target.join("sparsek-kernels"),
+            None => out.join("obj"),
+        }
+    }
+
+    fn hash_of(text: &str) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        text.hash(&mut h);
+        h.finish()
+    }
+
+    /// Runs nvcc for every stale job, `jobs` at a time (the CUTLASS units are memory- and
+    /// CPU-hungry; cargo's NUM_JOBS is the budget). Objects are written under a temporary
+    /// name and renamed, so concurrent builds sharing the cache never see half an object.
+    fn compile(nvcc: &Path, jobs: Vec<Job>) {
+        let stale: Vec<Job> = jobs
+            .into_iter()
+            .filter(|j| !is_fresh(&j.obj, &j.dep, &j.stamp, &j.cmd_line))
+            .collect();
+        let parallel = env::var("NUM_JOBS")
+            .ok()
+            .and_then(|n| n.parse::<usize>().ok())
+            .unwrap_or(1)
+            .max(1);
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let failures = std::sync::Mutex::new(Vec::new());
+        std::thread::scope(|scope| {
+            for _ in 0..parallel.min(stale.len()) {
+                scope.spawn(|| loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(job) = stale.get(i) else { break };
+                    eprintln!("nvcc: {}", job.src);
+                    let tmp = job
+                        .obj
+                        .with_extension(format!("o.tmp{}", std::process::id()));
+                    let ok = Command::new(nvcc)
+                        .args(&job.args)
+                        .arg("-o")
+                        .arg(&tmp)
+                        .args(["-MD", "-MF"])
+                        .arg(&job.dep)
+                        .status()
+                        .map(|s| s.success())
+                        .unwrap_or(false);
+                    if ok && fs::rename(&tmp, &job.obj).is_ok() {
+                        let _ = fs::write(&job.stamp, &job.cmd_line);
+                    } else {
+                        let _ = fs::remove_file(&tmp);
+                        failures
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .push(job.src.clone());
+                    }
+                });
+            }
+        });
+        let failures = failures.into_inner().unwrap_or_else(|p| p.into_inner());
+        if !failures.is_empty() {
+            fail(format!("nvcc failed on {}", failures.join(", ")));
+        }
+    }
+
     pub fn build() {
         let root = manifest_dir();
         let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
@@ -150,36 +274,28 @@ mod cuda {
             .map(|a| a.trim().to_string())
             .filter(|a| !a.is_empty())
             .collect();
+        if archs.is_empty() {
+            fail("SPARSEK_CUDA_ARCHS lists no architecture".into());
+        }
 
         let flags = read_list(&root.join("cpp/nvcc_flags.txt"));
-        let sources = read_list(&root.join("cpp/sources.txt"));
+        let sources = expand_sources(&root, &read_list(&root.join("cpp/sources.txt")));
         println!("cargo:rerun-if-changed=cpp");
         println!("cargo:rerun-if-changed=include");
 
-        let obj_dir = out.join("obj");
-        fs::create_dir_all(&obj_dir).expect("creating OUT_DIR/obj");
-        let mut objects = Vec::new();
-        for line in &sources {
-            let mut parts = line.split_whitespace();
-            let (Some(src), Some(arch_kind)) = (parts.next(), parts.next()) else {
-                fail(format!("cpp/sources.txt: malformed line `{line}`"));
-            };
-            let src_path = root.join(src);
-            if !src_path.is_file() {
-                fail(format!("cpp/sources.txt lists {src}, which does not exist"));
-            }
+        let obj_dir = object_dir(&out);
+        fs::create_dir_all(&obj_dir)
+            .unwrap_or_else(|e| fail(format!("creating {}: {e}", obj_dir.display())));
+        let mut jobs = Vec::new();
+        for (src, arch_kind) in &sources {
             // Hopper-only sources (CUTLASS SM90) build for sm_90a alone, whatever the list.
-            let file_archs: Vec<&String> = match arch_kind {
+            let file_archs: Vec<&String> = match arch_kind.as_str() {
                 "all" => archs.iter().collect(),
                 "sm90a" => archs.iter().filter(|a| a.as_str() == "90a").collect(),
                 other => fail(format!(
                     "cpp/sources.txt: unknown arch class `{other}` for {src}"
                 )),
             };
-            let stem = src.replace(['/', '.'], "_");
-            let obj = obj_dir.join(format!("{stem}.o"));
-            let dep = obj_dir.join(format!("{stem}.d"));
-            let stamp = obj_dir.join(format!("{stem}.cmd"));
             let mut args: Vec<String> = flags.clone();
             if file_archs.is_empty() {
                 // Built without sm_90a: the file still provides its host functions, which
@@ -195,27 +311,24 @@ mod cuda {
             {
                 args.push(format!("-I{}", inc.display()));
             }
-            args.extend([
-                "-c".into(),
-                src_path.display().to_string(),
-                "-o".into(),
-                obj.display().to_string(),
-            ]);
+            args.extend(["-c".into(), root.join(src).display().to_string()]);
             let cmd_line = format!("{} {}", nvcc.display(), args.join(" "));
-            if !is_fresh(&obj, &dep, &stamp, &cmd_line) {
-                eprintln!("nvcc: {src}");
-                let status = Command::new(&nvcc)
-                    .args(&args)
-                    .args(["-MD", "-MF", &dep.display().to_string()])
-                    .status()
-                    .unwrap_or_else(|e| fail(format!("running {}: {e}", nvcc.display())));
-                if !status.success() {
-                    fail(format!("nvcc failed on {src} ({status})"));
-                }
-                fs::write(&stamp, &cmd_line).expect("writing the command stamp");
-            }
-            objects.push(obj);
+            let stem = format!(
+                "{}-{:016x}",
+                src.replace(['/', '.'], "_"),
+                hash_of(&cmd_line)
+            );
+            jobs.push(Job {
+                src: src.clone(),
+                obj: obj_dir.join(format!("{stem}.o")),
+                dep: obj_dir.join(format!("{stem}.d")),
+                stamp: obj_dir.join(format!("{stem}.cmd")),
+                args,
+                cmd_line,
+            });
         }
+        let objects: Vec<PathBuf> = jobs.iter().map(|j| j.obj.clone()).collect();
+        compile(&nvcc, jobs);
 
         let lib = out.join("libsparsek_kernels.a");
         let _ = fs::remove_file(&lib);
@@ -229,14 +342,14 @@ mod cuda {
             fail("ar failed".into());
         }
 
-        cxx_build::bridge("src/gpu/ffi.rs")
+        cxx_build::bridge("src/gpu/sys.rs")
             .file("cpp/bridge.cc")
             .include(root.join("include"))
             .include(root.join("cpp"))
             .include(&cuda_include)
             .std("c++17")
             .compile("sparsek_bridge");
-        println!("cargo:rerun-if-changed=src/gpu/ffi.rs");
+        println!("cargo:rerun-if-changed=src/gpu/sys.rs");
 
         // After the bridge (which calls into it), before cudart (which it calls).
         println!("cargo:rustc-link-search=native={}", out.display());

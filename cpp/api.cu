@@ -66,7 +66,12 @@ const char* dtype_name(DType t) {
 int64_t element_bytes(DType t) { return t == DType::F32 ? 4 : 2; }
 bool valid(DType t) { return t == DType::F16 || t == DType::BF16 || t == DType::F32; }
 bool valid(Layout l) { return l == Layout::RowMajor || l == Layout::ColMajor; }
-bool valid(Backend b) { return b == Backend::Auto || b == Backend::Wmma || b == Backend::Cutlass; }
+bool valid(Backend b) {
+  return b == Backend::Auto || b == Backend::Wmma || b == Backend::Cutlass || b == Backend::Decode;
+}
+bool valid(Activation a) {
+  return a == Activation::None || a == Activation::Relu || a == Activation::GeluTanh || a == Activation::Silu;
+}
 
 // A dense view: non-negative dims, non-null data when non-empty, ld covering the
 // contiguous extent, and its last element's offset (in bytes too) inside int64.
@@ -133,6 +138,10 @@ Result finish(Result r) {
 Result validate(const BsrView& a, const DenseView& b, const DenseView& c, const SpmmOptions& options, Problem* out) {
   if (!valid(options.backend))
     return make_result(Status::InvalidArgument, "backend = %d is not a Backend", int(options.backend));
+  if (!valid(options.activation))
+    return make_result(Status::InvalidArgument, "activation = %d is not an Activation", int(options.activation));
+  if (reinterpret_cast<uintptr_t>(options.bias) % 16 != 0)
+    return make_result(Status::InvalidArgument, "bias is not 16-byte aligned");
   Result r = check_bsr(a);
   if (r.ok()) r = check_dense("B", b);
   if (r.ok()) r = check_dense("C", c);
@@ -151,7 +160,7 @@ Result validate(const BsrView& a, const DenseView& b, const DenseView& c, const 
   DeviceInfo device;
   r = current_device(&device);
   if (!r.ok()) return r;
-  *out = Problem(a, b, c, options.alpha, options.beta, options.backend, device);
+  *out = Problem(a, b, c, options.alpha, options.beta, options.backend, options.bias, options.activation, device);
   return Result{};
 }
 

@@ -2,72 +2,54 @@
 
 #include <sparsek/sparsek.hpp>
 
-#include <cstdio>
-
-#include "chain/checksum.hpp"
-#include "sparsek/src/gpu/ffi.rs.h"
+#include "problem.hpp"
+#include "registry.hpp"
+#include "sparsek/src/gpu/sys.rs.h"
 
 namespace sparsek::ffi {
 namespace {
 
-struct Views {
+// Rust validated the problem (src/spmm.rs, and DeviceBsr holds only validated arrays), so
+// this is the Rust entry's Problem: no check is repeated here (cpp/problem.hpp).
+detail::Problem to_problem(const SpmmProblem& x, const detail::DeviceInfo& device) {
   BsrView a;
-  DenseView b, c;
-  SpmmOptions options;
-};
-
-Views views(const SpmmArgs& x) {
-  Views v;
-  v.a.m = x.m;
-  v.a.k = x.k;
-  v.a.bm = x.bm;
-  v.a.bk = x.bk;
-  v.a.nnzb = x.nnzb;
-  v.a.row_ptr = reinterpret_cast<const int32_t*>(x.row_ptr);
-  v.a.col_idx = reinterpret_cast<const int32_t*>(x.col_idx);
-  v.a.values = reinterpret_cast<const void*>(x.values);
-  v.a.dtype = static_cast<DType>(x.in_dtype);
-  v.b = DenseView{reinterpret_cast<void*>(x.b), x.k, x.n, x.b_ld,
-                  x.b_col_major ? Layout::ColMajor : Layout::RowMajor, static_cast<DType>(x.in_dtype)};
-  v.c = DenseView{reinterpret_cast<void*>(x.c), x.m, x.n, x.c_ld,
-                  x.c_col_major ? Layout::ColMajor : Layout::RowMajor, static_cast<DType>(x.out_dtype)};
-  v.options.alpha = x.alpha;
-  v.options.beta = x.beta;
-  v.options.backend = static_cast<Backend>(x.backend);
-  return v;
+  a.m = x.m;
+  a.k = x.k;
+  a.bm = x.bm;
+  a.bk = x.bk;
+  a.nnzb = x.nnzb;
+  a.row_ptr = reinterpret_cast<const int32_t*>(x.row_ptr);
+  a.col_idx = reinterpret_cast<const int32_t*>(x.col_idx);
+  a.values = reinterpret_cast<const void*>(x.values);
+  a.dtype = x.input;
+  const DenseView b{reinterpret_cast<void*>(x.b), x.k, x.n, x.b_ld, x.b_layout, x.input};
+  const DenseView c{reinterpret_cast<void*>(x.c), x.m, x.n, x.c_ld, x.c_layout, x.output};
+  return detail::Problem::from_rust(a, b, c, x.alpha, x.beta, x.backend, reinterpret_cast<const void*>(x.bias),
+                                    x.activation, device);
 }
 
-FfiStatus convert(const Result& r, Backend chosen) {
-  return FfiStatus{static_cast<int32_t>(r.status), rust::String(r.message), static_cast<int32_t>(chosen)};
+FfiStatus status(const Result& r, const detail::Selection& s) {
+  const bool chosen = r.ok() && s.family != nullptr;
+  return FfiStatus{r.status, rust::String(r.message), chosen ? s.family->backend : Backend::Auto,
+                   rust::String(chosen ? s.family->info(s.row).name : "")};
+}
+
+// Selects a row for the problem and, when `run`, launches it on the problem's stream.
+FfiStatus select_and_run(const SpmmProblem& x, bool run) {
+  detail::Selection s;
+  detail::DeviceInfo device;
+  Result r = detail::current_device(&device);
+  if (!r.ok()) return status(r, s);
+  const detail::Problem p = to_problem(x, device);
+  r = detail::select(p, &s);
+  if (r.ok() && run) r = detail::launch(p, s, reinterpret_cast<cudaStream_t>(x.stream));
+  return status(r, s);
 }
 
 }  // namespace
 
-FfiStatus can_implement(const SpmmArgs& args) {
-  Views v = views(args);
-  Backend chosen = Backend::Auto;
-  Result r = sparsek::can_implement(v.a, v.b, v.c, v.options, &chosen);
-  return convert(r, chosen);
-}
+FfiStatus select(const SpmmProblem& problem) { return select_and_run(problem, false); }
 
-FfiStatus spmm(const SpmmArgs& args) {
-  Views v = views(args);
-  Backend chosen = Backend::Auto;
-  Result r = sparsek::can_implement(v.a, v.b, v.c, v.options, &chosen);
-  if (r.ok()) r = sparsek::spmm(v.a, v.b, v.c, v.options, reinterpret_cast<cudaStream_t>(args.stream));
-  return convert(r, chosen);
-}
-
-FfiStatus chain_checksum(uint64_t data, int64_t n, uint64_t out, uint64_t stream) {
-  cudaError_t e = sparsek::detail::chain_checksum(reinterpret_cast<const uint32_t*>(data), n,
-                                                  reinterpret_cast<uint64_t*>(out),
-                                                  reinterpret_cast<cudaStream_t>(stream));
-  Result r;
-  if (e != cudaSuccess) {
-    r.status = Status::CudaError;
-    snprintf(r.message, sizeof(r.message), "chain_checksum: %s", cudaGetErrorString(e));
-  }
-  return convert(r, Backend::Auto);
-}
+FfiStatus spmm(const SpmmProblem& problem) { return select_and_run(problem, true); }
 
 }  // namespace sparsek::ffi

@@ -17,7 +17,8 @@
 //   - B is k x n and C is m x n; data is non-null when the view is non-empty;
 //     ld >= max(1, contiguous extent) and (outer - 1)*ld + extent fits int64 (elements);
 //   - A and B are F16 or BF16 and equal; C is the input type or F32;
-//     layouts are RowMajor or ColMajor; the backend is a Backend value;
+//     layouts are RowMajor or ColMajor; the backend is a Backend value, the activation
+//     an Activation value; bias is null or 16-byte aligned (m values of the input type);
 //   - the BSR index arrays are valid (row_ptr from 0, non-decreasing, ends at nnzb;
 //     col_idx sorted, unique, < k/bk per block-row): validated on the host (Rust), on the
 //     device (C++ with options.check_indices), or trusted (documented in the C++ header);
@@ -47,6 +48,8 @@ class Problem {
   float alpha = 1.0f;
   float beta = 0.0f;
   Backend backend = Backend::Auto;
+  const void* bias = nullptr;  // m values of the input dtype, or null
+  Activation activation = Activation::None;
   DeviceInfo device;
 
   int64_t m() const { return a.m; }
@@ -57,19 +60,28 @@ class Problem {
   DType input() const { return a.dtype; }
   DType output() const { return c.dtype; }
   bool empty_output() const { return a.m == 0 || c.cols == 0; }
+  bool has_epilogue() const { return bias != nullptr || activation != Activation::None; }
 
   // The Rust bridge's constructor (see the file comment): the views come from a problem
   // that Rust validated.
   static Problem from_rust(const BsrView& a, const DenseView& b, const DenseView& c, float alpha, float beta,
-                           Backend backend, const DeviceInfo& device) {
-    return Problem(a, b, c, alpha, beta, backend, device);
+                           Backend backend, const void* bias, Activation activation, const DeviceInfo& device) {
+    return Problem(a, b, c, alpha, beta, backend, bias, activation, device);
   }
 
  private:
   Problem() = default;
   Problem(const BsrView& a_, const DenseView& b_, const DenseView& c_, float alpha_, float beta_, Backend backend_,
-          const DeviceInfo& device_)
-      : a(a_), b(b_), c(c_), alpha(alpha_), beta(beta_), backend(backend_), device(device_) {}
+          const void* bias_, Activation activation_, const DeviceInfo& device_)
+      : a(a_),
+        b(b_),
+        c(c_),
+        alpha(alpha_),
+        beta(beta_),
+        backend(backend_),
+        bias(bias_),
+        activation(activation_),
+        device(device_) {}
   friend Result validate(const BsrView&, const DenseView&, const DenseView&, const SpmmOptions&, Problem*);
   friend Result sparsek::can_implement(const BsrView&, const DenseView&, const DenseView&, const SpmmOptions&,
                                        Backend*);

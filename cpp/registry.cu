@@ -8,7 +8,15 @@ namespace sparsek::detail {
 namespace {
 
 // Auto's preference order.
-const Family* const kFamilies[] = {&kSm90Family, &kWmmaFamily};
+const Family* const kFamilies[] = {&kDecodeFamily, &kSm90Family, &kWmmaFamily};
+constexpr int kNumFamilies = sizeof(kFamilies) / sizeof(kFamilies[0]);
+static_assert(kNumFamilies == 3, "the refusal message below names every family");
+
+// Why family f cannot run p at all, or nullptr.
+const char* family_refuses(const Family& f, const Problem& p) {
+  if (p.has_epilogue() && !f.epilogue) return "no fused bias/activation epilogue";
+  return f.supports(p);
+}
 
 // SPARSEK_VARIANT, read once per process; "" when unset.
 const char* forced_variant() {
@@ -32,7 +40,7 @@ Result select(const Problem& p, Selection* out) {
         if (!allowed(*f, p.backend))
           return make_result(Status::NotSupported, "SPARSEK_VARIANT=%s is a %s row, but another backend was requested",
                              forced, f->name);
-        if (const char* why = f->supports(p)) return make_result(Status::NotSupported, "%s: %s", f->name, why);
+        if (const char* why = family_refuses(*f, p)) return make_result(Status::NotSupported, "%s: %s", f->name, why);
         if (const char* why = f->fits(p, row))
           return make_result(Status::NotSupported, "SPARSEK_VARIANT=%s does not fit: %s", forced, why);
         *out = Selection{f, row};
@@ -43,12 +51,12 @@ Result select(const Problem& p, Selection* out) {
   }
 
   // Reasons per family, for the message when nothing runs the problem.
-  const char* why[2] = {nullptr, nullptr};
+  const char* why[kNumFamilies] = {};
   const Family* last = nullptr;
   int tried = 0;
   for (const Family* f : kFamilies) {
     if (!allowed(*f, p.backend)) continue;
-    const char* reason = f->supports(p);
+    const char* reason = family_refuses(*f, p);
     int last_fit_failure = -1;
     if (reason == nullptr) {
       for (int row = 0; row < f->rows; ++row) {
@@ -67,8 +75,8 @@ Result select(const Problem& p, Selection* out) {
     last = f;
   }
   if (p.backend == Backend::Auto)
-    return make_result(Status::NotSupported, "no kernel runs this problem (%s: %s; %s: %s)", kFamilies[0]->name,
-                       why[0], kFamilies[1]->name, why[1]);
+    return make_result(Status::NotSupported, "no kernel runs this problem (%s: %s; %s: %s; %s: %s)",
+                       kFamilies[0]->name, why[0], kFamilies[1]->name, why[1], kFamilies[2]->name, why[2]);
   if (last == nullptr) return make_result(Status::InvalidArgument, "unknown backend %d", static_cast<int>(p.backend));
   return make_result(Status::NotSupported, "the %s backend cannot run this problem: %s", last->name, why[0]);
 }

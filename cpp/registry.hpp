@@ -13,9 +13,10 @@
 //   1. SPARSEK_VARIANT=<row name> in the environment (a measuring knob, read once) forces
 //      that row wherever it is supported and fits; where it does not, the problem is
 //      refused with the reason (so a sweep never silently measures another row).
-//   2. Otherwise, for Backend::Auto, families are tried in kFamilies order (the Hopper
-//      family first: it is the faster one wherever it applies); an explicit backend tries
-//      only its family.
+//   2. Otherwise, for Backend::Auto, families are tried in kFamilies order: Decode (its
+//      rows fit only below their measured n thresholds), then the Hopper family (the faster
+//      one wherever it applies), then WMMA; an explicit backend tries only its family. A
+//      problem with a bias or activation skips families without the fused epilogue.
 //   3. Within a family, the first row in table order that is `automatic` and fits wins.
 //      Tables are ordered by measured preference; each row cites the run that chose it.
 #pragma once
@@ -37,6 +38,7 @@ struct Family {
   Backend backend;
   const char* name;  // "cutlass", "wmma": the name in messages
   int rows;          // rows in the family's table
+  bool epilogue;     // takes the fused bias/activation epilogue (Problem::has_epilogue)
   VariantInfo (*info)(int row);
   const char* (*supports)(const Problem& p);
   const char* (*fits)(const Problem& p, int row);
@@ -44,6 +46,7 @@ struct Family {
 };
 
 // Defined by each family (cpp/sm90/family.cu, cpp/wmma/family.cu).
+extern const Family kDecodeFamily;
 extern const Family kSm90Family;
 extern const Family kWmmaFamily;
 

@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
 # Builds dist/spmm_check, a standalone test/benchmark executable, from every CUDA source in
 # cpp/sources.txt plus examples/cpp/spmm_check.cpp, with the shared flags of
-# cpp/nvcc_flags.txt. No cargo involved: this is the quickest way to run the kernels.
+# cpp/nvcc_flags.txt. No cargo and no CMake involved: the quickest way to run the kernels.
 #
 #   scripts/build-cpp-check.sh                 # build (objects are reused when up to date)
 #   SPARSEK_PTXAS_VERBOSE=1 scripts/build-cpp-check.sh   # also keep ptxas -v reports in dist/obj/*.ptxas.log
+#   SPARSEK_CUDA_ARCHS=80 scripts/build-cpp-check.sh     # one architecture: a much shorter build
+#
+# cpp/sources.txt: `path class` per line; a path may end in a glob (`dir/*.cu`: every .cu
+# directly in dir, sorted). Class `all` builds for every arch of SPARSEK_CUDA_ARCHS, `sm90a`
+# for 90a alone, or, when 90a is not in the list, for the first arch with -DSPARSEK_NO_SM90A
+# (as build.rs and CMake do).
 #
 # Environment: NVCC (default third_party/py/nvidia/cu13/bin/nvcc), CUTLASS_DIR (default
-# third_party/py/cutlass_library/source). Sources are compiled one at a time, on purpose:
-# nvcc on the kernel files is memory- and CPU-hungry.
+# third_party/py/cutlass_library/source), SPARSEK_CUDA_ARCHS (default "90a,80"; commas or
+# semicolons), JOBS (default 2): nvcc runs that many translation units at once (each needs
+# a few GB of memory on the kernel files).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -16,8 +23,13 @@ cd "$root"
 
 nvcc="${NVCC:-$root/third_party/py/nvidia/cu13/bin/nvcc}"
 cutlass="${CUTLASS_DIR:-$root/third_party/py/cutlass_library/source}"
+jobs="${JOBS:-2}"
 if [[ ! -x "$nvcc" ]]; then
   echo "build-cpp-check: no nvcc at $nvcc (run third_party/setup.sh or set NVCC)" >&2
+  exit 1
+fi
+if ! [[ "$jobs" =~ ^[1-9][0-9]*$ ]]; then
+  echo "build-cpp-check: JOBS must be a positive integer, not '$jobs'" >&2
   exit 1
 fi
 cuda_lib="$(cd "$(dirname "$nvcc")/.." && pwd)/lib"
@@ -25,10 +37,28 @@ cuda_lib="$(cd "$(dirname "$nvcc")/.." && pwd)/lib"
 # Shared flags, one per line; '#' starts a comment.
 mapfile -t flags < <(sed -e 's/#.*//' -e 's/^[[:space:]]*//' -e 's/[[:space:]]*$//' cpp/nvcc_flags.txt | grep -v '^$')
 includes=(-I include -I cpp -I "$cutlass/include" -I "$cutlass/tools/util/include")
-gencode_sm90a=(-gencode=arch=compute_90a,code=sm_90a)
-gencode_all=("${gencode_sm90a[@]}" -gencode=arch=compute_80,code=sm_80)
 verbose=()
 [[ "${SPARSEK_PTXAS_VERBOSE:-0}" == 1 ]] && verbose=(-Xptxas=-v)
+
+# Architectures: gencode flags for class `all`, and for class `sm90a`.
+IFS=',;' read -r -a archs <<< "${SPARSEK_CUDA_ARCHS:-90a,80}"
+gencode_all=()
+has_90a=0
+for a in "${archs[@]}"; do
+  a="${a// /}"
+  [[ -z "$a" ]] && continue
+  [[ "$a" == 90a ]] && has_90a=1
+  gencode_all+=("-gencode=arch=compute_$a,code=sm_$a")
+done
+if [[ ${#gencode_all[@]} -eq 0 ]]; then
+  echo "build-cpp-check: SPARSEK_CUDA_ARCHS names no architecture" >&2
+  exit 1
+fi
+if [[ $has_90a == 1 ]]; then
+  gencode_sm90a=(-gencode=arch=compute_90a,code=sm_90a)
+else
+  gencode_sm90a=("${gencode_all[0]}" -DSPARSEK_NO_SM90A)
+fi
 
 obj_dir=dist/obj
 mkdir -p "$obj_dir"
@@ -44,6 +74,8 @@ up_to_date() {  # obj depfile cmdfile cmdline
   done
 }
 
+# Compiles one source; nvcc's messages go to $obj.log (and ptxas -v reports stay there as
+# $obj.ptxas.log) and are printed when it fails, so parallel jobs do not interleave.
 compile() {  # source object extra-args...
   local src="$1" obj="$2"
   shift 2
@@ -51,33 +83,86 @@ compile() {  # source object extra-args...
   local cmd="$nvcc ${args[*]}"
   if up_to_date "$obj" "$obj.d" "$obj.cmd" "$cmd"; then
     echo "  up to date  $src"
-    return
+    return 0
   fi
   echo "  nvcc        $src"
-  if [[ ${#verbose[@]} -gt 0 ]]; then
-    "$nvcc" "${args[@]}" 2> >(tee "$obj.ptxas.log" >&2)
-  else
-    "$nvcc" "${args[@]}"
+  rm -f "$obj.cmd"
+  if ! "$nvcc" "${args[@]}" > "$obj.log" 2>&1; then
+    echo "build-cpp-check: nvcc failed on $src:" >&2
+    cat "$obj.log" >&2
+    return 1
   fi
+  if [[ ${#verbose[@]} -gt 0 ]]; then
+    mv "$obj.log" "$obj.ptxas.log"
+  elif [[ -s "$obj.log" ]]; then
+    cat "$obj.log" >&2  # warnings
+  fi
+  rm -f "$obj.log"
   printf '%s' "$cmd" > "$obj.cmd"
 }
 
-objects=()
-while read -r path archs _; do
+# The sources, globs expanded (sorted, byte order), each with its gencode flags.
+srcs=()
+classes=()
+while read -r path class extra; do
   [[ -z "$path" || "$path" == \#* ]] && continue
-  if [[ ! -f "$path" ]]; then
-    echo "  skip        $path (listed in cpp/sources.txt but not present yet)"
-    continue
+  if [[ -z "$class" || ( -n "$extra" && "$extra" != \#* ) ]]; then
+    echo "build-cpp-check: cpp/sources.txt: malformed line '$path $class $extra' (want: path class)" >&2
+    exit 1
   fi
-  case "$archs" in
-    all) gencode=("${gencode_all[@]}") ;;
-    sm90a) gencode=("${gencode_sm90a[@]}") ;;
-    *) echo "build-cpp-check: unknown arch column '$archs' for $path" >&2; exit 1 ;;
+  case "$class" in
+    all | sm90a) ;;
+    *) echo "build-cpp-check: cpp/sources.txt: unknown arch class '$class' for $path" >&2; exit 1 ;;
   esac
-  obj="$obj_dir/$(echo "${path%.*}" | tr '/' '_').o"
-  compile "$path" "$obj" "${gencode[@]}"
-  objects+=("$obj")
+  if [[ "$path" == *[\*\?\[]* ]]; then
+    mapfile -t matched < <(compgen -G "$path" | LC_ALL=C sort)
+    if [[ ${#matched[@]} -eq 0 ]]; then
+      echo "build-cpp-check: cpp/sources.txt: $path matches no file" >&2
+      exit 1
+    fi
+  elif [[ -f "$path" ]]; then
+    matched=("$path")
+  else
+    echo "build-cpp-check: cpp/sources.txt lists $path, which does not exist" >&2
+    exit 1
+  fi
+  for m in "${matched[@]}"; do
+    [[ -f "$m" ]] || continue
+    srcs+=("$m")
+    classes+=("$class")
+  done
 done < cpp/sources.txt
+echo "build-cpp-check: ${#srcs[@]} sources, SPARSEK_CUDA_ARCHS=${SPARSEK_CUDA_ARCHS:-90a,80}, $jobs at a time"
+
+# Compile, $jobs at a time (waiting on each job by pid: `wait PID` keeps the status of a job
+# that already ended, `wait -n` may not); the first failure stops new jobs.
+objects=()
+pids=()
+failed=0
+for i in "${!srcs[@]}"; do
+  src="${srcs[$i]}"
+  obj="$obj_dir/$(echo "${src%.*}" | tr '/' '_').o"
+  objects+=("$obj")
+  if [[ "${classes[$i]}" == sm90a ]]; then
+    gencode=("${gencode_sm90a[@]}")
+  else
+    gencode=("${gencode_all[@]}")
+  fi
+  if (( ${#pids[@]} >= jobs )); then
+    wait "${pids[0]}" || failed=1
+    pids=("${pids[@]:1}")
+  fi
+  (( failed )) && break
+  compile "$src" "$obj" "${gencode[@]}" &
+  pids+=($!)
+done
+for pid in "${pids[@]}"; do
+  wait "$pid" || failed=1
+done
+if (( failed )); then
+  echo "build-cpp-check: compilation failed" >&2
+  exit 1
+fi
 
 compile examples/cpp/spmm_check.cpp "$obj_dir/spmm_check.o"
 echo "  link        dist/spmm_check"

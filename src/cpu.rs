@@ -4,23 +4,42 @@
 
 use rayon::prelude::*;
 
-use crate::format::BsrMatrix;
 use crate::dense::{DenseShape, Layout};
 use crate::element::Element;
+use crate::epilogue::Activation;
+use crate::format::BsrMatrix;
+
+/// The epilogue's scalars and vector: `C = act(α·A·B + bias + β·C)`; `bias` has `m`
+/// values (checked by the caller).
+pub(crate) struct Scalars<'a, T> {
+    pub alpha: f32,
+    pub beta: f32,
+    pub bias: Option<&'a [T]>,
+    pub activation: Activation,
+}
 
 /// Columns of B processed together: 256 f32 x bk rows of B stay in L2.
 const N_CHUNK: usize = 256;
 
-/// `C = α·A·B + β·C`. Shapes were checked by the caller.
+/// `C = α·A·B + β·C`. Shapes were checked by the caller (`spmm::check_view`): B holds
+/// `(outer - 1) * ld + extent >= k * n` elements and C `>= m * n`, so every product and
+/// offset below (`k * n`, `m * n`, `(k0 + kk) * n`, `i * n + j`, the views' offsets) is
+/// below a length that exists and cannot overflow; `j * bm * bk` and `r * bk + kk` are
+/// below `values.len() = nnzb * bm * bk` (validated when A was built).
 pub(crate) fn spmm<T: Element, O: Element>(
     a: &BsrMatrix<T>,
     b: &[T],
     b_shape: &DenseShape,
     c: &mut [O],
     c_shape: &DenseShape,
-    alpha: f32,
-    beta: f32,
+    scalars: Scalars<'_, T>,
 ) {
+    let Scalars {
+        alpha,
+        beta,
+        bias,
+        activation,
+    } = scalars;
     let (m, n) = (a.m(), c_shape.cols);
     if m == 0 || n == 0 {
         return;
@@ -29,7 +48,7 @@ pub(crate) fn spmm<T: Element, O: Element>(
     let mut bf = vec![0f32; a.k() * n];
     bf.par_chunks_mut(n).enumerate().for_each(|(kk, row)| {
         for (j, v) in row.iter_mut().enumerate() {
-            *v = b[b_shape.layout.offset(kk, j, b_shape.ld)].to_f32();
+            *v = b[b_shape.layout.offset_in_view(kk, j, b_shape.ld)].to_f32();
         }
     });
 
@@ -57,14 +76,17 @@ pub(crate) fn spmm<T: Element, O: Element>(
             }
         });
 
-    // Epilogue. β = 0 never reads C, so a NaN-poisoned C is fully overwritten.
-    let epilogue = |acc: f32, old: O| -> O {
-        let v = if beta == 0.0 {
-            alpha * acc
-        } else {
-            alpha * acc + beta * old.to_f32()
-        };
-        O::from_f32(v)
+    // Epilogue: act(α·acc + bias + β·C). β = 0 never reads C, so a NaN-poisoned C is fully
+    // overwritten.
+    let epilogue = |i: usize, acc: f32, old: O| -> O {
+        let mut v = alpha * acc;
+        if let Some(bias) = bias {
+            v += bias[i].to_f32();
+        }
+        if beta != 0.0 {
+            v += beta * old.to_f32();
+        }
+        O::from_f32(activation.apply(v))
     };
     let ld = c_shape.ld;
     match c_shape.layout {
@@ -74,7 +96,7 @@ pub(crate) fn spmm<T: Element, O: Element>(
             .enumerate()
             .for_each(|(i, row)| {
                 for (j, out) in row[..n].iter_mut().enumerate() {
-                    *out = epilogue(acc[i * n + j], *out);
+                    *out = epilogue(i, acc[i * n + j], *out);
                 }
             }),
         Layout::ColMajor => c
@@ -83,7 +105,7 @@ pub(crate) fn spmm<T: Element, O: Element>(
             .enumerate()
             .for_each(|(j, col)| {
                 for (i, out) in col[..m].iter_mut().enumerate() {
-                    *out = epilogue(acc[i * n + j], *out);
+                    *out = epilogue(i, acc[i * n + j], *out);
                 }
             }),
     }

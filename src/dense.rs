@@ -19,9 +19,22 @@ pub enum Layout {
 }
 
 impl Layout {
-    /// Offset of element `(i, j)` with leading dimension `ld`.
+    /// Offset of element `(i, j)` with leading dimension `ld`, or `None` when it overflows
+    /// `usize`.
     #[inline]
-    pub fn offset(self, i: usize, j: usize, ld: usize) -> usize {
+    pub fn offset(self, i: usize, j: usize, ld: usize) -> Option<usize> {
+        let (outer, inner) = match self {
+            Layout::RowMajor => (i, j),
+            Layout::ColMajor => (j, i),
+        };
+        outer.checked_mul(ld)?.checked_add(inner)
+    }
+
+    /// [`offset`](Self::offset) of an element inside a view that `spmm` accepted: such an
+    /// offset is below the buffer's length ([`DenseShape::required_len`] was checked), so
+    /// the arithmetic cannot overflow.
+    #[inline]
+    pub(crate) fn offset_in_view(self, i: usize, j: usize, ld: usize) -> usize {
         match self {
             Layout::RowMajor => i * ld + j,
             Layout::ColMajor => j * ld + i,
@@ -61,7 +74,8 @@ impl DenseShape {
             Layout::ColMajor => self.rows,
         }
     }
-    /// Elements a buffer must hold for this shape (`None` on overflow).
+    /// Elements a buffer must hold for this shape, `(outer - 1) * ld + contiguous extent`
+    /// (`None` on overflow).
     pub fn required_len(&self) -> Option<usize> {
         if self.rows == 0 || self.cols == 0 {
             return Some(0);

@@ -7,34 +7,76 @@ use crate::options::Backend;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum BsrError {
+    /// A block side (`bm` or `bk`) is 0.
     #[error("block shape {bm}x{bk} has a zero side")]
     ZeroSizedBlock { bm: usize, bk: usize },
+    /// A block side (`dim` is `"bm"` or `"bk"`) exceeds `i32::MAX`: the kernels take block
+    /// sides as `i32`.
+    #[error(
+        "block side {dim} = {side} exceeds {max}, the largest block side the kernels take \
+         (i32)",
+        max = i32::MAX
+    )]
+    BlockSideOverflow { dim: &'static str, side: usize },
+    /// `m` (or `k`) is not a multiple of the block side `bm` (or `bk`).
     #[error("{dim} = {len} is not a multiple of the block side {block}")]
     NotBlockMultiple {
         dim: &'static str,
         len: usize,
         block: usize,
     },
+    /// `row_ptr` does not have `m / bm + 1` entries.
     #[error("row_ptr has {got} entries; block rows + 1 = {expected} expected")]
     RowPtrLength { expected: usize, got: usize },
+    /// `row_ptr` does not start at 0, decreases, or does not end at `col_idx.len()`.
     #[error("row_ptr is ragged at entry {index}: {detail}")]
     RaggedRowPtr { index: usize, detail: String },
+    /// The columns of a block-row are not ascending.
     #[error("col_idx of block-row {row} is not sorted ({prev} then {next})")]
     UnsortedColumns { row: usize, prev: i32, next: i32 },
+    /// A block-row holds the same column twice.
     #[error("col_idx of block-row {row} holds column {col} twice")]
     DuplicateColumn { row: usize, col: i32 },
+    /// A column index is negative or not below `k / bk`.
     #[error("col_idx of block-row {row} holds {col}, outside 0..{block_cols}")]
     ColumnOutOfRange {
         row: usize,
         col: i32,
         block_cols: usize,
     },
+    /// `values` does not hold `nnzb * bm * bk` elements.
     #[error("values has {got} elements; nnzb * bm * bk = {expected} expected")]
     ValuesLength { expected: usize, got: usize },
+    /// A count the kernels index with `i32` (block rows, block columns, `nnzb`) exceeds
+    /// `i32::MAX`.
     #[error("{what} = {value} overflows the i32 indices the kernels use")]
     IndexOverflow { what: &'static str, value: u128 },
+    /// A size computed as a product (`what`, e.g. `"m * k"`, `"nnzb * bm * bk"`) does not
+    /// fit in `usize`; `value` is its exact value.
+    #[error("{what} = {value} overflows usize")]
+    SizeOverflow { what: &'static str, value: u128 },
+    /// A block mask beyond `max_side` blocks per side or `max_blocks` blocks in all
+    /// ([`BlockMask::MAX_SIDE`](crate::BlockMask::MAX_SIDE),
+    /// [`BlockMask::MAX_BLOCKS`](crate::BlockMask::MAX_BLOCKS)): refused before anything
+    /// is allocated.
+    #[error(
+        "a {rows} x {cols} block mask is too large: at most {max_side} blocks per side and \
+         {max_blocks} blocks in all"
+    )]
+    MaskTooLarge {
+        rows: usize,
+        cols: usize,
+        max_side: usize,
+        max_blocks: u64,
+    },
+    /// An allocation of `elements` elements for `what`, sized from the input, failed.
+    #[error("could not allocate {elements} elements for {what}")]
+    Allocation { what: &'static str, elements: usize },
+    /// An input slice (dense matrix, mask bits, scores) does not have the length its
+    /// shape implies.
     #[error("input has {got} elements; {expected} expected")]
     InputLength { expected: usize, got: usize },
+    /// A pattern builder's parameter is out of range (density, top-k, band, period).
     #[error("invalid pattern: {0}")]
     InvalidPattern(String),
 }
@@ -56,6 +98,18 @@ pub enum Error {
         operand: &'static str,
         needed: usize,
         got: usize,
+    },
+    /// A dense view whose extent (`(outer - 1) * ld + contiguous extent`) overflows
+    /// `usize`: no buffer can hold it.
+    #[error(
+        "{operand}: a {rows} x {cols} view with leading dimension {ld} spans more than \
+         usize::MAX elements"
+    )]
+    SizeOverflow {
+        operand: &'static str,
+        rows: usize,
+        cols: usize,
+        ld: usize,
     },
     #[error("{operand}: leading dimension {ld} is smaller than {min}")]
     LeadingDimension {

@@ -14,7 +14,7 @@
 //! use sparsek::{spmm, BlockMask, BlockShape, BsrMatrix, Dense, DenseMut, Layout, SpmmOptions};
 //!
 //! // A: 128 x 256, 64x64 blocks, a causal block pattern.
-//! let mask = BlockMask::from_fn(2, 4, |r, c| c <= r + 2);
+//! let mask = BlockMask::from_fn(2, 4, |r, c| c <= r + 2)?;
 //! let a = BsrMatrix::from_block_mask(&mask, BlockShape::new(64, 64), |i, j| {
 //!     f16::from_f32(((i * 7 + j) % 5) as f32 - 2.0)
 //! })?;
@@ -30,25 +30,29 @@
 //! ```
 
 // Module order is dependency order: each module uses only those above it.
+mod cpu;
+pub mod dense;
 pub mod element;
-pub mod options;
+pub mod epilogue;
 pub mod error;
 pub mod format;
-pub mod dense;
-mod cpu;
 #[cfg(feature = "cuda")]
 pub mod gpu;
+pub mod linear;
+pub mod options;
 pub mod spmm;
 
 pub use dense::{Dense, DenseMut, DenseShape, Layout};
 pub use element::{DType, Element};
+pub use epilogue::{Activation, Epilogue, Vector};
 pub use error::{BsrError, Error};
 pub use format::{validate_parts, BlockMask, BlockRow, BlockShape, BsrMatrix};
 #[cfg(feature = "cuda")]
 pub use gpu::DeviceBsr;
 pub use half::{bf16, f16};
+pub use linear::SparseLinear;
 pub use options::{Backend, SpmmOptions};
-pub use spmm::{spmm, BsrOperand};
+pub use spmm::{spmm, spmm_fused, BsrOperand};
 
 /// Whether this build has the GPU backends (the `cuda` feature).
 pub const HAS_CUDA: bool = cfg!(feature = "cuda");

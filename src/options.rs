@@ -12,6 +12,9 @@ pub enum Backend {
     Wmma,
     /// The CUTLASS SM90 (TMA + WGMMA) path, sm_90a (device operands).
     Cutlass,
+    /// The memory-bound family for few columns of B (decode-sized batches), sm_80+
+    /// (device operands).
+    Decode,
 }
 
 /// Scalars and backend of one `spmm`: `SpmmOptions::new().alpha(2.0).beta(1.0)`.
@@ -60,4 +63,3 @@ impl SpmmOptions {
         self.backend
     }
 }
-

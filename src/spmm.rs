@@ -1,14 +1,15 @@
 //! The operation `C = α·A·B + β·C`, one entry point for every backend.
 
-use crate::format::BsrMatrix;
 use crate::dense::{Dense, DenseMut, DenseShape, Storage, StorageMut};
 #[cfg(feature = "cuda")]
 use crate::element::DType;
 use crate::element::Element;
+use crate::epilogue::{Epilogue, Vector};
 use crate::error::Error;
-use crate::options::{Backend, SpmmOptions};
+use crate::format::BsrMatrix;
 #[cfg(feature = "cuda")]
 use crate::gpu::DeviceBsr;
+use crate::options::{Backend, SpmmOptions};
 
 /// The sparse operand: a host `BsrMatrix` or a `DeviceBsr`.
 pub enum BsrOperand<'a, T> {
@@ -48,10 +49,12 @@ fn check_view(operand: &'static str, shape: &DenseShape, len: usize) -> Result<(
             min,
         });
     }
-    let needed = shape.required_len().ok_or(Error::BufferTooSmall {
+    // A view whose extent overflows usize fits no buffer: say so, not "needs usize::MAX".
+    let needed = shape.required_len().ok_or(Error::SizeOverflow {
         operand,
-        needed: usize::MAX,
-        got: len,
+        rows: shape.rows,
+        cols: shape.cols,
+        ld: shape.ld,
     })?;
     if len < needed {
         return Err(Error::BufferTooSmall {
@@ -63,10 +66,54 @@ fn check_view(operand: &'static str, shape: &DenseShape, len: usize) -> Result<(
     Ok(())
 }
 
+/// Every check of the operands that holds for all backends: shapes agree (`a_dims` is
+/// `(m, k)` of A) and B and C hold their views. The one validation of the Rust entry point;
+/// A itself was validated when it was built.
+pub(crate) fn check_operands(
+    (m, k): (usize, usize),
+    b: &DenseShape,
+    b_len: usize,
+    c: &DenseShape,
+    c_len: usize,
+) -> Result<(), Error> {
+    if b.rows != k {
+        return Err(Error::ShapeMismatch {
+            what: "rows of B (= k of A)",
+            expected: k,
+            got: b.rows,
+        });
+    }
+    if c.rows != m {
+        return Err(Error::ShapeMismatch {
+            what: "rows of C (= m of A)",
+            expected: m,
+            got: c.rows,
+        });
+    }
+    if c.cols != b.cols {
+        return Err(Error::ShapeMismatch {
+            what: "columns of C (= columns of B)",
+            expected: b.cols,
+            got: c.cols,
+        });
+    }
+    check_view("B", b, b_len)?;
+    check_view("C", c, c_len)
+}
+
+/// The GPU backends take f16/bf16 in and the same type or f32 out.
 #[cfg(feature = "cuda")]
-/// Whether a GPU backend takes these element types: f16/bf16 in, the same type or f32 out.
-pub(crate) fn gpu_types_supported(input: DType, output: DType) -> bool {
-    matches!(input, DType::F16 | DType::Bf16) && (output == input || output == DType::F32)
+pub(crate) fn check_gpu_types<T: Element, O: Element>(backend: Backend) -> Result<(), Error> {
+    let (input, output) = (T::DTYPE, O::DTYPE);
+    if matches!(input, DType::F16 | DType::Bf16) && (output == input || output == DType::F32) {
+        Ok(())
+    } else {
+        Err(Error::UnsupportedTypes {
+            backend,
+            input,
+            output,
+        })
+    }
 }
 
 /// `C = α·A·B + β·C` with f32 accumulation.
@@ -82,69 +129,86 @@ pub fn spmm<'a, T: Element, O: Element>(
     c: DenseMut<'_, O>,
     options: &SpmmOptions,
 ) -> Result<(), Error> {
+    spmm_fused(a, b, c, &Epilogue::new(), options)
+}
+
+/// [`spmm`] with the fused linear-layer epilogue: `C = act(α·A·B + bias + β·C)`, with
+/// `bias` (if any) holding one value per row of `C` (`m` values, where the operands live).
+pub fn spmm_fused<'a, T: Element, O: Element>(
+    a: impl Into<BsrOperand<'a, T>>,
+    b: Dense<'_, T>,
+    c: DenseMut<'_, O>,
+    epilogue: &Epilogue<'_, T>,
+    options: &SpmmOptions,
+) -> Result<(), Error> {
     let a = a.into();
     let (m, k) = bsr_dims(&a);
-    if b.shape.rows != k {
-        return Err(Error::ShapeMismatch {
-            what: "rows of B (= k of A)",
-            expected: k,
-            got: b.shape.rows,
-        });
+    check_operands((m, k), &b.shape, b.data.len(), &c.shape, c.data.len())?;
+    if let Some(bias) = &epilogue.bias {
+        if bias.len() != m {
+            return Err(Error::ShapeMismatch {
+                what: "bias length (= m of A)",
+                expected: m,
+                got: bias.len(),
+            });
+        }
     }
-    if c.shape.rows != m {
-        return Err(Error::ShapeMismatch {
-            what: "rows of C (= m of A)",
-            expected: m,
-            got: c.shape.rows,
-        });
-    }
-    if c.shape.cols != b.shape.cols {
-        return Err(Error::ShapeMismatch {
-            what: "columns of C (= columns of B)",
-            expected: b.shape.cols,
-            got: c.shape.cols,
-        });
-    }
-    check_view("B", &b.shape, b.data.len())?;
-    check_view("C", &c.shape, c.data.len())?;
 
     match (a, b.data, c.data) {
-        (BsrOperand::Host(a), Storage::Host(b_data), StorageMut::Host(c_data)) => match options
-            .backend
-        {
-            Backend::Auto | Backend::Cpu => {
-                crate::cpu::spmm(
-                    a,
-                    b_data,
-                    &b.shape,
-                    c_data,
-                    &c.shape,
-                    options.alpha,
-                    options.beta,
-                );
-                Ok(())
+        (BsrOperand::Host(a), Storage::Host(b_data), StorageMut::Host(c_data)) => {
+            if !matches!(options.backend, Backend::Auto | Backend::Cpu) {
+                return Err(Error::BackendUnavailable {
+                    backend: options.backend,
+                    reason: "operands are on the host; upload them (DeviceBsr, Dense::device)"
+                        .into(),
+                });
             }
-            backend => Err(Error::BackendUnavailable {
-                backend,
-                reason: "operands are on the host; upload them (DeviceBsr, Dense::device)".into(),
-            }),
-        },
+            let bias = match epilogue.bias {
+                None => None,
+                Some(Vector::Host(bias)) => Some(bias),
+                #[cfg(feature = "cuda")]
+                Some(Vector::Device(_)) => {
+                    return Err(Error::MixedLocations(
+                        "the bias must be where A, B and C are",
+                    ))
+                }
+            };
+            crate::cpu::spmm(
+                a,
+                b_data,
+                &b.shape,
+                c_data,
+                &c.shape,
+                crate::cpu::Scalars {
+                    alpha: options.alpha,
+                    beta: options.beta,
+                    bias,
+                    activation: epilogue.activation,
+                },
+            );
+            Ok(())
+        }
         #[cfg(feature = "cuda")]
         (BsrOperand::Device(a), Storage::Device(b_data), StorageMut::Device(c_data)) => {
-            if options.backend == Backend::Cpu {
-                return Err(Error::BackendUnavailable {
-                    backend: Backend::Cpu,
-                    reason: "operands are on the device".into(),
-                });
-            }
-            if !gpu_types_supported(T::DTYPE, O::DTYPE) {
-                return Err(Error::UnsupportedTypes {
-                    backend: options.backend,
-                    input: T::DTYPE,
-                    output: O::DTYPE,
-                });
-            }
-            crate::gpu::spmm(a, b_data, &b.shape, c_data, &c.shape, options)
+            check_gpu_types::<T, O>(options.backend)?;
+            let bias = match epilogue.bias {
+                None => None,
+                Some(Vector::Device(bias)) => Some(bias),
+                Some(Vector::Host(_)) => {
+                    return Err(Error::MixedLocations(
+                        "the bias must be where A, B and C are",
+                    ))
+                }
+            };
+            let operands = crate::gpu::launch::Operands {
+                a,
+                b: b_data,
+                b_shape: &b.shape,
+                c: c_data,
+                c_shape: &c.shape,
+                bias,
+            };
+            crate::gpu::launch::spmm(operands, epilogue.activation, options)
         }
         #[cfg(feature = "cuda")]
         _ => Err(Error::MixedLocations(

@@ -1,5 +1,6 @@
 // sparsek from C++: a random BSR matrix on the host, C = A*B on the GPU, checked against
-// a host loop; then a malformed call, which must return an error and launch nothing.
+// a host loop; then a malformed call and a corrupted index array (caught by the opt-in
+// device check, SpmmOptions::check_indices), which must return an error and launch nothing.
 //
 //   cmake -S . -B build -DCMAKE_CUDA_COMPILER=third_party/py/nvidia/cu13/bin/nvcc
 //   cmake --build build --target sparsek_quickstart && build/sparsek_quickstart
@@ -10,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -21,6 +23,16 @@
       std::exit(2);                                                                            \
     }                                                                                          \
   } while (0)
+
+const char* backend_name(sparsek::Backend b) {
+  switch (b) {
+    case sparsek::Backend::Auto: return "auto";
+    case sparsek::Backend::Wmma: return "wmma";
+    case sparsek::Backend::Cutlass: return "cutlass";
+    case sparsek::Backend::Decode: return "decode";
+  }
+  return "?";
+}
 
 template <typename T>
 T* to_device(const std::vector<T>& host) {
@@ -67,7 +79,7 @@ int main() {
   sparsek::DenseView cv{to_device(c), m, n, n, sparsek::Layout::RowMajor, sparsek::DType::F32};
 
   sparsek::SpmmOptions options;  // alpha = 1, beta = 0, Backend::Auto
-  sparsek::Backend chosen;
+  sparsek::Backend chosen = sparsek::Backend::Auto;
   sparsek::Result r = sparsek::can_implement(a, bv, cv, options, &chosen);
   if (!r.ok()) {
     std::printf("FAIL can_implement: %s\n", r.message);
@@ -107,7 +119,7 @@ int main() {
   double rel = std::sqrt(num / den);
   std::printf("sparsek C++ quickstart: %lldx%lldx%lld, %lld blocks of %dx%d, backend %s: rel err %.2e, %lld unwritten\n",
               (long long)m, (long long)n, (long long)k, (long long)a.nnzb, bm, bk,
-              chosen == sparsek::Backend::Cutlass ? "cutlass" : "wmma", rel, (long long)unwritten);
+              backend_name(chosen), rel, (long long)unwritten);
   bool ok = rel < 1e-3 && unwritten == 0;
 
   // A malformed BSR (m not a multiple of bm): an error with a message, nothing launched.
@@ -122,7 +134,30 @@ int main() {
   for (float v : c) untouched &= (v == 7.f);
   std::printf("malformed BSR: status %d, message \"%s\", C %s\n", static_cast<int>(r.status), r.message,
               untouched ? "untouched" : "WRITTEN");
-  ok = ok && r.status == sparsek::Status::InvalidArgument && r.message[0] != '\0' && untouched;
+  // Every message of the C++ API starts with "sparsek: ".
+  ok = ok && r.status == sparsek::Status::InvalidArgument && std::strncmp(r.message, "sparsek: ", 9) == 0 && untouched;
+
+  // Indices from an untrusted source: with options.check_indices, spmm checks row_ptr and
+  // col_idx on the device first (and synchronizes); a column past k/bk is refused.
+  if (a.nnzb > 0) {
+    std::vector<int32_t> corrupt = col_idx;
+    corrupt.back() = static_cast<int32_t>(block_cols);  // one past the last block column
+    int32_t* d_corrupt = to_device(corrupt);
+    sparsek::BsrView untrusted = a;
+    untrusted.col_idx = d_corrupt;
+    sparsek::SpmmOptions checked = options;
+    checked.check_indices = true;
+    r = sparsek::spmm(untrusted, bv, cv, checked, nullptr);
+    CHECK_CUDA(cudaGetLastError());
+    CHECK_CUDA(cudaDeviceSynchronize());
+    CHECK_CUDA(cudaMemcpy(c.data(), cv.data, c.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    untouched = true;
+    for (float v : c) untouched &= (v == 7.f);
+    std::printf("corrupted col_idx with check_indices: status %d, message \"%s\", C %s\n",
+                static_cast<int>(r.status), r.message, untouched ? "untouched" : "WRITTEN");
+    ok = ok && r.status == sparsek::Status::InvalidArgument && untouched;
+    CHECK_CUDA(cudaFree(d_corrupt));
+  }
 
   std::printf("%s\n", ok ? "PASS" : "FAIL");
   return ok ? 0 : 1;

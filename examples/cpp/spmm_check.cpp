@@ -1,16 +1,22 @@
 // spmm_check: checks (and optionally times) sparsek::spmm against a double-precision host
-// reference, using only the public header. Built by scripts/build-cpp-check.sh.
+// reference, using only the public header. Built by scripts/build-cpp-check.sh (or CMake:
+// target spmm_check).
 //
 //   spmm_check [--m 1024 --n 512 --k 768 --bm 64 --bk 64 --density 0.25]
 //              [--dtype f16|bf16] [--out f16|bf16|f32] [--b-layout row|col] [--c-layout row|col]
-//              [--alpha 1 --beta 0] [--backend auto|wmma|cutlass] [--seed 1] [--iters 1]
+//              [--alpha 1 --beta 0] [--backend auto|wmma|cutlass|decode] [--seed 1] [--iters 1]
 //              [--ld-pad 0] [--empty-rows F]
 //   spmm_check --suite [--backend ...]     ~40 built-in cases, one PASS/FAIL line each
-//   spmm_check --bad                        malformed views must be refused, C untouched
+//   spmm_check --bad                        malformed views and (with check_indices) bad
+//                                           index arrays must be refused, C untouched
 //
 // Every check prints one line starting with PASS or FAIL; the exit status is 0 only when
 // everything passed. With --iters N > 1 the case is checked once, then timed over N runs
 // (after a warm-up) and TFLOPS = 2 * n * nnzb * bm * bk / time is printed.
+//
+// SPARSEK_VARIANT=<row name> in the environment forces one kernel row of the registry
+// (cpp/registry.hpp; e.g. wmma_w128x256 or sm90_f16_bm128_brow_crow): a case that row
+// does not fit is refused (NotSupported) instead of silently measuring another row.
 #include <sparsek/sparsek.hpp>
 
 #include <cuda_runtime_api.h>
@@ -112,7 +118,19 @@ float bf16_to_f32(uint16_t h) { return bits_f32(static_cast<uint32_t>(h) << 16);
 size_t dtype_size(DType t) { return t == DType::F32 ? 4 : 2; }
 const char* dtype_name(DType t) { return t == DType::F16 ? "f16" : t == DType::BF16 ? "bf16" : "f32"; }
 const char* backend_name(Backend b) {
-  return b == Backend::Wmma ? "wmma" : b == Backend::Cutlass ? "cutlass" : "auto";
+  switch (b) {
+    case Backend::Auto: return "auto";
+    case Backend::Wmma: return "wmma";
+    case Backend::Cutlass: return "cutlass";
+    case Backend::Decode: return "decode";
+  }
+  return "?";
+}
+
+// Every message of the C++ API starts with exactly one "sparsek: ".
+bool one_prefix(const char* message) {
+  return std::strncmp(message, "sparsek: ", 9) == 0 && std::strstr(message + 1, "sparsek: ") == nullptr &&
+         message[9] != '\0';
 }
 
 // A host buffer of f16/bf16/f32 elements with float access.
@@ -514,11 +532,48 @@ int run_bad(Backend backend) {
     o.backend = backend;
     bad.apply(a, b, c, o);
     sparsek::Result r = sparsek::spmm(a, b, c, o, nullptr);
-    const bool refused = !r.ok() && std::strlen(r.message) > 0;
+    const bool refused = !r.ok() && r.status != sparsek::Status::CudaError && one_prefix(r.message);
     std::printf("%s bad view '%s': status=%d message=\"%s\"\n", refused ? "PASS" : "FAIL", bad.name,
                 (int)r.status, r.message);
     if (!refused) ++failures;
   }
+
+  // Bad index arrays behind well-formed views: only the device check (check_indices) sees
+  // them; it must refuse with InvalidArgument naming the first bad block-row and launch
+  // nothing. A is 2x2 blocks; the valid arrays are row_ptr {0, 1, 2}, col_idx {0, 1}.
+  struct BadIndices {
+    const char* name;
+    int32_t row_ptr[3], col_idx[2];
+    int bad_row;
+  };
+  const BadIndices bad_indices[] = {
+      {"col_idx out of range", {0, 1, 2}, {0, 2}, 1},
+      {"negative col_idx", {0, 1, 2}, {-1, 1}, 0},
+      {"duplicate col_idx", {0, 2, 2}, {1, 1}, 0},
+      {"row_ptr decreasing", {0, 2, 1}, {0, 1}, 1},
+      {"row_ptr[0] != 0", {1, 1, 2}, {0, 1}, 0},
+      {"row_ptr past nnzb", {0, 1, 3}, {0, 1}, 1},
+  };
+  for (const BadIndices& bad : bad_indices) {
+    CUDA_CHECK(cudaMemcpy(d_rp.p, bad.row_ptr, sizeof(bad.row_ptr), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(d_ci.p, bad.col_idx, sizeof(bad.col_idx), cudaMemcpyHostToDevice));
+    sparsek::BsrView a;
+    sparsek::DenseView b, c;
+    valid(a, b, c);
+    sparsek::SpmmOptions o;  // Auto: some backend runs the well-formed 48x48-block views
+    o.check_indices = true;
+    sparsek::Result r = sparsek::spmm(a, b, c, o, nullptr);
+    CUDA_CHECK(cudaGetLastError());
+    char row[32];
+    std::snprintf(row, sizeof(row), "block-row %d", bad.bad_row);
+    const bool refused = r.status == sparsek::Status::InvalidArgument && one_prefix(r.message) &&
+                         std::strstr(r.message, row) != nullptr;
+    std::printf("%s bad indices '%s' (check_indices): status=%d message=\"%s\"\n", refused ? "PASS" : "FAIL",
+                bad.name, (int)r.status, r.message);
+    if (!refused) ++failures;
+  }
+  CUDA_CHECK(cudaMemcpy(d_rp.p, row_ptr.data(), row_ptr.size() * 4, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(d_ci.p, col_idx.data(), col_idx.size() * 4, cudaMemcpyHostToDevice));
   // Nothing may have been launched: C still holds the poison.
   CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<uint16_t> hc(static_cast<size_t>(m * n));
@@ -536,8 +591,9 @@ void usage() {
   std::printf(
       "usage: spmm_check [--m M --n N --k K --bm BM --bk BK --density D] [--dtype f16|bf16]\n"
       "                  [--out f16|bf16|f32] [--b-layout row|col] [--c-layout row|col]\n"
-      "                  [--alpha A --beta B] [--backend auto|wmma|cutlass] [--seed S] [--iters N]\n"
-      "                  [--ld-pad P] [--empty-rows F] [--suite] [--bad]\n");
+      "                  [--alpha A --beta B] [--backend auto|wmma|cutlass|decode] [--seed S] [--iters N]\n"
+      "                  [--ld-pad P] [--empty-rows F] [--suite] [--bad]\n"
+      "environment: SPARSEK_VARIANT=<row name> forces one kernel row\n");
 }
 
 bool parse_dtype(const char* s, DType* t) {
@@ -555,6 +611,7 @@ bool parse_backend(const char* s, Backend* b) {
   if (!std::strcmp(s, "auto")) return *b = Backend::Auto, true;
   if (!std::strcmp(s, "wmma")) return *b = Backend::Wmma, true;
   if (!std::strcmp(s, "cutlass")) return *b = Backend::Cutlass, true;
+  if (!std::strcmp(s, "decode")) return *b = Backend::Decode, true;
   return false;
 }
 
@@ -600,6 +657,8 @@ int main(int argc, char** argv) {
   CUDA_CHECK(cudaGetDevice(&dev));
   CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
   std::printf("device: %s (cc %d.%d, %d SMs)\n", prop.name, prop.major, prop.minor, prop.multiProcessorCount);
+  if (const char* forced = std::getenv("SPARSEK_VARIANT"); forced != nullptr && forced[0] != '\0')
+    std::printf("SPARSEK_VARIANT=%s: every case runs that kernel row or is refused\n", forced);
 
   if (bad) return run_bad(backend);
   if (suite) {

@@ -149,6 +149,17 @@ int main() {
     b.m = -8;
     expect_error("negative m", b, "m = -8 is negative");
   }
+  {
+    // A block side above INT32_MAX (the kernels take it as int32: 2^32 + 16 would be 16).
+    Bsr b;
+    b.m = b.bm = (int64_t{1} << 32) + 16;
+    b.k = b.bk = 1;
+    b.row_ptr = {0, 1};
+    b.col_idx = {0};
+    b.values_len = b.bm;
+    expect_error("block side above INT32_MAX", b,
+                 "block side bm = 4294967312 exceeds 2147483647");
+  }
 
   // Top-k pattern: the 2 best blocks of each row (ties to the lower column, NaN lowest).
   {
@@ -181,6 +192,27 @@ int main() {
       report(msg == "input has 12 elements; 16 expected", "scores length",
              "rust::Error \"" + msg + "\"");
     }
+  }
+
+  // Patterns beyond the mask limits (INT32_MAX blocks per side, 2^32 in all) throw before
+  // allocating anything.
+  {
+    const auto expect_too_large = [](const std::string& what, auto&& build) {
+      try {
+        build();
+        report(false, what, "accepted, expected an error");
+      } catch (const rust::Error& e) {
+        const std::string msg = e.what();
+        report(msg.find("block mask is too large") != std::string::npos, what,
+               "rust::Error \"" + msg + "\"");
+      }
+    };
+    const std::vector<float> none;
+    expect_too_large("huge top-k grid", [&] {
+      sparsek::rust::topk_pattern(slice(none), int64_t{1} << 32, int64_t{1} << 32, 0);
+    });
+    expect_too_large("huge causal pattern",
+                     [] { sparsek::rust::causal_pattern(int64_t{1} << 32, 0); });
   }
 
   // Causal pattern, full and banded.

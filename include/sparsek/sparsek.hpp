@@ -30,8 +30,14 @@ enum class DType : int32_t { F16 = 0, BF16 = 1, F32 = 2 };
 enum class Layout : int32_t { RowMajor = 0, ColMajor = 1 };
 
 // Which kernel family runs. Auto picks by the registry's rule (cpp/registry.hpp): the
-// first family, in the order Cutlass, Wmma, that supports the problem.
-enum class Backend : int32_t { Auto = 0, Wmma = 1, Cutlass = 2 };
+// first family, in the order Decode, Cutlass, Wmma, that supports the problem.
+//   Wmma    - tensor cores through WMMA, sm_80+;
+//   Cutlass - the Hopper path (TMA + WGMMA, CUTLASS/CuTe), sm_90a;
+//   Decode  - memory-bound kernels for few columns of B (decode-sized batches), sm_80+.
+enum class Backend : int32_t { Auto = 0, Wmma = 1, Cutlass = 2, Decode = 3 };
+
+// The activation of the fused linear-layer epilogue (see SpmmOptions).
+enum class Activation : int32_t { None = 0, Relu = 1, GeluTanh = 2, Silu = 3 };
 
 // A BSR matrix on the device. `row_ptr` has m/bm + 1 entries, `col_idx` nnzb entries
 // (sorted, unique, < k/bk within each block-row), `values` nnzb * bm * bk elements.
@@ -65,6 +71,11 @@ struct SpmmOptions {
   // Off: the indices are trusted (an out-of-range one reads out of bounds). Use it for
   // indices from an untrusted source; sparsek's Rust side validates on the host instead.
   bool check_indices = false;
+  // Fused linear-layer epilogue: C = act(alpha * A*B + bias + beta * C), computed in fp32
+  // before C is rounded. `bias` is null or m device values of A's dtype (one per row of C,
+  // i.e. per output feature of y = x * W^T), 16-byte aligned.
+  const void* bias = nullptr;
+  Activation activation = Activation::None;
 };
 
 // Status plus a readable message (empty on success). Every message starts "sparsek: ".

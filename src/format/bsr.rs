@@ -13,8 +13,12 @@
 use crate::element::Element;
 use crate::error::BsrError;
 use crate::format::mask::BlockMask;
+use crate::format::{try_grow, try_vec};
 
 /// The shape of one block: `rows x cols` (`bm x bk`).
+///
+/// Any shape can be built; a `BsrMatrix` accepts only sides in `1..=i32::MAX` whose
+/// product fits `usize`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct BlockShape {
     pub rows: usize,
@@ -25,12 +29,19 @@ impl BlockShape {
     pub const fn new(rows: usize, cols: usize) -> Self {
         Self { rows, cols }
     }
-    /// Elements in one block.
-    pub const fn len(&self) -> usize {
-        self.rows * self.cols
+    /// Elements in one block, `rows * cols`, or `None` when that overflows `usize`.
+    pub const fn checked_len(&self) -> Option<usize> {
+        self.rows.checked_mul(self.cols)
     }
+    /// Elements in one block, `rows * cols`, saturating at `usize::MAX` instead of
+    /// overflowing (it never panics). Exact for the block of a `BsrMatrix`, which is
+    /// validated; use [`checked_len`](Self::checked_len) on a shape from elsewhere.
+    pub const fn len(&self) -> usize {
+        self.rows.saturating_mul(self.cols)
+    }
+    /// Whether a side is 0.
     pub const fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.rows == 0 || self.cols == 0
     }
 }
 
@@ -41,7 +52,9 @@ impl std::fmt::Display for BlockShape {
 }
 
 /// A validated block-sparse matrix on the host. Every constructor checks the invariants in
-/// the module docs, so a `BsrMatrix` that exists is well formed.
+/// the module docs, so a `BsrMatrix` that exists is well formed. In particular `bm`, `bk`,
+/// the block-row and block-column counts and `nnzb` are all at most `i32::MAX`, so `m`,
+/// `k` (`< 2^62`) and `nnzb * bm * bk` (`== values.len()`) fit `usize` and `i64`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BsrMatrix<T> {
     m: usize,
@@ -61,19 +74,35 @@ pub struct BlockRow<'a, T> {
 }
 
 /// Floating-point operations of a BSR x dense product with `n` columns, counting stored
-/// blocks only: `2 * n * nnzb * bm * bk`.
+/// blocks only: `2 * n * nnzb * bm * bk` (computed in `f64`: it cannot overflow).
 pub(crate) fn spmm_flops(n: usize, nnzb: usize, block: BlockShape) -> f64 {
-    2.0 * n as f64 * nnzb as f64 * block.len() as f64
+    2.0 * n as f64 * nnzb as f64 * block.rows as f64 * block.cols as f64
 }
 
-/// Checks the grid (`m`, `k`, block) and returns (block rows, block cols).
-fn check_grid(m: usize, k: usize, block: BlockShape) -> Result<(usize, usize), BsrError> {
-    if block.rows == 0 || block.cols == 0 {
+/// Checks a block shape: both sides in `1..=i32::MAX` (the kernels take them as `i32`)
+/// and `bm * bk` fits `usize`. Returns `bm * bk`.
+fn check_block(block: BlockShape) -> Result<usize, BsrError> {
+    if block.is_empty() {
         return Err(BsrError::ZeroSizedBlock {
             bm: block.rows,
             bk: block.cols,
         });
     }
+    for (dim, side) in [("bm", block.rows), ("bk", block.cols)] {
+        if i32::try_from(side).is_err() {
+            return Err(BsrError::BlockSideOverflow { dim, side });
+        }
+    }
+    // Both sides are below 2^31: this only fails where usize is narrower than 62 bits.
+    block.checked_len().ok_or(BsrError::SizeOverflow {
+        what: "bm * bk",
+        value: block.rows as u128 * block.cols as u128,
+    })
+}
+
+/// Checks the grid (`m`, `k`, block) and returns (block rows, block cols).
+fn check_grid(m: usize, k: usize, block: BlockShape) -> Result<(usize, usize), BsrError> {
+    check_block(block)?;
     if m % block.rows != 0 {
         return Err(BsrError::NotBlockMultiple {
             dim: "m",
@@ -89,15 +118,15 @@ fn check_grid(m: usize, k: usize, block: BlockShape) -> Result<(usize, usize), B
         });
     }
     let (br, bc) = (m / block.rows, k / block.cols);
-    let max = i32::MAX as usize;
-    // m and k themselves are used as i64 on the device; the block counts as i32.
-    if br > max {
+    // The block counts are i32 on the device. With them and the block sides at most
+    // i32::MAX, m = br * bm and k = bc * bk are below 2^62: they fit the device's i64.
+    if i32::try_from(br).is_err() {
         return Err(BsrError::IndexOverflow {
             what: "block rows",
             value: br as u128,
         });
     }
-    if bc > max {
+    if i32::try_from(bc).is_err() {
         return Err(BsrError::IndexOverflow {
             what: "block columns",
             value: bc as u128,
@@ -106,24 +135,32 @@ fn check_grid(m: usize, k: usize, block: BlockShape) -> Result<(usize, usize), B
     Ok((br, bc))
 }
 
-/// `nnzb * bm * bk`, refusing what overflows.
+/// `nnzb * bm * bk`, refusing an `nnzb` beyond `i32::MAX` and a product beyond `usize`.
 fn values_len_of(nnzb: usize, block: BlockShape) -> Result<usize, BsrError> {
-    if nnzb > i32::MAX as usize {
+    if i32::try_from(nnzb).is_err() {
         return Err(BsrError::IndexOverflow {
             what: "nnzb",
             value: nnzb as u128,
         });
     }
-    nnzb.checked_mul(block.len())
-        .ok_or(BsrError::IndexOverflow {
-            what: "nnzb * bm * bk",
-            value: nnzb as u128 * block.len() as u128,
-        })
+    let blk = check_block(block)?;
+    nnzb.checked_mul(blk).ok_or(BsrError::SizeOverflow {
+        what: "nnzb * bm * bk",
+        value: nnzb as u128 * blk as u128,
+    })
+}
+
+/// A count as an `i32` index, or `IndexOverflow`.
+fn to_i32(what: &'static str, v: usize) -> Result<i32, BsrError> {
+    i32::try_from(v).map_err(|_| BsrError::IndexOverflow {
+        what,
+        value: v as u128,
+    })
 }
 
 /// Validates BSR index arrays for an `m x k` matrix of `block`s holding `values_len`
 /// elements of values, without needing the values themselves: every invariant of the
-/// module docs, one `BsrError` variant per defect.
+/// module docs, one `BsrError` variant per defect. Never panics, whatever the input.
 pub fn validate_parts(
     m: usize,
     k: usize,
@@ -133,6 +170,7 @@ pub fn validate_parts(
     values_len: usize,
 ) -> Result<(), BsrError> {
     let (block_rows, block_cols) = check_grid(m, k, block)?;
+    // block_rows <= i32::MAX: + 1 cannot overflow.
     if row_ptr.len() != block_rows + 1 {
         return Err(BsrError::RowPtrLength {
             expected: block_rows + 1,
@@ -153,6 +191,8 @@ pub fn validate_parts(
             });
         }
     }
+    // From here on row_ptr starts at 0 and never decreases: every entry is >= 0 (so
+    // `as usize` is exact) and <= its last, which is col_idx.len() once checked below.
     let last = row_ptr[block_rows] as usize;
     if last != col_idx.len() {
         return Err(BsrError::RaggedRowPtr {
@@ -167,8 +207,8 @@ pub fn validate_parts(
             got: values_len,
         });
     }
-    for row in 0..block_rows {
-        let cols = &col_idx[row_ptr[row] as usize..row_ptr[row + 1] as usize];
+    for (row, w) in row_ptr.windows(2).enumerate() {
+        let cols = &col_idx[w[0] as usize..w[1] as usize];
         for (j, &col) in cols.iter().enumerate() {
             if col < 0 || col as usize >= block_cols {
                 return Err(BsrError::ColumnOutOfRange {
@@ -226,7 +266,7 @@ impl<T: Element> BsrMatrix<T> {
         block: BlockShape,
     ) -> Result<Self, BsrError> {
         let (block_rows, block_cols) = check_grid(m, k, block)?;
-        let expected = m.checked_mul(k).ok_or(BsrError::IndexOverflow {
+        let expected = m.checked_mul(k).ok_or(BsrError::SizeOverflow {
             what: "m * k",
             value: m as u128 * k as u128,
         })?;
@@ -236,15 +276,30 @@ impl<T: Element> BsrMatrix<T> {
                 got: dense.len(),
             });
         }
-        let mask = BlockMask::from_fn(block_rows, block_cols, |br, bc| {
-            (0..block.rows).any(|r| {
-                let start = (br * block.rows + r) * k + bc * block.cols;
-                dense[start..start + block.cols]
-                    .iter()
-                    .any(|v| !v.is_zero())
-            })
-        });
-        Self::from_block_mask(&mask, block, |row, col| dense[row * k + col])
+        let (bm, bk) = (block.rows, block.cols);
+        // Every element index below is < m * k = dense.len() and bm * bk fits (both checked
+        // above); the arrays grow no larger than block_rows + 1 <= i32::MAX + 1 and
+        // dense.len().
+        let mut row_ptr = try_vec("row_ptr", block_rows + 1)?;
+        let (mut col_idx, mut values) = (Vec::new(), Vec::new());
+        row_ptr.push(0i32);
+        for br in 0..block_rows {
+            for bc in 0..block_cols {
+                let start = |r: usize| (br * bm + r) * k + bc * bk;
+                let block_row = |r: usize| &dense[start(r)..][..bk];
+                if !(0..bm).any(|r| block_row(r).iter().any(|v| !v.is_zero())) {
+                    continue;
+                }
+                try_grow(&mut col_idx, "col_idx", 1)?;
+                col_idx.push(to_i32("block column", bc)?);
+                try_grow(&mut values, "values", bm * bk)?;
+                for r in 0..bm {
+                    values.extend_from_slice(block_row(r));
+                }
+            }
+            row_ptr.push(to_i32("nnzb", col_idx.len())?);
+        }
+        Self::from_parts(m, k, block, row_ptr, col_idx, values)
     }
 
     /// Builds from a block mask: block `(r, c)` is stored where the mask is set, and its
@@ -254,48 +309,67 @@ impl<T: Element> BsrMatrix<T> {
         block: BlockShape,
         mut value: impl FnMut(usize, usize) -> T,
     ) -> Result<Self, BsrError> {
-        let m = mask.rows().checked_mul(block.rows);
-        let k = mask.cols().checked_mul(block.cols);
-        let (Some(m), Some(k)) = (m, k) else {
-            return Err(BsrError::IndexOverflow {
-                what: "mask rows/cols * block",
-                value: mask.rows().max(mask.cols()) as u128 * block.len() as u128,
-            });
-        };
+        check_block(block)?;
+        let m = mask
+            .rows()
+            .checked_mul(block.rows)
+            .ok_or(BsrError::SizeOverflow {
+                what: "mask rows * bm",
+                value: mask.rows() as u128 * block.rows as u128,
+            })?;
+        let k = mask
+            .cols()
+            .checked_mul(block.cols)
+            .ok_or(BsrError::SizeOverflow {
+                what: "mask cols * bk",
+                value: mask.cols() as u128 * block.cols as u128,
+            })?;
         let (block_rows, _) = check_grid(m, k, block)?;
         let nnzb = mask.count();
-        let mut values = Vec::with_capacity(values_len_of(nnzb, block)?);
-        let mut row_ptr = Vec::with_capacity(block_rows + 1);
-        let mut col_idx = Vec::with_capacity(nnzb);
+        let mut values = try_vec("values", values_len_of(nnzb, block)?)?;
+        let mut row_ptr = try_vec("row_ptr", block_rows + 1)?;
+        let mut col_idx = try_vec("col_idx", nnzb)?;
         row_ptr.push(0i32);
         for br in 0..block_rows {
             for bc in mask.row_cols(br) {
-                col_idx.push(bc as i32);
+                col_idx.push(to_i32("block column", bc)?);
+                // br * bm + r < m and bc * bk + c < k, both computed above without overflow.
                 for r in 0..block.rows {
                     for c in 0..block.cols {
                         values.push(value(br * block.rows + r, bc * block.cols + c));
                     }
                 }
             }
-            row_ptr.push(col_idx.len() as i32);
+            row_ptr.push(to_i32("nnzb", col_idx.len())?);
         }
         Self::from_parts(m, k, block, row_ptr, col_idx, values)
     }
 
-    /// The dense row-major `m x k` matrix (zeros outside stored blocks).
-    pub fn to_dense(&self) -> Vec<T> {
-        let mut dense = vec![T::from_f32(0.0); self.m * self.k];
+    /// The dense row-major `m x k` matrix (zeros outside stored blocks), or
+    /// `BsrError::SizeOverflow` when `m * k` overflows and `BsrError::Allocation` when it
+    /// cannot be allocated.
+    pub fn to_dense(&self) -> Result<Vec<T>, BsrError> {
+        let len = self.m.checked_mul(self.k).ok_or(BsrError::SizeOverflow {
+            what: "m * k",
+            value: self.m as u128 * self.k as u128,
+        })?;
+        let mut dense = try_vec("dense matrix", len)?;
+        dense.resize(len, T::from_f32(0.0));
+        // Element indices are < m * k = len; block offsets < nnzb * bm * bk = values.len()
+        // (validated), so none of the products below overflows.
         let (bm, bk) = (self.block.rows, self.block.cols);
         for row in self.block_rows() {
             for (j, &col) in row.col_idx.iter().enumerate() {
                 let blk = &row.values[j * bm * bk..][..bm * bk];
+                // col is in 0..k / bk (validated).
+                let col = col as usize;
                 for r in 0..bm {
-                    let start = (row.index * bm + r) * self.k + col as usize * bk;
+                    let start = (row.index * bm + r) * self.k + col * bk;
                     dense[start..start + bk].copy_from_slice(&blk[r * bk..][..bk]);
                 }
             }
         }
-        dense
+        Ok(dense)
     }
 }
 
@@ -332,11 +406,12 @@ impl<T> BsrMatrix<T> {
     }
     /// Stored blocks over all blocks (0 for an empty grid).
     pub fn density(&self) -> f64 {
-        let all = self.num_block_rows() * self.num_block_cols();
-        if all == 0 {
+        // In f64: the block count cannot overflow.
+        let all = self.num_block_rows() as f64 * self.num_block_cols() as f64;
+        if all == 0.0 {
             0.0
         } else {
-            self.nnz_blocks() as f64 / all as f64
+            self.nnz_blocks() as f64 / all
         }
     }
     /// Floating-point operations of `A * B` with `n` columns, counting stored blocks only:
@@ -346,8 +421,11 @@ impl<T> BsrMatrix<T> {
     }
     /// The block-rows in order.
     pub fn block_rows(&self) -> impl ExactSizeIterator<Item = BlockRow<'_, T>> + '_ {
+        // Exact: nnzb * bm * bk = values.len() was validated.
         let blk = self.block.len();
         (0..self.num_block_rows()).map(move |index| {
+            // Validated: 0 <= row_ptr[index] <= row_ptr[index + 1] <= nnzb, so the casts
+            // are exact and s * blk, e * blk <= values.len().
             let (s, e) = (
                 self.row_ptr[index] as usize,
                 self.row_ptr[index + 1] as usize,
@@ -359,12 +437,20 @@ impl<T> BsrMatrix<T> {
             }
         })
     }
-    /// The block pattern, without values.
-    pub fn mask(&self) -> BlockMask {
-        BlockMask::from_fn(self.num_block_rows(), self.num_block_cols(), |r, c| {
-            let cols = &self.col_idx[self.row_ptr[r] as usize..self.row_ptr[r + 1] as usize];
-            cols.binary_search(&(c as i32)).is_ok()
-        })
+    /// The block pattern, without values: `BsrError::MaskTooLarge` when the block grid is
+    /// beyond [`BlockMask::MAX_BLOCKS`] (a mask stores every block of the grid).
+    pub fn mask(&self) -> Result<BlockMask, BsrError> {
+        let (rows, cols) = (self.num_block_rows(), self.num_block_cols());
+        let len = BlockMask::check_size(rows, cols)?;
+        let mut bits = try_vec("mask bits", len)?;
+        bits.resize(len, false);
+        for row in self.block_rows() {
+            for &c in row.col_idx {
+                // Validated: 0 <= c < cols, so index * cols + c < rows * cols = len.
+                bits[row.index * cols + c as usize] = true;
+            }
+        }
+        BlockMask::new(rows, cols, bits)
     }
     /// Takes the three arrays back.
     pub fn into_parts(self) -> (Vec<i32>, Vec<i32>, Vec<T>) {

@@ -22,17 +22,17 @@ pub enum PatternKind {
 pub fn mask(kind: PatternKind, rows: usize, cols: usize, rng: &mut StdRng) -> BlockMask {
     match kind {
         PatternKind::Random(p) => BlockMask::random(rows, cols, p, rng).unwrap(),
-        PatternKind::Full => BlockMask::from_fn(rows, cols, |_, _| true),
-        PatternKind::Empty => BlockMask::from_fn(rows, cols, |_, _| false),
+        PatternKind::Full => BlockMask::from_fn(rows, cols, |_, _| true).unwrap(),
+        PatternKind::Empty => BlockMask::from_fn(rows, cols, |_, _| false).unwrap(),
         PatternKind::Single => {
             let (r, c) = if rows * cols == 0 {
                 (usize::MAX, usize::MAX)
             } else {
                 (rng.random_range(0..rows), rng.random_range(0..cols))
             };
-            BlockMask::from_fn(rows, cols, |i, j| (i, j) == (r, c))
+            BlockMask::from_fn(rows, cols, |i, j| (i, j) == (r, c)).unwrap()
         }
-        PatternKind::EmptyAndFullRows => BlockMask::from_fn(rows, cols, |i, _| i % 2 == 1),
+        PatternKind::EmptyAndFullRows => BlockMask::from_fn(rows, cols, |i, _| i % 2 == 1).unwrap(),
     }
 }
 
@@ -70,7 +70,7 @@ pub fn reference<T: Element, O: Element>(
     beta: f32,
 ) -> Vec<f64> {
     let (m, k, n) = (a.m(), a.k(), b_shape.cols);
-    let dense = a.to_dense();
+    let dense = a.to_dense().unwrap();
     let mut out = vec![0f64; m * n];
     for i in 0..m {
         for j in 0..n {
@@ -78,12 +78,13 @@ pub fn reference<T: Element, O: Element>(
             for kk in 0..k {
                 let av = dense[i * k + kk].to_f32() as f64;
                 if av != 0.0 {
-                    s += av * b[b_shape.layout.offset(kk, j, b_shape.ld)].to_f32() as f64;
+                    s += av * b[b_shape.layout.offset(kk, j, b_shape.ld).unwrap()].to_f32() as f64;
                 }
             }
             let mut v = alpha as f64 * s;
             if beta != 0.0 {
-                v += beta as f64 * c_old[c_shape.layout.offset(i, j, c_shape.ld)].to_f32() as f64;
+                v += beta as f64
+                    * c_old[c_shape.layout.offset(i, j, c_shape.ld).unwrap()].to_f32() as f64;
             }
             out[i * n + j] = v;
         }
@@ -98,7 +99,7 @@ pub fn rel_err<O: Element>(out: &[O], shape: &DenseShape, reference: &[f64]) -> 
     let (mut num, mut den, mut bad) = (0f64, 0f64, 0usize);
     for i in 0..m {
         for j in 0..n {
-            let o = out[shape.layout.offset(i, j, shape.ld)].to_f32() as f64;
+            let o = out[shape.layout.offset(i, j, shape.ld).unwrap()].to_f32() as f64;
             if !o.is_finite() {
                 bad += 1;
                 continue;

@@ -20,7 +20,10 @@
 //! ```
 //!
 //! Sizes are `int64_t` on the C++ side (as in `sparsek::BsrView`); a negative one is an
-//! error, not a wrap-around.
+//! error, not a wrap-around. Nothing here aborts or panics on any input: a block side
+//! above `i32::MAX` is refused like every other defect, and a pattern beyond
+//! `sparsek::BlockMask`'s limits (`i32::MAX` blocks per side, `2^32` in all) is refused
+//! before anything is allocated.
 
 use sparsek::{BlockMask, BlockShape};
 
@@ -101,8 +104,7 @@ pub fn validate_bsr(
 /// See the bridge declaration.
 pub fn topk_pattern(scores: &[f32], rows: i64, cols: i64, k: i64) -> Result<BsrPattern, String> {
     let (rows, cols, k) = (size("rows", rows)?, size("cols", cols)?, size("k", k)?);
-    let too_big = || format!("{rows} x {cols} scores overflow");
-    rows.checked_mul(cols).ok_or_else(too_big)?;
+    // topk_per_row checks rows * cols (and the mask limits) before anything else.
     let mask = BlockMask::topk_per_row(scores, rows, cols, k).map_err(|e| e.to_string())?;
     to_pattern(&mask)
 }
@@ -118,24 +120,35 @@ pub fn causal_pattern(n: i64, band: i64) -> Result<BsrPattern, String> {
     to_pattern(&mask)
 }
 
-/// A mask's kept blocks as `row_ptr` / `col_idx`, refusing what overflows `i32`.
+/// A mask's kept blocks as `row_ptr` / `col_idx`, refusing what overflows `i32` and
+/// what cannot be allocated.
 fn to_pattern(mask: &BlockMask) -> Result<BsrPattern, String> {
-    let idx = |what: &str, v: usize| {
-        i32::try_from(v).map_err(|_| format!("{what} = {v} overflows the i32 indices"))
-    };
-    idx("block columns", mask.cols())?;
-    let mut row_ptr = Vec::with_capacity(mask.rows() + 1);
+    fn idx<T: TryFrom<usize>>(what: &str, v: usize) -> Result<T, String> {
+        T::try_from(v).map_err(|_| format!("{what} = {v} overflows the i32 indices"))
+    }
+    let (rows, cols) = (mask.rows(), mask.cols());
+    let (block_rows, block_cols): (i32, i32) =
+        (idx("block rows", rows)?, idx("block columns", cols)?);
+    let alloc = |what: &str, n: usize| format!("cannot allocate {n} entries of {what}");
+    let mut row_ptr = Vec::new();
+    // rows <= i32::MAX (checked above): + 1 cannot overflow.
+    row_ptr
+        .try_reserve_exact(rows + 1)
+        .map_err(|_| alloc("row_ptr", rows + 1))?;
     let mut col_idx = Vec::new();
+    col_idx
+        .try_reserve_exact(mask.count())
+        .map_err(|_| alloc("col_idx", mask.count()))?;
     row_ptr.push(0);
-    for r in 0..mask.rows() {
+    for r in 0..rows {
         for c in mask.row_cols(r) {
-            col_idx.push(c as i32); // c < cols, checked above
+            col_idx.push(idx("block column", c)?);
         }
         row_ptr.push(idx("nnzb", col_idx.len())?);
     }
     Ok(BsrPattern {
-        block_rows: mask.rows() as i64,
-        block_cols: mask.cols() as i64,
+        block_rows: block_rows.into(),
+        block_cols: block_cols.into(),
         row_ptr,
         col_idx,
     })
@@ -249,6 +262,52 @@ mod tests {
         assert_eq!(band.row_ptr, [0, 1, 3, 5]);
         assert_eq!(band.col_idx, [0, 0, 1, 1, 2]);
         assert_eq!(causal_pattern(3, -1).unwrap_err(), "band = -1 is negative");
+    }
+
+    /// 2^32 + 16: above i32::MAX, and `as i32` truncates it to 16.
+    const HUGE: i64 = (1 << 32) + 16;
+
+    /// Defect 1: a block side above i32::MAX passed validation (the kernels truncate it).
+    #[test]
+    fn defect1_validate_bsr_refuses_block_side_above_i32_max() {
+        // m = bm = 2^32 + 16: one block-row and one block, as the kernels would see it.
+        assert_eq!(
+            validate_bsr(HUGE, 1, HUGE, 1, &[0, 1], &[0], HUGE).unwrap_err(),
+            "block side bm = 4294967312 exceeds 2147483647, the largest block side the \
+             kernels take (i32)"
+        );
+        let e = validate_bsr(16, HUGE, 16, HUGE, &[0, 0], &[], 0).unwrap_err();
+        assert!(e.starts_with("block side bk = 4294967312 exceeds"), "{e}");
+        // The wrapping product of defect 2: (2^32+16) x (2^60-2^32+16) "holds" 256.
+        let c = (1i64 << 60) - (1 << 32) + 16;
+        let e = validate_bsr(HUGE, c, HUGE, c, &[0, 1], &[0], 256).unwrap_err();
+        assert!(e.starts_with("block side bm"), "{e}");
+        let max = i32::MAX as i64;
+        validate_bsr(max, max, max, max, &[0, 0], &[], 0).unwrap();
+        validate_bsr(i64::MAX, 1, i64::MAX, 1, &[0, 0], &[], 0).unwrap_err();
+    }
+
+    /// Defect 3: causal_pattern(n) multiplied n * n unchecked (a panic in debug, an abort
+    /// on the allocation in release); topk_pattern likewise for rows * cols.
+    #[test]
+    fn defect3_patterns_refuse_huge_grids() {
+        for n in [1i64 << 32, (1 << 16) + 1, i64::MAX] {
+            let e = causal_pattern(n, 0).unwrap_err();
+            assert!(e.contains("block mask is too large"), "{n}: {e}");
+            let e = causal_pattern(n, 3).unwrap_err();
+            assert!(e.contains("block mask is too large"), "{n}: {e}");
+        }
+        let e = topk_pattern(&[], 1 << 32, 1 << 32, 0).unwrap_err();
+        assert!(e.contains("block mask is too large"), "{e}");
+        let e = topk_pattern(&[], i64::MAX, 2, 1).unwrap_err();
+        assert!(e.contains("block mask is too large"), "{e}");
+        // An empty pattern with a huge side is fine, and is not looped over.
+        let p = topk_pattern(&[], 0, i32::MAX as i64, 0).unwrap();
+        assert_eq!(
+            (p.block_rows, p.block_cols, p.row_ptr, p.col_idx),
+            (0, i32::MAX as i64, vec![0], vec![])
+        );
+        assert_eq!(causal_pattern(0, 0).unwrap().row_ptr, [0]);
     }
 
     /// What the committed include/sparsek/rust.h has before the generated text.

@@ -3,9 +3,10 @@
 // Plugged into CUTLASS's kernel layer (GemmUniversal, cooperative TMA warp-specialized)
 // by specializing cutlass::gemm::kernel::detail::TileSchedulerSelector for our own tag
 // (the same extension point the StreamK/Group schedulers use). Its WorkTileInfo carries
-// the tile's k-iteration count (nnz blocks of the block-row * bk/TileK), which the kernel
-// reads through get_work_k_tile_count() for the producer, the consumers and the pipeline
-// state advancement - so the kernel and epilogue stay CUTLASS's own.
+// the tile's k-iteration count (nnz blocks of the block-row * bk/TileK, see
+// SparseTileIterator::k_tile_count in tile_iterator.hpp), which the kernel reads through
+// get_work_k_tile_count() for the producer, the consumers and the pipeline state
+// advancement - so the kernel and epilogue stay CUTLASS's own.
 //
 // Orientation: with SparseIsB == false the GEMM is the natural one (M = m, N = n, the
 // sparse operand is A, M tile == bm, block-row = M_idx). With SparseIsB == true the GEMM
@@ -26,8 +27,8 @@
 // the host enabled it (Params::order_smem_offset >= 0: block_rows <= OrderCap).
 // CONTRACT with the kernel layer: initial_work_tile_info() is called exactly once by every
 // thread of the CTA (blockDim.x threads) before any other work query; it contains a named
-// barrier (kOrderBarrierId) over blockDim.x threads. Both CUTLASS's cooperative kernel and
-// our ping-pong kernel (bsr_kernel_pingpong.hpp) satisfy this.
+// barrier (kOrderBarrierId) over blockDim.x threads. CUTLASS's cooperative kernel (the one
+// kernel.hpp builds) satisfies this.
 #pragma once
 
 #include <cstdint>
@@ -37,7 +38,7 @@
 #include "cutlass/kernel_hardware_info.hpp"
 #include "cutlass/pipeline/pipeline.hpp"
 
-#include "sparse_tile_iterator.hpp"
+#include "tile_iterator.hpp"
 
 namespace sparsek::sm90 {
 
@@ -186,13 +187,6 @@ class BsrTileScheduler {
   CUTLASS_DEVICE WorkTileInfo initial_work_tile_info(ClusterShape) {
     build_order();
     return get_current_work();
-  }
-
-  // k count of the tile `ahead` steps after the current one (0 when there is none): the
-  // ping-pong kernel advances a consumer's pipeline state past the other warpgroup's tile.
-  CUTLASS_DEVICE int32_t k_tile_count_ahead(uint32_t ahead) const {
-    WorkTileInfo w = work_for_linear_idx(current_ + stride_ * int64_t(ahead));
-    return w.is_valid() ? w.k_tile_count : 0;
   }
 
   CUTLASS_DEVICE WorkTileInfo get_current_work() const { return work_for_linear_idx(current_); }

@@ -1,4 +1,5 @@
-// The WMMA tensor-core kernel family: C = alpha * A * B + beta * C with A in BSR form.
+// The WMMA tensor-core kernel: C = alpha * A * B + beta * C with A in BSR form, and the
+// per-row launch that cpp/wmma/instantiations/<row>.cu instantiates (one row per TU).
 //
 // One CTA computes a TILE_M x TILE_N tile of C that lies inside one block-row of A (a
 // slice of it when bm > TILE_M). It walks only the nonzero blocks of that block-row: for
@@ -12,112 +13,34 @@
 // Every output element is produced by exactly one thread of one CTA, summing over k in a
 // fixed order (block order, then k within a block), so results are bitwise reproducible
 // and independent of the tile configuration. No atomics, no split-k.
+//
+// The rows (tile configurations) are in configs.hpp; the family (supports, fits, the
+// dispatch over rows) in family.cu, which sees only launch.hpp.
+#pragma once
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <mma.h>
 
-#include <atomic>
-#include <climits>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <type_traits>
-#include <utility>
 
 #include "problem.hpp"
+#include "wmma/configs.hpp"
 #include "wmma/cp_async.cuh"
+#include "wmma/launch.hpp"
 
 namespace sparsek::detail {
 namespace wmma_impl {
 namespace wmma = nvcuda::wmma;
 
-// ---------------------------------------------------------------------------------------
-// Tile configurations: the one table. default_config() below chooses one of rows 0-7 from
-// (bm, m, n), upgraded to a measured row of 8.. where the device has the shared memory
-// (kLargeSmemRow), and k_step_for() K_STEP from bk. Rows 0-7 keep their shared memory <= 99 KiB
-// (the per-block opt-in limit of sm_86/sm_89, which run the sm_80 image), so no default
-// row is refused for its size on any cc >= 8.0. Rows 8.. are tuning candidates, reached
-// only through the SPARSEK_WMMA_CONFIG environment variable (config_override() below);
-// they may use up to 227 KiB (sm_90) and are skipped where the device has less.
-//
-// Why the rows are what they are:
-//  * A CTA reuses its staged B rows only across the bm rows of one block-row (other
-//    block-rows have other column patterns), so TILE_M is bm's largest divisor in
-//    {128, 64, 32, 16}. B traffic from L2 is therefore ~2 bytes per 2*bm flops whatever
-//    the tile; what the tile controls is A's re-reads (one per n-tile: bm/TILE_N of the
-//    B traffic) and shared-memory bandwidth (fragment loads per mma_sync). Hence wide
-//    TILE_N and warp tiles as square as the CTA allows.
-//  * 128 x 256, 8 warps of 64 x 64 (4 A + 4 B fragment loads per 16 mma_sync, 128 fp32
-//    accumulators per thread, one CTA/SM), 3 stages: the shape of the classic Ampere
-//    128x256 GEMM; halves A's re-reads compared with 128 x 128. Its fp32 tile (133 KiB)
-//    does not fit at once, so the epilogue runs in two passes of 64 rows.
-//  * 128 x 128, 8 warps of 64 x 32, 4 stages, two CTAs/SM (128 registers, no spills).
-//  * 64 x 256, 8 warps of 32 x 64; 3 stages (4 would pass 99 KiB with column-major B).
-//  * 32 x 256, 8 warps of 32 x 32; 16 x 256, 8 warps of 16 x 32: small bm leaves few rows,
-//    so all warps go along N.
-//  * Each class has a "narrow" row (TILE_N 128, same or smaller warp tile, more CTAs per
-//    SM) used when the wide row would give fewer than kMinCtasForWide CTAs: small
-//    problems need more, smaller CTAs to fill ~132 SMs.
-//  * Stages: 3-4 for K_STEP 32 (2-3 k-steps in flight hide L2 latency), 5-6 for K_STEP
-//    16 (about the same bytes in flight).
-//  * K_STEP is 32 when bk % 32 == 0, else 16 (bk = 16, 48, 80, ...): a k-step never
-//    straddles two blocks, since the next block's B rows are elsewhere. Candidate rows
-//    with k_max 64 use 64 when bk % 64 == 0 (f16 only): half the barriers per flop.
-//  * pipelined rows double-buffer the fragments in registers and move the per-step
-//    wait + barrier before the last 16-deep slice (see the kernel), so the barrier and
-//    the ldmatrix latency at a step boundary overlap tensor-core work.
-//  * min_ctas feeds __launch_bounds__ and so caps registers at 64K / (threads * min_ctas);
-//    rows with min_ctas 1 get the fully unrolled k loop (more registers, more overlap of
-//    fragment loads with mma), the others keep it rolled to stay spill-free.
-// The result does not depend on the row chosen: every output element sums its products
-// in the same order (block order, then k), so any row gives bitwise-identical output.
-struct TileConfig {
-  const char* name;            // for the SPARSEK_WMMA_CONFIG override and its log line
-  int tile_m, tile_n;          // CTA tile of C
-  int warps_m, warps_n;        // warp grid; warp tile = tile_m/warps_m x tile_n/warps_n
-  int k_max;                   // largest K_STEP the row may use (32 or 64)
-  int stages_k64, stages_k32, stages_k16;  // cp.async ring depth per K_STEP
-  int min_ctas;                // __launch_bounds__ minimum CTAs per SM (caps registers)
-  bool pipelined;              // software-pipelined main loop (see the kernel); else classic
-};
-
-constexpr TileConfig kTiles[] = {
-    // name            tm   tn wm wn kmax s64 s32 s16 ctas pipe   used for
-    {"w128x256",      128, 256, 2, 4, 32, 0, 3, 5, 1, false},  // 0: bm % 128 == 0, wide
-    {"w128x128",      128, 128, 2, 4, 32, 0, 4, 6, 2, false},  // 1: bm % 128 == 0, narrow
-    {"w64x256",        64, 256, 2, 4, 32, 0, 3, 6, 2, false},  // 2: bm % 64 == 0, wide
-    {"w64x128",        64, 128, 2, 2, 32, 0, 4, 6, 3, false},  // 3: bm % 64 == 0, narrow
-    {"w32x256",        32, 256, 1, 8, 32, 0, 4, 6, 2, false},  // 4: bm % 32 == 0, wide
-    {"w32x128",        32, 128, 1, 4, 32, 0, 4, 6, 4, false},  // 5: bm % 32 == 0, narrow
-    {"w16x256",        16, 256, 1, 8, 32, 0, 4, 6, 2, false},  // 6: bm % 16 == 0, wide
-    {"w16x128",        16, 128, 1, 4, 32, 0, 4, 6, 4, false},  // 7: bm % 16 == 0, narrow
-    // ---- tuning candidates: only through SPARSEK_WMMA_CONFIG (see config_override) ----
-    // Rows 8.. need more than 99 KiB of shared memory per CTA (or per SM at min_ctas) and
-    // so run only where the device allows it (sm_90: 227 KiB per block, 228 KiB per SM).
-    {"p128x256",      128, 256, 2, 4, 32, 0, 3, 5, 1, true},   // 8: row 0 with the pipelined loop only
-    {"h128x256k64",   128, 256, 2, 4, 64, 4, 6, 8, 1, true},   // 9: K_STEP 64, 204 KiB
-    {"h128x256k32s5", 128, 256, 2, 4, 32, 0, 5, 8, 1, true},   // 10: K_STEP 32, 5 stages, 133 KiB
-    {"h128x128x4w",   128, 128, 2, 2, 64, 3, 5, 8, 2, true},   // 11: 4 warps of 64x64, 2 CTAs/SM, 105 KiB
-    {"h128x256k64s3", 128, 256, 2, 4, 64, 3, 5, 8, 1, true},   // 12: as 9 with 3 stages (153 KiB)
-    {"h64x256k64",     64, 256, 2, 4, 64, 4, 6, 8, 1, true},   // 13: bm 64, K_STEP 64, 168 KiB
-    {"h64x256s6",      64, 256, 2, 4, 32, 0, 6, 8, 1, true},   // 14: bm 64, K_STEP 32, 6 stages (129 KiB)
-    {"h64x256x4w",     64, 256, 1, 4, 32, 0, 5, 8, 2, true},   // 15: bm 64, 4 warps of 64x64, 2 CTAs/SM
-    {"h32x256s5",      32, 256, 1, 8, 32, 0, 5, 8, 2, true},   // 16: bm 32, 5 stages, 2 CTAs/SM
-    {"h32x256x4w",     32, 256, 1, 4, 32, 0, 5, 8, 2, true},   // 17: bm 32, 4 warps of 32x64, 2 CTAs/SM
-};
-constexpr int kNumTiles = sizeof(kTiles) / sizeof(kTiles[0]);
-constexpr int kNumDefaultTiles = 8;  // rows default_config() chooses by itself
-// Below this many CTAs the wide row leaves SMs idle: about two waves of an H100's 132 SMs.
-constexpr int64_t kMinCtasForWide = 264;
-
-constexpr int cmax(int a, int b) { return a > b ? a : b; }
-
-// Everything derived from a table row, for both the kernel and the host side.
+// Everything derived from a table row, for both the kernel and the host side. The
+// shared-memory layout comes from wmma_smem (launch.hpp), which family.cu's fits uses too.
 template <int kCfg, int kKStep, bool kBCol>
 struct Traits {
-  static constexpr TileConfig cfg = kTiles[kCfg];
+  static constexpr WmmaVariant cfg = kWmmaVariants[kCfg];
   static constexpr int kTileM = cfg.tile_m, kTileN = cfg.tile_n;
   static constexpr int kWarpsM = cfg.warps_m, kWarpsN = cfg.warps_n;
   static constexpr int kThreads = 32 * kWarpsM * kWarpsN;
@@ -125,39 +48,24 @@ struct Traits {
   static constexpr bool kUnrollK = cfg.min_ctas == 1;
   static constexpr int kWarpM = kTileM / kWarpsM, kWarpN = kTileN / kWarpsN;
   static constexpr int kFragsM = kWarpM / 16, kFragsN = kWarpN / 16;
-  static constexpr int kStages = kKStep == 64 ? cfg.stages_k64 : kKStep == 32 ? cfg.stages_k32 : cfg.stages_k16;
+  static constexpr int kStages = wmma_stages(cfg, kKStep);
   // The pipelined loop double-buffers fragments across the 16-deep slices of a k-step, so
   // it needs at least two slices per step; K_STEP 16 keeps the classic loop.
   static constexpr bool kPipelined = cfg.pipelined && kKStep >= 32;
 
-  // Shared-memory rows are padded by 16 bytes. With a row stride of 16 (mod 128) bytes the
-  // eight 16-byte row segments one ldmatrix phase reads land in distinct banks, and every
-  // 16-row fragment still starts 32-byte aligned as wmma requires.
-  static constexpr int kPad = 8;
-  static constexpr int kLdA = kKStep + kPad;                          // A: [TILE_M][K_STEP]
-  static constexpr int kLdB = kBCol ? kKStep + kPad : kTileN + kPad;  // B: [TILE_N][K] or [K][TILE_N]
-  static constexpr int kAStage = kTileM * kLdA;                       // elements per stage
-  static constexpr int kBStage = kBCol ? kTileN * kLdB : kKStep * kLdB;
-  static constexpr int kPipeBytes = kStages * (kAStage + kBStage) * 2;
-
-  // Epilogue: the fp32 tile is staged row-major [rows][TILE_N+4] or column-major
-  // [TILE_N][rows+4] (4 floats of padding keep rows 16-byte aligned and shift banks). When
-  // the whole tile does not fit in the ring's memory it goes in kWarpsM passes, one warp
-  // row (kEpiRows rows of C) at a time.
-  static constexpr int kWholeEpiBytes = cmax(kTileM * (kTileN + 4), kTileN * (kTileM + 4)) * 4;
-  static constexpr int kEpiPasses = kWholeEpiBytes <= kPipeBytes ? 1 : kWarpsM;
-  static constexpr int kEpiRows = kTileM / kEpiPasses;
-  static constexpr int kLdCRow = kTileN + 4, kLdCCol = kEpiRows + 4;
-  static constexpr int kEpiBytes = cmax(kEpiRows * kLdCRow, kTileN * kLdCCol) * 4;
-  static constexpr int kSmemBytes = cmax(kPipeBytes, kEpiBytes);
+  static constexpr WmmaSmem kSmem = wmma_smem(cfg, kKStep, kBCol);
+  static constexpr int kLdA = kSmem.lda, kLdB = kSmem.ldb;  // A: [TILE_M][K_STEP]; B: [TILE_N][K] or [K][TILE_N]
+  static constexpr int kAStage = kSmem.a_stage, kBStage = kSmem.b_stage;  // elements per stage
+  static constexpr int kEpiPasses = kSmem.epi_passes, kEpiRows = kSmem.epi_rows;
+  static constexpr int kLdCRow = kSmem.ldc_row, kLdCCol = kSmem.ldc_col;
+  static constexpr int kSmemBytes = kSmem.bytes;
 
   static_assert(kTileM % (16 * kWarpsM) == 0 && kTileN % (16 * kWarpsN) == 0, "warp tile must be whole fragments");
   static_assert(kKStep == 16 || kKStep == 32 || kKStep == 64, "K_STEP is 16, 32 or 64");
   static_assert(kKStep <= cfg.k_max, "K_STEP above the row's k_max");
   static_assert(kStages >= 2, "the ring needs two stages");
-  // Default rows must fit the 99 KiB opt-in limit of sm_86/sm_89 (which run the sm_80
-  // image); candidate rows only the 227 KiB of sm_90 (the host skips rows that do not fit).
-  static_assert(kSmemBytes <= (kCfg < kNumDefaultTiles ? 99 : 227) * 1024, "row exceeds its shared-memory budget");
+  // The 99 KiB rules (wide and narrow rows) are checked over the whole table in launch.hpp.
+  static_assert(kSmemBytes <= kLargestOptin, "row exceeds sm_90's shared memory per block");
   static_assert((kEpiRows * kTileN / 8) % kThreads == 0, "epilogue chunks must divide evenly");
 };
 
@@ -545,213 +453,9 @@ __global__ void __launch_bounds__(Traits<kCfg, kKStep, kBCol>::kThreads, Traits<
 }
 
 // ---------------------------------------------------------------------------------------
-// Host side.
+// Host side: one row's launch.
 
-// K_STEP for a row: the largest of {64 (if the row allows it), 32, 16} dividing bk, so a
-// k-step never straddles two blocks (the next block's B rows are elsewhere). K_STEP 64 is
-// f16 only: nvcc lowers the bf16 wmma fragment loads to generic 32-bit loads + MOVM (not
-// ldmatrix, unlike f16), which costs enough registers to spill the 64x64 warp tiles.
-int k_step_for(int cfg, int bk, bool bf16) {
-  if (kTiles[cfg].k_max >= 64 && !bf16 && bk % 64 == 0) return 64;
-  return bk % 32 == 0 ? 32 : 16;
-}
-
-// The kernel of one (config, K_STEP, dtype, B layout) and its launch geometry.
-struct KernelInfo {
-  const void* fn;
-  int threads;
-  int smem_bytes;
-  int tile_m, tile_n;
-  int cfg, k_step, stages;
-};
-
-template <int kCfg, int kKStep, typename T, bool kBCol>
-KernelInfo info_for() {
-  using Tr = Traits<kCfg, kKStep, kBCol>;
-  const void* fn = reinterpret_cast<const void*>(&bsr_wmma_kernel<kCfg, kKStep, T, kBCol>);
-  return {fn, Tr::kThreads, Tr::kSmemBytes, Tr::kTileM, Tr::kTileN, kCfg, kKStep, Tr::kStages};
-}
-
-template <int kCfg, int kKStep>
-KernelInfo info_for_ks(bool bf16, bool b_col) {
-  if (bf16) return b_col ? info_for<kCfg, kKStep, __nv_bfloat16, true>() : info_for<kCfg, kKStep, __nv_bfloat16, false>();
-  return b_col ? info_for<kCfg, kKStep, __half, true>() : info_for<kCfg, kKStep, __half, false>();
-}
-
-template <int kCfg>
-KernelInfo info_for_cfg(int k_step, bool bf16, bool b_col) {
-  if constexpr (kTiles[kCfg].k_max >= 64) {
-    if (k_step == 64)  // f16 only (k_step_for)
-      return b_col ? info_for<kCfg, 64, __half, true>() : info_for<kCfg, 64, __half, false>();
-  }
-  if (k_step == 32) return info_for_ks<kCfg, 32>(bf16, b_col);
-  return info_for_ks<kCfg, 16>(bf16, b_col);
-}
-
-template <size_t... I>
-KernelInfo info_for_any(int cfg, int k_step, bool bf16, bool b_col, std::index_sequence<I...>) {
-  KernelInfo ki{};
-  (void)((cfg == static_cast<int>(I) ? (ki = info_for_cfg<static_cast<int>(I)>(k_step, bf16, b_col), true) : false) ||
-         ...);
-  return ki;
-}
-
-KernelInfo info_for_row(int cfg, const Problem& p) {
-  const bool bf16 = p.a.dtype == DType::BF16;
-  return info_for_any(cfg, k_step_for(cfg, p.a.bk, bf16), bf16, p.b.layout == Layout::ColMajor,
-                      std::make_index_sequence<kNumTiles>{});
-}
-
-int device_smem_optin();
-
-// Wide rows' measured replacements where the device has the shared memory for them
-// (sm_90: 227 KiB). Chosen by scripts/tuning-sweep.sh on an H100 (2026-11-22, M=N=K=8192,
-// f16, density 1/8, row-major B/C; TFLOPS on nonzero work):
-//   bm 128: row 0  w128x256 252.8 | 8: 321.5 | 9: 336.7 | 10 h128x256k32s5: 343.5 | 11: 303.8 | 12: 337.5
-//   bm  64: row 2  w64x256  235.2 | 13: 221.6 | 14: 218.3 | 15 h64x256x4w: 256.8
-//   bm  32: row 4  w32x256  141.0 | 16: 146.1 | 17 h32x256x4w: 146.3
-// Every row gives bitwise-identical results, so this changes speed only.
-constexpr int kLargeSmemRow[] = {10, -1, 15, -1, 17, -1, -1, -1};
-
-// Picks the default row (see the table's comment): the wide or narrow row of bm's class,
-// upgraded to its measured large-shared-memory row where the device allows it.
-int default_config(const Problem& p) {
-  const int bm = p.a.bm;
-  const int wide = bm % 128 == 0 ? 0 : bm % 64 == 0 ? 2 : bm % 32 == 0 ? 4 : 6;  // narrow is wide + 1
-  const int64_t ctas = (p.a.m / kTiles[wide].tile_m) * ((p.n() + kTiles[wide].tile_n - 1) / kTiles[wide].tile_n);
-  if (ctas < kMinCtasForWide) return wide + 1;
-  const int big = kLargeSmemRow[wide];
-  if (big >= 0 && info_for_row(big, p).smem_bytes <= device_smem_optin()) return big;
-  return wide;
-}
-
-// Tuning knob: SPARSEK_WMMA_CONFIG=<row index or row name> (kTiles above) forces that row
-// for every wmma launch of the process, so one build can sweep all candidate rows, e.g.
-//   for c in 0 8 9 10 11 12; do SPARSEK_WMMA_CONFIG=$c dist/spmm_check --m 8192 --n 8192 \
-//     --k 8192 --bm 128 --bk 128 --density 0.125 --dtype f16 --out f16 --backend wmma --iters 20; done
-// Read once (first wmma call). The row is used only where it can run: its TILE_M must
-// divide bm and its shared memory must fit the device's per-block opt-in limit; otherwise
-// the default row is used. Either way one line on stderr (once) says what was chosen.
-// Unset, empty or unrecognised: the default choice. Results are bitwise identical for
-// every row, so the knob changes only speed.
-int config_override() {
-  static const int forced = [] {
-    const char* v = std::getenv("SPARSEK_WMMA_CONFIG");
-    if (v == nullptr || *v == '\0') return -1;
-    char* end = nullptr;
-    const long idx = std::strtol(v, &end, 10);
-    if (end != v && *end == '\0' && idx >= 0 && idx < kNumTiles) return static_cast<int>(idx);
-    for (int i = 0; i < kNumTiles; ++i)
-      if (std::strcmp(v, kTiles[i].name) == 0) return i;
-    std::fprintf(stderr, "sparsek: SPARSEK_WMMA_CONFIG=%s is not a wmma table row (0..%d or a name); ignored\n", v,
-                 kNumTiles - 1);
-    return -1;
-  }();
-  return forced;
-}
-
-// The current device's per-block shared-memory opt-in limit, cached per device (it is
-// asked on every launch).
-int device_smem_optin() {
-  constexpr int kMaxDevices = 64;
-  static std::atomic<int> cache[kMaxDevices] = {};
-  int dev = 0, bytes = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 99 * 1024;  // what every wide/narrow row 0-7 fits
-  }
-  if (dev >= 0 && dev < kMaxDevices && cache[dev].load(std::memory_order_relaxed) > 0)
-    return cache[dev].load(std::memory_order_relaxed);
-  if (cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 99 * 1024;
-  }
-  if (dev >= 0 && dev < kMaxDevices) cache[dev].store(bytes, std::memory_order_relaxed);
-  return bytes;
-}
-
-KernelInfo kernel_info(const Problem& p) {
-  const int forced = config_override();
-  if (forced >= 0) {
-    static std::atomic<bool> logged{false};
-    const KernelInfo ki = info_for_row(forced, p);
-    const bool fits_m = p.a.bm % kTiles[forced].tile_m == 0;
-    const int optin = fits_m ? device_smem_optin() : 0;
-    if (fits_m && ki.smem_bytes <= optin) {
-      if (!logged.exchange(true))
-        std::fprintf(stderr, "sparsek: SPARSEK_WMMA_CONFIG -> row %d (%s), k_step %d, %d stages, %d threads, %d B smem\n",
-                     forced, kTiles[forced].name, ki.k_step, ki.stages, ki.threads, ki.smem_bytes);
-      return ki;
-    }
-    const KernelInfo def = info_for_row(default_config(p), p);
-    if (!logged.exchange(true))
-      std::fprintf(stderr, "sparsek: SPARSEK_WMMA_CONFIG row %d (%s) cannot run here (%s); default row %d (%s) used\n",
-                   forced, kTiles[forced].name, fits_m ? "shared memory above the device limit" : "TILE_M does not divide bm",
-                   def.cfg, kTiles[def.cfg].name);
-    return def;
-  }
-  return info_for_row(default_config(p), p);
-}
-
-bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
-
-}  // namespace wmma_impl
-
-const char* wmma_unsupported_reason(const Problem& p, int cc_major, int cc_minor) {
-  using namespace wmma_impl;
-  (void)cc_minor;
-  if (cc_major < 8) return "needs compute capability >= 8.0 (cp.async, bf16 tensor cores)";
-  const bool in16 = p.a.dtype == DType::F16 || p.a.dtype == DType::BF16;
-  if (!in16 || p.b.dtype != p.a.dtype) return "inputs must both be f16 or both be bf16";
-  if (p.c.dtype != p.a.dtype && p.c.dtype != DType::F32) return "C must be the input type or f32";
-  const int bm = p.a.bm, bk = p.a.bk;
-  if (bm < 16 || bm > 256 || bm % 16 != 0) return "bm must be a multiple of 16 in [16, 256]";
-  if (bk < 16 || bk > 256 || bk % 16 != 0) return "bk must be a multiple of 16 in [16, 256]";
-  if (p.a.m % bm != 0 || p.a.k % bk != 0) return "m and k must be multiples of bm and bk";
-  // 16-byte vector accesses: base pointers and every row/column start must be aligned.
-  if (!aligned16(p.a.values) || !aligned16(p.b.data) || !aligned16(p.c.data))
-    return "A.values, B.data and C.data must be 16-byte aligned";
-  if (p.b.ld % 8 != 0) return "B.ld must be a multiple of 8 elements (16 bytes)";
-  const int64_t c_vec = p.c.dtype == DType::F32 ? 4 : 8;  // elements per 16 bytes
-  if (p.c.ld % c_vec != 0) return "C.ld must be a multiple of 16 bytes";
-  const bool b_row = p.b.layout == Layout::RowMajor, c_row = p.c.layout == Layout::RowMajor;
-  if ((b_row || c_row) && p.n() % 8 != 0)
-    return "n must be a multiple of 8 when B or C is row-major (16-byte row vectors)";
-  // The leading dimensions must cover the contiguous extent (also checked by the caller).
-  if (p.b.ld < (b_row ? p.n() : p.a.k) || p.c.ld < (c_row ? p.n() : p.a.m))
-    return "a leading dimension is smaller than its matrix's contiguous extent";
-  // Launch geometry and 32-bit step counters.
-  if (p.a.k / 16 > INT_MAX) return "k is too large (k/16 must fit in int32)";
-  if (p.a.nnzb > INT_MAX) return "nnzb must fit in int32";
-  const KernelInfo ki = kernel_info(p);
-  if ((p.n() + ki.tile_n - 1) / ki.tile_n > 65535) return "n is too large for the grid (n-tiles > 65535)";
-  if (p.a.m / ki.tile_m > INT_MAX) return "m is too large for the grid";
-  // A build may not carry an image for this GPU (e.g. only sm_80 + sm_90a on a cc 10.x
-  // part); ask the runtime rather than guess. This queries the current device.
-  cudaFuncAttributes attr{};
-  if (cudaFuncGetAttributes(&attr, ki.fn) != cudaSuccess) {
-    (void)cudaGetLastError();  // the failed query must not surface as a later launch error
-    return "this build has no wmma kernel image for the current GPU architecture";
-  }
-  return nullptr;
-}
-
-cudaError_t wmma_launch(const Problem& p, cudaStream_t stream) {
-  using namespace wmma_impl;
-  const KernelInfo ki = kernel_info(p);
-  const int64_t n = p.n();
-  if (p.a.m == 0 || n == 0) return cudaSuccess;  // nothing to write
-  cudaError_t e = cudaFuncSetAttribute(ki.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, ki.smem_bytes);
-  if (e != cudaSuccess) return e;
-  if (ki.cfg >= kNumDefaultTiles) {
-    // Candidate rows want min_ctas CTAs of up to 227 KiB per SM: ask for the largest
-    // shared-memory carveout (the kernel reads global memory only through cp.async.cg and
-    // a few __ldg, so the smaller L1 costs little). A hint; failure is not an error.
-    if (cudaFuncSetAttribute(ki.fn, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared) !=
-        cudaSuccess)
-      (void)cudaGetLastError();
-  }
-
+inline KernelArgs make_args(const Problem& p, int tile_m) {
   KernelArgs args{};
   args.row_ptr = p.a.row_ptr;
   args.col_idx = p.a.col_idx;
@@ -760,20 +464,81 @@ cudaError_t wmma_launch(const Problem& p, cudaStream_t stream) {
   args.c = p.c.data;
   args.ldb = p.b.ld;
   args.ldc = p.c.ld;
-  args.n = n;
+  args.n = p.n();
   args.bm = p.a.bm;
   args.bk = p.a.bk;
-  args.slices = p.a.bm / ki.tile_m;
+  args.slices = p.a.bm / tile_m;
   args.alpha = p.alpha;
   args.beta = p.beta;
   args.c_col_major = p.c.layout == Layout::ColMajor;
   args.c_f32 = p.c.dtype == DType::F32;
+  return args;
+}
 
-  const dim3 grid(static_cast<unsigned>(p.a.m / ki.tile_m), static_cast<unsigned>((n + ki.tile_n - 1) / ki.tile_n));
+// Launches one kernel of row kRow. fits() (family.cu) has checked the grid limits and the
+// shared memory against the device.
+template <int kRow, int kKStep, typename T, bool kBCol>
+cudaError_t launch_kernel(const Problem& p, cudaStream_t stream) {
+  using Tr = Traits<kRow, kKStep, kBCol>;
+  const void* fn = reinterpret_cast<const void*>(&bsr_wmma_kernel<kRow, kKStep, T, kBCol>);
+  cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
+  if (e != cudaSuccess) return e;
+  if constexpr (Tr::cfg.pipelined) {
+    // The pipelined rows are the ones tuned on sm_90 with this hint (the classic rows never
+    // had it), and the large-shared-memory ones among them want min_ctas CTAs of up to
+    // 227 KiB per SM: ask for the largest shared-memory carveout (the kernel reads global
+    // memory only through cp.async.cg and a few __ldg, so the smaller L1 costs little). A
+    // hint; failure is not an error.
+    if (cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared) !=
+        cudaSuccess)
+      (void)cudaGetLastError();
+  }
+  KernelArgs args = make_args(p, Tr::kTileM);
+  const dim3 grid(static_cast<unsigned>(p.m() / Tr::kTileM),
+                  static_cast<unsigned>((p.n() + Tr::kTileN - 1) / Tr::kTileN));
   void* params[] = {&args};
-  e = cudaLaunchKernel(ki.fn, grid, dim3(ki.threads), params, static_cast<size_t>(ki.smem_bytes), stream);
+  e = cudaLaunchKernel(fn, grid, dim3(Tr::kThreads), params, static_cast<size_t>(Tr::kSmemBytes), stream);
   if (e != cudaSuccess) return e;
   return cudaGetLastError();
 }
 
+template <int kRow, int kKStep>
+cudaError_t launch_typed(const Problem& p, bool bf16, bool b_col, cudaStream_t stream) {
+  if (bf16)
+    return b_col ? launch_kernel<kRow, kKStep, __nv_bfloat16, true>(p, stream)
+                 : launch_kernel<kRow, kKStep, __nv_bfloat16, false>(p, stream);
+  return b_col ? launch_kernel<kRow, kKStep, __half, true>(p, stream)
+               : launch_kernel<kRow, kKStep, __half, false>(p, stream);
+}
+
+template <int kRow>
+cudaError_t launch_row(const Problem& p, cudaStream_t stream) {
+  constexpr WmmaVariant v = kWmmaVariants[kRow];
+  const bool bf16 = p.input() == DType::BF16;
+  const bool b_col = p.b.layout == Layout::ColMajor;
+  const int k_step = wmma_k_step(v, p.a.bk, bf16);
+  if constexpr (v.k_max >= 64) {
+    if (k_step == 64)  // f16 only (wmma_k_step)
+      return b_col ? launch_kernel<kRow, 64, __half, true>(p, stream)
+                   : launch_kernel<kRow, 64, __half, false>(p, stream);
+  }
+  if (k_step == 32) return launch_typed<kRow, 32>(p, bf16, b_col, stream);
+  return launch_typed<kRow, 16>(p, bf16, b_col, stream);
+}
+
+template <int kRow>
+const void* probe_kernel() {
+  return reinterpret_cast<const void*>(&bsr_wmma_kernel<kRow, 16, __half, false>);
+}
+
+}  // namespace wmma_impl
 }  // namespace sparsek::detail
+
+// The body of cpp/wmma/instantiations/<row>.cu: compiles every kernel of the row NAME
+// (each K_STEP it can use, both input types, both B layouts) and its entry points.
+#define SPARSEK_WMMA_INSTANTIATE(NAME)                                                                   \
+  namespace sparsek::detail::wmma_impl {                                                                 \
+  static_assert(wmma_row(NAME) >= 0, "no row named " NAME " in kWmmaVariants (cpp/wmma/configs.hpp)"); \
+  template cudaError_t launch_row<wmma_row(NAME)>(const Problem&, cudaStream_t);                        \
+  template const void* probe_kernel<wmma_row(NAME)>();                                                  \
+  }

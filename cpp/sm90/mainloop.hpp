@@ -2,14 +2,14 @@
 //
 // Modelled on CUTLASS's MainloopSm90TmaGmmaWarpSpecialized collective
 // (cutlass/gemm/collective/sm90_mma_tma_gmma_ss_warpspecialized.hpp) and plugged into
-// CUTLASS's cooperative kernel (GemmUniversal + KernelTmaWarpSpecializedCooperative) or,
-// with Pingpong_ = true, into our ping-pong kernel (bsr_kernel_pingpong.hpp):
-// TMA loads into a multi-stage PipelineTmaAsync from one producer warp, consumer
-// warpgroups issue WGMMA from shared memory. The difference: the producer walks only the
-// nonzero blocks of the tile's block-row (SparseTileIterator), and the k count per tile
-// comes from the tile scheduler (BsrTileScheduler::WorkTileInfo::k_tile_count). It is never
-// 0: an empty block-row gets one zero iteration whose TMA boxes are fully out of bounds
-// (zero-filled), so WGMMA itself zeroes the accumulators and the epilogue writes beta*C.
+// CUTLASS's cooperative kernel (GemmUniversal + KernelTmaWarpSpecializedCooperative, see
+// kernel.hpp): TMA loads into a multi-stage PipelineTmaAsync from one producer warp, two
+// consumer warpgroups split the M tile and issue WGMMA from shared memory. The difference:
+// the producer walks only the nonzero blocks of the tile's block-row (SparseTileIterator,
+// tile_iterator.hpp), and the k count per tile comes from the tile scheduler
+// (BsrTileScheduler::WorkTileInfo::k_tile_count, scheduler.hpp). It is never 0: an empty
+// block-row gets one zero iteration whose TMA boxes are fully out of bounds (zero-filled),
+// so WGMMA itself zeroes the accumulators and the epilogue writes beta*C.
 //
 // The sparse operand is the BSR values array seen as a batched row-major tensor of shape
 // (bm, bk, nnzb) with strides (bk, 1, bm*bk): one TMA descriptor over it, L = block index.
@@ -37,7 +37,7 @@
 #include "cute/algorithm/gemm.hpp"
 #include "cute/tensor.hpp"
 
-#include "sparse_tile_iterator.hpp"
+#include "tile_iterator.hpp"
 
 namespace sparsek::sm90 {
 
@@ -46,17 +46,12 @@ using namespace cute;
 // Stride of the BSR values tensor (bm, bk, nnzb): row-major blocks, K-major for the MMA.
 using SparseStride = cute::Stride<int64_t, cute::Int<1>, int64_t>;
 
-// Pingpong_: false -> CUTLASS's cooperative kernel (two consumer warpgroups split the M tile);
-//            true  -> our ping-pong kernel (bsr_kernel_pingpong.hpp: each consumer warpgroup
-//                     owns whole tiles, TiledMma of one warpgroup).
-template <class Element_, class DenseStride_, class TileShape_, int Stages_, bool SparseIsB_, bool Pingpong_ = false>
+template <class Element_, class DenseStride_, class TileShape_, int Stages_, bool SparseIsB_>
 struct CollectiveSparseMma {
   static constexpr bool SparseIsB = SparseIsB_;
-  static constexpr bool Pingpong = Pingpong_;
   static constexpr int Stages = Stages_;
   using ClusterShape = Shape<_1, _1, _1>;
-  using KernelSchedule = cute::conditional_t<Pingpong, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
-                                             cutlass::gemm::KernelTmaWarpSpecializedCooperative>;
+  using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
   using DispatchPolicy = cutlass::gemm::MainloopSm90TmaGmmaWarpSpecialized<Stages, ClusterShape, KernelSchedule>;
   using TileShape = TileShape_;
   using Element = Element_;
@@ -73,8 +68,8 @@ struct CollectiveSparseMma {
   static constexpr GMMA::Major MajorA = SparseIsB ? DenseMajor : GMMA::Major::K;
   static constexpr GMMA::Major MajorB = SparseIsB ? GMMA::Major::K : DenseMajor;
 
-  // Cooperative: two consumer warpgroups split the M tile. Ping-pong: one warpgroup per tile.
-  using MmaWarpGroupLayout = cute::conditional_t<Pingpong, Shape<_1, _1, _1>, Shape<_2, _1, _1>>;
+  // Cooperative: two consumer warpgroups split the M tile.
+  using MmaWarpGroupLayout = Shape<_2, _1, _1>;
   using TiledMma = decltype(cute::make_tiled_mma(
       cute::GMMA::ss_op_selector<Element, Element, float, TileShape, MajorA, MajorB>(),
       cute::Layout<MmaWarpGroupLayout>{}));

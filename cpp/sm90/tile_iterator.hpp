@@ -1,4 +1,4 @@
-// sparsek SM90: the sparse tile iterator.
+// sparsek SM90: the sparse tile iterator (used by mainloop.hpp and scheduler.hpp).
 //
 // A BSR block-row `br` owns the blocks row_ptr[br] .. row_ptr[br+1]-1 (indices into
 // col_idx and into the batched values tensor). With TileK dividing bk, each block is
@@ -43,7 +43,6 @@ struct SparseTileIterator {
     next_col_ = load_col(chunk_base_ + 32);
   }
 
-  CUTE_DEVICE int32_t count() const { return end_ > begin_ ? (end_ - begin_) * kpb_ : 1; }
   // True for the single zero iteration of an empty block-row (see k_tile_count).
   CUTE_DEVICE bool empty() const { return end_ == begin_; }
 

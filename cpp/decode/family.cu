@@ -1,0 +1,105 @@
+// The Decode kernel family (cpp/registry.hpp): memory-bound kernels for few columns of B
+// (decode-sized batches), sm_80+, with the fused bias/activation epilogue. What it
+// supports, when a row of its table (configs.hpp) fits a problem, and the dispatch to the
+// row's launch (one translation unit per row, cpp/decode/instantiations/). Sees the
+// kernel only through launch.hpp, so this file compiles no kernel.
+#include <array>
+#include <atomic>
+#include <climits>
+#include <cstdint>
+#include <utility>
+
+#include "decode/launch.hpp"
+#include "registry.hpp"
+
+namespace sparsek::detail {
+namespace decode_impl {
+namespace {
+
+bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
+
+constexpr const char* kNoImage = "this build has no kernel image for the current GPU architecture";
+
+// A build may not carry an image for this GPU (e.g. only sm_80 + sm_90a on a cc 10.x
+// part): ask the runtime once per device rather than guess. Every kernel of the family is
+// built for the same architectures, so one kernel answers for all.
+const char* missing_image(const Problem& p) {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<signed char> known[kMaxDevices] = {};  // 0: not asked, 1: present, -1: absent
+  const int dev = p.device.id;  // the current device
+  const bool cached = dev >= 0 && dev < kMaxDevices;
+  const signed char state = cached ? known[dev].load(std::memory_order_relaxed) : 0;
+  if (state != 0) return state > 0 ? nullptr : kNoImage;
+  cudaFuncAttributes attr{};
+  const cudaError_t e = cudaFuncGetAttributes(&attr, probe_kernel<0>());
+  if (e == cudaSuccess) {
+    if (cached) known[dev].store(1, std::memory_order_relaxed);
+    return nullptr;
+  }
+  (void)cudaGetLastError();  // the failed query must not surface as a later launch error
+  switch (e) {
+    case cudaErrorInvalidDeviceFunction:
+    case cudaErrorNoKernelImageForDevice:
+    case cudaErrorInvalidKernelImage:
+    case cudaErrorInvalidPtx:
+    case cudaErrorUnsupportedPtxVersion:
+      if (cached) known[dev].store(-1, std::memory_order_relaxed);
+      return kNoImage;
+    default:
+      return cudaGetErrorString(e);  // not about the image: asked again next time
+  }
+}
+
+VariantInfo info(int row) {
+  const DecodeVariant& v = kDecodeVariants[row];
+  return VariantInfo{v.name, v.automatic, v.chosen_by};
+}
+
+// The dtypes need no check: every Problem has f16 or bf16 inputs and C of the input type
+// or f32, which this family runs in every combination. B and C need no alignment and any
+// ld (the kernel reads B element-wise unless its columns are 16-byte aligned, and writes C
+// element-wise); bias is 16-byte aligned by the Problem's invariants (the kernel reads it
+// element-wise anyway).
+const char* supports(const Problem& p) {
+  if (p.device.cc_major < 8) return "needs compute capability >= 8.0 (cp.async, ldmatrix, bf16 mma.sync)";
+  const int bm = p.a.bm, bk = p.a.bk;
+  if (bm < 16 || bm > 256 || bm % 16 != 0) return "bm must be a multiple of 16 in [16, 256]";
+  if (bk < 16 || bk > 256 || bk % 16 != 0) return "bk must be a multiple of 16 in [16, 256]";
+  if (p.a.nnzb > 0 && !aligned16(p.a.values)) return "A.values must be 16-byte aligned";
+  // The kernel counts a CTA's k16-slabs (at most k/16) and slab positions past them in int32.
+  if (p.k() / 16 > INT_MAX - (1 << 16)) return "k is too large (k/16 must fit in int32)";
+  // Grid: one CTA per (block-row, slice) before the split; slices <= bm/16.
+  if (p.block_rows() * (bm / 16) > INT_MAX) return "m is too large for the grid (m/16 CTAs must fit in int32)";
+  return missing_image(p);
+}
+
+const char* fits(const Problem& p, int row) {
+  const DecodeVariant& v = kDecodeVariants[row];
+  if (p.n() > v.n_max) return "n is larger than the row's n_max";
+  if (decode_smem_bytes(v) > p.device.smem_optin) return "its shared memory exceeds the device's per-block opt-in limit";
+  return nullptr;
+}
+
+using LaunchFn = cudaError_t (*)(const Problem&, cudaStream_t);
+
+template <size_t... I>
+constexpr std::array<LaunchFn, sizeof...(I)> launch_table(std::index_sequence<I...>) {
+  return {{&launch_row<static_cast<int>(I)>...}};
+}
+
+// Row i's launch_row, defined by cpp/decode/instantiations/<row i's name>.cu.
+constexpr std::array<LaunchFn, kDecodeRows> kLaunch = launch_table(std::make_index_sequence<kDecodeRows>{});
+
+cudaError_t launch(const Problem& p, int row, cudaStream_t stream) { return kLaunch[row](p, stream); }
+
+}  // namespace
+}  // namespace decode_impl
+
+extern const Family kDecodeFamily = {
+    Backend::Decode,          "decode",
+    decode_impl::kDecodeRows, /*epilogue=*/true,
+    &decode_impl::info,       &decode_impl::supports,
+    &decode_impl::fits,       &decode_impl::launch,
+};
+
+}  // namespace sparsek::detail

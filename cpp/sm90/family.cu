@@ -1,0 +1,142 @@
+// sparsek SM90: the Hopper kernel family (kSm90Family, cpp/registry.hpp) over the rows of
+// kSm90Variants (configs.hpp). It checks what the kernels need beyond the Problem's
+// invariants (cpp/problem.hpp, not re-checked here) and dispatches to launch_row<row>,
+// which each row's own translation unit instantiates (instantiations/<row name>.cu).
+//
+// This file is light (no CUTLASS): the kernels live in the instantiation files. Built
+// without sm_90a (SPARSEK_NO_SM90A), the family still exists, with its table, and refuses
+// every problem with the reason; no launch_row is referenced.
+#include <climits>
+#include <cstdint>
+
+#include "registry.hpp"
+#include "sm90/configs.hpp"
+
+#ifndef SPARSEK_NO_SM90A
+#include <array>
+#include <utility>
+#endif
+
+namespace sparsek::sm90 {
+namespace {
+
+using detail::Problem;
+using detail::VariantInfo;
+
+VariantInfo info(int row) {
+  const Sm90Variant& v = kSm90Variants[row];
+  return VariantInfo{v.name, v.automatic, v.chosen_by};
+}
+
+const char* takes_input(DType t) {
+  switch (t) {
+    case DType::F16: return "the row takes f16 A and B";
+    case DType::BF16: return "the row takes bf16 A and B";
+    case DType::F32: break;
+  }
+  return "the row takes f32 A and B";
+}
+const char* writes_output(DType t) {
+  switch (t) {
+    case DType::F16: return "the row writes f16 C";
+    case DType::BF16: return "the row writes bf16 C";
+    case DType::F32: break;
+  }
+  return "the row writes f32 C";
+}
+
+// Why row `row` cannot run p (its dtypes, block height and layouts are fixed).
+const char* fits(const Problem& p, int row) {
+  const Sm90Variant& v = kSm90Variants[row];
+  if (p.input() != v.input) return takes_input(v.input);
+  if (p.output() != v.output) return writes_output(v.output);
+  if (p.a.bm != v.bm) return v.bm == 64 ? "the row is for bm = 64" : "the row is for bm = 128";
+  if (p.b.layout != v.b_layout)
+    return v.b_layout == Layout::RowMajor ? "the row is for row-major B" : "the row is for column-major B";
+  if (p.c.layout != v.c_layout)
+    return v.c_layout == Layout::RowMajor ? "the row is for row-major C" : "the row is for column-major C";
+  return nullptr;
+}
+
+#ifdef SPARSEK_NO_SM90A
+
+const char* supports(const Problem&) { return "sparsek was built without sm_90a (SPARSEK_CUDA_ARCHS)"; }
+
+cudaError_t launch(const Problem&, int, cudaStream_t) { return cudaErrorInvalidDeviceFunction; }
+
+#else
+
+bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
+
+// Whether some row takes this input, and this input with this output.
+bool has_input(DType in) {
+  for (const Sm90Variant& v : kSm90Variants)
+    if (v.input == in) return true;
+  return false;
+}
+bool has_pair(DType in, DType out) {
+  for (const Sm90Variant& v : kSm90Variants)
+    if (v.input == in && v.output == out) return true;
+  return false;
+}
+
+// TMA: a global stride (bytes) must be below 2^40.
+bool tma_stride_ok(int64_t ld, int64_t outer, DType t) {
+  int64_t bytes = 0;
+  const int64_t size = t == DType::F32 ? 4 : 2;
+  return !__builtin_mul_overflow(ld, outer, &bytes) && !__builtin_mul_overflow(bytes, size, &bytes) &&
+         bytes < (int64_t(1) << 40);
+}
+
+const char* supports(const Problem& p) {
+  if (p.device.cc_major != 9 || p.device.cc_minor != 0) return "needs compute capability 9.0 (Hopper, sm_90a)";
+  if (!has_input(p.input())) return "A and B must be f16 or bf16";
+  if (!has_pair(p.input(), p.output())) return "C must have the input dtype (no f32-output variant)";
+  const int bm = p.a.bm, bk = p.a.bk;
+  if (!((bm == 64 || bm == 128) && (bk == 64 || bk == 128)))
+    return "block shape must be 64x64, 64x128, 128x64 or 128x128";
+  if (p.empty_output()) return nullptr;  // nothing is launched (registry.cu)
+  const int64_t m = p.m(), n = p.n(), k = p.k();
+  if (k == 0) return "k must be positive";
+  if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) return "m, n and k must fit in int32";  // nnzb does (Problem)
+  // TMA: 16-byte aligned base addresses, leading dimensions multiples of 16 bytes, the
+  // contiguous extent of B and C a multiple of 8 elements (16-bit types), strides < 2^40 B.
+  if (n % 8 != 0) return "n must be a multiple of 8";
+  if (!aligned16(p.b.data) || !aligned16(p.c.data) || (p.a.nnzb > 0 && !aligned16(p.a.values)))
+    return "A values, B and C must be 16-byte aligned";
+  if (p.b.ld % 8 != 0 || p.c.ld % 8 != 0) return "leading dimensions of B and C must be multiples of 8 elements";
+  if (!tma_stride_ok(p.b.ld, p.b.layout == Layout::RowMajor ? k : n, p.b.dtype) ||
+      !tma_stride_ok(p.c.ld, p.c.layout == Layout::RowMajor ? m : n, p.c.dtype))
+    return "B or C too large for TMA strides (2^40 bytes)";
+  return nullptr;
+}
+
+// launch_row<0>, launch_row<1>, ...: one per row, each defined in its instantiation file.
+using LaunchFn = cudaError_t (*)(const Problem&, cudaStream_t);
+template <std::size_t... kRows>
+constexpr std::array<LaunchFn, sizeof...(kRows)> launch_table(std::index_sequence<kRows...>) {
+  return {{&launch_row<int(kRows)>...}};
+}
+constexpr auto kLaunch = launch_table(std::make_index_sequence<kSm90Rows>{});
+
+cudaError_t launch(const Problem& p, int row, cudaStream_t stream) { return kLaunch[row](p, stream); }
+
+#endif  // SPARSEK_NO_SM90A
+
+}  // namespace
+}  // namespace sparsek::sm90
+
+namespace sparsek::detail {
+
+extern const Family kSm90Family = {
+    Backend::Cutlass,
+    "cutlass",
+    sm90::kSm90Rows,
+    /*epilogue=*/false,  // no fused bias/activation: CUTLASS's LinearCombination epilogue only
+    &sm90::info,
+    &sm90::supports,
+    &sm90::fits,
+    &sm90::launch,
+};
+
+}  // namespace sparsek::detail

@@ -1,0 +1,227 @@
+// sparsek SM90: the Hopper (sm_90a) BSR x dense kernel of one row of kSm90Variants
+// (configs.hpp), built from CUTLASS 4.2 / CuTe SM90 pieces, and its launch.
+//
+// Design:
+//   kernel    : CUTLASS's own cutlass::gemm::kernel::GemmUniversal with the cooperative TMA
+//               warp-specialized schedule (1 producer warpgroup, 2 consumer warpgroups
+//               splitting each tile, persistent), reused unchanged. CUTLASS's ping-pong
+//               kernel cannot be reused: it skips the other consumer warpgroup's pipeline
+//               stages by one problem-wide k count, and BSR tiles each have their own. A
+//               ping-pong kernel that advances by each tile's own count was prototyped and
+//               measured (benches/NOTES.md, run 3): no better than cooperative here, so it
+//               is not built.
+//   mainloop  : mainloop.hpp - TMA + PipelineTmaAsync + WGMMA; the producer walks only the
+//               nonzero blocks of the tile's block-row (tile_iterator.hpp).
+//   scheduler : scheduler.hpp - persistent, (block-row, dense tile) work tiles whose
+//               WorkTileInfo carries the per-tile k count; block-rows longest first.
+//   epilogue  : CUTLASS's TMA warp-specialized collective epilogue (LinearCombination
+//               alpha/beta, TMA loads of C when beta != 0, TMA stores of D = C in place).
+//
+// Workspace: none. The longest-first block-row order is built by each CTA in its own shared
+// memory (BsrTileScheduler::build_order); no allocation, no extra kernel per launch, and
+// nothing shared between concurrent launches.
+//
+// Each row's kernel is compiled in its own translation unit, instantiations/<row name>.cu:
+//     #include "sm90/kernel.hpp"
+//     SPARSEK_SM90_INSTANTIATE("sm90_f16_bm128_brow_crow")
+// family.cu checks what the kernels need (kSm90Family::supports / fits) before launch_row.
+// Built without sm_90a (SPARSEK_NO_SM90A), the macro only checks that the row exists.
+#pragma once
+
+#include "configs.hpp"
+
+#ifdef SPARSEK_NO_SM90A
+
+#define SPARSEK_SM90_INSTANTIATE(NAME) \
+  static_assert(::sparsek::sm90::sm90_row(NAME) >= 0, "SPARSEK_SM90_INSTANTIATE: no row " NAME " in kSm90Variants");
+
+#else
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "cutlass/cutlass.h"
+#include "cutlass/device_kernel.h"
+#include "cutlass/numeric_types.h"
+#include "cutlass/kernel_hardware_info.hpp"
+#include "cutlass/gemm/gemm.h"
+#include "cutlass/gemm/dispatch_policy.hpp"
+#include "cutlass/gemm/collective/collective_builder.hpp"
+#include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/epilogue/thread/linear_combination.h"
+
+#include "scheduler.hpp"
+#include "mainloop.hpp"
+
+#include "cutlass/gemm/kernel/gemm_universal.hpp"
+
+// The explicit instantiation of one row's launch (one per file of instantiations/).
+#define SPARSEK_SM90_INSTANTIATE(NAME)                                                                         \
+  static_assert(::sparsek::sm90::sm90_row(NAME) >= 0, "SPARSEK_SM90_INSTANTIATE: no row " NAME " in kSm90Variants"); \
+  namespace sparsek::sm90 {                                                                                    \
+  template cudaError_t launch_row<sm90_row(NAME)>(const detail::Problem&, cudaStream_t);                      \
+  }
+
+namespace sparsek::sm90 {
+
+using namespace cute;
+
+constexpr int kSmemCapacity = 232448;   // sm90 max dynamic shared memory per block
+constexpr int kKernelSmemSlack = 1024;  // kernel-level pipelines/barriers + alignment
+// Block-row ordering in shared memory (BsrTileScheduler::build_order): int16 per block-row.
+// Sorting costs O(R^2 / 384) per CTA when the block-rows are unequal, so it is capped;
+// above kMaxOrderRows (or above what fits next to the stages) tiles go in block-row order.
+constexpr int kMaxOrderRows = 512;
+constexpr int kMinOrderBytes = 256;
+
+// The CUTLASS element type of a DType.
+template <DType> struct ElementOf;
+template <> struct ElementOf<DType::F16> { using type = cutlass::half_t; };
+template <> struct ElementOf<DType::BF16> { using type = cutlass::bfloat16_t; };
+template <> struct ElementOf<DType::F32> { using type = float; };
+
+// One kernel: Element in (A, B), ElementC out, the layouts of B and C, the GEMM tile
+// TM x TN x 64 and the orientation (SparseIsB: C^T = B^T A^T, see configs.hpp).
+template <class Element, class ElementC, bool BColMajor, bool CColMajor, int TM, int TN, bool SparseIsB>
+struct BsrGemm {
+  using TileShape = Shape<Int<TM>, Int<TN>, _64>;
+  using ClusterShape = Shape<_1, _1, _1>;
+
+  // Dense operand as GEMM (MN, K, L): RowMajor B is MN-major, ColMajor B is K-major.
+  using DenseStride = cute::conditional_t<BColMajor, Stride<int64_t, _1, int64_t>, Stride<_1, int64_t, int64_t>>;
+
+  // GEMM-view layout of D (= C): transposed orientation flips it.
+  static constexpr bool GemmDColMajor = SparseIsB ? !CColMajor : CColMajor;
+  using LayoutD = cute::conditional_t<GemmDColMajor, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor>;
+  static constexpr int AlignC = 128 / cutlass::sizeof_bits<ElementC>::value;
+
+  using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
+  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, ElementC, LayoutD, AlignC, ElementC, LayoutD,
+      AlignC, EpilogueSchedule>::CollectiveOp;
+
+  static constexpr int EpilogueSmem = int(sizeof(typename CollectiveEpilogue::SharedStorage));
+  static constexpr int StageBytes =
+      int((size<0>(TileShape{}) + size<1>(TileShape{})) * size<2>(TileShape{}) * sizeof(Element)) + 32;
+  static constexpr int Stages = (kSmemCapacity - EpilogueSmem - kKernelSmemSlack - kMinOrderBytes) / StageBytes;
+  static_assert(Stages >= 2, "tile too large for shared memory");
+  static constexpr int LeftoverBytes = kSmemCapacity - EpilogueSmem - kKernelSmemSlack - Stages * StageBytes;
+  static constexpr int OrderCap = (LeftoverBytes / 2 < kMaxOrderRows ? LeftoverBytes / 2 : kMaxOrderRows) / 8 * 8;
+
+  using CollectiveMainloop = CollectiveSparseMma<Element, DenseStride, TileShape, Stages, SparseIsB>;
+  using SchedulerTag = BsrSchedulerTag<SparseIsB, OrderCap>;
+  using ProblemShape = Shape<int, int, int, int>;
+
+  using GemmKernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue, SchedulerTag>;
+  static_assert(GemmKernel::SharedStorageSize <= kSmemCapacity, "shared storage exceeds sm90 capacity");
+
+  // Byte offset of the scheduler's order array in the kernel's dynamic shared memory.
+  static int order_smem_offset() {
+    using SS = typename GemmKernel::SharedStorage;
+    using TS = typename GemmKernel::TileScheduler::SharedStorage;
+    return int(offsetof(SS, scheduler) + offsetof(TS, order));
+  }
+
+  // p passed kSm90Family's supports() and fits() for this row.
+  static cudaError_t run(const detail::Problem& p, cudaStream_t stream) {
+    const int64_t m = p.a.m, n = p.n(), k = p.a.k;
+    const int M = int(SparseIsB ? n : m);
+    const int N = int(SparseIsB ? m : n);
+    const int K = int(k);
+
+    typename CollectiveMainloop::Arguments mainloop{};
+    const bool empty = p.a.nnzb == 0;
+    // An all-empty matrix still needs a valid TMA descriptor; it is never read.
+    mainloop.values = static_cast<const Element*>(empty ? p.b.data : p.a.values);
+    mainloop.bm = p.a.bm;
+    mainloop.bk = p.a.bk;
+    mainloop.nnzb = empty ? 1 : int32_t(p.a.nnzb);
+    mainloop.row_ptr = p.a.row_ptr;
+    // With nnzb == 0 the C++ API allows null col_idx; no block-row has an entry to read,
+    // but CUTLASS's can_implement wants a non-null pointer: row_ptr stands in.
+    mainloop.col_idx = empty ? p.a.row_ptr : p.a.col_idx;
+    mainloop.dense = static_cast<const Element*>(p.b.data);
+    const int64_t ldb = p.b.ld;
+    if constexpr (BColMajor) {
+      mainloop.dDense = DenseStride{ldb, Int<1>{}, ldb * n};
+    } else {
+      mainloop.dDense = DenseStride{Int<1>{}, ldb, ldb * k};
+    }
+
+    using StrideD = typename CollectiveEpilogue::StrideD;
+    using StrideC = typename CollectiveEpilogue::StrideC;
+    const int64_t ldc = p.c.ld;
+    const int64_t batch_c = ldc * (CColMajor ? n : m);
+    StrideD dD;
+    StrideC dC;
+    if constexpr (GemmDColMajor) {
+      dD = StrideD{Int<1>{}, ldc, batch_c};
+      dC = StrideC{Int<1>{}, ldc, batch_c};
+    } else {
+      dD = StrideD{ldc, Int<1>{}, batch_c};
+      dC = StrideC{ldc, Int<1>{}, batch_c};
+    }
+    auto* ptr_c = static_cast<ElementC*>(p.c.data);
+    typename CollectiveEpilogue::Arguments epilogue{{p.alpha, p.beta}, ptr_c, dC, ptr_c, dD};
+
+    // Scheduler band automatic and longest-first order on: the sweep found the
+    // alternatives within noise (configs.hpp).
+    typename GemmKernel::TileScheduler::Arguments scheduler{};
+    scheduler.row_ptr = p.a.row_ptr;
+    scheduler.kpb = p.a.bk / int32_t(size<2>(TileShape{}));
+    scheduler.band = 0;
+    scheduler.sort = p.a.nnzb > 0;
+    scheduler.order_smem_offset = OrderCap > 0 ? order_smem_offset() : -1;
+
+    cutlass::KernelHardwareInfo hw_info{};
+    hw_info.device_id = p.device.id;
+    hw_info.sm_count = p.device.sm_count;
+
+    typename GemmKernel::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
+                                        {M, N, K, 1},
+                                        mainloop,
+                                        epilogue,
+                                        hw_info,
+                                        scheduler};
+    if (!GemmKernel::can_implement(args)) {
+      return cudaErrorInvalidValue;  // kSm90Family's supports() should have refused it
+    }
+    if (GemmKernel::get_workspace_size(args) != 0) {
+      return cudaErrorInvalidValue;  // none of our pieces needs one
+    }
+    typename GemmKernel::Params params = GemmKernel::to_underlying_arguments(args, nullptr);
+
+    const dim3 grid = GemmKernel::get_grid_shape(params);
+    const dim3 block = GemmKernel::get_block_shape();
+    const int smem = GemmKernel::SharedStorageSize;
+    auto kernel = &cutlass::device_kernel<GemmKernel>;
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (err != cudaSuccess) {
+      return err;
+    }
+    kernel<<<grid, block, smem, stream>>>(params);
+    return cudaGetLastError();
+  }
+};
+
+// The kernel of row kRow of kSm90Variants.
+template <int kRow>
+struct RowGemm {
+  static_assert(0 <= kRow && kRow < kSm90Rows, "no such row in kSm90Variants");
+  static constexpr Sm90Variant v = kSm90Variants[kRow];
+  using type = BsrGemm<typename ElementOf<v.input>::type, typename ElementOf<v.output>::type,
+                       v.b_layout == Layout::ColMajor, v.c_layout == Layout::ColMajor, v.tile_m, v.tile_n,
+                       v.transposed>;
+};
+
+template <int kRow>
+cudaError_t launch_row(const detail::Problem& p, cudaStream_t stream) {
+  return RowGemm<kRow>::type::run(p, stream);
+}
+
+}  // namespace sparsek::sm90
+
+#endif  // SPARSEK_NO_SM90A

@@ -1,0 +1,114 @@
+// The WMMA kernel family (cpp/registry.hpp): what it supports, when a row of its table
+// (configs.hpp) fits a problem, and the dispatch to the row's launch (one translation unit
+// per row, cpp/wmma/instantiations/). Sees the kernel only through launch.hpp, so this file
+// compiles no kernel.
+#include <array>
+#include <atomic>
+#include <climits>
+#include <cstdint>
+#include <utility>
+
+#include "registry.hpp"
+#include "wmma/launch.hpp"
+
+namespace sparsek::detail {
+namespace wmma_impl {
+namespace {
+
+bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
+
+constexpr const char* kNoImage = "this build has no kernel image for the current GPU architecture";
+
+// A build may not carry an image for this GPU (e.g. only sm_80 + sm_90a on a cc 10.x
+// part): ask the runtime once per device rather than guess. Every kernel of the family is
+// built for the same architectures, so one kernel answers for all.
+const char* missing_image(const Problem& p) {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<signed char> known[kMaxDevices] = {};  // 0: not asked, 1: present, -1: absent
+  const int dev = p.device.id;  // the current device
+  const bool cached = dev >= 0 && dev < kMaxDevices;
+  const signed char state = cached ? known[dev].load(std::memory_order_relaxed) : 0;
+  if (state != 0) return state > 0 ? nullptr : kNoImage;
+  cudaFuncAttributes attr{};
+  const cudaError_t e = cudaFuncGetAttributes(&attr, probe_kernel<0>());
+  if (e == cudaSuccess) {
+    if (cached) known[dev].store(1, std::memory_order_relaxed);
+    return nullptr;
+  }
+  (void)cudaGetLastError();  // the failed query must not surface as a later launch error
+  switch (e) {
+    case cudaErrorInvalidDeviceFunction:
+    case cudaErrorNoKernelImageForDevice:
+    case cudaErrorInvalidKernelImage:
+    case cudaErrorInvalidPtx:
+    case cudaErrorUnsupportedPtxVersion:
+      if (cached) known[dev].store(-1, std::memory_order_relaxed);
+      return kNoImage;
+    default:
+      return cudaGetErrorString(e);  // not about the image: asked again next time
+  }
+}
+
+VariantInfo info(int row) {
+  const WmmaVariant& v = kWmmaVariants[row];
+  return VariantInfo{v.name, v.automatic, v.chosen_by};
+}
+
+// The dtypes need no check: every Problem has f16 or bf16 inputs and C of the input type
+// or f32, which this family runs in every combination.
+const char* supports(const Problem& p) {
+  if (p.device.cc_major < 8) return "needs compute capability >= 8.0 (cp.async, bf16 tensor cores)";
+  const int bm = p.a.bm, bk = p.a.bk;
+  if (bm < 16 || bm > 256 || bm % 16 != 0) return "bm must be a multiple of 16 in [16, 256]";
+  if (bk < 16 || bk > 256 || bk % 16 != 0) return "bk must be a multiple of 16 in [16, 256]";
+  // 16-byte vector accesses: base pointers and every row/column start must be aligned.
+  if (!aligned16(p.a.values) || !aligned16(p.b.data) || !aligned16(p.c.data))
+    return "A.values, B.data and C.data must be 16-byte aligned";
+  if (p.b.ld % 8 != 0) return "B.ld must be a multiple of 8 elements (16 bytes)";
+  const int64_t c_vec = p.output() == DType::F32 ? 4 : 8;  // elements per 16 bytes
+  if (p.c.ld % c_vec != 0) return "C.ld must be a multiple of 16 bytes";
+  if ((p.b.layout == Layout::RowMajor || p.c.layout == Layout::RowMajor) && p.n() % 8 != 0)
+    return "n must be a multiple of 8 when B or C is row-major (16-byte row vectors)";
+  // The kernel counts k-steps (at most k/16 per block-row) in int32.
+  if (p.k() / 16 > INT_MAX) return "k is too large (k/16 must fit in int32)";
+  return missing_image(p);
+}
+
+// Why row `row` cannot run p. The grid limits come first, so that a problem too large for
+// every row is refused for that and not for the first row's TILE_M. configs.hpp says how
+// table order and these conditions make the choice.
+const char* fits(const Problem& p, int row) {
+  const WmmaVariant& v = kWmmaVariants[row];
+  const int64_t m_tiles = p.m() / v.tile_m, n_tiles = (p.n() + v.tile_n - 1) / v.tile_n;
+  if (n_tiles > 65535) return "n is too large for the grid (n-tiles > 65535)";
+  if (m_tiles > INT_MAX) return "m is too large for the grid (m / TILE_M must fit in int32)";
+  if (p.a.bm % v.tile_m != 0) return "its TILE_M does not divide bm";
+  if (m_tiles * n_tiles < v.min_grid_ctas)  // < 2^47: both factors are bounded above
+    return "the grid has fewer CTAs than the row's min_grid_ctas (a narrower row fills the GPU better)";
+  const int smem = wmma_smem_bytes(v, p.a.bk, p.input() == DType::BF16, p.b.layout == Layout::ColMajor);
+  if (smem > p.device.smem_optin) return "its shared memory exceeds the device's per-block opt-in limit";
+  return nullptr;
+}
+
+using LaunchFn = cudaError_t (*)(const Problem&, cudaStream_t);
+
+template <size_t... I>
+constexpr std::array<LaunchFn, sizeof...(I)> launch_table(std::index_sequence<I...>) {
+  return {{&launch_row<static_cast<int>(I)>...}};
+}
+
+// Row i's launch_row, defined by cpp/wmma/instantiations/<row i's name>.cu.
+constexpr std::array<LaunchFn, kWmmaRows> kLaunch = launch_table(std::make_index_sequence<kWmmaRows>{});
+
+cudaError_t launch(const Problem& p, int row, cudaStream_t stream) { return kLaunch[row](p, stream); }
+
+}  // namespace
+}  // namespace wmma_impl
+
+// No fused bias/activation epilogue: the registry skips this family for such problems.
+extern const Family kWmmaFamily = {
+    Backend::Wmma,       "wmma", wmma_impl::kWmmaRows, /*epilogue=*/false, &wmma_impl::info, &wmma_impl::supports,
+    &wmma_impl::fits, &wmma_impl::launch,
+};
+
+}  // namespace sparsek::detail

@@ -1,0 +1,174 @@
+//! The checked layer between the public `spmm` and the raw seam (`sys.rs`): builds the one
+//! problem description that crosses to C++ from operands that `crate::spmm` validated,
+//! and turns C++ statuses into `Error`s.
+
+use cudarc::driver::CudaSlice;
+
+use super::device_bsr::DeviceBsr;
+use super::sys;
+use crate::dense::{Dense, DenseMut, DenseShape, Layout, Storage, StorageMut};
+use crate::element::{DType, Element};
+use crate::epilogue::Activation;
+use crate::error::Error;
+use crate::options::{Backend, SpmmOptions};
+
+fn dtype(t: DType) -> sys::DType {
+    match t {
+        DType::F16 => sys::DType::F16,
+        DType::Bf16 => sys::DType::BF16,
+        DType::F32 => sys::DType::F32,
+    }
+}
+
+fn layout(l: Layout) -> sys::Layout {
+    match l {
+        Layout::RowMajor => sys::Layout::RowMajor,
+        Layout::ColMajor => sys::Layout::ColMajor,
+    }
+}
+
+fn activation(a: Activation) -> sys::Activation {
+    match a {
+        Activation::None => sys::Activation::None,
+        Activation::Relu => sys::Activation::Relu,
+        Activation::GeluTanh => sys::Activation::GeluTanh,
+        Activation::Silu => sys::Activation::Silu,
+    }
+}
+
+fn backend(b: Backend) -> Result<sys::Backend, Error> {
+    match b {
+        Backend::Auto => Ok(sys::Backend::Auto),
+        Backend::Wmma => Ok(sys::Backend::Wmma),
+        Backend::Cutlass => Ok(sys::Backend::Cutlass),
+        Backend::Decode => Ok(sys::Backend::Decode),
+        Backend::Cpu => Err(Error::BackendUnavailable {
+            backend: Backend::Cpu,
+            reason: "operands are on the device".into(),
+        }),
+    }
+}
+
+fn backend_from(b: sys::Backend) -> Backend {
+    match b {
+        sys::Backend::Wmma => Backend::Wmma,
+        sys::Backend::Cutlass => Backend::Cutlass,
+        sys::Backend::Decode => Backend::Decode,
+        _ => Backend::Auto,
+    }
+}
+
+fn to_i64(what: &'static str, v: usize) -> Result<i64, Error> {
+    i64::try_from(v).map_err(|_| Error::InvalidArgument(format!("{what} = {v} overflows int64")))
+}
+
+fn to_i32(what: &'static str, v: usize) -> Result<i32, Error> {
+    i32::try_from(v).map_err(|_| Error::InvalidArgument(format!("{what} = {v} overflows int32")))
+}
+
+/// The problem for C++, pointers left zero (`sys` fills them). `crate::spmm` has checked
+/// that shapes agree, that B and C hold their views and that the types are supported; the
+/// BSR invariants hold because a `DeviceBsr` is made only from a validated `BsrMatrix`.
+fn problem<T: Element, O: Element>(
+    a: &DeviceBsr<T>,
+    b: &DenseShape,
+    c: &DenseShape,
+    options: &SpmmOptions,
+) -> Result<sys::SpmmProblem, Error> {
+    Ok(sys::SpmmProblem {
+        m: to_i64("m", a.m)?,
+        k: to_i64("k", a.k)?,
+        n: to_i64("n", c.cols)?,
+        bm: to_i32("bm", a.block.rows)?,
+        bk: to_i32("bk", a.block.cols)?,
+        nnzb: to_i64("nnzb", a.nnzb)?,
+        row_ptr: 0,
+        col_idx: 0,
+        values: 0,
+        input: dtype(T::DTYPE),
+        output: dtype(O::DTYPE),
+        b: 0,
+        b_ld: to_i64("B.ld", b.ld)?,
+        b_layout: layout(b.layout),
+        c: 0,
+        c_ld: to_i64("C.ld", c.ld)?,
+        c_layout: layout(c.layout),
+        alpha: options.alpha,
+        beta: options.beta,
+        backend: backend(options.backend)?,
+        bias: 0,
+        activation: sys::Activation::None,
+        stream: 0,
+    })
+}
+
+/// The family that ran, or the error the C++ side reported.
+fn check(status: sys::FfiStatus, requested: Backend) -> Result<Backend, Error> {
+    match status.status {
+        sys::Status::Success => Ok(backend_from(status.backend)),
+        sys::Status::InvalidArgument => Err(Error::InvalidArgument(status.message)),
+        sys::Status::NotSupported => Err(Error::NotSupported {
+            backend: requested,
+            reason: status.message,
+        }),
+        _ => Err(Error::Cuda(status.message)),
+    }
+}
+
+/// The device operands of one `spmm`, validated by `crate::spmm`.
+pub(crate) struct Operands<'a, T, O> {
+    pub a: &'a DeviceBsr<T>,
+    pub b: &'a CudaSlice<T>,
+    pub b_shape: &'a DenseShape,
+    pub c: &'a mut CudaSlice<O>,
+    pub c_shape: &'a DenseShape,
+    pub bias: Option<&'a CudaSlice<T>>,
+}
+
+/// Device `spmm`, after `crate::spmm` validated the operands. Runs on C's stream.
+pub(crate) fn spmm<T: Element, O: Element>(
+    ops: Operands<'_, T, O>,
+    act: Activation,
+    options: &SpmmOptions,
+) -> Result<(), Error> {
+    let mut problem = problem::<T, O>(ops.a, ops.b_shape, ops.c_shape, options)?;
+    problem.activation = activation(act);
+    let stream = ops.c.stream().clone();
+    stream.context().bind_to_thread()?;
+    let bufs = sys::SpmmBuffers {
+        row_ptr: &ops.a.row_ptr,
+        col_idx: &ops.a.col_idx,
+        values: &ops.a.values,
+        b: ops.b,
+        c: ops.c,
+        bias: ops.bias,
+    };
+    check(sys::spmm(problem, bufs, &stream), options.backend).map(|_| ())
+}
+
+/// Which backend `spmm` would run for these operands on their device (`Auto` resolved),
+/// or why none can. Runs the same checks as `spmm`; launches nothing and reads no device
+/// memory.
+pub fn can_implement<T: Element, O: Element>(
+    a: &DeviceBsr<T>,
+    b: &Dense<'_, T>,
+    c: &DenseMut<'_, O>,
+    options: &SpmmOptions,
+) -> Result<Backend, Error> {
+    let (Storage::Device(b_data), StorageMut::Device(c_data)) = (&b.data, &c.data) else {
+        return Err(Error::MixedLocations("can_implement takes device B and C"));
+    };
+    crate::spmm::check_operands((a.m, a.k), &b.shape, b_data.len(), &c.shape, c_data.len())?;
+    crate::spmm::check_gpu_types::<T, O>(options.backend)?;
+    let problem = problem::<T, O>(a, &b.shape, &c.shape, options)?;
+    let stream = c_data.stream().clone();
+    stream.context().bind_to_thread()?;
+    let bufs = sys::SpmmBufferRefs {
+        row_ptr: &a.row_ptr,
+        col_idx: &a.col_idx,
+        values: &a.values,
+        b: b_data,
+        c: c_data,
+    };
+    check(sys::select(problem, bufs, &stream), options.backend)
+}

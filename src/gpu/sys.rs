@@ -1,0 +1,207 @@
+//! The raw seam to C++ (the `cxx` bridge to cpp/bridge.cc) and every `unsafe` block of
+//! sparsek's library.
+//!
+//! One problem description crosses the seam: [`SpmmProblem`], whose enums *are*
+//! `sparsek::DType`, `Layout`, `Backend` and `Status` of include/sparsek/sparsek.hpp (the
+//! one definition): cxx emits a `static_assert` for every value declared here, so a value
+//! that disagrees with the C++ header fails the build. Checking and converting statuses
+//! into `Error`s is `launch.rs`'s job; functions here only extract device pointers on the
+//! launch stream and call C++.
+
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+
+#[cxx::bridge(namespace = "sparsek")]
+#[allow(clippy::upper_case_acronyms)]
+mod ffi {
+    /// Element types (`sparsek::DType`).
+    #[repr(i32)]
+    enum DType {
+        F16 = 0,
+        BF16 = 1,
+        F32 = 2,
+    }
+
+    /// Storage orders (`sparsek::Layout`).
+    #[repr(i32)]
+    enum Layout {
+        RowMajor = 0,
+        ColMajor = 1,
+    }
+
+    /// Kernel families (`sparsek::Backend`).
+    #[repr(i32)]
+    enum Backend {
+        Auto = 0,
+        Wmma = 1,
+        Cutlass = 2,
+        Decode = 3,
+    }
+
+    /// Activations of the fused epilogue (`sparsek::Activation`).
+    #[repr(i32)]
+    enum Activation {
+        None = 0,
+        Relu = 1,
+        GeluTanh = 2,
+        Silu = 3,
+    }
+
+    /// Outcomes (`sparsek::Status`).
+    #[repr(i32)]
+    enum Status {
+        Success = 0,
+        InvalidArgument = 1,
+        NotSupported = 2,
+        CudaError = 3,
+    }
+
+    /// One problem, validated by the Rust entry point (`crate::spmm`); C++ turns it into
+    /// its checked `detail::Problem` without re-validating. Pointers are device addresses.
+    #[namespace = "sparsek::ffi"]
+    struct SpmmProblem {
+        m: i64,
+        k: i64,
+        n: i64,
+        bm: i32,
+        bk: i32,
+        nnzb: i64,
+        row_ptr: u64,
+        col_idx: u64,
+        values: u64,
+        input: DType,
+        output: DType,
+        b: u64,
+        b_ld: i64,
+        b_layout: Layout,
+        c: u64,
+        c_ld: i64,
+        c_layout: Layout,
+        alpha: f32,
+        beta: f32,
+        backend: Backend,
+        bias: u64,
+        activation: Activation,
+        stream: u64,
+    }
+
+    /// The outcome, and the family and variant that ran (or would run).
+    #[namespace = "sparsek::ffi"]
+    struct FfiStatus {
+        status: Status,
+        message: String,
+        backend: Backend,
+        variant: String,
+    }
+
+    unsafe extern "C++" {
+        include!("sparsek/sparsek.hpp");
+        include!("sparsek/cpp/bridge.h");
+
+        type DType;
+        type Layout;
+        type Backend;
+        type Activation;
+        type Status;
+
+        /// Selects a kernel variant and enqueues it on `problem.stream`. Unsafe: every
+        /// pointer must address a live device allocation large enough for its view, and
+        /// the BSR arrays must be valid.
+        #[namespace = "sparsek::ffi"]
+        unsafe fn spmm(problem: &SpmmProblem) -> FfiStatus;
+
+        /// The variant `spmm` would run; reads no device memory, launches nothing.
+        #[namespace = "sparsek::ffi"]
+        fn select(problem: &SpmmProblem) -> FfiStatus;
+    }
+}
+
+pub(crate) use ffi::{Activation, Backend, DType, FfiStatus, Layout, SpmmProblem, Status};
+
+/// The device buffers of one problem, all used on `stream`.
+pub(crate) struct SpmmBuffers<'a, T, O> {
+    pub row_ptr: &'a CudaSlice<i32>,
+    pub col_idx: &'a CudaSlice<i32>,
+    pub values: &'a CudaSlice<T>,
+    pub b: &'a CudaSlice<T>,
+    pub c: &'a mut CudaSlice<O>,
+    pub bias: Option<&'a CudaSlice<T>>,
+}
+
+/// Device addresses of A's three arrays, B and C, in that order, and the stream.
+fn set_pointers(
+    problem: &mut SpmmProblem,
+    [row_ptr, col_idx, values, b, c]: [u64; 5],
+    stream: &CudaStream,
+) {
+    problem.row_ptr = row_ptr;
+    problem.col_idx = col_idx;
+    problem.values = values;
+    problem.b = b;
+    problem.c = c;
+    problem.stream = stream.cu_stream() as u64;
+}
+
+/// Fills the pointers of `problem` from `bufs` and enqueues the kernel on `stream`.
+///
+/// The caller (`launch::spmm`) has validated the scalar fields of `problem` against the
+/// buffers: B and C hold their views, and `row_ptr`/`col_idx`/`values` come from a
+/// `DeviceBsr`, which holds only validated BSR arrays.
+pub(crate) fn spmm<T, O>(
+    mut problem: SpmmProblem,
+    bufs: SpmmBuffers<'_, T, O>,
+    stream: &CudaStream,
+) -> FfiStatus {
+    // The guards record cudarc's read/write events after the launch is enqueued, so other
+    // streams that use these buffers wait for it.
+    let (row_ptr, _g0) = bufs.row_ptr.device_ptr(stream);
+    let (col_idx, _g1) = bufs.col_idx.device_ptr(stream);
+    let (values, _g2) = bufs.values.device_ptr(stream);
+    let (b, _g3) = bufs.b.device_ptr(stream);
+    let (c, _g4) = bufs.c.device_ptr_mut(stream);
+    let (bias, _g5) = match bufs.bias {
+        Some(bias) => {
+            let (ptr, guard) = bias.device_ptr(stream);
+            (ptr, Some(guard))
+        }
+        None => (0, None),
+    };
+    set_pointers(&mut problem, [row_ptr, col_idx, values, b, c], stream);
+    problem.bias = bias;
+    // SAFETY: every pointer is a live cudarc allocation borrowed for this call (C
+    // mutably), sized for its view as crate::spmm checked (B, C, the bias's m values) and
+    // as DeviceBsr's construction from a validated BsrMatrix guarantees (row_ptr, col_idx,
+    // values); the stream belongs to the same context, which launch::spmm bound to this
+    // thread.
+    unsafe { ffi::spmm(&problem) }
+}
+
+/// Whether the CUDA driver library can be loaded (cudarc panics without it).
+pub(crate) fn driver_present() -> bool {
+    // SAFETY: only attempts to dlopen libcuda's candidate names; no CUDA call is made.
+    unsafe { cudarc::driver::sys::is_culib_present() }
+}
+
+/// The same buffers, read-only: `select` looks at their addresses (alignment), never at
+/// their contents.
+pub(crate) struct SpmmBufferRefs<'a, T, O> {
+    pub row_ptr: &'a CudaSlice<i32>,
+    pub col_idx: &'a CudaSlice<i32>,
+    pub values: &'a CudaSlice<T>,
+    pub b: &'a CudaSlice<T>,
+    pub c: &'a CudaSlice<O>,
+}
+
+/// The variant `spmm` would run for `problem` with these buffers, or why none can.
+pub(crate) fn select<T, O>(
+    mut problem: SpmmProblem,
+    bufs: SpmmBufferRefs<'_, T, O>,
+    stream: &CudaStream,
+) -> FfiStatus {
+    let (row_ptr, _g0) = bufs.row_ptr.device_ptr(stream);
+    let (col_idx, _g1) = bufs.col_idx.device_ptr(stream);
+    let (values, _g2) = bufs.values.device_ptr(stream);
+    let (b, _g3) = bufs.b.device_ptr(stream);
+    let (c, _g4) = bufs.c.device_ptr(stream);
+    set_pointers(&mut problem, [row_ptr, col_idx, values, b, c], stream);
+    ffi::select(&problem)
+}

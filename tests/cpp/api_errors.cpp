@@ -1,0 +1,333 @@
+// The C++ API's validation, without a GPU: every malformed view must be refused by both
+// sparsek::can_implement and sparsek::spmm (with and without check_indices) before any
+// device query, with Status::InvalidArgument (NotSupported where only the dtype
+// combination is unsupported) and a message that starts with exactly one "sparsek: " and
+// names the defect; nothing may be touched. Each case is a defect the old API accepted or
+// mishandled (negative n, enum values outside their range, int64 overflow of block counts,
+// value counts and dense spans, ...).
+//
+// The "device" pointers point into host buffers filled with a poison pattern: a refused
+// call must not read or write them (checked after every call). The test hides every GPU
+// (CUDA_VISIBLE_DEVICES="" before the first CUDA call), so on any machine a call that got
+// as far as the device query returns CudaError instead of the expected status, and a few
+// well-formed controls must do exactly that (so validation rejects the defects, not
+// everything). One PASS/FAIL line per case, then "N passed, N failed"; exit status 1 on
+// failure.
+//
+//   cmake --build build --target sparsek_test_api_errors && (cd build && ctest -R api_errors)
+#include <sparsek/sparsek.hpp>
+
+#include <cctype>
+#include <climits>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace {
+
+using sparsek::Activation;
+using sparsek::Backend;
+using sparsek::BsrView;
+using sparsek::DenseView;
+using sparsek::DType;
+using sparsek::Layout;
+using sparsek::SpmmOptions;
+using sparsek::Status;
+
+constexpr uint8_t kPoison = 0xA5;
+constexpr size_t kArenaBytes = 1 << 14;
+constexpr int64_t kHuge = int64_t(1) << 62;
+
+// Host memory standing in for device buffers; no refused call may touch it.
+struct Arena {
+  std::vector<uint8_t> row_ptr, col_idx, values, b, c;
+  Arena()
+      : row_ptr(kArenaBytes, kPoison),
+        col_idx(kArenaBytes, kPoison),
+        values(kArenaBytes, kPoison),
+        b(kArenaBytes, kPoison),
+        c(kArenaBytes, kPoison) {}
+  bool intact() const {
+    for (const auto* buf : {&row_ptr, &col_idx, &values, &b, &c})
+      for (uint8_t x : *buf)
+        if (x != kPoison) return false;
+    return true;
+  }
+};
+
+struct Views {
+  BsrView a;
+  DenseView b, c;
+  SpmmOptions options;
+};
+
+// A well-formed problem (f16, m = k = 128 in 64x64 blocks, nnzb = 2, n = 64, row-major);
+// every case below breaks it in one way. It is never run as it is.
+Views base(Arena& mem) {
+  Views v;
+  v.a.m = 128, v.a.k = 128, v.a.bm = 64, v.a.bk = 64, v.a.nnzb = 2;
+  v.a.row_ptr = reinterpret_cast<const int32_t*>(mem.row_ptr.data());
+  v.a.col_idx = reinterpret_cast<const int32_t*>(mem.col_idx.data());
+  v.a.values = mem.values.data();
+  v.a.dtype = DType::F16;
+  v.b = DenseView{mem.b.data(), 128, 64, 64, Layout::RowMajor, DType::F16};
+  v.c = DenseView{mem.c.data(), 128, 64, 64, Layout::RowMajor, DType::F16};
+  return v;
+}
+
+// Shapes A (m x k in bm x bk blocks, nnzb), B (k x n) and C (m x n), row-major, ld = n.
+void shape(Views& v, int64_t m, int64_t k, int64_t n, int32_t bm, int32_t bk, int64_t nnzb) {
+  v.a.m = m, v.a.k = k, v.a.bm = bm, v.a.bk = bk, v.a.nnzb = nnzb;
+  v.b.rows = k, v.b.cols = n, v.b.ld = n;
+  v.c.rows = m, v.c.cols = n, v.c.ld = n;
+}
+
+struct Case {
+  const char* name;
+  Status want;
+  const char* keyword;  // must appear in the message (case-insensitive)
+  std::function<void(Views&)> apply;
+};
+
+const char* status_name(Status s) {
+  switch (s) {
+    case Status::Success: return "Success";
+    case Status::InvalidArgument: return "InvalidArgument";
+    case Status::NotSupported: return "NotSupported";
+    case Status::CudaError: return "CudaError";
+  }
+  return "?";
+}
+
+bool contains_nocase(const char* hay, const char* needle) {
+  std::string h(hay), n(needle);
+  for (auto& ch : h) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  for (auto& ch : n) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return h.find(n) != std::string::npos;
+}
+
+// What is wrong with one call's Result ("" when nothing).
+std::string judge(const char* call, const sparsek::Result& r, const Case& c) {
+  const char* prefix = "sparsek: ";
+  const size_t plen = std::strlen(prefix);
+  if (r.status != c.want)
+    return std::string(call) + " returned " + status_name(r.status) + ", want " + status_name(c.want) +
+           " (message \"" + r.message + "\")";
+  if (std::memchr(r.message, '\0', sizeof(r.message)) == nullptr) return std::string(call) + ": unterminated message";
+  if (std::strncmp(r.message, prefix, plen) != 0)
+    return std::string(call) + ": message does not start with \"sparsek: \": \"" + r.message + "\"";
+  if (std::strstr(r.message + 1, prefix) != nullptr || std::strncmp(r.message + plen, "sparsek", 7) == 0)
+    return std::string(call) + ": message carries the prefix more than once: \"" + r.message + "\"";
+  if (r.message[plen] == '\0') return std::string(call) + ": message is only the prefix";
+  if (!contains_nocase(r.message, c.keyword))
+    return std::string(call) + ": message does not mention \"" + c.keyword + "\": \"" + r.message + "\"";
+  return "";
+}
+
+std::vector<Case> cases() {
+  const int64_t i32max = INT32_MAX;
+  std::vector<Case> v;
+  auto add = [&](const char* name, Status want, const char* keyword, std::function<void(Views&)> f) {
+    v.push_back(Case{name, want, keyword, std::move(f)});
+  };
+  const Status bad = Status::InvalidArgument, unsupported = Status::NotSupported;
+
+  // (a) Negative n: B and C with cols = -8 (the old can_implement accepted it).
+  add("n = -8 (B and C cols = -8), row-major", bad, "negative", [](Views& v) { v.b.cols = v.c.cols = -8; });
+  add("n = -8, column-major B and C", bad, "negative", [](Views& v) {
+    v.b.cols = v.c.cols = -8;
+    v.b.layout = v.c.layout = Layout::ColMajor;
+    v.b.ld = v.b.rows, v.c.ld = v.c.rows;
+  });
+  add("n = -8 with ld = 0", bad, "negative", [](Views& v) {
+    v.b.cols = v.c.cols = -8;
+    v.b.ld = v.c.ld = 0;
+  });
+
+  // (b) Enum values outside their range.
+  add("B.layout = 7", bad, "layout", [](Views& v) { v.b.layout = static_cast<Layout>(7); });
+  add("C.layout = 7", bad, "layout", [](Views& v) { v.c.layout = static_cast<Layout>(7); });
+  add("C.layout = -1", bad, "layout", [](Views& v) { v.c.layout = static_cast<Layout>(-1); });
+  add("A.dtype = 3", bad, "dtype", [](Views& v) { v.a.dtype = static_cast<DType>(3); });
+  add("B.dtype = 3", bad, "dtype", [](Views& v) { v.b.dtype = static_cast<DType>(3); });
+  add("C.dtype = -1", bad, "dtype", [](Views& v) { v.c.dtype = static_cast<DType>(-1); });
+  add("all dtypes = 7", bad, "dtype",
+      [](Views& v) { v.a.dtype = v.b.dtype = v.c.dtype = static_cast<DType>(7); });
+  add("backend = 4", bad, "backend", [](Views& v) { v.options.backend = static_cast<Backend>(4); });
+  add("backend = -1", bad, "backend", [](Views& v) { v.options.backend = static_cast<Backend>(-1); });
+  add("activation = 4", bad, "activation", [](Views& v) { v.options.activation = static_cast<Activation>(4); });
+  add("activation = INT32_MIN", bad, "activation",
+      [](Views& v) { v.options.activation = static_cast<Activation>(INT32_MIN); });
+  add("bias not 16-byte aligned", bad, "bias",
+      [](Views& v) { v.options.bias = static_cast<const uint8_t*>(v.b.data) + 2; });
+
+  // (c) Block counts and value counts overflowing.
+  add("(m/bm)*(k/bk) overflows int64: m = k = 2^62, bm = bk = 1", bad, "block",
+      [](Views& v) { shape(v, kHuge, kHuge, 8, 1, 1, 2); });
+  add("m/bm beyond int32: m = 2^62, bm = 1", bad, "block", [](Views& v) { shape(v, kHuge, 128, 8, 1, 64, 2); });
+  add("k/bk beyond int32: k = 2^40, bk = 64", bad, "block",
+      [](Views& v) { shape(v, 128, int64_t(1) << 40, 8, 64, 64, 2); });
+  add("nnzb*bm*bk overflows int64: bm = bk = INT32_MAX, nnzb = 3", bad, "overflow",
+      [=](Views& v) { shape(v, i32max, 3 * i32max, 8, INT32_MAX, INT32_MAX, 3); });
+  add("nnzb*bm*bk fits but its bytes overflow int64: nnzb = 2", bad, "overflow",
+      [=](Views& v) { shape(v, i32max, 2 * i32max, 8, INT32_MAX, INT32_MAX, 2); });
+  add("nnzb > (m/bm)*(k/bk)", bad, "nnzb", [](Views& v) { v.a.nnzb = 5; });
+  add("nnzb > INT32_MAX (2^40 blocks)", bad, "nnzb",
+      [](Views& v) { shape(v, int64_t(1) << 40, int64_t(1) << 40, 8, 1 << 20, 1 << 20, int64_t(1) << 31); });
+
+  // (d) Dense spans overflowing, negative dims, bad blocks, null pointers, mismatches.
+  add("B: (rows-1)*ld overflows int64 (row-major, k = 2^40, ld = 2^30)", bad, "overflow", [](Views& v) {
+    shape(v, 128, int64_t(1) << 40, 8, 64, 1 << 20, 0);
+    v.b.ld = int64_t(1) << 30;
+  });
+  add("B: (cols-1)*ld overflows int64 (column-major, n = 2^60)", bad, "overflow", [](Views& v) {
+    shape(v, 128, 64, int64_t(1) << 60, 64, 64, 0);
+    v.b.layout = v.c.layout = Layout::ColMajor;
+    v.b.ld = 64, v.c.ld = 128;
+  });
+  add("B: span fits but its bytes overflow int64 (k = 2^32, ld = 2^31)", bad, "overflow", [](Views& v) {
+    shape(v, 128, int64_t(1) << 32, 8, 64, 1 << 16, 0);  // (2^32 - 1) * 2^31 + 8 < 2^63 elements
+    v.b.ld = int64_t(1) << 31;
+  });
+  add("C: (rows-1)*ld overflows int64 (row-major, m = 2^40, ld = 2^24)", bad, "overflow", [](Views& v) {
+    shape(v, int64_t(1) << 40, 128, 8, 1 << 20, 64, 0);
+    v.c.ld = int64_t(1) << 24;
+  });
+  add("C: (cols-1)*ld overflows int64 (column-major, n = 2^57)", bad, "overflow", [](Views& v) {
+    shape(v, 128, 16, int64_t(1) << 57, 64, 16, 0);  // B row-major: 16 x 2^57 fits
+    v.c.layout = Layout::ColMajor, v.c.ld = 128;
+  });
+  add("C: ld = INT64_MAX", bad, "overflow", [](Views& v) { v.c.ld = INT64_MAX; });
+  add("negative m", bad, "negative", [](Views& v) { v.a.m = v.c.rows = -128; });
+  add("negative k", bad, "negative", [](Views& v) { v.a.k = v.b.rows = -128; });
+  add("negative nnzb", bad, "negative", [](Views& v) { v.a.nnzb = -1; });
+  add("negative B.ld", bad, "negative", [](Views& v) { v.b.ld = -64; });
+  add("negative C.ld", bad, "negative", [](Views& v) { v.c.ld = -1; });
+  add("INT64_MIN m", bad, "negative", [](Views& v) { v.a.m = v.c.rows = INT64_MIN; });
+  add("bm = 0", bad, "block", [](Views& v) { v.a.bm = 0; });
+  add("bk = 0", bad, "block", [](Views& v) { v.a.bk = 0; });
+  add("bm = -64", bad, "block", [](Views& v) { v.a.bm = -64; });
+  add("bk = INT32_MIN", bad, "block", [](Views& v) { v.a.bk = INT32_MIN; });
+  add("m not a multiple of bm", bad, "multiple", [](Views& v) { v.a.m = v.c.rows = 96; });
+  add("k not a multiple of bk", bad, "multiple", [](Views& v) { v.a.k = v.b.rows = 96; });
+  add("B.ld < n (row-major)", bad, "ld", [](Views& v) { v.b.ld = 32; });
+  add("C.ld < m (column-major)", bad, "ld", [](Views& v) {
+    v.c.layout = Layout::ColMajor;
+    v.c.ld = 64;
+  });
+  add("ld = 0 with n = 0", bad, "ld", [](Views& v) {
+    v.b.cols = v.c.cols = 0;
+    v.b.ld = v.c.ld = 0;
+  });
+  add("null row_ptr", bad, "row_ptr", [](Views& v) { v.a.row_ptr = nullptr; });
+  add("null row_ptr with m = 0", bad, "row_ptr", [](Views& v) {
+    v.a.m = v.c.rows = 0, v.a.nnzb = 0;
+    v.a.row_ptr = nullptr;
+  });
+  add("null col_idx with nnzb > 0", bad, "col_idx", [](Views& v) { v.a.col_idx = nullptr; });
+  add("null values with nnzb > 0", bad, "values", [](Views& v) { v.a.values = nullptr; });
+  add("null B.data", bad, "data", [](Views& v) { v.b.data = nullptr; });
+  add("null C.data", bad, "data", [](Views& v) { v.c.data = nullptr; });
+  add("B.rows != k", bad, "rows", [](Views& v) { v.b.rows = 64; });
+  add("C.rows != m", bad, "rows", [](Views& v) { v.c.rows = 64; });
+  add("C.cols != B.cols", bad, "columns", [](Views& v) { v.c.cols = 32; });
+
+  // Valid views whose dtype combination is merely unsupported.
+  add("f32 inputs", unsupported, "f32", [](Views& v) { v.a.dtype = v.b.dtype = v.c.dtype = DType::F32; });
+  add("A f16, B bf16", unsupported, "bf16", [](Views& v) { v.b.dtype = DType::BF16; });
+  add("C bf16 with f16 inputs", unsupported, "bf16", [](Views& v) { v.c.dtype = DType::BF16; });
+  // ... but a malformed view stays InvalidArgument whatever its dtypes.
+  add("f32 inputs and n = -8", bad, "negative", [](Views& v) {
+    v.a.dtype = v.b.dtype = v.c.dtype = DType::F32;
+    v.b.cols = v.c.cols = -8;
+  });
+
+  // Controls: well-formed views pass validation and stop at the device query (no GPU is
+  // visible), so CudaError. A validation that refused these would be too strict.
+  const Status reached = Status::CudaError;
+  add("control: the base problem", reached, "device", [](Views&) {});
+  add("control: nnzb = 0 with null col_idx and values", reached, "device", [](Views& v) {
+    v.a.nnzb = 0;
+    v.a.col_idx = nullptr, v.a.values = nullptr;
+  });
+  add("control: m = 0, C empty with null data", reached, "device", [](Views& v) {
+    v.a.m = v.c.rows = 0, v.a.nnzb = 0;
+    v.c.data = nullptr;
+  });
+  add("control: k = 0, B empty with null data", reached, "device", [](Views& v) {
+    v.a.k = v.b.rows = 0, v.a.nnzb = 0;
+    v.b.data = nullptr;
+  });
+  add("control: n = 0 with ld = 1", reached, "device", [](Views& v) {
+    v.b.cols = v.c.cols = 0;
+    v.b.ld = v.c.ld = 1;
+  });
+  add("control: column-major B and C, padded ld", reached, "device", [](Views& v) {
+    v.b.layout = v.c.layout = Layout::ColMajor;
+    v.b.ld = v.c.ld = 136;
+  });
+  add("control: bf16 inputs, f32 C", reached, "device", [](Views& v) {
+    v.a.dtype = v.b.dtype = DType::BF16;
+    v.c.dtype = DType::F32;
+  });
+  add("control: 16-byte aligned bias, SiLU, Backend::Decode", reached, "device", [](Views& v) {
+    v.options.bias = v.b.data;
+    v.options.activation = Activation::Silu;
+    v.options.backend = Backend::Decode;
+  });
+  return v;
+}
+
+}  // namespace
+
+int main() {
+  // Hide every GPU before the first CUDA call: a view that validation lets through then
+  // fails at the device query on every machine, with or without a GPU.
+  setenv("CUDA_VISIBLE_DEVICES", "", 1);
+  int passed = 0, failed = 0;
+  Arena mem;
+  for (const Case& c : cases()) {
+    Views v = base(mem);
+    c.apply(v);
+    std::string why;
+    sparsek::Result last;
+
+    const Backend sentinel = static_cast<Backend>(0x5a5a);
+    Backend chosen = sentinel;
+    sparsek::Result r = sparsek::can_implement(v.a, v.b, v.c, v.options, &chosen);
+    why = judge("can_implement", r, c);
+    if (why.empty() && chosen != sentinel) why = "can_implement wrote *chosen on failure";
+    if (why.empty() && !mem.intact()) why = "can_implement touched the buffers";
+    last = r;
+
+    if (why.empty()) {
+      r = sparsek::spmm(v.a, v.b, v.c, v.options, /*stream=*/nullptr);
+      why = judge("spmm", r, c);
+      if (why.empty() && std::strcmp(r.message, last.message) != 0)
+        why = std::string("spmm and can_implement disagree: \"") + r.message + "\" vs \"" + last.message + "\"";
+      if (why.empty() && !mem.intact()) why = "spmm touched the buffers";
+    }
+    if (why.empty()) {
+      SpmmOptions checked = v.options;
+      checked.check_indices = true;
+      r = sparsek::spmm(v.a, v.b, v.c, checked, nullptr);
+      why = judge("spmm(check_indices)", r, c);
+      if (why.empty() && !mem.intact()) why = "spmm(check_indices) touched the buffers";
+    }
+
+    if (why.empty()) {
+      ++passed;
+      std::printf("PASS %s: %s \"%s\"\n", c.name, status_name(r.status), r.message);
+    } else {
+      ++failed;
+      std::printf("FAIL %s: %s\n", c.name, why.c_str());
+      if (!mem.intact()) mem = Arena();  // keep later cases meaningful
+    }
+  }
+  std::printf("%d passed, %d failed\n", passed, failed);
+  return failed == 0 ? 0 : 1;
+}
