@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates the committed C++ headers of the Rust bridge (cpp/sparsek-cxx/src/lib.rs):
+# Regenerates the committed C++ headers of the Rust bridge (bindings/sparsek-cxx/src/lib.rs):
 #   include/sparsek/rust.h  the header cxx generates for the bridge (with a short prologue)
 #   include/rust/cxx.h      cxx's own header, which it includes
 # from this build's cxx output ($OUT_DIR/cxxbridge/include of sparsek-cxx). Run it after

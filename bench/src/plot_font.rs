@@ -1,6 +1,6 @@
 //! Plotters draws text through `ab_glyph` with a TTF font registered at run time (no
 //! system font lookup, so nothing to link). Used by the criterion bench's plots and by
-//! `examples/bench_report.rs` (through `#[path]`).
+//! `bench_report` (src/bin/bench_report.rs).
 
 /// Registers `$SPARSEK_FONT`, or a DejaVu Sans from the system or from matplotlib, as
 /// plotters' "sans-serif". Returns which file, or why none.

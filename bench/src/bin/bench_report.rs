@@ -6,7 +6,7 @@
 //!                    [--densities 1/16,1/8,1/4] [--patterns topk,skewed,random,causal]
 //!                    [--dtypes f16,bf16] [--layouts row/row,col/col] [--backends cutlass,wmma]
 //!                    [--repeats 7] [--iters 20] [--json report.json] [--png report.png]
-//!                    [--baseline benches/baseline/h100.json] [--tolerance 0.05] [--slowdown N]
+//!                    [--baseline bench/baseline/h100.json] [--tolerance 0.05] [--slowdown N]
 //! bench_report check REPORT.json BASELINE.json [--tolerance 0.05]
 //! bench_report plot  REPORT.json OUT.png
 //! ```
@@ -24,8 +24,7 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-#[path = "../benches/plot_font.rs"]
-mod plot_font;
+use sparsek_bench::plot_font;
 
 const PEAK_TFLOPS: f64 = 989.0;
 
@@ -523,7 +522,7 @@ mod sweep {
             let a_full = random_device::<T>(stream, m * k, rng)?;
             let flops = 2.0 * (m * n * k) as f64;
             let runs = time(stream, s, || {
-                Ok(gpu::baseline::dense_gemm(
+                Ok(sparsek_bench::baseline::dense_gemm(
                     blas,
                     (m, n, k),
                     &a_full,
@@ -554,7 +553,7 @@ mod sweep {
                         let ag = random_device::<T>(stream, m * kg, rng)?;
                         let bg = random_device::<T>(stream, kg * n, rng)?;
                         let runs = time(stream, s, || {
-                            Ok(gpu::baseline::dense_gemm(
+                            Ok(sparsek_bench::baseline::dense_gemm(
                                 blas,
                                 (m, n, kg),
                                 &ag,

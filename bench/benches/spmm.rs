@@ -136,7 +136,7 @@ mod gpu_bench {
         group.bench_function(BenchmarkId::new("cublas_dense", format!("k{k}")), |bench| {
             bench.iter_custom(|iters| {
                 let t = time_launches(&stream, iters, || {
-                    gpu::baseline::dense_gemm(&blas, (m, n, k), &a_full, &b, &mut out)
+                    sparsek_bench::baseline::dense_gemm(&blas, (m, n, k), &a_full, &b, &mut out)
                         .expect("cublas")
                 });
                 s.lock()
@@ -219,7 +219,7 @@ mod gpu_bench {
         group.bench_function(BenchmarkId::new("cublas_gathered", &config), |bench| {
             bench.iter_custom(|iters| {
                 let t = time_launches(stream, iters, || {
-                    gpu::baseline::dense_gemm(blas, (m, n, kg), &ag, &bg, out).expect("cublas")
+                    sparsek_bench::baseline::dense_gemm(blas, (m, n, kg), &ag, &bg, out).expect("cublas")
                 });
                 samples
                     .lock()
@@ -331,7 +331,7 @@ mod gpu_bench {
     }
 }
 
-mod plot_font;
+use sparsek_bench::plot_font;
 
 /// Criterion with its plots when a font can be registered (see plot_font.rs), else
 /// without them, saying so.
