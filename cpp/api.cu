@@ -2,7 +2,7 @@
 // a checked Problem (cpp/problem.hpp), optionally check A's indices on the device, select
 // a kernel row (cpp/registry.hpp) and launch it. Nothing is launched unless every check
 // passes.
-#include <atomic>
+#include <mutex>
 #include <climits>
 #include <cstdio>
 #include <cstring>
@@ -25,19 +25,24 @@ Result make_result(Status s, const char* fmt, ...) {
 }
 
 Result current_device(DeviceInfo* out) {
-  // Device attributes do not change while a process runs: ask once per device.
-  constexpr int kMaxDevices = 64;
-  static std::atomic<bool> cached[kMaxDevices] = {};
-  static DeviceInfo cache[kMaxDevices];
   int dev = 0;
   cudaError_t e = cudaGetDevice(&dev);
   if (e != cudaSuccess) return make_result(Status::CudaError, "querying the current device: %s", cudaGetErrorString(e));
-  if (dev >= 0 && dev < kMaxDevices && cached[dev].load(std::memory_order_acquire)) {
-    *out = cache[dev];
-    return Result{};
-  }
   DeviceInfo info;
   info.id = dev;
+  // Device attributes do not change while a process runs: ask once per device. The
+  // cache is published under its mutex, so readers never see a half-written entry.
+  constexpr int kMaxDevices = 64;
+  static std::mutex lock;
+  static bool cached[kMaxDevices] = {};
+  static DeviceInfo cache[kMaxDevices];
+  if (dev >= 0 && dev < kMaxDevices) {
+    std::lock_guard<std::mutex> guard(lock);
+    if (cached[dev]) {
+      *out = cache[dev];
+      return Result{};
+    }
+  }
   e = cudaDeviceGetAttribute(&info.cc_major, cudaDevAttrComputeCapabilityMajor, dev);
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&info.cc_minor, cudaDevAttrComputeCapabilityMinor, dev);
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&info.sm_count, cudaDevAttrMultiProcessorCount, dev);
@@ -45,8 +50,9 @@ Result current_device(DeviceInfo* out) {
   if (e != cudaSuccess)
     return make_result(Status::CudaError, "querying device %d: %s", dev, cudaGetErrorString(e));
   if (dev >= 0 && dev < kMaxDevices) {
-    cache[dev] = info;  // racing writers store the same value
-    cached[dev].store(true, std::memory_order_release);
+    std::lock_guard<std::mutex> guard(lock);
+    cache[dev] = info;
+    cached[dev] = true;
   }
   *out = info;
   return Result{};
@@ -116,8 +122,8 @@ Result check_bsr(const BsrView& a) {
   int64_t values = 0;
   if (__builtin_mul_overflow(a.nnzb, int64_t(a.bm) * a.bk, &values) ||
       __builtin_mul_overflow(values, element_bytes(a.dtype), &values))
-    return make_result(Status::InvalidArgument, "nnzb * bm * bk = %lld * %d * %d overflows int64", (long long)a.nnzb,
-                       a.bm, a.bk);
+    return make_result(Status::InvalidArgument, "nnzb * bm * bk = %lld * %d * %d values overflow int64 bytes",
+                       (long long)a.nnzb, a.bm, a.bk);
   if (a.row_ptr == nullptr) return make_result(Status::InvalidArgument, "A.row_ptr is null");
   if (a.nnzb > 0 && (a.col_idx == nullptr || a.values == nullptr))
     return make_result(Status::InvalidArgument, "A.col_idx or A.values is null with nnzb = %lld", (long long)a.nnzb);

@@ -23,7 +23,7 @@ const char* describe(unsigned long long kind) {
   switch (kind) {
     case kStartNotZero: return "row_ptr[0] is not 0";
     case kDecreasing: return "row_ptr decreases after this block-row";
-    case kEndNotNnzb: return "row_ptr[block_rows] is not nnzb";
+    case kEndNotNnzb: return "row_ptr[block_rows] (the last entry) is not nnzb";
     case kRowOutOfRange: return "row_ptr points outside [0, nnzb]";
     case kColumnOutOfRange: return "col_idx holds a column outside [0, k/bk)";
     case kUnsorted: return "col_idx is not sorted and unique";
@@ -73,8 +73,15 @@ __global__ void check_kernel(const int32_t* __restrict__ row_ptr, const int32_t*
 }  // namespace
 
 Result check_indices(const Problem& p, cudaStream_t stream) {
+  // The check waits for its result, which a stream being captured into a graph cannot do.
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  cudaError_t e = cudaStreamIsCapturing(stream, &capture);
+  if (e != cudaSuccess) return make_result(Status::CudaError, "index check: %s", cudaGetErrorString(e));
+  if (capture != cudaStreamCaptureStatusNone)
+    return make_result(Status::InvalidArgument,
+                       "check_indices waits for its result and cannot run inside a stream capture");
   unsigned long long* d_status = nullptr;
-  cudaError_t e = cudaMallocAsync(&d_status, sizeof(unsigned long long), stream);
+  e = cudaMallocAsync(&d_status, sizeof(unsigned long long), stream);
   if (e != cudaSuccess) return make_result(Status::CudaError, "index check: allocating its status: %s", cudaGetErrorString(e));
   unsigned long long status = ULLONG_MAX;
   e = cudaMemcpyAsync(d_status, &status, sizeof(status), cudaMemcpyHostToDevice, stream);
@@ -93,8 +100,10 @@ Result check_indices(const Problem& p, cudaStream_t stream) {
   if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
   if (e != cudaSuccess) return make_result(Status::CudaError, "index check: %s", cudaGetErrorString(e));
   if (status == ULLONG_MAX) return Result{};
-  return make_result(Status::InvalidArgument, "A's indices fail the device check at block-row %llu: %s", status >> 8,
-                     describe(status & 0xff));
+  const unsigned long long row = status >> 8, kind = status & 0xff;
+  if (kind == kEndNotNnzb) return make_result(Status::InvalidArgument, "A's indices fail the device check: %s", describe(kind));
+  return make_result(Status::InvalidArgument, "A's indices fail the device check at block-row %llu: %s", row,
+                     describe(kind));
 }
 
 }  // namespace sparsek::detail

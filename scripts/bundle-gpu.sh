@@ -1,17 +1,14 @@
 #!/usr/bin/env bash
-# Builds the GPU test, example and bench executables here (Rust + the pip nvcc, and the
-# C++ examples through CMake) and puts them in dist/gpu-bundle/ with run.sh, for a machine
-# that has a GPU and the CUDA driver but no Rust. Copy the folder there and run
-# `dist/gpu-bundle/run.sh`.
+# Builds the GPU test, example and bench executables here (Rust + the pip nvcc; the C++
+# tests and examples linked against the same kernel library) and puts them in
+# dist/gpu-bundle/ with run.sh, for a machine that has a GPU and the CUDA driver but no
+# Rust. Copy the folder there and run `dist/gpu-bundle/run.sh`.
 #
-# The bundle targets Hopper (SPARSEK_CUDA_ARCHS=90a unless set): one architecture keeps
-# the executables small. It builds in target/bundle and build/bundle, apart from the
-# default (90a + 80) builds.
+# It uses the ordinary target dir and architectures (90a,80), so the kernel objects of the
+# other builds (target/sparsek-kernels) are reused; compressed fatbins keep it small.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 third_party/setup.sh >/dev/null
-export SPARSEK_CUDA_ARCHS="${SPARSEK_CUDA_ARCHS:-90a}"
-export CARGO_TARGET_DIR="$PWD/target/bundle"
 out=dist/gpu-bundle
 rm -rf "$out"
 mkdir -p "$out"
@@ -31,7 +28,8 @@ for line in sys.stdin:
 {
   executables cargo test --release --features cuda --test gpu --no-run
   executables cargo build --release --features cuda --examples
-  executables cargo bench --features cuda --bench spmm --no-run
+  executables cargo bench -p sparsek-bench --features cuda --bench spmm --no-run
+  executables cargo build --release -p sparsek-bench --features cuda --bin bench_report
 } | while read -r name path; do
   case "$name" in
     gpu) dest=gpu_tests ;;
@@ -41,13 +39,25 @@ for line in sys.stdin:
   cp "$path" "$out/$dest"
 done
 
-# The C++ side: the same sources through CMake.
-cmake="$PWD/third_party/py/bin/cmake"
-"$cmake" -S . -B build/bundle -DCMAKE_BUILD_TYPE=Release -DSPARSEK_CUDA_ARCHS="${SPARSEK_CUDA_ARCHS//,/;}" \
-  -DCMAKE_CUDA_COMPILER="$PWD/third_party/py/nvidia/cu13/bin/nvcc" >/dev/null
-"$cmake" --build build/bundle -j 2 --target sparsek_quickstart spmm_check >/dev/null
-cp build/bundle/sparsek_quickstart "$out/quickstart_cpp"
-cp build/bundle/spmm_check "$out/spmm_check"
+# The C++ side: the C++ tests and examples, linked against the very kernel library cargo
+# built above (build.rs's libsparsek_kernels.a), so no kernel is compiled twice. CMake
+# builds the same programs from source (CI does, for sm_80).
+kernels_dir=$(cargo build --release --features cuda --message-format=json 2>/dev/null | python3 -c '
+import json, sys
+for line in sys.stdin:
+    try: msg = json.loads(line)
+    except ValueError: continue
+    if msg.get("reason") == "build-script-executed" and "#sparsek@" in msg.get("package_id", ""):
+        print(msg["out_dir"])
+')
+nvcc="$PWD/third_party/py/nvidia/cu13/bin/nvcc"
+for prog in examples/cpp/quickstart.cpp:quickstart_cpp examples/cpp/spmm_check.cpp:spmm_check \
+            tests/cpp/api_errors.cpp:cpp_api_errors tests/cpp/index_check.cpp:cpp_index_check \
+            cpp/decode/check_decode.cu:check_decode; do
+  src=${prog%%:*} dest=${prog##*:}
+  [ -f "$src" ] || continue
+  "$nvcc" -std=c++17 -O2 -Iinclude -Icpp -x cu "$src" "$kernels_dir/libsparsek_kernels.a" -o "$out/$dest"
+done
 
 strip --strip-debug "$out"/*
 cp scripts/gpu-bundle-run.sh "$out/run.sh"

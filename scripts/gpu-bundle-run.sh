@@ -22,6 +22,9 @@ case "${1:-test}" in
     "$here/quickstart" || fail=1
     "$here/quickstart_cpp" || fail=1
     "$here/spmm_check" --suite || fail=1
+    "$here/cpp_api_errors" || fail=1
+    "$here/cpp_index_check" || fail=1
+    [ -x "$here/check_decode" ] && { "$here/check_decode" || fail=1; }
     [ $fail = 0 ] && echo "sparsek GPU bundle: all passed" || echo "sparsek GPU bundle: FAILED"
     exit $fail
     ;;
@@ -39,7 +42,8 @@ case "${1:-test}" in
     # A representative subset: small sweeps keep the sanitizers' slowdown bearable.
     for tool in memcheck racecheck; do
       compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/gpu_tests" --test-threads=1 \
-        chain_checksum skewed_pattern device_errors || fail=1
+        skewed_pattern device_errors decode_sanitized || fail=1
+      compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/cpp_index_check" || fail=1
     done
     exit $fail
     ;;

@@ -85,14 +85,17 @@ pub enum BsrError {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
+    /// A malformed BSR matrix or pattern.
     #[error(transparent)]
     Bsr(#[from] BsrError),
+    /// Operand shapes disagree (`what` names the dimension).
     #[error("{what}: {got} given, {expected} expected")]
     ShapeMismatch {
         what: &'static str,
         expected: usize,
         got: usize,
     },
+    /// A buffer is shorter than its view (shape and leading dimension) needs.
     #[error("{operand}: buffer holds {got} elements, its shape and ld need {needed}")]
     BufferTooSmall {
         operand: &'static str,
@@ -111,26 +114,37 @@ pub enum Error {
         cols: usize,
         ld: usize,
     },
+    /// A dense view's leading dimension is below its contiguous extent (or below 1).
     #[error("{operand}: leading dimension {ld} is smaller than {min}")]
     LeadingDimension {
         operand: &'static str,
         ld: usize,
         min: usize,
     },
+    /// The backend takes no kernel for these element types (the GPU ones: f16/bf16 in,
+    /// the input type or f32 out).
     #[error("{backend:?} backend does not take {input} inputs with {output} output")]
     UnsupportedTypes {
         backend: Backend,
         input: DType,
         output: DType,
     },
+    /// Some operands are on the host and others on the device.
     #[error("operands must all be on the host or all on the device: {0}")]
     MixedLocations(&'static str),
+    /// The requested backend cannot run where the operands are (e.g. `Cpu` with device
+    /// operands, a GPU backend with host operands).
     #[error("{backend:?} backend is not available: {reason}")]
     BackendUnavailable { backend: Backend, reason: String },
-    #[error("{backend:?} backend cannot implement this problem: {reason}")]
+    /// No kernel of the requested backend (`Auto`: of any backend) runs this valid problem;
+    /// `reason` names each family's refusal (the message of the C++ registry, as is).
+    #[error("{reason}")]
     NotSupported { backend: Backend, reason: String },
+    /// A value the C++ side refused (from its validation or the registry knob
+    /// `SPARSEK_VARIANT`), or a size that does not fit the kernels' integer types.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// A CUDA call failed (driver, allocation, launch); the message says which.
     #[error("CUDA error: {0}")]
     Cuda(String),
 }

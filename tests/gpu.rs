@@ -12,8 +12,9 @@ use common::{random_vec, reference, rel_err, PatternKind};
 use cudarc::driver::CudaContext;
 use rand::{rngs::StdRng, SeedableRng};
 use sparsek::{
-    bf16, f16, gpu, spmm, Backend, BlockMask, BlockShape, BsrMatrix, DType, Dense, DenseMut,
-    DenseShape, DeviceBsr, Element, Error, Layout, SpmmOptions,
+    bf16, f16, gpu, spmm, spmm_fused, Activation, Backend, BlockMask, BlockShape, BsrMatrix, DType,
+    Dense, DenseMut, DenseShape, DeviceBsr, Element, Epilogue, Error, Layout, SparseLinear,
+    SpmmOptions, Vector,
 };
 
 fn device(test: &str) -> Option<Arc<CudaContext>> {
@@ -52,6 +53,10 @@ struct Case {
     alpha: f32,
     beta: f32,
     backend: Backend,
+    /// Extra elements of leading dimension for B and C (0: packed).
+    ld_pad: usize,
+    bias: bool,
+    activation: Activation,
 }
 
 /// Tolerance on ‖out−ref‖/‖ref‖: f32 accumulation; the output's own rounding dominates.
@@ -60,6 +65,19 @@ fn tolerance(input: DType, output: DType) -> f64 {
         (_, DType::Bf16) | (DType::Bf16, _) => 1e-2,
         (_, DType::F16) => 2e-3,
         _ => 1e-3,
+    }
+}
+
+/// The activation in f64, written independently of `Activation::apply`.
+fn act64(a: Activation, x: f64) -> f64 {
+    match a {
+        Activation::None => x,
+        Activation::Relu => x.max(0.0),
+        Activation::GeluTanh => {
+            let c = (2.0 / std::f64::consts::PI).sqrt();
+            0.5 * x * (1.0 + (c * (x + 0.044715 * x.powi(3))).tanh())
+        }
+        Activation::Silu => x / (1.0 + (-x).exp()),
     }
 }
 
@@ -73,38 +91,73 @@ fn run_case<T: Element, O: Element>(
     let stream = ctx.default_stream();
     let a = common::random_bsr::<T>(case.kind, case.block_rows, case.block_cols, case.block, rng);
     let (m, k, n) = (a.m(), a.k(), case.n);
-    let bs = DenseShape::packed(k, n, case.b_layout);
-    let cs = DenseShape::packed(m, n, case.c_layout);
-    let b: Vec<T> = random_vec(k * n, rng);
+    let mut bs = DenseShape::packed(k, n, case.b_layout);
+    let mut cs = DenseShape::packed(m, n, case.c_layout);
+    bs.ld += case.ld_pad;
+    cs.ld += case.ld_pad;
+    let (b_len, c_len) = (bs.required_len().unwrap(), cs.required_len().unwrap());
+    let b: Vec<T> = random_vec(b_len, rng);
     let c0: Vec<O> = if case.beta == 0.0 {
-        vec![O::from_f32(f32::NAN); m * n]
+        vec![O::from_f32(f32::NAN); c_len]
     } else {
-        random_vec(m * n, rng)
+        random_vec(c_len, rng)
     };
-    let want = reference(&a, &b, &bs, &c0, &cs, case.alpha, case.beta);
+    let bias: Vec<T> = random_vec(m, rng);
+    let base = reference(&a, &b, &bs, &c0, &cs, case.alpha, case.beta);
+    let want: Vec<f64> = (0..m * n)
+        .map(|idx| {
+            let add = if case.bias {
+                bias[idx / n.max(1)].to_f32() as f64
+            } else {
+                0.0
+            };
+            act64(case.activation, base[idx] + add)
+        })
+        .collect();
     let opts = SpmmOptions::new().alpha(case.alpha).beta(case.beta);
+    let mut epi = Epilogue::new().activation(case.activation);
+    if case.bias {
+        epi = epi.bias(Vector::Host(&bias));
+    }
 
     let mut c_cpu = c0.clone();
-    spmm(
+    spmm_fused(
         &a,
-        Dense::host(&b, k, n, case.b_layout),
-        DenseMut::host(&mut c_cpu, m, n, case.c_layout),
+        Dense::host(&b, k, n, case.b_layout).with_ld(bs.ld),
+        DenseMut::host(&mut c_cpu, m, n, case.c_layout).with_ld(cs.ld),
+        &epi,
         &opts,
     )?;
     let (cpu_err, _) = rel_err(&c_cpu, &cs, &want);
 
     let da = DeviceBsr::upload(&a, &stream)?;
     let db = stream.clone_htod(&b)?;
+    let dbias = stream.clone_htod(&bias)?;
     let mut dc = stream.clone_htod(&c0)?;
-    spmm(
+    let mut depi = Epilogue::new().activation(case.activation);
+    if case.bias {
+        depi = depi.bias(Vector::Device(&dbias));
+    }
+    spmm_fused(
         &da,
-        Dense::device(&db, k, n, case.b_layout),
-        DenseMut::device(&mut dc, m, n, case.c_layout),
+        Dense::device(&db, k, n, case.b_layout).with_ld(bs.ld),
+        DenseMut::device(&mut dc, m, n, case.c_layout).with_ld(cs.ld),
+        &depi,
         &opts.backend(case.backend),
     )?;
     let out = stream.clone_dtoh(&dc)?;
     stream.synchronize()?;
     let (err, bad) = rel_err(&out, &cs, &want);
+    // Outside the view (the ld padding) nothing may be written.
+    let view_untouched = (0..c_len).all(|i| {
+        let (outer, inner) = (i / cs.ld, i % cs.ld);
+        let in_view = match cs.layout {
+            Layout::RowMajor => inner < n && outer < m,
+            Layout::ColMajor => inner < m && outer < n,
+        };
+        in_view || out[i].to_f32().to_bits() == c0[i].to_f32().to_bits()
+    });
+    assert!(view_untouched, "{case:?}: written outside the view");
     Ok((err, bad, cpu_err))
 }
 
@@ -156,6 +209,9 @@ fn cases(backend: Backend, blocks: &[BlockShape], rng: &mut StdRng) -> Vec<Case>
                 alpha,
                 beta,
                 backend,
+                ld_pad: 0,
+                bias: false,
+                activation: Activation::None,
             });
             let _ = rng;
         }
@@ -461,4 +517,227 @@ fn device_errors_launch_nothing() {
     stream.synchronize().unwrap();
     assert!(untouched(&dc), "C was written by a refused call");
     println!("device errors: every refusal typed, C untouched");
+}
+
+/// The decode-sized cases of issue 11: every n of the list, both layouts of B and C, odd
+/// leading dimensions, bias and activation on and off, every input/output type pair.
+fn decode_cases(ns: &[usize], blocks: &[BlockShape]) -> Vec<Case> {
+    let acts = [
+        Activation::None,
+        Activation::Relu,
+        Activation::GeluTanh,
+        Activation::Silu,
+    ];
+    let mut out = Vec::new();
+    for (i, &n) in ns.iter().enumerate() {
+        for (j, &block) in blocks.iter().enumerate() {
+            let v = i + j;
+            let (alpha, beta) = [(1.0, 0.0), (0.5, 1.0), (-1.25, 0.75), (2.0, 0.0)][v % 4];
+            out.push(Case {
+                block_rows: (384 / block.rows).max(2) - (v % 2),
+                block_cols: (512 / block.cols).max(2) + (v % 3),
+                block,
+                kind: [
+                    PatternKind::Random(0.5),
+                    PatternKind::Random(0.25),
+                    PatternKind::EmptyAndFullRows,
+                    PatternKind::Full,
+                ][v % 4],
+                n,
+                b_layout: common::layouts()[v % 2],
+                c_layout: common::layouts()[(v / 2) % 2],
+                alpha,
+                beta,
+                // Decode serves n <= its rows' n_max; beyond, Auto picks another family.
+                backend: if n <= 128 {
+                    Backend::Decode
+                } else {
+                    Backend::Auto
+                },
+                ld_pad: [0, 3, 1, 0][v % 4],
+                bias: v % 3 != 0,
+                activation: acts[v % 4],
+            });
+        }
+    }
+    out
+}
+
+fn run_typed(ctx: &Arc<CudaContext>, list: &[Case], rng: &mut StdRng) {
+    for (idx, case) in list.iter().enumerate() {
+        match idx % 6 {
+            0 => check_case::<f16, f16>(ctx, case, rng),
+            1 => check_case::<bf16, bf16>(ctx, case, rng),
+            2 => check_case::<f16, f32>(ctx, case, rng),
+            3 => check_case::<bf16, f32>(ctx, case, rng),
+            4 => check_case::<bf16, bf16>(ctx, case, rng),
+            _ => check_case::<f16, f16>(ctx, case, rng),
+        }
+    }
+}
+
+#[test]
+fn decode_matches_reference() {
+    let Some(ctx) = device("decode_matches_reference") else {
+        return;
+    };
+    let mut rng = StdRng::seed_from_u64(seed());
+    let ns = [1, 2, 3, 7, 8, 9, 16, 31, 64, 100, 128, 256];
+    let blocks = [
+        BlockShape::new(32, 32),
+        BlockShape::new(64, 64),
+        BlockShape::new(128, 128),
+        BlockShape::new(16, 48),
+    ];
+    let list = decode_cases(&ns, &blocks);
+    run_typed(&ctx, &list, &mut rng);
+    println!("decode_matches_reference: {} cases passed", list.len());
+}
+
+/// A few decode cases, small enough for compute-sanitizer (run.sh sanitize).
+#[test]
+fn decode_sanitized() {
+    let Some(ctx) = device("decode_sanitized") else {
+        return;
+    };
+    let mut rng = StdRng::seed_from_u64(seed());
+    let list = decode_cases(
+        &[1, 9, 64],
+        &[BlockShape::new(32, 32), BlockShape::new(64, 64)],
+    );
+    run_typed(&ctx, &list, &mut rng);
+    println!("decode_sanitized: {} cases passed", list.len());
+}
+
+#[test]
+fn decode_is_deterministic() {
+    let Some(ctx) = device("decode_is_deterministic") else {
+        return;
+    };
+    let stream = ctx.default_stream();
+    let mut rng = StdRng::seed_from_u64(seed());
+    for n in [1, 16, 64] {
+        let block = BlockShape::new(64, 64);
+        let mask = BlockMask::random_per_row(4096 / 64, 4096 / 64, 32, &mut rng).unwrap();
+        let a = BsrMatrix::from_block_mask(&mask, block, |_, _| common::nonzero::<f16>(&mut rng))
+            .unwrap();
+        let (m, k) = (a.m(), a.k());
+        let da = DeviceBsr::upload(&a, &stream).unwrap();
+        let db = stream
+            .clone_htod(&random_vec::<f16>(k * n, &mut rng))
+            .unwrap();
+        let mut dc = stream.alloc_zeros::<f32>(m * n).unwrap();
+        let opts = SpmmOptions::new().backend(Backend::Decode);
+        let mut first: Option<Vec<u32>> = None;
+        for run in 0..100 {
+            spmm(
+                &da,
+                Dense::device(&db, k, n, Layout::ColMajor),
+                DenseMut::device(&mut dc, m, n, Layout::ColMajor),
+                &opts,
+            )
+            .unwrap();
+            let bits: Vec<u32> = stream
+                .clone_dtoh(&dc)
+                .unwrap()
+                .iter()
+                .map(|v| v.to_bits())
+                .collect();
+            match &first {
+                None => first = Some(bits),
+                Some(f) => assert!(*f == bits, "n {n}: run {run} differs from run 0"),
+            }
+        }
+    }
+    println!("decode_is_deterministic: 100 runs bitwise identical for n = 1, 16, 64");
+}
+
+/// The fused epilogue on every GPU family that runs the problem, against the f64 oracle.
+#[test]
+fn epilogue_on_every_family() {
+    let Some(ctx) = device("epilogue_on_every_family") else {
+        return;
+    };
+    let mut rng = StdRng::seed_from_u64(seed());
+    let mut families = vec![Backend::Wmma, Backend::Decode];
+    if is_hopper(&ctx) {
+        families.push(Backend::Cutlass);
+    }
+    let mut ran = 0;
+    for (i, &backend) in families.iter().enumerate() {
+        for (j, act) in [Activation::Relu, Activation::GeluTanh, Activation::Silu]
+            .into_iter()
+            .enumerate()
+        {
+            // The Hopper family's two epilogue orientations: bm 64 runs transposed (the
+            // bias per GEMM column), bm 128 not (per GEMM row).
+            let side = if j == 1 { 128 } else { 64 };
+            let case = Case {
+                block_rows: 6,
+                block_cols: 5,
+                block: BlockShape::new(side, side),
+                kind: PatternKind::Random(0.5),
+                n: if backend == Backend::Decode { 24 } else { 264 },
+                b_layout: common::layouts()[(i + j) % 2],
+                c_layout: common::layouts()[j % 2],
+                alpha: 1.5,
+                beta: [0.0, 0.5, -1.0][j],
+                backend,
+                ld_pad: 0,
+                bias: true,
+                activation: act,
+            };
+            match (j, backend) {
+                (0, _) => check_case::<f16, f16>(&ctx, &case, &mut rng),
+                // The Hopper family writes the input type only.
+                (_, Backend::Cutlass) => check_case::<bf16, bf16>(&ctx, &case, &mut rng),
+                _ => check_case::<bf16, f32>(&ctx, &case, &mut rng),
+            }
+            ran += 1;
+        }
+    }
+    println!("epilogue_on_every_family: {ran} cases passed ({families:?})");
+}
+
+/// `SparseLinear` on the device agrees with the host layer.
+#[test]
+fn sparse_linear_on_device() {
+    let Some(ctx) = device("sparse_linear_on_device") else {
+        return;
+    };
+    let stream = ctx.default_stream();
+    let mut rng = StdRng::seed_from_u64(seed());
+    let w = common::random_bsr::<f16>(
+        PatternKind::Random(0.5),
+        12,
+        8,
+        BlockShape::new(64, 64),
+        &mut rng,
+    );
+    let (out_f, in_f) = (w.m(), w.k());
+    let bias: Vec<f16> = random_vec(out_f, &mut rng);
+    for batch in [1, 5, 32] {
+        let x: Vec<f16> = random_vec(batch * in_f, &mut rng);
+        let host = SparseLinear::new(w.clone(), Some(bias.clone()), Activation::Silu).unwrap();
+        let mut y_host = vec![0f32; batch * out_f];
+        host.forward(&x, batch, &mut y_host).unwrap();
+        let dev = SparseLinear::new_device(
+            DeviceBsr::upload(&w, &stream).unwrap(),
+            Some(stream.clone_htod(&bias).unwrap()),
+            Activation::Silu,
+        )
+        .unwrap();
+        let dx = stream.clone_htod(&x).unwrap();
+        let mut dy = stream.alloc_zeros::<f32>(batch * out_f).unwrap();
+        dev.forward(&dx, batch, &mut dy).unwrap();
+        let y_dev = stream.clone_dtoh(&dy).unwrap();
+        let want: Vec<f64> = y_host.iter().map(|&v| v as f64).collect();
+        let shape = DenseShape::packed(batch, out_f, Layout::RowMajor);
+        let (err, bad) = rel_err(&y_dev, &shape, &want);
+        assert!(
+            bad == 0 && err < 1e-3,
+            "batch {batch}: err {err}, bad {bad}"
+        );
+    }
+    println!("sparse_linear_on_device: batches 1, 5, 32 agree with the host layer");
 }

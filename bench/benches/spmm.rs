@@ -219,7 +219,8 @@ mod gpu_bench {
         group.bench_function(BenchmarkId::new("cublas_gathered", &config), |bench| {
             bench.iter_custom(|iters| {
                 let t = time_launches(stream, iters, || {
-                    sparsek_bench::baseline::dense_gemm(blas, (m, n, kg), &ag, &bg, out).expect("cublas")
+                    sparsek_bench::baseline::dense_gemm(blas, (m, n, kg), &ag, &bg, out)
+                        .expect("cublas")
                 });
                 samples
                     .lock()

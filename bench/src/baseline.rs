@@ -17,12 +17,16 @@ pub fn dense_gemm<T: Element>(
 where
     CudaBlas: Gemm<T>,
 {
-    let fits = |len: usize, rows: usize, cols: usize| rows.checked_mul(cols).is_some_and(|n| n <= len);
+    let fits =
+        |len: usize, rows: usize, cols: usize| rows.checked_mul(cols).is_some_and(|n| n <= len);
     if !(fits(a.len(), m, k) && fits(b.len(), k, n) && fits(c.len(), m, n)) {
-        return Err(Error::InvalidArgument("dense_gemm: buffers smaller than the shape".into()));
+        return Err(Error::InvalidArgument(
+            "dense_gemm: buffers smaller than the shape".into(),
+        ));
     }
     let dim = |v: usize| {
-        i32::try_from(v).map_err(|_| Error::InvalidArgument(format!("cuBLAS takes i32 dimensions, not {v}")))
+        i32::try_from(v)
+            .map_err(|_| Error::InvalidArgument(format!("cuBLAS takes i32 dimensions, not {v}")))
     };
     let cfg = GemmConfig {
         transa: CUBLAS_OP_N,

@@ -12,19 +12,19 @@
 // at compile time.
 //
 // Columns (the kernel and its design are described in kernel.cuh):
-//   n_max        N tile: the CTA computes all n <= n_max columns at once (multiple of 8;
-//                n8 groups past n are zero).
+//   n_max        N tile: the CTA computes all n <= n_max columns at once (8 or a multiple
+//                of 16; the n8 groups past n are zero).
 //   warps        warps per CTA.
 //   gm_max       16-row groups of A per warp (accumulators: gm_max * n_max / 2 floats per
 //                thread).
 //   tm_max       most rows of a block a CTA covers; a CTA takes TM = 16 * (the largest
 //                divisor of bm/16 that is <= tm_max/16) rows, so bm/TM CTAs (slices) share a
 //                block-row and each reads B once per block. <= 16 * gm_max * warps.
-//   stage_units  one ring stage holds SP k16-slabs of A (TM x 16) and of B (16 x n_max),
-//                SP * (TM + n_max) <= stage_units, 32 bytes per unit: the bytes of a stage
-//                stay about the same whatever bm and bk are.
-//   sp_max       most slabs per stage (SP is a power of two: 2*SP divides the threads).
-//   stages       cp.async ring depth (stages - 1 stages in flight).
+//   a_bytes      bytes of A per ring stage at most. A stage holds NB "parts" (TM rows x KC
+//                columns of one block, KC = 64, 32 or 16 dividing bk), NB as large as
+//                a_bytes and the slot allow; the slot (ring stage) has room for
+//                (tm_max + n_max) rows of 64 + 8 elements (A's rows, then B's columns).
+//   stages       ring depth (stages - 1 stages in flight).
 //   min_ctas     __launch_bounds__ minimum CTAs per SM (caps registers at 64K/(threads*min_ctas)).
 //   automatic    Auto may pick it; false = tuning candidate (SPARSEK_VARIANT only).
 //   chosen_by    the measurement that chose the row.
@@ -40,9 +40,8 @@ struct DecodeVariant {
   int warps;              // warps per CTA
   int gm_max;             // 16-row groups per warp
   int tm_max;             // most rows of a block per CTA
-  int stage_units;        // 32-byte units per ring stage: SP * (TM + n_max) <= stage_units
-  int sp_max;             // most k16-slabs per stage
-  int stages;             // cp.async ring depth
+  int a_bytes;            // most bytes of A per ring stage
+  int stages;             // ring depth
   int min_ctas;           // __launch_bounds__ minimum CTAs per SM
   bool automatic;         // Auto may pick it
   const char* chosen_by;  // the measurement that chose the row
@@ -50,20 +49,26 @@ struct DecodeVariant {
 
 #define SPARSEK_DECODE_DESIGN "design default, to be measured (issue 11 sweep)"
 
-// Shared memory per CTA (launch.hpp computes it): n8 68 KiB, n16 72 KiB, n32 80 KiB, n64
-// 96 KiB, n128 96 KiB: all within 99 KiB (sm_86/sm_89's opt-in limit), so every row runs
-// on every cc >= 8.0 device; on an H100 (228 KiB per SM) that is 3, 3, 2, 2, 2 CTAs/SM by
-// shared memory. A stage of 16 KiB of A (TM = 128) with 3 stages in flight keeps 48 KiB of
-// A per CTA in flight, about twice Little's law's 3.1 TB/s * ~1 us / 132 SMs per SM even
-// at one CTA per SM.
+// Shared memory per CTA (launch.hpp; 4 KiB of static memory for the block columns on
+// top): n8 69 KiB, n16 73 KiB, n32 81 KiB, n64 97 KiB, n128 133 KiB (its fp32 tile and
+// receive buffer). On an H100 (228 KiB per SM) that is 3, 2, 2, 2 and 1 CTAs/SM (n128:
+// also its 128 fp32 accumulators per thread). A stage carries up to 16 KiB of A (128 x 128
+// blocks: 16 KiB, 64 x 64: 8 KiB, 32 x 32: 12 KiB); with stages - 1 = 3 stages in flight
+// a CTA keeps up to 48 KiB of A in flight, against Little's law's ~24 KiB per SM (3.1
+// TB/s * ~1 us / 132 SMs). fits() checks the row against the device's opt-in limit: every
+// row fits an H100 and an A100; on sm_86 / sm_89 (99 KiB) n64 and n128 do not, so n > 32
+// goes to the other families there.
+// The thresholds (n_max of each row, all automatic) are a design default: the n >= 65 row
+// is near the tensor cores' mma.sync rate at full HBM bandwidth and may lose to the other
+// families on some shapes; the issue-11 sweep decides.
 // clang-format off
 inline constexpr DecodeVariant kDecodeVariants[] = {
-    // name          n_max warps gm tm_max units sp stages ctas auto
-    {"decode_n8",       8,    4,  2,  128,   544, 16,  4,   3,  true, SPARSEK_DECODE_DESIGN},
-    {"decode_n16",     16,    4,  2,  128,   576, 16,  4,   3,  true, SPARSEK_DECODE_DESIGN},
-    {"decode_n32",     32,    4,  2,  128,   640, 16,  4,   2,  true, SPARSEK_DECODE_DESIGN},
-    {"decode_n64",     64,    8,  2,  128,   768, 16,  4,   2,  true, SPARSEK_DECODE_DESIGN},
-    {"decode_n128",   128,    8,  2,  128,  1024, 16,  3,   1,  true, SPARSEK_DECODE_DESIGN},
+    // name          n_max warps gm tm_max a_bytes stages ctas auto
+    {"decode_n8",       8,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_DESIGN},
+    {"decode_n16",     16,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_DESIGN},
+    {"decode_n32",     32,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_DESIGN},
+    {"decode_n64",     64,    8,  2,  128,  16384,   4,    2,  true, SPARSEK_DECODE_DESIGN},
+    {"decode_n128",   128,    8,  2,  128,  16384,   3,    1,  true, SPARSEK_DECODE_DESIGN},
 };
 // clang-format on
 

@@ -76,7 +76,8 @@ const char* supports(const Problem& p) {
 const char* fits(const Problem& p, int row) {
   const DecodeVariant& v = kDecodeVariants[row];
   if (p.n() > v.n_max) return "n is larger than the row's n_max";
-  if (decode_smem_bytes(v) > p.device.smem_optin) return "its shared memory exceeds the device's per-block opt-in limit";
+  if (decode_total_smem_bytes(v) > p.device.smem_optin)
+    return "its shared memory exceeds the device's per-block opt-in limit";
   return nullptr;
 }
 

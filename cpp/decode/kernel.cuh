@@ -2,78 +2,82 @@
 // columns n (decode-sized batches: y = x W^T with A = W, B = x^T, C = y^T), and the
 // per-row launch that cpp/decode/instantiations/<row>.cu instantiates (one row per TU).
 //
-// Why it is built this way (the problem is memory-bound: time = A's nonzero bytes / HBM
-// bandwidth; B (k x n) and C (m x n) are small and stay in L2):
+// Why it is built this way. The problem is memory-bound (time = A's nonzero bytes / HBM
+// bandwidth; B and C are small and stay in L2), so everything serves one goal: every SM
+// streams A with enough bytes in flight and little else in the way.
 //
-//  * Work split. A CTA covers TM rows of one block-row (TM = bm, or a divisor of it when
-//    bm > tm_max: `slices` CTAs share the block-row) and all n columns, so it reads each B
-//    slab once per block it multiplies. The nonzero blocks of a block-row are split over a
-//    thread-block cluster of S CTAs (S = 1, 2, 4 or 8): rank q takes the blocks
-//    row_ptr[r] + q, + q + S, + q + 2S, ... (balanced to within one block). S is chosen at
-//    launch (launch_typed below) from the number of CTAs without a split (block_rows *
-//    slices), the device's SM count, the kernel's occupancy and the mean blocks per row:
-//    the largest power of two <= min(8, mean blocks per block-row, the largest cluster the
-//    device can co-schedule) that either still leaves fewer CTAs than SMs or keeps every
-//    CTA resident (units * S <= sm_count * CTAs/SM). E.g. 4096 x 4096, 128 x 128 blocks,
-//    density 1/2 (32 block-rows) on 132 SMs at 2 CTAs/SM: S = 8, 256 CTAs; 14336 x 4096:
-//    S = 2, 224 CTAs. On sm_80 images (no clusters) S = 1: correct, fewer SMs busy.
+//  * Work split. A CTA covers TM rows of one block-row (TM = bm, or the largest multiple of
+//    16 dividing bm that is <= tm_max: then bm/TM "slices" share the block-row) and all n
+//    columns, so it reads B once per block. The nonzero blocks of a block-row are split
+//    over a thread-block cluster of S CTAs (S = 1, 2, 4, 8); rank q takes the contiguous
+//    blocks [q*len/S, (q+1)*len/S) (within one block of each other; contiguous, so with
+//    TM = bm a rank's A is one contiguous range of memory).
+//    S (choose_split) is the largest of 2, 4, 8 with at most one rank per block on average
+//    whose clusters can all be resident at once (cudaOccupancyMaxActiveClusters: a second
+//    wave of clusters would stream after the first has ended); measured on the H100 for
+//    the issue's shapes that is also the fastest S. E.g. 4096 x 4096, 128 x 128 blocks,
+//    density 1/2 (32 block-rows): S = 4, 128 CTAs; 14336 x 4096: S = 2, 224 CTAs. sm_80
+//    images (no clusters): S = 1, correct, fewer SMs busy. SPARSEK_DECODE_SPLIT=1|2|4|8
+//    (read once) forces S for measurements.
 //
-//  * Streaming A. A CTA's blocks are a sequence of k16-slabs (TM rows x 16 columns of one
-//    block: bk/16 slabs per block, any bk multiple of 16). A ring stage holds SP
-//    consecutive slabs of that sequence (a stage may span blocks), so a stage has about
-//    the same bytes (16 KiB of A at TM = 128) whatever bm and bk are. Each thread owns one
-//    (slab, 16-byte half) position of every stage and copies rows l, l + LS, ... of it
-//    with 16-byte cp.async.cg (L2 evict_first policy: A is read once; 256-byte L2
-//    prefetch: a stage reads whole 256-byte pieces of A's rows), so one stage costs a
-//    thread a single division. stages - 1 stages are in flight: 48 KiB of A per CTA at
-//    TM = 128, several CTAs per SM, against Little's law's ~24 KiB per SM (3.1 TB/s *
-//    ~1 us / 132 SMs).
+//  * Ring. A rank's work is a sequence of "parts" (TM rows x KC columns of one block, KC =
+//    64, 32 or 16 dividing bk, so any bk multiple of 16 works); a ring stage holds NB
+//    parts (about 16 KiB of A whatever bm and bk) and their B (KC k x n_max columns). The
+//    stages - 1 stages in flight keep 48 KiB of A per CTA in flight against Little's law's
+//    ~24 KiB per SM (3.1 TB/s * ~1 us / 132 SMs).
+//    sm_90: one thread issues each part as one 2-D TMA box (cp.async.bulk.tensor, L2
+//    evict-first for A, evict-last for B) completing on the stage's mbarrier. Measured:
+//    16-byte cp.async issue (LDGSTS) capped a CTA near 16 KiB per us, and 1-D bulk copies
+//    of single rows were no faster (~128 small requests per stage); the TMA box needs one
+//    instruction per part. The prologue starts A and B boxes right after row_ptr (B from
+//    a second thread, reading its block columns itself) and prefetches the descriptors.
+//    sm_80 (and sm_90 when a tensor map cannot be made: int32 tensor coordinates): every
+//    thread copies 16-byte chunks with cp.async into the same layout, one commit group
+//    per stage.
+//    Shared-memory rows are KC elements, swizzled exactly like the TMA's 128/64/32-byte
+//    swizzle (16-byte chunk c of row r at c ^ f(r)), which makes every 8-row ldmatrix
+//    phase conflict-free with no padding.
 //
-//  * B. Column-major B with 16-byte aligned columns (x row-major, the usual layout; the
-//    flag b_vec, decided on the host) goes through the same ring: 16-byte cp.async of 8 k
-//    of one column, in the stage's group. Otherwise (row-major B, or any ld / alignment)
-//    B is loaded element-wise with plain loads (never past n columns or k rows) and stored
-//    to the next stage's slot during the current iteration: correct for every layout and
-//    ld, slower (the loads' L2 latency is exposed once per stage). B's columns past n are
-//    zero in shared memory (zeroed once, never written). The block column of a slab
-//    (col_idx) is loaded one iteration before B needs it, so B's copies never wait on it.
+//  * B. Column-major B whose columns are 16-byte aligned (x row-major: the usual layout;
+//    b_vec) is copied like A (its tensor map's rows past n arrive as zeros). Any other B
+//    (row-major, odd ld, unaligned) is loaded element-wise with plain loads (never past n
+//    columns or k rows) one stage ahead into the ring: correct for every layout and ld,
+//    slower (its L2 latency is exposed once per stage). Columns past n are zeros.
 //
 //  * Tensor cores for every n: mma.sync m16n8k16 (fp32 accumulate, f16 or bf16) with
-//    ldmatrix from shared memory; n < 8 (and any n not a multiple of 8) runs the same path
-//    with B zero-padded to the row's n_max (not a CUDA-core path): at n = 1 the padded mma
-//    work is ~25 TFLOPS at full HBM bandwidth, far below the tensor cores' rate, and one
-//    ldmatrix + one mma per 16 x 16 piece of A costs fewer issue slots than the 256 FMAs
-//    (plus conversions) a CUDA-core dot product would need. Shared-memory rows are 32
-//    bytes (16 elements of a slab); the two 16-byte halves of a row swap when bit 2 of the
-//    row is set, which makes every 8-row ldmatrix phase conflict-free.
-//
-//  * Warps: mw along m (each takes up to gm_max 16-row groups) x kw along k (warp (m, k)
-//    takes the slabs s == k (mod kw) of every stage): all warps work even when TM is small.
-//    A warp loads its A fragments once per slab and streams B fragment pairs (ldmatrix.x4,
-//    two n8 groups) across them.
+//    ldmatrix; n < 8 (and n not a multiple of 8) runs the same path with B zero-padded to
+//    the row's n_max (not a CUDA-core path): at n = 1 the padded work is ~25 TFLOPS at
+//    full HBM bandwidth, far below the tensor cores' rate, and one ldmatrix + one mma per
+//    16 x 16 piece of A costs fewer issue slots than a CUDA-core dot product.
+//    Warps: mw along m (up to gm_max 16-row groups each) x kw along k (warp (m, k) takes
+//    the k16-slabs f == k (mod kw) of every stage), so all warps work when TM is small; a
+//    warp loads its A fragments once per slab and streams B fragment pairs across them.
 //
 //  * Deterministic reduction (bitwise identical run to run; no atomics):
 //      1. in a warp: stage by stage, its slabs in increasing order, mma by mma;
-//      2. in a CTA: the kw partials are summed into one fp32 tile in shared memory in
-//         k-warp order 0, 1, ..., kw-1 (one round and barrier each);
-//      3. in a cluster: after cluster.sync(), rank q owns the q-th 1/S of the tile (in C's
-//         memory order) and sums the S partial tiles through distributed shared memory in
-//         rank order 0, 1, ..., S-1, then applies the epilogue and writes C; a second
-//         cluster.sync() keeps every CTA's tile alive until all ranks have read it.
-//    The order depends only on the problem, the row and S (which depends on the device's
-//    SM count and the kernel's occupancy), never on scheduling. Results for different S
-//    (other devices, other rows) may differ in the last bits; on one device and build
-//    they are identical run to run.
+//      2. in a CTA: the kw partials go to an fp32 tile in shared memory in k-warp order
+//         0, 1, ..., kw-1 (one round and barrier each);
+//      3. in a cluster: rank q owns rows [q*TM/S, (q+1)*TM/S) of the tile; every rank
+//         pushes those rows of its tile into slot `rank` of rank q's receive buffer with
+//         distributed-shared-memory stores (no round trip), and after a cluster barrier
+//         rank q sums its S slots in rank order 0, 1, ..., S-1 from its own memory.
+//    The order depends only on the problem, the row and S (S depends on the device's SM
+//    count and the kernel's occupancy), never on scheduling. Results for different S
+//    (another device, SPARSEK_DECODE_SPLIT, another row) may differ in the last bits; on
+//    one device and build they are identical run to run.
 //
 //  * Epilogue in fp32: C = act(alpha*acc + bias[row] + beta*C_old) (C read only when
 //    beta != 0), rounded to nearest into f16, bf16 or f32; C element-wise with any ld and
-//    layout, consecutive threads on consecutive addresses of C.
+//    layout, consecutive threads on consecutive addresses; the activation and output type
+//    are template arguments (no branch per element).
 //
 // The rows (tile configurations) are in configs.hpp; the family (supports, fits, the
 // dispatch over rows) in family.cu, which sees only launch.hpp.
 #pragma once
 
 #include <cooperative_groups.h>
+#include <cuda.h>  // CUtensorMap (the driver is reached through the runtime's entry point)
+#include <cudaTypedefs.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -102,6 +106,8 @@ struct Traits {
   static constexpr int kMinCtas = cfg.min_ctas;
   static constexpr int kSlotBytes = decode_slot_bytes(cfg);
   static constexpr int kSmemBytes = decode_smem_bytes(cfg);
+  static constexpr int kLdr = decode_tile_ld(cfg);             // floats per tile row
+  static constexpr int kTileFloats = decode_tile_floats(cfg);  // the partial tile; the receive buffer follows
   static_assert(kNG == 1 || kNG % 2 == 0, "B fragments are loaded in pairs of n8 groups");
   static_assert(kSlotBytes % 128 == 0, "ring slots keep 128-byte alignment");
 };
@@ -117,14 +123,15 @@ struct DecodeArgs {
   int64_t ldb, ldc;
   int32_t n;
   int32_t bm, bk;
-  int32_t tm, slices, sp, mw, kw;  // DecodePlan
-  int32_t cluster;                 // S: CTAs per cluster (1 on sm_80 images)
+  int32_t tm, slices, kc, kpb, nb, mw, kw;  // DecodePlan
+  int32_t cluster;                          // S: CTAs per cluster (1 on sm_80 images)
   float alpha, beta;
   int32_t activation;  // Activation value
   bool b_col;          // B is column-major
-  bool b_vec;          // column-major B with 16-byte aligned columns: B through cp.async
+  bool b_vec;          // column-major B with 16-byte aligned columns: B copied like A
   bool c_col;          // C is column-major
   bool c_f32;          // C is f32 (else the input type)
+  bool tma;            // sm_90: A (and B when b_vec) through the tensor maps; else cp.async
 };
 
 // ---- PTX wrappers ----
@@ -133,31 +140,62 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// A policy that marks A's lines evict-first in L2: A is streamed once, B and C stay.
+// A policy that marks A's lines evict-first in L2: A is read once, B and C stay.
 __device__ __forceinline__ uint64_t evict_first_policy() {
   uint64_t policy;
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
   return policy;
 }
 
-// 16 bytes of A, global -> shared, L2 only, evict-first, 256-byte L2 prefetch.
+// 16-byte cp.async (sm_80+), one commit group per stage.
 __device__ __forceinline__ void cp_async_a(uint32_t dst, const void* src, uint64_t policy) {
-  asm volatile("cp.async.cg.shared.global.L2::cache_hint.L2::256B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-               "l"(policy)
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "l"(policy)
                : "memory");
 }
-
-// 16 bytes of B, global -> shared, L2 only.
 __device__ __forceinline__ void cp_async_b(uint32_t dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
 }
-
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-
 template <int kPending>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
+
+// B is re-read by every CTA of the layer: keep it (evict-last).
+__device__ __forceinline__ uint64_t evict_last_policy() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(policy));
+  return policy;
+}
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// sm_90: 2-D tensor copies (TMA: one instruction per TM x KC box) completing on an mbarrier.
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n"
+      "}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int x, int y, uint32_t bar,
+                                            uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%2, "
+      "%3}], [%4], %5;\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(bar), "l"(policy)
+      : "memory");
+}
+#endif
 
 __device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
@@ -208,29 +246,65 @@ __device__ __forceinline__ float from_f32<float>(float v) {
   return v;
 }
 
-__device__ __forceinline__ float activate(float x, int act) {
-  switch (act) {
-    case static_cast<int>(Activation::Relu):
-      return fmaxf(x, 0.0f);
-    case static_cast<int>(Activation::GeluTanh): {
-      const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);  // sqrt(2/pi) * (x + 0.044715 x^3)
-      return 0.5f * x * (1.0f + tanhf(u));
-    }
-    case static_cast<int>(Activation::Silu):
-      return x / (1.0f + expf(-x));
-    default:
-      return x;
+template <int kAct>
+__device__ __forceinline__ float activate(float x) {
+  if constexpr (kAct == static_cast<int>(Activation::Relu)) {
+    return fmaxf(x, 0.0f);
+  } else if constexpr (kAct == static_cast<int>(Activation::GeluTanh)) {
+    const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);  // sqrt(2/pi) * (x + 0.044715 x^3)
+    return 0.5f * x * (1.0f + tanhf(u));
+  } else if constexpr (kAct == static_cast<int>(Activation::Silu)) {
+    return x / (1.0f + expf(-x));
+  } else {
+    return x;
   }
 }
 
-// C[row, col] = act(alpha * acc + bias[row] + beta * C[row, col]) for one element.
-template <typename T, typename OutT>
-__device__ __forceinline__ void write_c(const DecodeArgs& args, int64_t row, int64_t col, float acc) {
-  OutT* c = static_cast<OutT*>(args.c) + (args.c_col ? col * args.ldc + row : row * args.ldc + col);
-  float v = args.alpha * acc;
-  if (args.bias != nullptr) v += to_f32(static_cast<const T*>(args.bias)[row]);
-  if (args.beta != 0.0f) v += args.beta * to_f32(*c);
-  *c = from_f32<OutT>(activate(v, args.activation));
+// The epilogue over `rows` x n reduced values (res: row-major, `ldr` floats per row; its
+// row 0 is row grow0 of C): C = act(alpha * acc + bias[row] + beta * C) in fp32, rounded to
+// nearest. Elements go in C's memory order, consecutive threads on consecutive addresses;
+// no branch per element (the activation and output type are template arguments).
+template <int kAct, typename T, typename OutT, int kThreads>
+__device__ __forceinline__ void write_rows(const DecodeArgs& args, const float* res, int ldr, int rows, int n,
+                                           int64_t grow0) {
+  OutT* c = static_cast<OutT*>(args.c);
+  const T* bias = static_cast<const T*>(args.bias);
+  const bool has_bias = bias != nullptr, read_c = args.beta != 0.0f;
+  const float alpha = args.alpha, beta = args.beta;
+  const bool c_col = args.c_col;
+  const int64_t ldc = args.ldc;
+  const int inner_len = c_col ? rows : n;  // C's contiguous dimension
+  const int E = rows * n;
+  const int d_outer = kThreads / inner_len, d_inner = kThreads - d_outer * inner_len;
+  int e = threadIdx.x;
+  int outer = e / inner_len, inner = e - outer * inner_len;
+#pragma unroll 4
+  for (; e < E; e += kThreads) {
+    const int r = c_col ? inner : outer, col = c_col ? outer : inner;
+    const int64_t row = grow0 + r;
+    OutT* dst = c + (c_col ? col * ldc + row : row * ldc + col);
+    float v = alpha * res[r * ldr + col];
+    if (has_bias) v += to_f32(bias[row]);
+    if (read_c) v += beta * to_f32(*dst);
+    *dst = from_f32<OutT>(activate<kAct>(v));
+    outer += d_outer, inner += d_inner;
+    if (inner >= inner_len) inner -= inner_len, ++outer;
+  }
+}
+
+template <typename T, int kThreads>
+__device__ __forceinline__ void write_rows_any(const DecodeArgs& args, const float* res, int ldr, int rows, int n,
+                                               int64_t grow0) {
+  switch (args.activation * 2 + (args.c_f32 ? 1 : 0)) {
+    case 0: write_rows<0, T, T, kThreads>(args, res, ldr, rows, n, grow0); break;
+    case 1: write_rows<0, T, float, kThreads>(args, res, ldr, rows, n, grow0); break;
+    case 2: write_rows<1, T, T, kThreads>(args, res, ldr, rows, n, grow0); break;
+    case 3: write_rows<1, T, float, kThreads>(args, res, ldr, rows, n, grow0); break;
+    case 4: write_rows<2, T, T, kThreads>(args, res, ldr, rows, n, grow0); break;
+    case 5: write_rows<2, T, float, kThreads>(args, res, ldr, rows, n, grow0); break;
+    case 6: write_rows<3, T, T, kThreads>(args, res, ldr, rows, n, grow0); break;
+    default: write_rows<3, T, float, kThreads>(args, res, ldr, rows, n, grow0); break;
+  }
 }
 
 // ---- The kernel ----
@@ -238,118 +312,170 @@ __device__ __forceinline__ void write_c(const DecodeArgs& args, int64_t row, int
 // block-row slice each). Block: 32 * warps threads.
 template <int kRow, typename T>
 __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas)
-    decode_kernel(const DecodeArgs args) {
+    decode_kernel(const DecodeArgs args, const __grid_constant__ CUtensorMap map_a,
+                  const __grid_constant__ CUtensorMap map_b) {
   using Tr = Traits<kRow>;
   constexpr int kNT = Tr::kNT, kNG = Tr::kNG, kThreads = Tr::kThreads, kGM = Tr::kGM;
   constexpr int kStages = Tr::kStages, kSlot = Tr::kSlotBytes;
 
-  extern __shared__ __align__(128) unsigned char smem[];
-  const uint32_t smem0 = smem_u32(smem);
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  __shared__ int s_cols[kDecodeColCap];  // the CTA's block columns (the first kDecodeColCap)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  __shared__ __align__(8) uint64_t s_full[kStages];  // per slot: its stage's bytes have landed
+  const bool tma = args.tma;
+#else
+  constexpr bool tma = false;
+#endif
+  // The ring starts at a 1024-byte boundary (the period of the 128-byte swizzle).
+  const uint32_t raw0 = smem_u32(smem_raw);
+  const uint32_t smem0 = (raw0 + 1023u) & ~1023u;
+  unsigned char* smem = smem_raw + (smem0 - raw0);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 
-  // ---- This CTA's work: block-row br, rows row0 .. row0+TM of its blocks, split rank. ----
+  // ---- This CTA's work: block-row br, rows row0 .. row0+TM of its blocks, split rank ----
   const int S = args.cluster;
   const int rank = static_cast<int>(blockIdx.x % static_cast<unsigned>(S));  // = cluster rank (1-D clusters)
   const unsigned unit = blockIdx.x / static_cast<unsigned>(S);
   const int64_t br = unit / static_cast<unsigned>(args.slices);
   const int slice = static_cast<int>(unit % static_cast<unsigned>(args.slices));
-  const int TM = args.tm, SP = args.sp, bk = args.bk, KSL = bk >> 4;
+  const int TM = args.tm, KC = args.kc, KPB = args.kpb, NB = args.nb, bk = args.bk;
+  const int RS = 2 * KC;                                   // bytes per shared-memory row
+  const int kc16_shift = KC == 64 ? 2 : KC == 32 ? 1 : 0;  // KC/16 = 4, 2, 1
+  const int CPR_SHIFT = kc16_shift + 1;                    // 16-byte chunks per row: KC/8
+  // The swizzle (the TMA's 128-, 64- or 32-byte swizzle for rows of 128, 64, 32 bytes):
+  // 16-byte chunk c of row r is stored at chunk c ^ ((r >> sw_shift) & sw_mask).
+  const int sw_shift = 2 - kc16_shift, sw_mask = (1 << (kc16_shift + 1)) - 1;
+  auto swz = [&](int r, int c) { return c ^ ((r >> sw_shift) & sw_mask); };
   const int row0 = slice * TM;
   const int RG = TM >> 4;
   const int n = args.n;
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (tma && tid == 0) {
+    // The tensor maps' descriptors load while row_ptr does (a first TMA on a map otherwise
+    // waits ~1 us for it).
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&map_a)) : "memory");
+    if (args.b_vec) asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&map_b)) : "memory");
+    for (int st = 0; st < kStages; ++st) mbar_init(smem_u32(&s_full[st]), 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();  // the barriers exist before any copy signals them
+#endif
+
+  // Rank q takes the contiguous blocks [lo, hi) of the block-row (balanced within one).
   const int row_begin = __ldg(args.row_ptr + br);
   const int row_len = __ldg(args.row_ptr + br + 1) - row_begin;
-  const int nblk = row_len > rank ? (row_len - rank + S - 1) / S : 0;  // blocks of this rank
-  const int jb = row_begin + rank;                                     // its t-th block: jb + t*S
-  const int total = nblk * KSL;                                        // its k16-slabs
-  const int nst = (total + SP - 1) / SP;                               // its ring stages
+  const int lo = static_cast<int>(static_cast<int64_t>(row_len) * rank / S);
+  const int hi = static_cast<int>(static_cast<int64_t>(row_len) * (rank + 1) / S);
+  const int nblk = hi - lo;
+  const int jb = row_begin + lo;        // this rank's t-th block is jb + t
+  const int parts = nblk * KPB;         // part u: block u / KPB, columns (u % KPB) * KC ..
+  const int nst = (parts + NB - 1) / NB;  // ring stages: stage q holds parts q*NB .. q*NB + NB-1
+  const uint32_t b_off = static_cast<uint32_t>(NB * TM * RS);  // B's region in a slot
+  // Parts of stage q that exist.
+  auto valid_parts = [&](int q) { return max(0, min(NB, parts - q * NB)); };
 
-  // This thread's position in every stage: slab s_t, 16-byte half h_t, and lines (rows of
-  // A, columns of B) l_t, l_t + LS, ...
-  const int s_t = (tid >> 1) & (SP - 1);
-  const int h_t = tid & 1;
-  const int l_t = tid / (2 * SP);
-  const int LS = kThreads / (2 * SP);
-  const uint32_t b_part = static_cast<uint32_t>(SP * TM * 32);  // B's offset in a slot
-
-  // Zero B's part of every slot: columns n .. n_max are never written and must be zeros.
-  for (int st = 0; st < kStages; ++st) {
-    unsigned char* b_slot = smem + st * kSlot + b_part;
-    for (int o = tid * 16; o < SP * kNT * 32; o += kThreads * 16)
-      *reinterpret_cast<uint4*>(b_slot + o) = make_uint4(0u, 0u, 0u, 0u);
-  }
-  __syncthreads();
+  auto col_of = [&](int t) { return t < kDecodeColCap ? s_cols[t] : __ldg(args.col_idx + jb + t); };
 
   const T* a_vals = static_cast<const T*>(args.a_values);
   const T* b_vals = static_cast<const T*>(args.b);
-  const int64_t blk_elems = static_cast<int64_t>(args.bm) * bk;
   const int64_t ldb = args.ldb;
   const uint64_t policy = evict_first_policy();
-
-  // Slab s_t of stage q: the index (in this rank's block sequence) of its block, or -1
-  // past the end, and its k offset in the block (*kk).
-  auto slab_of = [&](int q, int* kk) -> int {
-    const int gs = q * SP + s_t;
-    if (gs >= total) return -1;
-    const int t = gs / KSL;
-    *kk = (gs - t * KSL) << 4;
-    return t;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const uint64_t policy_b = evict_last_policy();
+#endif
+  // The first element of part u's row r in A (block jb + u/KPB, row row0 + r, column k0).
+  auto a_row = [&](int u, int r) {
+    const int t = KPB == 1 ? u : u / KPB;
+    const int k0 = (u - t * KPB) * KC;
+    return a_vals + (static_cast<int64_t>(jb + t) * args.bm + row0 + r) * bk + k0;
   };
-  // The block column of slab s_t of stage q (-1 past the end).
-  auto col_of = [&](int q) -> int {
-    int kk = 0;
-    const int t = slab_of(q, &kk);
-    return t < 0 ? -1 : __ldg(args.col_idx + jb + t * S);
+  // The first k row of B that part u multiplies: col_idx * bk + k0.
+  auto b_krow = [&](int u) {
+    const int t = KPB == 1 ? u : u / KPB;
+    const int k0 = (u - t * KPB) * KC;
+    return static_cast<int64_t>(col_of(t)) * bk + k0;
   };
 
-  // Issues this thread's copies of stage q (block column `col`): A always, B when b_vec.
-  auto issue = [&](int q, int col) {
-    int kk = 0;
-    const int t = slab_of(q, &kk);
-    if (t < 0) return;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const bool b_tma = tma && args.b_vec;  // B through its tensor map too
+  // Stage q on the TMA path (thread 0): arm the slot's barrier with the stage's bytes, then
+  // one box per part of A (TM rows x KC columns) and, with b_tma, of B (KC k x n_max
+  // columns; the columns past n are outside B's tensor and arrive as zeros). do_a /
+  // do_b split the two for the prologue (do_a arms the barrier for both; a box may land
+  // before the arm: the barrier's transaction count goes below zero until then, and the
+  // phase cannot complete before the arm's arrival). `cols` reads the block columns from
+  // shared memory (s_cols) or, before they are there, from global memory.
+  auto issue_tma = [&](int q, bool do_a, bool do_b, bool cols = true) {
+    const int vp = valid_parts(q);
+    if (vp == 0) return;
     const uint32_t slot = smem0 + static_cast<uint32_t>((q % kStages) * kSlot);
-    const T* a_src = a_vals + static_cast<int64_t>(jb + t * S) * blk_elems + static_cast<int64_t>(row0 + l_t) * bk +
-                     kk + h_t * 8;
-    // Rolled loops with running addresses: unrolled, the compiler hoists every copy's
-    // address out of the main loop and runs out of registers.
-    const int64_t a_step = static_cast<int64_t>(LS) * bk;
-    const uint32_t a_dst = slot + static_cast<uint32_t>(s_t * TM * 32);
-#pragma unroll 1
-    for (int r = l_t; r < TM; r += LS, a_src += a_step)
-      cp_async_a(a_dst + static_cast<uint32_t>(r * 32 + ((h_t ^ ((r >> 2) & 1)) << 4)), a_src, policy);
-    if (args.b_vec) {
-      // Column c, k rows col*bk + kk + 8*h_t .. +8: 16 contiguous, aligned bytes.
-      const T* b_src = b_vals + static_cast<int64_t>(l_t) * ldb + static_cast<int64_t>(col) * bk + kk + h_t * 8;
-      const int64_t b_step = static_cast<int64_t>(LS) * ldb;
-      const uint32_t b_dst = slot + b_part + static_cast<uint32_t>(s_t * kNT * 32);
-#pragma unroll 1
-      for (int c = l_t; c < n; c += LS, b_src += b_step)
-        cp_async_b(b_dst + static_cast<uint32_t>(c * 32 + ((h_t ^ ((c >> 2) & 1)) << 4)), b_src);
+    const uint32_t bar = smem_u32(&s_full[q % kStages]);
+    if (do_a) mbar_arrive_expect_tx(bar, static_cast<uint32_t>(vp * (TM + (b_tma ? kNT : 0)) * RS));
+    for (int b = 0; b < vp; ++b) {
+      const int u = q * NB + b;
+      const int t = KPB == 1 ? u : u / KPB;
+      const int k0 = (u - t * KPB) * KC;
+      if (do_a) tma_load_2d(slot + b * TM * RS, &map_a, k0, (jb + t) * args.bm + row0, bar, policy);
+      if (do_b && b_tma) {
+        const int col = cols ? col_of(t) : __ldg(args.col_idx + jb + t);
+        tma_load_2d(slot + b_off + b * kNT * RS, &map_b, col * bk + k0, 0, bar, policy_b);
+      }
     }
   };
+#endif
+  // Stage q on the cp.async path (every thread): 16-byte chunks of A's rows and, when b_vec,
+  // of B's columns, in the same swizzled layout.
+  auto issue_cp = [&](int q) {
+    const int vp = valid_parts(q);
+    if (vp == 0) return;
+    const uint32_t slot = smem0 + static_cast<uint32_t>((q % kStages) * kSlot);
+    for (int c = tid; c < (vp * TM) << CPR_SHIFT; c += kThreads) {
+      const int p = c >> CPR_SHIFT, w = c & ((1 << CPR_SHIFT) - 1);
+      const int b = p / TM, r = p - b * TM;
+      cp_async_a(slot + p * RS + swz(r, w) * 16, a_row(q * NB + b, r) + w * 8, policy);
+    }
+    if (args.b_vec) {
+      for (int c = tid; c < (vp * n) << CPR_SHIFT; c += kThreads) {
+        const int p = c >> CPR_SHIFT, w = c & ((1 << CPR_SHIFT) - 1);
+        const int b = p / n, col = p - b * n;
+        cp_async_b(slot + b_off + (b * kNT + col) * RS + swz(col, w) * 16,
+                   b_vals + col * ldb + b_krow(q * NB + b) + w * 8);
+      }
+    }
+  };
+  // Issues stage q on this CTA's path (one commit group per stage either way).
+  auto issue = [&](int q) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (tma) {
+      if (tid == 0) issue_tma(q, true, true);
+    } else
+#endif
+    {
+      issue_cp(q);
+    }
+    cp_async_commit();
+  };
 
-  // Loads this thread's part of stage q's B element by element and stores it to stage q's
-  // slot (the path for every B that is not b_vec).
-  auto store_b = [&](int q, int col) {
-    int kk = 0;
-    const int t = slab_of(q, &kk);
-    if (t < 0) return;
-    unsigned char* slot = smem + (q % kStages) * kSlot + b_part;
-    const int64_t krow = static_cast<int64_t>(col) * bk + kk + h_t * 8;  // first of the 8 k rows
+  // Loads stage q's B element by element (every B that is not b_vec: any layout and ld)
+  // and stores it to the stage's slot. Reads only elements of B's view.
+  auto store_b = [&](int q) {
+    const int vp = valid_parts(q);
+    unsigned char* slot = smem + (q % kStages) * kSlot + b_off;
     const unsigned short* braw = reinterpret_cast<const unsigned short*>(b_vals);
     const int64_t stride = args.b_col ? 1 : ldb;  // between consecutive k
-#pragma unroll 1
-    for (int c = l_t; c < n; c += LS) {
-      const unsigned short* src = braw + (args.b_col ? c * ldb + krow : krow * ldb + c);
-      uint32_t w[4];
+    for (int c = tid; c < (vp * n) << CPR_SHIFT; c += kThreads) {
+      const int p = c >> CPR_SHIFT, w = c & ((1 << CPR_SHIFT) - 1);
+      const int b = p / n, col = p - b * n;
+      const int64_t krow = b_krow(q * NB + b) + w * 8;  // the first of 8 k rows
+      const unsigned short* src = braw + (args.b_col ? col * ldb + krow : krow * ldb + col);
+      uint32_t x[4];
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const uint32_t lo = __ldg(src + (2 * e) * stride), hi = __ldg(src + (2 * e + 1) * stride);
-        w[e] = lo | (hi << 16);
+        const uint32_t lo16 = __ldg(src + (2 * e) * stride), hi16 = __ldg(src + (2 * e + 1) * stride);
+        x[e] = lo16 | (hi16 << 16);
       }
-      *reinterpret_cast<uint4*>(slot + (s_t * kNT + c) * 32 + ((h_t ^ ((c >> 2) & 1)) << 4)) =
-          make_uint4(w[0], w[1], w[2], w[3]);
+      *reinterpret_cast<uint4*>(slot + (b * kNT + col) * RS + swz(col, w) * 16) = make_uint4(x[0], x[1], x[2], x[3]);
     }
   };
 
@@ -357,15 +483,19 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
   const int MW = args.mw, KW = args.kw;
   const int mw = warp % MW, kw = warp / MW;
   const bool active = kw < KW;
-  // A fragment (16 rows x 16 k of a slab): lane -> matrix q = lane/8 (rows +8 for odd q,
-  // k half q/2), row lane%8 of it; the half is swizzled by bit 2 of the row.
-  const uint32_t a_lane = static_cast<uint32_t>((((lane >> 3) & 1) * 8 + (lane & 7)) * 32 +
-                                                ((((lane >> 4) & 1) ^ ((lane >> 2) & 1)) << 4));
+  // A fragment (16 rows x 16 k): lane -> matrix q = lane/8 (rows +8 for odd q, k half q/2),
+  // row lane%8 of it. Every fragment starts on a row that is a multiple of 16, so the
+  // swizzle of a lane's row depends on the lane only: chunk (2*kk16 + half) is stored at
+  // 2*kk16 ^ (half ^ key), key = the row's swizzle.
+  const int a_r = ((lane >> 3) & 1) * 8 + (lane & 7);
+  const uint32_t a_lane = static_cast<uint32_t>(a_r * RS);
+  const int a_key = ((lane >> 4) & 1) ^ ((a_r >> sw_shift) & sw_mask);
   // B fragment pair (two n8 groups x 16 k): matrix q: group q/2, k half q%2 (x2: lanes 0-15,
   // one group).
   const int lb = kNG == 1 ? (lane & 15) : lane;
-  const uint32_t b_lane = static_cast<uint32_t>((((lb >> 4) & 1) * 8 + (lb & 7)) * 32 +
-                                                ((((lb >> 3) & 1) ^ ((lb >> 2) & 1)) << 4));
+  const int b_r = ((lb >> 4) & 1) * 8 + (lb & 7);
+  const uint32_t b_lane = static_cast<uint32_t>(b_r * RS);
+  const int b_key = ((lb >> 3) & 1) ^ ((b_r >> sw_shift) & sw_mask);
 
   float acc[kGM][kNG][4];
 #pragma unroll
@@ -375,49 +505,62 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
 #pragma unroll
       for (int x = 0; x < 4; ++x) acc[g][j][x] = 0.0f;
 
-  // ---- Prologue ----
-  // B of stage q is produced at iteration q - D: with A (b_vec), or by store_b one
-  // iteration ahead. next_col holds the block column of the next stage whose B is produced.
-  const int D = args.b_vec ? kStages - 1 : 1;
-  {
-    int pcol[kStages - 1];
-#pragma unroll
-    for (int q = 0; q < kStages - 1; ++q) pcol[q] = (args.b_vec || q == 0) ? col_of(q) : -1;
-#pragma unroll
-    for (int q = 0; q < kStages - 1; ++q) {
-      issue(q, pcol[q]);
-      cp_async_commit();
+  // ---- Prologue: stages 0 .. stages-2 in flight ----
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // A (thread 0) and B (thread 32, reading its block columns itself) start right away;
+  // the other threads load the block columns meanwhile.
+  if (tma && tid == 0)
+    for (int q = 0; q < kStages - 1; ++q) issue_tma(q, true, false);
+  if (tma && tid == 32 % kThreads)
+    for (int q = 0; q < kStages - 1; ++q) issue_tma(q, false, true, false);
+#endif
+  // The block columns, and zeros in B's region of every slot where B is not copied by the
+  // TMA (columns n .. n_max are then never written and must be zero).
+  for (int t = tid; t < nblk && t < kDecodeColCap; t += kThreads) s_cols[t] = __ldg(args.col_idx + jb + t);
+  if (!(tma && args.b_vec)) {
+    for (int st = 0; st < kStages; ++st) {
+      unsigned char* b_slot = smem + st * kSlot + b_off;
+      for (int o = tid * 16; o < NB * kNT * RS; o += kThreads * 16)
+        *reinterpret_cast<uint4*>(b_slot + o) = make_uint4(0u, 0u, 0u, 0u);
     }
-    if (!args.b_vec) store_b(0, pcol[0]);
   }
-  int next_col = col_of(D);
+  __syncthreads();  // block columns and zeros are visible
+  if (!tma) {
+#pragma unroll 1
+    for (int q = 0; q < kStages - 1; ++q) issue_cp(q), cp_async_commit();
+  }
+  if (!args.b_vec) store_b(0);
 
   // ---- Main loop: one stage per iteration ----
 #pragma unroll 1
   for (int i = 0; i < nst; ++i) {
-    // Stage i has landed once at most stages-2 later groups are pending (group q = stage q).
-    // The barrier also tells every warp that all are done with the slot computed last
-    // iteration, which the copies below overwrite, and publishes store_b's stage i.
-    cp_async_wait<kStages - 2>();
+    const int slot_i = i % kStages;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (tma) mbar_wait(smem_u32(&s_full[slot_i]), static_cast<uint32_t>((i / kStages) & 1));
+#endif
+    cp_async_wait<kStages - 2>();  // cp.async path: stage i has landed (group q = stage q)
+    // Every warp is done with the slot computed last iteration, which the copies below
+    // overwrite; store_b's stage i is visible.
     __syncthreads();
-    issue(i + kStages - 1, next_col);  // next_col is stage i + D's column; = i + stages - 1 when b_vec
-    cp_async_commit();                 // (an empty group past the end keeps the count uniform)
-    if (!args.b_vec) store_b(i + 1, next_col);
-    next_col = col_of(i + 1 + D);
+    issue(i + kStages - 1);  // (an empty group past the end keeps the count uniform)
+    if (!args.b_vec) store_b(i + 1);
 
-    const uint32_t slot = smem0 + static_cast<uint32_t>((i % kStages) * kSlot);
-    const int nvalid = min(SP, total - i * SP);
+    // Stage i: k16-slab f = (part f / (KC/16), columns 16 * (f % (KC/16))) goes to k-warp f % KW.
+    const uint32_t slot = smem0 + static_cast<uint32_t>(slot_i * kSlot);
+    const int nf = valid_parts(i) << kc16_shift;
     if (active) {
-#pragma unroll 1
-      for (int s = kw; s < nvalid; s += KW) {
+#pragma unroll 2
+      for (int f = kw; f < nf; f += KW) {
+        const int b = f >> kc16_shift, c0 = (f & ((1 << kc16_shift) - 1)) * 2;  // part, first 16-byte chunk
         uint32_t af[kGM][4];
-        const uint32_t a_s = slot + static_cast<uint32_t>(s * TM * 32) + a_lane;
+        const uint32_t a_s = slot + static_cast<uint32_t>(b * TM * RS + ((c0 ^ a_key) << 4)) + a_lane;
 #pragma unroll
         for (int g = 0; g < kGM; ++g) {
           const int rg = mw + g * MW;
-          if (rg < RG) ldsm_x4(a_s + static_cast<uint32_t>(rg * 512), af[g][0], af[g][1], af[g][2], af[g][3]);
+          if (rg < RG)
+            ldsm_x4(a_s + static_cast<uint32_t>(rg * 16 * RS), af[g][0], af[g][1], af[g][2], af[g][3]);
         }
-        const uint32_t b_s = slot + b_part + static_cast<uint32_t>(s * kNT * 32) + b_lane;
+        const uint32_t b_s = slot + b_off + static_cast<uint32_t>(b * kNT * RS + ((c0 ^ b_key) << 4)) + b_lane;
         if constexpr (kNG == 1) {
           uint32_t b0, b1;
           ldsm_x2(b_s, b0, b1);
@@ -428,7 +571,7 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
 #pragma unroll
           for (int pr = 0; pr < kNG / 2; ++pr) {
             uint32_t b0, b1, b2, b3;
-            ldsm_x4(b_s + static_cast<uint32_t>(pr * 512), b0, b1, b2, b3);
+            ldsm_x4(b_s + static_cast<uint32_t>(pr * 16 * RS), b0, b1, b2, b3);
 #pragma unroll
             for (int g = 0; g < kGM; ++g) {
               if (mw + g * MW < RG) {
@@ -443,12 +586,16 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
   }
 
   // ---- The CTA's partial tile: k-warps summed in order 0, 1, ..., KW-1 ----
-  cp_async_wait<0>();  // only empty groups can be pending; the ring becomes the tile
-  __syncthreads();
-  float* part = reinterpret_cast<float*>(smem);
-  const int ldr = kNT + 8;  // row-major tile: TM rows of n_max + 8 floats
-  const int ldk = TM + 4;   // column-major tile: n_max columns of TM + 4 floats
-  const bool c_col = args.c_col;
+  cp_async_wait<0>();  // only empty groups can be pending
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // This thread is done with the ring: the receive buffer below (in the ring's memory,
+  // after the tile) may be written by the other ranks once all threads have arrived.
+  if (S > 1) asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+#endif
+  __syncthreads();  // the ring becomes the tile
+  // The tile: TM rows of n_max + 4 floats (16-byte rows), row-major whatever C's layout.
+  float* tile = reinterpret_cast<float*>(smem);
+  constexpr int ldr = Tr::kLdr;
 #pragma unroll 1
   for (int round = 0; round < KW; ++round) {
     if (active && kw == round) {
@@ -461,20 +608,13 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
 #pragma unroll
           for (int hh = 0; hh < 2; ++hh) {
             const int r = rg * 16 + (lane >> 2) + 8 * hh, c = j * 8 + 2 * (lane & 3);
-            const float v0 = acc[g][j][2 * hh], v1 = acc[g][j][2 * hh + 1];
-            if (c_col) {
-              float* p = part + c * ldk + r;
-              if (round == 0) p[0] = v0, p[ldk] = v1;
-              else p[0] += v0, p[ldk] += v1;
-            } else {
-              float2* p = reinterpret_cast<float2*>(part + r * ldr + c);
-              if (round == 0) *p = make_float2(v0, v1);
-              else {
-                float2 o = *p;
-                o.x += v0, o.y += v1;
-                *p = o;
-              }
+            float2* p = reinterpret_cast<float2*>(tile + r * ldr + c);
+            float2 v = make_float2(acc[g][j][2 * hh], acc[g][j][2 * hh + 1]);
+            if (round > 0) {
+              const float2 o = *p;
+              v.x = o.x + v.x, v.y = o.y + v.y;
             }
+            *p = v;
           }
       }
     }
@@ -482,56 +622,57 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
   }
 
   // ---- Cluster reduction (ranks in order 0..S-1) and the epilogue ----
+  // Rank q owns rows [q*TM/S, (q+1)*TM/S) of the tile (S divides 16, so it divides TM).
+  // Each rank pushes those rows of its tile into slot `rank` of rank q's receive buffer
+  // (distributed shared memory stores do not wait for a reply: a linear float4 copy);
+  // after a cluster barrier each rank sums its S slots in rank order, from its own shared
+  // memory, and writes its rows of C. The receive buffers lie in the ring's memory, so the
+  // pushes wait for a first cluster barrier (arrived at right after the main loop, waited
+  // for once the tile is built).
+  const int rows_own = TM / S;
+  const int64_t grow0 = br * args.bm + row0 + rank * rows_own;
+  const float* res = tile;  // the reduced rows this rank writes
+  if (S > 1) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  namespace cg = cooperative_groups;
-  if (S > 1) cg::this_cluster().sync();  // every rank's tile is complete
-#else
-  if (S > 1) __trap();  // the host launches sm_80 images with S = 1 only
-#endif
-  // Rank q writes elements [q*E/S, (q+1)*E/S) of the TM x n tile in C's memory order.
-  const int E = TM * n;
-  const int e_begin = static_cast<int>(static_cast<int64_t>(E) * rank / S);
-  const int e_end = static_cast<int>(static_cast<int64_t>(E) * (rank + 1) / S);
-  const int64_t grow0 = br * args.bm + row0;
-#pragma unroll 1
-  for (int e = e_begin + tid; e < e_end; e += kThreads) {
-    int r, c;
-    if (c_col) c = e / TM, r = e - c * TM;
-    else r = e / n, c = e - r * n;
-    const int off = c_col ? c * ldk + r : r * ldr + c;
-    float v;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (S > 1) {
-      // All S loads are issued before the sum (S <= 8), which stays in rank order.
-      cg::cluster_group cluster = cg::this_cluster();
-      float x[8];
-#pragma unroll
-      for (int q = 0; q < 8; ++q) x[q] = q < S ? *cluster.map_shared_rank(part + off, q) : 0.0f;
-      v = x[0];
-#pragma unroll
-      for (int q = 1; q < 8; ++q)
-        if (q < S) v += x[q];
-    } else
-#endif
-    {
-      v = part[off];
+    namespace cg = cooperative_groups;
+    cg::cluster_group cluster = cg::this_cluster();
+    float* recv = tile + Tr::kTileFloats;            // S slots of rows_own * ldr floats
+    const int slot4 = rows_own * ldr / 4;            // float4 per slot
+    asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");  // every rank is past its ring
+    for (int q = 0; q < S; ++q) {
+      float4* dst = reinterpret_cast<float4*>(cluster.map_shared_rank(recv, q)) + rank * slot4;
+      const float4* src = reinterpret_cast<const float4*>(tile) + q * slot4;
+      for (int i = tid; i < slot4; i += kThreads) dst[i] = src[i];
     }
-    if (args.c_f32) write_c<T, float>(args, grow0 + r, c, v);
-    else write_c<T, T>(args, grow0 + r, c, v);
-  }
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (S > 1) cg::this_cluster().sync();  // no CTA leaves while others read its tile
+    cluster.sync();  // every slot of every rank is written (release / acquire)
+    float4* sum = reinterpret_cast<float4*>(tile);  // the tile's first rows are free now
+    const float4* in = reinterpret_cast<const float4*>(recv);
+    for (int i = tid; i < slot4; i += kThreads) {
+      float4 v = in[i];
+      for (int q = 1; q < S; ++q) {
+        const float4 x = in[q * slot4 + i];
+        v.x += x.x, v.y += x.y, v.z += x.z, v.w += x.w;
+      }
+      sum[i] = v;
+    }
+    __syncthreads();
+#else
+    __trap();  // the host launches sm_80 images with S = 1 only
 #endif
+  }
+  write_rows_any<T, kThreads>(args, res, ldr, rows_own, n, grow0);
 }
 
 // ---------------------------------------------------------------------------------------
 // Host side: one row's launch.
 
-// Per device, per kernel: CTAs per SM at the row's shared memory, and the largest cluster
-// size (1, 2, 4, 8) the kernel can run with. Queried once per device.
+// Per device, per kernel: CTAs per SM at the row's shared memory, whether the image is
+// sm_90 code, and how many clusters of 2, 4 and 8 CTAs can be resident at once (0: that
+// size cannot run). Queried once per device.
 struct DecodeLimits {
   int ctas_per_sm = 1;
-  int max_cluster = 1;
+  bool sm90 = false;          // the kernel's image is sm_90 code: clusters and the TMA path
+  int max_clusters[4] = {};   // [log2 S] for S = 2, 4, 8 (index 0 unused)
 };
 
 inline DecodeLimits query_limits(const void* fn, int threads, int smem, const Problem& p) {
@@ -542,11 +683,15 @@ inline DecodeLimits query_limits(const void* fn, int threads, int smem, const Pr
     lim.ctas_per_sm = occ;
   else
     (void)cudaGetLastError();
-  // Clusters need cc >= 9.0 and a kernel image built for it (an sm_80 image has the cluster
-  // code compiled out and runs with S = 1).
+  // Clusters need cc >= 9.0 and code compiled for it: an image from sm_80 code (an sm_80
+  // cubin, or compute_80 PTX compiled at load time: ptxVersion 80) has the cluster code
+  // compiled out, uses cp.async instead of the TMA, and runs with S = 1.
   cudaFuncAttributes attr{};
-  if (p.device.cc_major >= 9 && cudaFuncGetAttributes(&attr, fn) == cudaSuccess && attr.binaryVersion >= 90) {
-    for (int s = 8; s >= 2; s /= 2) {
+  if (p.device.cc_major >= 9 && cudaFuncGetAttributes(&attr, fn) == cudaSuccess && attr.binaryVersion >= 90 &&
+      attr.ptxVersion >= 90) {
+    lim.sm90 = true;
+    for (int l = 1; l <= 3; ++l) {
+      const int s = 1 << l;
       cudaLaunchConfig_t cfg{};
       cfg.gridDim = dim3(static_cast<unsigned>(s));
       cfg.blockDim = dim3(static_cast<unsigned>(threads));
@@ -559,11 +704,8 @@ inline DecodeLimits query_limits(const void* fn, int threads, int smem, const Pr
       cfg.attrs = at;
       cfg.numAttrs = 1;
       int clusters = 0;
-      if (cudaOccupancyMaxActiveClusters(&clusters, fn, &cfg) == cudaSuccess && clusters >= 1) {
-        lim.max_cluster = s;
-        break;
-      }
-      (void)cudaGetLastError();
+      if (cudaOccupancyMaxActiveClusters(&clusters, fn, &cfg) == cudaSuccess) lim.max_clusters[l] = clusters;
+      else (void)cudaGetLastError();
     }
   } else {
     (void)cudaGetLastError();
@@ -571,13 +713,51 @@ inline DecodeLimits query_limits(const void* fn, int threads, int smem, const Pr
   return lim;
 }
 
-// The cluster size S for `units` CTAs without a split (see the file comment).
-inline int choose_split(int64_t units, int64_t mean_blocks, const DecodeLimits& lim, int sm_count) {
-  const int64_t slots = static_cast<int64_t>(sm_count) * lim.ctas_per_sm;
-  int64_t cap = lim.max_cluster < 8 ? lim.max_cluster : 8;
-  if (mean_blocks < cap) cap = mean_blocks < 1 ? 1 : mean_blocks;
+// cuTensorMapEncodeTiled, through the runtime (no link against the driver library); null
+// when unavailable (then the kernel uses its cp.async path).
+inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return static_cast<PFN_cuTensorMapEncodeTiled_v12000>(nullptr);
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// A 2-D tensor map over a matrix of `outer` rows of `inner` contiguous elements, `ld`
+// elements apart, read in boxes of box_outer x kc with the swizzle of kc-element rows.
+inline bool make_tensor_map(CUtensorMap* map, DType t, const void* base, int64_t inner, int64_t outer, int64_t ld,
+                            int kc, int box_outer) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
+  if (encode == nullptr) return false;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(outer)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld) * 2};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(kc), static_cast<cuuint32_t>(box_outer)};
+  const cuuint32_t unit[2] = {1, 1};
+  const CUtensorMapSwizzle swizzle =
+      kc == 64 ? CU_TENSOR_MAP_SWIZZLE_128B : kc == 32 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_32B;
+  const CUresult r = encode(map, t == DType::BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                            2, const_cast<void*>(base), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS;
+}
+
+// The cluster size S for `units` CTAs without a split (see the file comment): the largest S
+// in {2, 4, 8}, at most the mean number of blocks per block-row, whose `units` clusters can
+// all be resident at once (one wave: a later wave would stream after the first has ended);
+// 1 if none.
+inline int choose_split(int64_t units, int64_t mean_blocks, const DecodeLimits& lim) {
   int s = 1;
-  while (s * 2 <= cap && units * s * 2 <= INT_MAX && (units * s < sm_count || units * s * 2 <= slots)) s *= 2;
+  for (int l = 1; l <= 3; ++l) {
+    const int next = 1 << l;
+    if (next > mean_blocks || units * next > INT_MAX || units > lim.max_clusters[l]) break;
+    s = next;
+  }
   return s;
 }
 
@@ -591,30 +771,34 @@ cudaError_t launch_typed(const Problem& p, cudaStream_t stream) {
 
   // Limits, once per device (racing first calls store the same value).
   constexpr int kMaxDevices = 64;
-  static std::atomic<int> cached[kMaxDevices] = {};  // 0: not asked; else ctas_per_sm * 16 + max_cluster
+  static DecodeLimits cache[kMaxDevices];
+  static std::atomic<bool> cached[kMaxDevices] = {};
   const int dev = p.device.id;
   DecodeLimits lim;
-  const int known = dev >= 0 && dev < kMaxDevices ? cached[dev].load(std::memory_order_relaxed) : 0;
-  if (known != 0) {
-    lim.ctas_per_sm = known / 16, lim.max_cluster = known % 16;
+  if (dev >= 0 && dev < kMaxDevices && cached[dev].load(std::memory_order_acquire)) {
+    lim = cache[dev];
   } else {
     lim = query_limits(fn, Tr::kThreads, Tr::kSmemBytes, p);
-    if (dev >= 0 && dev < kMaxDevices) cached[dev].store(lim.ctas_per_sm * 16 + lim.max_cluster, std::memory_order_relaxed);
+    if (dev >= 0 && dev < kMaxDevices) {
+      cache[dev] = lim;
+      cached[dev].store(true, std::memory_order_release);
+    }
   }
 
-  const DecodePlan plan = decode_plan(v, p.a.bm);
+  const DecodePlan plan = decode_plan(v, p.a.bm, p.a.bk);
   const int64_t block_rows = p.block_rows();
   const int64_t units = block_rows * plan.slices;  // <= INT_MAX (family.cu's supports)
   const int64_t mean_blocks = block_rows > 0 ? p.a.nnzb / block_rows : 0;
-  int S = choose_split(units, mean_blocks, lim, p.device.sm_count);
+  int S = choose_split(units, mean_blocks, lim);
   // SPARSEK_DECODE_SPLIT=<1|2|4|8> (a measuring knob, read once) forces S where the device
   // and the grid allow it.
   static const int forced_split = [] {
     const char* v = std::getenv("SPARSEK_DECODE_SPLIT");
     return v == nullptr ? 0 : std::atoi(v);
   }();
-  if ((forced_split == 1 || forced_split == 2 || forced_split == 4 || forced_split == 8) &&
-      forced_split <= lim.max_cluster && units * forced_split <= INT_MAX)
+  if ((forced_split == 1 || (forced_split == 2 && lim.max_clusters[1] > 0) ||
+       (forced_split == 4 && lim.max_clusters[2] > 0) || (forced_split == 8 && lim.max_clusters[3] > 0)) &&
+      units * forced_split <= INT_MAX)
     S = forced_split;
 
   DecodeArgs args{};
@@ -631,7 +815,9 @@ cudaError_t launch_typed(const Problem& p, cudaStream_t stream) {
   args.bk = p.a.bk;
   args.tm = plan.tm;
   args.slices = plan.slices;
-  args.sp = plan.sp;
+  args.kc = plan.kc;
+  args.kpb = plan.kpb;
+  args.nb = plan.nb;
   args.mw = plan.mw;
   args.kw = plan.kw;
   args.cluster = S;
@@ -642,6 +828,16 @@ cudaError_t launch_typed(const Problem& p, cudaStream_t stream) {
   args.b_vec = args.b_col && p.b.ld % 8 == 0 && reinterpret_cast<uintptr_t>(p.b.data) % 16 == 0;
   args.c_col = p.c.layout == Layout::ColMajor;
   args.c_f32 = p.c.dtype == DType::F32;
+
+  // sm_90 images stream A (and aligned column-major B) with the TMA; the tensor coordinates
+  // are int32 (A's rows: nnzb * bm; B's rows: k). Otherwise, or if a map cannot be made,
+  // the cp.async path (the kernel never reads a map it was not given).
+  alignas(64) CUtensorMap map_a{};
+  alignas(64) CUtensorMap map_b{};
+  args.tma = lim.sm90 && p.a.nnzb > 0 && p.a.nnzb * p.a.bm <= INT_MAX && p.k() <= INT_MAX &&
+             make_tensor_map(&map_a, p.input(), p.a.values, p.a.bk, p.a.nnzb * p.a.bm, p.a.bk, plan.kc, plan.tm);
+  if (args.tma && args.b_vec && !make_tensor_map(&map_b, p.input(), p.b.data, p.k(), p.n(), p.b.ld, plan.kc, v.n_max))
+    args.tma = false;
 
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>(units * S));
@@ -657,7 +853,7 @@ cudaError_t launch_typed(const Problem& p, cudaStream_t stream) {
     cfg.attrs = at;
     cfg.numAttrs = 1;
   }
-  void* params[] = {&args};
+  void* params[] = {&args, &map_a, &map_b};
   e = cudaLaunchKernelExC(&cfg, fn, params);
   if (e != cudaSuccess) return e;
   return cudaGetLastError();

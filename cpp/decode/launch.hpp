@@ -18,31 +18,53 @@ constexpr int decode_cmin(int a, int b) { return a < b ? a : b; }
 
 constexpr int decode_threads(const DecodeVariant& v) { return 32 * v.warps; }
 
-// One ring stage: stage_units units of 32 bytes (a 16-element row of a k16-slab).
-constexpr int decode_slot_bytes(const DecodeVariant& v) { return v.stage_units * 32; }
+// The widest k-chunk of a part (a ring stage holds whole parts: TM rows x KC columns of one
+// block). Shared-memory rows are KC elements (128, 64 or 32 bytes), swizzled like the TMA's
+// 128-, 64- or 32-byte swizzle (kernel.cuh), which makes every 8-row ldmatrix phase
+// conflict-free.
+inline constexpr int kDecodeKcMax = 64;
+constexpr int decode_row_bytes(int kc) { return 2 * kc; }
 
-// The fp32 partial tile, after the main loop, in the ring's memory: TM x n_max row-major
-// with rows of n_max + 8 floats, or n_max x TM column-major with columns of TM + 4 floats
-// (the layout of C, so the epilogue reads it along C's contiguous dimension).
-constexpr int decode_partial_bytes(const DecodeVariant& v) {
-  return decode_cmax(v.tm_max * (v.n_max + 8), v.n_max * (v.tm_max + 4)) * 4;
+// One ring stage (slot): room for tm_max rows of A and n_max columns of B at KC = 64. Plans
+// with smaller TM or KC put more parts in a stage (decode_plan).
+constexpr int decode_slot_bytes(const DecodeVariant& v) {
+  return (v.tm_max + v.n_max) * decode_row_bytes(kDecodeKcMax);
 }
 
-// Dynamic shared memory per CTA: the ring, or the partial tile if larger.
+// After the main loop the ring's memory holds the fp32 partial tile, TM x n_max row-major
+// with rows of n_max + 4 floats (16-byte aligned), then the cluster reduction's receive
+// buffer (S slots of TM/S rows: the size of another tile).
+constexpr int decode_tile_ld(const DecodeVariant& v) { return v.n_max + 4; }
+constexpr int decode_tile_floats(const DecodeVariant& v) { return v.tm_max * decode_tile_ld(v); }
+constexpr int decode_partial_bytes(const DecodeVariant& v) { return 2 * decode_tile_floats(v) * 4; }
+
+// Dynamic shared memory per CTA: the ring, or the tile and receive buffer if larger, plus
+// 1 KiB to align the ring to 1024 bytes (the period of the 128-byte swizzle).
 constexpr int decode_smem_bytes(const DecodeVariant& v) {
-  return decode_cmax(v.stages * decode_slot_bytes(v), decode_partial_bytes(v));
+  return decode_cmax(v.stages * decode_slot_bytes(v), decode_partial_bytes(v)) + 1024;
 }
 
-// How one problem runs on row v (depends on bm only; k, bk and n do not change it).
+// Block columns of a CTA kept in (static) shared memory; a CTA with more blocks reads the
+// rest from global memory (correct, slower).
+inline constexpr int kDecodeColCap = 1024;
+
+// Static shared memory per CTA (the block columns and the stages' mbarriers), and the
+// total the device's per-block opt-in limit must allow (fits checks it).
+constexpr int decode_static_bytes(const DecodeVariant& v) { return kDecodeColCap * 4 + 8 * v.stages; }
+constexpr int decode_total_smem_bytes(const DecodeVariant& v) { return decode_smem_bytes(v) + decode_static_bytes(v); }
+
+// How one problem runs on row v (depends on bm and bk only).
 struct DecodePlan {
   int tm;      // rows of the block per CTA (a multiple of 16 dividing bm)
   int slices;  // bm / tm: CTAs along one block-row (each with its own split)
-  int sp;      // k16-slabs per ring stage (a power of two)
+  int kc;      // columns of a part: 64, 32 or 16, dividing bk
+  int kpb;     // parts per block: bk / kc
+  int nb;      // parts per ring stage
   int mw;      // warps along m: warp w takes row groups w % mw, + mw, ...
-  int kw;      // warps along k: warp w takes the slabs s == w / mw (mod kw) of each stage
+  int kw;      // warps along k: warp w takes the k16-slabs f == w / mw (mod kw) of each stage
 };
 
-constexpr DecodePlan decode_plan(const DecodeVariant& v, int bm) {
+constexpr DecodePlan decode_plan(const DecodeVariant& v, int bm, int bk) {
   DecodePlan p{};
   const int groups = bm / 16, most = v.tm_max / 16;
   int d = 1;
@@ -53,46 +75,47 @@ constexpr DecodePlan decode_plan(const DecodeVariant& v, int bm) {
     }
   p.tm = 16 * d;
   p.slices = bm / p.tm;
-  p.sp = 1;
-  while (p.sp * 2 <= v.sp_max && p.sp * 2 * (p.tm + v.n_max) <= v.stage_units && p.sp * 4 <= decode_threads(v))
-    p.sp *= 2;
+  p.kc = bk % 64 == 0 ? 64 : bk % 32 == 0 ? 32 : 16;
+  p.kpb = bk / p.kc;
+  const int by_a = v.a_bytes / (p.tm * p.kc * 2);
+  const int by_slot = decode_slot_bytes(v) / ((p.tm + v.n_max) * decode_row_bytes(p.kc));
+  p.nb = decode_cmax(1, decode_cmin(by_a, by_slot));
   p.mw = (d + v.gm_max - 1) / v.gm_max;  // <= warps (checked below: tm_max <= 16 * gm_max * warps)
-  p.kw = decode_cmin(v.warps / p.mw, p.sp);
+  p.kw = decode_cmin(v.warps / p.mw, p.nb * p.kc / 16);
   return p;
 }
 
 // ---- Compile-time rules on the table ----
-// 99 KiB: the per-block opt-in limit of sm_86/sm_89 (which run the sm_80 image), the
-// smallest of cc >= 8.0. Every row stays within it, so fits() never refuses a row for
-// shared memory on a cc >= 8.0 device (the check stays, for other parts).
-inline constexpr int kDecodeSmallestOptin = 99 * 1024;
 
-constexpr bool decode_is_pow2(int x) { return x > 0 && (x & (x - 1)) == 0; }
+// 227 KiB: sm_90's per-block opt-in limit, the largest of cc >= 8.0.
+inline constexpr int kDecodeLargestOptin = 227 * 1024;
 
 constexpr bool decode_row_ok(const DecodeVariant& v) {
-  return v.n_max % 8 == 0 && v.n_max >= 8 && (v.n_max == 8 || v.n_max % 16 == 0) && v.warps >= 1 &&
-         v.tm_max % 16 == 0 && v.tm_max >= 16 && v.tm_max <= 256 && v.tm_max <= 16 * v.gm_max * v.warps &&
-         v.stage_units >= v.tm_max + v.n_max && decode_is_pow2(v.sp_max) && v.sp_max * 2 <= decode_threads(v) &&
-         v.stages >= 2 && v.min_ctas >= 1;
+  return (v.n_max == 8 || (v.n_max % 16 == 0 && v.n_max >= 16)) && v.warps >= 1 && v.tm_max % 16 == 0 &&
+         v.tm_max >= 16 && v.tm_max <= 256 && v.tm_max <= 16 * v.gm_max * v.warps &&
+         v.a_bytes >= v.tm_max * kDecodeKcMax * 2 && v.stages >= 2 && v.min_ctas >= 1 &&
+         decode_slot_bytes(v) % 1024 == 0 &&
+         decode_total_smem_bytes(v) <= kDecodeLargestOptin;
 }
 
-// Every plan over every bm (multiples of 16 up to 256) has its warps and slabs in range.
+// Every plan over every block shape (multiples of 16 up to 256) fits its slot, has its
+// warps in range, and issues at most two A rows per thread per stage.
 constexpr bool decode_plans_ok(const DecodeVariant& v) {
-  for (int bm = 16; bm <= 256; bm += 16) {
-    const DecodePlan p = decode_plan(v, bm);
-    if (p.tm % 16 != 0 || bm % p.tm != 0 || p.tm > v.tm_max) return false;
-    if (!decode_is_pow2(p.sp) || p.sp * (p.tm + v.n_max) > v.stage_units || 2 * p.sp > decode_threads(v)) return false;
-    if (p.mw < 1 || p.mw > v.warps || p.kw < 1 || p.mw * p.kw > v.warps) return false;
-    if ((p.tm / 16 + p.mw - 1) / p.mw > v.gm_max) return false;
-  }
+  for (int bm = 16; bm <= 256; bm += 16)
+    for (int bk = 16; bk <= 256; bk += 16) {
+      const DecodePlan p = decode_plan(v, bm, bk);
+      if (p.tm % 16 != 0 || bm % p.tm != 0 || p.tm > v.tm_max || bk % p.kc != 0) return false;
+      if (p.nb < 1 || p.nb * (p.tm + v.n_max) * decode_row_bytes(p.kc) > decode_slot_bytes(v)) return false;
+      if (p.nb * p.tm > 2 * decode_threads(v)) return false;
+      if (p.mw < 1 || p.mw > v.warps || p.kw < 1 || p.mw * p.kw > v.warps) return false;
+      if ((p.tm / 16 + p.mw - 1) / p.mw > v.gm_max) return false;
+    }
   return true;
 }
 
 constexpr bool decode_table_ok() {
-  for (int i = 0; i < kDecodeRows; ++i) {
-    const DecodeVariant& v = kDecodeVariants[i];
-    if (!decode_row_ok(v) || !decode_plans_ok(v) || decode_smem_bytes(v) > kDecodeSmallestOptin) return false;
-  }
+  for (int i = 0; i < kDecodeRows; ++i)
+    if (!decode_row_ok(kDecodeVariants[i]) || !decode_plans_ok(kDecodeVariants[i])) return false;
   return true;
 }
 
@@ -107,7 +130,7 @@ constexpr bool decode_rows_ascend() {
   return true;
 }
 
-static_assert(decode_table_ok(), "a row of kDecodeVariants breaks the rules of decode_row_ok / decode_plans_ok / 99 KiB");
+static_assert(decode_table_ok(), "a row of kDecodeVariants breaks the rules of decode_row_ok / decode_plans_ok");
 static_assert(decode_rows_ascend(), "automatic rows must go from the narrowest N tile up");
 
 // ---- Per-row entry points (kernel.cuh; instantiated by instantiations/<row>.cu) ----

@@ -3,6 +3,10 @@
 // invariants (cpp/problem.hpp, not re-checked here) and dispatches to launch_row<row>,
 // which each row's own translation unit instantiates (instantiations/<row name>.cu).
 //
+// Every row takes the fused linear-layer epilogue (bias per row of C or none, activation),
+// both run-time arguments of its one kernel (sm90/epilogue.hpp); the bias needs nothing
+// beyond the Problem's invariants (null, or m input values, 16-byte aligned).
+//
 // This file is light (no CUTLASS): the kernels live in the instantiation files. Built
 // without sm_90a (SPARSEK_NO_SM90A), the family still exists, with its table, and refuses
 // every problem with the reason; no launch_row is referenced.
@@ -132,7 +136,7 @@ extern const Family kSm90Family = {
     Backend::Cutlass,
     "cutlass",
     sm90::kSm90Rows,
-    /*epilogue=*/false,  // no fused bias/activation: CUTLASS's LinearCombination epilogue only
+    /*epilogue=*/true,  // fused bias/activation in every row (sm90/epilogue.hpp), chosen at run time
     &sm90::info,
     &sm90::supports,
     &sm90::fits,

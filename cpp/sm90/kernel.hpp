@@ -14,8 +14,11 @@
 //               nonzero blocks of the tile's block-row (tile_iterator.hpp).
 //   scheduler : scheduler.hpp - persistent, (block-row, dense tile) work tiles whose
 //               WorkTileInfo carries the per-tile k count; block-rows longest first.
-//   epilogue  : CUTLASS's TMA warp-specialized collective epilogue (LinearCombination
-//               alpha/beta, TMA loads of C when beta != 0, TMA stores of D = C in place).
+//   epilogue  : CUTLASS's TMA warp-specialized collective epilogue (TMA loads of C when
+//               beta != 0, TMA stores of D = C in place) with the fused linear-layer
+//               epilogue of epilogue.hpp: C = act(alpha*acc + bias[row of C] + beta*C), the
+//               bias (or none) and the activation chosen at run time, so every problem of a
+//               row runs the same kernel.
 //
 // Workspace: none. The longest-first block-row order is built by each CTA in its own shared
 // memory (BsrTileScheduler::build_order); no allocation, no extra kernel per launch, and
@@ -50,8 +53,8 @@
 #include "cutlass/gemm/dispatch_policy.hpp"
 #include "cutlass/gemm/collective/collective_builder.hpp"
 #include "cutlass/epilogue/collective/collective_builder.hpp"
-#include "cutlass/epilogue/thread/linear_combination.h"
 
+#include "epilogue.hpp"
 #include "scheduler.hpp"
 #include "mainloop.hpp"
 
@@ -97,11 +100,14 @@ struct BsrGemm {
   using LayoutD = cute::conditional_t<GemmDColMajor, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor>;
   static constexpr int AlignC = 128 / cutlass::sizeof_bits<ElementC>::value;
 
+  // The fused epilogue (epilogue.hpp). A row of C is a GEMM row in the natural orientation
+  // (bias per GEMM row: column broadcast) and a GEMM column when transposed (row broadcast).
+  using Epilogue = BiasActEpilogue<ElementC, Element, TileShape, /*kBiasPerGemmColumn=*/SparseIsB>;
   using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float, ElementC, LayoutD, AlignC, ElementC, LayoutD,
-      AlignC, EpilogueSchedule>::CollectiveOp;
+      AlignC, EpilogueSchedule, typename Epilogue::Fusion>::CollectiveOp;
 
   static constexpr int EpilogueSmem = int(sizeof(typename CollectiveEpilogue::SharedStorage));
   static constexpr int StageBytes =
@@ -165,7 +171,10 @@ struct BsrGemm {
       dC = StrideC{ldc, Int<1>{}, batch_c};
     }
     auto* ptr_c = static_cast<ElementC*>(p.c.data);
-    typename CollectiveEpilogue::Arguments epilogue{{p.alpha, p.beta}, ptr_c, dC, ptr_c, dD};
+    // bias: null or m values of the input type, 16-byte aligned (Problem), indexed by the
+    // row of C: GEMM M in the natural orientation, GEMM N when transposed; no batch (L = 1).
+    typename CollectiveEpilogue::Arguments epilogue{
+        Epilogue::arguments(p.alpha, p.beta, p.bias, p.activation), ptr_c, dC, ptr_c, dD};
 
     // Scheduler band automatic and longest-first order on: the sweep found the
     // alternatives within noise (configs.hpp).

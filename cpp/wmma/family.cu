@@ -64,6 +64,8 @@ const char* supports(const Problem& p) {
   // 16-byte vector accesses: base pointers and every row/column start must be aligned.
   if (!aligned16(p.a.values) || !aligned16(p.b.data) || !aligned16(p.c.data))
     return "A.values, B.data and C.data must be 16-byte aligned";
+  // The Problem's invariants already say so; column-major C reads 8 bias values at once.
+  if (p.bias != nullptr && !aligned16(p.bias)) return "bias must be 16-byte aligned";
   if (p.b.ld % 8 != 0) return "B.ld must be a multiple of 8 elements (16 bytes)";
   const int64_t c_vec = p.output() == DType::F32 ? 4 : 8;  // elements per 16 bytes
   if (p.c.ld % c_vec != 0) return "C.ld must be a multiple of 16 bytes";
@@ -105,9 +107,9 @@ cudaError_t launch(const Problem& p, int row, cudaStream_t stream) { return kLau
 }  // namespace
 }  // namespace wmma_impl
 
-// No fused bias/activation epilogue: the registry skips this family for such problems.
+// Takes the fused bias/activation epilogue (kernel.cuh's write_tile_epi).
 extern const Family kWmmaFamily = {
-    Backend::Wmma,       "wmma", wmma_impl::kWmmaRows, /*epilogue=*/false, &wmma_impl::info, &wmma_impl::supports,
+    Backend::Wmma,       "wmma", wmma_impl::kWmmaRows, /*epilogue=*/true, &wmma_impl::info, &wmma_impl::supports,
     &wmma_impl::fits, &wmma_impl::launch,
 };
 

@@ -1,5 +1,6 @@
-// The WMMA tensor-core kernel: C = alpha * A * B + beta * C with A in BSR form, and the
-// per-row launch that cpp/wmma/instantiations/<row>.cu instantiates (one row per TU).
+// The WMMA tensor-core kernel: C = act(alpha * A * B + bias + beta * C) with A in BSR form
+// (the fused linear-layer epilogue: bias per row of C, optional), and the per-row launch
+// that cpp/wmma/instantiations/<row>.cu instantiates (one row per TU).
 //
 // One CTA computes a TILE_M x TILE_N tile of C that lies inside one block-row of A (a
 // slice of it when bm > TILE_M). It walks only the nonzero blocks of that block-row: for
@@ -8,7 +9,9 @@
 // a multi-stage cp.async ring, then the warps multiply out of shared memory with
 // nvcuda::wmma m16n16k16 (fp32 accumulators). The epilogue stages the fp32 tile through
 // shared memory so that C is read (only when beta != 0) and written with coalesced 16-byte
-// vectors for both row- and column-major C.
+// vectors for both row- and column-major C. The bias and the activation are runtime
+// arguments (uniform per launch, so their branches do not diverge): they add no kernel
+// instantiations.
 //
 // Every output element is produced by exactly one thread of one CTA, summing over k in a
 // fixed order (block order, then k within a block), so results are bitwise reproducible
@@ -67,6 +70,9 @@ struct Traits {
   // The 99 KiB rules (wide and narrow rows) are checked over the whole table in launch.hpp.
   static_assert(kSmemBytes <= kLargestOptin, "row exceeds sm_90's shared memory per block");
   static_assert((kEpiRows * kTileN / 8) % kThreads == 0, "epilogue chunks must divide evenly");
+  // Column-major C: a chunk's 8 rows start at a multiple of 8 (row0 is a multiple of
+  // kEpiRows), so its 8 bias values are one aligned 16-byte load.
+  static_assert(kEpiRows % 8 == 0, "epilogue row chunks must start on 8-row boundaries");
 };
 
 // Everything the kernel needs, by value (no device-side allocation).
@@ -81,11 +87,15 @@ struct KernelArgs {
   int32_t bm, bk;
   int32_t slices;  // bm / TILE_M: CTAs along one block-row
   float alpha, beta;
+  const void* bias;    // null, or m values of the input type (one per row of C), 16-byte aligned
+  int32_t activation;  // an Activation value
   bool c_col_major;
   bool c_f32;  // C is f32 (else the input type)
 };
 
 // ---- 8-element conversions between fp32 registers and 16 bytes (or 32 for f32) of C ----
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
 __device__ __forceinline__ float2 to_float2(__half2 v) { return __half22float2(v); }
 __device__ __forceinline__ float2 to_float2(__nv_bfloat162 v) { return __bfloat1622float2(v); }
 template <typename T2>
@@ -150,6 +160,32 @@ __device__ __forceinline__ void store8(OutT* p, const float v[8]) {
   }
 }
 
+// The activation of the fused epilogue on 8 values (fp32), as the CPU reference and the
+// Decode family compute it. `act` is uniform per launch: one switch per chunk, no
+// divergence.
+__device__ __forceinline__ void activate8(float v[8], int32_t act) {
+  switch (act) {
+    case static_cast<int32_t>(Activation::Relu):
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v[i] = fmaxf(v[i], 0.0f);
+      break;
+    case static_cast<int32_t>(Activation::GeluTanh):
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const float x = v[i];
+        const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);  // sqrt(2/pi) * (x + 0.044715 x^3)
+        v[i] = 0.5f * x * (1.0f + tanhf(u));
+      }
+      break;
+    case static_cast<int32_t>(Activation::Silu):
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v[i] = v[i] / (1.0f + expf(-v[i]));
+      break;
+    default:  // Activation::None
+      break;
+  }
+}
+
 // Writes the staged fp32 tile (kEpiRows x TILE_N in shared memory, laid out like C and
 // starting at row row0 of C) to global C:
 // C = alpha * acc + beta * C, reading C only when beta != 0. Each thread moves chunks of
@@ -185,6 +221,66 @@ __device__ __forceinline__ void write_tile(const KernelArgs& args, const float* 
       for (int i = 0; i < 8; ++i) v[i] = args.alpha * v[i];
     }
     store8(dst, v);
+  }
+}
+
+// The fused epilogue's version of write_tile (used when there is a bias or an activation):
+// C = act(alpha * acc + bias[row] + beta * C), in the CPU reference's order: v = alpha*acc;
+// v += bias[row]; v += beta*C (beta != 0 only, else C is not read); v = act(v). Same chunks
+// and threads as write_tile, but C's layout and type are runtime branches (uniform per
+// launch) rather than template parameters, so a kernel carries one copy of the activation
+// code instead of four; the loop is not unrolled for the same reason (the epilogue runs
+// once per CTA). T is the input type (the bias's).
+template <typename Tr, typename T>
+__device__ __forceinline__ void write_tile_epi(const KernelArgs& args, const float* s_c, int64_t row0, int64_t n0) {
+  constexpr int kChunks = Tr::kEpiRows * Tr::kTileN / 8;
+  // Row-major: chunk = (row, 8 columns); column-major: chunk = (column, 8 rows).
+  constexpr int kPerLineCol = Tr::kEpiRows / 8, kPerLineRow = Tr::kTileN / 8;
+  const bool c_col = args.c_col_major, c_f32 = args.c_f32;
+  const bool read_c = args.beta != 0.0f;
+  const T* bias = static_cast<const T*>(args.bias);
+  const int32_t act = args.activation;
+#pragma unroll 1
+  for (int q = threadIdx.x; q < kChunks; q += Tr::kThreads) {
+    const int line = c_col ? q / kPerLineCol : q / kPerLineRow;          // tile column or row
+    const int off = (c_col ? q % kPerLineCol : q % kPerLineRow) * 8;     // first row or column
+    const int col = c_col ? line : off;  // tile column of the chunk's first element
+    if (n0 + col >= args.n) continue;    // n % 8 == 0 for row-major C, so chunks are whole
+    float v[8];
+    const float4* s = reinterpret_cast<const float4*>(s_c + line * (c_col ? Tr::kLdCCol : Tr::kLdCRow) + off);
+    const float4 x = s[0], y = s[1];
+    v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w, v[4] = y.x, v[5] = y.y, v[6] = y.z, v[7] = y.w;
+    const int64_t at = c_col ? (n0 + line) * args.ldc + row0 + off : (row0 + line) * args.ldc + n0 + off;
+    // The chunk's bias: column-major C, 8 rows = one 16-byte load (bias is 16-byte aligned
+    // and row0 + off is a multiple of 8, see Traits); row-major C, one row = one value. A
+    // null bias adds -0.0f, which leaves every float unchanged (x + -0 == x bitwise, -0 and
+    // NaN included; fma(a, b, -0) rounds a*b once): no branch per element.
+    float b[8];
+    if (bias == nullptr) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) b[i] = -0.0f;
+    } else if (c_col) {
+      load8(bias + row0 + off, b);
+    } else {
+      const float r = to_float(bias[row0 + line]);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) b[i] = r;
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      v[i] = args.alpha * v[i];
+      v[i] += b[i];
+    }
+    if (read_c) {
+      float old[8];
+      if (c_f32) load8(static_cast<const float*>(args.c) + at, old);
+      else load8(static_cast<const T*>(args.c) + at, old);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v[i] += args.beta * old[i];
+    }
+    activate8(v, act);
+    if (c_f32) store8(static_cast<float*>(args.c) + at, v);
+    else store8(static_cast<T*>(args.c) + at, v);
   }
 }
 
@@ -442,7 +538,9 @@ __global__ void __launch_bounds__(Traits<kCfg, kKStep, kBCol>::kThreads, Traits<
     __syncthreads();
 
     const int64_t row0 = block_row * args.bm + slice_row + pass * Tr::kEpiRows;
-    if (args.c_f32) {
+    if (args.bias != nullptr || args.activation != static_cast<int32_t>(Activation::None)) {
+      write_tile_epi<Tr, T>(args, s_c, row0, n0);
+    } else if (args.c_f32) {  // no fused epilogue: exactly alpha * acc (+ beta * C), as before it existed
       if (args.c_col_major) write_tile<Tr, float, true>(args, s_c, row0, n0);
       else write_tile<Tr, float, false>(args, s_c, row0, n0);
     } else {
@@ -470,6 +568,8 @@ inline KernelArgs make_args(const Problem& p, int tile_m) {
   args.slices = p.a.bm / tile_m;
   args.alpha = p.alpha;
   args.beta = p.beta;
+  args.bias = p.bias;
+  args.activation = static_cast<int32_t>(p.activation);
   args.c_col_major = p.c.layout == Layout::ColMajor;
   args.c_f32 = p.c.dtype == DType::F32;
   return args;
