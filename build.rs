@@ -362,5 +362,6 @@ mod cuda {
         // For dependants (links = "sparsek_kernels"): where the library and headers are.
         println!("cargo:lib_dir={}", out.display());
         println!("cargo:include={}", root.join("include").display());
+        println!("cargo:nvcc={}", nvcc.display());
     }
 }

@@ -74,6 +74,16 @@ Result select(const Problem& p, Selection* out) {
     why[tried++] = reason;
     last = f;
   }
+  // Rule 4: fallback rows, once no automatic row fits.
+  for (const Family* f : kFamilies) {
+    if (!allowed(*f, p.backend) || family_refuses(*f, p) != nullptr) continue;
+    for (int row = 0; row < f->rows; ++row) {
+      if (f->info(row).fallback && f->fits(p, row) == nullptr) {
+        *out = Selection{f, row};
+        return Result{};
+      }
+    }
+  }
   if (p.backend == Backend::Auto)
     return make_result(Status::NotSupported, "no kernel runs this problem (%s: %s; %s: %s; %s: %s)",
                        kFamilies[0]->name, why[0], kFamilies[1]->name, why[1], kFamilies[2]->name, why[2]);

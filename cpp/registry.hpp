@@ -19,6 +19,8 @@
 //      problem with a bias or activation skips families without the fused epilogue.
 //   3. Within a family, the first row in table order that is `automatic` and fits wins.
 //      Tables are ordered by measured preference; each row cites the run that chose it.
+//   4. When no automatic row fits, the `fallback` rows are tried in the same order (e.g. the
+//      decode family's column-chunked row, the only one that takes any n with any ld).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -32,6 +34,7 @@ struct VariantInfo {
   const char* name;       // unique across families, e.g. "sm90_f16_bm128_rr" or "wmma_w128x256"
   bool automatic;         // Auto may pick it; false = a tuning candidate (SPARSEK_VARIANT only)
   const char* chosen_by;  // the measurement that chose the row
+  bool fallback = false;  // Auto tries it only after every automatic row of every family
 };
 
 struct Family {

@@ -56,7 +56,9 @@ for prog in examples/cpp/quickstart.cpp:quickstart_cpp examples/cpp/spmm_check.c
             cpp/decode/check_decode.cu:check_decode; do
   src=${prog%%:*} dest=${prog##*:}
   [ -f "$src" ] || continue
-  "$nvcc" -std=c++17 -O2 -Iinclude -Icpp -x cu "$src" "$kernels_dir/libsparsek_kernels.a" -o "$out/$dest"
+  "$nvcc" -std=c++17 -O2 -Iinclude -Icpp -x cu -c "$src" -o "$out/$dest.o"
+  "$nvcc" "$out/$dest.o" "$kernels_dir/libsparsek_kernels.a" -o "$out/$dest"
+  rm "$out/$dest.o"
 done
 
 strip --strip-debug "$out"/*

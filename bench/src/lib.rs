@@ -5,3 +5,7 @@ pub mod plot_font;
 
 #[cfg(feature = "cuda")]
 pub mod baseline;
+#[cfg(feature = "cuda")]
+pub mod ceilings;
+#[cfg(feature = "cuda")]
+pub mod decode;

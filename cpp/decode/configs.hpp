@@ -45,6 +45,10 @@ struct DecodeVariant {
   int min_ctas;           // __launch_bounds__ minimum CTAs per SM
   bool automatic;         // Auto may pick it
   const char* chosen_by;  // the measurement that chose the row
+  // Takes any n by launching its kernel once per n_max columns (a registry fallback row:
+  // the one kernel for wide B and C that the tensor-core families cannot take, e.g. an
+  // odd ld).
+  bool chunked = false;
 };
 
 #define SPARSEK_DECODE_DESIGN "design default, to be measured (issue 11 sweep)"
@@ -69,6 +73,8 @@ inline constexpr DecodeVariant kDecodeVariants[] = {
     {"decode_n32",     32,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_DESIGN},
     {"decode_n64",     64,    8,  2,  128,  16384,   4,    2,  true, SPARSEK_DECODE_DESIGN},
     {"decode_n128",   128,    8,  2,  128,  16384,   3,    1,  true, SPARSEK_DECODE_DESIGN},
+    {"decode_n128_chunked", 128, 8, 2,  128,  16384,   3,    1, false,
+     "fallback for n > 128 that no tensor-core row takes (odd ld, unaligned B or C)", true},
 };
 // clang-format on
 

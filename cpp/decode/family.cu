@@ -52,7 +52,7 @@ const char* missing_image(const Problem& p) {
 
 VariantInfo info(int row) {
   const DecodeVariant& v = kDecodeVariants[row];
-  return VariantInfo{v.name, v.automatic, v.chosen_by};
+  return VariantInfo{v.name, v.automatic, v.chosen_by, v.chunked};
 }
 
 // The dtypes need no check: every Problem has f16 or bf16 inputs and C of the input type
@@ -75,7 +75,7 @@ const char* supports(const Problem& p) {
 
 const char* fits(const Problem& p, int row) {
   const DecodeVariant& v = kDecodeVariants[row];
-  if (p.n() > v.n_max) return "n is larger than the row's n_max";
+  if (p.n() > v.n_max && !v.chunked) return "n is larger than the row's n_max";
   if (decode_total_smem_bytes(v) > p.device.smem_optin)
     return "its shared memory exceeds the device's per-block opt-in limit";
   return nullptr;
@@ -91,7 +91,32 @@ constexpr std::array<LaunchFn, sizeof...(I)> launch_table(std::index_sequence<I.
 // Row i's launch_row, defined by cpp/decode/instantiations/<row i's name>.cu.
 constexpr std::array<LaunchFn, kDecodeRows> kLaunch = launch_table(std::make_index_sequence<kDecodeRows>{});
 
-cudaError_t launch(const Problem& p, int row, cudaStream_t stream) { return kLaunch[row](p, stream); }
+int64_t dtype_bytes(DType t) { return t == DType::F32 ? 4 : 2; }
+
+// A view of columns [j0, j0 + width) of a dense matrix.
+DenseView columns(const DenseView& v, int64_t j0, int64_t width) {
+  DenseView out = v;
+  const int64_t offset = v.layout == Layout::RowMajor ? j0 : j0 * v.ld;  // elements
+  out.data = static_cast<char*>(v.data) + offset * dtype_bytes(v.dtype);
+  out.cols = width;
+  return out;
+}
+
+cudaError_t launch(const Problem& p, int row, cudaStream_t stream) {
+  const DecodeVariant& v = kDecodeVariants[row];
+  if (!v.chunked || p.n() <= v.n_max) return kLaunch[row](p, stream);
+  // Column chunks are independent products (C's columns depend only on B's same columns),
+  // so the result is the same as one launch would give, chunk after chunk in order.
+  for (int64_t j0 = 0; j0 < p.n(); j0 += v.n_max) {
+    const int64_t width = p.n() - j0 < v.n_max ? p.n() - j0 : v.n_max;
+    Problem chunk = p;
+    chunk.b = columns(p.b, j0, width);
+    chunk.c = columns(p.c, j0, width);
+    const cudaError_t e = kLaunch[row](chunk, stream);
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
 
 }  // namespace
 }  // namespace decode_impl

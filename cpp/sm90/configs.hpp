@@ -60,6 +60,8 @@ struct Sm90Variant {
   bool transposed;  // C^T = B^T A^T
   bool automatic;
   const char* chosen_by;
+  // The fused bias/activation epilogue (epilogue.hpp); plain rows take no bias/activation.
+  bool fused = false;
 };
 
 // The table's vocabulary (kept out of sparsek::sm90 itself: single-letter names).
@@ -85,6 +87,10 @@ constexpr const char kSame128[] =
 constexpr const char kSame64[] =
     "the bm=64 tile of the H100 sweep 2026-11-22 (benches/NOTES.md run 3, f16 row-major B/C: 364/405/427 "
     "TFLOPS at 1/16, 1/8, 1/4); this dtype/layout was not swept";
+
+constexpr const char kFused[] =
+    "the default tile with the fused bias/activation epilogue, only for problems that ask for it: on plain "
+    "problems it measured 2-8 % slower than LinearCombination at bm=128 (H100, bench_report gate, 2026-11-23)";
 
 // clang-format off
 inline constexpr Sm90Variant kSm90Variants[] = {
@@ -119,6 +125,11 @@ inline constexpr Sm90Variant kSm90Variants[] = {
     {"sm90_f16_bm64_brow_crow_t128x64",     F16,  F16,   64, Row, Row, 128,    64,    T,   Tune,
      "H100 sweep 2026-11-22 (benches/NOTES.md run 3): coopT_128x64 345/364/357 TFLOPS at 1/16, 1/8, 1/4, "
      "below the default"},
+    // ---- the fused linear-layer epilogue, in the layout of y = x*W^T (column-major B and C) ----
+    {"sm90_f16_bm128_bcol_ccol_fused",      F16,  F16,  128, Col, Col, 128,   256,    N,   Auto,      kFused, true},
+    {"sm90_f16_bm64_bcol_ccol_fused",       F16,  F16,   64, Col, Col, 256,    64,    T,   Auto,      kFused, true},
+    {"sm90_bf16_bm128_bcol_ccol_fused",     BF16, BF16, 128, Col, Col, 128,   256,    N,   Auto,      kFused, true},
+    {"sm90_bf16_bm64_bcol_ccol_fused",      BF16, BF16,  64, Col, Col, 256,    64,    T,   Auto,      kFused, true},
 };
 // clang-format on
 }  // namespace table
@@ -167,12 +178,13 @@ constexpr bool same_key(const Sm90Variant& a, const Sm90Variant& b) {
   return a.input == b.input && a.output == b.output && a.bm == b.bm && a.b_layout == b.b_layout &&
          a.c_layout == b.c_layout;
 }
-// Exactly one automatic row per (dtype, bm, B layout, C layout): family.cu's supports()
-// accepts every such key, so Auto always finds a row.
+// Exactly one automatic plain row per (dtype, bm, B layout, C layout): family.cu's
+// supports() accepts every such key, so Auto always finds a row for a plain problem (fused
+// rows exist for column-major B and C only).
 constexpr int automatic_rows(DType t, int bm, Layout b, Layout c) {
   int count = 0;
   for (const Sm90Variant& v : kSm90Variants)
-    if (v.automatic && same_key(v, Sm90Variant{"", t, t, bm, b, c, 0, 0, false, true, ""})) ++count;
+    if (v.automatic && !v.fused && same_key(v, Sm90Variant{"", t, t, bm, b, c, 0, 0, false, true, ""})) ++count;
   return count;
 }
 constexpr bool one_automatic_row_per_key() {

@@ -59,6 +59,8 @@ const char* fits(const Problem& p, int row) {
     return v.b_layout == Layout::RowMajor ? "the row is for row-major B" : "the row is for column-major B";
   if (p.c.layout != v.c_layout)
     return v.c_layout == Layout::RowMajor ? "the row is for row-major C" : "the row is for column-major C";
+  if (p.has_epilogue() && !v.fused)
+    return "a bias or activation needs a fused row (column-major B and C, the layout of y = x*W^T)";
   return nullptr;
 }
 

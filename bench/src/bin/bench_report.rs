@@ -7,6 +7,8 @@
 //!                    [--dtypes f16,bf16] [--layouts row/row,col/col] [--backends cutlass,wmma]
 //!                    [--repeats 7] [--iters 20] [--json report.json] [--png report.png]
 //!                    [--baseline bench/baseline/h100.json] [--tolerance 0.05] [--slowdown N]
+//! bench_report decode [--shapes 4096x4096,14336x4096,4096x14336] [--ns 1,8,16,32,64,128,256]
+//!                    [--densities 0.25,0.5] [--blocks 128x128,64x64,32x32] [--json decode.json]
 //! bench_report check REPORT.json BASELINE.json [--tolerance 0.05]
 //! bench_report plot  REPORT.json OUT.png
 //! ```
@@ -74,6 +76,7 @@ fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("run") => run(&args[1..]),
+        Some("decode") => decode(&args[1..]),
         Some("check") => {
             let (report, baseline) = match (args.get(1), args.get(2)) {
                 (Some(r), Some(b)) => (r, b),
@@ -89,7 +92,7 @@ fn main() -> Result<()> {
             (Some(r), Some(out)) => plot(&load(r)?, Path::new(out)),
             _ => bail!("usage: bench_report plot REPORT.json OUT.png"),
         },
-        _ => bail!("usage: bench_report run|check|plot ... (see the doc comment of examples/bench_report.rs)"),
+        _ => bail!("usage: bench_report run|decode|check|plot ... (see the doc comment of src/bin/bench_report.rs)"),
     }
 }
 
@@ -289,6 +292,25 @@ fn plot(r: &Report, out: &Path) -> Result<()> {
     root.present()?;
     println!("wrote {}", out.display());
     Ok(())
+}
+
+/// `bench_report decode [--shapes 4096x4096,14336x4096,4096x14336] [--ns 1,8,16,32,64,128,256]
+/// [--densities 0.25,0.5] [--blocks 128x128,64x64,32x32] [--repeats 5] [--iters 20]
+/// [--json decode.json]`: the decode-sized sweep (sparsek_bench::decode).
+#[cfg(feature = "cuda")]
+fn decode(args: &[String]) -> Result<()> {
+    sparsek_bench::decode::print_header();
+    let report = sparsek_bench::decode::run(args, |name| flag(args, name).map(str::to_string))?;
+    if let Some(path) = flag(args, "--json") {
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
+        println!("wrote {path}");
+    }
+    Ok(())
+}
+
+#[cfg(not(feature = "cuda"))]
+fn decode(_: &[String]) -> Result<()> {
+    bail!("`bench_report decode` needs the GPU backends: build with --features cuda")
 }
 
 #[cfg(not(feature = "cuda"))]
