@@ -583,7 +583,7 @@ fn decode_matches_reference() {
         return;
     };
     let mut rng = StdRng::seed_from_u64(seed());
-    let ns = [1, 2, 3, 7, 8, 9, 16, 31, 64, 100, 128, 256];
+    let ns = [1, 2, 3, 7, 8, 9, 16, 31, 40, 64, 100, 128, 256];
     let blocks = [
         BlockShape::new(32, 32),
         BlockShape::new(64, 64),

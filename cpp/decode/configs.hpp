@@ -71,6 +71,7 @@ inline constexpr DecodeVariant kDecodeVariants[] = {
     {"decode_n8",       8,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_DESIGN},
     {"decode_n16",     16,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_DESIGN},
     {"decode_n32",     32,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_DESIGN},
+    {"decode_n48",     48,    8,  2,  128,  16384,   4,    2,  true, SPARSEK_DECODE_DESIGN},
     {"decode_n64",     64,    8,  2,  128,  16384,   4,    2,  true, SPARSEK_DECODE_DESIGN},
     {"decode_n128",   128,    8,  2,  128,  16384,   3,    1,  true, SPARSEK_DECODE_DESIGN},
     {"decode_n128_chunked", 128, 8, 2,  128,  16384,   3,    1, false,
