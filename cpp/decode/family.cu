@@ -10,44 +10,17 @@
 #include <utility>
 
 #include "decode/launch.hpp"
+#include "family_util.hpp"
 #include "registry.hpp"
 
 namespace sparsek::detail {
 namespace decode_impl {
 namespace {
 
-bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
-
-constexpr const char* kNoImage = "this build has no kernel image for the current GPU architecture";
-
-// A build may not carry an image for this GPU (e.g. only sm_80 + sm_90a on a cc 10.x
-// part): ask the runtime once per device rather than guess. Every kernel of the family is
-// built for the same architectures, so one kernel answers for all.
+// This family's answer to "is there an image for this device" (family_util.hpp).
 const char* missing_image(const Problem& p) {
-  constexpr int kMaxDevices = 64;
-  static std::atomic<signed char> known[kMaxDevices] = {};  // 0: not asked, 1: present, -1: absent
-  const int dev = p.device.id;  // the current device
-  const bool cached = dev >= 0 && dev < kMaxDevices;
-  const signed char state = cached ? known[dev].load(std::memory_order_relaxed) : 0;
-  if (state != 0) return state > 0 ? nullptr : kNoImage;
-  cudaFuncAttributes attr{};
-  const cudaError_t e = cudaFuncGetAttributes(&attr, probe_kernel<0>());
-  if (e == cudaSuccess) {
-    if (cached) known[dev].store(1, std::memory_order_relaxed);
-    return nullptr;
-  }
-  (void)cudaGetLastError();  // the failed query must not surface as a later launch error
-  switch (e) {
-    case cudaErrorInvalidDeviceFunction:
-    case cudaErrorNoKernelImageForDevice:
-    case cudaErrorInvalidKernelImage:
-    case cudaErrorInvalidPtx:
-    case cudaErrorUnsupportedPtxVersion:
-      if (cached) known[dev].store(-1, std::memory_order_relaxed);
-      return kNoImage;
-    default:
-      return cudaGetErrorString(e);  // not about the image: asked again next time
-  }
+  static ImageCache cache;
+  return detail::missing_image(p, probe_kernel<0>(), cache);
 }
 
 VariantInfo info(int row) {
