@@ -45,9 +45,14 @@ impl Layout {
 /// Shape and storage order of a dense view.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DenseShape {
+    /// Rows of the view.
     pub rows: usize,
+    /// Columns of the view.
     pub cols: usize,
+    /// Storage order: which dimension is contiguous.
     pub layout: Layout,
+    /// Leading dimension in elements: the stride between consecutive rows (row-major) or
+    /// columns (column-major). Valid views have `ld >= max(contiguous_extent(), 1)`.
     pub ld: usize,
 }
 
@@ -155,6 +160,7 @@ impl<'a, T> Dense<'a, T> {
         self.shape.ld = ld;
         self
     }
+    /// The view's shape, layout and leading dimension.
     pub fn shape(&self) -> DenseShape {
         self.shape
     }
@@ -181,6 +187,7 @@ impl<'a, T> DenseMut<'a, T> {
         self.shape.ld = ld;
         self
     }
+    /// The view's shape, layout and leading dimension.
     pub fn shape(&self) -> DenseShape {
         self.shape
     }

@@ -5,8 +5,11 @@ use half::{bf16, f16};
 /// Which element type a buffer holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DType {
+    /// IEEE 754 half precision ([`half::f16`]).
     F16,
+    /// bfloat16 ([`half::bf16`]).
     Bf16,
+    /// IEEE 754 single precision (`f32`).
     F32,
 }
 
@@ -53,8 +56,11 @@ pub trait Element:
     + sealed::Sealed
     + device_bound::DeviceElement
 {
+    /// The [`DType`] tag of this type.
     const DTYPE: DType;
+    /// Widens to `f32`, exactly.
     fn to_f32(self) -> f32;
+    /// Rounds `v` to the nearest value of this type (identity for `f32`).
     fn from_f32(v: f32) -> Self;
     /// Exactly zero (either sign). NaN is not zero.
     fn is_zero(self) -> bool {

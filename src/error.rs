@@ -9,7 +9,12 @@ use crate::options::Backend;
 pub enum BsrError {
     /// A block side (`bm` or `bk`) is 0.
     #[error("block shape {bm}x{bk} has a zero side")]
-    ZeroSizedBlock { bm: usize, bk: usize },
+    ZeroSizedBlock {
+        /// Rows of the block (`bm`).
+        bm: usize,
+        /// Columns of the block (`bk`).
+        bk: usize,
+    },
     /// A block side (`dim` is `"bm"` or `"bk"`) exceeds `i32::MAX`: the kernels take block
     /// sides as `i32`.
     #[error(
@@ -17,44 +22,92 @@ pub enum BsrError {
          (i32)",
         max = i32::MAX
     )]
-    BlockSideOverflow { dim: &'static str, side: usize },
+    BlockSideOverflow {
+        /// Which side: `"bm"` or `"bk"`.
+        dim: &'static str,
+        /// The side's length, in elements.
+        side: usize,
+    },
     /// `m` (or `k`) is not a multiple of the block side `bm` (or `bk`).
     #[error("{dim} = {len} is not a multiple of the block side {block}")]
     NotBlockMultiple {
+        /// Which dimension: `"m"` or `"k"`.
         dim: &'static str,
+        /// The dimension's length, in elements.
         len: usize,
+        /// The block side it must be a multiple of (`bm` for `m`, `bk` for `k`).
         block: usize,
     },
     /// `row_ptr` does not have `m / bm + 1` entries.
     #[error("row_ptr has {got} entries; block rows + 1 = {expected} expected")]
-    RowPtrLength { expected: usize, got: usize },
+    RowPtrLength {
+        /// The length required, `m / bm + 1`.
+        expected: usize,
+        /// The length given.
+        got: usize,
+    },
     /// `row_ptr` does not start at 0, decreases, or does not end at `col_idx.len()`.
     #[error("row_ptr is ragged at entry {index}: {detail}")]
-    RaggedRowPtr { index: usize, detail: String },
+    RaggedRowPtr {
+        /// The offending entry of `row_ptr` (0 for a bad start, the last for a bad end).
+        index: usize,
+        /// What is wrong there, in words.
+        detail: String,
+    },
     /// The columns of a block-row are not ascending.
     #[error("col_idx of block-row {row} is not sorted ({prev} then {next})")]
-    UnsortedColumns { row: usize, prev: i32, next: i32 },
+    UnsortedColumns {
+        /// The block-row.
+        row: usize,
+        /// The earlier of the two adjacent columns.
+        prev: i32,
+        /// The later column, smaller than `prev`.
+        next: i32,
+    },
     /// A block-row holds the same column twice.
     #[error("col_idx of block-row {row} holds column {col} twice")]
-    DuplicateColumn { row: usize, col: i32 },
+    DuplicateColumn {
+        /// The block-row.
+        row: usize,
+        /// The repeated block-column.
+        col: i32,
+    },
     /// A column index is negative or not below `k / bk`.
     #[error("col_idx of block-row {row} holds {col}, outside 0..{block_cols}")]
     ColumnOutOfRange {
+        /// The block-row.
         row: usize,
+        /// The offending block-column index, as given.
         col: i32,
+        /// The number of block-columns, `k / bk`.
         block_cols: usize,
     },
     /// `values` does not hold `nnzb * bm * bk` elements.
     #[error("values has {got} elements; nnzb * bm * bk = {expected} expected")]
-    ValuesLength { expected: usize, got: usize },
+    ValuesLength {
+        /// The length required, `nnzb * bm * bk` elements.
+        expected: usize,
+        /// The length given, in elements.
+        got: usize,
+    },
     /// A count the kernels index with `i32` (block rows, block columns, `nnzb`) exceeds
     /// `i32::MAX`.
     #[error("{what} = {value} overflows the i32 indices the kernels use")]
-    IndexOverflow { what: &'static str, value: u128 },
+    IndexOverflow {
+        /// Which count (e.g. `"block rows"`, `"nnzb"`).
+        what: &'static str,
+        /// Its value.
+        value: u128,
+    },
     /// A size computed as a product (`what`, e.g. `"m * k"`, `"nnzb * bm * bk"`) does not
     /// fit in `usize`; `value` is its exact value.
     #[error("{what} = {value} overflows usize")]
-    SizeOverflow { what: &'static str, value: u128 },
+    SizeOverflow {
+        /// Which product (e.g. `"m * k"`).
+        what: &'static str,
+        /// Its exact value.
+        value: u128,
+    },
     /// A block mask beyond `max_side` blocks per side or `max_blocks` blocks in all
     /// ([`BlockMask::MAX_SIDE`](crate::BlockMask::MAX_SIDE),
     /// [`BlockMask::MAX_BLOCKS`](crate::BlockMask::MAX_BLOCKS)): refused before anything
@@ -64,18 +117,32 @@ pub enum BsrError {
          {max_blocks} blocks in all"
     )]
     MaskTooLarge {
+        /// Block-rows requested.
         rows: usize,
+        /// Block-columns requested.
         cols: usize,
+        /// The most blocks allowed per side.
         max_side: usize,
+        /// The most blocks allowed in all (`rows * cols`).
         max_blocks: u64,
     },
     /// An allocation of `elements` elements for `what`, sized from the input, failed.
     #[error("could not allocate {elements} elements for {what}")]
-    Allocation { what: &'static str, elements: usize },
+    Allocation {
+        /// What the allocation was for.
+        what: &'static str,
+        /// How many elements (not bytes) were asked for.
+        elements: usize,
+    },
     /// An input slice (dense matrix, mask bits, scores) does not have the length its
     /// shape implies.
     #[error("input has {got} elements; {expected} expected")]
-    InputLength { expected: usize, got: usize },
+    InputLength {
+        /// The length the shape implies, in elements.
+        expected: usize,
+        /// The length given, in elements.
+        got: usize,
+    },
     /// A pattern builder's parameter is out of range (density, top-k, band, period).
     #[error("invalid pattern: {0}")]
     InvalidPattern(String),
@@ -91,15 +158,21 @@ pub enum Error {
     /// Operand shapes disagree (`what` names the dimension).
     #[error("{what}: {got} given, {expected} expected")]
     ShapeMismatch {
+        /// The dimension, and what it must equal (e.g. `"rows of B (= k of A)"`).
         what: &'static str,
+        /// The size required.
         expected: usize,
+        /// The size given.
         got: usize,
     },
     /// A buffer is shorter than its view (shape and leading dimension) needs.
     #[error("{operand}: buffer holds {got} elements, its shape and ld need {needed}")]
     BufferTooSmall {
+        /// The operand: `"B"` or `"C"`.
         operand: &'static str,
+        /// Elements the view needs ([`DenseShape::required_len`](crate::DenseShape::required_len)).
         needed: usize,
+        /// Elements the buffer holds.
         got: usize,
     },
     /// A dense view whose extent (`(outer - 1) * ld + contiguous extent`) overflows
@@ -109,24 +182,34 @@ pub enum Error {
          usize::MAX elements"
     )]
     SizeOverflow {
+        /// The operand: `"B"` or `"C"`.
         operand: &'static str,
+        /// Rows of the view.
         rows: usize,
+        /// Columns of the view.
         cols: usize,
+        /// Leading dimension of the view, in elements.
         ld: usize,
     },
     /// A dense view's leading dimension is below its contiguous extent (or below 1).
     #[error("{operand}: leading dimension {ld} is smaller than {min}")]
     LeadingDimension {
+        /// The operand: `"B"` or `"C"`.
         operand: &'static str,
+        /// The leading dimension given, in elements.
         ld: usize,
+        /// The smallest valid one: the contiguous extent, at least 1.
         min: usize,
     },
     /// The backend takes no kernel for these element types (the GPU ones: f16/bf16 in,
     /// the input type or f32 out).
     #[error("{backend:?} backend does not take {input} inputs with {output} output")]
     UnsupportedTypes {
+        /// The backend requested.
         backend: Backend,
+        /// Element type of A and B.
         input: DType,
+        /// Element type of C.
         output: DType,
     },
     /// Some operands are on the host and others on the device.
@@ -135,11 +218,21 @@ pub enum Error {
     /// The requested backend cannot run where the operands are (e.g. `Cpu` with device
     /// operands, a GPU backend with host operands).
     #[error("{backend:?} backend is not available: {reason}")]
-    BackendUnavailable { backend: Backend, reason: String },
+    BackendUnavailable {
+        /// The backend requested.
+        backend: Backend,
+        /// Why it cannot run.
+        reason: String,
+    },
     /// No kernel of the requested backend (`Auto`: of any backend) runs this valid problem;
     /// `reason` names each family's refusal (the message of the C++ registry, as is).
     #[error("{reason}")]
-    NotSupported { backend: Backend, reason: String },
+    NotSupported {
+        /// The backend requested (possibly `Auto`).
+        backend: Backend,
+        /// Each kernel family's refusal, as the C++ registry words it.
+        reason: String,
+    },
     /// A value the C++ side refused (from its validation or the registry knob
     /// `SPARSEK_VARIANT`), or a size that does not fit the kernels' integer types.
     #[error("invalid argument: {0}")]

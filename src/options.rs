@@ -40,25 +40,32 @@ impl SpmmOptions {
     pub fn new() -> Self {
         Self::default()
     }
+    /// Sets `α`, the scale of `A·B` (default 1).
     pub fn alpha(mut self, alpha: f32) -> Self {
         self.alpha = alpha;
         self
     }
+    /// Sets `β`, the scale of C's old contents (default 0).
+    ///
     /// With `β = 0`, C is write-only: its old contents (even NaN) are never read.
     pub fn beta(mut self, beta: f32) -> Self {
         self.beta = beta;
         self
     }
+    /// Sets the backend (default [`Backend::Auto`]).
     pub fn backend(mut self, backend: Backend) -> Self {
         self.backend = backend;
         self
     }
+    /// The `α` set.
     pub fn get_alpha(&self) -> f32 {
         self.alpha
     }
+    /// The `β` set.
     pub fn get_beta(&self) -> f32 {
         self.beta
     }
+    /// The backend set (`Auto` stays `Auto`; it is resolved per call).
     pub fn get_backend(&self) -> Backend {
         self.backend
     }

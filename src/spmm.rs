@@ -13,7 +13,9 @@ use crate::options::{Backend, SpmmOptions};
 
 /// The sparse operand: a host `BsrMatrix` or a `DeviceBsr`.
 pub enum BsrOperand<'a, T> {
+    /// A matrix in host memory (CPU backend).
     Host(&'a BsrMatrix<T>),
+    /// A matrix in device memory (GPU backends).
     #[cfg(feature = "cuda")]
     Device(&'a DeviceBsr<T>),
 }

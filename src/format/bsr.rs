@@ -21,11 +21,14 @@ use crate::format::{try_grow, try_vec};
 /// product fits `usize`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct BlockShape {
+    /// Rows of a block (`bm`).
     pub rows: usize,
+    /// Columns of a block (`bk`).
     pub cols: usize,
 }
 
 impl BlockShape {
+    /// A `rows x cols` block shape; not validated here.
     pub const fn new(rows: usize, cols: usize) -> Self {
         Self { rows, cols }
     }
@@ -68,8 +71,11 @@ pub struct BsrMatrix<T> {
 /// One block-row: its index, its blocks' columns and their values (blocks back to back).
 #[derive(Debug, Clone, Copy)]
 pub struct BlockRow<'a, T> {
+    /// The block-row's index, in `0..m / bm`.
     pub index: usize,
+    /// Block-columns of its stored blocks, ascending.
     pub col_idx: &'a [i32],
+    /// Its blocks' values, `col_idx.len() * bm * bk` elements, each block row-major.
     pub values: &'a [T],
 }
 
@@ -374,21 +380,27 @@ impl<T: Element> BsrMatrix<T> {
 }
 
 impl<T> BsrMatrix<T> {
+    /// Rows of the matrix (a multiple of `bm`).
     pub fn m(&self) -> usize {
         self.m
     }
+    /// Columns of the matrix (a multiple of `bk`).
     pub fn k(&self) -> usize {
         self.k
     }
+    /// The block shape `bm x bk`.
     pub fn block(&self) -> BlockShape {
         self.block
     }
+    /// Block-row offsets into `col_idx`: `m / bm + 1` entries, from 0 up to `nnzb`.
     pub fn row_ptr(&self) -> &[i32] {
         &self.row_ptr
     }
+    /// Block-column of each stored block (`nnzb` entries), ascending within a block-row.
     pub fn col_idx(&self) -> &[i32] {
         &self.col_idx
     }
+    /// Values of the stored blocks, `nnzb * bm * bk` elements, each block row-major.
     pub fn values(&self) -> &[T] {
         &self.values
     }

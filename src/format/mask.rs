@@ -220,9 +220,11 @@ impl BlockMask {
         Ok(mask)
     }
 
+    /// Block-rows of the grid.
     pub fn rows(&self) -> usize {
         self.rows
     }
+    /// Block-columns of the grid.
     pub fn cols(&self) -> usize {
         self.cols
     }

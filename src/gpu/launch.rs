@@ -117,11 +117,18 @@ fn check(status: sys::FfiStatus, requested: Backend) -> Result<Backend, Error> {
 
 /// The device operands of one `spmm`, validated by `crate::spmm`.
 pub(crate) struct Operands<'a, T, O> {
+    /// The sparse operand A.
     pub a: &'a DeviceBsr<T>,
+    /// B's buffer, holding at least `b_shape.required_len()` elements.
     pub b: &'a CudaSlice<T>,
+    /// B's view: `k x n`, layout and leading dimension.
     pub b_shape: &'a DenseShape,
+    /// C's buffer, holding at least `c_shape.required_len()` elements; its stream runs
+    /// the kernel.
     pub c: &'a mut CudaSlice<O>,
+    /// C's view: `m x n`, layout and leading dimension.
     pub c_shape: &'a DenseShape,
+    /// The epilogue's bias, `m` values, if any.
     pub bias: Option<&'a CudaSlice<T>>,
 }
 

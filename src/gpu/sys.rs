@@ -119,11 +119,17 @@ pub(crate) use ffi::{Activation, Backend, DType, FfiStatus, Layout, SpmmProblem,
 
 /// The device buffers of one problem, all used on `stream`.
 pub(crate) struct SpmmBuffers<'a, T, O> {
+    /// A's block-row offsets (`m / bm + 1` entries).
     pub row_ptr: &'a CudaSlice<i32>,
+    /// A's block-columns (`nnzb` entries, at least 1 allocated).
     pub col_idx: &'a CudaSlice<i32>,
+    /// A's block values (`nnzb * bm * bk` elements, at least 1 allocated).
     pub values: &'a CudaSlice<T>,
+    /// B, read only.
     pub b: &'a CudaSlice<T>,
+    /// C, written (and read when `β != 0`).
     pub c: &'a mut CudaSlice<O>,
+    /// The bias, `m` values, if any (passed as a null pointer otherwise).
     pub bias: Option<&'a CudaSlice<T>>,
 }
 
@@ -184,10 +190,15 @@ pub(crate) fn driver_present() -> bool {
 /// The same buffers, read-only: `select` looks at their addresses (alignment), never at
 /// their contents.
 pub(crate) struct SpmmBufferRefs<'a, T, O> {
+    /// A's block-row offsets.
     pub row_ptr: &'a CudaSlice<i32>,
+    /// A's block-columns.
     pub col_idx: &'a CudaSlice<i32>,
+    /// A's block values.
     pub values: &'a CudaSlice<T>,
+    /// B.
     pub b: &'a CudaSlice<T>,
+    /// C.
     pub c: &'a CudaSlice<O>,
 }
 
