@@ -179,7 +179,7 @@ struct BsrGemm {
       dD = StrideD{ldc, Int<1>{}, batch_c};
       dC = StrideC{ldc, Int<1>{}, batch_c};
     }
-    auto* ptr_c = static_cast<ElementC*>(p.c.data);
+    [[maybe_unused]] auto* ptr_c = static_cast<ElementC*>(p.c.data);
     // bias: null or m values of the input type, 16-byte aligned (Problem), indexed by the
     // row of C: GEMM M in the natural orientation, GEMM N when transposed; no batch (L = 1).
     typename CollectiveEpilogue::Arguments epilogue{};
