@@ -316,6 +316,40 @@ fn auto_picks_the_fastest_available() {
     }
 }
 
+/// Runs the same launch 100 times on device A, B (`k x n`) and a zeroed C (`m x n`), both
+/// of `layout`, and asserts that C is bitwise the same every time.
+fn assert_repeats_bitwise<O: Element>(
+    stream: &Arc<cudarc::driver::CudaStream>,
+    (da, db): (&DeviceBsr<f16>, &cudarc::driver::CudaSlice<f16>),
+    n: usize,
+    layout: Layout,
+    opts: &SpmmOptions,
+) {
+    let (m, k) = (da.m(), da.k());
+    let mut dc = stream.alloc_zeros::<O>(m * n).unwrap();
+    let mut first: Option<Vec<u32>> = None;
+    for run in 0..100 {
+        spmm(
+            da,
+            Dense::device(db, k, n, layout),
+            DenseMut::device(&mut dc, m, n, layout),
+            opts,
+        )
+        .unwrap();
+        // f16/bf16 -> f32 is exact, so the f32 bits tell every output bit apart.
+        let bits: Vec<u32> = stream
+            .clone_dtoh(&dc)
+            .unwrap()
+            .iter()
+            .map(|v| v.to_f32().to_bits())
+            .collect();
+        match &first {
+            None => first = Some(bits),
+            Some(f) => assert!(*f == bits, "n {n}: run {run} differs from run 0"),
+        }
+    }
+}
+
 /// The same launch 100 times gives bitwise the same C.
 fn determinism(test: &str, backend: Backend, block: BlockShape) {
     let Some(ctx) = device(test) else { return };
@@ -334,33 +368,13 @@ fn determinism(test: &str, backend: Backend, block: BlockShape) {
     .unwrap();
     let a =
         BsrMatrix::from_block_mask(&mask, block, |_, _| common::nonzero::<f16>(&mut rng)).unwrap();
-    let (m, k, n) = (a.m(), a.k(), 1024);
+    let n = 1024;
     let da = DeviceBsr::upload(&a, &stream).unwrap();
     let db = stream
-        .clone_htod(&random_vec::<f16>(k * n, &mut rng))
+        .clone_htod(&random_vec::<f16>(a.k() * n, &mut rng))
         .unwrap();
-    let mut dc = stream.alloc_zeros::<f16>(m * n).unwrap();
     let opts = SpmmOptions::new().backend(backend);
-    let mut first: Option<Vec<u16>> = None;
-    for run in 0..100 {
-        spmm(
-            &da,
-            Dense::device(&db, k, n, Layout::RowMajor),
-            DenseMut::device(&mut dc, m, n, Layout::RowMajor),
-            &opts,
-        )
-        .unwrap();
-        let bits: Vec<u16> = stream
-            .clone_dtoh(&dc)
-            .unwrap()
-            .iter()
-            .map(|v| v.to_bits())
-            .collect();
-        match &first {
-            None => first = Some(bits),
-            Some(f) => assert!(*f == bits, "run {run} differs from run 0"),
-        }
-    }
+    assert_repeats_bitwise::<f16>(&stream, (&da, &db), n, Layout::RowMajor, &opts);
     println!("{test}: 100 runs bitwise identical");
 }
 
@@ -622,33 +636,12 @@ fn decode_is_deterministic() {
         let mask = BlockMask::random_per_row(4096 / 64, 4096 / 64, 32, &mut rng).unwrap();
         let a = BsrMatrix::from_block_mask(&mask, block, |_, _| common::nonzero::<f16>(&mut rng))
             .unwrap();
-        let (m, k) = (a.m(), a.k());
         let da = DeviceBsr::upload(&a, &stream).unwrap();
         let db = stream
-            .clone_htod(&random_vec::<f16>(k * n, &mut rng))
+            .clone_htod(&random_vec::<f16>(a.k() * n, &mut rng))
             .unwrap();
-        let mut dc = stream.alloc_zeros::<f32>(m * n).unwrap();
         let opts = SpmmOptions::new().backend(Backend::Decode);
-        let mut first: Option<Vec<u32>> = None;
-        for run in 0..100 {
-            spmm(
-                &da,
-                Dense::device(&db, k, n, Layout::ColMajor),
-                DenseMut::device(&mut dc, m, n, Layout::ColMajor),
-                &opts,
-            )
-            .unwrap();
-            let bits: Vec<u32> = stream
-                .clone_dtoh(&dc)
-                .unwrap()
-                .iter()
-                .map(|v| v.to_bits())
-                .collect();
-            match &first {
-                None => first = Some(bits),
-                Some(f) => assert!(*f == bits, "n {n}: run {run} differs from run 0"),
-            }
-        }
+        assert_repeats_bitwise::<f32>(&stream, (&da, &db), n, Layout::ColMajor, &opts);
     }
     println!("decode_is_deterministic: 100 runs bitwise identical for n = 1, 16, 64");
 }
