@@ -1,11 +1,25 @@
-//! All of sparsek's build logic. Without the `cuda` feature this does nothing. With it:
-//! find nvcc and CUTLASS, compile every source listed in cpp/sources.txt with the flags
-//! in cpp/nvcc_flags.txt (the same list the CMake build reads), archive them into
-//! libsparsek_kernels.a, compile the cxx bridge, and link the static CUDA runtime.
+//! All of sparsek's build logic. Always: the README's Rust examples for the doctests
+//! (`buildscript/readme.rs`). With the `cuda` feature: find nvcc and CUTLASS (or install
+//! the pinned toolchain, `buildscript/provision.rs`), compile every source listed in
+//! cpp/sources.txt with the flags in cpp/nvcc_flags.txt (the same list the CMake build
+//! reads), archive them into libsparsek_kernels.a, compile the cxx bridge, and link the
+//! static CUDA runtime.
+
+#[path = "buildscript/readme.rs"]
+mod readme;
+
+#[cfg(feature = "cuda")]
+#[path = "buildscript/provision.rs"]
+mod provision;
+#[cfg(feature = "cuda")]
+#[path = "buildscript/shared_objects.rs"]
+mod shared_objects;
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=buildscript");
     println!("cargo:rerun-if-env-changed=DOCS_RS");
+    readme::write_doctest_copy();
     // docs.rs has no CUDA: the documentation needs no kernels.
     #[cfg(feature = "cuda")]
     if std::env::var_os("DOCS_RS").is_none() {
@@ -21,7 +35,10 @@ mod cuda {
     use std::process::Command;
     use std::time::SystemTime;
 
-    const SETUP_HINT: &str = "run `third_party/setup.sh` (installs nvcc 13.0 and CUTLASS 4.2 from PyPI into third_party/)";
+    use super::provision;
+    use super::shared_objects::{self, Hashes, Normalizer};
+
+    const SETUP_HINT: &str = "build.rs installs the pinned toolchain (third_party/wheels.txt) itself unless SPARSEK_NO_PROVISION is set; or run `third_party/setup.sh`, or set NVCC (or CUDA_HOME) and CUTLASS_DIR";
     const DEFAULT_ARCHS: &str = "90a,80";
 
     fn fail(msg: String) -> ! {
@@ -33,54 +50,90 @@ mod cuda {
         PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
     }
 
-    /// nvcc: $NVCC, then $CUDA_HOME/$CUDA_PATH, then PATH, then third_party/.
-    fn find_nvcc(root: &Path) -> PathBuf {
-        for var in ["NVCC", "CUDA_HOME", "CUDA_PATH"] {
+    /// nvcc given explicitly: $NVCC, then $CUDA_HOME/$CUDA_PATH, then PATH.
+    fn explicit_nvcc() -> Option<PathBuf> {
+        for var in ["NVCC", "CUDA_HOME", "CUDA_PATH", "PATH"] {
             println!("cargo:rerun-if-env-changed={var}");
         }
         if let Ok(p) = env::var("NVCC") {
-            return PathBuf::from(p);
+            return Some(PathBuf::from(p));
         }
         for var in ["CUDA_HOME", "CUDA_PATH"] {
             if let Ok(home) = env::var(var) {
                 let p = Path::new(&home).join("bin/nvcc");
                 if p.is_file() {
-                    return p;
+                    return Some(p);
                 }
             }
         }
-        if let Some(paths) = env::var_os("PATH") {
-            for dir in env::split_paths(&paths) {
-                let p = dir.join("nvcc");
-                if p.is_file() {
-                    return p;
-                }
-            }
-        }
-        let p = root.join("third_party/py/nvidia/cu13/bin/nvcc");
-        if p.is_file() {
-            return p;
-        }
-        fail(format!(
-            "nvcc not found (NVCC, CUDA_HOME, CUDA_PATH, PATH, third_party/): {SETUP_HINT}"
-        ))
+        let paths = env::var_os("PATH")?;
+        env::split_paths(&paths)
+            .map(|dir| dir.join("nvcc"))
+            .find(|p| p.is_file())
     }
 
-    /// CUTLASS include dirs: $CUTLASS_DIR (a 4.3+ checkout), then third_party/.
-    fn find_cutlass(root: &Path) -> Vec<PathBuf> {
+    /// The toolchain: nvcc, the CUTLASS source dir (a 4.2+ checkout or the wheel's), and
+    /// the pip toolchain directory they come from, if they do.
+    struct Toolchain {
+        nvcc: PathBuf,
+        cutlass: PathBuf,
+        py: Option<PathBuf>,
+    }
+
+    /// nvcc and CUTLASS: what NVCC/CUDA_HOME/CUDA_PATH/PATH and CUTLASS_DIR give; the
+    /// rest from third_party/py when `third_party/setup.sh` ran, else from the toolchain
+    /// cache, installed there first if needed (buildscript/provision.rs).
+    fn find_toolchain(root: &Path) -> Toolchain {
         println!("cargo:rerun-if-env-changed=CUTLASS_DIR");
-        let base = match env::var("CUTLASS_DIR") {
-            Ok(d) => PathBuf::from(d),
-            Err(_) => root.join("third_party/py/cutlass_library/source"),
+        let nvcc = explicit_nvcc();
+        let cutlass = env::var_os("CUTLASS_DIR").map(PathBuf::from);
+        if let (Some(nvcc), Some(cutlass)) = (&nvcc, &cutlass) {
+            return Toolchain {
+                nvcc: nvcc.clone(),
+                cutlass: cutlass.clone(),
+                py: None,
+            };
+        }
+        let third_party = root.join("third_party/py");
+        let py = if provision::has_toolchain(&third_party) {
+            third_party
+        } else {
+            let missing = match (&nvcc, &cutlass) {
+                (None, None) => "no nvcc and no CUTLASS found",
+                (None, Some(_)) => "no nvcc found",
+                _ => "no CUTLASS found (CUTLASS_DIR unset)",
+            };
+            let why = format!(
+                "{missing} (NVCC, CUDA_HOME, CUDA_PATH, PATH, CUTLASS_DIR, third_party/py)"
+            );
+            provision::toolchain(root, &why).unwrap_or_else(|e| fail(e))
         };
+        Toolchain {
+            nvcc: nvcc.unwrap_or_else(|| provision::nvcc_in(&py)),
+            cutlass: cutlass.unwrap_or_else(|| provision::cutlass_in(&py)),
+            py: Some(py),
+        }
+    }
+
+    /// CUTLASS include dirs of a CUTLASS source dir.
+    fn cutlass_includes(base: &Path) -> Vec<PathBuf> {
         let inc = base.join("include");
         if !inc.join("cutlass/cutlass.h").is_file() {
             fail(format!(
-                "CUTLASS headers not found at {}: {SETUP_HINT}, or set CUTLASS_DIR",
+                "CUTLASS headers not found at {}: {SETUP_HINT}",
                 inc.display()
             ));
         }
         vec![inc, base.join("tools/util/include")]
+    }
+
+    /// What `nvcc --version` prints (part of the key of shared objects), or "".
+    fn nvcc_version(nvcc: &Path) -> String {
+        Command::new(nvcc)
+            .arg("--version")
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
     }
 
     /// Non-empty, non-comment lines of a file in cpp/.
@@ -130,6 +183,8 @@ mod cuda {
         obj: PathBuf,
         dep: PathBuf,
         stamp: PathBuf,
+        /// Its manifest for other checkouts (buildscript/shared_objects.rs).
+        manifest: PathBuf,
         args: Vec<String>,
         cmd_line: String,
     }
@@ -196,11 +251,27 @@ mod cuda {
     /// Runs nvcc for every stale job, `jobs` at a time (the CUTLASS units are memory- and
     /// CPU-hungry; cargo's NUM_JOBS is the budget). Objects are written under a temporary
     /// name and renamed, so concurrent builds sharing the cache never see half an object.
-    fn compile(nvcc: &Path, jobs: Vec<Job>) {
-        let stale: Vec<Job> = jobs
-            .into_iter()
-            .filter(|j| !is_fresh(&j.obj, &j.dep, &j.stamp, &j.cmd_line))
-            .collect();
+    /// A stale object that another checkout compiled from the same contents is copied
+    /// instead (buildscript/shared_objects.rs), and every fresh object is recorded so.
+    fn compile(nvcc: &Path, jobs: Vec<Job>, norm: &Normalizer) {
+        let mut hashes = Hashes::default();
+        let mut stale = Vec::new();
+        for job in jobs {
+            let target = shared_objects::Target {
+                obj: &job.obj,
+                dep: &job.dep,
+                stamp: &job.stamp,
+                cmd_line: &job.cmd_line,
+            };
+            if is_fresh(&job.obj, &job.dep, &job.stamp, &job.cmd_line) {
+                let m = &job.manifest;
+                shared_objects::record(m, &job.obj, &job.dep, false, norm, &mut hashes);
+            } else if shared_objects::reuse(&job.manifest, &target, norm, &mut hashes) {
+                eprintln!("nvcc: {} (reused, compiled by another checkout)", job.src);
+            } else {
+                stale.push(job);
+            }
+        }
         let parallel = env::var("NUM_JOBS")
             .ok()
             .and_then(|n| n.parse::<usize>().ok())
@@ -242,12 +313,21 @@ mod cuda {
         if !failures.is_empty() {
             fail(format!("nvcc failed on {}", failures.join(", ")));
         }
+        // Compiled from the files as they are now (unless one changed meanwhile): record.
+        let mut hashes = Hashes::default();
+        for job in &stale {
+            if is_fresh(&job.obj, &job.dep, &job.stamp, &job.cmd_line) {
+                let m = &job.manifest;
+                shared_objects::record(m, &job.obj, &job.dep, true, norm, &mut hashes);
+            }
+        }
     }
 
     pub fn build() {
         let root = manifest_dir();
         let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
-        let nvcc = find_nvcc(&root);
+        let toolchain = find_toolchain(&root);
+        let nvcc = toolchain.nvcc.clone();
         let cuda_root = nvcc
             .parent()
             .and_then(Path::parent)
@@ -264,7 +344,9 @@ mod cuda {
                     cuda_root.display()
                 ))
             });
-        let cutlass = find_cutlass(&root);
+        let cutlass = cutlass_includes(&toolchain.cutlass);
+        let norm = Normalizer::new(&root, toolchain.py.as_deref());
+        let version = nvcc_version(&nvcc);
 
         println!("cargo:rerun-if-env-changed=SPARSEK_CUDA_ARCHS");
         let archs_env =
@@ -323,12 +405,13 @@ mod cuda {
                 obj: obj_dir.join(format!("{stem}.o")),
                 dep: obj_dir.join(format!("{stem}.d")),
                 stamp: obj_dir.join(format!("{stem}.cmd")),
+                manifest: shared_objects::manifest_path(&obj_dir, src, &cmd_line, &version, &norm),
                 args,
                 cmd_line,
             });
         }
         let objects: Vec<PathBuf> = jobs.iter().map(|j| j.obj.clone()).collect();
-        compile(&nvcc, jobs);
+        compile(&nvcc, jobs, &norm);
 
         let lib = out.join("libsparsek_kernels.a");
         let _ = fs::remove_file(&lib);

@@ -19,6 +19,7 @@ case "${1:-test}" in
   test)
     fail=0
     "$here/gpu_tests" --test-threads=1 --nocapture || fail=1
+    "$here/device_bsr_tests" --test-threads=1 --nocapture || fail=1
     "$here/quickstart" || fail=1
     "$here/quickstart_cpp" || fail=1
     "$here/spmm_check" --suite || fail=1
@@ -42,7 +43,7 @@ case "${1:-test}" in
     # A representative subset: small sweeps keep the sanitizers' slowdown bearable.
     for tool in memcheck racecheck; do
       compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/gpu_tests" --test-threads=1 \
-        skewed_pattern device_errors decode_sanitized || fail=1
+        skewed_pattern device_errors decode_sanitized any_block_sanitized || fail=1
       compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/cpp_index_check" || fail=1
     done
     exit $fail

@@ -127,13 +127,45 @@ impl<T> StorageMut<'_, T> {
     }
 }
 
-/// A read-only dense matrix (the `B` operand).
+/// A read-only dense matrix (the `B` operand): a view of a host slice ([`Dense::host`])
+/// or, with the `cuda` feature, of a cudarc device buffer (`Dense::device`). It holds no
+/// data; `spmm` checks that the buffer covers the view.
+///
+/// ```
+/// use sparsek::{Dense, DenseShape, Layout};
+///
+/// // The left 3 columns of a row-major 2 x 4 matrix: a 2 x 3 view with leading dimension 4.
+/// let data = [1.0f32, 2.0, 3.0, 0.0, 4.0, 5.0, 6.0, 0.0];
+/// let b = Dense::host(&data, 2, 3, Layout::RowMajor).with_ld(4);
+/// assert_eq!(b.shape(), DenseShape { rows: 2, cols: 3, layout: Layout::RowMajor, ld: 4 });
+/// assert_eq!(b.shape().required_len(), Some(7));
+/// ```
 pub struct Dense<'a, T> {
     pub(crate) data: Storage<'a, T>,
     pub(crate) shape: DenseShape,
 }
 
-/// A writable dense matrix (the `C` operand).
+/// A writable dense matrix (the `C` operand): a mutable view of a host slice
+/// ([`DenseMut::host`]) or, with the `cuda` feature, of a cudarc device buffer
+/// (`DenseMut::device`).
+///
+/// A linear layer's output `y` (`batch x out`, row-major) is `yᵀ` column-major, so it is
+/// passed as it is (see the [module docs](crate::dense)):
+///
+/// ```
+/// use sparsek::{f16, spmm, BlockMask, BlockShape, BsrMatrix, Dense, DenseMut, Layout, SpmmOptions};
+///
+/// let (batch, inp, out) = (3, 64, 32);
+/// let w = BsrMatrix::from_block_mask(&BlockMask::from_fn(1, 2, |_, c| c == 1)?, BlockShape::new(32, 32),
+///                                    |_, _| f16::from_f32(0.5))?;
+/// let x = vec![f16::from_f32(1.0); batch * inp];     // batch x in, row-major
+/// let mut y = vec![0f32; batch * out];               // batch x out, row-major
+/// // y = x·Wᵀ  <=>  yᵀ = W·xᵀ, with xᵀ and yᵀ column-major.
+/// spmm(&w, Dense::host(&x, inp, batch, Layout::ColMajor),
+///      DenseMut::host(&mut y, out, batch, Layout::ColMajor), &SpmmOptions::new())?;
+/// assert!(y.iter().all(|&v| v == 16.0));             // 32 inputs of 1 times 0.5
+/// # Ok::<(), sparsek::Error>(())
+/// ```
 pub struct DenseMut<'a, T> {
     pub(crate) data: StorageMut<'a, T>,
     pub(crate) shape: DenseShape,

@@ -146,6 +146,38 @@ pub enum BsrError {
     /// A pattern builder's parameter is out of range (density, top-k, band, period).
     #[error("invalid pattern: {0}")]
     InvalidPattern(String),
+    /// Arrays that must agree in length do not (`what` names the array and what it must
+    /// match, e.g. `"COO cols (= rows)"`, `"CSR row_ptr (m + 1)"`).
+    #[error("{what} has {got} entries; {expected} expected")]
+    LengthMismatch {
+        /// The array, and what its length must equal.
+        what: &'static str,
+        /// The length required.
+        expected: usize,
+        /// The length given.
+        got: usize,
+    },
+    /// A CSR `row_ptr` does not start at 0, decreases, or does not end at the number of
+    /// entries.
+    #[error("CSR row_ptr is ragged at entry {index}: {detail}")]
+    CsrRowPtr {
+        /// The offending entry of `row_ptr`.
+        index: usize,
+        /// What is wrong there, in words.
+        detail: String,
+    },
+    /// A CSR or COO entry's row or column index is negative or not below `m` (or `k`).
+    #[error("entry {entry}: {axis} index {index} is outside 0..{bound}")]
+    EntryOutOfRange {
+        /// The entry's position in the input arrays.
+        entry: usize,
+        /// Which index: `"row"` or `"column"`.
+        axis: &'static str,
+        /// The index as given (`i128::MAX` stands for one beyond `i128`).
+        index: i128,
+        /// The number of rows (`m`) or columns (`k`).
+        bound: usize,
+    },
 }
 
 /// Any error of sparsek's operations.

@@ -28,6 +28,14 @@
 //! )?;
 //! # Ok::<(), sparsek::Error>(())
 //! ```
+//!
+//! Other entry points: [`BsrMatrix::from_csr`] and [`from_coo`](BsrMatrix::from_coo) for
+//! matrices from elsewhere, [`SparseLinear`] for a pruned linear layer, and with the `cuda`
+//! feature `DeviceBsr` and `gpu` (device operands; memory and streams are
+//! [`cudarc`](https://docs.rs/cudarc)'s, re-exported as `sparsek::cudarc` so the versions
+//! match). The random pattern builders take the `rand` crate sparsek re-exports as
+//! [`sparsek::rand`](rand), whatever `rand` your crate uses.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 // Module order is dependency order: each module uses only those above it.
 mod cpu;
@@ -56,3 +64,18 @@ pub use spmm::{spmm, spmm_fused, BsrOperand};
 
 /// Whether this build has the GPU backends (the `cuda` feature).
 pub const HAS_CUDA: bool = cfg!(feature = "cuda");
+
+/// The `rand` sparsek's random pattern builders take (`BlockMask::random`, ...): use it
+/// for their generator, so its version always matches.
+pub use rand;
+
+/// The `cudarc` sparsek's device types are built on (`CudaContext`, `CudaStream`,
+/// `CudaSlice`): use it, so its version and features always match.
+#[cfg(feature = "cuda")]
+pub use cudarc;
+
+// The README's Rust examples, compiled as doctests (build.rs writes the copy; the blocks
+// that need the `cuda` feature are marked `ignore` when it is off).
+#[cfg(doctest)]
+#[doc = include_str!(concat!(env!("OUT_DIR"), "/README.doctest.md"))]
+pub struct ReadmeDoctests;

@@ -18,6 +18,15 @@ pub enum Backend {
 }
 
 /// Scalars and backend of one `spmm`: `SpmmOptions::new().alpha(2.0).beta(1.0)`.
+///
+/// ```
+/// use sparsek::{Backend, SpmmOptions};
+///
+/// let o = SpmmOptions::new().alpha(2.0).beta(1.0).backend(Backend::Cpu);
+/// assert_eq!((o.get_alpha(), o.get_beta(), o.get_backend()), (2.0, 1.0, Backend::Cpu));
+/// // The default: C = A·B, the backend chosen per call.
+/// assert_eq!(SpmmOptions::default(), SpmmOptions::new().alpha(1.0).beta(0.0).backend(Backend::Auto));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SpmmOptions {
     pub(crate) alpha: f32,

@@ -125,6 +125,25 @@ pub(crate) fn check_gpu_types<T: Element, O: Element>(backend: Backend) -> Resul
 /// `Dense::device`) run on a GPU backend, enqueued on `C`'s stream (the call returns
 /// once the work is enqueued). Every check runs before anything is launched or written;
 /// on error `C` is untouched.
+///
+/// ```
+/// use sparsek::{bf16, spmm, BlockShape, BsrMatrix, Dense, DenseMut, Error, Layout, SpmmOptions};
+///
+/// // A = [[1, 0], [0, 2]] as 1 x 1 blocks; B = [[1, 2], [3, 4]]; C starts at all ones.
+/// let a = BsrMatrix::from_dense(&[1.0, 0.0, 0.0, 2.0].map(bf16::from_f32), 2, 2, BlockShape::new(1, 1))?;
+/// let b = [1.0, 2.0, 3.0, 4.0].map(bf16::from_f32);
+/// let mut c = [1.0f32; 4];
+/// // C = 1·A·B + 0.5·C, accumulated in f32, written as f32.
+/// spmm(&a, Dense::host(&b, 2, 2, Layout::RowMajor), DenseMut::host(&mut c, 2, 2, Layout::RowMajor),
+///      &SpmmOptions::new().beta(0.5))?;
+/// assert_eq!(c, [1.5, 2.5, 6.5, 8.5]);
+///
+/// // Shapes are checked before anything runs: B must have k = 2 rows.
+/// let e = spmm(&a, Dense::host(&b, 1, 4, Layout::RowMajor), DenseMut::host(&mut c, 2, 4, Layout::RowMajor),
+///              &SpmmOptions::new());
+/// assert!(matches!(e, Err(Error::ShapeMismatch { .. })));
+/// # Ok::<(), Error>(())
+/// ```
 pub fn spmm<'a, T: Element, O: Element>(
     a: impl Into<BsrOperand<'a, T>>,
     b: Dense<'_, T>,

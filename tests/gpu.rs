@@ -230,15 +230,10 @@ fn sweep(test: &str, backend: Backend, blocks: &[BlockShape]) {
     let Some(ctx) = device(test) else { return };
     let mut rng = StdRng::seed_from_u64(seed());
     let list = cases(backend, blocks, &mut rng);
-    // The Hopper path instantiates same-type outputs only (f32 output goes to WMMA).
-    let combos: &[usize] = if backend == Backend::Cutlass {
-        &[1, 3]
-    } else {
-        &[0, 1, 2, 3]
-    };
     for (idx, case) in list.iter().enumerate() {
-        // Alternate input types and outputs so every combination is covered.
-        match combos[idx % combos.len()] {
+        // Alternate input types and outputs so every combination is covered (on the Hopper
+        // path, f32 output runs on the any-block rows).
+        match idx % 4 {
             0 => check_case::<f16, f32>(&ctx, case, &mut rng),
             1 => check_case::<f16, f16>(&ctx, case, &mut rng),
             2 => check_case::<bf16, f32>(&ctx, case, &mut rng),
@@ -283,7 +278,101 @@ fn cutlass_matches_reference() {
     );
 }
 
-/// Auto resolves to the Hopper path on sm_90 for its shapes, to WMMA for small blocks.
+/// Blocks the Hopper path runs through its any-block rows (sm90/direct_epilogue.hpp): every
+/// bm up to 256, zero-padded to the row's tile, and bk a multiple of 16; odd ones included.
+fn any_blocks() -> Vec<BlockShape> {
+    [
+        (16, 16),
+        (32, 32),
+        (24, 48),
+        (48, 80),
+        (64, 112),
+        (112, 64),
+        (128, 112),
+        (96, 32),
+        (144, 16),
+        (176, 48),
+        (256, 256),
+        (8, 16),
+    ]
+    .iter()
+    .map(|&(r, c)| BlockShape::new(r, c))
+    .collect()
+}
+
+#[test]
+fn cutlass_any_block_matches_reference() {
+    let test = "cutlass_any_block_matches_reference";
+    let Some(ctx) = device(test) else { return };
+    if !is_hopper(&ctx) {
+        println!("SKIPPED {test}: not an sm_90 device");
+        return;
+    }
+    let mut rng = StdRng::seed_from_u64(seed());
+    let mut list = cases(Backend::Cutlass, &any_blocks(), &mut rng);
+    for (i, case) in list.iter_mut().enumerate() {
+        // The any-block rows take the epilogue in every layout: some cases ask for it.
+        if i % 3 == 0 {
+            case.bias = true;
+            case.activation = [Activation::Relu, Activation::GeluTanh, Activation::Silu][i % 9 / 3];
+        }
+        case.ld_pad = if i % 4 == 1 { 8 } else { 0 };
+    }
+    // Odd and tiny n: column-major B needs no n alignment on this path.
+    for (i, n) in [1, 7, 33, 130].into_iter().enumerate() {
+        let mut case = list[i * 7];
+        case.n = n;
+        case.b_layout = Layout::ColMajor;
+        case.c_layout = common::layouts()[i % 2];
+        case.ld_pad = 8 * (i % 2);
+        list.push(case);
+    }
+    for (idx, case) in list.iter().enumerate() {
+        match idx % 4 {
+            0 => check_case::<f16, f32>(&ctx, case, &mut rng),
+            1 => check_case::<f16, f16>(&ctx, case, &mut rng),
+            2 => check_case::<bf16, f32>(&ctx, case, &mut rng),
+            _ => check_case::<bf16, bf16>(&ctx, case, &mut rng),
+        }
+    }
+    println!("{test}: {} cases passed", list.len());
+}
+
+/// A few any-block cases, small enough for compute-sanitizer (run.sh sanitize): padded bm
+/// in both orientations, f32 and input-type output, bias, β ≠ 0, padded ld.
+#[test]
+fn any_block_sanitized() {
+    let test = "any_block_sanitized";
+    let Some(ctx) = device(test) else { return };
+    if !is_hopper(&ctx) {
+        println!("SKIPPED {test}: not an sm_90 device");
+        return;
+    }
+    let mut rng = StdRng::seed_from_u64(seed());
+    let mut list = cases(
+        Backend::Cutlass,
+        &[BlockShape::new(24, 48), BlockShape::new(144, 16)],
+        &mut rng,
+    );
+    list.truncate(7);
+    for (i, case) in list.iter_mut().enumerate() {
+        case.block_rows = 5;
+        case.block_cols = 4;
+        case.n = [40, 72, 264][i % 3];
+        case.bias = i % 2 == 0;
+        case.ld_pad = 8 * (i % 2);
+    }
+    for (idx, case) in list.iter().enumerate() {
+        if idx % 2 == 0 {
+            check_case::<f16, f32>(&ctx, case, &mut rng)
+        } else {
+            check_case::<bf16, bf16>(&ctx, case, &mut rng)
+        }
+    }
+    println!("{test}: {} cases passed", list.len());
+}
+
+/// Auto resolves to the Hopper path on sm_90 for every block shape it runs, to WMMA elsewhere.
 #[test]
 fn auto_picks_the_fastest_available() {
     let Some(ctx) = device("auto_picks_the_fastest_available") else {
@@ -291,7 +380,7 @@ fn auto_picks_the_fastest_available() {
     };
     let stream = ctx.default_stream();
     let mut rng = StdRng::seed_from_u64(seed());
-    for (bs, want_hopper) in [(16, false), (32, false), (64, true), (128, true)] {
+    for (bs, want_hopper) in [(16, true), (32, true), (64, true), (128, true)] {
         let a = common::random_bsr::<f16>(
             PatternKind::Random(0.5),
             4,
@@ -389,11 +478,14 @@ fn wmma_is_deterministic() {
 
 #[test]
 fn cutlass_is_deterministic() {
-    determinism(
-        "cutlass_is_deterministic",
-        Backend::Cutlass,
-        BlockShape::new(128, 128),
-    );
+    // The TMA-epilogue rows (128x128) and the any-block rows (32x32, 112-high blocks).
+    for (r, c) in [(128, 128), (32, 32), (112, 48)] {
+        determinism(
+            "cutlass_is_deterministic",
+            Backend::Cutlass,
+            BlockShape::new(r, c),
+        );
+    }
 }
 
 /// A few full block-rows among sparse ones.
@@ -501,12 +593,12 @@ fn device_errors_launch_nothing() {
     )
     .unwrap_err();
     assert!(matches!(e, Error::NotSupported { .. }), "{e}");
-    // CUTLASS on a block shape it has no instantiation for.
-    let a32 = common::random_bsr::<f16>(PatternKind::Full, 2, 2, BlockShape::new(32, 32), &mut rng);
+    // CUTLASS on a block shape it cannot run (bk not a multiple of 16).
+    let a32 = common::random_bsr::<f16>(PatternKind::Full, 2, 2, BlockShape::new(32, 24), &mut rng);
     let da32 = DeviceBsr::upload(&a32, &stream).unwrap();
     let e = spmm(
         &da32,
-        Dense::device(&db, 64, 64, Layout::RowMajor),
+        Dense::device(&db, 48, 64, Layout::RowMajor),
         DenseMut::device(&mut dc, 64, 64, Layout::RowMajor),
         &SpmmOptions::new().backend(Backend::Cutlass),
     )
@@ -672,9 +764,10 @@ fn epilogue_on_every_family() {
                 block: BlockShape::new(side, side),
                 kind: PatternKind::Random(0.5),
                 n: if backend == Backend::Decode { 24 } else { 264 },
-                // The Hopper family fuses the epilogue in the layout of y = x·Wᵀ only.
+                // Hopper: j = 0, 1 take the fused TMA-epilogue rows (column-major B and C,
+                // the layout of y = x·Wᵀ); j = 2 writes f32 through an any-block row.
                 b_layout: if backend == Backend::Cutlass {
-                    Layout::ColMajor
+                    [Layout::ColMajor, Layout::ColMajor, Layout::RowMajor][j]
                 } else {
                     common::layouts()[(i + j) % 2]
                 },
@@ -692,8 +785,7 @@ fn epilogue_on_every_family() {
             };
             match (j, backend) {
                 (0, _) => check_case::<f16, f16>(&ctx, &case, &mut rng),
-                // The Hopper family writes the input type only.
-                (_, Backend::Cutlass) => check_case::<bf16, bf16>(&ctx, &case, &mut rng),
+                (1, Backend::Cutlass) => check_case::<bf16, bf16>(&ctx, &case, &mut rng),
                 _ => check_case::<bf16, f32>(&ctx, &case, &mut rng),
             }
             ran += 1;

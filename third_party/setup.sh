@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs the CUDA 13.0 compiler, the CUTLASS headers and CMake from PyPI wheels into
-# third_party/py (git-ignored). Idempotent: a second run checks the stamp and returns.
+# Installs the CUDA 13.0 compiler, the CUTLASS headers and CMake from PyPI wheels
+# (third_party/wheels.txt) into third_party/py (git-ignored). Idempotent: a second run
+# checks the stamp and returns. For CMake users and CI; cargo builds need none of it
+# (build.rs installs what it needs into its own cache when nothing else is found).
 #
 #   third_party/setup.sh          # install (or verify) the pinned toolchain
 #
@@ -11,16 +13,9 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 dest="$here/py"
 
-# Pinned: the versions the project was checked with (CUDA 13.0 U2, CUTLASS 4.2).
-pkgs=(
-  nvidia-cuda-nvcc==13.0.88
-  nvidia-nvvm==13.0.88
-  nvidia-cuda-runtime==13.0.96
-  nvidia-cuda-crt==13.0.88
-  nvidia-cuda-cccl==13.0.85
-  nvidia-cutlass==4.2.0.0
-  cmake==3.31.6
-)
+# Pinned: third_party/wheels.txt (the one list; build.rs reads it too), every line.
+mapfile -t pkgs < <(sed 's/#.*//' "$here/wheels.txt" | awk 'NF { print $1 }')
+(( ${#pkgs[@]} > 0 )) || { echo "sparsek setup: $here/wheels.txt lists no wheel" >&2; exit 1; }
 stamp="$dest/.sparsek-setup-$(printf '%s\n' "${pkgs[@]}" | sha256sum | cut -c1-16)"
 
 if [[ -f "$stamp" && -x "$dest/nvidia/cu13/bin/nvcc" ]]; then

@@ -21,6 +21,7 @@ use sparsek::{
 };
 
 use crate::ceilings;
+use crate::roofline::Problem;
 
 /// Bytes of weights every timed loop cycles through (3× an H100's 50 MB L2).
 const CYCLE_BYTES: usize = 160 << 20;
@@ -225,7 +226,18 @@ pub fn run(args: &[String], flag: impl Fn(&str) -> Option<String>) -> Result<Dec
                         block: format!("{block}"),
                         density,
                         n,
-                        bytes: (a_bytes + in_f * n * 2 + out_f * n * 2) as f64,
+                        bytes: Problem {
+                            m: out_f,
+                            n,
+                            k: in_f,
+                            bm,
+                            bk,
+                            nnzb: a.nnz_blocks(),
+                            in_bytes: 2,
+                            out_bytes: 2,
+                            reads_c: false,
+                        }
+                        .hbm_bytes(),
                         auto_us,
                         auto_backend: backend_name(picked).to_string(),
                         families_us,

@@ -1,7 +1,9 @@
 //! Shared pieces of sparsek's benchmarks (`benches/spmm.rs`) and report
-//! (`src/bin/bench_report.rs`): the plot font and, with `cuda`, the dense baselines.
+//! (`src/bin/bench_report.rs`): the plot font, the roofline arithmetic and, with `cuda`,
+//! the dense baselines and the bandwidth ceilings.
 
 pub mod plot_font;
+pub mod roofline;
 
 #[cfg(feature = "cuda")]
 pub mod baseline;

@@ -90,6 +90,7 @@
 
 #include "decode/configs.hpp"
 #include "decode/launch.hpp"
+#include "activation.cuh"
 #include "problem.hpp"
 
 namespace sparsek::detail {
@@ -248,16 +249,7 @@ __device__ __forceinline__ float from_f32<float>(float v) {
 
 template <int kAct>
 __device__ __forceinline__ float activate(float x) {
-  if constexpr (kAct == static_cast<int>(Activation::Relu)) {
-    return fmaxf(x, 0.0f);
-  } else if constexpr (kAct == static_cast<int>(Activation::GeluTanh)) {
-    const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);  // sqrt(2/pi) * (x + 0.044715 x^3)
-    return 0.5f * x * (1.0f + tanhf(u));
-  } else if constexpr (kAct == static_cast<int>(Activation::Silu)) {
-    return x / (1.0f + expf(-x));
-  } else {
-    return x;
-  }
+  return detail::activate(x, kAct);  // kAct is a constant: the switch folds away
 }
 
 // The epilogue over `rows` x n reduced values (res: row-major, `ldr` floats per row; its

@@ -7,18 +7,22 @@
 // Columns:
 //   name         unique across families; SPARSEK_VARIANT=<name> forces the row
 //                (cpp/registry.hpp). sm90_<input>_bm<bm>_b<row|col>_c<row|col>, and for a
-//                tuning candidate _<tile_m>x<tile_n> (a `t` prefix when transposed).
-//   input        A and B element type; output: C's.
-//   bm           the BSR block height the row takes (bk may be 64 or 128: TileK = 64).
-//   b_layout, c_layout   the layouts of B and C the row is compiled for.
-//   tile_m x tile_n      the GEMM (M, N) tile; TileK = 64.
+//                tuning candidate _<tile_m>x<tile_n> (a `t` prefix when transposed); an
+//                any-block row is sm90_<input>_bm_le<largest bm>_k<tile_k>_b<row|col>.
+//   input        A and B element type; output: C's (Same: the input type; OrF32: the input
+//                type or f32, chosen at run time).
+//   bm           Plain/Fused rows: the block height they take (bk 64 or 128, TileK = 64).
+//                Direct rows: the largest block height; smaller ones are zero-padded.
+//   b_layout, c_layout   the layouts of B and C the row is compiled for (CAny: run time).
+//   tile_m x tile_n      the GEMM (M, N) tile; tile_k (last column, default 64) its K.
 //   transposed   false: GEMM C = A*B, M tile = one block-row (tile_m == bm);
 //                true:  GEMM C^T = B^T A^T, N tile = one block-row (tile_n == bm). The
-//                cooperative kernel needs an M tile >= 128, hence bm = 64 runs transposed.
+//                cooperative kernel needs an M tile >= 128, hence bm <= 64 runs transposed.
 //   automatic    Backend::Auto / Backend::Cutlass may pick it (the first automatic row that
 //                fits wins, cpp/registry.hpp); false = a tuning candidate, reached only
 //                through SPARSEK_VARIANT.
 //   chosen_by    the measurement that chose the row.
+//   epilogue     Plain / Fused (TMA epilogues, kernel.hpp) or Direct (direct_epilogue.hpp).
 // Stages are derived from the shared memory left after the epilogue (kernel.hpp).
 //
 // Measured by scripts/tuning-sweep.sh on an H100 (2026-11-22, benches/NOTES.md run 3;
@@ -50,26 +54,52 @@
 
 namespace sparsek::sm90 {
 
+// How a row writes C.
+enum class EpilogueKind {
+  Plain,  // CUTLASS's TMA epilogue with LinearCombination: D = alpha * acc + beta * C
+  Fused,  // the TMA epilogue with the bias/activation tree (epilogue.hpp)
+  Direct  // registers to global (direct_epilogue.hpp): C's dtype and layout, the bias and the
+          // activation at run time; any bm up to the tile's sparse extent
+};
+// Which C dtypes a row writes.
+enum class Output {
+  Same,      // the input type
+  SameOrF32  // the input type or f32, chosen at run time (Direct rows)
+};
+// Which C layouts a row writes.
+enum class CLayout { Row, Col, Any };
+
 struct Sm90Variant {
   const char* name;
   DType input;
-  DType output;
+  Output output;
+  // Plain and Fused rows: the one block height they take. Direct rows: the largest (the
+  // tile's sparse extent); a smaller bm runs with the tile's extra rows zero-filled.
   int bm;
-  Layout b_layout, c_layout;
+  Layout b_layout;
+  CLayout c_layout;
   int tile_m, tile_n;
   bool transposed;  // C^T = B^T A^T
   bool automatic;
   const char* chosen_by;
-  // The fused bias/activation epilogue (epilogue.hpp); plain rows take no bias/activation.
-  bool fused = false;
+  EpilogueKind epilogue = EpilogueKind::Plain;
+  // GEMM tile K: bk must be a multiple (Plain and Fused rows: bk = 64 or 128, tile_k = 64).
+  int tile_k = 64;
 };
 
 // The table's vocabulary (kept out of sparsek::sm90 itself: single-letter names).
 namespace table {
 constexpr DType F16 = DType::F16;
 constexpr DType BF16 = DType::BF16;
-constexpr Layout Row = Layout::RowMajor;
-constexpr Layout Col = Layout::ColMajor;
+constexpr Output Same = Output::Same;
+constexpr Output OrF32 = Output::SameOrF32;
+constexpr Layout BRow = Layout::RowMajor;
+constexpr Layout BCol = Layout::ColMajor;
+constexpr CLayout CRow = CLayout::Row;
+constexpr CLayout CCol = CLayout::Col;
+constexpr CLayout CAny = CLayout::Any;
+constexpr EpilogueKind Fused = EpilogueKind::Fused;
+constexpr EpilogueKind Direct = EpilogueKind::Direct;
 constexpr bool T = true;        // transposed: C^T = B^T A^T
 constexpr bool N = false;       // natural: C = A*B
 constexpr bool Auto = true;     // automatic
@@ -92,44 +122,79 @@ constexpr const char kFused[] =
     "the default tile with the fused bias/activation epilogue, only for problems that ask for it: on plain "
     "problems it measured 2-8 % slower than LinearCombination at bm=128 (H100, bench_report gate, 2026-11-23)";
 
+constexpr const char kAnyBlock[] =
+    "H100 2026-11-23 (benches/NOTES.md, session 9): the any-block rows, larger tile_k first (run 1: at 32x32 "
+    "k32 161/197 TFLOPS vs k16 122/132 at density 1/8, 1/4); the E table of run 2 rates them";
+
 // clang-format off
 inline constexpr Sm90Variant kSm90Variants[] = {
     // name                                 in    out   bm   B    C    tile_m tile_n  T/N  automatic  chosen_by
     // ---- defaults: one automatic row per (dtype, bm, B layout, C layout) ----
-    {"sm90_f16_bm128_brow_crow",            F16,  F16,  128, Row, Row, 128,   256,    N,   Auto,      kSwept128},
-    {"sm90_f16_bm128_brow_ccol",            F16,  F16,  128, Row, Col, 128,   256,    N,   Auto,      kSame128},
-    {"sm90_f16_bm128_bcol_crow",            F16,  F16,  128, Col, Row, 128,   256,    N,   Auto,      kSame128},
-    {"sm90_f16_bm128_bcol_ccol",            F16,  F16,  128, Col, Col, 128,   256,    N,   Auto,      kSame128},
-    {"sm90_f16_bm64_brow_crow",             F16,  F16,   64, Row, Row, 256,    64,    T,   Auto,      kSwept64},
-    {"sm90_f16_bm64_brow_ccol",             F16,  F16,   64, Row, Col, 256,    64,    T,   Auto,      kSame64},
-    {"sm90_f16_bm64_bcol_crow",             F16,  F16,   64, Col, Row, 256,    64,    T,   Auto,      kSame64},
-    {"sm90_f16_bm64_bcol_ccol",             F16,  F16,   64, Col, Col, 256,    64,    T,   Auto,      kSame64},
-    {"sm90_bf16_bm128_brow_crow",           BF16, BF16, 128, Row, Row, 128,   256,    N,   Auto,      kSame128},
-    {"sm90_bf16_bm128_brow_ccol",           BF16, BF16, 128, Row, Col, 128,   256,    N,   Auto,      kSame128},
-    {"sm90_bf16_bm128_bcol_crow",           BF16, BF16, 128, Col, Row, 128,   256,    N,   Auto,      kSame128},
-    {"sm90_bf16_bm128_bcol_ccol",           BF16, BF16, 128, Col, Col, 128,   256,    N,   Auto,      kSame128},
-    {"sm90_bf16_bm64_brow_crow",            BF16, BF16,  64, Row, Row, 256,    64,    T,   Auto,      kSame64},
-    {"sm90_bf16_bm64_brow_ccol",            BF16, BF16,  64, Row, Col, 256,    64,    T,   Auto,      kSame64},
-    {"sm90_bf16_bm64_bcol_crow",            BF16, BF16,  64, Col, Row, 256,    64,    T,   Auto,      kSame64},
-    {"sm90_bf16_bm64_bcol_ccol",            BF16, BF16,  64, Col, Col, 256,    64,    T,   Auto,      kSame64},
+    {"sm90_f16_bm128_brow_crow",            F16, Same,  128, BRow, CRow, 128,   256,    N,   Auto,      kSwept128},
+    {"sm90_f16_bm128_brow_ccol",            F16, Same,  128, BRow, CCol, 128,   256,    N,   Auto,      kSame128},
+    {"sm90_f16_bm128_bcol_crow",            F16, Same,  128, BCol, CRow, 128,   256,    N,   Auto,      kSame128},
+    {"sm90_f16_bm128_bcol_ccol",            F16, Same,  128, BCol, CCol, 128,   256,    N,   Auto,      kSame128},
+    {"sm90_f16_bm64_brow_crow",             F16, Same,   64, BRow, CRow, 256,    64,    T,   Auto,      kSwept64},
+    {"sm90_f16_bm64_brow_ccol",             F16, Same,   64, BRow, CCol, 256,    64,    T,   Auto,      kSame64},
+    {"sm90_f16_bm64_bcol_crow",             F16, Same,   64, BCol, CRow, 256,    64,    T,   Auto,      kSame64},
+    {"sm90_f16_bm64_bcol_ccol",             F16, Same,   64, BCol, CCol, 256,    64,    T,   Auto,      kSame64},
+    {"sm90_bf16_bm128_brow_crow",           BF16, Same, 128, BRow, CRow, 128,   256,    N,   Auto,      kSame128},
+    {"sm90_bf16_bm128_brow_ccol",           BF16, Same, 128, BRow, CCol, 128,   256,    N,   Auto,      kSame128},
+    {"sm90_bf16_bm128_bcol_crow",           BF16, Same, 128, BCol, CRow, 128,   256,    N,   Auto,      kSame128},
+    {"sm90_bf16_bm128_bcol_ccol",           BF16, Same, 128, BCol, CCol, 128,   256,    N,   Auto,      kSame128},
+    {"sm90_bf16_bm64_brow_crow",            BF16, Same,  64, BRow, CRow, 256,    64,    T,   Auto,      kSame64},
+    {"sm90_bf16_bm64_brow_ccol",            BF16, Same,  64, BRow, CCol, 256,    64,    T,   Auto,      kSame64},
+    {"sm90_bf16_bm64_bcol_crow",            BF16, Same,  64, BCol, CRow, 256,    64,    T,   Auto,      kSame64},
+    {"sm90_bf16_bm64_bcol_ccol",            BF16, Same,  64, BCol, CCol, 256,    64,    T,   Auto,      kSame64},
     // ---- tuning candidates (SPARSEK_VARIANT only) ----
-    {"sm90_f16_bm128_brow_crow_128x192",    F16,  F16,  128, Row, Row, 128,   192,    N,   Tune,
+    {"sm90_f16_bm128_brow_crow_128x192",    F16, Same,  128, BRow, CRow, 128,   192,    N,   Tune,
      "H100 sweep 2026-11-22 (benches/NOTES.md run 3): coop_128x192 441/551/633 TFLOPS at 1/16, 1/8, 1/4, "
      "below the default"},
-    {"sm90_f16_bm128_brow_crow_128x128",    F16,  F16,  128, Row, Row, 128,   128,    N,   Tune,
+    {"sm90_f16_bm128_brow_crow_128x128",    F16, Same,  128, BRow, CRow, 128,   128,    N,   Tune,
      "H100 sweep 2026-11-22 (benches/NOTES.md run 3): coop_128x128 454/509/552 TFLOPS at 1/16, 1/8, 1/4, "
      "below the default"},
-    {"sm90_f16_bm128_brow_crow_t256x128",   F16,  F16,  128, Row, Row, 256,   128,    T,   Tune,
+    {"sm90_f16_bm128_brow_crow_t256x128",   F16, Same,  128, BRow, CRow, 256,   128,    T,   Tune,
      "H100 sweep 2026-11-22 (benches/NOTES.md run 3): coopT_256x128 396/496/573 TFLOPS at 1/16, 1/8, 1/4, "
      "below the default"},
-    {"sm90_f16_bm64_brow_crow_t128x64",     F16,  F16,   64, Row, Row, 128,    64,    T,   Tune,
+    {"sm90_f16_bm64_brow_crow_t128x64",     F16, Same,   64, BRow, CRow, 128,    64,    T,   Tune,
      "H100 sweep 2026-11-22 (benches/NOTES.md run 3): coopT_128x64 345/364/357 TFLOPS at 1/16, 1/8, 1/4, "
      "below the default"},
     // ---- the fused linear-layer epilogue, in the layout of y = x*W^T (column-major B and C) ----
-    {"sm90_f16_bm128_bcol_ccol_fused",      F16,  F16,  128, Col, Col, 128,   256,    N,   Auto,      kFused, true},
-    {"sm90_f16_bm64_bcol_ccol_fused",       F16,  F16,   64, Col, Col, 256,    64,    T,   Auto,      kFused, true},
-    {"sm90_bf16_bm128_bcol_ccol_fused",     BF16, BF16, 128, Col, Col, 128,   256,    N,   Auto,      kFused, true},
-    {"sm90_bf16_bm64_bcol_ccol_fused",      BF16, BF16,  64, Col, Col, 256,    64,    T,   Auto,      kFused, true},
+    {"sm90_f16_bm128_bcol_ccol_fused",      F16, Same,  128, BCol, CCol, 128,   256,    N,   Auto,      kFused, Fused},
+    {"sm90_f16_bm64_bcol_ccol_fused",       F16, Same,   64, BCol, CCol, 256,    64,    T,   Auto,      kFused, Fused},
+    {"sm90_bf16_bm128_bcol_ccol_fused",     BF16, Same, 128, BCol, CCol, 128,   256,    N,   Auto,      kFused, Fused},
+    {"sm90_bf16_bm64_bcol_ccol_fused",      BF16, Same,  64, BCol, CCol, 256,    64,    T,   Auto,      kFused, Fused},
+    // ---- any block: bm up to the tile's sparse extent, bk a multiple of tile_k; C's dtype
+    //      (input or f32), layout, bias and activation at run time (direct_epilogue.hpp) ----
+    // name                                 in    out    bm  B     C     tile_m tile_n T/N  automatic  chosen_by     epilogue tile_k
+    {"sm90_f16_bm_le32_k32_brow",            F16,   OrF32,  32, BRow,  CAny,  256,    32,   T,   Auto,      kAnyBlock,    Direct,  32},
+    {"sm90_f16_bm_le32_k16_brow",            F16,   OrF32,  32, BRow,  CAny,  256,    32,   T,   Auto,      kAnyBlock,    Direct,  16},
+    {"sm90_f16_bm_le64_k64_brow",            F16,   OrF32,  64, BRow,  CAny,  256,    64,   T,   Auto,      kAnyBlock,    Direct,  64},
+    {"sm90_f16_bm_le64_k16_brow",            F16,   OrF32,  64, BRow,  CAny,  256,    64,   T,   Auto,      kAnyBlock,    Direct,  16},
+    {"sm90_f16_bm_le128_k64_brow",           F16,   OrF32, 128, BRow,  CAny,  128,   256,   N,   Auto,      kAnyBlock,    Direct,  64},
+    {"sm90_f16_bm_le128_k16_brow",           F16,   OrF32, 128, BRow,  CAny,  128,   256,   N,   Auto,      kAnyBlock,    Direct,  16},
+    {"sm90_f16_bm_le256_k16_brow",           F16,   OrF32, 256, BRow,  CAny,  256,   128,   N,   Auto,      kAnyBlock,    Direct,  16},
+    {"sm90_f16_bm_le32_k32_bcol",            F16,   OrF32,  32, BCol,  CAny,  256,    32,   T,   Auto,      kAnyBlock,    Direct,  32},
+    {"sm90_f16_bm_le32_k16_bcol",            F16,   OrF32,  32, BCol,  CAny,  256,    32,   T,   Auto,      kAnyBlock,    Direct,  16},
+    {"sm90_f16_bm_le64_k64_bcol",            F16,   OrF32,  64, BCol,  CAny,  256,    64,   T,   Auto,      kAnyBlock,    Direct,  64},
+    {"sm90_f16_bm_le64_k16_bcol",            F16,   OrF32,  64, BCol,  CAny,  256,    64,   T,   Auto,      kAnyBlock,    Direct,  16},
+    {"sm90_f16_bm_le128_k64_bcol",           F16,   OrF32, 128, BCol,  CAny,  128,   256,   N,   Auto,      kAnyBlock,    Direct,  64},
+    {"sm90_f16_bm_le128_k16_bcol",           F16,   OrF32, 128, BCol,  CAny,  128,   256,   N,   Auto,      kAnyBlock,    Direct,  16},
+    {"sm90_f16_bm_le256_k16_bcol",           F16,   OrF32, 256, BCol,  CAny,  256,   128,   N,   Auto,      kAnyBlock,    Direct,  16},
+    {"sm90_bf16_bm_le32_k32_brow",           BF16,  OrF32,  32, BRow,  CAny,  256,    32,   T,   Auto,      kAnyBlock,    Direct,  32},
+    {"sm90_bf16_bm_le32_k16_brow",           BF16,  OrF32,  32, BRow,  CAny,  256,    32,   T,   Auto,      kAnyBlock,    Direct,  16},
+    {"sm90_bf16_bm_le64_k64_brow",           BF16,  OrF32,  64, BRow,  CAny,  256,    64,   T,   Auto,      kAnyBlock,    Direct,  64},
+    {"sm90_bf16_bm_le64_k16_brow",           BF16,  OrF32,  64, BRow,  CAny,  256,    64,   T,   Auto,      kAnyBlock,    Direct,  16},
+    {"sm90_bf16_bm_le128_k64_brow",          BF16,  OrF32, 128, BRow,  CAny,  128,   256,   N,   Auto,      kAnyBlock,    Direct,  64},
+    {"sm90_bf16_bm_le128_k16_brow",          BF16,  OrF32, 128, BRow,  CAny,  128,   256,   N,   Auto,      kAnyBlock,    Direct,  16},
+    {"sm90_bf16_bm_le256_k16_brow",          BF16,  OrF32, 256, BRow,  CAny,  256,   128,   N,   Auto,      kAnyBlock,    Direct,  16},
+    {"sm90_bf16_bm_le32_k32_bcol",           BF16,  OrF32,  32, BCol,  CAny,  256,    32,   T,   Auto,      kAnyBlock,    Direct,  32},
+    {"sm90_bf16_bm_le32_k16_bcol",           BF16,  OrF32,  32, BCol,  CAny,  256,    32,   T,   Auto,      kAnyBlock,    Direct,  16},
+    {"sm90_bf16_bm_le64_k64_bcol",           BF16,  OrF32,  64, BCol,  CAny,  256,    64,   T,   Auto,      kAnyBlock,    Direct,  64},
+    {"sm90_bf16_bm_le64_k16_bcol",           BF16,  OrF32,  64, BCol,  CAny,  256,    64,   T,   Auto,      kAnyBlock,    Direct,  16},
+    {"sm90_bf16_bm_le128_k64_bcol",          BF16,  OrF32, 128, BCol,  CAny,  128,   256,   N,   Auto,      kAnyBlock,    Direct,  64},
+    {"sm90_bf16_bm_le128_k16_bcol",          BF16,  OrF32, 128, BCol,  CAny,  128,   256,   N,   Auto,      kAnyBlock,    Direct,  16},
+    {"sm90_bf16_bm_le256_k16_bcol",          BF16,  OrF32, 256, BCol,  CAny,  256,   128,   N,   Auto,      kAnyBlock,    Direct,  16},
 };
 // clang-format on
 }  // namespace table
@@ -162,42 +227,62 @@ constexpr bool names_unique() {
     if (sm90_row(kSm90Variants[i].name) != i) return false;
   return true;
 }
+// The sparse tile extent: the GEMM tile side that holds one block-row.
+constexpr int sparse_extent(const Sm90Variant& v) { return v.transposed ? v.tile_n : v.tile_m; }
 constexpr bool well_formed(const Sm90Variant& v) {
-  const bool dtypes = (v.input == F16 || v.input == BF16) && v.output == v.input;  // kernel.hpp: no f32 C row
-  const bool block = v.bm == 64 || v.bm == 128;
-  const bool tile = (v.transposed ? v.tile_n : v.tile_m) == v.bm && v.tile_m >= 128 &&  // cooperative: M tile >= 128
+  const bool direct = v.epilogue == EpilogueKind::Direct;
+  const bool dtypes = (v.input == F16 || v.input == BF16) && (v.output == Same || direct);
+  const bool layouts = (v.c_layout == CAny) == direct;
+  // TMA-epilogue rows: exactly one block height, bk 64 or 128 in k-tiles of 64. Direct rows:
+  // any bm up to the sparse extent (WGMMA N: a multiple of 8 up to 256; M: 128 or 256).
+  const bool block = direct ? (v.tile_k == 16 || v.tile_k == 32 || v.tile_k == 64) && v.bm == sparse_extent(v) &&
+                                  v.bm % 8 == 0 && v.bm <= 256
+                            : (v.bm == 64 || v.bm == 128) && v.tile_k == 64 && sparse_extent(v) == v.bm;
+  const bool tile = v.tile_m >= 128 && v.tile_m <= 256 && v.tile_n <= 256 &&  // cooperative: M tile >= 128
                     (v.transposed ? v.tile_m : v.tile_n) % 64 == 0;
-  return dtypes && block && tile && v.name != nullptr && v.chosen_by != nullptr;
+  return dtypes && layouts && block && tile && v.name != nullptr && v.chosen_by != nullptr;
 }
 constexpr bool all_well_formed() {
   for (const Sm90Variant& v : kSm90Variants)
     if (!well_formed(v)) return false;
   return true;
 }
-constexpr bool same_key(const Sm90Variant& a, const Sm90Variant& b) {
-  return a.input == b.input && a.output == b.output && a.bm == b.bm && a.b_layout == b.b_layout &&
-         a.c_layout == b.c_layout;
-}
-// Exactly one automatic plain row per (dtype, bm, B layout, C layout): family.cu's
-// supports() accepts every such key, so Auto always finds a row for a plain problem (fused
-// rows exist for column-major B and C only).
-constexpr int automatic_rows(DType t, int bm, Layout b, Layout c) {
+// Exactly one automatic Plain row per (dtype, bm, B layout, C layout) of the TMA-epilogue
+// blocks (64 or 128 high, bk 64 or 128), so Auto finds the measured default for each.
+constexpr int automatic_plain_rows(DType t, int bm, Layout b, CLayout c) {
   int count = 0;
   for (const Sm90Variant& v : kSm90Variants)
-    if (v.automatic && !v.fused && same_key(v, Sm90Variant{"", t, t, bm, b, c, 0, 0, false, true, ""})) ++count;
+    if (v.automatic && v.epilogue == EpilogueKind::Plain && v.input == t && v.bm == bm && v.b_layout == b &&
+        v.c_layout == c)
+      ++count;
   return count;
 }
 constexpr bool one_automatic_row_per_key() {
   for (DType t : {F16, BF16})
     for (int bm : {64, 128})
-      for (Layout b : {Row, Col})
-        for (Layout c : {Row, Col})
-          if (automatic_rows(t, bm, b, c) != 1) return false;
+      for (Layout b : {BRow, BCol})
+        for (CLayout c : {CRow, CCol})
+          if (automatic_plain_rows(t, bm, b, c) != 1) return false;
+  return true;
+}
+// Every block the family's supports() admits (bm <= 256, bk a multiple of 16) has an
+// automatic any-block row for each input dtype and B layout.
+constexpr bool any_block_covered() {
+  for (DType t : {F16, BF16})
+    for (Layout b : {BRow, BCol})
+      for (int bm = 1; bm <= 256; ++bm) {
+        bool found = false;
+        for (const Sm90Variant& v : kSm90Variants)
+          found = found || (v.automatic && v.epilogue == EpilogueKind::Direct && v.input == t && v.b_layout == b &&
+                            bm <= v.bm && v.tile_k == 16);
+        if (!found) return false;
+      }
   return true;
 }
 static_assert(names_unique(), "kSm90Variants: names must be unique");
 static_assert(all_well_formed(), "kSm90Variants: a row has an unsupported dtype, block height or tile");
 static_assert(one_automatic_row_per_key(), "kSm90Variants: need exactly one automatic row per dtype/bm/B/C key");
+static_assert(any_block_covered(), "kSm90Variants: some bm <= 256 has no automatic any-block row");
 }  // namespace table
 
 }  // namespace sparsek::sm90

@@ -44,6 +44,7 @@
 #include "cutlass/functional.h"
 #include "cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp"
 
+#include "activation.cuh"
 #include "problem.hpp"
 
 namespace sparsek::sm90 {
@@ -54,28 +55,15 @@ struct RuntimeActivationArguments {
   int32_t kind = static_cast<int32_t>(Activation::None);
 };
 
-// The activation of one fp32 value, as the CPU reference (src/epilogue.rs) and the WMMA and
-// Decode families compute it. Relu uses fmaxf (NaN -> 0, as Rust's f32::max).
-CUTLASS_HOST_DEVICE float act_relu(float x) { return fmaxf(x, 0.0f); }
-CUTLASS_HOST_DEVICE float act_gelu_tanh(float x) {
-  const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);  // sqrt(2/pi) * (x + 0.044715 x^3)
-  return 0.5f * x * (1.0f + tanhf(u));
-}
-CUTLASS_HOST_DEVICE float act_silu(float x) { return x / (1.0f + expf(-x)); }
-
 // A compute functor for Sm90Compute whose activation is chosen at run time (uniform per
-// launch: one branch per fragment, no divergence). Sm90Compute takes its Arguments type from
-// RuntimeActivation<ElementCompute> and calls RuntimeActivation<Array<ElementCompute, N>>.
+// launch: no divergence), computed by detail::activate (activation.cuh). Sm90Compute takes
+// its Arguments type from RuntimeActivation<ElementCompute> and calls
+// RuntimeActivation<Array<ElementCompute, N>>.
 template <class T>
 struct RuntimeActivation {
   using Arguments = RuntimeActivationArguments;
   CUTLASS_HOST_DEVICE T operator()(T const& x, Arguments const& args = Arguments()) const {
-    switch (args.kind) {
-      case static_cast<int32_t>(Activation::Relu): return T(act_relu(float(x)));
-      case static_cast<int32_t>(Activation::GeluTanh): return T(act_gelu_tanh(float(x)));
-      case static_cast<int32_t>(Activation::Silu): return T(act_silu(float(x)));
-      default: return x;  // Activation::None
-    }
+    return T(detail::activate(float(x), args.kind));
   }
 };
 
@@ -85,23 +73,8 @@ struct RuntimeActivation<cutlass::Array<T, N>> {
   CUTLASS_HOST_DEVICE cutlass::Array<T, N> operator()(cutlass::Array<T, N> const& x,
                                                       Arguments const& args = Arguments()) const {
     cutlass::Array<T, N> y;
-    switch (args.kind) {
-      case static_cast<int32_t>(Activation::Relu):
-        CUTLASS_PRAGMA_UNROLL
-        for (int i = 0; i < N; ++i) y[i] = T(act_relu(float(x[i])));
-        break;
-      case static_cast<int32_t>(Activation::GeluTanh):
-        CUTLASS_PRAGMA_UNROLL
-        for (int i = 0; i < N; ++i) y[i] = T(act_gelu_tanh(float(x[i])));
-        break;
-      case static_cast<int32_t>(Activation::Silu):
-        CUTLASS_PRAGMA_UNROLL
-        for (int i = 0; i < N; ++i) y[i] = T(act_silu(float(x[i])));
-        break;
-      default:  // Activation::None
-        y = x;
-        break;
-    }
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < N; ++i) y[i] = T(detail::activate(float(x[i]), args.kind));
     return y;
   }
 };

@@ -3,9 +3,10 @@
 // invariants (cpp/problem.hpp, not re-checked here) and dispatches to launch_row<row>,
 // which each row's own translation unit instantiates (instantiations/<row name>.cu).
 //
-// Every row takes the fused linear-layer epilogue (bias per row of C or none, activation),
-// both run-time arguments of its one kernel (sm90/epilogue.hpp); the bias needs nothing
-// beyond the Problem's invariants (null, or m input values, 16-byte aligned).
+// The Fused and Direct rows take the linear-layer epilogue (bias per row of C or none,
+// activation), both run-time arguments of their one kernel (sm90/epilogue.hpp,
+// sm90/direct_epilogue.hpp); the bias needs nothing beyond the Problem's invariants (null,
+// or m input values, 16-byte aligned).
 //
 // This file is light (no CUTLASS): the kernels live in the instantiation files. Built
 // without sm_90a (SPARSEK_NO_SM90A), the family still exists, with its table, and refuses
@@ -40,27 +41,44 @@ const char* takes_input(DType t) {
   }
   return "the row takes f32 A and B";
 }
-const char* writes_output(DType t) {
-  switch (t) {
-    case DType::F16: return "the row writes f16 C";
-    case DType::BF16: return "the row writes bf16 C";
-    case DType::F32: break;
-  }
-  return "the row writes f32 C";
+
+bool tma_aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
+
+// TMA: a global stride (bytes) must be below 2^40.
+bool tma_stride_ok(int64_t ld, int64_t outer, DType t) {
+  int64_t bytes = 0;
+  const int64_t size = t == DType::F32 ? 4 : 2;
+  return !__builtin_mul_overflow(ld, outer, &bytes) && !__builtin_mul_overflow(bytes, size, &bytes) &&
+         bytes < (int64_t(1) << 40);
 }
 
-// Why row `row` cannot run p (its dtypes, block height and layouts are fixed).
+// Why row `row` cannot run p (its input dtype, block shapes, B layout and, for the
+// TMA-epilogue rows, C are fixed).
 const char* fits(const Problem& p, int row) {
   const Sm90Variant& v = kSm90Variants[row];
   if (p.input() != v.input) return takes_input(v.input);
-  if (p.output() != v.output) return writes_output(v.output);
-  if (p.a.bm != v.bm) return v.bm == 64 ? "the row is for bm = 64" : "the row is for bm = 128";
   if (p.b.layout != v.b_layout)
     return v.b_layout == Layout::RowMajor ? "the row is for row-major B" : "the row is for column-major B";
-  if (p.c.layout != v.c_layout)
-    return v.c_layout == Layout::RowMajor ? "the row is for row-major C" : "the row is for column-major C";
-  if (p.has_epilogue() && !v.fused)
+  if (v.epilogue == EpilogueKind::Direct) {
+    if (p.output() != p.input() && p.output() != DType::F32) return "C must have the input dtype or f32";
+    if (p.a.bm > v.bm) return "bm is above the row's tile";
+    if (p.a.bk % v.tile_k != 0) return "bk is not a multiple of the row's k tile";
+    if (p.block_rows() > INT32_MAX / table::sparse_extent(v)) return "too many block-rows for the row's tile";
+    return nullptr;
+  }
+  if (p.output() != p.input()) return "the row writes C in the input dtype";
+  if (p.a.bm != v.bm) return v.bm == 64 ? "the row is for bm = 64" : "the row is for bm = 128";
+  if (p.a.bk != 64 && p.a.bk != 128) return "the row is for bk = 64 or 128";
+  if (p.c.layout != (v.c_layout == CLayout::Col ? Layout::ColMajor : Layout::RowMajor))
+    return v.c_layout == CLayout::Row ? "the row is for row-major C" : "the row is for column-major C";
+  if (p.has_epilogue() && v.epilogue != EpilogueKind::Fused)
     return "a bias or activation needs a fused row (column-major B and C, the layout of y = x*W^T)";
+  // The TMA epilogue: C 16-byte aligned, its leading dimension and contiguous extent
+  // multiples of 8 elements, its strides < 2^40 bytes.
+  if (!tma_aligned16(p.c.data) || p.c.ld % 8 != 0 || p.n() % 8 != 0)
+    return "the row's TMA epilogue needs C 16-byte aligned, n and ldc multiples of 8";
+  if (!tma_stride_ok(p.c.ld, p.c.layout == Layout::RowMajor ? p.m() : p.n(), p.c.dtype))
+    return "C too large for TMA strides (2^40 bytes)";
   return nullptr;
 }
 
@@ -72,48 +90,31 @@ cudaError_t launch(const Problem&, int, cudaStream_t) { return cudaErrorInvalidD
 
 #else
 
-bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
-
-// Whether some row takes this input, and this input with this output.
+// Whether some row takes this input.
 bool has_input(DType in) {
   for (const Sm90Variant& v : kSm90Variants)
     if (v.input == in) return true;
   return false;
 }
-bool has_pair(DType in, DType out) {
-  for (const Sm90Variant& v : kSm90Variants)
-    if (v.input == in && v.output == out) return true;
-  return false;
-}
-
-// TMA: a global stride (bytes) must be below 2^40.
-bool tma_stride_ok(int64_t ld, int64_t outer, DType t) {
-  int64_t bytes = 0;
-  const int64_t size = t == DType::F32 ? 4 : 2;
-  return !__builtin_mul_overflow(ld, outer, &bytes) && !__builtin_mul_overflow(bytes, size, &bytes) &&
-         bytes < (int64_t(1) << 40);
-}
 
 const char* supports(const Problem& p) {
   if (p.device.cc_major != 9 || p.device.cc_minor != 0) return "needs compute capability 9.0 (Hopper, sm_90a)";
   if (!has_input(p.input())) return "A and B must be f16 or bf16";
-  if (!has_pair(p.input(), p.output())) return "C must have the input dtype (no f32-output variant)";
   const int bm = p.a.bm, bk = p.a.bk;
-  if (!((bm == 64 || bm == 128) && (bk == 64 || bk == 128)))
-    return "block shape must be 64x64, 64x128, 128x64 or 128x128";
+  if (bm > 256 || bk % 16 != 0) return "blocks must be at most 256 high with bk a multiple of 16";
   if (p.empty_output()) return nullptr;  // nothing is launched (registry.cu)
   const int64_t m = p.m(), n = p.n(), k = p.k();
   if (k == 0) return "k must be positive";
   if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) return "m, n and k must fit in int32";  // nnzb does (Problem)
-  // TMA: 16-byte aligned base addresses, leading dimensions multiples of 16 bytes, the
-  // contiguous extent of B and C a multiple of 8 elements (16-bit types), strides < 2^40 B.
-  if (n % 8 != 0) return "n must be a multiple of 8";
-  if (!aligned16(p.b.data) || !aligned16(p.c.data) || (p.a.nnzb > 0 && !aligned16(p.a.values)))
-    return "A values, B and C must be 16-byte aligned";
-  if (p.b.ld % 8 != 0 || p.c.ld % 8 != 0) return "leading dimensions of B and C must be multiples of 8 elements";
-  if (!tma_stride_ok(p.b.ld, p.b.layout == Layout::RowMajor ? k : n, p.b.dtype) ||
-      !tma_stride_ok(p.c.ld, p.c.layout == Layout::RowMajor ? m : n, p.c.dtype))
-    return "B or C too large for TMA strides (2^40 bytes)";
+  // TMA loads of A's values and of B: 16-byte aligned base addresses, B's leading dimension
+  // and contiguous extent multiples of 8 elements (16 bytes), strides < 2^40 bytes. (bk is
+  // a multiple of 16, so the values' strides are too.)
+  if (!tma_aligned16(p.b.data) || (p.a.nnzb > 0 && !tma_aligned16(p.a.values)))
+    return "A values and B must be 16-byte aligned";
+  if (p.b.ld % 8 != 0) return "the leading dimension of B must be a multiple of 8 elements";
+  if (p.b.layout == Layout::RowMajor && n % 8 != 0) return "n must be a multiple of 8 with row-major B";
+  if (!tma_stride_ok(p.b.ld, p.b.layout == Layout::RowMajor ? k : n, p.b.dtype))
+    return "B too large for TMA strides (2^40 bytes)";
   return nullptr;
 }
 

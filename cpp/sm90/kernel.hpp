@@ -14,11 +14,13 @@
 //               nonzero blocks of the tile's block-row (tile_iterator.hpp).
 //   scheduler : scheduler.hpp - persistent, (block-row, dense tile) work tiles whose
 //               WorkTileInfo carries the per-tile k count; block-rows longest first.
-//   epilogue  : CUTLASS's TMA warp-specialized collective epilogue (TMA loads of C when
-//               beta != 0, TMA stores of D = C in place) with the fused linear-layer
-//               epilogue of epilogue.hpp: C = act(alpha*acc + bias[row of C] + beta*C), the
-//               bias (or none) and the activation chosen at run time, so every problem of a
-//               row runs the same kernel.
+//   epilogue  : by the row's EpilogueKind (configs.hpp). Plain and Fused: CUTLASS's TMA
+//               warp-specialized collective epilogue (TMA loads of C when beta != 0, TMA
+//               stores of D = C in place), with LinearCombination or the fused linear-layer
+//               tree of epilogue.hpp (C = act(alpha*acc + bias[row of C] + beta*C), bias and
+//               activation chosen at run time). Direct: direct_epilogue.hpp, through shared
+//               memory with ordinary stores; C's dtype and layout at run time and bm up to
+//               the tile's sparse extent (the "any block" rows).
 //
 // Workspace: none. The longest-first block-row order is built by each CTA in its own shared
 // memory (BsrTileScheduler::build_order); no allocation, no extra kernel per launch, and
@@ -55,6 +57,7 @@
 #include "cutlass/epilogue/collective/collective_builder.hpp"
 
 #include "epilogue.hpp"
+#include "direct_epilogue.hpp"
 #include "scheduler.hpp"
 #include "mainloop.hpp"
 
@@ -93,10 +96,12 @@ struct PlainEpilogue {
   using Fusion = cutlass::epilogue::fusion::LinearCombination<ElementC, float, ElementC, float>;
 };
 
-template <class Element, class ElementC, bool BColMajor, bool CColMajor, int TM, int TN, bool SparseIsB, bool Fused>
+template <class Element, class ElementC, bool BColMajor, bool CColMajor, int TM, int TN, int TK, bool SparseIsB,
+          EpilogueKind Epi>
 struct BsrGemm {
-  using TileShape = Shape<Int<TM>, Int<TN>, _64>;
+  using TileShape = Shape<Int<TM>, Int<TN>, Int<TK>>;
   using ClusterShape = Shape<_1, _1, _1>;
+  static constexpr int TileSparse = SparseIsB ? TN : TM;
 
   // Dense operand as GEMM (MN, K, L): RowMajor B is MN-major, ColMajor B is K-major.
   using DenseStride = cute::conditional_t<BColMajor, Stride<int64_t, _1, int64_t>, Stride<_1, int64_t, int64_t>>;
@@ -109,14 +114,22 @@ struct BsrGemm {
   // Fused rows: the bias/activation epilogue (epilogue.hpp). A row of C is a GEMM row in the
   // natural orientation (bias per GEMM row: column broadcast) and a GEMM column when
   // transposed (row broadcast). Plain rows keep LinearCombination, which measured 2-8 %
-  // faster at bm = 128 (configs.hpp).
-  using Epilogue = cute::conditional_t<Fused, BiasActEpilogue<ElementC, Element, TileShape, SparseIsB>,
+  // faster at bm = 128 (configs.hpp). Direct rows: direct_epilogue.hpp.
+  using Epilogue = cute::conditional_t<Epi == EpilogueKind::Fused, BiasActEpilogue<ElementC, Element, TileShape, SparseIsB>,
                                        PlainEpilogue<ElementC>>;
   using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
-  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, float, float, ElementC, LayoutD, AlignC, ElementC, LayoutD,
-      AlignC, EpilogueSchedule, typename Epilogue::Fusion>::CollectiveOp;
+  template <bool kDirect, class = void>
+  struct EpilogueOf {
+    using type = typename cutlass::epilogue::collective::CollectiveBuilder<
+        cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+        cutlass::epilogue::collective::EpilogueTileAuto, float, float, ElementC, LayoutD, AlignC, ElementC, LayoutD,
+        AlignC, EpilogueSchedule, typename Epilogue::Fusion>::CollectiveOp;
+  };
+  template <class Void>
+  struct EpilogueOf<true, Void> {
+    using type = DirectEpilogue<Element, TileShape, SparseIsB>;
+  };
+  using CollectiveEpilogue = typename EpilogueOf<Epi == EpilogueKind::Direct>::type;
 
   static constexpr int EpilogueSmem = int(sizeof(typename CollectiveEpilogue::SharedStorage));
   static constexpr int StageBytes =
@@ -143,8 +156,11 @@ struct BsrGemm {
   // p passed kSm90Family's supports() and fits() for this row.
   static cudaError_t run(const detail::Problem& p, cudaStream_t stream) {
     const int64_t m = p.a.m, n = p.n(), k = p.a.k;
-    const int M = int(SparseIsB ? n : m);
-    const int N = int(SparseIsB ? m : n);
+    // The GEMM's sparse extent: (block-rows) * TileSparse; == m unless a Direct row pads bm
+    // (fits() checked that it fits int32).
+    const int64_t sparse = p.block_rows() * TileSparse;
+    const int M = int(SparseIsB ? n : sparse);
+    const int N = int(SparseIsB ? sparse : n);
     const int K = int(k);
 
     typename CollectiveMainloop::Arguments mainloop{};
@@ -166,27 +182,41 @@ struct BsrGemm {
       mainloop.dDense = DenseStride{Int<1>{}, ldb, ldb * k};
     }
 
-    using StrideD = typename CollectiveEpilogue::StrideD;
-    using StrideC = typename CollectiveEpilogue::StrideC;
-    const int64_t ldc = p.c.ld;
-    const int64_t batch_c = ldc * (CColMajor ? n : m);
-    StrideD dD;
-    StrideC dC;
-    if constexpr (GemmDColMajor) {
-      dD = StrideD{Int<1>{}, ldc, batch_c};
-      dC = StrideC{Int<1>{}, ldc, batch_c};
-    } else {
-      dD = StrideD{ldc, Int<1>{}, batch_c};
-      dC = StrideC{ldc, Int<1>{}, batch_c};
-    }
-    [[maybe_unused]] auto* ptr_c = static_cast<ElementC*>(p.c.data);
-    // bias: null or m values of the input type, 16-byte aligned (Problem), indexed by the
-    // row of C: GEMM M in the natural orientation, GEMM N when transposed; no batch (L = 1).
     typename CollectiveEpilogue::Arguments epilogue{};
-    if constexpr (Fused) {
-      epilogue = {Epilogue::arguments(p.alpha, p.beta, p.bias, p.activation), ptr_c, dC, ptr_c, dD};
+    const int64_t ldc = p.c.ld;
+    if constexpr (Epi == EpilogueKind::Direct) {
+      const bool c_col = p.c.layout == Layout::ColMajor;
+      epilogue.c = p.c.data;
+      epilogue.row_stride = c_col ? 1 : ldc;
+      epilogue.col_stride = c_col ? ldc : 1;
+      epilogue.out = p.c.dtype;
+      epilogue.alpha = p.alpha;
+      epilogue.beta = p.beta;
+      epilogue.bias = p.bias;
+      epilogue.activation = static_cast<int32_t>(p.activation);
+      epilogue.bm = p.a.bm;
+      epilogue.n = n;
     } else {
-      epilogue = {{p.alpha, p.beta}, ptr_c, dC, ptr_c, dD};
+      using StrideD = typename CollectiveEpilogue::StrideD;
+      using StrideC = typename CollectiveEpilogue::StrideC;
+      const int64_t batch_c = ldc * (CColMajor ? n : m);
+      StrideD dD;
+      StrideC dC;
+      if constexpr (GemmDColMajor) {
+        dD = StrideD{Int<1>{}, ldc, batch_c};
+        dC = StrideC{Int<1>{}, ldc, batch_c};
+      } else {
+        dD = StrideD{ldc, Int<1>{}, batch_c};
+        dC = StrideC{ldc, Int<1>{}, batch_c};
+      }
+      [[maybe_unused]] auto* ptr_c = static_cast<ElementC*>(p.c.data);
+      // bias: null or m values of the input type, 16-byte aligned (Problem), indexed by the
+      // row of C: GEMM M in the natural orientation, GEMM N when transposed; no batch (L = 1).
+      if constexpr (Epi == EpilogueKind::Fused) {
+        epilogue = {Epilogue::arguments(p.alpha, p.beta, p.bias, p.activation), ptr_c, dC, ptr_c, dD};
+      } else {
+        epilogue = {{p.alpha, p.beta}, ptr_c, dC, ptr_c, dD};
+      }
     }
 
     // Scheduler band automatic and longest-first order on: the sweep found the
@@ -234,9 +264,10 @@ template <int kRow>
 struct RowGemm {
   static_assert(0 <= kRow && kRow < kSm90Rows, "no such row in kSm90Variants");
   static constexpr Sm90Variant v = kSm90Variants[kRow];
-  using type = BsrGemm<typename ElementOf<v.input>::type, typename ElementOf<v.output>::type,
-                       v.b_layout == Layout::ColMajor, v.c_layout == Layout::ColMajor, v.tile_m, v.tile_n,
-                       v.transposed, v.fused>;
+  using Element = typename ElementOf<v.input>::type;
+  // Plain and Fused rows write the input type; a Direct row's C dtype and layout are run-time.
+  using type = BsrGemm<Element, Element, v.b_layout == Layout::ColMajor, v.c_layout == CLayout::Col, v.tile_m,
+                       v.tile_n, v.tile_k, v.transposed, v.epilogue>;
 };
 
 template <int kRow>

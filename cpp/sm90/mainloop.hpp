@@ -15,7 +15,8 @@
 // (bm, bk, nnzb) with strides (bk, 1, bm*bk): one TMA descriptor over it, L = block index.
 // The dense operand is B as the GEMM "(N,K)" tensor (or, with SparseIsB, as the GEMM
 // "(M,K)" tensor): RowMajor B is MN-major (stride (1, ldb)), ColMajor B is K-major
-// (stride (ldb, 1)). Requirements: the sparse tile extent == bm, TileK divides bk.
+// (stride (ldb, 1)). Requirements: bm <= the sparse tile extent TileS (the box's rows past
+// bm are zero-filled), TileK divides bk; the GEMM's sparse extent is (block-rows) * TileS.
 //
 // Orientation SparseIsB: false -> GEMM A = sparse, B = dense (C = A*B, block-row = M tile).
 //                        true  -> GEMM A = dense B^T, B = sparse A^T (C^T = B^T A^T,
@@ -181,8 +182,10 @@ struct CollectiveSparseMma {
     auto [M, N, K, L] = append<4>(problem_shape, 1);
     int64_t sparse_extent = SparseIsB ? int64_t(N) : int64_t(M);
     bool ok = args.values != nullptr && args.dense != nullptr && args.row_ptr != nullptr && args.col_idx != nullptr;
-    ok = ok && args.bm == TileS && args.bk % TileK == 0 && args.nnzb >= 1;
-    ok = ok && sparse_extent % args.bm == 0 && int64_t(K) % args.bk == 0;
+    // bm < TileS: the TMA box's rows bm..TileS-1 are out of bounds (zero-filled), and the
+    // GEMM's sparse extent is (block-rows) * TileS (direct_epilogue.hpp).
+    ok = ok && args.bm >= 1 && args.bm <= TileS && args.bk % TileK == 0 && args.nnzb >= 1;
+    ok = ok && sparse_extent % TileS == 0 && int64_t(K) % args.bk == 0;
     constexpr int align = 128 / cute::sizeof_bits_v<Element>;
     int32_t dense_mn = SparseIsB ? int32_t(M) : int32_t(N);
     ok = ok && cutlass::detail::check_alignment<align>(cute::make_shape(dense_mn, int32_t(K), int32_t(1)), args.dDense);

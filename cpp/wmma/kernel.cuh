@@ -30,6 +30,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "activation.cuh"
 #include "problem.hpp"
 #include "wmma/configs.hpp"
 #include "wmma/cp_async.cuh"
@@ -160,30 +161,11 @@ __device__ __forceinline__ void store8(OutT* p, const float v[8]) {
   }
 }
 
-// The activation of the fused epilogue on 8 values (fp32), as the CPU reference and the
-// Decode family compute it. `act` is uniform per launch: one switch per chunk, no
-// divergence.
+// The activation of the fused epilogue on 8 values (fp32), as every family computes it
+// (activation.cuh). `act` is uniform per launch: no divergence.
 __device__ __forceinline__ void activate8(float v[8], int32_t act) {
-  switch (act) {
-    case static_cast<int32_t>(Activation::Relu):
 #pragma unroll
-      for (int i = 0; i < 8; ++i) v[i] = fmaxf(v[i], 0.0f);
-      break;
-    case static_cast<int32_t>(Activation::GeluTanh):
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const float x = v[i];
-        const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);  // sqrt(2/pi) * (x + 0.044715 x^3)
-        v[i] = 0.5f * x * (1.0f + tanhf(u));
-      }
-      break;
-    case static_cast<int32_t>(Activation::Silu):
-#pragma unroll
-      for (int i = 0; i < 8; ++i) v[i] = v[i] / (1.0f + expf(-v[i]));
-      break;
-    default:  // Activation::None
-      break;
-  }
+  for (int i = 0; i < 8; ++i) v[i] = detail::activate(v[i], act);
 }
 
 // Writes the staged fp32 tile (kEpiRows x TILE_N in shared memory, laid out like C and

@@ -107,7 +107,11 @@ fn check_block(block: BlockShape) -> Result<usize, BsrError> {
 }
 
 /// Checks the grid (`m`, `k`, block) and returns (block rows, block cols).
-fn check_grid(m: usize, k: usize, block: BlockShape) -> Result<(usize, usize), BsrError> {
+pub(crate) fn check_grid(
+    m: usize,
+    k: usize,
+    block: BlockShape,
+) -> Result<(usize, usize), BsrError> {
     check_block(block)?;
     if m % block.rows != 0 {
         return Err(BsrError::NotBlockMultiple {
@@ -142,7 +146,7 @@ fn check_grid(m: usize, k: usize, block: BlockShape) -> Result<(usize, usize), B
 }
 
 /// `nnzb * bm * bk`, refusing an `nnzb` beyond `i32::MAX` and a product beyond `usize`.
-fn values_len_of(nnzb: usize, block: BlockShape) -> Result<usize, BsrError> {
+pub(crate) fn values_len_of(nnzb: usize, block: BlockShape) -> Result<usize, BsrError> {
     if i32::try_from(nnzb).is_err() {
         return Err(BsrError::IndexOverflow {
             what: "nnzb",
@@ -157,7 +161,7 @@ fn values_len_of(nnzb: usize, block: BlockShape) -> Result<usize, BsrError> {
 }
 
 /// A count as an `i32` index, or `IndexOverflow`.
-fn to_i32(what: &'static str, v: usize) -> Result<i32, BsrError> {
+pub(crate) fn to_i32(what: &'static str, v: usize) -> Result<i32, BsrError> {
     i32::try_from(v).map_err(|_| BsrError::IndexOverflow {
         what,
         value: v as u128,
@@ -244,6 +248,19 @@ pub fn validate_parts(
 impl<T: Element> BsrMatrix<T> {
     /// Builds from the three BSR arrays (scipy's `indptr`, `indices`, `data`), validating
     /// every invariant (see [`validate_parts`]).
+    ///
+    /// ```
+    /// use sparsek::{BlockShape, BsrError, BsrMatrix};
+    ///
+    /// // 4 x 6 with 2 x 2 blocks: block-row 0 holds block-columns 0 and 2, block-row 1 none.
+    /// let a = BsrMatrix::from_parts(4, 6, BlockShape::new(2, 2), vec![0, 2, 2], vec![0, 2], vec![1.0f32; 8])?;
+    /// assert_eq!((a.nnz_blocks(), a.num_block_rows(), a.num_block_cols()), (2, 2, 3));
+    ///
+    /// // Each defect is its own error; nothing panics.
+    /// let e = BsrMatrix::from_parts(4, 6, BlockShape::new(2, 2), vec![0, 2, 2], vec![2, 0], vec![1.0f32; 8]);
+    /// assert_eq!(e, Err(BsrError::UnsortedColumns { row: 0, prev: 2, next: 0 }));
+    /// # Ok::<(), BsrError>(())
+    /// ```
     pub fn from_parts(
         m: usize,
         k: usize,
@@ -265,6 +282,23 @@ impl<T: Element> BsrMatrix<T> {
 
     /// Builds from a row-major dense `m x k` matrix, keeping every block with a nonzero
     /// (NaN counts as nonzero).
+    ///
+    /// ```
+    /// use sparsek::{BlockShape, BsrMatrix};
+    ///
+    /// #[rustfmt::skip]
+    /// let dense = [
+    ///     1.0, 2.0, 0.0, 0.0,
+    ///     0.0, 3.0, 0.0, 0.0,
+    ///     0.0, 0.0, 0.0, 0.0,
+    ///     0.0, 0.0, 0.0, 4.0f32,
+    /// ];
+    /// let a = BsrMatrix::from_dense(&dense, 4, 4, BlockShape::new(2, 2))?;
+    /// assert_eq!((a.row_ptr(), a.col_idx()), (&[0, 1, 2][..], &[0, 1][..]));
+    /// assert_eq!(a.values(), &[1.0, 2.0, 0.0, 3.0, 0.0, 0.0, 0.0, 4.0]);
+    /// assert_eq!(a.to_dense()?, dense);
+    /// # Ok::<(), sparsek::BsrError>(())
+    /// ```
     pub fn from_dense(
         dense: &[T],
         m: usize,
@@ -310,6 +344,19 @@ impl<T: Element> BsrMatrix<T> {
 
     /// Builds from a block mask: block `(r, c)` is stored where the mask is set, and its
     /// element at matrix position `(row, col)` is `value(row, col)`.
+    ///
+    /// ```
+    /// use sparsek::{f16, BlockMask, BlockShape, BsrMatrix};
+    ///
+    /// // A 256 x 256 block-diagonal matrix of 64 x 64 blocks, W[i][j] = (i - j) / 64.
+    /// let mask = BlockMask::from_fn(4, 4, |r, c| r == c)?;
+    /// let w = BsrMatrix::from_block_mask(&mask, BlockShape::new(64, 64), |i, j| {
+    ///     f16::from_f32((i as f32 - j as f32) / 64.0)
+    /// })?;
+    /// assert_eq!((w.m(), w.k(), w.nnz_blocks()), (256, 256, 4));
+    /// assert_eq!(w.density(), 0.25);
+    /// # Ok::<(), sparsek::BsrError>(())
+    /// ```
     pub fn from_block_mask(
         mask: &BlockMask,
         block: BlockShape,

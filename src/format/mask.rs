@@ -14,6 +14,28 @@ use crate::format::try_vec;
 ///
 /// At most [`MAX_SIDE`](Self::MAX_SIDE) blocks per side and
 /// [`MAX_BLOCKS`](Self::MAX_BLOCKS) blocks in all (one byte each).
+///
+/// The random builders take a generator of the `rand` sparsek re-exports
+/// ([`sparsek::rand`](crate::rand)), so no version of your own has to match:
+///
+/// ```
+/// use sparsek::rand::{rngs::StdRng, SeedableRng};
+/// use sparsek::BlockMask;
+///
+/// let mut rng = StdRng::seed_from_u64(42);
+/// let topk = BlockMask::random_per_row(8, 16, 4, &mut rng)?;   // 4 random blocks per block-row
+/// assert_eq!(topk.count(), 8 * 4);
+///
+/// let causal = BlockMask::causal(4, Some(2))?;                 // sliding window of 2 blocks
+/// assert_eq!(causal.row_cols(3).collect::<Vec<_>>(), [2, 3]);
+///
+/// // Top-2 of each row of a score matrix (ties to the lower column).
+/// let scores = [0.1, 0.9, 0.5, 0.7, /* row 1: */ 1.0, 0.0, 0.0, 1.0];
+/// let m = BlockMask::topk_per_row(&scores, 2, 4, 2)?;
+/// assert_eq!(m.row_cols(0).collect::<Vec<_>>(), [1, 3]);
+/// assert_eq!(m.row_cols(1).collect::<Vec<_>>(), [0, 3]);
+/// # Ok::<(), sparsek::BsrError>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BlockMask {
     rows: usize,

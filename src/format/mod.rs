@@ -6,6 +6,7 @@
 //! first (`BsrError::MaskTooLarge`).
 
 pub mod bsr;
+pub mod convert;
 pub mod mask;
 
 pub use bsr::{validate_parts, BlockRow, BlockShape, BsrMatrix};

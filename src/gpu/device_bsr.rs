@@ -2,14 +2,42 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 
 use crate::element::Element;
-use crate::error::Error;
-use crate::format::{BlockShape, BsrMatrix};
+use crate::error::{BsrError, Error};
+use crate::format::bsr::{check_grid, values_len_of};
+use crate::format::{validate_parts, BlockShape, BsrMatrix};
 
-/// A validated BSR matrix in device memory. Built only from a `BsrMatrix`, so its index
-/// arrays satisfy every BSR invariant the kernels rely on.
+/// A validated BSR matrix in device memory: the three arrays of [`BsrMatrix`] (see
+/// [`crate::format::bsr`]) in cudarc buffers, freed on drop.
+///
+/// Built by [`upload`](Self::upload) from a `BsrMatrix`, or by
+/// [`from_device_parts`](Self::from_device_parts) from buffers already on the GPU, whose
+/// index arrays are checked first; either way its index arrays satisfy every BSR invariant
+/// the kernels rely on, and nothing can change them afterwards (only the values can be
+/// replaced, [`update_values`](Self::update_values)).
+///
+/// ```no_run
+/// use sparsek::cudarc::driver::CudaContext;
+/// use sparsek::{f16, spmm, BlockMask, BlockShape, BsrMatrix, Dense, DenseMut, DeviceBsr, Layout, SpmmOptions};
+///
+/// let (m, k, n) = (256, 512, 64);
+/// let mask = BlockMask::from_fn(m / 64, k / 64, |r, c| (r + c) % 3 == 0)?;
+/// let a = BsrMatrix::from_block_mask(&mask, BlockShape::new(64, 64), |_, _| f16::from_f32(0.5))?;
+///
+/// let stream = CudaContext::new(0)?.default_stream();
+/// let mut da = DeviceBsr::upload(&a, &stream)?;
+/// let b = stream.clone_htod(&vec![f16::from_f32(1.0); k * n])?;
+/// let mut c = stream.alloc_zeros::<f16>(m * n)?;
+/// spmm(&da, Dense::device(&b, k, n, Layout::RowMajor),
+///      DenseMut::device(&mut c, m, n, Layout::RowMajor), &SpmmOptions::new())?;
+///
+/// // New weights, same pattern: only the values are copied.
+/// da.update_values(&vec![f16::from_f32(0.25); a.values().len()])?;
+/// assert_eq!(da.download()?.values()[0], f16::from_f32(0.25));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct DeviceBsr<T> {
     pub(crate) m: usize,
     pub(crate) k: usize,
@@ -32,6 +60,36 @@ fn upload_slice<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>
     }
 }
 
+/// The first `len` elements of `src`, copied to the host on `stream` (empty for `len = 0`,
+/// without touching the buffer). `len <= src.len()`.
+fn download_prefix<T: cudarc::driver::DeviceRepr>(
+    src: &CudaSlice<T>,
+    len: usize,
+    stream: &Arc<CudaStream>,
+) -> Result<Vec<T>, Error> {
+    match src.try_slice(..len) {
+        Some(view) if len > 0 => Ok(stream.clone_dtoh(&view)?),
+        Some(_) => Ok(Vec::new()),
+        None => Err(Error::InvalidArgument(format!(
+            "{len} elements asked of a buffer of {}",
+            src.len()
+        ))),
+    }
+}
+
+/// A buffer shorter than `needed`: `BsrError::LengthMismatch` naming it.
+fn at_least(what: &'static str, needed: usize, got: usize) -> Result<(), Error> {
+    if got < needed {
+        return Err(BsrError::LengthMismatch {
+            what,
+            expected: needed,
+            got,
+        }
+        .into());
+    }
+    Ok(())
+}
+
 impl<T: Element> DeviceBsr<T> {
     /// Copies `a` to the device on `stream` (asynchronously with respect to the host).
     pub fn upload(a: &BsrMatrix<T>, stream: &Arc<CudaStream>) -> Result<Self, Error> {
@@ -44,6 +102,155 @@ impl<T: Element> DeviceBsr<T> {
             col_idx: upload_slice(a.col_idx(), stream)?,
             values: upload_slice(a.values(), stream)?,
         })
+    }
+
+    /// Takes BSR arrays already in device memory (e.g. weights a framework loaded) for an
+    /// `m x k` matrix of `block`s, after checking them.
+    ///
+    /// `row_ptr` must hold exactly `m / bm + 1` entries; its last entry is `nnzb`, and
+    /// `col_idx` and `values` must hold at least `nnzb` and `nnzb * bm * bk` elements
+    /// (extra elements are ignored, so an empty matrix can pass one-element placeholders,
+    /// CUDA having no empty allocations). All three must belong to one CUDA context.
+    ///
+    /// The check: `row_ptr` and the first `nnzb` entries of `col_idx` are copied to the
+    /// host (on `row_ptr`'s stream, which is then synchronized) and validated like
+    /// [`BsrMatrix::from_parts`], one [`BsrError`] per defect (as [`Error::Bsr`]). That is
+    /// `4 * (m / bm + 1 + nnzb)` bytes, `bm * bk / 2` times fewer than the f16 values,
+    /// which are not read. Device failures are [`Error::Cuda`].
+    ///
+    /// ```no_run
+    /// use sparsek::cudarc::driver::CudaContext;
+    /// use sparsek::{f16, BlockShape, DeviceBsr};
+    ///
+    /// let stream = CudaContext::new(0)?.default_stream();
+    /// // A 64 x 64 matrix of 32 x 32 blocks: blocks (0, 1) and (1, 0).
+    /// let row_ptr = stream.clone_htod(&[0, 1, 2])?;
+    /// let col_idx = stream.clone_htod(&[1, 0])?;
+    /// let values = stream.alloc_zeros::<f16>(2 * 32 * 32)?;
+    /// let a = DeviceBsr::from_device_parts(64, 64, BlockShape::new(32, 32), row_ptr, col_idx, values)?;
+    /// assert_eq!(a.nnz_blocks(), 2);
+    ///
+    /// // A malformed pattern is refused: column 2 is outside the 2 block-columns.
+    /// let bad = DeviceBsr::from_device_parts(
+    ///     64, 64, BlockShape::new(32, 32),
+    ///     stream.clone_htod(&[0, 1, 2])?, stream.clone_htod(&[1, 2])?,
+    ///     stream.alloc_zeros::<f16>(2 * 32 * 32)?,
+    /// );
+    /// assert!(matches!(bad, Err(sparsek::Error::Bsr(sparsek::BsrError::ColumnOutOfRange { .. }))));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn from_device_parts(
+        m: usize,
+        k: usize,
+        block: BlockShape,
+        row_ptr: CudaSlice<i32>,
+        col_idx: CudaSlice<i32>,
+        values: CudaSlice<T>,
+    ) -> Result<Self, Error> {
+        // Everything that needs no device first.
+        let (block_rows, _) = check_grid(m, k, block)?;
+        // block_rows <= i32::MAX: + 1 cannot overflow.
+        if row_ptr.len() != block_rows + 1 {
+            return Err(BsrError::RowPtrLength {
+                expected: block_rows + 1,
+                got: row_ptr.len(),
+            }
+            .into());
+        }
+        let ctx = row_ptr.stream().context();
+        if col_idx.stream().context() != ctx || values.stream().context() != ctx {
+            return Err(Error::InvalidArgument(
+                "row_ptr, col_idx and values belong to different CUDA contexts".into(),
+            ));
+        }
+        let stream = row_ptr.stream().clone();
+        let rp = stream.clone_dtoh(&row_ptr)?;
+        stream.synchronize()?;
+        // rp has block_rows + 1 >= 1 entries.
+        let Ok(nnzb) = usize::try_from(rp[block_rows]) else {
+            // A negative end: validation names the first defect (row_ptr must start at 0
+            // and never decrease), else this.
+            validate_parts(m, k, block, &rp, &[], 0)?;
+            return Err(BsrError::RaggedRowPtr {
+                index: block_rows,
+                detail: format!("ends at {}", rp[block_rows]),
+            }
+            .into());
+        };
+        at_least(
+            "device col_idx (nnzb = row_ptr's last entry)",
+            nnzb,
+            col_idx.len(),
+        )?;
+        let values_len = values_len_of(nnzb, block)?;
+        at_least("device values (nnzb * bm * bk)", values_len, values.len())?;
+        let ci = download_prefix(&col_idx, nnzb, &stream)?;
+        stream.synchronize()?;
+        validate_parts(m, k, block, &rp, &ci, values_len)?;
+        Ok(Self {
+            m,
+            k,
+            block,
+            nnzb,
+            row_ptr,
+            col_idx,
+            values,
+        })
+    }
+
+    /// Replaces the values with `values` from the host (`nnzb * bm * bk` elements, each
+    /// block row-major, in the order of the stored blocks): fine-tuned weights with the
+    /// same pattern. Enqueued on the values buffer's stream; `values` may be reused as soon
+    /// as this returns. A wrong length is [`BsrError::ValuesLength`], nothing copied.
+    pub fn update_values(&mut self, values: &[T]) -> Result<(), Error> {
+        let len = self.values_len();
+        if values.len() != len {
+            return Err(BsrError::ValuesLength {
+                expected: len,
+                got: values.len(),
+            }
+            .into());
+        }
+        if len == 0 {
+            return Ok(());
+        }
+        let stream = self.values.stream().clone();
+        stream.memcpy_htod(values, &mut self.values.slice_mut(..len))?;
+        Ok(())
+    }
+
+    /// Replaces the values with a device buffer or view of exactly `nnzb * bm * bk`
+    /// elements (same order as [`update_values`](Self::update_values)), copied on the
+    /// values buffer's stream (cudarc orders it after pending writes to `values`). A wrong
+    /// length is [`BsrError::ValuesLength`], nothing copied.
+    pub fn update_values_from_device<S: DevicePtr<T>>(&mut self, values: &S) -> Result<(), Error> {
+        let len = self.values_len();
+        if values.len() != len {
+            return Err(BsrError::ValuesLength {
+                expected: len,
+                got: values.len(),
+            }
+            .into());
+        }
+        if len == 0 {
+            return Ok(());
+        }
+        let stream = self.values.stream().clone();
+        stream.memcpy_dtod(values, &mut self.values.slice_mut(..len))?;
+        Ok(())
+    }
+
+    /// Copies the matrix back to the host (on the values buffer's stream, then waits for
+    /// it): the same `BsrMatrix` that was uploaded, with the latest values.
+    pub fn download(&self) -> Result<BsrMatrix<T>, Error> {
+        let stream = self.values.stream().clone();
+        let row_ptr = stream.clone_dtoh(&self.row_ptr)?;
+        let col_idx = download_prefix(&self.col_idx, self.nnzb, &stream)?;
+        let values = download_prefix(&self.values, self.values_len(), &stream)?;
+        stream.synchronize()?;
+        Ok(BsrMatrix::from_parts(
+            self.m, self.k, self.block, row_ptr, col_idx, values,
+        )?)
     }
 }
 
@@ -64,8 +271,21 @@ impl<T> DeviceBsr<T> {
     pub fn nnz_blocks(&self) -> usize {
         self.nnzb
     }
+    /// Elements of the stored blocks, `nnzb * bm * bk` (the values buffer may be longer).
+    pub fn values_len(&self) -> usize {
+        // Checked at construction: nnzb * bm * bk fits usize.
+        self.nnzb * self.block.len()
+    }
     /// Floating-point operations of `A * B` with `n` columns: `2 * n * nnzb * bm * bk`.
     pub fn flops(&self, n: usize) -> f64 {
         crate::format::bsr::spmm_flops(n, self.nnzb, self.block)
+    }
+    /// The values buffer, read-only (at least [`values_len`](Self::values_len) elements).
+    pub fn values(&self) -> &CudaSlice<T> {
+        &self.values
+    }
+    /// Gives the three buffers back: `(row_ptr, col_idx, values)`.
+    pub fn into_parts(self) -> (CudaSlice<i32>, CudaSlice<i32>, CudaSlice<T>) {
+        (self.row_ptr, self.col_idx, self.values)
     }
 }

@@ -68,7 +68,7 @@ fn to_i32(what: &'static str, v: usize) -> Result<i32, Error> {
 
 /// The problem for C++, pointers left zero (`sys` fills them). `crate::spmm` has checked
 /// that shapes agree, that B and C hold their views and that the types are supported; the
-/// BSR invariants hold because a `DeviceBsr` is made only from a validated `BsrMatrix`.
+/// BSR invariants hold because a `DeviceBsr` holds only validated index arrays.
 fn problem<T: Element, O: Element>(
     a: &DeviceBsr<T>,
     b: &DenseShape,

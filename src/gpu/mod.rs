@@ -2,8 +2,20 @@
 //!
 //! Three layers, as in cudarc: `sys` is the raw cxx seam to the C++ kernel registry (every
 //! `unsafe` of the library is there), `launch` the checked calls, and `DeviceBsr` the safe
-//! RAII type. Device memory and streams are cudarc's: bring your `CudaContext`/`CudaStream`,
-//! upload with [`DeviceBsr::upload`], wrap B and C with `Dense::device`/`DenseMut::device`.
+//! RAII type. Device memory and streams are cudarc's (re-exported as
+//! [`sparsek::cudarc`](crate::cudarc)): bring your `CudaContext`/`CudaStream`, upload with
+//! [`DeviceBsr::upload`] (or take buffers already on the GPU with
+//! [`DeviceBsr::from_device_parts`]), wrap B and C with `Dense::device`/`DenseMut::device`.
+//!
+//! ```no_run
+//! use sparsek::gpu;
+//!
+//! match gpu::open_device() {
+//!     Ok(ctx) => println!("GPU: {}", ctx.name()?),
+//!     Err(why) => println!("no GPU ({why}): use host operands (Backend::Cpu)"),
+//! }
+//! # Ok::<(), sparsek::cudarc::driver::DriverError>(())
+//! ```
 
 mod device_bsr;
 pub(crate) mod launch;

@@ -175,7 +175,7 @@ pub(crate) fn spmm<T, O>(
     problem.bias = bias;
     // SAFETY: every pointer is a live cudarc allocation borrowed for this call (C
     // mutably), sized for its view as crate::spmm checked (B, C, the bias's m values) and
-    // as DeviceBsr's construction from a validated BsrMatrix guarantees (row_ptr, col_idx,
+    // as DeviceBsr's validating constructors guarantee (row_ptr, col_idx,
     // values); the stream belongs to the same context, which launch::spmm bound to this
     // thread.
     unsafe { ffi::spmm(&problem) }

@@ -1,19 +1,26 @@
-//! sparsek's benchmark report: one table of every backend beside dense cuBLAS, written as
-//! JSON and as a PNG plot, and a regression gate against a recorded baseline.
+//! sparsek's benchmark report: one table of every backend beside dense cuBLAS, with each
+//! row's roofline floor and efficiency E, written as JSON, as a PNG plot and as a markdown
+//! table, and a regression gate against a recorded baseline.
 //!
 //! ```text
 //! bench_report run   [--m 8192 --n 8192 --k 8192] [--blocks 128x128,64x64,32x32]
 //!                    [--densities 1/16,1/8,1/4] [--patterns topk,skewed,random,causal]
 //!                    [--dtypes f16,bf16] [--layouts row/row,col/col] [--backends cutlass,wmma]
 //!                    [--repeats 7] [--iters 20] [--json report.json] [--png report.png]
+//!                    [--markdown report.md]
 //!                    [--baseline bench/baseline/h100.json] [--tolerance 0.05] [--slowdown N]
 //! bench_report decode [--shapes 4096x4096,14336x4096,4096x14336] [--ns 1,8,16,32,64,128,256]
 //!                    [--densities 0.25,0.5] [--blocks 128x128,64x64,32x32] [--json decode.json]
 //! bench_report check REPORT.json BASELINE.json [--tolerance 0.05]
 //! bench_report plot  REPORT.json OUT.png
+//! bench_report markdown REPORT.json OUT.md
 //! ```
 //!
-//! `run` needs the `cuda` feature and a GPU; `check` and `plot` run anywhere. Timing is
+//! `run` needs the `cuda` feature and a GPU; `check`, `plot` and `markdown` run anywhere.
+//! `run` first measures its ceilings: the L2 and HBM read bandwidth (kernels/bandwidth.cu)
+//! and, per dtype, dense cuBLAS at the full M, N, K. Each row's floor is the largest of its
+//! FLOPs at dense cuBLAS's rate, B's L2 traffic at the L2 rate and its A + B + C bytes at
+//! the HBM rate (`sparsek_bench::roofline`); E = floor ÷ measured median time. Timing is
 //! device-side (CUDA events around `iters` back-to-back launches), repeated `repeats`
 //! times; the table shows medians. The gate fails a (config, backend) only when even the
 //! fastest repeat is slower than the baseline's median by more than the tolerance, so one
@@ -27,6 +34,7 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use sparsek_bench::plot_font;
+use sparsek_bench::roofline::{Ceilings, Floor};
 
 const PEAK_TFLOPS: f64 = 989.0;
 
@@ -56,6 +64,9 @@ struct Row {
     cublas_gathered: Option<Timing>,
     /// By backend name (`cutlass`, `wmma`).
     backends: BTreeMap<String, Timing>,
+    /// The roofline floor against this run's ceilings (absent in reports without them).
+    #[serde(default)]
+    floor: Option<Floor>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -67,9 +78,55 @@ struct Report {
     repeats: usize,
     iters: usize,
     slowdown: usize,
-    /// Dense cuBLAS at the full K, per dtype.
+    /// Dense cuBLAS at the full K, per dtype: the compute ceiling of the floors.
     cublas_full: BTreeMap<String, Timing>,
+    /// L2 read bandwidth of this run, TB/s (absent in reports before the ceilings).
+    #[serde(default)]
+    l2_tbs: Option<f64>,
+    /// HBM read bandwidth of this run, TB/s (absent in reports before the ceilings).
+    #[serde(default)]
+    hbm_tbs: Option<f64>,
     rows: Vec<Row>,
+}
+
+impl Report {
+    /// The ceilings of this run for rows of `dtype`, where all three were measured.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    fn ceilings(&self, dtype: &str) -> Option<Ceilings> {
+        Some(Ceilings {
+            dense_tflops: self.cublas_full.get(dtype)?.tflops,
+            l2_tbs: self.l2_tbs?,
+            hbm_tbs: self.hbm_tbs?,
+        })
+    }
+
+    /// Backend names over all rows, in order.
+    fn backend_names(&self) -> Vec<String> {
+        let names: std::collections::BTreeSet<&String> =
+            self.rows.iter().flat_map(|r| r.backends.keys()).collect();
+        names.into_iter().cloned().collect()
+    }
+
+    /// The ceilings of this run on one line, `sep` between them.
+    fn ceilings_line(&self, sep: &str) -> String {
+        let dense: Vec<String> = self
+            .cublas_full
+            .iter()
+            .map(|(dtype, t)| format!("{dtype} {:.0} TFLOPS", t.tflops))
+            .collect();
+        let tbs =
+            |v: Option<f64>| v.map_or_else(|| "not measured".into(), |v| format!("{v:.2} TB/s"));
+        format!(
+            "dense cuBLAS {}{sep}L2 read {}{sep}HBM read {}",
+            if dense.is_empty() {
+                "not measured".into()
+            } else {
+                dense.join(", ")
+            },
+            tbs(self.l2_tbs),
+            tbs(self.hbm_tbs)
+        )
+    }
 }
 
 fn main() -> Result<()> {
@@ -92,7 +149,11 @@ fn main() -> Result<()> {
             (Some(r), Some(out)) => plot(&load(r)?, Path::new(out)),
             _ => bail!("usage: bench_report plot REPORT.json OUT.png"),
         },
-        _ => bail!("usage: bench_report run|decode|check|plot ... (see the doc comment of src/bin/bench_report.rs)"),
+        Some("markdown") => match (args.get(1), args.get(2)) {
+            (Some(r), Some(out)) => write_markdown(&load(r)?, out),
+            _ => bail!("usage: bench_report markdown REPORT.json OUT.md"),
+        },
+        _ => bail!("usage: bench_report run|decode|check|plot|markdown ... (see the doc comment of src/bin/bench_report.rs)"),
     }
 }
 
@@ -131,7 +192,8 @@ fn timing(runs_us: Vec<f64>, flops: f64) -> Timing {
     }
 }
 
-/// The table: TFLOPS per backend, ratios to cuBLAS gathered and full K, % of peak.
+/// The table: per row the floor and the bound that sets it, then per backend the median
+/// µs, TFLOPS and E; dense cuBLAS on the gathered K beside.
 fn print_table(r: &Report) {
     println!(
         "\nsparsek report: {} | M={} N={} K={} | {} repeats x {} launches{}",
@@ -147,39 +209,140 @@ fn print_table(r: &Report) {
             String::new()
         }
     );
-    for (dtype, t) in &r.cublas_full {
-        println!("dense cuBLAS {dtype}, full K: {:.0} TFLOPS", t.tflops);
+    println!("ceilings (this run): {}", r.ceilings_line(" | "));
+    let names = r.backend_names();
+    let mut header = format!("{:<36} {:>9} {:<7}", "config", "floor us", "set by");
+    for name in &names {
+        header += &format!(" | {:>12} {:>6} {:>5}", format!("{name} us"), "TFLOPS", "E");
     }
-    println!(
-        "{:<36} {:>8} {:>8} {:>9} {:>9} {:>9} {:>7}",
-        "config", "cutlass", "wmma", "cublas_g", "best/cbG", "best/cbF", "%peak"
-    );
+    header += &format!(" | {:>8} {:>8} {:>8}", "cublas_g", "best/cbG", "best/cbF");
+    println!("{header}");
     for row in &r.rows {
-        let tf = |b: &str| row.backends.get(b).map(|t| t.tflops);
+        let mut line = match &row.floor {
+            Some(f) => format!("{:<36} {:>9.1} {:<7}", row.config, f.us, f.bound),
+            None => format!("{:<36} {:>9} {:<7}", row.config, "-", "-"),
+        };
+        for name in &names {
+            line += &match row.backends.get(name) {
+                Some(t) => format!(
+                    " | {:>12.1} {:>6.0} {:>5}",
+                    t.median_us,
+                    t.tflops,
+                    row.floor.map_or_else(
+                        || "-".into(),
+                        |f| format!("{:.2}", f.efficiency(t.median_us))
+                    )
+                ),
+                None => format!(" | {:>12} {:>6} {:>5}", "-", "-", "-"),
+            };
+        }
         let best = row
             .backends
             .values()
             .map(|t| t.tflops)
             .fold(f64::NAN, f64::max);
-        let show = |v: Option<f64>| v.map(|v| format!("{v:.0}")).unwrap_or_else(|| "-".into());
-        let full = r
-            .cublas_full
-            .get(&row.dtype)
-            .map(|t| t.tflops)
-            .unwrap_or(f64::NAN);
-        let cg = row.cublas_gathered.as_ref().map(|t| t.tflops);
-        println!(
-            "{:<36} {:>8} {:>8} {:>9} {:>9.2} {:>9.2} {:>6.1}%",
-            row.config,
-            show(tf("cutlass")),
-            show(tf("wmma")),
-            show(cg),
-            best / cg.unwrap_or(f64::NAN),
-            best / full,
-            100.0 * best / PEAK_TFLOPS
-        );
+        let full = r.cublas_full.get(&row.dtype).map_or(f64::NAN, |t| t.tflops);
+        line += &match &row.cublas_gathered {
+            Some(cg) => format!(" | {:>8.0} {:>8.2}", cg.tflops, best / cg.tflops),
+            None => format!(" | {:>8} {:>8}", "-", "-"),
+        };
+        line += &format!(" {:>8.2}", best / full);
+        println!("{line}");
     }
-    println!("(TFLOPS on nonzero work, medians; cbG/cbF: ratio to dense cuBLAS on the gathered / full K)");
+    println!(
+        "(medians; floor = the largest of FLOPs on nonzero blocks / dense cuBLAS, B's L2 \
+         traffic / L2 read, A + B + C bytes / HBM read; E = floor / measured; cbG / cbF: \
+         best TFLOPS / dense cuBLAS on the gathered / full K)"
+    );
+}
+
+/// `128x128` as the README writes it: `128×128`.
+fn block_label(block: &str) -> String {
+    block.replace('x', "×")
+}
+
+/// A density as the README writes it: `1/16` where it is one over a whole number, else
+/// two decimals.
+fn density_label(d: f64) -> String {
+    let inv = 1.0 / d;
+    if d > 0.0 && d < 1.0 && (inv - inv.round()).abs() < 1e-6 {
+        format!("1/{}", inv.round())
+    } else {
+        format!("{d:.2}")
+    }
+}
+
+/// The markdown table the README embeds: one line naming the device and the ceilings,
+/// then a row per (config, backend): blocks, density, backend, TFLOPS, floor set by, E.
+/// Pattern, dtype and layout get a column each only where the report has more than one.
+fn markdown(r: &Report) -> String {
+    let mut out = format!(
+        "{}, M = {}, N = {}, K = {}; ceilings measured in the same run: {}.\n\n",
+        r.device,
+        r.m,
+        r.n,
+        r.k,
+        r.ceilings_line(", ")
+    );
+    // The optional columns, each where the report has more than one value of it.
+    type Field = fn(&Row) -> &str;
+    let optional: [(&str, Field); 3] = [
+        ("pattern", |row| &row.pattern),
+        ("dtype", |row| &row.dtype),
+        ("B/C layout", |row| &row.layout),
+    ];
+    let extra: Vec<(&str, Field)> = optional
+        .into_iter()
+        .filter(|(_, f)| {
+            let values: std::collections::BTreeSet<&str> = r.rows.iter().map(f).collect();
+            values.len() > 1
+        })
+        .collect();
+    let mut head = String::from("| blocks | density |");
+    for (name, _) in &extra {
+        head += &format!(" {name} |");
+    }
+    head += " backend | TFLOPS | floor set by | E |\n";
+    out += &head;
+    out += &"|---".repeat(6 + extra.len());
+    out += "|\n";
+    let names = r.backend_names();
+    for row in &r.rows {
+        for name in &names {
+            let mut line = format!(
+                "| {} | {} |",
+                block_label(&row.block),
+                density_label(row.density)
+            );
+            for (_, f) in &extra {
+                line += &format!(" {} |", f(row));
+            }
+            let bound = row
+                .floor
+                .map_or_else(|| "–".into(), |f| f.bound.to_string());
+            line += &match row.backends.get(name) {
+                Some(t) => format!(
+                    " {} | {:.0} | {bound} | {} |",
+                    name.to_uppercase(),
+                    t.tflops,
+                    row.floor.map_or_else(
+                        || "–".into(),
+                        |f| format!("{:.2}", f.efficiency(t.median_us))
+                    )
+                ),
+                None => format!(" {} | refused | {bound} | – |", name.to_uppercase()),
+            };
+            out += &line;
+            out += "\n";
+        }
+    }
+    out
+}
+
+fn write_markdown(r: &Report, path: &str) -> Result<()> {
+    std::fs::write(path, markdown(r)).with_context(|| format!("writing {path}"))?;
+    println!("wrote {path}");
+    Ok(())
 }
 
 /// The regression gate. Returns whether every (config, backend) of the baseline holds.
@@ -339,7 +502,9 @@ mod sweep {
         DeviceBsr, Element, Layout, SpmmOptions,
     };
 
-    use super::{check, flag, list, load, plot, print_table, timing, Report, Row};
+    use sparsek_bench::roofline::Problem;
+
+    use super::{check, flag, list, load, plot, print_table, timing, write_markdown, Report, Row};
 
     struct Settings {
         m: usize,
@@ -453,6 +618,24 @@ mod sweep {
         let ctx = gpu::open_device().map_err(anyhow::Error::msg)?;
         let stream = ctx.default_stream();
         let blas = CudaBlas::new(stream.clone())?;
+        // The memory ceilings, first (the cuBLAS one is measured per dtype in the sweep).
+        let (l2_tbs, hbm_tbs) = match (
+            sparsek_bench::ceilings::l2_read(&stream),
+            sparsek_bench::ceilings::hbm_read(&stream),
+        ) {
+            (Ok(l2), Ok(hbm)) => {
+                println!(
+                    "ceilings: L2 read {:.2} TB/s, HBM read {:.2} TB/s (this run)",
+                    l2 / 1e12,
+                    hbm / 1e12
+                );
+                (Some(l2 / 1e12), Some(hbm / 1e12))
+            }
+            (Err(e), _) | (_, Err(e)) => {
+                println!("no bandwidth ceilings, so no floors or E: {e:#}");
+                (None, None)
+            }
+        };
         let mut report = Report {
             device: ctx.name()?,
             m: s.m,
@@ -462,6 +645,8 @@ mod sweep {
             iters: s.iters,
             slowdown: s.slowdown,
             cublas_full: BTreeMap::new(),
+            l2_tbs,
+            hbm_tbs,
             rows: Vec::new(),
         };
         let total = blocks.len() * densities.len() * patterns.len() * dtypes.len() * layouts.len();
@@ -503,6 +688,9 @@ mod sweep {
             if let Err(e) = plot(&report, Path::new(path)) {
                 println!("no plot: {e}");
             }
+        }
+        if let Some(path) = flag(args, "--markdown") {
+            write_markdown(&report, path)?;
         }
         if let Some(base) = flag(args, "--baseline") {
             let tol = flag(args, "--tolerance")
@@ -556,6 +744,8 @@ mod sweep {
                 .cublas_full
                 .insert(dtype.clone(), timing(runs, flops));
         }
+        let ceilings = report.ceilings(&dtype);
+        let base_opts = SpmmOptions::new();
         for block in blocks {
             let block = parse_block(block)?;
             for density in densities {
@@ -567,6 +757,21 @@ mod sweep {
                     })?;
                     let da = DeviceBsr::upload(&a, stream)?;
                     let flops = a.flops(n);
+                    let elem = std::mem::size_of::<T>();
+                    let floor = ceilings.map(|c| {
+                        Problem {
+                            m,
+                            n,
+                            k,
+                            bm: block.rows,
+                            bk: block.cols,
+                            nnzb: a.nnz_blocks(),
+                            in_bytes: elem,
+                            out_bytes: elem,
+                            reads_c: base_opts.get_beta() != 0.0,
+                        }
+                        .floor(&c)
+                    });
                     // cuBLAS on the gathered dense problem, once per matrix.
                     let kg = (a.nnz_blocks() * block.cols)
                         .div_ceil(a.num_block_rows())
@@ -603,6 +808,7 @@ mod sweep {
                             flops,
                             cublas_gathered: cublas_gathered.clone(),
                             backends: BTreeMap::new(),
+                            floor,
                         };
                         for name in backends {
                             let backend = match name.as_str() {
@@ -610,7 +816,7 @@ mod sweep {
                                 "wmma" => Backend::Wmma,
                                 other => bail!("backend `{other}`: cutlass or wmma"),
                             };
-                            let opts = SpmmOptions::new().backend(backend);
+                            let opts = base_opts.backend(backend);
                             let view_b = || Dense::device(&b, k, n, bl);
                             if gpu::can_implement(
                                 &da,
@@ -639,5 +845,106 @@ mod sweep {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sparsek_bench::roofline::{Bound, Problem};
+
+    const BASELINE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/baseline/h100.json");
+
+    fn timed(us: f64, flops: f64) -> Timing {
+        Timing {
+            median_us: us,
+            min_us: us,
+            runs_us: vec![us],
+            tflops: flops / (us * 1e-6) / 1e12,
+        }
+    }
+
+    /// A report of one 128x128, 1/8 row at M = N = K = 8192, with ceilings.
+    fn one_row() -> Report {
+        let p = Problem {
+            m: 8192,
+            n: 8192,
+            k: 8192,
+            bm: 128,
+            bk: 128,
+            nnzb: 512,
+            in_bytes: 2,
+            out_bytes: 2,
+            reads_c: false,
+        };
+        let dense_flops = 2.0 * 8192f64.powi(3);
+        let mut r = Report {
+            device: "Test GPU".into(),
+            m: 8192,
+            n: 8192,
+            k: 8192,
+            repeats: 1,
+            iters: 1,
+            slowdown: 1,
+            cublas_full: BTreeMap::from([("f16".into(), timed(dense_flops / 710e6, dense_flops))]),
+            l2_tbs: Some(7.6),
+            hbm_tbs: Some(3.1),
+            rows: Vec::new(),
+        };
+        let floor = p.floor(&r.ceilings("f16").unwrap());
+        r.rows.push(Row {
+            config: "128x128 d=0.1250 topk f16 row/row".into(),
+            block: "128x128".into(),
+            density: 0.125,
+            pattern: "topk".into(),
+            dtype: "f16".into(),
+            layout: "row/row".into(),
+            flops: p.flops(),
+            cublas_gathered: None,
+            backends: BTreeMap::from([("cutlass".into(), timed(2.0 * floor.us, p.flops()))]),
+            floor: Some(floor),
+        });
+        r
+    }
+
+    #[test]
+    fn old_reports_load_without_ceilings_and_still_gate() {
+        let base = load(BASELINE).unwrap();
+        assert!(base.l2_tbs.is_none() && base.hbm_tbs.is_none());
+        assert!(base.rows.iter().all(|r| r.floor.is_none()));
+        assert!(base.ceilings("f16").is_none());
+        print_table(&base);
+        assert!(check(&base, &base, 0.05));
+        let md = markdown(&base);
+        assert!(md.contains("L2 read not measured"));
+        assert!(md.contains("| blocks | density | pattern | backend | TFLOPS | floor set by | E |"));
+        assert!(md.contains("| 32×32 | 1/16 | topk | CUTLASS | refused | – | – |"));
+    }
+
+    #[test]
+    fn new_reports_round_trip_and_render_e() {
+        let r = one_row();
+        let f = r.rows[0].floor.unwrap();
+        assert_eq!(f.bound, Bound::Compute);
+        let back: Report = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert_eq!(back.l2_tbs, Some(7.6));
+        assert_eq!(back.rows[0].floor, Some(f));
+        print_table(&back);
+        let md = markdown(&back);
+        assert!(md.starts_with("Test GPU, M = 8192, N = 8192, K = 8192; ceilings measured"));
+        assert!(md.contains("dense cuBLAS f16 710 TFLOPS, L2 read 7.60 TB/s, HBM read 3.10 TB/s"));
+        assert!(md.contains("| blocks | density | backend | TFLOPS | floor set by | E |\n|---|---|---|---|---|---|\n"));
+        assert!(
+            md.contains("| 128×128 | 1/8 | CUTLASS | 355 | compute | 0.50 |"),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn density_labels() {
+        assert_eq!(density_label(0.0625), "1/16");
+        assert_eq!(density_label(0.25), "1/4");
+        assert_eq!(density_label(0.09375), "0.09");
+        assert_eq!(density_label(1.0), "1.00");
     }
 }
