@@ -372,7 +372,8 @@ fn any_block_sanitized() {
     println!("{test}: {} cases passed", list.len());
 }
 
-/// Auto resolves to the Hopper path on sm_90 for every block shape it runs, to WMMA elsewhere.
+/// Auto resolves to the Hopper path on sm_90 for the block shapes where it is faster, to WMMA
+/// elsewhere.
 #[test]
 fn auto_picks_the_fastest_available() {
     let Some(ctx) = device("auto_picks_the_fastest_available") else {
@@ -380,7 +381,8 @@ fn auto_picks_the_fastest_available() {
     };
     let stream = ctx.default_stream();
     let mut rng = StdRng::seed_from_u64(seed());
-    for (bs, want_hopper) in [(16, true), (32, true), (64, true), (128, true)] {
+    // 16x16: Auto leaves it to WMMA (measured faster, cpp/sm90/family.cu).
+    for (bs, want_hopper) in [(16, false), (32, true), (64, true), (128, true)] {
         let a = common::random_bsr::<f16>(
             PatternKind::Random(0.5),
             4,

@@ -52,6 +52,15 @@ bool tma_stride_ok(int64_t ld, int64_t outer, DType t) {
          bytes < (int64_t(1) << 40);
 }
 
+// Whether the WMMA family runs p (Auto's next family after this one, cpp/registry.cu).
+bool wmma_runs(const Problem& p) {
+  const detail::Family& w = detail::kWmmaFamily;
+  if ((p.has_epilogue() && !w.epilogue) || w.supports(p) != nullptr) return false;
+  for (int row = 0; row < w.rows; ++row)
+    if (w.info(row).automatic && w.fits(p, row) == nullptr) return true;
+  return false;
+}
+
 // Why row `row` cannot run p (its input dtype, block shapes, B layout and, for the
 // TMA-epilogue rows, C are fixed).
 const char* fits(const Problem& p, int row) {
@@ -62,6 +71,14 @@ const char* fits(const Problem& p, int row) {
   if (v.epilogue == EpilogueKind::Direct) {
     if (p.output() != p.input() && p.output() != DType::F32) return "C must have the input dtype or f32";
     if (p.a.bm > v.bm) return "bm is above the row's tile";
+    // Auto takes an any-block row only where it measured faster than WMMA, or where WMMA
+    // cannot run the problem: on the H100 (benches/NOTES.md session 9, runs 3 and 4) only the
+    // 32-row k32 tile beat WMMA (32x32 f16 at 1/8: 159 vs 145 TFLOPS); 16x16 (63 vs 78),
+    // 64x112 (182 vs 243), f32 output at 64x64 and 128x128 (219, 252 vs WMMA's same-type
+    // 250, 329) did not. Backend::Cutlass runs every row.
+    const bool measured_faster = v.bm == 32 && v.tile_k == 32 && p.a.bm > 16;
+    if (p.backend == Backend::Auto && !measured_faster && wmma_runs(p))
+      return "Auto leaves this block to WMMA (measured faster than the any-block rows)";
     if (p.a.bk % v.tile_k != 0) return "bk is not a multiple of the row's k tile";
     if (p.block_rows() > INT32_MAX / table::sparse_extent(v)) return "too many block-rows for the row's tile";
     return nullptr;

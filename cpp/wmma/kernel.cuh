@@ -162,10 +162,24 @@ __device__ __forceinline__ void store8(OutT* p, const float v[8]) {
 }
 
 // The activation of the fused epilogue on 8 values (fp32), as every family computes it
-// (activation.cuh). `act` is uniform per launch: no divergence.
+// (activation.cuh). `act` is uniform per launch: one switch per chunk, no divergence.
 __device__ __forceinline__ void activate8(float v[8], int32_t act) {
+  switch (act) {
+    case static_cast<int32_t>(Activation::Relu):
 #pragma unroll
-  for (int i = 0; i < 8; ++i) v[i] = detail::activate(v[i], act);
+      for (int i = 0; i < 8; ++i) v[i] = detail::act_relu(v[i]);
+      break;
+    case static_cast<int32_t>(Activation::GeluTanh):
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v[i] = detail::act_gelu_tanh(v[i]);
+      break;
+    case static_cast<int32_t>(Activation::Silu):
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v[i] = detail::act_silu(v[i]);
+      break;
+    default:  // Activation::None
+      break;
+  }
 }
 
 // Writes the staged fp32 tile (kEpiRows x TILE_N in shared memory, laid out like C and

@@ -756,6 +756,9 @@ mod sweep {
                         T::from_f32(rng.random_range(-1.0..1.0))
                     })?;
                     let da = DeviceBsr::upload(&a, stream)?;
+                    // A block side that does not divide M or K (e.g. bk = 112 at K = 8192)
+                    // runs on the largest multiple below it.
+                    let (m, k) = (a.m(), a.k());
                     let flops = a.flops(n);
                     let elem = std::mem::size_of::<T>();
                     let floor = ceilings.map(|c| {
