@@ -5,30 +5,15 @@
 
 mod common;
 
-use std::io::Write;
 use std::sync::Arc;
 
-use common::PatternKind;
+use common::{device, PatternKind};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 use rand::{rngs::StdRng, SeedableRng};
 use sparsek::{
-    bf16, f16, gpu, spmm, BlockShape, BsrError, BsrMatrix, Dense, DenseMut, DeviceBsr, Element,
-    Error, Layout, SpmmOptions,
+    bf16, f16, spmm, BlockShape, BsrError, BsrMatrix, Dense, DenseMut, DeviceBsr, Element, Error,
+    Layout, SpmmOptions,
 };
-
-fn device(test: &str) -> Option<Arc<CudaContext>> {
-    match gpu::open_device() {
-        Ok(ctx) => Some(ctx),
-        Err(why) => {
-            if std::env::var_os("SPARSEK_REQUIRE_GPU").is_some() {
-                panic!("{test}: SPARSEK_REQUIRE_GPU is set but there is no GPU: {why}");
-            }
-            // Straight to the stderr handle: libtest captures print!/eprint!, not this.
-            let _ = writeln!(std::io::stderr(), "SKIPPED {test}: no GPU ({why})");
-            None
-        }
-    }
-}
 
 const B32: BlockShape = BlockShape::new(32, 32);
 

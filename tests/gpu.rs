@@ -5,10 +5,9 @@
 
 mod common;
 
-use std::io::Write;
 use std::sync::Arc;
 
-use common::{random_vec, reference, rel_err, PatternKind};
+use common::{device, random_vec, reference, rel_err, PatternKind};
 use cudarc::driver::CudaContext;
 use rand::{rngs::StdRng, SeedableRng};
 use sparsek::{
@@ -16,20 +15,6 @@ use sparsek::{
     Dense, DenseMut, DenseShape, DeviceBsr, Element, Epilogue, Error, Layout, SparseLinear,
     SpmmOptions, Vector,
 };
-
-fn device(test: &str) -> Option<Arc<CudaContext>> {
-    match gpu::open_device() {
-        Ok(ctx) => Some(ctx),
-        Err(why) => {
-            if std::env::var_os("SPARSEK_REQUIRE_GPU").is_some() {
-                panic!("{test}: SPARSEK_REQUIRE_GPU is set but there is no GPU: {why}");
-            }
-            // Straight to the stderr handle: libtest captures print!/eprint!, not this.
-            let _ = writeln!(std::io::stderr(), "SKIPPED {test}: no GPU ({why})");
-            None
-        }
-    }
-}
 
 fn seed() -> u64 {
     // Fresh data every run; the seed is printed so a failure can be replayed.
@@ -181,6 +166,17 @@ fn check_case<T: Element, O: Element>(ctx: &Arc<CudaContext>, case: &Case, rng: 
     assert!(cpu_err <= tol, "CPU backend off: {cpu_err:.3e}");
 }
 
+/// Case `idx` with input and output types alternating over f16→f32, f16→f16, bf16→f32 and
+/// bf16→bf16, so a list of cases covers every combination.
+fn check_combination(ctx: &Arc<CudaContext>, case: &Case, idx: usize, rng: &mut StdRng) {
+    match idx % 4 {
+        0 => check_case::<f16, f32>(ctx, case, rng),
+        1 => check_case::<f16, f16>(ctx, case, rng),
+        2 => check_case::<bf16, f32>(ctx, case, rng),
+        _ => check_case::<bf16, bf16>(ctx, case, rng),
+    }
+}
+
 const SIDES: [usize; 4] = [16, 32, 64, 128];
 const KINDS: [PatternKind; 5] = [
     PatternKind::Single,
@@ -233,12 +229,7 @@ fn sweep(test: &str, backend: Backend, blocks: &[BlockShape]) {
     for (idx, case) in list.iter().enumerate() {
         // Alternate input types and outputs so every combination is covered (on the Hopper
         // path, f32 output runs on the any-block rows).
-        match idx % 4 {
-            0 => check_case::<f16, f32>(&ctx, case, &mut rng),
-            1 => check_case::<f16, f16>(&ctx, case, &mut rng),
-            2 => check_case::<bf16, f32>(&ctx, case, &mut rng),
-            _ => check_case::<bf16, bf16>(&ctx, case, &mut rng),
-        }
+        check_combination(&ctx, case, idx, &mut rng);
     }
     println!("{test}: {} cases passed", list.len());
 }
@@ -328,12 +319,7 @@ fn cutlass_any_block_matches_reference() {
         list.push(case);
     }
     for (idx, case) in list.iter().enumerate() {
-        match idx % 4 {
-            0 => check_case::<f16, f32>(&ctx, case, &mut rng),
-            1 => check_case::<f16, f16>(&ctx, case, &mut rng),
-            2 => check_case::<bf16, f32>(&ctx, case, &mut rng),
-            _ => check_case::<bf16, bf16>(&ctx, case, &mut rng),
-        }
+        check_combination(&ctx, case, idx, &mut rng);
     }
     println!("{test}: {} cases passed", list.len());
 }

@@ -198,19 +198,21 @@ impl<T: Element> DeviceBsr<T> {
         })
     }
 
+    /// `nnzb * bm * bk`, or [`BsrError::ValuesLength`] when `got` differs.
+    fn check_values_len(&self, got: usize) -> Result<usize, Error> {
+        let len = self.values_len();
+        if got != len {
+            return Err(BsrError::ValuesLength { expected: len, got }.into());
+        }
+        Ok(len)
+    }
+
     /// Replaces the values with `values` from the host (`nnzb * bm * bk` elements, each
     /// block row-major, in the order of the stored blocks): fine-tuned weights with the
     /// same pattern. Enqueued on the values buffer's stream; `values` may be reused as soon
     /// as this returns. A wrong length is [`BsrError::ValuesLength`], nothing copied.
     pub fn update_values(&mut self, values: &[T]) -> Result<(), Error> {
-        let len = self.values_len();
-        if values.len() != len {
-            return Err(BsrError::ValuesLength {
-                expected: len,
-                got: values.len(),
-            }
-            .into());
-        }
+        let len = self.check_values_len(values.len())?;
         if len == 0 {
             return Ok(());
         }
@@ -224,14 +226,7 @@ impl<T: Element> DeviceBsr<T> {
     /// values buffer's stream (cudarc orders it after pending writes to `values`). A wrong
     /// length is [`BsrError::ValuesLength`], nothing copied.
     pub fn update_values_from_device<S: DevicePtr<T>>(&mut self, values: &S) -> Result<(), Error> {
-        let len = self.values_len();
-        if values.len() != len {
-            return Err(BsrError::ValuesLength {
-                expected: len,
-                got: values.len(),
-            }
-            .into());
-        }
+        let len = self.check_values_len(values.len())?;
         if len == 0 {
             return Ok(());
         }

@@ -120,3 +120,21 @@ pub fn rel_err<O: Element>(out: &[O], shape: &DenseShape, reference: &[f64]) -> 
 pub fn layouts() -> [Layout; 2] {
     [Layout::RowMajor, Layout::ColMajor]
 }
+
+/// The GPU for a test, or `None` (the test prints SKIPPED on stderr and returns) when there is
+/// none; with SPARSEK_REQUIRE_GPU set (the GPU bundle's run script) a missing GPU fails.
+#[cfg(feature = "cuda")]
+pub fn device(test: &str) -> Option<std::sync::Arc<cudarc::driver::CudaContext>> {
+    use std::io::Write;
+    match sparsek::gpu::open_device() {
+        Ok(ctx) => Some(ctx),
+        Err(why) => {
+            if std::env::var_os("SPARSEK_REQUIRE_GPU").is_some() {
+                panic!("{test}: SPARSEK_REQUIRE_GPU is set but there is no GPU: {why}");
+            }
+            // Straight to the stderr handle: libtest captures print!/eprint!, not this.
+            let _ = writeln!(std::io::stderr(), "SKIPPED {test}: no GPU ({why})");
+            None
+        }
+    }
+}
