@@ -15,6 +15,8 @@
 //                Direct rows: the largest block height; smaller ones are zero-padded.
 //   b_layout, c_layout   the layouts of B and C the row is compiled for (CAny: run time).
 //   tile_m x tile_n      the GEMM (M, N) tile; tile_k (last column, default 64) its K.
+//                Direct rows take any bk % 16: the last k-tile of a block may reach past
+//                it (zero-filled by TMA; family.cu caps the waste).
 //   transposed   false: GEMM C = A*B, M tile = one block-row (tile_m == bm);
 //                true:  GEMM C^T = B^T A^T, N tile = one block-row (tile_n == bm). The
 //                cooperative kernel needs an M tile >= 128, hence bm <= 64 runs transposed.
@@ -83,7 +85,7 @@ struct Sm90Variant {
   bool automatic;
   const char* chosen_by;
   EpilogueKind epilogue = EpilogueKind::Plain;
-  // GEMM tile K: bk must be a multiple (Plain and Fused rows: bk = 64 or 128, tile_k = 64).
+  // GEMM tile K (Plain and Fused rows: bk = 64 or 128, tile_k = 64; Direct rows: any bk % 16).
   int tile_k = 64;
 };
 
@@ -164,7 +166,7 @@ inline constexpr Sm90Variant kSm90Variants[] = {
     {"sm90_f16_bm64_bcol_ccol_fused",       F16, Same,   64, BCol, CCol, 256,    64,    T,   Auto,      kFused, Fused},
     {"sm90_bf16_bm128_bcol_ccol_fused",     BF16, Same, 128, BCol, CCol, 128,   256,    N,   Auto,      kFused, Fused},
     {"sm90_bf16_bm64_bcol_ccol_fused",      BF16, Same,  64, BCol, CCol, 256,    64,    T,   Auto,      kFused, Fused},
-    // ---- any block: bm up to the tile's sparse extent, bk a multiple of tile_k; C's dtype
+    // ---- any block: bm up to the tile's sparse extent, bk % 16 == 0; C's dtype
     //      (input or f32), layout, bias and activation at run time (direct_epilogue.hpp) ----
     // name                                 in    out    bm  B     C     tile_m tile_n T/N  automatic  chosen_by     epilogue tile_k
     {"sm90_f16_bm_le32_k32_brow",            F16,   OrF32,  32, BRow,  CAny,  256,    32,   T,   Auto,      kAnyBlock,    Direct,  32},

@@ -12,9 +12,12 @@
 //     GEMM row r of block-row br is C row br*bm + r, written only for r < bm. So one tile
 //     serves every bm <= TileS (16x16, 32x32, 48x*, 112x*, ...), and the GEMM's sparse
 //     extent is (m/bm)*TileS, not m.
-// The tile goes to C through a shared-memory chunk (SharedStorage), stored in C's memory
-// order; a rolled loop, so the code stays small (an unrolled per-accumulator epilogue was
-// 0.4-1 MB of code and instruction-fetch bound: 85 TFLOPS at 128x128, benches/NOTES.md).
+// The tile goes to C through a shared-memory chunk (SharedStorage) laid out with C's
+// contiguous dimension contiguous, then in vectors of 8 elements along it: 16-byte loads and
+// stores of C (two for f32), one bias load, one activation switch per vector (vec8.cuh).
+// Vectors that C's alignment or the tile's edge (bm, n) cut go element by element. A rolled
+// loop, so the code stays small (an unrolled per-accumulator epilogue was 0.4-1 MB of code
+// and instruction-fetch bound: 85 TFLOPS at 128x128, benches/NOTES.md).
 //
 // Arithmetic: v = fma(alpha, acc, bias or -0.0f); v = fma(beta, C, v) only when beta != 0
 // (with beta == 0 C is never read, so it may hold NaN); v = act(v); rounded to nearest - the
@@ -36,6 +39,7 @@
 
 #include "activation.cuh"
 #include "problem.hpp"
+#include "vec8.cuh"
 
 namespace sparsek::sm90 {
 
@@ -56,6 +60,9 @@ struct DirectEpilogueArguments {
   int32_t activation = 0;      // an Activation value
   int32_t bm = 0;              // rows of C per block-row
   int64_t n = 0;               // columns of C
+  // Set by to_underlying_arguments: whole vectors of 8 along C's contiguous dimension are
+  // 16-byte aligned (C's base and leading dimension, and bm when rows are contiguous).
+  bool vector = false;
 };
 
 // Element: the input type (of the bias). TileShape: the CTA tile (M, N, K) of the GEMM;
@@ -73,17 +80,21 @@ class DirectEpilogueOp {
   using StrideC = cute::Stride<int64_t, int64_t, int64_t>;
   using StrideD = StrideC;
 
-  // The tile goes through shared memory in chunks of kChunk GEMM columns (fp32, one pad
-  // column against bank conflicts): registers -> shared memory is unrolled (static register
-  // indices), shared memory -> C is a rolled loop in C's memory order, so the code stays
-  // small and the stores coalesced.
+  // The tile goes through shared memory in chunks of kChunk GEMM columns (fp32):
+  // registers -> shared memory is unrolled (static register indices), shared memory -> C a
+  // rolled loop of 8-element vectors in C's memory order. The chunk is stored with C's
+  // contiguous dimension contiguous: [GEMM row][kPitchN] when that is the GEMM's N,
+  // [GEMM column][kPitchM] when it is M; the 4-float pads keep rows 16-byte aligned (vector
+  // reads) and spread the accumulators' writes over the banks.
   static constexpr int TileM = cute::size<0>(TileShape{});
   static constexpr int TileN = cute::size<1>(TileShape{});
   static constexpr int kChunk = TileN < 32 ? TileN : 32;
-  static constexpr int kPitch = kChunk + 1;
-  static_assert(TileN % kChunk == 0, "chunks must tile the N tile");
+  static constexpr int kPitchN = kChunk + 4;
+  static constexpr int kPitchM = TileM + 4;
+  static constexpr int kVec = 8;
+  static_assert(TileN % kChunk == 0 && kChunk % kVec == 0 && TileM % kVec == 0, "chunks of whole vectors");
   struct SharedStorage {
-    float chunk[TileM * kPitch];
+    alignas(16) float chunk[TileM * kPitchN > kChunk * kPitchM ? TileM * kPitchN : kChunk * kPitchM];
   };
   using TensorStorage = SharedStorage;
   using Arguments = DirectEpilogueArguments;
@@ -92,9 +103,26 @@ class DirectEpilogueOp {
   static constexpr int TileSparse = cute::size<SparseIsB ? 1 : 0>(TileShape{});
   static constexpr int TileDense = cute::size<SparseIsB ? 0 : 1>(TileShape{});
 
+  // Whether the 8 elements along C's contiguous dimension run along a row of C (the
+  // columns vary) or down a column (the rows vary); see store().
+  CUTLASS_HOST_DEVICE static bool m_fastest(Arguments const& a) {
+    const bool c_col = a.row_stride == 1 && a.col_stride != 1;
+    return SparseIsB ? !c_col : c_col;
+  }
+  CUTLASS_HOST_DEVICE static bool rows_vary(Arguments const& a) { return m_fastest(a) != SparseIsB; }
+
   template <class ProblemShape>
-  static constexpr Params to_underlying_arguments(ProblemShape const&, Arguments const& args, void*) {
-    return args;
+  static Params to_underlying_arguments(ProblemShape const&, Arguments const& args, void*) {
+    Params p = args;
+    const int64_t ld = rows_vary(args) ? args.col_stride : args.row_stride;
+    const int64_t unit = rows_vary(args) ? args.row_stride : args.col_stride;
+    // The first element of a vector is (row0 + r, dense0 + g) with dense0 and g multiples of
+    // 8, and r a multiple of 8 when rows vary: its offset is a multiple of 8 elements iff ld
+    // is, and bm too when rows vary. 16-bit C then needs a 16-byte aligned base, f32 C too
+    // (two 16-byte accesses).
+    p.vector = reinterpret_cast<uintptr_t>(args.c) % 16 == 0 && unit == 1 && ld % kVec == 0 &&
+               (!rows_vary(args) || args.bm % kVec == 0);
+    return p;
   }
   template <class ProblemShape>
   static size_t get_workspace_size(ProblemShape const&, Arguments const&) {
@@ -123,13 +151,16 @@ class DirectEpilogueOp {
                                  int thread_idx, char* smem) {
     float* buf = reinterpret_cast<SharedStorage*>(smem)->chunk;
     switch (params_.out) {
-      case DType::F16: store<cutlass::half_t>(blk_shape, blk_coord, acc, tiled_mma, thread_idx, buf); break;
-      case DType::BF16: store<cutlass::bfloat16_t>(blk_shape, blk_coord, acc, tiled_mma, thread_idx, buf); break;
+      case DType::F16: store<__half>(blk_shape, blk_coord, acc, tiled_mma, thread_idx, buf); break;
+      case DType::BF16: store<__nv_bfloat16>(blk_shape, blk_coord, acc, tiled_mma, thread_idx, buf); break;
       case DType::F32: store<float>(blk_shape, blk_coord, acc, tiled_mma, thread_idx, buf); break;
     }
   }
 
  private:
+  // The bias's element type as CUDA's (vec8.cuh).
+  using BiasT = cute::conditional_t<cute::is_same_v<Element, cutlass::half_t>, __half, __nv_bfloat16>;
+
   template <class Out, class BlockShapeMNK, class BlockCoordMNKL, class Acc, class TiledMma>
   CUTLASS_DEVICE void store(BlockShapeMNK blk_shape, BlockCoordMNKL blk_coord, Acc const& acc, TiledMma tiled_mma,
                             int thread_idx, float* buf) const {
@@ -147,40 +178,84 @@ class DirectEpilogueOp {
     const int64_t row0 = int64_t(block_row) * p.bm;  // first row of C of this block-row
     const int64_t dense0 = int64_t(SparseIsB ? get<0>(blk_coord) : get<1>(blk_coord)) * TileDense;
     Out* c = static_cast<Out*>(p.c);
-    const Element* bias = static_cast<const Element*>(p.bias);
-    const bool c_col = p.row_stride == 1 && p.col_stride != 1;
-    // Walk a chunk along C's contiguous dimension: the GEMM's M (rows of the chunk) when
-    // that is C's column index in the transposed orientation or C's row index (column-major
-    // C) in the natural one.
-    const bool m_fastest = SparseIsB ? !c_col : c_col;
+    const BiasT* bias = static_cast<const BiasT*>(p.bias);
+    // C's contiguous dimension is the GEMM's M (m_fastest) or N; along it, a vector of 8
+    // covers 8 rows of C (rows_vary) or 8 columns.
+    const bool m_fast = m_fastest(p), rows = rows_vary(p);
+    const bool read_c = p.beta != 0.0f;
     const int tid = thread_idx % int(kConsumerThreads);
+    constexpr int kVecs = TileM * kChunk / kVec;
 
-    CUTLASS_PRAGMA_UNROLL
+    // The chunk loop stays rolled, so the store loop below (with its activation code) is
+    // compiled once per C dtype; only the register -> shared memory copy needs the chunk
+    // as a constant (static register indices), one unrolled copy per chunk.
+    CUTLASS_PRAGMA_NO_UNROLL
     for (int chunk = 0; chunk < TileN / kChunk; ++chunk) {
       asm volatile("bar.sync %0, %1;" : : "r"(kEpilogueBarrierId), "r"(kConsumerThreads) : "memory");
       CUTLASS_PRAGMA_UNROLL
-      for (int i = 0; i < kAcc; ++i) {
-        const int dm = get<0>(coord(i)) - m0, dn = get<1>(coord(i)) - n0;  // static
+      for (int cc = 0; cc < TileN / kChunk; ++cc) {
+        if (cc != chunk) continue;
         // WGMMA's accumulators come in groups of 8 columns with the thread's pair at n0 < 8,
         // so the chunk of element i is dn / kChunk, known at compile time.
-        if (dn / kChunk == chunk) {
-          buf[(m0 + dm) * kPitch + (n0 + dn - chunk * kChunk)] = float(acc(i));
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < kAcc; ++i) {
+          const int dm = get<0>(coord(i)) - m0, dn = get<1>(coord(i)) - n0;  // static
+          if (dn / kChunk == cc) {
+            const int tm = m0 + dm, tn = n0 + dn - cc * kChunk;
+            buf[m_fast ? tn * kPitchM + tm : tm * kPitchN + tn] = float(acc(i));
+          }
         }
       }
       asm volatile("bar.sync %0, %1;" : : "r"(kEpilogueBarrierId), "r"(kConsumerThreads) : "memory");
       CUTLASS_PRAGMA_NO_UNROLL
-      for (int e = tid; e < TileM * kChunk; e += int(kConsumerThreads)) {
-        const int gm = m_fastest ? e % TileM : e / kChunk;
-        const int gn = m_fastest ? e / TileM : e % kChunk;
+      for (int q = tid; q < kVecs; q += int(kConsumerThreads)) {
+        // The vector's first element (GEMM row gm, chunk column gn) and its shared memory.
+        const int gm = m_fast ? q % (TileM / kVec) * kVec : q / (kChunk / kVec);
+        const int gn = m_fast ? q / (TileM / kVec) : q % (kChunk / kVec) * kVec;
+        const float* s = buf + (m_fast ? gn * kPitchM + gm : gm * kPitchN + gn);
         const int tile_n = chunk * kChunk + gn;
-        const int32_t r = SparseIsB ? tile_n : gm;                        // row in the block
-        const int64_t col = dense0 + (SparseIsB ? gm : tile_n);           // column of C
-        if (r < p.bm && col < p.n) {
-          const int64_t row = row0 + r;
+        const int32_t r = SparseIsB ? tile_n : gm;               // row in the block
+        const int64_t col = dense0 + (SparseIsB ? gm : tile_n);  // column of C
+        const int64_t row = row0 + r;
+        const bool whole = rows ? r + kVec <= p.bm && col < p.n : r < p.bm && col + kVec <= p.n;
+        if (p.vector && whole) {
           const int64_t off = row * p.row_stride + col * p.col_stride;
-          float v = fmaf(p.alpha, buf[gm * kPitch + gn], bias != nullptr ? float(bias[row]) : -0.0f);
-          if (p.beta != 0.0f) v = fmaf(p.beta, float(c[off]), v);
-          c[off] = Out(detail::activate(v, p.activation));
+          float v[kVec], b[kVec];
+          const float4 x = reinterpret_cast<const float4*>(s)[0], y = reinterpret_cast<const float4*>(s)[1];
+          v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w, v[4] = y.x, v[5] = y.y, v[6] = y.z, v[7] = y.w;
+          // A null bias adds -0.0f, which leaves every value as it is (epilogue.hpp).
+          if (bias == nullptr) {
+            CUTLASS_PRAGMA_UNROLL
+            for (int j = 0; j < kVec; ++j) b[j] = -0.0f;
+          } else if (rows) {
+            detail::load8(bias + row, b);  // row is a multiple of 8, bias 16-byte aligned
+          } else {
+            const float br = detail::to_float(bias[row]);
+            CUTLASS_PRAGMA_UNROLL
+            for (int j = 0; j < kVec; ++j) b[j] = br;
+          }
+          CUTLASS_PRAGMA_UNROLL
+          for (int j = 0; j < kVec; ++j) v[j] = fmaf(p.alpha, v[j], b[j]);
+          if (read_c) {
+            float old[kVec];
+            detail::load8(c + off, old);
+            CUTLASS_PRAGMA_UNROLL
+            for (int j = 0; j < kVec; ++j) v[j] = fmaf(p.beta, old[j], v[j]);
+          }
+          detail::activate8(v, p.activation);
+          detail::store8(c + off, v);
+        } else {
+          CUTLASS_PRAGMA_NO_UNROLL
+          for (int j = 0; j < kVec; ++j) {
+            const int32_t rj = rows ? r + j : r;
+            const int64_t cj = rows ? col : col + j;
+            if (rj < p.bm && cj < p.n) {
+              const int64_t at = (row0 + rj) * p.row_stride + cj * p.col_stride;
+              float v = fmaf(p.alpha, s[j], bias != nullptr ? detail::to_float(bias[row0 + rj]) : -0.0f);
+              if (read_c) v = fmaf(p.beta, detail::to_float(c[at]), v);
+              c[at] = detail::from_float<Out>(detail::activate(v, p.activation));
+            }
+          }
         }
       }
     }

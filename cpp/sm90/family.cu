@@ -71,15 +71,24 @@ const char* fits(const Problem& p, int row) {
   if (v.epilogue == EpilogueKind::Direct) {
     if (p.output() != p.input() && p.output() != DType::F32) return "C must have the input dtype or f32";
     if (p.a.bm > v.bm) return "bm is above the row's tile";
-    // Auto takes an any-block row only where it measured faster than WMMA, or where WMMA
-    // cannot run the problem: on the H100 (benches/NOTES.md session 9, runs 3 and 4) only the
-    // 32-row k32 tile beat WMMA (32x32 f16 at 1/8: 159 vs 145 TFLOPS); 16x16 (63 vs 78),
-    // 64x112 (182 vs 243), f32 output at 64x64 and 128x128 (219, 252 vs WMMA's same-type
-    // 250, 329) did not. Backend::Cutlass runs every row.
-    const bool measured_faster = v.bm == 32 && v.tile_k == 32 && p.a.bm > 16;
-    if (p.backend == Backend::Auto && !measured_faster && wmma_runs(p))
-      return "Auto leaves this block to WMMA (measured faster than the any-block rows)";
-    if (p.a.bk % v.tile_k != 0) return "bk is not a multiple of the row's k tile";
+    // Auto takes an any-block row where it measured faster than WMMA, or where WMMA cannot
+    // run the problem. H100, benches/NOTES.md session 10 run 1 (vector epilogue), f16
+    // TFLOPS at density 1/16, 1/8, 1/4, any-block vs WMMA: 32x32 204/234/245 vs 138/145/148;
+    // 128x112 370/424/478 vs 205/219/210; 64x112 291/317/332 vs 225/241/246; 128x48
+    // 342/422/476 vs 189/211/191; f32 C at 128x128, 64x64 (1/8): 444, 361 vs WMMA's
+    // input-type 329, 250 (session 9). Only 16-high blocks stay on WMMA: 16x16 62/67/67 vs
+    // 76/78/78. Backend::Cutlass runs every row.
+    if (p.backend == Backend::Auto && p.a.bm <= 16 && wmma_runs(p))
+      return "Auto leaves 16-high blocks to WMMA (measured faster than the any-block rows)";
+    // bk % 16 == 0 (supports). A k-tile deeper than 16 may reach past the block: TMA
+    // zero-fills it and WGMMA multiplies the zeros (mainloop.hpp). Measured (run 1 above):
+    // 64x112 on k64 291/317/332 vs k16 239/264/274, 24x48 on k32 113/121/125 vs k16
+    // 100/105/110, 128x112 on k64 350/431/482 vs k16 370/424/478, but 128x48 on k64
+    // 300/377/429 vs k16 342/422/476. So up to 1/8 of the last k-tile may be empty, up to
+    // 1/4 on the transposed (bm <= 64, L2-bound) rows, where the extra MMAs cost nothing.
+    const int padded = (p.a.bk + v.tile_k - 1) / v.tile_k * v.tile_k;
+    if ((v.transposed ? 4 : 8) * (padded - p.a.bk) > padded)
+      return "bk leaves too much of the row's last k tile empty (a row with a shallower k tile takes it)";
     if (p.block_rows() > INT32_MAX / table::sparse_extent(v)) return "too many block-rows for the row's tile";
     return nullptr;
   }

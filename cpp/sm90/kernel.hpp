@@ -103,7 +103,8 @@ struct BsrGemm {
   using ClusterShape = Shape<_1, _1, _1>;
   static constexpr int TileSparse = SparseIsB ? TN : TM;
 
-  // Dense operand as GEMM (MN, K, L): RowMajor B is MN-major, ColMajor B is K-major.
+  // Dense operand per block column, (MN, bk, K/bk) (mainloop.hpp): RowMajor B is MN-major,
+  // ColMajor B is K-major.
   using DenseStride = cute::conditional_t<BColMajor, Stride<int64_t, _1, int64_t>, Stride<_1, int64_t, int64_t>>;
 
   // GEMM-view layout of D (= C): transposed orientation flips it.
@@ -175,11 +176,11 @@ struct BsrGemm {
     // but CUTLASS's can_implement wants a non-null pointer: row_ptr stands in.
     mainloop.col_idx = empty ? p.a.row_ptr : p.a.col_idx;
     mainloop.dense = static_cast<const Element*>(p.b.data);
-    const int64_t ldb = p.b.ld;
+    const int64_t ldb = p.b.ld, bk = p.a.bk;  // L = block column: bk rows of B further
     if constexpr (BColMajor) {
-      mainloop.dDense = DenseStride{ldb, Int<1>{}, ldb * n};
+      mainloop.dDense = DenseStride{ldb, Int<1>{}, bk};
     } else {
-      mainloop.dDense = DenseStride{Int<1>{}, ldb, ldb * k};
+      mainloop.dDense = DenseStride{Int<1>{}, ldb, ldb * bk};
     }
 
     typename CollectiveEpilogue::Arguments epilogue{};
@@ -223,7 +224,7 @@ struct BsrGemm {
     // alternatives within noise (configs.hpp).
     typename GemmKernel::TileScheduler::Arguments scheduler{};
     scheduler.row_ptr = p.a.row_ptr;
-    scheduler.kpb = p.a.bk / int32_t(size<2>(TileShape{}));
+    scheduler.kpb = CollectiveMainloop::k_tiles_per_block(p.a.bk);
     scheduler.band = 0;
     scheduler.sort = p.a.nnzb > 0;
     scheduler.order_smem_offset = OrderCap > 0 ? order_smem_offset() : -1;

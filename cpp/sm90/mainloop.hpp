@@ -13,10 +13,14 @@
 //
 // The sparse operand is the BSR values array seen as a batched row-major tensor of shape
 // (bm, bk, nnzb) with strides (bk, 1, bm*bk): one TMA descriptor over it, L = block index.
-// The dense operand is B as the GEMM "(N,K)" tensor (or, with SparseIsB, as the GEMM
-// "(M,K)" tensor): RowMajor B is MN-major (stride (1, ldb)), ColMajor B is K-major
-// (stride (ldb, 1)). Requirements: bm <= the sparse tile extent TileS (the box's rows past
-// bm are zero-filled), TileK divides bk; the GEMM's sparse extent is (block-rows) * TileS.
+// The dense operand is B seen per block column, as the batched tensor (mn, bk, K/bk) of the
+// GEMM's dense side (N, or M with SparseIsB), L = block column: RowMajor B is MN-major
+// (strides (1, ldb, ldb*bk)), ColMajor B is K-major (strides (ldb, 1, bk)). Seen that way,
+// both operands end at each block's bk, so a k-tile that reaches past bk (TileK not dividing
+// bk: 112 = 64 + 48) is zero-filled by TMA on both sides and multiplies zeros. (Skipping the
+// empty k-blocks with a branch per k-block made ptxas serialize every WGMMA: C7520.)
+// Requirements: bm <= the sparse tile extent TileS (the box's rows past bm are zero-filled),
+// bk % 16 == 0; the GEMM's sparse extent is (block-rows) * TileS.
 //
 // Orientation SparseIsB: false -> GEMM A = sparse, B = dense (C = A*B, block-row = M tile).
 //                        true  -> GEMM A = dense B^T, B = sparse A^T (C^T = B^T A^T,
@@ -50,6 +54,8 @@ using SparseStride = cute::Stride<int64_t, cute::Int<1>, int64_t>;
 template <class Element_, class DenseStride_, class TileShape_, int Stages_, bool SparseIsB_>
 struct CollectiveSparseMma {
   static constexpr bool SparseIsB = SparseIsB_;
+  static constexpr int TileK = size<2>(TileShape_{});
+  static constexpr int KBlock = 16;  // WGMMA's K for 16-bit inputs
   static constexpr int Stages = Stages_;
   using ClusterShape = Shape<_1, _1, _1>;
   using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
@@ -117,7 +123,7 @@ struct CollectiveSparseMma {
     int32_t const* row_ptr = nullptr;
     int32_t const* col_idx = nullptr;
     Element const* dense = nullptr;   // B
-    DenseStride dDense{};             // B as (MN, K, L)
+    DenseStride dDense{};             // B as (MN, bk, K/bk): block column = L
   };
 
   template <class GTensor, class SLayout>
@@ -141,10 +147,13 @@ struct CollectiveSparseMma {
     uint32_t tma_transaction_bytes = TmaTransactionBytes;
     int32_t const* row_ptr = nullptr;
     int32_t const* col_idx = nullptr;
-    int32_t kpb = 1;
+    int32_t kpb = 1;            // k-iterations per block: ceil(bk / TileK)
     int32_t bm = 0, bk = 0, nnzb = 0;
-    int32_t dense_k_tiles = 0;  // K / TileK: first out-of-bounds k-tile of the dense operand
+    int32_t block_cols = 0;     // K / bk: first out-of-bounds L of the dense operand
   };
+
+  // k-iterations per block (the scheduler's WorkTileInfo counts with the same value).
+  CUTE_HOST_DEVICE static int32_t k_tiles_per_block(int32_t bk) { return (bk + TileK - 1) / TileK; }
 
   // problem_shape = (M, N, K, L) of the GEMM as CUTLASS sees it (see orientation above).
   template <class ProblemShape>
@@ -155,7 +164,7 @@ struct CollectiveSparseMma {
     SparseStride dS{int64_t(args.bk), Int<1>{}, int64_t(args.bm) * int64_t(args.bk)};
     Tensor t_sparse = make_tensor(ptr_s, make_layout(make_shape(int32_t(args.bm), int32_t(args.bk), int32_t(args.nnzb)), dS));
     int32_t dense_mn = SparseIsB ? int32_t(M) : int32_t(N);
-    Tensor t_dense = make_tensor(ptr_d, make_layout(make_shape(dense_mn, int32_t(K), int32_t(1)), args.dDense));
+    Tensor t_dense = make_tensor(ptr_d, make_layout(make_shape(dense_mn, args.bk, int32_t(K) / args.bk), args.dDense));
     Params p;
     if constexpr (SparseIsB) {
       p.tma_load_a = make_tma_copy_A_sm90(SM90_TMA_LOAD{}, t_dense, SmemLayoutA{}(_, _, Int<0>{}), TileShape{}, ClusterShape{});
@@ -167,28 +176,28 @@ struct CollectiveSparseMma {
     p.tma_transaction_bytes = TmaTransactionBytes;
     p.row_ptr = args.row_ptr;
     p.col_idx = args.col_idx;
-    p.kpb = args.bk / int32_t(size<2>(TileShape{}));
+    p.kpb = k_tiles_per_block(args.bk);
     p.bm = args.bm;
     p.bk = args.bk;
     p.nnzb = args.nnzb;
-    p.dense_k_tiles = int32_t(K) / int32_t(size<2>(TileShape{}));
+    p.block_cols = int32_t(K) / args.bk;
     return p;
   }
 
   template <class ProblemShape>
   static bool can_implement(ProblemShape const& problem_shape, Arguments const& args) {
     constexpr int TileS = size<SparseIsB ? 1 : 0>(TileShape{});
-    constexpr int TileK = size<2>(TileShape{});
     auto [M, N, K, L] = append<4>(problem_shape, 1);
     int64_t sparse_extent = SparseIsB ? int64_t(N) : int64_t(M);
     bool ok = args.values != nullptr && args.dense != nullptr && args.row_ptr != nullptr && args.col_idx != nullptr;
     // bm < TileS: the TMA box's rows bm..TileS-1 are out of bounds (zero-filled), and the
     // GEMM's sparse extent is (block-rows) * TileS (direct_epilogue.hpp).
-    ok = ok && args.bm >= 1 && args.bm <= TileS && args.bk % TileK == 0 && args.nnzb >= 1;
+    ok = ok && args.bm >= 1 && args.bm <= TileS && args.bk >= KBlock && args.bk % KBlock == 0 && args.nnzb >= 1;
     ok = ok && sparse_extent % TileS == 0 && int64_t(K) % args.bk == 0;
     constexpr int align = 128 / cute::sizeof_bits_v<Element>;
     int32_t dense_mn = SparseIsB ? int32_t(M) : int32_t(N);
-    ok = ok && cutlass::detail::check_alignment<align>(cute::make_shape(dense_mn, int32_t(K), int32_t(1)), args.dDense);
+    ok = ok && cutlass::detail::check_alignment<align>(
+                   cute::make_shape(dense_mn, args.bk, int32_t(int64_t(K) / args.bk)), args.dDense);
     ok = ok && (reinterpret_cast<uintptr_t>(args.values) % 16 == 0) && (reinterpret_cast<uintptr_t>(args.dense) % 16 == 0);
     return ok;
   }
@@ -206,18 +215,18 @@ struct CollectiveSparseMma {
     using X = Underscore;
     auto [M, N, K, L] = problem_shape_MNKL;
     auto sparse_shape = make_shape(p.bm, p.bk, p.nnzb);
-    auto dense_shape = make_shape(SparseIsB ? int32_t(M) : int32_t(N), int32_t(K), int32_t(1));
+    auto dense_shape = make_shape(SparseIsB ? int32_t(M) : int32_t(N), p.bk, p.block_cols);
     if constexpr (SparseIsB) {
       Tensor mA = p.tma_load_a.get_tma_tensor(dense_shape);
       Tensor mB = p.tma_load_b.get_tma_tensor(sparse_shape);
-      Tensor gA = local_tile(mA, TileShape{}, make_coord(_, _, _), Step<_1, X, _1>{});  // (BLK_M,BLK_K,m,k,1)
+      Tensor gA = local_tile(mA, TileShape{}, make_coord(_, _, _), Step<_1, X, _1>{});  // (BLK_M,BLK_K,m,kpb,cols)
       Tensor gB = local_tile(mB, TileShape{}, make_coord(_, _, _), Step<X, _1, _1>{});  // (BLK_N,BLK_K,1,kpb,nnzb)
       return cute::make_tuple(gA, gB);
     } else {
       Tensor mA = p.tma_load_a.get_tma_tensor(sparse_shape);
       Tensor mB = p.tma_load_b.get_tma_tensor(dense_shape);
       Tensor gA = local_tile(mA, TileShape{}, make_coord(_, _, _), Step<_1, X, _1>{});  // (BLK_M,BLK_K,1,kpb,nnzb)
-      Tensor gB = local_tile(mB, TileShape{}, make_coord(_, _, _), Step<X, _1, _1>{});  // (BLK_N,BLK_K,n,k,1)
+      Tensor gB = local_tile(mB, TileShape{}, make_coord(_, _, _), Step<X, _1, _1>{});  // (BLK_N,BLK_K,n,kpb,cols)
       return cute::make_tuple(gA, gB);
     }
   }
@@ -244,9 +253,9 @@ struct CollectiveSparseMma {
     auto tma_b = p.tma_load_b.get_slice(0);
     Tensor tAsA = tma_a.partition_D(sA);  // (TMA,TMA_M,TMA_K,PIPE)
     Tensor tBsB = tma_b.partition_D(sB);  // (TMA,TMA_N,TMA_K,PIPE)
-    // Sparse operand: (TILE,BLK_K,kpb,nnzb); dense operand: (TILE,BLK_K,k_tiles).
+    // Sparse operand: (TILE,BLK_K,kpb,nnzb); dense operand: (TILE,BLK_K,kpb,cols).
     auto slice_sparse = [](auto const& g) { return g(_, _, 0, _, _); };
-    auto slice_dense = [dense_tile](auto const& g) { return g(_, _, dense_tile, _, 0); };
+    auto slice_dense = [dense_tile](auto const& g) { return g(_, _, dense_tile, _, _); };
     auto gA = [&]() {
       if constexpr (SparseIsB) { return slice_dense(get<0>(load_inputs)); }
       else { return slice_sparse(get<0>(load_inputs)); }
@@ -262,10 +271,11 @@ struct CollectiveSparseMma {
 
     CUTLASS_PRAGMA_NO_UNROLL
     for (; k_tile_count > 0; --k_tile_count) {
-      int32_t dense_k = it.dense_ktile();  // warp-collective
+      int32_t dense_l = it.dense_block();  // warp-collective
       int32_t sparse_l = it.sparse_block();
+      const int32_t k = it.ktile();
       if (it.empty()) {  // zero iteration: both tiles out of bounds -> zero-filled by TMA
-        dense_k = p.dense_k_tiles;
+        dense_l = p.block_cols;
         sparse_l = p.nnzb;
       }
       if (lane_predicate) {
@@ -274,13 +284,11 @@ struct CollectiveSparseMma {
         BarrierType* tma_barrier = pipeline.producer_get_barrier(smem_pipe_write);
         int stage = smem_pipe_write.index();
         if constexpr (SparseIsB) {
-          copy(p.tma_load_a.with(*tma_barrier), tAgA(_, _, _, dense_k), tAsA(_, _, _, stage));
-          copy(p.tma_load_b.with(*tma_barrier), tBgB(_, _, _, it.sparse_ktile(), sparse_l),
-               tBsB(_, _, _, stage));
+          copy(p.tma_load_a.with(*tma_barrier), tAgA(_, _, _, k, dense_l), tAsA(_, _, _, stage));
+          copy(p.tma_load_b.with(*tma_barrier), tBgB(_, _, _, k, sparse_l), tBsB(_, _, _, stage));
         } else {
-          copy(p.tma_load_a.with(*tma_barrier), tAgA(_, _, _, it.sparse_ktile(), sparse_l),
-               tAsA(_, _, _, stage));
-          copy(p.tma_load_b.with(*tma_barrier), tBgB(_, _, _, dense_k), tBsB(_, _, _, stage));
+          copy(p.tma_load_a.with(*tma_barrier), tAgA(_, _, _, k, sparse_l), tAsA(_, _, _, stage));
+          copy(p.tma_load_b.with(*tma_barrier), tBgB(_, _, _, k, dense_l), tBsB(_, _, _, stage));
         }
       }
       ++it;

@@ -3,7 +3,7 @@
 // Plugged into CUTLASS's kernel layer (GemmUniversal, cooperative TMA warp-specialized)
 // by specializing cutlass::gemm::kernel::detail::TileSchedulerSelector for our own tag
 // (the same extension point the StreamK/Group schedulers use). Its WorkTileInfo carries
-// the tile's k-iteration count (nnz blocks of the block-row * bk/TileK, see
+// the tile's k-iteration count (nnz blocks of the block-row * ceil(bk/TileK), see
 // SparseTileIterator::k_tile_count in tile_iterator.hpp), which the kernel reads through
 // get_work_k_tile_count() for the producer, the consumers and the pipeline state
 // advancement - so the kernel and epilogue stay CUTLASS's own.
@@ -89,7 +89,7 @@ class BsrTileScheduler {
 
   struct Arguments {
     const int32_t* row_ptr = nullptr;
-    int32_t kpb = 1;                 // k-iterations per block = bk / TileK
+    int32_t kpb = 1;                 // k-iterations per block = ceil(bk / TileK)
     int32_t band = 0;                // dense tiles per band; 0 = automatic
     bool sort = true;                // order block-rows by decreasing nnz (when R <= OrderCap)
     int32_t order_smem_offset = -1;  // byte offset of SharedStorage::order in the kernel's

@@ -1,11 +1,13 @@
 // sparsek SM90: the sparse tile iterator (used by mainloop.hpp and scheduler.hpp).
 //
 // A BSR block-row `br` owns the blocks row_ptr[br] .. row_ptr[br+1]-1 (indices into
-// col_idx and into the batched values tensor). With TileK dividing bk, each block is
-// kpb = bk / TileK k-iterations ("k-subtiles"). For k-iteration (block j, subtile s):
+// col_idx and into the batched values tensor). Each block is kpb = ceil(bk / TileK)
+// k-iterations ("k-subtiles"); when TileK does not divide bk, the last one reaches past
+// the block and TMA zero-fills it (both operands are seen per block, see mainloop.hpp).
+// For k-iteration (block j, subtile s):
 //
 //   sparse operand tile : values tensor (bm, bk, nnzb) at (m_sub = 0, k = s, l = j)
-//   dense  operand tile : k-tile index col_idx[j] * kpb + s
+//   dense  operand tile : dense tensor (mn, bk, K/bk)  at (dense tile, k = s, l = col_idx[j])
 //
 // The iterator is used by the mainloop producer warp (all 32 lanes step it together:
 // col_idx is fetched 32 entries at a time, one coalesced load per lane, and the next
@@ -48,12 +50,11 @@ struct SparseTileIterator {
 
   // L coordinate of the sparse operand's (bm, bk, nnzb) tensor: the absolute block index.
   CUTE_DEVICE int32_t sparse_block() const { return block_; }
-  // k-subtile inside the block: k-tile coordinate of the sparse operand's tiled tensor.
-  CUTE_DEVICE int32_t sparse_ktile() const { return sub_; }
-  // k-tile coordinate of the dense operand. Warp-collective.
-  CUTE_DEVICE int32_t dense_ktile() const {
-    int32_t col = __shfl_sync(0xffffffffu, chunk_col_, block_ - chunk_base_);
-    return col * kpb_ + sub_;
+  // k-subtile inside the block: the k-tile coordinate of both operands' tiled tensors.
+  CUTE_DEVICE int32_t ktile() const { return sub_; }
+  // L coordinate of the dense operand's (mn, bk, K/bk) tensor: the block column. Warp-collective.
+  CUTE_DEVICE int32_t dense_block() const {
+    return __shfl_sync(0xffffffffu, chunk_col_, block_ - chunk_base_);
   }
 
   CUTE_DEVICE void operator++() {
