@@ -4,7 +4,7 @@
 use sparsek::cudarc::driver::CudaContext;
 use sparsek::rand::{rngs::StdRng, Rng, SeedableRng};
 use sparsek::{
-    f16, gpu, spmm, BlockMask, BlockShape, BsrMatrix, Dense, DenseMut, DeviceBsr, Error, Layout,
+    f16, spmm, BlockMask, BlockShape, BsrMatrix, Dense, DenseMut, DeviceBsr, Error, Layout,
     SpmmOptions,
 };
 use std::sync::Arc;
@@ -72,7 +72,7 @@ mod tests {
             );
         }
         assert!(sparsek::HAS_CUDA);
-        match gpu::open_device() {
+        match sparsek::gpu::open_device() {
             Ok(ctx) => {
                 let g = gpu_product(&ctx, &a, 16).unwrap();
                 for (x, y) in g.iter().zip(&c) {
