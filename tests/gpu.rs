@@ -253,13 +253,20 @@ fn is_hopper(ctx: &Arc<CudaContext>) -> bool {
         .unwrap_or(false)
 }
 
+/// The device for a test of the Hopper path: None (the test says it is skipped) without
+/// a GPU or on another architecture.
+fn hopper(test: &str) -> Option<Arc<CudaContext>> {
+    let ctx = device(test)?;
+    if !is_hopper(&ctx) {
+        println!("SKIPPED {test}: not an sm_90 device");
+        return None;
+    }
+    Some(ctx)
+}
+
 #[test]
 fn cutlass_matches_reference() {
-    let Some(ctx) = device("cutlass_matches_reference") else {
-        return;
-    };
-    if !is_hopper(&ctx) {
-        println!("SKIPPED cutlass_matches_reference: not an sm_90 device");
+    if hopper("cutlass_matches_reference").is_none() {
         return;
     }
     sweep(
@@ -295,11 +302,7 @@ fn any_blocks() -> Vec<BlockShape> {
 #[test]
 fn cutlass_any_block_matches_reference() {
     let test = "cutlass_any_block_matches_reference";
-    let Some(ctx) = device(test) else { return };
-    if !is_hopper(&ctx) {
-        println!("SKIPPED {test}: not an sm_90 device");
-        return;
-    }
+    let Some(ctx) = hopper(test) else { return };
     let mut rng = StdRng::seed_from_u64(seed());
     let mut list = cases(Backend::Cutlass, &any_blocks(), &mut rng);
     for (i, case) in list.iter_mut().enumerate() {
@@ -330,11 +333,7 @@ fn cutlass_any_block_matches_reference() {
 #[test]
 fn any_block_sanitized() {
     let test = "any_block_sanitized";
-    let Some(ctx) = device(test) else { return };
-    if !is_hopper(&ctx) {
-        println!("SKIPPED {test}: not an sm_90 device");
-        return;
-    }
+    let Some(ctx) = hopper(test) else { return };
     let mut rng = StdRng::seed_from_u64(seed());
     // 24×48 and 128×112 run a k-tile that reaches past bk (zero-filled, mainloop.hpp).
     let mut list: Vec<Case> = cases(
