@@ -60,7 +60,8 @@ Result select(const Problem& p, Selection* out) {
     int last_fit_failure = -1;
     if (reason == nullptr) {
       for (int row = 0; row < f->rows; ++row) {
-        if (!f->info(row).automatic) continue;
+        const VariantInfo info = f->info(row);
+        if (!info.automatic || (info.max_n > 0 && p.n() > info.max_n)) continue;
         const char* no = f->fits(p, row);
         if (no == nullptr) {
           *out = Selection{f, row};

@@ -35,6 +35,7 @@ struct VariantInfo {
   bool automatic;         // Auto may pick it; false = a tuning candidate (SPARSEK_VARIANT only)
   const char* chosen_by;  // the measurement that chose the row
   bool fallback = false;  // Auto tries it only after every automatic row of every family
+  int64_t max_n = 0;      // > 0: automatic only for n <= max_n (where it measured faster)
 };
 
 struct Family {

@@ -365,6 +365,110 @@ fn any_block_sanitized() {
     println!("{test}: {} cases passed", list.len());
 }
 
+/// Few tiles with long block-rows: the Hopper path splits each tile's k-iterations across
+/// CTAs and adds the pieces in a fixed order (cpp/sm90/scheduler.hpp, "Split tiles").
+/// Each shape has fewer tiles than half of an H100's 132 SMs and at least 32 k-iterations per
+/// block-row on average, so `choose_split` (cpp/sm90/kernel.hpp) gives it 2 or more pieces;
+/// `run.sh test` runs this test again with SPARSEK_SM90_SPLIT=3 (every launch split).
+#[test]
+fn split_tiles_match_reference() {
+    let test = "split_tiles_match_reference";
+    let Some(ctx) = hopper(test) else { return };
+    let mut rng = StdRng::seed_from_u64(seed());
+    // (block, block-rows, block-cols, n): TMA rows (128x128, 64x64), any-block rows in both
+    // orientations (32x32, 24x48 on k16, 128x112 on k64 with a zero-filled k-tile).
+    let shapes = [
+        ((128, 128), 3, 48, 264),
+        ((64, 64), 4, 96, 520),
+        ((32, 32), 6, 200, 136),
+        ((24, 48), 5, 64, 40),
+        ((128, 112), 3, 40, 1000),
+    ];
+    let kinds = [
+        PatternKind::Full,
+        PatternKind::Random(0.5),
+        PatternKind::EmptyAndFullRows,
+    ];
+    let mut list = Vec::new();
+    for (i, &((r, c), block_rows, block_cols, n)) in shapes.iter().enumerate() {
+        for (j, &kind) in kinds.iter().enumerate() {
+            let (alpha, beta) = [(1.0, 0.0), (0.5, 1.0), (-1.25, 0.75)][(i + j) % 3];
+            list.push(Case {
+                block_rows,
+                block_cols,
+                block: BlockShape::new(r, c),
+                kind,
+                n,
+                b_layout: Layout::RowMajor,
+                c_layout: common::layouts()[(i + j) % 2],
+                alpha,
+                beta,
+                backend: Backend::Cutlass,
+                ld_pad: 8 * ((i + j) % 2),
+                bias: false,
+                activation: Activation::None,
+            });
+        }
+    }
+    for (idx, case) in list.iter().enumerate() {
+        check_combination(&ctx, case, idx, &mut rng);
+    }
+    println!("{test}: {} cases passed", list.len());
+    // 100 repeats of a split launch are bitwise identical.
+    let stream = ctx.default_stream();
+    let mask = BlockMask::random_per_row(4, 64, 48, &mut rng).unwrap();
+    let a = BsrMatrix::from_block_mask(&mask, BlockShape::new(128, 128), |_, _| {
+        common::nonzero::<f16>(&mut rng)
+    })
+    .unwrap();
+    // n = 520: not a whole number of cluster groups, so the split (not the cluster) row runs.
+    let n = 520;
+    let da = DeviceBsr::upload(&a, &stream).unwrap();
+    let db = stream
+        .clone_htod(&random_vec::<f16>(a.k() * n, &mut rng))
+        .unwrap();
+    let opts = SpmmOptions::new().backend(Backend::Cutlass);
+    assert_repeats_bitwise::<f16>(&stream, (&da, &db), n, Layout::RowMajor, &opts);
+    println!("{test}: 100 split runs bitwise identical");
+}
+
+/// The cluster rows (two CTAs share a block-row's sparse tiles by TMA multicast), which Auto
+/// takes for f16, row-major B and C, n <= 2048 in whole cluster groups (cpp/sm90/configs.hpp).
+#[test]
+fn cluster_rows_match_reference() {
+    let test = "cluster_rows_match_reference";
+    let Some(ctx) = hopper(test) else { return };
+    let mut rng = StdRng::seed_from_u64(seed());
+    let mut list = Vec::new();
+    for (i, &(bm, n)) in [(128, 1024), (128, 2048), (64, 512), (64, 1536)]
+        .iter()
+        .enumerate()
+    {
+        for (j, &kind) in KINDS.iter().enumerate() {
+            let (alpha, beta) = [(1.0, 0.0), (0.5, 1.0), (-1.25, 0.75)][(i + j) % 3];
+            list.push(Case {
+                block_rows: [7, 5][j % 2],
+                block_cols: [9, 6, 12][(i + j) % 3],
+                block: BlockShape::new(bm, [bm, 128, 64][(i + j) % 3]),
+                kind,
+                n,
+                b_layout: Layout::RowMajor,
+                c_layout: Layout::RowMajor,
+                alpha,
+                beta,
+                backend: [Backend::Auto, Backend::Cutlass][j % 2],
+                ld_pad: 8 * (j % 2),
+                bias: false,
+                activation: Activation::None,
+            });
+        }
+    }
+    for case in &list {
+        check_case::<f16, f16>(&ctx, case, &mut rng);
+    }
+    println!("{test}: {} cases passed", list.len());
+}
+
 /// Auto resolves to the Hopper path on sm_90 for the block shapes where it is faster, to WMMA
 /// elsewhere.
 #[test]

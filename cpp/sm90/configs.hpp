@@ -25,6 +25,10 @@
 //                through SPARSEK_VARIANT.
 //   chosen_by    the measurement that chose the row.
 //   epilogue     Plain / Fused (TMA epilogues, kernel.hpp) or Direct (direct_epilogue.hpp).
+//   cluster      CTAs per cluster along the dense side (1 or 2; last column, default 1):
+//                two CTAs of a block-row share its sparse tiles by TMA multicast
+//                (mainloop.hpp); the row takes only n that fill whole cluster groups.
+//   max_n        (after cluster) Auto takes the row only for n <= max_n; 0: any n.
 // Stages are derived from the shared memory left after the epilogue (kernel.hpp).
 //
 // Measured by scripts/tuning-sweep.sh on an H100 (2026-11-22, benches/NOTES.md run 3;
@@ -87,6 +91,10 @@ struct Sm90Variant {
   EpilogueKind epilogue = EpilogueKind::Plain;
   // GEMM tile K (Plain and Fused rows: bk = 64 or 128, tile_k = 64; Direct rows: any bk % 16).
   int tile_k = 64;
+  // CTAs per cluster along the dense side, sharing the sparse operand (mainloop.hpp).
+  int cluster = 1;
+  // > 0: automatic only for n <= max_n (cpp/registry.hpp), where the row measured faster.
+  int64_t max_n = 0;
 };
 
 // The table's vocabulary (kept out of sparsek::sm90 itself: single-letter names).
@@ -100,6 +108,7 @@ constexpr Layout BCol = Layout::ColMajor;
 constexpr CLayout CRow = CLayout::Row;
 constexpr CLayout CCol = CLayout::Col;
 constexpr CLayout CAny = CLayout::Any;
+constexpr EpilogueKind Plain = EpilogueKind::Plain;
 constexpr EpilogueKind Fused = EpilogueKind::Fused;
 constexpr EpilogueKind Direct = EpilogueKind::Direct;
 constexpr bool T = true;        // transposed: C^T = B^T A^T
@@ -120,6 +129,15 @@ constexpr const char kSame64[] =
     "the bm=64 tile of the H100 sweep 2026-11-22 (benches/NOTES.md run 3, f16 row-major B/C: 364/405/427 "
     "TFLOPS at 1/16, 1/8, 1/4); this dtype/layout was not swept";
 
+constexpr const char kCluster128[] =
+    "H100 2026-11-23 (benches/NOTES.md session 11 run 2, spmm_check m = k = 8192, f16): the default tile in "
+    "1x2 clusters, TFLOPS at density 1/16, 1/8, 1/4: n = 1024 360/513/616 vs 348/479/579 (+3-7 %); n = 8192 "
+    "423/553/648 vs 439/550/643 (-4 % at 1/16), so only up to n = 2048";
+constexpr const char kCluster64[] =
+    "H100 2026-11-23 (benches/NOTES.md session 11 run 2, spmm_check m = k = 8192, f16): the default tile in "
+    "2x1 clusters, TFLOPS at density 1/16, 1/8, 1/4: n = 1024 269/339/394 vs 263/330/385 (+2-3 %); n = 8192 "
+    "343/399/424 vs 341/396/423 (within 1 %), so only up to n = 2048 like bm = 128";
+
 constexpr const char kFused[] =
     "the default tile with the fused bias/activation epilogue, only for problems that ask for it: on plain "
     "problems it measured 2-8 % slower than LinearCombination at bm=128 (H100, bench_report gate, 2026-11-23)";
@@ -131,6 +149,11 @@ constexpr const char kAnyBlock[] =
 // clang-format off
 inline constexpr Sm90Variant kSm90Variants[] = {
     // name                                 in    out   bm   B    C    tile_m tile_n  T/N  automatic  chosen_by
+    // ---- clusters: before the defaults, automatic where they measured faster (n <= 2048) ----
+    {"sm90_f16_bm128_brow_crow_c2",         F16, Same,  128, BRow, CRow, 128,   256,    N,   Auto,
+     kCluster128, Plain, 64, 2, 2048},
+    {"sm90_f16_bm64_brow_crow_c2",          F16, Same,   64, BRow, CRow, 256,    64,    T,   Auto,
+     kCluster64, Plain, 64, 2, 2048},
     // ---- defaults: one automatic row per (dtype, bm, B layout, C layout) ----
     {"sm90_f16_bm128_brow_crow",            F16, Same,  128, BRow, CRow, 128,   256,    N,   Auto,      kSwept128},
     {"sm90_f16_bm128_brow_ccol",            F16, Same,  128, BRow, CCol, 128,   256,    N,   Auto,      kSame128},
@@ -242,20 +265,23 @@ constexpr bool well_formed(const Sm90Variant& v) {
                             : (v.bm == 64 || v.bm == 128) && v.tile_k == 64 && sparse_extent(v) == v.bm;
   const bool tile = v.tile_m >= 128 && v.tile_m <= 256 && v.tile_n <= 256 &&  // cooperative: M tile >= 128
                     (v.transposed ? v.tile_m : v.tile_n) % 64 == 0;
-  return dtypes && layouts && block && tile && v.name != nullptr && v.chosen_by != nullptr;
+  // Clusters: two CTAs along the dense side, on the TMA-epilogue rows.
+  const bool cluster = (v.cluster == 1 || (v.cluster == 2 && !direct)) && v.max_n >= 0;
+  return dtypes && layouts && block && tile && cluster && v.name != nullptr && v.chosen_by != nullptr;
 }
 constexpr bool all_well_formed() {
   for (const Sm90Variant& v : kSm90Variants)
     if (!well_formed(v)) return false;
   return true;
 }
-// Exactly one automatic Plain row per (dtype, bm, B layout, C layout) of the TMA-epilogue
-// blocks (64 or 128 high, bk 64 or 128), so Auto finds the measured default for each.
+// Exactly one automatic Plain row for every n per (dtype, bm, B layout, C layout) of the
+// TMA-epilogue blocks (64 or 128 high, bk 64 or 128), so Auto finds the measured default
+// for each; rows with a max_n come before it.
 constexpr int automatic_plain_rows(DType t, int bm, Layout b, CLayout c) {
   int count = 0;
   for (const Sm90Variant& v : kSm90Variants)
-    if (v.automatic && v.epilogue == EpilogueKind::Plain && v.input == t && v.bm == bm && v.b_layout == b &&
-        v.c_layout == c)
+    if (v.automatic && v.epilogue == EpilogueKind::Plain && v.max_n == 0 && v.input == t && v.bm == bm &&
+        v.b_layout == b && v.c_layout == c)
       ++count;
   return count;
 }

@@ -22,9 +22,12 @@
 //               memory with ordinary stores; C's dtype and layout at run time and bm up to
 //               the tile's sparse extent (the "any block" rows).
 //
-// Workspace: none. The longest-first block-row order is built by each CTA in its own shared
-// memory (BsrTileScheduler::build_order); no allocation, no extra kernel per launch, and
-// nothing shared between concurrent launches.
+// Workspace: none, except for split tiles. The longest-first block-row order is built by each
+// CTA in its own shared memory (BsrTileScheduler::build_order); no allocation, no extra
+// kernel per launch, and nothing shared between concurrent launches. When the tiles are
+// fewer than half the SMs, each is split into pieces along its k-iterations (choose_split;
+// scheduler.hpp "Split tiles"): their partial sums go through a per-launch scratch buffer
+// (scratch.hpp), and the launch is cooperative so every CTA is resident.
 //
 // Each row's kernel is compiled in its own translation unit, instantiations/<row name>.cu:
 //     #include "sm90/kernel.hpp"
@@ -42,8 +45,10 @@
 
 #else
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 
 #include <cuda_runtime.h>
 
@@ -56,6 +61,9 @@
 #include "cutlass/gemm/collective/collective_builder.hpp"
 #include "cutlass/epilogue/collective/collective_builder.hpp"
 
+#include "family_util.hpp"
+#include "scratch.hpp"
+#include "split.hpp"
 #include "epilogue.hpp"
 #include "direct_epilogue.hpp"
 #include "scheduler.hpp"
@@ -81,6 +89,9 @@ constexpr int kKernelSmemSlack = 1024;  // kernel-level pipelines/barriers + ali
 // above kMaxOrderRows (or above what fits next to the stages) tiles go in block-row order.
 constexpr int kMaxOrderRows = 512;
 constexpr int kMinOrderBytes = 256;
+// Split tiles' scratch (flags and partial sums) above this: no split (only a forced one gets
+// near it; choose_split keeps tiles * split <= SMs).
+constexpr int64_t kMaxScratchBytes = int64_t(1) << 30;
 
 // The CUTLASS element type of a DType.
 template <DType> struct ElementOf;
@@ -97,10 +108,11 @@ struct PlainEpilogue {
 };
 
 template <class Element, class ElementC, bool BColMajor, bool CColMajor, int TM, int TN, int TK, bool SparseIsB,
-          EpilogueKind Epi>
+          EpilogueKind Epi, int Cluster = 1>
 struct BsrGemm {
   using TileShape = Shape<Int<TM>, Int<TN>, Int<TK>>;
-  using ClusterShape = Shape<_1, _1, _1>;
+  // Cluster CTAs along the dense side share the block-row's sparse tiles (mainloop.hpp).
+  using ClusterShape = cute::conditional_t<SparseIsB, Shape<Int<Cluster>, _1, _1>, Shape<_1, Int<Cluster>, _1>>;
   static constexpr int TileSparse = SparseIsB ? TN : TM;
 
   // Dense operand per block column, (MN, bk, K/bk) (mainloop.hpp): RowMajor B is MN-major,
@@ -144,7 +156,7 @@ struct BsrGemm {
   // skewed ran 2.3x slower without it, benches/NOTES.md session 10).
   static_assert(Epi != EpilogueKind::Direct || OrderCap == kMaxOrderRows, "any-block row without the block-row order");
 
-  using CollectiveMainloop = CollectiveSparseMma<Element, DenseStride, TileShape, Stages, SparseIsB>;
+  using CollectiveMainloop = CollectiveSparseMma<Element, DenseStride, TileShape, Stages, SparseIsB, ClusterShape>;
   using SchedulerTag = BsrSchedulerTag<SparseIsB, OrderCap>;
   using ProblemShape = Shape<int, int, int, int>;
 
@@ -226,12 +238,34 @@ struct BsrGemm {
 
     // Scheduler band automatic and longest-first order on: the sweep found the
     // alternatives within noise (configs.hpp).
-    typename GemmKernel::TileScheduler::Arguments scheduler{};
+    using Scheduler = typename GemmKernel::TileScheduler;
+    typename Scheduler::Arguments scheduler{};
     scheduler.row_ptr = p.a.row_ptr;
     scheduler.kpb = CollectiveMainloop::k_tiles_per_block(p.a.bk);
     scheduler.band = 0;
     scheduler.sort = p.a.nnzb > 0;
     scheduler.order_smem_offset = OrderCap > 0 ? order_smem_offset() : -1;
+
+    // Split tiles: flags (zeroed), then the partial sums, in one scratch buffer.
+    const int64_t tiles = Scheduler::tiles(cute::make_shape(M, N, K, 1));
+    int split = Cluster == 1 ? choose_split(p, tiles, scheduler.kpb) : 1;
+    constexpr int64_t kTileFloats = int64_t(TM) * TN;
+    constexpr int64_t kConsumerWarpgroups = 2;
+    const int64_t pieces = tiles * (split - 1);
+    const int64_t flag_bytes = (pieces * kConsumerWarpgroups * 4 + 255) / 256 * 256;
+    if (split > 1 && (pieces > kMaxScratchBytes / (kTileFloats * 4) ||
+                      flag_bytes + pieces * kTileFloats * 4 > kMaxScratchBytes)) {
+      split = 1;  // only a forced split gets here (choose_split keeps tiles * split <= SMs)
+    }
+    void* scratch = nullptr;
+    if (split > 1) {
+      const cudaError_t e = detail::scratch_alloc(p.device.id, size_t(flag_bytes + pieces * kTileFloats * 4),
+                                                  size_t(flag_bytes), stream, &scratch);
+      if (e != cudaSuccess) return e;
+      scheduler.split = split;
+      scheduler.flags = static_cast<uint32_t*>(scratch);
+      scheduler.partials = reinterpret_cast<float*>(static_cast<char*>(scratch) + flag_bytes);
+    }
 
     cutlass::KernelHardwareInfo hw_info{};
     hw_info.device_id = p.device.id;
@@ -243,24 +277,83 @@ struct BsrGemm {
                                         epilogue,
                                         hw_info,
                                         scheduler};
+    if constexpr (Cluster > 1) {
+      const cudaError_t e = resident_clusters(p.device.id, &args.scheduler.max_clusters);
+      if (e != cudaSuccess) {
+        (void)detail::scratch_free(scratch, stream);
+        return e;
+      }
+    }
+    const cudaError_t err = launch(args, split > 1, stream);
+    const cudaError_t freed = detail::scratch_free(scratch, stream);
+    return err != cudaSuccess ? err : freed;
+  }
+
+  static cudaError_t launch(typename GemmKernel::Arguments const& args, bool cooperative, cudaStream_t stream) {
     if (!GemmKernel::can_implement(args)) {
       return cudaErrorInvalidValue;  // kSm90Family's supports() should have refused it
     }
     if (GemmKernel::get_workspace_size(args) != 0) {
-      return cudaErrorInvalidValue;  // none of our pieces needs one
+      return cudaErrorInvalidValue;  // none of our pieces asks CUTLASS for one
     }
     typename GemmKernel::Params params = GemmKernel::to_underlying_arguments(args, nullptr);
 
-    const dim3 grid = GemmKernel::get_grid_shape(params);
-    const dim3 block = GemmKernel::get_block_shape();
     const int smem = GemmKernel::SharedStorageSize;
     auto kernel = &cutlass::device_kernel<GemmKernel>;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) {
       return err;
     }
-    kernel<<<grid, block, smem, stream>>>(params);
-    return cudaGetLastError();
+    cudaLaunchConfig_t config{};
+    config.gridDim = GemmKernel::get_grid_shape(params);
+    config.blockDim = GemmKernel::get_block_shape();
+    config.dynamicSmemBytes = size_t(smem);
+    config.stream = stream;
+    cudaLaunchAttribute attrs[1] = {};
+    if (cooperative) {
+      attrs[0].id = cudaLaunchAttributeCooperative;  // split pieces wait for each other
+      attrs[0].val.cooperative = 1;
+      config.numAttrs = 1;
+    } else if (Cluster > 1) {
+      attrs[0].id = cudaLaunchAttributeClusterDimension;
+      attrs[0].val.clusterDim.x = unsigned(size<0>(ClusterShape{}));
+      attrs[0].val.clusterDim.y = unsigned(size<1>(ClusterShape{}));
+      attrs[0].val.clusterDim.z = 1;
+      config.numAttrs = 1;
+    }
+    config.attrs = attrs;
+    err = cudaLaunchKernelEx(&config, kernel, params);
+    const cudaError_t last = cudaGetLastError();
+    return err != cudaSuccess ? err : last;
+  }
+
+  // How many clusters of this kernel the device holds at once (asked once per device): the
+  // persistent grid's size, since clusters cannot always fill every SM.
+  static cudaError_t resident_clusters(int device, int32_t* out) {
+    static std::atomic<int32_t> known[detail::ImageCache::kMaxDevices] = {};
+    const bool cached = device >= 0 && device < detail::ImageCache::kMaxDevices;
+    if (cached && (*out = known[device].load(std::memory_order_relaxed)) > 0) return cudaSuccess;
+    auto kernel = &cutlass::device_kernel<GemmKernel>;
+    const int smem = GemmKernel::SharedStorageSize;
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (err != cudaSuccess) return err;
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(unsigned(size(ClusterShape{})), 1, 1);
+    config.blockDim = GemmKernel::get_block_shape();
+    config.dynamicSmemBytes = size_t(smem);
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = unsigned(size(ClusterShape{}));
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = 1;
+    config.attrs = &attr;
+    config.numAttrs = 1;
+    int clusters = 0;
+    err = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config);
+    if (err != cudaSuccess) return err;
+    *out = clusters > 0 ? clusters : 1;
+    if (cached) known[device].store(*out, std::memory_order_relaxed);
+    return cudaSuccess;
   }
 };
 
@@ -272,7 +365,7 @@ struct RowGemm {
   using Element = typename ElementOf<v.input>::type;
   // Plain and Fused rows write the input type; a Direct row's C dtype and layout are run-time.
   using type = BsrGemm<Element, Element, v.b_layout == Layout::ColMajor, v.c_layout == CLayout::Col, v.tile_m,
-                       v.tile_n, v.tile_k, v.transposed, v.epilogue>;
+                       v.tile_n, v.tile_k, v.transposed, v.epilogue, v.cluster>;
 };
 
 template <int kRow>

@@ -51,13 +51,22 @@ using namespace cute;
 // Stride of the BSR values tensor (bm, bk, nnzb): row-major blocks, K-major for the MMA.
 using SparseStride = cute::Stride<int64_t, cute::Int<1>, int64_t>;
 
-template <class Element_, class DenseStride_, class TileShape_, int Stages_, bool SparseIsB_>
+// ClusterShape_: (1, 1, 1), or 2 CTAs along the dense side ((1, 2, 1) natural, (2, 1, 1)
+// transposed) that share the block-row: each loads half of the sparse operand's tile and
+// multicasts it to both (TMA multicast), so the sparse operand crosses L2 once per cluster.
+template <class Element_, class DenseStride_, class TileShape_, int Stages_, bool SparseIsB_,
+          class ClusterShape_ = Shape<_1, _1, _1>>
 struct CollectiveSparseMma {
   static constexpr bool SparseIsB = SparseIsB_;
   static constexpr int TileK = size<2>(TileShape_{});
   static constexpr int KBlock = 16;  // WGMMA's K for 16-bit inputs
   static constexpr int Stages = Stages_;
-  using ClusterShape = Shape<_1, _1, _1>;
+  using ClusterShape = ClusterShape_;
+  static_assert(size<SparseIsB_ ? 1 : 0>(ClusterShape{}) == 1 && size<2>(ClusterShape{}) == 1,
+                "a cluster spans dense tiles of one block-row only");
+  // The TMA ops: multicast for an operand shared across the cluster (A along N, B along M).
+  using GmemTiledCopyA = cute::conditional_t<(size<1>(ClusterShape{}) > 1), SM90_TMA_LOAD_MULTICAST, SM90_TMA_LOAD>;
+  using GmemTiledCopyB = cute::conditional_t<(size<0>(ClusterShape{}) > 1), SM90_TMA_LOAD_MULTICAST, SM90_TMA_LOAD>;
   using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
   using DispatchPolicy = cutlass::gemm::MainloopSm90TmaGmmaWarpSpecialized<Stages, ClusterShape, KernelSchedule>;
   using TileShape = TileShape_;
@@ -126,10 +135,6 @@ struct CollectiveSparseMma {
     DenseStride dDense{};             // B as (MN, bk, K/bk): block column = L
   };
 
-  template <class GTensor, class SLayout>
-  using TmaA = decltype(make_tma_copy_A_sm90(SM90_TMA_LOAD{}, std::declval<GTensor>(), SLayout{}, TileShape{},
-                                             ClusterShape{}));
-
   static auto dummy_tensor_a() {
     return make_tensor(static_cast<InternalElement const*>(nullptr), repeat_like(StrideA{}, int32_t(0)), StrideA{});
   }
@@ -138,9 +143,9 @@ struct CollectiveSparseMma {
   }
 
   struct Params {
-    using TMA_A = decltype(make_tma_copy_A_sm90(SM90_TMA_LOAD{}, dummy_tensor_a(), SmemLayoutA{}(_, _, Int<0>{}),
+    using TMA_A = decltype(make_tma_copy_A_sm90(GmemTiledCopyA{}, dummy_tensor_a(), SmemLayoutA{}(_, _, Int<0>{}),
                                                 TileShape{}, ClusterShape{}));
-    using TMA_B = decltype(make_tma_copy_B_sm90(SM90_TMA_LOAD{}, dummy_tensor_b(), SmemLayoutB{}(_, _, Int<0>{}),
+    using TMA_B = decltype(make_tma_copy_B_sm90(GmemTiledCopyB{}, dummy_tensor_b(), SmemLayoutB{}(_, _, Int<0>{}),
                                                 TileShape{}, ClusterShape{}));
     TMA_A tma_load_a;
     TMA_B tma_load_b;
@@ -167,11 +172,11 @@ struct CollectiveSparseMma {
     Tensor t_dense = make_tensor(ptr_d, make_layout(make_shape(dense_mn, args.bk, int32_t(K) / args.bk), args.dDense));
     Params p;
     if constexpr (SparseIsB) {
-      p.tma_load_a = make_tma_copy_A_sm90(SM90_TMA_LOAD{}, t_dense, SmemLayoutA{}(_, _, Int<0>{}), TileShape{}, ClusterShape{});
-      p.tma_load_b = make_tma_copy_B_sm90(SM90_TMA_LOAD{}, t_sparse, SmemLayoutB{}(_, _, Int<0>{}), TileShape{}, ClusterShape{});
+      p.tma_load_a = make_tma_copy_A_sm90(GmemTiledCopyA{}, t_dense, SmemLayoutA{}(_, _, Int<0>{}), TileShape{}, ClusterShape{});
+      p.tma_load_b = make_tma_copy_B_sm90(GmemTiledCopyB{}, t_sparse, SmemLayoutB{}(_, _, Int<0>{}), TileShape{}, ClusterShape{});
     } else {
-      p.tma_load_a = make_tma_copy_A_sm90(SM90_TMA_LOAD{}, t_sparse, SmemLayoutA{}(_, _, Int<0>{}), TileShape{}, ClusterShape{});
-      p.tma_load_b = make_tma_copy_B_sm90(SM90_TMA_LOAD{}, t_dense, SmemLayoutB{}(_, _, Int<0>{}), TileShape{}, ClusterShape{});
+      p.tma_load_a = make_tma_copy_A_sm90(GmemTiledCopyA{}, t_sparse, SmemLayoutA{}(_, _, Int<0>{}), TileShape{}, ClusterShape{});
+      p.tma_load_b = make_tma_copy_B_sm90(GmemTiledCopyB{}, t_dense, SmemLayoutB{}(_, _, Int<0>{}), TileShape{}, ClusterShape{});
     }
     p.tma_transaction_bytes = TmaTransactionBytes;
     p.row_ptr = args.row_ptr;
@@ -236,7 +241,7 @@ struct CollectiveSparseMma {
   CUTLASS_DEVICE void load(Params const& p, MainloopPipeline pipeline, PipelineState smem_pipe_write,
                            cute::tuple<TensorA, TensorB> const& load_inputs, BlockCoord const& blk_coord,
                            KTileIterator /*unused*/, int k_tile_count, int lane_idx,
-                           uint32_t /*block_rank_in_cluster*/, TensorStorage& shared_tensors) {
+                           uint32_t block_rank_in_cluster, TensorStorage& shared_tensors) {
     int lane_predicate = cute::elect_one_sync();
     if (k_tile_count <= 0) {
       return;
@@ -249,8 +254,21 @@ struct CollectiveSparseMma {
     int32_t block_row = SparseIsB ? int32_t(n_coord) : int32_t(m_coord);
     int32_t dense_tile = SparseIsB ? int32_t(m_coord) : int32_t(n_coord);
 
-    auto tma_a = p.tma_load_a.get_slice(0);
-    auto tma_b = p.tma_load_b.get_slice(0);
+    // This CTA's part of a multicast box, and the CTAs that receive it (the cluster's
+    // row for A, its column for B).
+    constexpr int kClusterM = size<0>(ClusterShape{});
+    const int cluster_m = int(block_rank_in_cluster) % kClusterM;
+    const int cluster_n = int(block_rank_in_cluster) / kClusterM;
+    uint16_t mcast_mask_a = 0, mcast_mask_b = 0;
+    auto block_layout = cute::Layout<ClusterShape>{};  // (m, n) -> block rank
+    if constexpr (cute::is_same_v<GmemTiledCopyA, SM90_TMA_LOAD_MULTICAST>) {
+      for (int n = 0; n < size<1>(block_layout); ++n) mcast_mask_a |= uint16_t(1) << block_layout(cluster_m, n, Int<0>{});
+    }
+    if constexpr (cute::is_same_v<GmemTiledCopyB, SM90_TMA_LOAD_MULTICAST>) {
+      for (int m = 0; m < size<0>(block_layout); ++m) mcast_mask_b |= uint16_t(1) << block_layout(m, cluster_n, Int<0>{});
+    }
+    auto tma_a = p.tma_load_a.get_slice(cluster_n);
+    auto tma_b = p.tma_load_b.get_slice(cluster_m);
     Tensor tAsA = tma_a.partition_D(sA);  // (TMA,TMA_M,TMA_K,PIPE)
     Tensor tBsB = tma_b.partition_D(sB);  // (TMA,TMA_N,TMA_K,PIPE)
     // Sparse operand: (TILE,BLK_K,kpb,nnzb); dense operand: (TILE,BLK_K,kpb,cols).
@@ -267,7 +285,9 @@ struct CollectiveSparseMma {
     Tensor tAgA = tma_a.partition_S(gA);
     Tensor tBgB = tma_b.partition_S(gB);
 
-    SparseTileIterator it(p.row_ptr, p.col_idx, block_row, p.kpb, lane_idx);
+    // L: the first k-iteration of a split piece, -1 for an empty one (scheduler.hpp).
+    const int32_t l_start = int32_t(get<3>(blk_coord));
+    SparseTileIterator it(p.row_ptr, p.col_idx, block_row, p.kpb, lane_idx, l_start < 0 ? 0 : l_start, l_start < 0);
 
     CUTLASS_PRAGMA_NO_UNROLL
     for (; k_tile_count > 0; --k_tile_count) {
@@ -284,11 +304,11 @@ struct CollectiveSparseMma {
         BarrierType* tma_barrier = pipeline.producer_get_barrier(smem_pipe_write);
         int stage = smem_pipe_write.index();
         if constexpr (SparseIsB) {
-          copy(p.tma_load_a.with(*tma_barrier), tAgA(_, _, _, k, dense_l), tAsA(_, _, _, stage));
-          copy(p.tma_load_b.with(*tma_barrier), tBgB(_, _, _, k, sparse_l), tBsB(_, _, _, stage));
+          copy(p.tma_load_a.with(*tma_barrier, mcast_mask_a), tAgA(_, _, _, k, dense_l), tAsA(_, _, _, stage));
+          copy(p.tma_load_b.with(*tma_barrier, mcast_mask_b), tBgB(_, _, _, k, sparse_l), tBsB(_, _, _, stage));
         } else {
-          copy(p.tma_load_a.with(*tma_barrier), tAgA(_, _, _, k, sparse_l), tAsA(_, _, _, stage));
-          copy(p.tma_load_b.with(*tma_barrier), tBgB(_, _, _, k, dense_l), tBsB(_, _, _, stage));
+          copy(p.tma_load_a.with(*tma_barrier, mcast_mask_a), tAgA(_, _, _, k, sparse_l), tAsA(_, _, _, stage));
+          copy(p.tma_load_b.with(*tma_barrier, mcast_mask_b), tBgB(_, _, _, k, dense_l), tBsB(_, _, _, stage));
         }
       }
       ++it;

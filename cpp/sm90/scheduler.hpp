@@ -25,6 +25,22 @@
 // all block-rows have the same nnz (the common top-k pattern) the order is the identity and
 // costs one coalesced pass over row_ptr plus one CTA barrier. Sorting is done only when
 // the host enabled it (Params::order_smem_offset >= 0: block_rows <= OrderCap).
+// Split tiles (stream-K-like, for problems with fewer tiles than SMs): with Params::split =
+// S > 1 every (block-row, dense tile) is S pieces, piece s taking k-iterations
+// [ceil(s*kc/S), ceil((s+1)*kc/S)) of the row's kc. Pieces 1..S-1 write their fp32
+// accumulators to the launch's workspace and raise a flag (fixup); piece 0 waits for them,
+// adds them in piece order (a fixed order: bitwise deterministic) and runs the epilogue
+// (compute_epilogue). A piece's first k-iteration reaches the producer as the work tile's
+// L_idx (-1: an empty piece, which runs one zero iteration), since CUTLASS's kernel hands the
+// mainloop the tile's (M, N, L) coordinates only; piece 0 starts at 0, so the epilogue sees
+// L = 0. Deadlock-free: linear order puts piece 0 after its tile's other pieces, every CTA
+// walks its tiles in increasing linear order, a piece waits only for lower linear indices,
+// and the launch is cooperative (every CTA resident; kernel.hpp).
+// Clusters (ClusterShape of 2 CTAs along the dense side, mainloop.hpp): a work unit is a
+// block-row and a group of kClusterDense consecutive dense tiles; the cluster's CTAs take the
+// same units, each its own dense tile of the group (so they run the same k-iterations and
+// share the sparse operand's loads). The grid is clusters * kClusterDense CTAs (blockIdx.y
+// is the CTA's place in a (1, 2, 1) cluster, blockIdx.x % 2 in a (2, 1, 1) one).
 // CONTRACT with the kernel layer: initial_work_tile_info() is called exactly once by every
 // thread of the CTA (blockDim.x threads) before any other work query; it contains a named
 // barrier (kOrderBarrierId) over blockDim.x threads. CUTLASS's cooperative kernel (the one
@@ -46,12 +62,16 @@ namespace sparsek::sm90 {
 template <bool SparseIsB, int OrderCap = 0>
 struct BsrSchedulerTag {};
 
-// Named barrier id for build_order(); CUTLASS reserves 0..7 (ReservedNamedBarriers).
+// Named barrier id for build_order(); CUTLASS reserves 0..7 (ReservedNamedBarriers); the
+// direct epilogue uses 14. fixup() uses kSplitBarrierId + its consumer warpgroup (12, 13).
 constexpr uint32_t kOrderBarrierId = 15;
+constexpr uint32_t kSplitBarrierId = 12;
 
-template <bool SparseIsB, class TileShape, int OrderCap = 0>
+template <bool SparseIsB, class TileShape, int OrderCap = 0, class ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>>
 class BsrTileScheduler {
  public:
+  static constexpr int kClusterDense = cute::size<SparseIsB ? 0 : 1>(ClusterShape{});
+  static_assert(cute::size(ClusterShape{}) == kClusterDense, "clusters along the dense side only");
   using RasterOrder = cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90Params::RasterOrder;
   using RasterOrderOptions =
       cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90Params::RasterOrderOptions;
@@ -80,9 +100,10 @@ class BsrTileScheduler {
     int32_t L_idx = 0;
     bool is_valid_tile = false;
     int32_t k_tile_count = 0;
+    int32_t piece = 0;  // split piece (0: the one that reduces and runs the epilogue)
 
     CUTLASS_HOST_DEVICE bool is_valid() const { return is_valid_tile; }
-    CUTLASS_HOST_DEVICE static WorkTileInfo invalid_work_tile() { return {-1, -1, -1, false, 0}; }
+    CUTLASS_HOST_DEVICE static WorkTileInfo invalid_work_tile() { return {-1, -1, -1, false, 0, 0}; }
     CUTLASS_HOST_DEVICE bool is_final_split(uint32_t) const { return true; }
     CUTLASS_HOST_DEVICE int32_t reduction_subtile_idx() const { return -1; }
   };
@@ -94,6 +115,10 @@ class BsrTileScheduler {
     bool sort = true;                // order block-rows by decreasing nnz (when R <= OrderCap)
     int32_t order_smem_offset = -1;  // byte offset of SharedStorage::order in the kernel's
                                      // dynamic shared memory (set by the launcher); -1 = none
+    int32_t max_clusters = 0;        // clusters resident at once (launcher); 0: SMs / cluster size
+    int32_t split = 1;               // pieces per tile (see above); > 1 needs the two buffers:
+    float* partials = nullptr;       // (tiles, split - 1, TileM * TileN) fp32
+    uint32_t* flags = nullptr;       // (tiles, split - 1, consumer warpgroups), zeroed
     // Present because the kernel layer's get_grid_shape() sets them; unused.
     int max_swizzle_size = 1;
     RasterOrderOptions raster_order = RasterOrderOptions::Heuristic;
@@ -105,9 +130,13 @@ class BsrTileScheduler {
     int32_t kpb = 1;
     int32_t block_rows = 0;
     int32_t dense_tiles = 0;
-    int32_t band = 1;
-    int64_t total_tiles = 0;
+    int32_t dense_groups = 0;  // groups of kClusterDense dense tiles (== dense_tiles without clusters)
+    int32_t band = 1;          // dense groups per band
+    int64_t total_tiles = 0;  // work units: tiles * split
     int32_t grid = 1;
+    int32_t split = 1;
+    float* partials = nullptr;
+    uint32_t* flags = nullptr;
     // Read by GemmUniversal::get_grid_shape(); unused here.
     int32_t log_swizzle_size_ = 0;
     RasterOrder raster_order_ = RasterOrder::AlongM;
@@ -115,12 +144,12 @@ class BsrTileScheduler {
 
   // ---- host side -------------------------------------------------------------------
 
-  template <class ProblemShapeMNKL, class TileShape_, class ClusterShape>
-  static Params to_underlying_arguments(ProblemShapeMNKL problem_shape_mnkl, TileShape_, ClusterShape,
+  template <class ProblemShapeMNKL, class TileShape_, class ClusterShape_>
+  static Params to_underlying_arguments(ProblemShapeMNKL problem_shape_mnkl, TileShape_, ClusterShape_,
                                         cutlass::KernelHardwareInfo const& hw_info,
                                         Arguments const& args, void* = nullptr, uint32_t = 1,
                                         uint32_t = 1) {
-    static_assert(cute::size(ClusterShape{}) == 1, "BsrTileScheduler: cluster 1x1x1 only");
+    static_assert(cute::size(ClusterShape_{}) == kClusterDense, "the kernel's cluster shape");
     int64_t sparse_extent = cute::get<SparseIsB ? 1 : 0>(problem_shape_mnkl);
     int64_t dense_extent = cute::get<SparseIsB ? 0 : 1>(problem_shape_mnkl);
     Params p;
@@ -132,29 +161,44 @@ class BsrTileScheduler {
                               ? args.order_smem_offset
                               : -1;
     p.dense_tiles = int32_t((dense_extent + TileDense - 1) / TileDense);
-    p.total_tiles = int64_t(p.block_rows) * p.dense_tiles;
-    int sms = hw_info.sm_count > 0 ? hw_info.sm_count : 1;
+    p.dense_groups = (p.dense_tiles + kClusterDense - 1) / kClusterDense;
+    p.split = args.split > 1 ? args.split : 1;
+    p.partials = args.partials;
+    p.flags = args.flags;
+    p.total_tiles = int64_t(p.block_rows) * p.dense_groups * p.split;
+    // Resident clusters: the launcher's count (clusters may not fill every SM), else SMs.
+    int slots = args.max_clusters > 0 ? args.max_clusters : (hw_info.sm_count > 0 ? hw_info.sm_count : 1) / kClusterDense;
+    slots = slots < 1 ? 1 : slots;
     int32_t band = args.band;
     if (band <= 0) {
-      // Enough dense tiles per band that one band holds about a wave of tiles.
-      band = p.block_rows > 0 ? (sms + p.block_rows - 1) / p.block_rows : 1;
+      // Enough dense groups per band that one band holds about a wave of units.
+      band = p.block_rows > 0 ? (slots + p.block_rows - 1) / p.block_rows : 1;
     }
     band = band < 1 ? 1 : band;
-    band = (p.dense_tiles > 0 && band > p.dense_tiles) ? p.dense_tiles : band;
+    band = (p.dense_groups > 0 && band > p.dense_groups) ? p.dense_groups : band;
     p.band = band;
-    int64_t grid = p.total_tiles < sms ? p.total_tiles : sms;
-    p.grid = int32_t(grid < 1 ? 1 : grid);
+    int64_t grid = p.total_tiles < slots ? p.total_tiles : slots;
+    p.grid = int32_t(grid < 1 ? 1 : grid);  // clusters
     return p;
   }
 
-  template <class ProblemShape, class TileShape_, class ClusterShape>
-  static dim3 get_grid_shape(Params const& params, ProblemShape, TileShape_, ClusterShape,
+  template <class ProblemShape, class TileShape_, class ClusterShape_>
+  static dim3 get_grid_shape(Params const& params, ProblemShape, TileShape_, ClusterShape_,
                              cutlass::KernelHardwareInfo, Arguments = Arguments{}, bool = true) {
-    return dim3(uint32_t(params.grid), 1, 1);
+    return SparseIsB ? dim3(uint32_t(params.grid) * kClusterDense, 1, 1) : dim3(uint32_t(params.grid), kClusterDense, 1);
   }
 
   CUTLASS_HOST_DEVICE static bool can_implement(Arguments const& args) {
-    return args.row_ptr != nullptr && args.kpb >= 1;
+    return args.row_ptr != nullptr && args.kpb >= 1 &&
+           (args.split <= 1 || (args.partials != nullptr && args.flags != nullptr));
+  }
+
+  // Work units of a launch: (block-rows) * (dense tiles) * split.
+  template <class ProblemShapeMNKL>
+  static int64_t tiles(ProblemShapeMNKL problem_shape_mnkl) {
+    const int64_t sparse_extent = cute::get<SparseIsB ? 1 : 0>(problem_shape_mnkl);
+    const int64_t dense_extent = cute::get<SparseIsB ? 0 : 1>(problem_shape_mnkl);
+    return sparse_extent / TileSparse * ((dense_extent + TileDense - 1) / TileDense);
   }
 
   template <class ProblemShape, class ElementAccumulator>
@@ -177,14 +221,21 @@ class BsrTileScheduler {
 
   CUTLASS_DEVICE explicit BsrTileScheduler(Params const& params) : params_(params) {
 #if defined(__CUDA_ARCH__)
-    current_ = int64_t(blockIdx.x);
-    stride_ = int64_t(gridDim.x);
+    if constexpr (SparseIsB) {
+      current_ = int64_t(blockIdx.x / kClusterDense);
+      stride_ = int64_t(gridDim.x / kClusterDense);
+      place_ = int32_t(blockIdx.x % kClusterDense);
+    } else {
+      current_ = int64_t(blockIdx.x);
+      stride_ = int64_t(gridDim.x);
+      place_ = int32_t(blockIdx.y);
+    }
 #endif
   }
 
   // Called once by every thread of the CTA (see CONTRACT above).
-  template <class ClusterShape>
-  CUTLASS_DEVICE WorkTileInfo initial_work_tile_info(ClusterShape) {
+  template <class ClusterShape_>
+  CUTLASS_DEVICE WorkTileInfo initial_work_tile_info(ClusterShape_) {
     build_order();
     return get_current_work();
   }
@@ -195,21 +246,37 @@ class BsrTileScheduler {
     if (idx >= params_.total_tiles) {
       return WorkTileInfo::invalid_work_tile();
     }
-    int64_t band_tiles = int64_t(params_.band) * params_.block_rows;
-    int32_t band_idx = int32_t(idx / band_tiles);
-    int32_t rem = int32_t(idx - int64_t(band_idx) * band_tiles);
-    int32_t first_dense = band_idx * params_.band;
-    int32_t width = params_.dense_tiles - first_dense;
+    // Inside a band: block-rows in order, each its pieces S-1 .. 0, each piece the band's
+    // dense tiles.
+    const int32_t split = params_.split;
+    int64_t band_units = int64_t(params_.band) * params_.block_rows * split;
+    int32_t band_idx = int32_t(idx / band_units);
+    // band_units fits int32: band * block_rows did before splits, and kernel.hpp splits only
+    // launches of few tiles (its scratch cap bounds tiles * split).
+    int32_t rem = int32_t(idx - int64_t(band_idx) * band_units);
+    int32_t first_group = band_idx * params_.band;
+    int32_t width = params_.dense_groups - first_group;
     width = width < params_.band ? width : params_.band;
-    int32_t pos = rem / width;
-    int32_t dense = first_dense + (rem - pos * width);
+    int32_t per_row = width * split;
+    int32_t pos = rem / per_row;
+    int32_t r2 = rem - pos * per_row;
+    int32_t piece = split - 1 - r2 / width;
+    int32_t dense = (first_group + r2 % width) * kClusterDense + place_;
     int32_t br = order_ != nullptr ? int32_t(order_[pos]) : pos;
     WorkTileInfo w;
     w.M_idx = SparseIsB ? dense : br;
     w.N_idx = SparseIsB ? br : dense;
     w.L_idx = 0;
     w.is_valid_tile = true;
-    w.k_tile_count = SparseTileIterator::k_tile_count(params_.row_ptr, br, params_.kpb);
+    const int32_t kc = SparseTileIterator::k_tile_count(params_.row_ptr, br, params_.kpb);
+    w.k_tile_count = kc;
+    w.piece = piece;
+    if (split > 1) {
+      const int64_t lo = (int64_t(piece) * kc + split - 1) / split;  // piece 0 starts at 0 and
+      const int64_t hi = (int64_t(piece + 1) * kc + split - 1) / split;  // is never empty
+      w.k_tile_count = hi > lo ? int32_t(hi - lo) : 1;
+      w.L_idx = hi > lo ? int32_t(lo) : -1;
+    }
     return w;
   }
 
@@ -238,11 +305,83 @@ class BsrTileScheduler {
 
   CUTLASS_HOST_DEVICE static uint32_t get_work_k_tile_start(WorkTileInfo const&) { return 0u; }
 
-  CUTLASS_HOST_DEVICE static bool compute_epilogue(WorkTileInfo const&, Params const&) { return true; }
-  CUTLASS_HOST_DEVICE static bool compute_epilogue(WorkTileInfo const&) { return true; }
+  CUTLASS_HOST_DEVICE static bool compute_epilogue(WorkTileInfo const& w, Params const&) { return w.piece == 0; }
+  CUTLASS_HOST_DEVICE static bool compute_epilogue(WorkTileInfo const& w) { return w.piece == 0; }
 
+  // Called by each consumer warpgroup after its mainloop (see "Split tiles" above). The
+  // warpgroup's accumulators go to and come from the workspace as float4 vectors, thread t's
+  // vector i at [i][t]: each warp moves 512 contiguous bytes.
   template <class FrgTensorC>
-  CUTLASS_DEVICE static void fixup(Params const&, WorkTileInfo const&, FrgTensorC&, uint32_t, uint32_t) {}
+  CUTLASS_DEVICE static void fixup(Params const& params, WorkTileInfo const& w, FrgTensorC& acc,
+                                   uint32_t num_wg, uint32_t wg) {
+#if defined(__CUDA_ARCH__)
+    if (params.split <= 1) {
+      return;
+    }
+    constexpr int kThreads = cutlass::NumThreadsPerWarpGroup;
+    constexpr int kFrag = int(decltype(cute::size(acc))::value);
+    static_assert(kFrag % 4 == 0, "accumulator fragments are float4 vectors");
+    const int t = int(threadIdx.x) % kThreads;
+    const int64_t pieces = params.split - 1;
+    const int64_t slot = int64_t(SparseIsB ? w.N_idx : w.M_idx) * params.dense_tiles + (SparseIsB ? w.M_idx : w.N_idx);
+    const int64_t tile_floats = int64_t(num_wg) * kThreads * kFrag;
+    auto partial = [&](int32_t piece) {
+      return params.partials + (slot * pieces + (piece - 1)) * tile_floats + int64_t(wg) * kThreads * kFrag + 4 * t;
+    };
+    auto flag = [&](int32_t piece) { return params.flags + (slot * pieces + (piece - 1)) * num_wg + wg; };
+    const uint32_t barrier = kSplitBarrierId + wg;
+    if (w.piece > 0) {
+      float* out = partial(w.piece);
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < kFrag; i += 4) {
+        __stcg(reinterpret_cast<float4*>(out + i * kThreads), make_float4(acc(i), acc(i + 1), acc(i + 2), acc(i + 3)));
+      }
+      __threadfence();
+      asm volatile("bar.sync %0, %1;" : : "r"(barrier), "r"(kThreads) : "memory");
+      if (t == 0) {
+        asm volatile("st.release.gpu.global.u32 [%0], %1;" : : "l"(flag(w.piece)), "r"(1u) : "memory");
+      }
+      return;
+    }
+    if (t == 0) {
+      for (int32_t q = 1; q < params.split; ++q) {
+        uint32_t ready = 0;
+        while (true) {
+          asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(ready) : "l"(flag(q)) : "memory");
+          if (ready != 0) break;
+          __nanosleep(64);
+        }
+      }
+    }
+    asm volatile("bar.sync %0, %1;" : : "r"(barrier), "r"(kThreads) : "memory");
+    // Pieces 1, 2, ... in order for every element: a fixed order, so bitwise deterministic.
+    // kGroup vectors at a time, their loads in flight together (all of them at once spill,
+    // and 4 spill on the natural 256-row tile; ptxas, session 11).
+    constexpr int kGroup = (cute::size<0>(TileShape{}) == 256 && !SparseIsB) ? 2 : 4;
+    static_assert((kFrag / 4) % kGroup == 0, "whole groups of vectors");
+    const float* in = partial(1);
+    const int32_t others = params.split - 1;
+    CUTLASS_PRAGMA_UNROLL
+    for (int g = 0; g < kFrag; g += 4 * kGroup) {
+      CUTLASS_PRAGMA_NO_UNROLL
+      for (int32_t q = 0; q < others; ++q) {
+        const float* v_in = in + q * tile_floats + g * kThreads;
+        float4 v[kGroup];
+        CUTLASS_PRAGMA_UNROLL
+        for (int j = 0; j < kGroup; ++j) {
+          v[j] = __ldcg(reinterpret_cast<const float4*>(v_in + 4 * j * kThreads));
+        }
+        CUTLASS_PRAGMA_UNROLL
+        for (int j = 0; j < kGroup; ++j) {
+          acc(g + 4 * j) += v[j].x;
+          acc(g + 4 * j + 1) += v[j].y;
+          acc(g + 4 * j + 2) += v[j].z;
+          acc(g + 4 * j + 3) += v[j].w;
+        }
+      }
+    }
+#endif
+  }
 
   CUTLASS_DEVICE static bool continue_current_work(WorkTileInfo&) { return false; }
   CUTLASS_DEVICE static bool valid_warpgroup_in_work_tile(WorkTileInfo const&) { return true; }
@@ -303,6 +442,7 @@ class BsrTileScheduler {
   const int16_t* order_ = nullptr;
   int64_t current_ = 0;
   int64_t stride_ = 1;
+  int32_t place_ = 0;  // the CTA's dense tile in its cluster's group
 };
 
 }  // namespace sparsek::sm90
@@ -313,6 +453,6 @@ template <bool SparseIsB, int OrderCap, class ArchTag, class TileShape, class Cl
           uint32_t SchedulerPipelineStageCount>
 struct TileSchedulerSelector<sparsek::sm90::BsrSchedulerTag<SparseIsB, OrderCap>, ArchTag, TileShape, ClusterShape,
                              SchedulerPipelineStageCount> {
-  using Scheduler = sparsek::sm90::BsrTileScheduler<SparseIsB, TileShape, OrderCap>;
+  using Scheduler = sparsek::sm90::BsrTileScheduler<SparseIsB, TileShape, OrderCap, ClusterShape>;
 };
 }  // namespace cutlass::gemm::kernel::detail

@@ -33,20 +33,23 @@ struct SparseTileIterator {
 
 #if defined(__CUDACC__)
   // Must be constructed and stepped by all 32 lanes of one warp (uses __shfl_sync).
+  // `start`: the first k-iteration (a split of the block-row, scheduler.hpp), 0 for the whole
+  // row; `zero`: the split has no k-iteration of its own and runs one zero iteration.
   CUTE_DEVICE SparseTileIterator(const int32_t* row_ptr, const int32_t* col_idx, int32_t br,
-                                 int32_t kpb, int lane)
+                                 int32_t kpb, int lane, int32_t start = 0, bool zero = false)
       : col_idx_(col_idx), kpb_(kpb), lane_(lane) {
     begin_ = row_ptr[br];
     end_ = row_ptr[br + 1];
-    block_ = begin_;
-    sub_ = 0;
-    chunk_base_ = begin_;
+    zero_ = zero || end_ == begin_;
+    block_ = begin_ + start / kpb;
+    sub_ = start % kpb;
+    chunk_base_ = block_;
     chunk_col_ = load_col(chunk_base_);
     next_col_ = load_col(chunk_base_ + 32);
   }
 
-  // True for the single zero iteration of an empty block-row (see k_tile_count).
-  CUTE_DEVICE bool empty() const { return end_ == begin_; }
+  // True for the single zero iteration of an empty block-row or split (see k_tile_count).
+  CUTE_DEVICE bool empty() const { return zero_; }
 
   // L coordinate of the sparse operand's (bm, bk, nnzb) tensor: the absolute block index.
   CUTE_DEVICE int32_t sparse_block() const { return block_; }
@@ -79,6 +82,7 @@ struct SparseTileIterator {
   int32_t kpb_;
   int32_t lane_;
   int32_t begin_, end_;
+  bool zero_;
   int32_t block_, sub_;
   int32_t chunk_base_;
   int32_t chunk_col_;   // col_idx[chunk_base_ + lane]
