@@ -62,6 +62,10 @@ Result select(const Problem& p, Selection* out) {
       for (int row = 0; row < f->rows; ++row) {
         const VariantInfo info = f->info(row);
         if (!info.automatic || (info.max_n > 0 && p.n() > info.max_n)) continue;
+        // Average depth nnzb * bk / block_rows above the bound (no overflow: nnzb < 2^31, bk <= 2^31).
+        if (info.max_row_depth > 0 && p.block_rows() > 0 &&
+            p.a.nnzb * int64_t(p.a.bk) > info.max_row_depth * p.block_rows())
+          continue;
         const char* no = f->fits(p, row);
         if (no == nullptr) {
           *out = Selection{f, row};

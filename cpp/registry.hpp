@@ -17,8 +17,9 @@
 //      rows fit only below their measured n thresholds), then the Hopper family (the faster
 //      one wherever it applies), then WMMA; an explicit backend tries only its family. A
 //      problem with a bias or activation skips families without the fused epilogue.
-//   3. Within a family, the first row in table order that is `automatic` and fits wins.
-//      Tables are ordered by measured preference; each row cites the run that chose it.
+//   3. Within a family, the first row in table order that is `automatic`, within its
+//      measured bounds (max_n, max_row_depth) and fits wins. Tables are ordered by measured
+//      preference; each row cites the run that chose it.
 //   4. When no automatic row fits, the `fallback` rows are tried in the same order (e.g. the
 //      decode family's column-chunked row, the only one that takes any n with any ld).
 #pragma once
@@ -36,6 +37,9 @@ struct VariantInfo {
   const char* chosen_by;  // the measurement that chose the row
   bool fallback = false;  // Auto tries it only after every automatic row of every family
   int64_t max_n = 0;      // > 0: automatic only for n <= max_n (where it measured faster)
+  // > 0: automatic only when the block-rows' average depth (nonzero blocks * bk) is at most
+  // this: rows that win on short block-rows (where the epilogue is a large share).
+  int64_t max_row_depth = 0;
 };
 
 struct Family {

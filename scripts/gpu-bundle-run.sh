@@ -22,15 +22,12 @@ case "${1:-test}" in
     # Every Hopper launch split in 3 pieces (cpp/sm90/kernel.hpp: SPARSEK_SM90_SPLIT).
     SPARSEK_SM90_SPLIT=3 "$here/gpu_tests" --test-threads=1 --nocapture cutlass_matches split_tiles skewed \
       any_block_sanitized epilogue_on_every_family || fail=1
-    # The cluster rows, forced (SPARSEK_VARIANT) also at n beyond Auto's bound; f16 row-major B and C (the
-    # rows' layouts); alpha/beta, empty block-rows. m = 2304: enough tiles not to split.
-    for spec in "sm90_f16_bm128_brow_crow_c2 128 128 1024" "sm90_f16_bm128_brow_crow_c2 128 64 3072" \
-                "sm90_f16_bm64_brow_crow_c2 64 64 512" "sm90_f16_bm64_brow_crow_c2 64 128 2560"; do
-      set -- $spec
-      for args in "--density 0.3 --empty-rows 0.3" "--density 1 --alpha -0.5 --beta 0.75" "--density 0.05"; do
-        SPARSEK_VARIANT=$1 "$here/spmm_check" --m 2304 --k 2048 --bm $2 --bk $3 --n $4 --backend cutlass \
-          $args || fail=1
-      done
+    # The rows Auto takes only on some problems (ping-pong, clusters) and the measuring rows without
+    # split support, each forced (SPARSEK_VARIANT) on cases it fits, and 100 repeats bitwise.
+    for row in sm90_f16_bm128_brow_crow_pp sm90_f16_bm64_brow_crow_pp sm90_bf16_bm128_brow_crow_pp \
+               sm90_bf16_bm64_brow_crow_pp sm90_f16_bm128_brow_crow_c2 sm90_f16_bm64_brow_crow_c2 \
+               sm90_f16_bm128_brow_crow_nosplit sm90_f16_bm64_brow_crow_nosplit; do
+      SPARSEK_VARIANT=$row "$here/gpu_tests" --test-threads=1 --nocapture forced_row || fail=1
     done
     "$here/device_bsr_tests" --test-threads=1 --nocapture || fail=1
     "$here/quickstart" || fail=1
@@ -61,6 +58,10 @@ case "${1:-test}" in
       # Split tiles: every Hopper launch in 3 pieces (partial sums through global memory).
       SPARSEK_SM90_SPLIT=3 compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/gpu_tests" \
         --test-threads=1 skewed_pattern any_block_sanitized || fail=1
+      # The ping-pong kernel (two consumer warpgroups taking turns on shared memory).
+      SPARSEK_VARIANT=sm90_f16_bm128_brow_crow_pp compute-sanitizer --tool "$tool" --error-exitcode 9 \
+        "$here/spmm_check" --m 1024 --k 1024 --n 520 --bm 128 --bk 64 --density 0.3 --empty-rows 0.2 \
+        --beta 0.5 --backend cutlass || fail=1
     done
     exit $fail
     ;;

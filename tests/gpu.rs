@@ -423,12 +423,8 @@ fn split_tiles_match_reference() {
     .unwrap();
     // n = 520: not a whole number of cluster groups, so the split (not the cluster) row runs.
     let n = 520;
-    let da = DeviceBsr::upload(&a, &stream).unwrap();
-    let db = stream
-        .clone_htod(&random_vec::<f16>(a.k() * n, &mut rng))
-        .unwrap();
     let opts = SpmmOptions::new().backend(Backend::Cutlass);
-    assert_repeats_bitwise::<f16>(&stream, (&da, &db), n, Layout::RowMajor, &opts);
+    assert_repeats_bitwise::<f16, f16>(&stream, &a, n, Layout::RowMajor, &opts, &mut rng);
     println!("{test}: 100 split runs bitwise identical");
 }
 
@@ -469,6 +465,67 @@ fn cluster_rows_match_reference() {
     println!("{test}: {} cases passed", list.len());
 }
 
+/// The Hopper row that `SPARSEK_VARIANT` forces: the ping-pong, cluster and `_nosplit` rows
+/// (f16 or bf16, row-major B and C, bm 64 or 128), which Auto takes only on some problems or
+/// never. `run.sh test` runs this once per such row; without the variable there is no row to
+/// test.
+#[test]
+fn forced_row_matches_reference() {
+    let test = "forced_row_matches_reference";
+    let Ok(row) = std::env::var("SPARSEK_VARIANT") else {
+        println!("SKIPPED {test}: SPARSEK_VARIANT names no row");
+        return;
+    };
+    let Some(ctx) = hopper(test) else { return };
+    let bm = match (row.contains("_bm128_"), row.contains("_bm64_")) {
+        (true, false) => 128,
+        (false, true) => 64,
+        _ => panic!("{test}: {row} is not a bm=64 or bm=128 TMA row"),
+    };
+    // Cluster rows need n in whole cluster groups (512 columns); the others take partial tiles.
+    let ns: &[usize] = if row.ends_with("_c2") {
+        &[512, 1536, 3072]
+    } else {
+        &[520, 1032, 136, 2056]
+    };
+    let mut rng = StdRng::seed_from_u64(seed());
+    let mut list = Vec::new();
+    for (i, &n) in ns.iter().enumerate() {
+        for (j, &kind) in KINDS.iter().enumerate() {
+            let (alpha, beta) = [(1.0, 0.0), (0.5, 1.0), (-1.25, 0.75)][(i + j) % 3];
+            list.push(Case {
+                block_rows: [7, 5, 12][(i + j) % 3],
+                block_cols: [9, 6, 12][(i + 2 * j) % 3],
+                block: BlockShape::new(bm, [64, 128][(i + j) % 2]),
+                kind,
+                n,
+                b_layout: Layout::RowMajor,
+                c_layout: Layout::RowMajor,
+                alpha,
+                beta,
+                backend: Backend::Cutlass,
+                ld_pad: 8 * ((i + j) % 2),
+                bias: false,
+                activation: Activation::None,
+            });
+        }
+    }
+    let bf16_row = row.contains("_bf16_");
+    for case in &list {
+        if bf16_row {
+            check_case::<bf16, bf16>(&ctx, case, &mut rng);
+        } else {
+            check_case::<f16, f16>(&ctx, case, &mut rng);
+        }
+    }
+    println!("{test}: {row}: {} cases passed", list.len());
+    if bf16_row {
+        determinism::<bf16>(test, Backend::Cutlass, BlockShape::new(bm, 64));
+    } else {
+        determinism::<f16>(test, Backend::Cutlass, BlockShape::new(bm, 64));
+    }
+}
+
 /// Auto resolves to the Hopper path on sm_90 for the block shapes where it is faster, to WMMA
 /// elsewhere.
 #[test]
@@ -504,15 +561,19 @@ fn auto_picks_the_fastest_available() {
     }
 }
 
-/// Runs the same launch 100 times on device A, B (`k x n`) and a zeroed C (`m x n`), both
-/// of `layout`, and asserts that C is bitwise the same every time.
-fn assert_repeats_bitwise<O: Element>(
+/// Uploads A and a fresh random B (`k x n`), runs the same launch 100 times with a zeroed C
+/// (`m x n`), both of `layout`, and asserts that C is bitwise the same every time.
+fn assert_repeats_bitwise<T: Element, O: Element>(
     stream: &Arc<cudarc::driver::CudaStream>,
-    (da, db): (&DeviceBsr<f16>, &cudarc::driver::CudaSlice<f16>),
+    a: &BsrMatrix<T>,
     n: usize,
     layout: Layout,
     opts: &SpmmOptions,
+    rng: &mut StdRng,
 ) {
+    let da = DeviceBsr::upload(a, stream).unwrap();
+    let db = stream.clone_htod(&random_vec::<T>(a.k() * n, rng)).unwrap();
+    let (da, db) = (&da, &db);
     let (m, k) = (da.m(), da.k());
     let mut dc = stream.alloc_zeros::<O>(m * n).unwrap();
     let mut first: Option<Vec<u32>> = None;
@@ -538,8 +599,8 @@ fn assert_repeats_bitwise<O: Element>(
     }
 }
 
-/// The same launch 100 times gives bitwise the same C.
-fn determinism(test: &str, backend: Backend, block: BlockShape) {
+/// The same launch 100 times gives bitwise the same C (inputs and C of type T).
+fn determinism<T: Element>(test: &str, backend: Backend, block: BlockShape) {
     let Some(ctx) = device(test) else { return };
     if backend == Backend::Cutlass && !is_hopper(&ctx) {
         println!("SKIPPED {test}: not an sm_90 device");
@@ -555,20 +616,16 @@ fn determinism(test: &str, backend: Backend, block: BlockShape) {
     )
     .unwrap();
     let a =
-        BsrMatrix::from_block_mask(&mask, block, |_, _| common::nonzero::<f16>(&mut rng)).unwrap();
+        BsrMatrix::from_block_mask(&mask, block, |_, _| common::nonzero::<T>(&mut rng)).unwrap();
     let n = 1024;
-    let da = DeviceBsr::upload(&a, &stream).unwrap();
-    let db = stream
-        .clone_htod(&random_vec::<f16>(a.k() * n, &mut rng))
-        .unwrap();
     let opts = SpmmOptions::new().backend(backend);
-    assert_repeats_bitwise::<f16>(&stream, (&da, &db), n, Layout::RowMajor, &opts);
+    assert_repeats_bitwise::<T, T>(&stream, &a, n, Layout::RowMajor, &opts, &mut rng);
     println!("{test}: 100 runs bitwise identical");
 }
 
 #[test]
 fn wmma_is_deterministic() {
-    determinism(
+    determinism::<f16>(
         "wmma_is_deterministic",
         Backend::Wmma,
         BlockShape::new(64, 64),
@@ -579,7 +636,7 @@ fn wmma_is_deterministic() {
 fn cutlass_is_deterministic() {
     // The TMA-epilogue rows (128x128) and the any-block rows (32x32, 112-high blocks).
     for (r, c) in [(128, 128), (32, 32), (112, 48)] {
-        determinism(
+        determinism::<f16>(
             "cutlass_is_deterministic",
             Backend::Cutlass,
             BlockShape::new(r, c),
@@ -827,12 +884,8 @@ fn decode_is_deterministic() {
         let mask = BlockMask::random_per_row(4096 / 64, 4096 / 64, 32, &mut rng).unwrap();
         let a = BsrMatrix::from_block_mask(&mask, block, |_, _| common::nonzero::<f16>(&mut rng))
             .unwrap();
-        let da = DeviceBsr::upload(&a, &stream).unwrap();
-        let db = stream
-            .clone_htod(&random_vec::<f16>(a.k() * n, &mut rng))
-            .unwrap();
         let opts = SpmmOptions::new().backend(Backend::Decode);
-        assert_repeats_bitwise::<f32>(&stream, (&da, &db), n, Layout::ColMajor, &opts);
+        assert_repeats_bitwise::<f16, f32>(&stream, &a, n, Layout::ColMajor, &opts, &mut rng);
     }
     println!("decode_is_deterministic: 100 runs bitwise identical for n = 1, 16, 64");
 }

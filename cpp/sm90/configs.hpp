@@ -29,6 +29,15 @@
 //                two CTAs of a block-row share its sparse tiles by TMA multicast
 //                (mainloop.hpp); the row takes only n that fill whole cluster groups.
 //   max_n        (after cluster) Auto takes the row only for n <= max_n; 0: any n.
+//   schedule     (last column, default Cooperative) the kernel layer: Cooperative (CUTLASS's
+//                GemmUniversal, two consumer warpgroups share each tile) or PingPong
+//                (pingpong.hpp: each consumer warpgroup owns a tile, and one's epilogue runs
+//                under the other's mainloop). PingPong rows: one warpgroup's accumulators
+//                (tile_m * tile_n <= 128 * 128), no clusters, no split tiles.
+//   max_row_depth (after schedule) Auto takes the row only where the block-rows' average
+//                depth (nonzero blocks * bk) is at most this; 0: any.
+//   splits       (last) compiled with split-tile support; false on the _nosplit tuning rows,
+//                which measure what that support costs the cooperative kernel.
 // Stages are derived from the shared memory left after the epilogue (kernel.hpp).
 //
 // Measured by scripts/tuning-sweep.sh on an H100 (2026-11-22, benches/NOTES.md run 3;
@@ -67,6 +76,11 @@ enum class EpilogueKind {
   Direct  // registers to global (direct_epilogue.hpp): C's dtype and layout, the bias and the
           // activation at run time; any bm up to the tile's sparse extent
 };
+// The kernel layer of a row (kernel.hpp).
+enum class Schedule {
+  Cooperative,  // CUTLASS's GemmUniversal, cooperative: two consumer warpgroups split each tile
+  PingPong      // pingpong.hpp: consumer warpgroups alternate tiles, epilogue under the other's MMAs
+};
 // Which C dtypes a row writes.
 enum class Output {
   Same,      // the input type
@@ -95,6 +109,12 @@ struct Sm90Variant {
   int cluster = 1;
   // > 0: automatic only for n <= max_n (cpp/registry.hpp), where the row measured faster.
   int64_t max_n = 0;
+  Schedule schedule = Schedule::Cooperative;
+  // > 0: automatic only where the block-rows' average depth (nonzero blocks * bk) is at most
+  // this (cpp/registry.hpp), where the row measured faster.
+  int64_t max_row_depth = 0;
+  // Compiled with split-tile support (scheduler.hpp); false only on measuring rows.
+  bool splits = true;
 };
 
 // The table's vocabulary (kept out of sparsek::sm90 itself: single-letter names).
@@ -111,6 +131,7 @@ constexpr CLayout CAny = CLayout::Any;
 constexpr EpilogueKind Plain = EpilogueKind::Plain;
 constexpr EpilogueKind Fused = EpilogueKind::Fused;
 constexpr EpilogueKind Direct = EpilogueKind::Direct;
+constexpr Schedule PingPong = Schedule::PingPong;
 constexpr bool T = true;        // transposed: C^T = B^T A^T
 constexpr bool N = false;       // natural: C = A*B
 constexpr bool Auto = true;     // automatic
@@ -138,6 +159,22 @@ constexpr const char kCluster64[] =
     "2x1 clusters, TFLOPS at density 1/16, 1/8, 1/4: n = 1024 269/339/394 vs 263/330/385 (+2-3 %); n = 8192 "
     "343/399/424 vs 341/396/423 (within 1 %), so only up to n = 2048 like bm = 128";
 
+constexpr const char kPingPong128[] =
+    "H100 2026-11-23 (benches/NOTES.md session 12 run 1, spmm_check m = k = 8192, bk = 128): the ping-pong "
+    "kernel, 128x128 per consumer warpgroup, against the cooperative default, f16 TFLOPS at density 1/16, 1/8, "
+    "1/4: n = 8192 454/500/536 vs 438/549/639, n = 2048 397/474/507 vs 387/513/617; bf16 n = 8192 1/16 469 vs "
+    "447, 1/4 536 vs 669. So only for block-rows of depth <= 512 (1/16 of 8192)";
+constexpr const char kPingPong64[] =
+    "H100 2026-11-23 (benches/NOTES.md session 12 run 1, spmm_check m = k = 8192, bk = 64): the ping-pong "
+    "kernel, transposed 256x64 per consumer warpgroup, against the cooperative default, f16 TFLOPS at density "
+    "1/16, 1/8, 1/4: n = 8192 384/400/412 vs 339/395/422, n = 2048 322/374/394 vs 295/363/400; bf16 n = 8192 "
+    "1/16 386 vs 345, 1/4 411 vs 426. So only for block-rows of depth <= 1024 (1/8 of 8192)";
+
+constexpr const char kNoSplit[] =
+    "the default tile compiled without split-tile support: session 10's build measured 2.7-6 % faster than "
+    "session 11's on the same problems (benches/NOTES.md session 12 run 1); this row tells how much of that "
+    "the split support costs";
+
 constexpr const char kFused[] =
     "the default tile with the fused bias/activation epilogue, only for problems that ask for it: on plain "
     "problems it measured 2-8 % slower than LinearCombination at bm=128 (H100, bench_report gate, 2026-11-23)";
@@ -149,6 +186,15 @@ constexpr const char kAnyBlock[] =
 // clang-format off
 inline constexpr Sm90Variant kSm90Variants[] = {
     // name                                 in    out   bm   B    C    tile_m tile_n  T/N  automatic  chosen_by
+    // ---- ping-pong: first, automatic on short block-rows, where it measured faster ----
+    {"sm90_f16_bm128_brow_crow_pp",         F16, Same,  128, BRow, CRow, 128,   128,    N,   Auto,
+     kPingPong128, Plain, 64, 1, 0, PingPong, 512},
+    {"sm90_f16_bm64_brow_crow_pp",          F16, Same,   64, BRow, CRow, 256,    64,    T,   Auto,
+     kPingPong64, Plain, 64, 1, 0, PingPong, 1024},
+    {"sm90_bf16_bm128_brow_crow_pp",        BF16, Same, 128, BRow, CRow, 128,   128,    N,   Auto,
+     kPingPong128, Plain, 64, 1, 0, PingPong, 512},
+    {"sm90_bf16_bm64_brow_crow_pp",         BF16, Same,  64, BRow, CRow, 256,    64,    T,   Auto,
+     kPingPong64, Plain, 64, 1, 0, PingPong, 1024},
     // ---- clusters: before the defaults, automatic where they measured faster (n <= 2048) ----
     {"sm90_f16_bm128_brow_crow_c2",         F16, Same,  128, BRow, CRow, 128,   256,    N,   Auto,
      kCluster128, Plain, 64, 2, 2048},
@@ -184,6 +230,10 @@ inline constexpr Sm90Variant kSm90Variants[] = {
     {"sm90_f16_bm64_brow_crow_t128x64",     F16, Same,   64, BRow, CRow, 128,    64,    T,   Tune,
      "H100 sweep 2026-11-22 (benches/NOTES.md run 3): coopT_128x64 345/364/357 TFLOPS at 1/16, 1/8, 1/4, "
      "below the default"},
+    {"sm90_f16_bm128_brow_crow_nosplit",    F16, Same,  128, BRow, CRow, 128,   256,    N,   Tune,
+     kNoSplit, Plain, 64, 1, 0, Schedule::Cooperative, 0, false},
+    {"sm90_f16_bm64_brow_crow_nosplit",     F16, Same,   64, BRow, CRow, 256,    64,    T,   Tune,
+     kNoSplit, Plain, 64, 1, 0, Schedule::Cooperative, 0, false},
     // ---- the fused linear-layer epilogue, in the layout of y = x*W^T (column-major B and C) ----
     {"sm90_f16_bm128_bcol_ccol_fused",      F16, Same,  128, BCol, CCol, 128,   256,    N,   Auto,      kFused, Fused},
     {"sm90_f16_bm64_bcol_ccol_fused",       F16, Same,   64, BCol, CCol, 256,    64,    T,   Auto,      kFused, Fused},
@@ -266,8 +316,11 @@ constexpr bool well_formed(const Sm90Variant& v) {
   const bool tile = v.tile_m >= 128 && v.tile_m <= 256 && v.tile_n <= 256 &&  // cooperative: M tile >= 128
                     (v.transposed ? v.tile_m : v.tile_n) % 64 == 0;
   // Clusters: two CTAs along the dense side, on the TMA-epilogue rows.
-  const bool cluster = (v.cluster == 1 || (v.cluster == 2 && !direct)) && v.max_n >= 0;
-  return dtypes && layouts && block && tile && cluster && v.name != nullptr && v.chosen_by != nullptr;
+  const bool cluster = (v.cluster == 1 || (v.cluster == 2 && !direct)) && v.max_n >= 0 && v.max_row_depth >= 0;
+  // Ping-pong: a TMA epilogue, one warpgroup's accumulators (<= 128 fp32 registers), no clusters.
+  const bool schedule = v.schedule == Schedule::Cooperative ||
+                        (!direct && v.cluster == 1 && v.tile_m * v.tile_n <= 128 * 128);
+  return dtypes && layouts && block && tile && cluster && schedule && v.name != nullptr && v.chosen_by != nullptr;
 }
 constexpr bool all_well_formed() {
   for (const Sm90Variant& v : kSm90Variants)
@@ -280,7 +333,8 @@ constexpr bool all_well_formed() {
 constexpr int automatic_plain_rows(DType t, int bm, Layout b, CLayout c) {
   int count = 0;
   for (const Sm90Variant& v : kSm90Variants)
-    if (v.automatic && v.epilogue == EpilogueKind::Plain && v.max_n == 0 && v.input == t && v.bm == bm &&
+    if (v.automatic && v.epilogue == EpilogueKind::Plain && v.max_n == 0 && v.schedule == Schedule::Cooperative &&
+        v.input == t && v.bm == bm &&
         v.b_layout == b && v.c_layout == c)
       ++count;
   return count;

@@ -31,7 +31,7 @@ using detail::VariantInfo;
 
 VariantInfo info(int row) {
   const Sm90Variant& v = kSm90Variants[row];
-  return VariantInfo{v.name, v.automatic, v.chosen_by, /*fallback=*/false, v.max_n};
+  return VariantInfo{v.name, v.automatic, v.chosen_by, /*fallback=*/false, v.max_n, v.max_row_depth};
 }
 
 const char* takes_input(DType t) {
@@ -94,14 +94,16 @@ const char* fits(const Problem& p, int row) {
     return nullptr;
   }
   if (p.output() != p.input()) return "the row writes C in the input dtype";
-  if (v.cluster > 1) {
+  if (v.cluster > 1 || v.schedule == Schedule::PingPong) {
     const int64_t dense_tile = v.transposed ? v.tile_m : v.tile_n;
-    if (p.n() % (v.cluster * dense_tile) != 0) return "the row's clusters need n a multiple of their dense extent";
-    // Cluster launches do not split tiles (kernel.hpp); where a split pays, the row without
-    // clusters takes the problem (1.4-1.9x on few long block-rows, benches/NOTES.md session 11).
-    const int64_t tiles = p.block_rows() * (p.n() / dense_tile);
+    if (p.n() % (v.cluster * dense_tile) != 0 && v.cluster > 1)
+      return "the row's clusters need n a multiple of their dense extent";
+    // Cluster and ping-pong launches do not split tiles (kernel.hpp); where a split pays, a
+    // cooperative row without clusters takes the problem (1.4-1.9x on few long block-rows,
+    // benches/NOTES.md session 11).
+    const int64_t tiles = p.block_rows() * ((p.n() + dense_tile - 1) / dense_tile);
     if (choose_split(p, tiles, (p.a.bk + v.tile_k - 1) / v.tile_k) > 1)
-      return "few tiles with long block-rows: the row without clusters splits them";
+      return "few tiles with long block-rows: a cooperative row without clusters splits them";
   }
   if (p.a.bm != v.bm) return v.bm == 64 ? "the row is for bm = 64" : "the row is for bm = 128";
   if (p.a.bk != 64 && p.a.bk != 128) return "the row is for bk = 64 or 128";

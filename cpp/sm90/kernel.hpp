@@ -2,14 +2,12 @@
 // (configs.hpp), built from CUTLASS 4.2 / CuTe SM90 pieces, and its launch.
 //
 // Design:
-//   kernel    : CUTLASS's own cutlass::gemm::kernel::GemmUniversal with the cooperative TMA
-//               warp-specialized schedule (1 producer warpgroup, 2 consumer warpgroups
-//               splitting each tile, persistent), reused unchanged. CUTLASS's ping-pong
-//               kernel cannot be reused: it skips the other consumer warpgroup's pipeline
-//               stages by one problem-wide k count, and BSR tiles each have their own. A
-//               ping-pong kernel that advances by each tile's own count was prototyped and
-//               measured (benches/NOTES.md, run 3): no better than cooperative here, so it
-//               is not built.
+//   kernel    : by the row's Schedule (configs.hpp). Cooperative: CUTLASS's own
+//               cutlass::gemm::kernel::GemmUniversal with the cooperative TMA warp-specialized
+//               schedule (1 producer warpgroup, 2 consumer warpgroups splitting each tile,
+//               persistent), reused unchanged. PingPong: our kernel layer, pingpong.hpp
+//               (consumer warpgroups alternate tiles, each skipping the other's by that
+//               tile's own k count, which CUTLASS's ping-pong kernel cannot do).
 //   mainloop  : mainloop.hpp - TMA + PipelineTmaAsync + WGMMA; the producer walks only the
 //               nonzero blocks of the tile's block-row (tile_iterator.hpp).
 //   scheduler : scheduler.hpp - persistent, (block-row, dense tile) work tiles whose
@@ -68,6 +66,7 @@
 #include "direct_epilogue.hpp"
 #include "scheduler.hpp"
 #include "mainloop.hpp"
+#include "pingpong.hpp"
 
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
 
@@ -108,8 +107,10 @@ struct PlainEpilogue {
 };
 
 template <class Element, class ElementC, bool BColMajor, bool CColMajor, int TM, int TN, int TK, bool SparseIsB,
-          EpilogueKind Epi, int Cluster = 1>
+          EpilogueKind Epi, int Cluster = 1, Schedule Sched = Schedule::Cooperative, bool Splits = true>
 struct BsrGemm {
+  static constexpr bool kPingPong = Sched == Schedule::PingPong;
+  static_assert(!kPingPong || (Epi != EpilogueKind::Direct && Cluster == 1), "ping-pong: TMA epilogue, no clusters");
   using TileShape = Shape<Int<TM>, Int<TN>, Int<TK>>;
   // Cluster CTAs along the dense side share the block-row's sparse tiles (mainloop.hpp).
   using ClusterShape = cute::conditional_t<SparseIsB, Shape<Int<Cluster>, _1, _1>, Shape<_1, Int<Cluster>, _1>>;
@@ -130,7 +131,9 @@ struct BsrGemm {
   // faster at bm = 128 (configs.hpp). Direct rows: direct_epilogue.hpp.
   using Epilogue = cute::conditional_t<Epi == EpilogueKind::Fused, BiasActEpilogue<ElementC, Element, TileShape, SparseIsB>,
                                        PlainEpilogue<ElementC>>;
-  using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
+  // Ping-pong: one warpgroup stores its own tile.
+  using EpilogueSchedule = cute::conditional_t<kPingPong, cutlass::epilogue::TmaWarpSpecialized,
+                                               cutlass::epilogue::TmaWarpSpecializedCooperative>;
   template <bool kDirect, class = void>
   struct EpilogueOf {
     using type = typename cutlass::epilogue::collective::CollectiveBuilder<
@@ -156,11 +159,14 @@ struct BsrGemm {
   // skewed ran 2.3x slower without it, benches/NOTES.md session 10).
   static_assert(Epi != EpilogueKind::Direct || OrderCap == kMaxOrderRows, "any-block row without the block-row order");
 
-  using CollectiveMainloop = CollectiveSparseMma<Element, DenseStride, TileShape, Stages, SparseIsB, ClusterShape>;
-  using SchedulerTag = BsrSchedulerTag<SparseIsB, OrderCap>;
+  using CollectiveMainloop =
+      CollectiveSparseMma<Element, DenseStride, TileShape, Stages, SparseIsB, ClusterShape, kPingPong ? 1 : 2>;
+  using SchedulerTag = BsrSchedulerTag<SparseIsB, OrderCap, Splits>;
   using ProblemShape = Shape<int, int, int, int>;
 
-  using GemmKernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue, SchedulerTag>;
+  using GemmKernel = cute::conditional_t<
+      kPingPong, BsrPingPongKernel<ProblemShape, CollectiveMainloop, CollectiveEpilogue, SchedulerTag>,
+      cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue, SchedulerTag>>;
   static_assert(GemmKernel::SharedStorageSize <= kSmemCapacity, "shared storage exceeds sm90 capacity");
 
   // Byte offset of the scheduler's order array in the kernel's dynamic shared memory.
@@ -248,7 +254,8 @@ struct BsrGemm {
 
     // Split tiles: flags (zeroed), then the partial sums, in one scratch buffer.
     const int64_t tiles = Scheduler::tiles(cute::make_shape(M, N, K, 1));
-    int split = Cluster == 1 ? choose_split(p, tiles, scheduler.kpb) : 1;
+    // Cluster and ping-pong launches never split (family.cu leaves such problems to other rows).
+    int split = Cluster == 1 && !kPingPong && Splits ? choose_split(p, tiles, scheduler.kpb) : 1;
     constexpr int64_t kTileFloats = int64_t(TM) * TN;
     constexpr int64_t kConsumerWarpgroups = 2;
     const int64_t pieces = tiles * (split - 1);
@@ -365,7 +372,7 @@ struct RowGemm {
   using Element = typename ElementOf<v.input>::type;
   // Plain and Fused rows write the input type; a Direct row's C dtype and layout are run-time.
   using type = BsrGemm<Element, Element, v.b_layout == Layout::ColMajor, v.c_layout == CLayout::Col, v.tile_m,
-                       v.tile_n, v.tile_k, v.transposed, v.epilogue, v.cluster>;
+                       v.tile_n, v.tile_k, v.transposed, v.epilogue, v.cluster, v.schedule, v.splits>;
 };
 
 template <int kRow>

@@ -3,8 +3,9 @@
 // Modelled on CUTLASS's MainloopSm90TmaGmmaWarpSpecialized collective
 // (cutlass/gemm/collective/sm90_mma_tma_gmma_ss_warpspecialized.hpp) and plugged into
 // CUTLASS's cooperative kernel (GemmUniversal + KernelTmaWarpSpecializedCooperative, see
-// kernel.hpp): TMA loads into a multi-stage PipelineTmaAsync from one producer warp, two
-// consumer warpgroups split the M tile and issue WGMMA from shared memory. The difference:
+// kernel.hpp) or our ping-pong kernel (pingpong.hpp): TMA loads into a multi-stage
+// PipelineTmaAsync from one producer warp; two consumer warpgroups split the M tile
+// (cooperative) or each takes whole tiles (ping-pong), and issue WGMMA from shared memory. The difference:
 // the producer walks only the nonzero blocks of the tile's block-row (SparseTileIterator,
 // tile_iterator.hpp), and the k count per tile comes from the tile scheduler
 // (BsrTileScheduler::WorkTileInfo::k_tile_count, scheduler.hpp). It is never 0: an empty
@@ -54,8 +55,11 @@ using SparseStride = cute::Stride<int64_t, cute::Int<1>, int64_t>;
 // ClusterShape_: (1, 1, 1), or 2 CTAs along the dense side ((1, 2, 1) natural, (2, 1, 1)
 // transposed) that share the block-row: each loads half of the sparse operand's tile and
 // multicasts it to both (TMA multicast), so the sparse operand crosses L2 once per cluster.
+// MmaWarpGroups_: the consumer warpgroups that share one tile's MMAs: 2 in the cooperative
+// kernel (they split the M tile), 1 in the ping-pong kernel (pingpong.hpp: each warpgroup
+// owns its tile; mma() then takes the warpgroup's own thread index, 0..127).
 template <class Element_, class DenseStride_, class TileShape_, int Stages_, bool SparseIsB_,
-          class ClusterShape_ = Shape<_1, _1, _1>>
+          class ClusterShape_ = Shape<_1, _1, _1>, int MmaWarpGroups_ = 2>
 struct CollectiveSparseMma {
   static constexpr bool SparseIsB = SparseIsB_;
   static constexpr int TileK = size<2>(TileShape_{});
@@ -67,7 +71,9 @@ struct CollectiveSparseMma {
   // The TMA ops: multicast for an operand shared across the cluster (A along N, B along M).
   using GmemTiledCopyA = cute::conditional_t<(size<1>(ClusterShape{}) > 1), SM90_TMA_LOAD_MULTICAST, SM90_TMA_LOAD>;
   using GmemTiledCopyB = cute::conditional_t<(size<0>(ClusterShape{}) > 1), SM90_TMA_LOAD_MULTICAST, SM90_TMA_LOAD>;
-  using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+  static_assert(MmaWarpGroups_ == 1 || MmaWarpGroups_ == 2, "cooperative (2) or ping-pong (1) consumers");
+  using KernelSchedule = cute::conditional_t<MmaWarpGroups_ == 2, cutlass::gemm::KernelTmaWarpSpecializedCooperative,
+                                             cutlass::gemm::KernelTmaWarpSpecializedPingpong>;
   using DispatchPolicy = cutlass::gemm::MainloopSm90TmaGmmaWarpSpecialized<Stages, ClusterShape, KernelSchedule>;
   using TileShape = TileShape_;
   using Element = Element_;
@@ -84,8 +90,8 @@ struct CollectiveSparseMma {
   static constexpr GMMA::Major MajorA = SparseIsB ? DenseMajor : GMMA::Major::K;
   static constexpr GMMA::Major MajorB = SparseIsB ? GMMA::Major::K : DenseMajor;
 
-  // Cooperative: two consumer warpgroups split the M tile.
-  using MmaWarpGroupLayout = Shape<_2, _1, _1>;
+  // Cooperative: two consumer warpgroups split the M tile; ping-pong: one takes all of it.
+  using MmaWarpGroupLayout = Shape<Int<MmaWarpGroups_>, _1, _1>;
   using TiledMma = decltype(cute::make_tiled_mma(
       cute::GMMA::ss_op_selector<Element, Element, float, TileShape, MajorA, MajorB>(),
       cute::Layout<MmaWarpGroupLayout>{}));
@@ -325,7 +331,7 @@ struct CollectiveSparseMma {
 
   static constexpr int K_PIPE_MMAS = 1;
 
-  // Consumer: both MMA warpgroups.
+  // Consumer: the tile's MMA warpgroups (both in the cooperative kernel, one in ping-pong).
   template <class FrgTensorC>
   CUTLASS_DEVICE void mma(MainloopPipeline pipeline, PipelineState smem_pipe_read, FrgTensorC& accum,
                           int k_tile_count, int thread_idx, TensorStorage& shared_tensors, Params const&) {

@@ -43,8 +43,8 @@
 // is the CTA's place in a (1, 2, 1) cluster, blockIdx.x % 2 in a (2, 1, 1) one).
 // CONTRACT with the kernel layer: initial_work_tile_info() is called exactly once by every
 // thread of the CTA (blockDim.x threads) before any other work query; it contains a named
-// barrier (kOrderBarrierId) over blockDim.x threads. CUTLASS's cooperative kernel (the one
-// kernel.hpp builds) satisfies this.
+// barrier (kOrderBarrierId) over blockDim.x threads. CUTLASS's cooperative kernel (kernel.hpp)
+// and our ping-pong kernel (pingpong.hpp) satisfy this.
 #pragma once
 
 #include <cstdint>
@@ -59,7 +59,9 @@
 namespace sparsek::sm90 {
 
 // OrderCap: capacity (block-rows) of the shared-memory order array; 0 = never sort.
-template <bool SparseIsB, int OrderCap = 0>
+// Splits: compiled with split-tile support (false: Params::split is ignored, fixup() and
+// compute_epilogue() are compile-time no-ops; a measuring row, configs.hpp).
+template <bool SparseIsB, int OrderCap = 0, bool Splits = true>
 struct BsrSchedulerTag {};
 
 // Named barrier id for build_order(); CUTLASS reserves 0..7 (ReservedNamedBarriers); the
@@ -67,7 +69,8 @@ struct BsrSchedulerTag {};
 constexpr uint32_t kOrderBarrierId = 15;
 constexpr uint32_t kSplitBarrierId = 12;
 
-template <bool SparseIsB, class TileShape, int OrderCap = 0, class ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>>
+template <bool SparseIsB, class TileShape, int OrderCap = 0, class ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>,
+          bool Splits = true>
 class BsrTileScheduler {
  public:
   static constexpr int kClusterDense = cute::size<SparseIsB ? 0 : 1>(ClusterShape{});
@@ -248,7 +251,7 @@ class BsrTileScheduler {
     }
     // Inside a band: block-rows in order, each its pieces S-1 .. 0, each piece the band's
     // dense tiles.
-    const int32_t split = params_.split;
+    const int32_t split = Splits ? params_.split : 1;
     int64_t band_units = int64_t(params_.band) * params_.block_rows * split;
     int32_t band_idx = int32_t(idx / band_units);
     // band_units fits int32: band * block_rows did before splits, and kernel.hpp splits only
@@ -280,6 +283,12 @@ class BsrTileScheduler {
     return w;
   }
 
+  // The work tile advance_to_next_work(advance_count) would move to: in the ping-pong kernel
+  // (pingpong.hpp), the other consumer warpgroup's next tile, whose k count it skips.
+  CUTLASS_DEVICE WorkTileInfo peek_work(uint32_t advance_count) const {
+    return work_for_linear_idx(current_ + stride_ * int64_t(advance_count));
+  }
+
   CUTLASS_DEVICE void advance_to_next_work(uint32_t advance_count = 1) {
     current_ += stride_ * int64_t(advance_count);
   }
@@ -305,8 +314,8 @@ class BsrTileScheduler {
 
   CUTLASS_HOST_DEVICE static uint32_t get_work_k_tile_start(WorkTileInfo const&) { return 0u; }
 
-  CUTLASS_HOST_DEVICE static bool compute_epilogue(WorkTileInfo const& w, Params const&) { return w.piece == 0; }
-  CUTLASS_HOST_DEVICE static bool compute_epilogue(WorkTileInfo const& w) { return w.piece == 0; }
+  CUTLASS_HOST_DEVICE static bool compute_epilogue(WorkTileInfo const& w, Params const&) { return !Splits || w.piece == 0; }
+  CUTLASS_HOST_DEVICE static bool compute_epilogue(WorkTileInfo const& w) { return !Splits || w.piece == 0; }
 
   // Called by each consumer warpgroup after its mainloop (see "Split tiles" above). The
   // warpgroup's accumulators go to and come from the workspace as float4 vectors, thread t's
@@ -315,6 +324,9 @@ class BsrTileScheduler {
   CUTLASS_DEVICE static void fixup(Params const& params, WorkTileInfo const& w, FrgTensorC& acc,
                                    uint32_t num_wg, uint32_t wg) {
 #if defined(__CUDA_ARCH__)
+    if constexpr (!Splits) {
+      return;
+    }
     if (params.split <= 1) {
       return;
     }
@@ -449,10 +461,10 @@ class BsrTileScheduler {
 
 // Extension point: GemmUniversal picks its scheduler through this selector.
 namespace cutlass::gemm::kernel::detail {
-template <bool SparseIsB, int OrderCap, class ArchTag, class TileShape, class ClusterShape,
+template <bool SparseIsB, int OrderCap, bool Splits, class ArchTag, class TileShape, class ClusterShape,
           uint32_t SchedulerPipelineStageCount>
-struct TileSchedulerSelector<sparsek::sm90::BsrSchedulerTag<SparseIsB, OrderCap>, ArchTag, TileShape, ClusterShape,
+struct TileSchedulerSelector<sparsek::sm90::BsrSchedulerTag<SparseIsB, OrderCap, Splits>, ArchTag, TileShape, ClusterShape,
                              SchedulerPipelineStageCount> {
-  using Scheduler = sparsek::sm90::BsrTileScheduler<SparseIsB, TileShape, OrderCap, ClusterShape>;
+  using Scheduler = sparsek::sm90::BsrTileScheduler<SparseIsB, TileShape, OrderCap, ClusterShape, Splits>;
 };
 }  // namespace cutlass::gemm::kernel::detail
