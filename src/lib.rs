@@ -54,7 +54,7 @@ pub use dense::{Dense, DenseMut, DenseShape, Layout};
 pub use element::{DType, Element};
 pub use epilogue::{Activation, Epilogue, Vector};
 pub use error::{BsrError, Error};
-pub use format::{validate_parts, BlockMask, BlockRow, BlockShape, BsrMatrix};
+pub use format::{validate_parts, BlockMask, BlockRow, BlockShape, BsrMatrix, TransposeIndex};
 #[cfg(feature = "cuda")]
 pub use gpu::DeviceBsr;
 pub use half::{bf16, f16};

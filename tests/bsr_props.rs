@@ -57,6 +57,56 @@ fn arrays(
 proptest! {
     #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
 
+    /// The transpose index lists every block once, by block-column with ascending
+    /// block-rows, and `Aᵀ·B` through it matches the naive f64 product with the dense `Aᵀ`.
+    #[test]
+    fn transpose_index(bm in 0..4usize, bk in 0..4usize, br in 0..5usize, bc in 0..5usize,
+                       n in 1..9usize, kind in kind_strategy(), seed in any::<u64>()) {
+        let block = BlockShape::new(SIDES[bm], SIDES[bk]);
+        let (row_ptr, col_idx, values, dense) = arrays(kind, br, bc, block, seed);
+        let a = BsrMatrix::from_parts(br * block.rows, bc * block.cols, block, row_ptr.clone(),
+                                      col_idx.clone(), values).unwrap();
+        let idx = a.transpose_index().unwrap();
+        let nnzb = col_idx.len();
+        prop_assert_eq!(idx.col_ptr().len(), bc + 1);
+        prop_assert_eq!(idx.col_ptr()[0], 0);
+        prop_assert_eq!(idx.col_ptr()[bc] as usize, nnzb);
+        let mut seen = vec![false; nnzb];
+        for c in 0..bc {
+            let (s, e) = (idx.col_ptr()[c] as usize, idx.col_ptr()[c + 1] as usize);
+            prop_assert!(s <= e);
+            for j in s..e {
+                let (r, id) = (idx.row_idx()[j] as usize, idx.block_id()[j] as usize);
+                prop_assert!(j == s || idx.row_idx()[j - 1] < idx.row_idx()[j], "rows ascending");
+                prop_assert_eq!(col_idx[id] as usize, c);
+                prop_assert!(row_ptr[r] as usize <= id && id < row_ptr[r + 1] as usize);
+                prop_assert!(!seen[id], "block {} listed twice", id);
+                seen[id] = true;
+            }
+        }
+        prop_assert!(seen.iter().all(|&s| s), "every block listed");
+
+        let (m, k) = (a.m(), a.k());
+        let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
+        let b: Vec<f64> = (0..m * n).map(|_| rng.random_range(-1.0..1.0)).collect();
+        let got = transposed_product_via_index(&a, &b, n);
+        let mut want = vec![0f64; k * n];
+        for i in 0..m {
+            for kk in 0..k {
+                let av = f64::from(dense[i * k + kk].to_f32());
+                if av != 0.0 {
+                    for col in 0..n {
+                        want[kk * n + col] += av * b[i * n + col];
+                    }
+                }
+            }
+        }
+        let scale = want.iter().fold(1e-30f64, |s, v| s.max(v.abs()));
+        for (g, w) in got.iter().zip(&want) {
+            prop_assert!((g - w).abs() <= 1e-12 * scale * (m as f64 + 1.0), "{} vs {}", g, w);
+        }
+    }
+
     /// from_parts -> to_dense gives the dense matrix back, and from_dense gives the parts.
     #[test]
     fn round_trip(bm in 0..4usize, bk in 0..4usize, br in 0..5usize, bc in 0..5usize,
@@ -91,6 +141,30 @@ proptest! {
         prop_assert_eq!(bad, 0, "unwritten or non-finite outputs");
         prop_assert!(err <= 1e-3, "rel err {err}");
     }
+}
+
+/// `Aᵀ·B` (`k x n`, f64) walking only A's transpose index and A's values in place.
+fn transposed_product_via_index(a: &BsrMatrix<f16>, b: &[f64], n: usize) -> Vec<f64> {
+    let idx = a.transpose_index().unwrap();
+    let (bm, bk) = (a.block().rows, a.block().cols);
+    let mut out = vec![0f64; a.k() * n];
+    for c in 0..a.num_block_cols() {
+        let (s, e) = (idx.col_ptr()[c] as usize, idx.col_ptr()[c + 1] as usize);
+        for j in s..e {
+            let (r, id) = (idx.row_idx()[j] as usize, idx.block_id()[j] as usize);
+            let blk = &a.values()[id * bm * bk..][..bm * bk];
+            for kk in 0..bk {
+                for rr in 0..bm {
+                    let av = f64::from(blk[rr * bk + kk].to_f32());
+                    let brow = &b[(r * bm + rr) * n..][..n];
+                    for (o, bv) in out[(c * bk + kk) * n..][..n].iter_mut().zip(brow) {
+                        *o += av * bv;
+                    }
+                }
+            }
+        }
+    }
+    out
 }
 
 fn check<O: Element>(

@@ -8,9 +8,11 @@
 pub mod bsr;
 pub mod convert;
 pub mod mask;
+pub mod transpose;
 
 pub use bsr::{validate_parts, BlockRow, BlockShape, BsrMatrix};
 pub use mask::BlockMask;
+pub use transpose::TransposeIndex;
 
 use crate::error::BsrError;
 

@@ -1,0 +1,85 @@
+//! The transpose index of a BSR matrix: its blocks listed by block-column, without moving a
+//! value. Block-column `c` of `A` is block-row `c` of `Aᵀ`, so a kernel for `Aᵀ·B` walks
+//! this index as it walks `row_ptr`/`col_idx` for `A·B`, reading each block of `A`'s
+//! `values` in place and transposed.
+//!
+//! - `col_ptr[c] .. col_ptr[c + 1]` indexes the blocks of block-column `c`
+//!   (`k / bk + 1` entries, from 0 up to `nnzb`);
+//! - `row_idx[j]` is the block-row of the `j`-th listed block, ascending within a
+//!   block-column (so `Aᵀ`'s block-rows are sorted like `A`'s);
+//! - `block_id[j]` is its position in `A` (in `col_idx`, and `values[block_id[j] * bm * bk ..]`):
+//!   a permutation of `0..nnzb`.
+//!
+//! Built in `O(nnzb + k / bk)` by a counting sort; every size is `<= i32::MAX` because the
+//! matrix is validated.
+
+use crate::error::BsrError;
+use crate::format::bsr::BsrMatrix;
+use crate::format::try_vec;
+
+/// `A`'s blocks by block-column (see the module docs). Built by
+/// [`BsrMatrix::transpose_index`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransposeIndex {
+    col_ptr: Vec<i32>,
+    row_idx: Vec<i32>,
+    block_id: Vec<i32>,
+}
+
+impl TransposeIndex {
+    /// Block-column offsets into `row_idx` and `block_id`: `k / bk + 1` entries, from 0 up
+    /// to `nnzb`.
+    pub fn col_ptr(&self) -> &[i32] {
+        &self.col_ptr
+    }
+    /// The block-row of each listed block, ascending within a block-column.
+    pub fn row_idx(&self) -> &[i32] {
+        &self.row_idx
+    }
+    /// The position in `A` of each listed block: a permutation of `0..nnzb`.
+    pub fn block_id(&self) -> &[i32] {
+        &self.block_id
+    }
+}
+
+impl<T> BsrMatrix<T> {
+    /// The transpose index of this matrix's pattern (module `format::transpose`): what a
+    /// kernel for `Aᵀ·B` walks, with no copy of the values. `BsrError::Allocation` when its
+    /// three arrays (`k / bk + 1 + 2 * nnzb` integers) cannot be allocated.
+    pub fn transpose_index(&self) -> Result<TransposeIndex, BsrError> {
+        let cols = self.num_block_cols();
+        let nnzb = self.nnz_blocks();
+        // cols + 1 <= i32::MAX + 1 fits usize (validated: cols <= i32::MAX).
+        let mut col_ptr = try_vec("transpose index col_ptr", cols + 1)?;
+        col_ptr.resize(cols + 1, 0i32);
+        for &c in self.col_idx() {
+            // Validated: 0 <= c < cols; each count <= nnzb <= i32::MAX.
+            col_ptr[c as usize + 1] += 1;
+        }
+        for c in 0..cols {
+            col_ptr[c + 1] += col_ptr[c];
+        }
+        let mut row_idx = try_vec("transpose index row_idx", nnzb)?;
+        row_idx.resize(nnzb, 0i32);
+        let mut block_id = try_vec("transpose index block_id", nnzb)?;
+        block_id.resize(nnzb, 0i32);
+        // Next free slot of each block-column; block-rows in order, so rows come out ascending.
+        let mut next = try_vec("transpose index cursor", cols)?;
+        next.extend_from_slice(&col_ptr[..cols]);
+        for (r, row) in self.block_rows().enumerate() {
+            let first = self.row_ptr()[r];
+            for (j, &c) in row.col_idx.iter().enumerate() {
+                let slot = &mut next[c as usize];
+                // slot < col_ptr[c + 1] <= nnzb; r < block-rows <= i32::MAX; first + j < nnzb.
+                row_idx[*slot as usize] = r as i32;
+                block_id[*slot as usize] = first + j as i32;
+                *slot += 1;
+            }
+        }
+        Ok(TransposeIndex {
+            col_ptr,
+            row_idx,
+            block_id,
+        })
+    }
+}
