@@ -66,6 +66,7 @@ Result select(const Problem& p, Selection* out) {
         if (info.max_row_depth > 0 && p.block_rows() > 0 &&
             p.a.nnzb * int64_t(p.a.bk) > info.max_row_depth * p.block_rows())
           continue;
+        if (f->auto_skips != nullptr && f->auto_skips(p, row)) continue;
         const char* no = f->fits(p, row);
         if (no == nullptr) {
           *out = Selection{f, row};

@@ -18,8 +18,8 @@
 //      one wherever it applies), then WMMA; an explicit backend tries only its family. A
 //      problem with a bias or activation skips families without the fused epilogue.
 //   3. Within a family, the first row in table order that is `automatic`, within its
-//      measured bounds (max_n, max_row_depth) and fits wins. Tables are ordered by measured
-//      preference; each row cites the run that chose it.
+//      measured bounds (max_n, max_row_depth, the family's auto_skips) and fits wins.
+//      Tables are ordered by measured preference; each row cites the run that chose it.
 //   4. When no automatic row fits, the `fallback` rows are tried in the same order (e.g. the
 //      decode family's column-chunked row, the only one that takes any n with any ld).
 #pragma once
@@ -51,6 +51,9 @@ struct Family {
   const char* (*supports)(const Problem& p);
   const char* (*fits)(const Problem& p, int row);
   cudaError_t (*launch)(const Problem& p, int row, cudaStream_t stream);
+  // Optional: true where Auto passes over `row` although it fits p, a measured preference
+  // beyond max_n and max_row_depth (the Hopper family's split-tile rows, sm90/configs.hpp).
+  bool (*auto_skips)(const Problem& p, int row) = nullptr;
 };
 
 // Defined by each family (cpp/sm90/family.cu, cpp/wmma/family.cu).

@@ -19,15 +19,19 @@ case "${1:-test}" in
   test)
     fail=0
     "$here/gpu_tests" --test-threads=1 --nocapture || fail=1
-    # Every Hopper launch split in 3 pieces (cpp/sm90/kernel.hpp: SPARSEK_SM90_SPLIT).
+    # Every Hopper launch of a row with split tiles in 3 pieces (cpp/sm90/split.hpp:
+    # SPARSEK_SM90_SPLIT); Auto then takes the split rows (configs.hpp `split`) everywhere.
     SPARSEK_SM90_SPLIT=3 "$here/gpu_tests" --test-threads=1 --nocapture cutlass_matches split_tiles skewed \
       any_block_sanitized epilogue_on_every_family || fail=1
-    # The rows Auto takes only on some problems (ping-pong, clusters) and the measuring rows without
-    # split support, each forced (SPARSEK_VARIANT) on cases it fits, and 100 repeats bitwise.
+    # The rows Auto takes only on some problems (ping-pong, clusters, split tiles), each forced
+    # (SPARSEK_VARIANT) on cases it fits, and 100 repeats bitwise; the split rows split every launch.
     for row in sm90_f16_bm128_brow_crow_pp sm90_f16_bm64_brow_crow_pp sm90_bf16_bm128_brow_crow_pp \
                sm90_bf16_bm64_brow_crow_pp sm90_f16_bm128_brow_crow_c2 sm90_f16_bm64_brow_crow_c2 \
-               sm90_f16_bm128_brow_crow_nosplit sm90_f16_bm64_brow_crow_nosplit; do
-      SPARSEK_VARIANT=$row "$here/gpu_tests" --test-threads=1 --nocapture forced_row || fail=1
+               sm90_f16_bm128_brow_crow_split sm90_f16_bm64_bcol_ccol_split \
+               sm90_bf16_bm128_bcol_ccol_split sm90_bf16_bm64_brow_crow_split; do
+      case $row in *_split) split=3 ;; *) split= ;; esac
+      SPARSEK_SM90_SPLIT=$split SPARSEK_VARIANT=$row "$here/gpu_tests" --test-threads=1 --nocapture forced_row \
+        || fail=1
     done
     "$here/device_bsr_tests" --test-threads=1 --nocapture || fail=1
     "$here/quickstart" || fail=1

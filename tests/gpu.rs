@@ -465,9 +465,10 @@ fn cluster_rows_match_reference() {
     println!("{test}: {} cases passed", list.len());
 }
 
-/// The Hopper row that `SPARSEK_VARIANT` forces: the ping-pong, cluster and `_nosplit` rows
-/// (f16 or bf16, row-major B and C, bm 64 or 128), which Auto takes only on some problems or
-/// never. `run.sh test` runs this once per such row; without the variable there is no row to
+/// The Hopper row that `SPARSEK_VARIANT` forces: the ping-pong, cluster and split-tile rows
+/// (f16 or bf16, B and C both row- or both column-major, bm 64 or 128), which Auto takes only
+/// on some problems. `run.sh test` runs this once per such row (the split rows with
+/// SPARSEK_SM90_SPLIT=3, so every launch splits); without the variable there is no row to
 /// test.
 #[test]
 fn forced_row_matches_reference() {
@@ -488,6 +489,11 @@ fn forced_row_matches_reference() {
     } else {
         &[520, 1032, 136, 2056]
     };
+    let layout = match (row.contains("_brow_crow"), row.contains("_bcol_ccol")) {
+        (true, false) => Layout::RowMajor,
+        (false, true) => Layout::ColMajor,
+        _ => panic!("{test}: {row} is not a brow_crow or bcol_ccol row"),
+    };
     let mut rng = StdRng::seed_from_u64(seed());
     let mut list = Vec::new();
     for (i, &n) in ns.iter().enumerate() {
@@ -499,8 +505,8 @@ fn forced_row_matches_reference() {
                 block: BlockShape::new(bm, [64, 128][(i + j) % 2]),
                 kind,
                 n,
-                b_layout: Layout::RowMajor,
-                c_layout: Layout::RowMajor,
+                b_layout: layout,
+                c_layout: layout,
                 alpha,
                 beta,
                 backend: Backend::Cutlass,
@@ -520,9 +526,9 @@ fn forced_row_matches_reference() {
     }
     println!("{test}: {row}: {} cases passed", list.len());
     if bf16_row {
-        determinism::<bf16>(test, Backend::Cutlass, BlockShape::new(bm, 64));
+        determinism::<bf16>(test, Backend::Cutlass, BlockShape::new(bm, 64), layout);
     } else {
-        determinism::<f16>(test, Backend::Cutlass, BlockShape::new(bm, 64));
+        determinism::<f16>(test, Backend::Cutlass, BlockShape::new(bm, 64), layout);
     }
 }
 
@@ -600,7 +606,7 @@ fn assert_repeats_bitwise<T: Element, O: Element>(
 }
 
 /// The same launch 100 times gives bitwise the same C (inputs and C of type T).
-fn determinism<T: Element>(test: &str, backend: Backend, block: BlockShape) {
+fn determinism<T: Element>(test: &str, backend: Backend, block: BlockShape, layout: Layout) {
     let Some(ctx) = device(test) else { return };
     if backend == Backend::Cutlass && !is_hopper(&ctx) {
         println!("SKIPPED {test}: not an sm_90 device");
@@ -619,7 +625,7 @@ fn determinism<T: Element>(test: &str, backend: Backend, block: BlockShape) {
         BsrMatrix::from_block_mask(&mask, block, |_, _| common::nonzero::<T>(&mut rng)).unwrap();
     let n = 1024;
     let opts = SpmmOptions::new().backend(backend);
-    assert_repeats_bitwise::<T, T>(&stream, &a, n, Layout::RowMajor, &opts, &mut rng);
+    assert_repeats_bitwise::<T, T>(&stream, &a, n, layout, &opts, &mut rng);
     println!("{test}: 100 runs bitwise identical");
 }
 
@@ -629,6 +635,7 @@ fn wmma_is_deterministic() {
         "wmma_is_deterministic",
         Backend::Wmma,
         BlockShape::new(64, 64),
+        Layout::RowMajor,
     );
 }
 
@@ -640,6 +647,7 @@ fn cutlass_is_deterministic() {
             "cutlass_is_deterministic",
             Backend::Cutlass,
             BlockShape::new(r, c),
+            Layout::RowMajor,
         );
     }
 }

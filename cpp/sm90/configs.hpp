@@ -36,8 +36,13 @@
 //                (tile_m * tile_n <= 128 * 128), no clusters, no split tiles.
 //   max_row_depth (after schedule) Auto takes the row only where the block-rows' average
 //                depth (nonzero blocks * bk) is at most this; 0: any.
-//   splits       (last) compiled with split-tile support; false on the _nosplit tuning rows,
-//                which measure what that support costs the cooperative kernel.
+//   split        (last, default Where) split tiles (scheduler.hpp "Split tiles"): Never
+//                (compiled without them), Where (compiled with them; a launch splits where
+//                choose_split > 1, split.hpp) or Only (the same, and Auto takes the row only
+//                where the launch splits: the twin, ahead in the table, of a Never row).
+//                The support costs a launch that does not split up to 4.5 % (see the measurement above the table), so
+//                the common keys (B and C both row- or both column-major) are Never rows,
+//                each with an Only twin; the other rows keep Where.
 // Stages are derived from the shared memory left after the epilogue (kernel.hpp).
 //
 // Measured by scripts/tuning-sweep.sh on an H100 (2026-11-22, benches/NOTES.md run 3;
@@ -81,6 +86,12 @@ enum class Schedule {
   Cooperative,  // CUTLASS's GemmUniversal, cooperative: two consumer warpgroups split each tile
   PingPong      // pingpong.hpp: consumer warpgroups alternate tiles, epilogue under the other's MMAs
 };
+// Split tiles (scheduler.hpp): whether a row's kernel has them, and where Auto takes it.
+enum class Split {
+  Never,  // compiled without split tiles: nothing of them on the per-tile path
+  Where,  // compiled with them: splits where choose_split > 1, whole tiles elsewhere
+  Only    // compiled with them, and automatic only where the launch splits
+};
 // Which C dtypes a row writes.
 enum class Output {
   Same,      // the input type
@@ -113,8 +124,8 @@ struct Sm90Variant {
   // > 0: automatic only where the block-rows' average depth (nonzero blocks * bk) is at most
   // this (cpp/registry.hpp), where the row measured faster.
   int64_t max_row_depth = 0;
-  // Compiled with split-tile support (scheduler.hpp); false only on measuring rows.
-  bool splits = true;
+  // Split tiles (scheduler.hpp): Never, Where or Only (above).
+  Split split = Split::Where;
 };
 
 // The table's vocabulary (kept out of sparsek::sm90 itself: single-letter names).
@@ -131,7 +142,10 @@ constexpr CLayout CAny = CLayout::Any;
 constexpr EpilogueKind Plain = EpilogueKind::Plain;
 constexpr EpilogueKind Fused = EpilogueKind::Fused;
 constexpr EpilogueKind Direct = EpilogueKind::Direct;
+constexpr Schedule Coop = Schedule::Cooperative;
 constexpr Schedule PingPong = Schedule::PingPong;
+constexpr Split Never = Split::Never;
+constexpr Split Only = Split::Only;
 constexpr bool T = true;        // transposed: C^T = B^T A^T
 constexpr bool N = false;       // natural: C = A*B
 constexpr bool Auto = true;     // automatic
@@ -170,10 +184,15 @@ constexpr const char kPingPong64[] =
     "1/16, 1/8, 1/4: n = 8192 384/400/412 vs 339/395/422, n = 2048 322/374/394 vs 295/363/400; bf16 n = 8192 "
     "1/16 386 vs 345, 1/4 411 vs 426. So only for block-rows of depth <= 1024 (1/8 of 8192)";
 
-constexpr const char kNoSplit[] =
-    "the default tile compiled without split-tile support: session 10's build measured 2.7-6 % faster than "
-    "session 11's on the same problems (benches/NOTES.md session 12 run 1); this row tells how much of that "
-    "the split support costs";
+// The common keys' defaults are Never rows, each with an Only twin: H100 2026-11-23
+// (benches/NOTES.md session 13 run 1; spmm_check m = n = k = 8192, f16, 3 repeats, µs), the
+// default tile without split tiles vs with them: bm 128 at 1/16 153.3 vs 156.5, 1/8 246.2 vs
+// 251.4; bm 64 at 1/16 191.9 vs 200.6, 1/8 340.7 vs 347.2, 1/4 647.4 vs 648.6. Session 10's
+// build (before split tiles): 151.3, 243.4, 189.0, 339.3, 640.9. ncu, bm 64 at 1/16: 44.5 M
+// instructions executed vs 47.5 M.
+constexpr const char kSplitTwin[] =
+    "the default tile with split tiles, automatic only where the launch splits (split.hpp: few tiles with long "
+    "block-rows, 1.4-1.9x faster, benches/NOTES.md session 11 run 2); the split-free twin takes the rest";
 
 constexpr const char kFused[] =
     "the default tile with the fused bias/activation epilogue, only for problems that ask for it: on plain "
@@ -186,37 +205,62 @@ constexpr const char kAnyBlock[] =
 // clang-format off
 inline constexpr Sm90Variant kSm90Variants[] = {
     // name                                 in    out   bm   B    C    tile_m tile_n  T/N  automatic  chosen_by
-    // ---- ping-pong: first, automatic on short block-rows, where it measured faster ----
+    // ---- split tiles: first, automatic only where the launch splits (few tiles, long block-rows) ----
+    {"sm90_f16_bm128_brow_crow_split",       F16, Same, 128, BRow, CRow, 128,   256,    N,   Auto,
+     kSplitTwin, Plain, 64, 1, 0, Coop, 0, Only},
+    {"sm90_f16_bm128_bcol_ccol_split",       F16, Same, 128, BCol, CCol, 128,   256,    N,   Auto,
+     kSplitTwin, Plain, 64, 1, 0, Coop, 0, Only},
+    {"sm90_f16_bm64_brow_crow_split",        F16, Same,  64, BRow, CRow, 256,    64,    T,   Auto,
+     kSplitTwin, Plain, 64, 1, 0, Coop, 0, Only},
+    {"sm90_f16_bm64_bcol_ccol_split",        F16, Same,  64, BCol, CCol, 256,    64,    T,   Auto,
+     kSplitTwin, Plain, 64, 1, 0, Coop, 0, Only},
+    {"sm90_bf16_bm128_brow_crow_split",      BF16,Same, 128, BRow, CRow, 128,   256,    N,   Auto,
+     kSplitTwin, Plain, 64, 1, 0, Coop, 0, Only},
+    {"sm90_bf16_bm128_bcol_ccol_split",      BF16,Same, 128, BCol, CCol, 128,   256,    N,   Auto,
+     kSplitTwin, Plain, 64, 1, 0, Coop, 0, Only},
+    {"sm90_bf16_bm64_brow_crow_split",       BF16,Same,  64, BRow, CRow, 256,    64,    T,   Auto,
+     kSplitTwin, Plain, 64, 1, 0, Coop, 0, Only},
+    {"sm90_bf16_bm64_bcol_ccol_split",       BF16,Same,  64, BCol, CCol, 256,    64,    T,   Auto,
+     kSplitTwin, Plain, 64, 1, 0, Coop, 0, Only},
+    // ---- ping-pong: then automatic on short block-rows, where it measured faster ----
     {"sm90_f16_bm128_brow_crow_pp",         F16, Same,  128, BRow, CRow, 128,   128,    N,   Auto,
-     kPingPong128, Plain, 64, 1, 0, PingPong, 512},
+     kPingPong128, Plain, 64, 1, 0, PingPong, 512, Never},
     {"sm90_f16_bm64_brow_crow_pp",          F16, Same,   64, BRow, CRow, 256,    64,    T,   Auto,
-     kPingPong64, Plain, 64, 1, 0, PingPong, 1024},
+     kPingPong64, Plain, 64, 1, 0, PingPong, 1024, Never},
     {"sm90_bf16_bm128_brow_crow_pp",        BF16, Same, 128, BRow, CRow, 128,   128,    N,   Auto,
-     kPingPong128, Plain, 64, 1, 0, PingPong, 512},
+     kPingPong128, Plain, 64, 1, 0, PingPong, 512, Never},
     {"sm90_bf16_bm64_brow_crow_pp",         BF16, Same,  64, BRow, CRow, 256,    64,    T,   Auto,
-     kPingPong64, Plain, 64, 1, 0, PingPong, 1024},
+     kPingPong64, Plain, 64, 1, 0, PingPong, 1024, Never},
     // ---- clusters: before the defaults, automatic where they measured faster (n <= 2048) ----
     {"sm90_f16_bm128_brow_crow_c2",         F16, Same,  128, BRow, CRow, 128,   256,    N,   Auto,
-     kCluster128, Plain, 64, 2, 2048},
+     kCluster128, Plain, 64, 2, 2048, Coop, 0, Never},
     {"sm90_f16_bm64_brow_crow_c2",          F16, Same,   64, BRow, CRow, 256,    64,    T,   Auto,
-     kCluster64, Plain, 64, 2, 2048},
+     kCluster64, Plain, 64, 2, 2048, Coop, 0, Never},
     // ---- defaults: one automatic row per (dtype, bm, B layout, C layout) ----
-    {"sm90_f16_bm128_brow_crow",            F16, Same,  128, BRow, CRow, 128,   256,    N,   Auto,      kSwept128},
+    {"sm90_f16_bm128_brow_crow",            F16, Same,  128, BRow, CRow, 128,   256,    N,   Auto,      kSwept128,
+     Plain, 64, 1, 0, Coop, 0, Never},
     {"sm90_f16_bm128_brow_ccol",            F16, Same,  128, BRow, CCol, 128,   256,    N,   Auto,      kSame128},
     {"sm90_f16_bm128_bcol_crow",            F16, Same,  128, BCol, CRow, 128,   256,    N,   Auto,      kSame128},
-    {"sm90_f16_bm128_bcol_ccol",            F16, Same,  128, BCol, CCol, 128,   256,    N,   Auto,      kSame128},
-    {"sm90_f16_bm64_brow_crow",             F16, Same,   64, BRow, CRow, 256,    64,    T,   Auto,      kSwept64},
+    {"sm90_f16_bm128_bcol_ccol",            F16, Same,  128, BCol, CCol, 128,   256,    N,   Auto,      kSame128,
+     Plain, 64, 1, 0, Coop, 0, Never},
+    {"sm90_f16_bm64_brow_crow",             F16, Same,   64, BRow, CRow, 256,    64,    T,   Auto,      kSwept64,
+     Plain, 64, 1, 0, Coop, 0, Never},
     {"sm90_f16_bm64_brow_ccol",             F16, Same,   64, BRow, CCol, 256,    64,    T,   Auto,      kSame64},
     {"sm90_f16_bm64_bcol_crow",             F16, Same,   64, BCol, CRow, 256,    64,    T,   Auto,      kSame64},
-    {"sm90_f16_bm64_bcol_ccol",             F16, Same,   64, BCol, CCol, 256,    64,    T,   Auto,      kSame64},
-    {"sm90_bf16_bm128_brow_crow",           BF16, Same, 128, BRow, CRow, 128,   256,    N,   Auto,      kSame128},
+    {"sm90_f16_bm64_bcol_ccol",             F16, Same,   64, BCol, CCol, 256,    64,    T,   Auto,      kSame64,
+     Plain, 64, 1, 0, Coop, 0, Never},
+    {"sm90_bf16_bm128_brow_crow",           BF16, Same, 128, BRow, CRow, 128,   256,    N,   Auto,      kSame128,
+     Plain, 64, 1, 0, Coop, 0, Never},
     {"sm90_bf16_bm128_brow_ccol",           BF16, Same, 128, BRow, CCol, 128,   256,    N,   Auto,      kSame128},
     {"sm90_bf16_bm128_bcol_crow",           BF16, Same, 128, BCol, CRow, 128,   256,    N,   Auto,      kSame128},
-    {"sm90_bf16_bm128_bcol_ccol",           BF16, Same, 128, BCol, CCol, 128,   256,    N,   Auto,      kSame128},
-    {"sm90_bf16_bm64_brow_crow",            BF16, Same,  64, BRow, CRow, 256,    64,    T,   Auto,      kSame64},
+    {"sm90_bf16_bm128_bcol_ccol",           BF16, Same, 128, BCol, CCol, 128,   256,    N,   Auto,      kSame128,
+     Plain, 64, 1, 0, Coop, 0, Never},
+    {"sm90_bf16_bm64_brow_crow",            BF16, Same,  64, BRow, CRow, 256,    64,    T,   Auto,      kSame64,
+     Plain, 64, 1, 0, Coop, 0, Never},
     {"sm90_bf16_bm64_brow_ccol",            BF16, Same,  64, BRow, CCol, 256,    64,    T,   Auto,      kSame64},
     {"sm90_bf16_bm64_bcol_crow",            BF16, Same,  64, BCol, CRow, 256,    64,    T,   Auto,      kSame64},
-    {"sm90_bf16_bm64_bcol_ccol",            BF16, Same,  64, BCol, CCol, 256,    64,    T,   Auto,      kSame64},
+    {"sm90_bf16_bm64_bcol_ccol",            BF16, Same,  64, BCol, CCol, 256,    64,    T,   Auto,      kSame64,
+     Plain, 64, 1, 0, Coop, 0, Never},
     // ---- tuning candidates (SPARSEK_VARIANT only) ----
     {"sm90_f16_bm128_brow_crow_128x192",    F16, Same,  128, BRow, CRow, 128,   192,    N,   Tune,
      "H100 sweep 2026-11-22 (benches/NOTES.md run 3): coop_128x192 441/551/633 TFLOPS at 1/16, 1/8, 1/4, "
@@ -230,10 +274,6 @@ inline constexpr Sm90Variant kSm90Variants[] = {
     {"sm90_f16_bm64_brow_crow_t128x64",     F16, Same,   64, BRow, CRow, 128,    64,    T,   Tune,
      "H100 sweep 2026-11-22 (benches/NOTES.md run 3): coopT_128x64 345/364/357 TFLOPS at 1/16, 1/8, 1/4, "
      "below the default"},
-    {"sm90_f16_bm128_brow_crow_nosplit",    F16, Same,  128, BRow, CRow, 128,   256,    N,   Tune,
-     kNoSplit, Plain, 64, 1, 0, Schedule::Cooperative, 0, false},
-    {"sm90_f16_bm64_brow_crow_nosplit",     F16, Same,   64, BRow, CRow, 256,    64,    T,   Tune,
-     kNoSplit, Plain, 64, 1, 0, Schedule::Cooperative, 0, false},
     // ---- the fused linear-layer epilogue, in the layout of y = x*W^T (column-major B and C) ----
     {"sm90_f16_bm128_bcol_ccol_fused",      F16, Same,  128, BCol, CCol, 128,   256,    N,   Auto,      kFused, Fused},
     {"sm90_f16_bm64_bcol_ccol_fused",       F16, Same,   64, BCol, CCol, 256,    64,    T,   Auto,      kFused, Fused},
@@ -320,7 +360,12 @@ constexpr bool well_formed(const Sm90Variant& v) {
   // Ping-pong: a TMA epilogue, one warpgroup's accumulators (<= 128 fp32 registers), no clusters.
   const bool schedule = v.schedule == Schedule::Cooperative ||
                         (!direct && v.cluster == 1 && v.tile_m * v.tile_n <= 128 * 128);
-  return dtypes && layouts && block && tile && cluster && schedule && v.name != nullptr && v.chosen_by != nullptr;
+  // Split tiles only in cooperative launches without clusters (kernel.hpp); an Only row is
+  // automatic (it exists for Auto).
+  const bool split = v.split == Split::Never ||
+                     (v.cluster == 1 && v.schedule == Schedule::Cooperative && (v.split != Split::Only || v.automatic));
+  return dtypes && layouts && block && tile && cluster && schedule && split && v.name != nullptr &&
+         v.chosen_by != nullptr;
 }
 constexpr bool all_well_formed() {
   for (const Sm90Variant& v : kSm90Variants)
@@ -334,10 +379,28 @@ constexpr int automatic_plain_rows(DType t, int bm, Layout b, CLayout c) {
   int count = 0;
   for (const Sm90Variant& v : kSm90Variants)
     if (v.automatic && v.epilogue == EpilogueKind::Plain && v.max_n == 0 && v.schedule == Schedule::Cooperative &&
-        v.input == t && v.bm == bm &&
-        v.b_layout == b && v.c_layout == c)
+        v.split != Split::Only && v.input == t && v.bm == bm && v.b_layout == b && v.c_layout == c)
       ++count;
   return count;
+}
+// Every Only row has a Never twin (same key and tile) after it, which takes the problems
+// where the launch does not split.
+constexpr bool split_twins() {
+  for (int i = 0; i < kSm90Rows; ++i) {
+    const Sm90Variant& v = kSm90Variants[i];
+    if (v.split != Split::Only) continue;
+    bool twin = false;
+    for (int j = i + 1; j < kSm90Rows; ++j) {
+      const Sm90Variant& w = kSm90Variants[j];
+      twin = twin || (w.split == Split::Never && w.automatic && w.input == v.input && w.output == v.output &&
+                      w.bm == v.bm && w.b_layout == v.b_layout && w.c_layout == v.c_layout && w.tile_m == v.tile_m &&
+                      w.tile_n == v.tile_n && w.tile_k == v.tile_k && w.transposed == v.transposed &&
+                      w.epilogue == v.epilogue && w.cluster == 1 && w.max_n == 0 && w.max_row_depth == 0 &&
+                      w.schedule == Schedule::Cooperative);
+    }
+    if (!twin) return false;
+  }
+  return true;
 }
 constexpr bool one_automatic_row_per_key() {
   for (DType t : {F16, BF16})
@@ -365,6 +428,7 @@ static_assert(names_unique(), "kSm90Variants: names must be unique");
 static_assert(all_well_formed(), "kSm90Variants: a row has an unsupported dtype, block height or tile");
 static_assert(one_automatic_row_per_key(), "kSm90Variants: need exactly one automatic row per dtype/bm/B/C key");
 static_assert(any_block_covered(), "kSm90Variants: some bm <= 256 has no automatic any-block row");
+static_assert(split_twins(), "kSm90Variants: an Only row needs a split-free twin after it");
 }  // namespace table
 
 }  // namespace sparsek::sm90

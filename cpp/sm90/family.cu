@@ -62,6 +62,14 @@ bool wmma_runs(const Problem& p) {
   return false;
 }
 
+// Pieces per tile of row v's launch for p (kernel.hpp: cluster and ping-pong launches and
+// Never rows do not split; this is what a cooperative launch with split tiles would do).
+int launch_split(const Problem& p, const Sm90Variant& v) {
+  const int64_t dense_tile = v.transposed ? v.tile_m : v.tile_n;
+  const int64_t tiles = p.block_rows() * ((p.n() + dense_tile - 1) / dense_tile);
+  return choose_split(p, tiles, (p.a.bk + v.tile_k - 1) / v.tile_k);
+}
+
 // Why row `row` cannot run p (its input dtype, block shapes, B layout and, for the
 // TMA-epilogue rows, C are fixed).
 const char* fits(const Problem& p, int row) {
@@ -99,11 +107,9 @@ const char* fits(const Problem& p, int row) {
     if (p.n() % (v.cluster * dense_tile) != 0 && v.cluster > 1)
       return "the row's clusters need n a multiple of their dense extent";
     // Cluster and ping-pong launches do not split tiles (kernel.hpp); where a split pays, a
-    // cooperative row without clusters takes the problem (1.4-1.9x on few long block-rows,
+    // cooperative row with split tiles takes the problem (1.4-1.9x on few long block-rows,
     // benches/NOTES.md session 11).
-    const int64_t tiles = p.block_rows() * ((p.n() + dense_tile - 1) / dense_tile);
-    if (choose_split(p, tiles, (p.a.bk + v.tile_k - 1) / v.tile_k) > 1)
-      return "few tiles with long block-rows: a cooperative row without clusters splits them";
+    if (launch_split(p, v) > 1) return "few tiles with long block-rows: a cooperative row with split tiles takes them";
   }
   if (p.a.bm != v.bm) return v.bm == 64 ? "the row is for bm = 64" : "the row is for bm = 128";
   if (p.a.bk != 64 && p.a.bk != 128) return "the row is for bk = 64 or 128";
@@ -118,6 +124,13 @@ const char* fits(const Problem& p, int row) {
   if (!tma_stride_ok(p.c.ld, p.c.layout == Layout::RowMajor ? p.m() : p.n(), p.c.dtype))
     return "C too large for TMA strides (2^40 bytes)";
   return nullptr;
+}
+
+// Auto passes over an Only row (configs.hpp `split`) where its launch would not split: its
+// split-free twin, further down, runs those problems faster.
+bool auto_skips(const Problem& p, int row) {
+  const Sm90Variant& v = kSm90Variants[row];
+  return v.split == Split::Only && launch_split(p, v) <= 1;
 }
 
 #ifdef SPARSEK_NO_SM90A
@@ -182,6 +195,7 @@ extern const Family kSm90Family = {
     &sm90::supports,
     &sm90::fits,
     &sm90::launch,
+    &sm90::auto_skips,
 };
 
 }  // namespace sparsek::detail

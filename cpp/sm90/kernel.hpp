@@ -22,8 +22,9 @@
 //
 // Workspace: none, except for split tiles. The longest-first block-row order is built by each
 // CTA in its own shared memory (BsrTileScheduler::build_order); no allocation, no extra
-// kernel per launch, and nothing shared between concurrent launches. When the tiles are
-// fewer than half the SMs, each is split into pieces along its k-iterations (choose_split;
+// kernel per launch, and nothing shared between concurrent launches. In rows compiled with
+// split tiles (configs.hpp `split`), when the tiles are fewer than half the SMs, each is
+// split into pieces along its k-iterations (choose_split;
 // scheduler.hpp "Split tiles"): their partial sums go through a per-launch scratch buffer
 // (scratch.hpp), and the launch is cooperative so every CTA is resident.
 //
@@ -372,7 +373,8 @@ struct RowGemm {
   using Element = typename ElementOf<v.input>::type;
   // Plain and Fused rows write the input type; a Direct row's C dtype and layout are run-time.
   using type = BsrGemm<Element, Element, v.b_layout == Layout::ColMajor, v.c_layout == CLayout::Col, v.tile_m,
-                       v.tile_n, v.tile_k, v.transposed, v.epilogue, v.cluster, v.schedule, v.splits>;
+                       v.tile_n, v.tile_k, v.transposed, v.epilogue, v.cluster, v.schedule,
+                       v.split != Split::Never>;
 };
 
 template <int kRow>
