@@ -1,13 +1,15 @@
 //! The CPU reference backend: the oracle for every GPU test, and what runs without a GPU.
-//! Parallel over block-rows (rayon), f32 accumulation, inner loops blocked over `n` so a
-//! block's rows of B stay in cache.
+//! `spmm` (`op(A)` = `A` or `Aᵀ`) and `sddmm`, parallel over output block-rows or blocks
+//! (rayon), f32 accumulation in a fixed order, inner loops blocked over `n` so a block's
+//! rows of B stay in cache.
 
 use rayon::prelude::*;
 
 use crate::dense::{DenseShape, Layout};
 use crate::element::Element;
 use crate::epilogue::Activation;
-use crate::format::BsrMatrix;
+use crate::error::BsrError;
+use crate::format::{BsrMatrix, TransposeIndex};
 
 /// The epilogue's scalars and vector: `C = act(α·A·B + bias + β·C)`; `bias` has `m`
 /// values (checked by the caller).
@@ -21,39 +23,57 @@ pub(crate) struct Scalars<'a, T> {
 /// Columns of B processed together: 256 f32 x bk rows of B stay in L2.
 const N_CHUNK: usize = 256;
 
-/// `C = α·A·B + β·C`. Shapes were checked by the caller (`spmm::check_view`): B holds
-/// `(outer - 1) * ld + extent >= k * n` elements and C `>= m * n`, so every product and
-/// offset below (`k * n`, `m * n`, `(k0 + kk) * n`, `i * n + j`, the views' offsets) is
-/// below a length that exists and cannot overflow; `j * bm * bk` and `r * bk + kk` are
-/// below `values.len() = nnzb * bm * bk` (validated when A was built).
+/// A dense view once as packed row-major f32 (`rows x cols`): every layout and type then
+/// shares one inner loop. The view was checked (`spmm::check_view`), so every offset is
+/// below its buffer's length.
+fn packed_f32<T: Element>(data: &[T], shape: &DenseShape) -> Vec<f32> {
+    let (rows, cols) = (shape.rows, shape.cols);
+    let mut out = vec![0f32; rows * cols];
+    if cols == 0 {
+        return out;
+    }
+    out.par_chunks_mut(cols).enumerate().for_each(|(i, row)| {
+        for (j, v) in row.iter_mut().enumerate() {
+            *v = data[shape.layout.offset_in_view(i, j, shape.ld)].to_f32();
+        }
+    });
+    out
+}
+
+/// `C = α·op(A)·B + β·C`, `op(A)` = `A` or (`transpose`) `Aᵀ`. Shapes were checked by the
+/// caller (`spmm::check_operands`): B holds `(outer - 1) * ld + extent >= rows * n` elements
+/// and C `>= rows * n`, so every product and offset below (`k * n`, `m * n`,
+/// `(k0 + kk) * n`, `i * n + j`, the views' offsets) is below a length that exists and
+/// cannot overflow; `j * bm * bk` and `r * bk + kk` are below `values.len() = nnzb * bm *
+/// bk` (validated when A was built). `Aᵀ` needs the transpose index: `BsrError::Allocation`
+/// when it cannot be allocated, with C untouched.
 pub(crate) fn spmm<T: Element, O: Element>(
     a: &BsrMatrix<T>,
+    transpose: bool,
     b: &[T],
     b_shape: &DenseShape,
     c: &mut [O],
     c_shape: &DenseShape,
     scalars: Scalars<'_, T>,
-) {
-    let Scalars {
-        alpha,
-        beta,
-        bias,
-        activation,
-    } = scalars;
-    let (m, n) = (a.m(), c_shape.cols);
-    if m == 0 || n == 0 {
-        return;
+) -> Result<(), BsrError> {
+    let (rows, n) = (c_shape.rows, c_shape.cols);
+    if rows == 0 || n == 0 {
+        return Ok(());
     }
-    // B once as packed row-major f32: every layout and type then shares one inner loop.
-    let mut bf = vec![0f32; a.k() * n];
-    bf.par_chunks_mut(n).enumerate().for_each(|(kk, row)| {
-        for (j, v) in row.iter_mut().enumerate() {
-            *v = b[b_shape.layout.offset_in_view(kk, j, b_shape.ld)].to_f32();
-        }
-    });
+    let bf = packed_f32(b, b_shape);
+    let acc = if transpose {
+        accumulate_transposed(a, &a.transpose_index()?, &bf, n)
+    } else {
+        accumulate(a, &bf, n)
+    };
+    epilogue(&acc, c, c_shape, scalars);
+    Ok(())
+}
 
+/// `A·B` in f32 (`m x n`, row-major) from B packed row-major.
+fn accumulate<T: Element>(a: &BsrMatrix<T>, bf: &[f32], n: usize) -> Vec<f32> {
     let (bm, bk) = (a.block().rows, a.block().cols);
-    let mut acc = vec![0f32; m * n];
+    let mut acc = vec![0f32; a.m() * n];
     acc.par_chunks_mut(bm * n)
         .zip(a.block_rows().collect::<Vec<_>>())
         .for_each(|(acc, row)| {
@@ -75,9 +95,58 @@ pub(crate) fn spmm<T: Element, O: Element>(
                 }
             }
         });
+    acc
+}
 
-    // Epilogue: act(α·acc + bias + β·C). β = 0 never reads C, so a NaN-poisoned C is fully
-    // overwritten.
+/// `Aᵀ·B` in f32 (`k x n`, row-major) from B (`m x n`) packed row-major, walking A's
+/// transpose index: block-column `c` of A is block-row `c` of `Aᵀ`, each of its blocks read
+/// in place and transposed. Offsets as in `accumulate` (`id < nnzb`, `r < block-rows`).
+fn accumulate_transposed<T: Element>(
+    a: &BsrMatrix<T>,
+    idx: &TransposeIndex,
+    bf: &[f32],
+    n: usize,
+) -> Vec<f32> {
+    let (bm, bk) = (a.block().rows, a.block().cols);
+    let mut acc = vec![0f32; a.k() * n];
+    acc.par_chunks_mut(bk * n).enumerate().for_each(|(c, acc)| {
+        let listed = idx.col_ptr()[c] as usize..idx.col_ptr()[c + 1] as usize;
+        for n0 in (0..n).step_by(N_CHUNK) {
+            let n1 = (n0 + N_CHUNK).min(n);
+            for j in listed.clone() {
+                let (r, id) = (idx.row_idx()[j] as usize, idx.block_id()[j] as usize);
+                let blk = &a.values()[id * bm * bk..][..bm * bk];
+                for rr in 0..bm {
+                    let brow = &bf[(r * bm + rr) * n + n0..(r * bm + rr) * n + n1];
+                    for kk in 0..bk {
+                        let av = blk[rr * bk + kk].to_f32();
+                        let out = &mut acc[kk * n + n0..kk * n + n1];
+                        for (o, bv) in out.iter_mut().zip(brow) {
+                            *o += av * bv;
+                        }
+                    }
+                }
+            }
+        }
+    });
+    acc
+}
+
+/// `C = act(α·acc + bias + β·C)` for `acc` row-major (`rows x n`, C's shape). β = 0 never
+/// reads C, so a NaN-poisoned C is fully overwritten.
+fn epilogue<T: Element, O: Element>(
+    acc: &[f32],
+    c: &mut [O],
+    c_shape: &DenseShape,
+    scalars: Scalars<'_, T>,
+) {
+    let Scalars {
+        alpha,
+        beta,
+        bias,
+        activation,
+    } = scalars;
+    let (m, n) = (c_shape.rows, c_shape.cols);
     let epilogue = |i: usize, acc: f32, old: O| -> O {
         let mut v = alpha * acc;
         if let Some(bias) = bias {
@@ -109,4 +178,51 @@ pub(crate) fn spmm<T: Element, O: Element>(
                 }
             }),
     }
+}
+
+/// SDDMM: `S = α·(A·B) ⊙ mask + β·S` on S's blocks only (S's pattern is the mask). A is
+/// `m x k`, B `k x n` (views checked by the caller against S's `m x n`); each block of S is
+/// `bm x bn` dot products of A's rows and B's columns, accumulated in f32 in ascending k.
+/// β = 0 never reads S's old values.
+pub(crate) fn sddmm<T: Element, O: Element>(
+    a: &[T],
+    a_shape: &DenseShape,
+    b: &[T],
+    b_shape: &DenseShape,
+    s: &mut BsrMatrix<O>,
+    alpha: f32,
+    beta: f32,
+) {
+    let k = a_shape.cols;
+    let (bm, bn) = (s.block().rows, s.block().cols);
+    if s.nnz_blocks() == 0 || bm * bn == 0 {
+        return;
+    }
+    let af = packed_f32(a, a_shape);
+    // B's columns contiguous: Bᵀ packed row-major (n x k).
+    let btf = packed_f32(b, &b_shape.t());
+    let col_idx = s.col_idx().to_vec();
+    let row_ptr = s.row_ptr().to_vec();
+    // Block j of S is values[j * bm * bn ..][.. bm * bn]; its block-row is found from row_ptr.
+    s.values_mut()
+        .par_chunks_mut(bm * bn)
+        .enumerate()
+        .for_each(|(j, blk)| {
+            // row_ptr is non-decreasing from 0 to nnzb: the block-row holding block j.
+            let r = row_ptr.partition_point(|&p| p as usize <= j) - 1;
+            let c = col_idx[j] as usize;
+            for i in 0..bm {
+                let arow = &af[(r * bm + i) * k..][..k];
+                for jj in 0..bn {
+                    let bcol = &btf[(c * bn + jj) * k..][..k];
+                    let dot: f32 = arow.iter().zip(bcol).fold(0f32, |s, (x, y)| s + x * y);
+                    let out = &mut blk[i * bn + jj];
+                    let mut v = alpha * dot;
+                    if beta != 0.0 {
+                        v += beta * out.to_f32();
+                    }
+                    *out = O::from_f32(v);
+                }
+            }
+        });
 }

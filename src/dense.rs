@@ -19,6 +19,15 @@ pub enum Layout {
 }
 
 impl Layout {
+    /// The other layout: a view read with it is the transpose of the view (same buffer, same
+    /// leading dimension, rows and columns swapped).
+    pub fn flipped(self) -> Layout {
+        match self {
+            Layout::RowMajor => Layout::ColMajor,
+            Layout::ColMajor => Layout::RowMajor,
+        }
+    }
+
     /// Offset of element `(i, j)` with leading dimension `ld`, or `None` when it overflows
     /// `usize`.
     #[inline]
@@ -92,6 +101,16 @@ impl DenseShape {
         (outer - 1)
             .checked_mul(self.ld)?
             .checked_add(self.contiguous_extent())
+    }
+    /// The transposed shape over the same elements: rows and columns swapped, the layout
+    /// flipped, the same `ld` (so the same `required_len`).
+    pub fn t(&self) -> Self {
+        Self {
+            rows: self.cols,
+            cols: self.rows,
+            layout: self.layout.flipped(),
+            ld: self.ld,
+        }
     }
 }
 
@@ -196,6 +215,14 @@ impl<'a, T> Dense<'a, T> {
     pub fn shape(&self) -> DenseShape {
         self.shape
     }
+    /// The transposed view of the same buffer: rows and columns swapped, the layout
+    /// flipped, nothing copied.
+    pub fn t(self) -> Self {
+        Self {
+            data: self.data,
+            shape: self.shape.t(),
+        }
+    }
 }
 
 impl<'a, T> DenseMut<'a, T> {
@@ -222,5 +249,12 @@ impl<'a, T> DenseMut<'a, T> {
     /// The view's shape, layout and leading dimension.
     pub fn shape(&self) -> DenseShape {
         self.shape
+    }
+    /// The transposed view of the same buffer (see [`Dense::t`]).
+    pub fn t(self) -> Self {
+        Self {
+            data: self.data,
+            shape: self.shape.t(),
+        }
     }
 }

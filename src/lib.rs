@@ -60,7 +60,7 @@ pub use gpu::DeviceBsr;
 pub use half::{bf16, f16};
 pub use linear::SparseLinear;
 pub use options::{Backend, SpmmOptions};
-pub use spmm::{spmm, spmm_fused, BsrOperand};
+pub use spmm::{dense_spmm, sddmm, spmm, spmm_fused, BsrOperand, BsrOperandMut};
 
 /// Whether this build has the GPU backends (the `cuda` feature).
 pub const HAS_CUDA: bool = cfg!(feature = "cuda");

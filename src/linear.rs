@@ -80,7 +80,8 @@ fn forward<'a, T: Element, O: Element>(
     if let Some(bias) = bias {
         epilogue = epilogue.bias(bias);
     }
-    spmm_fused(weight, x, y, &epilogue, options)
+    // The layer fixes op(W) = W; only the scalars and the backend come from the options.
+    spmm_fused(weight, x, y, &epilogue, &options.transpose_a(false))
 }
 
 impl<T: Element> SparseLinear<BsrMatrix<T>, Vec<T>> {

@@ -17,7 +17,7 @@ pub enum Backend {
     Decode,
 }
 
-/// Scalars and backend of one `spmm`: `SpmmOptions::new().alpha(2.0).beta(1.0)`.
+/// Scalars, `op(A)` and backend of one product: `SpmmOptions::new().alpha(2.0).beta(1.0)`.
 ///
 /// ```
 /// use sparsek::{Backend, SpmmOptions};
@@ -25,12 +25,16 @@ pub enum Backend {
 /// let o = SpmmOptions::new().alpha(2.0).beta(1.0).backend(Backend::Cpu);
 /// assert_eq!((o.get_alpha(), o.get_beta(), o.get_backend()), (2.0, 1.0, Backend::Cpu));
 /// // The default: C = A·B, the backend chosen per call.
-/// assert_eq!(SpmmOptions::default(), SpmmOptions::new().alpha(1.0).beta(0.0).backend(Backend::Auto));
+/// assert_eq!(
+///     SpmmOptions::default(),
+///     SpmmOptions::new().alpha(1.0).beta(0.0).transpose_a(false).backend(Backend::Auto)
+/// );
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SpmmOptions {
     pub(crate) alpha: f32,
     pub(crate) beta: f32,
+    pub(crate) transpose_a: bool,
     pub(crate) backend: Backend,
 }
 
@@ -39,6 +43,7 @@ impl Default for SpmmOptions {
         Self {
             alpha: 1.0,
             beta: 0.0,
+            transpose_a: false,
             backend: Backend::Auto,
         }
     }
@@ -61,6 +66,14 @@ impl SpmmOptions {
         self.beta = beta;
         self
     }
+    /// Sets `op(A)`: `false` (default) multiplies by `A`, `true` by `Aᵀ`, read in place
+    /// through the pattern's transpose index ([`BsrMatrix::transpose_index`](crate::BsrMatrix::transpose_index)):
+    /// `C = α·Aᵀ·B + β·C` with `B` `m x n` and `C` `k x n` for `A` `m x k`. The CPU
+    /// backend runs it; the GPU kernels for `Aᵀ` are not built yet (`Error::NotSupported`).
+    pub fn transpose_a(mut self, transpose: bool) -> Self {
+        self.transpose_a = transpose;
+        self
+    }
     /// Sets the backend (default [`Backend::Auto`]).
     pub fn backend(mut self, backend: Backend) -> Self {
         self.backend = backend;
@@ -73,6 +86,10 @@ impl SpmmOptions {
     /// The `β` set.
     pub fn get_beta(&self) -> f32 {
         self.beta
+    }
+    /// Whether `op(A) = Aᵀ`.
+    pub fn get_transpose_a(&self) -> bool {
+        self.transpose_a
     }
     /// The backend set (`Auto` stays `Auto`; it is resolved per call).
     pub fn get_backend(&self) -> Backend {

@@ -1,4 +1,6 @@
-//! The operation `C = α·A·B + β·C`, one entry point for every backend.
+//! The products, one entry point each for every backend: `C = α·op(A)·B + β·C`
+//! ([`spmm`], [`spmm_fused`]), `C = α·D·op(A) + β·C` ([`dense_spmm`]) and the sampled
+//! product `S = α·(A·B) ⊙ mask + β·S` ([`sddmm`]).
 
 use crate::dense::{Dense, DenseMut, DenseShape, Storage, StorageMut};
 #[cfg(feature = "cuda")]
@@ -68,27 +70,36 @@ fn check_view(operand: &'static str, shape: &DenseShape, len: usize) -> Result<(
     Ok(())
 }
 
-/// Every check of the operands that holds for all backends: shapes agree (`a_dims` is
-/// `(m, k)` of A) and B and C hold their views. The one validation of the Rust entry point;
-/// A itself was validated when it was built.
+/// Every check of the operands that holds for all backends: shapes agree (`(m, k)` of A,
+/// which enters as `Aᵀ` when `transpose`) and B and C hold their views. The one validation
+/// of the Rust entry point; A itself was validated when it was built.
 pub(crate) fn check_operands(
     (m, k): (usize, usize),
+    transpose: bool,
     b: &DenseShape,
     b_len: usize,
     c: &DenseShape,
     c_len: usize,
 ) -> Result<(), Error> {
-    if b.rows != k {
+    let (b_rows, c_rows) = if transpose {
+        (
+            (m, "rows of B (= m of A, for Aᵀ·B)"),
+            (k, "rows of C (= k of A, for Aᵀ·B)"),
+        )
+    } else {
+        ((k, "rows of B (= k of A)"), (m, "rows of C (= m of A)"))
+    };
+    if b.rows != b_rows.0 {
         return Err(Error::ShapeMismatch {
-            what: "rows of B (= k of A)",
-            expected: k,
+            what: b_rows.1,
+            expected: b_rows.0,
             got: b.rows,
         });
     }
-    if c.rows != m {
+    if c.rows != c_rows.0 {
         return Err(Error::ShapeMismatch {
-            what: "rows of C (= m of A)",
-            expected: m,
+            what: c_rows.1,
+            expected: c_rows.0,
             got: c.rows,
         });
     }
@@ -118,10 +129,24 @@ pub(crate) fn check_gpu_types<T: Element, O: Element>(backend: Backend) -> Resul
     }
 }
 
-/// `C = α·A·B + β·C` with f32 accumulation.
+/// The GPU backends run `op(A) = A` only, so far.
+#[cfg(feature = "cuda")]
+pub(crate) fn check_gpu_op(options: &SpmmOptions) -> Result<(), Error> {
+    if options.transpose_a {
+        return Err(Error::NotSupported {
+            backend: options.backend,
+            reason: "op(A) = Aᵀ runs on the CPU backend only: its GPU kernels are not built yet"
+                .into(),
+        });
+    }
+    Ok(())
+}
+
+/// `C = α·op(A)·B + β·C` with f32 accumulation.
 ///
 /// `A` is `m x k` BSR, `B` is `k x n`, `C` is `m x n`; `B` and `C` each row- or
-/// column-major. Host operands run on the CPU backend; device operands (`DeviceBsr` and
+/// column-major. With [`SpmmOptions::transpose_a`], `op(A) = Aᵀ`: `B` is `m x n` and `C`
+/// `k x n`. Host operands run on the CPU backend; device operands (`DeviceBsr` and
 /// `Dense::device`) run on a GPU backend, enqueued on `C`'s stream (the call returns
 /// once the work is enqueued). Every check runs before anything is launched or written;
 /// on error `C` is untouched.
@@ -163,13 +188,20 @@ pub fn spmm_fused<'a, T: Element, O: Element>(
     options: &SpmmOptions,
 ) -> Result<(), Error> {
     let a = a.into();
-    let (m, k) = bsr_dims(&a);
-    check_operands((m, k), &b.shape, b.data.len(), &c.shape, c.data.len())?;
+    let transpose = options.transpose_a;
+    check_operands(
+        bsr_dims(&a),
+        transpose,
+        &b.shape,
+        b.data.len(),
+        &c.shape,
+        c.data.len(),
+    )?;
     if let Some(bias) = &epilogue.bias {
-        if bias.len() != m {
+        if bias.len() != c.shape.rows {
             return Err(Error::ShapeMismatch {
-                what: "bias length (= m of A)",
-                expected: m,
+                what: "bias length (= rows of C)",
+                expected: c.shape.rows,
                 got: bias.len(),
             });
         }
@@ -196,6 +228,7 @@ pub fn spmm_fused<'a, T: Element, O: Element>(
             };
             crate::cpu::spmm(
                 a,
+                transpose,
                 b_data,
                 &b.shape,
                 c_data,
@@ -206,12 +239,13 @@ pub fn spmm_fused<'a, T: Element, O: Element>(
                     bias,
                     activation: epilogue.activation,
                 },
-            );
+            )?;
             Ok(())
         }
         #[cfg(feature = "cuda")]
         (BsrOperand::Device(a), Storage::Device(b_data), StorageMut::Device(c_data)) => {
             check_gpu_types::<T, O>(options.backend)?;
+            check_gpu_op(options)?;
             let bias = match epilogue.bias {
                 None => None,
                 Some(Vector::Device(bias)) => Some(bias),
@@ -234,6 +268,181 @@ pub fn spmm_fused<'a, T: Element, O: Element>(
         #[cfg(feature = "cuda")]
         _ => Err(Error::MixedLocations(
             "A, B and C must be all host or all device",
+        )),
+    }
+}
+
+/// `C = α·D·op(A) + β·C` with f32 accumulation: a dense matrix times a sparse one.
+///
+/// `D` is `p x m`, `A` `m x k` BSR, `C` `p x k` (`op(A) = Aᵀ` with
+/// [`SpmmOptions::transpose_a`]: `D` `p x k`, `C` `p x m`). It runs as the transposed
+/// product `Cᵀ = op(A)ᵀ·Dᵀ` on transposed views of the same buffers ([`Dense::t`]), so
+/// nothing is copied; the checks and backends are [`spmm`]'s.
+///
+/// ```
+/// use sparsek::{dense_spmm, f16, BlockShape, BsrMatrix, Dense, DenseMut, Layout, SpmmOptions};
+///
+/// // Weights stored `in x out` (A: 4 x 2, 2x1 blocks, the top block only), x: 1 x 4.
+/// let a = BsrMatrix::from_dense(&[1.0, 0.0, 2.0, 0.0, 0.0, 0.0, 0.0, 0.0].map(f16::from_f32), 4, 2,
+///                               BlockShape::new(2, 1))?;
+/// let x = [1.0, 1.0, 1.0, 1.0].map(f16::from_f32);
+/// let mut y = [0f32; 2];
+/// dense_spmm(Dense::host(&x, 1, 4, Layout::RowMajor), &a, DenseMut::host(&mut y, 1, 2, Layout::RowMajor),
+///            &SpmmOptions::new())?;
+/// assert_eq!(y, [3.0, 0.0]);
+/// # Ok::<(), sparsek::Error>(())
+/// ```
+pub fn dense_spmm<'a, T: Element, O: Element>(
+    d: Dense<'_, T>,
+    a: impl Into<BsrOperand<'a, T>>,
+    c: DenseMut<'_, O>,
+    options: &SpmmOptions,
+) -> Result<(), Error> {
+    let a = a.into();
+    let (m, k) = bsr_dims(&a);
+    let (op_rows, op_cols) = if options.transpose_a { (k, m) } else { (m, k) };
+    if d.shape.cols != op_rows {
+        return Err(Error::ShapeMismatch {
+            what: "columns of D (= rows of op(A))",
+            expected: op_rows,
+            got: d.shape.cols,
+        });
+    }
+    if c.shape.rows != d.shape.rows {
+        return Err(Error::ShapeMismatch {
+            what: "rows of C (= rows of D)",
+            expected: d.shape.rows,
+            got: c.shape.rows,
+        });
+    }
+    if c.shape.cols != op_cols {
+        return Err(Error::ShapeMismatch {
+            what: "columns of C (= columns of op(A))",
+            expected: op_cols,
+            got: c.shape.cols,
+        });
+    }
+    check_view("D", &d.shape, d.data.len())?;
+    check_view("C", &c.shape, c.data.len())?;
+    let transposed = options.transpose_a(!options.transpose_a);
+    spmm(a, d.t(), c.t(), &transposed)
+}
+
+/// The sparse output of [`sddmm`]: a host `BsrMatrix` or a `DeviceBsr`, its values
+/// overwritten in place.
+pub enum BsrOperandMut<'a, T> {
+    /// A matrix in host memory (CPU backend).
+    Host(&'a mut BsrMatrix<T>),
+    /// A matrix in device memory (GPU backends).
+    #[cfg(feature = "cuda")]
+    Device(&'a mut DeviceBsr<T>),
+}
+
+impl<'a, T> From<&'a mut BsrMatrix<T>> for BsrOperandMut<'a, T> {
+    fn from(s: &'a mut BsrMatrix<T>) -> Self {
+        BsrOperandMut::Host(s)
+    }
+}
+
+#[cfg(feature = "cuda")]
+impl<'a, T> From<&'a mut DeviceBsr<T>> for BsrOperandMut<'a, T> {
+    fn from(s: &'a mut DeviceBsr<T>) -> Self {
+        BsrOperandMut::Device(s)
+    }
+}
+
+/// SDDMM: `S = α·(A·B) ⊙ mask + β·S`, the product of dense `A` (`m x k`) and `B` (`k x n`)
+/// computed only on the blocks of the BSR matrix `S` (`m x n`), whose pattern is the mask
+/// and stays as it is; f32 accumulation, `S`'s values overwritten in place (β = 0 never
+/// reads them). The backward pass of a pruned linear layer needs it: `dW = dYᵀ·X` on `W`'s
+/// pattern. `A` and `B` each row- or column-major (pass a transpose as [`Dense::t`]);
+/// `SpmmOptions::transpose_a` does not apply (`Error::InvalidArgument`). The CPU backend
+/// runs it; its GPU kernels are not built yet (`Error::NotSupported`).
+///
+/// ```
+/// use sparsek::{sddmm, BlockMask, BlockShape, BsrMatrix, Dense, Layout, SpmmOptions};
+///
+/// // S: 2 x 2 of 1x1 blocks, the diagonal only; A = [[1, 2]], ..., B = I.
+/// let mut s = BsrMatrix::from_block_mask(&BlockMask::from_fn(2, 2, |r, c| r == c)?, BlockShape::new(1, 1),
+///                                        |_, _| 0f32)?;
+/// let a = [1.0f32, 2.0, 3.0, 4.0];
+/// let b = [1.0f32, 0.0, 0.0, 1.0];
+/// sddmm(Dense::host(&a, 2, 2, Layout::RowMajor), Dense::host(&b, 2, 2, Layout::RowMajor), &mut s,
+///       &SpmmOptions::new().alpha(2.0))?;
+/// assert_eq!(s.values(), &[2.0, 8.0]); // 2·(A·B) on the diagonal: 2·1, 2·4
+/// # Ok::<(), sparsek::Error>(())
+/// ```
+pub fn sddmm<'a, T: Element, O: Element>(
+    a: Dense<'_, T>,
+    b: Dense<'_, T>,
+    s: impl Into<BsrOperandMut<'a, O>>,
+    options: &SpmmOptions,
+) -> Result<(), Error> {
+    let s = s.into();
+    let (m, n) = match &s {
+        BsrOperandMut::Host(s) => (s.m(), s.k()),
+        #[cfg(feature = "cuda")]
+        BsrOperandMut::Device(s) => (s.m(), s.k()),
+    };
+    if options.transpose_a {
+        return Err(Error::InvalidArgument(
+            "sddmm takes no op(A): pass Aᵀ as a transposed view (Dense::t)".into(),
+        ));
+    }
+    if a.shape.rows != m {
+        return Err(Error::ShapeMismatch {
+            what: "rows of A (= rows of S)",
+            expected: m,
+            got: a.shape.rows,
+        });
+    }
+    if b.shape.cols != n {
+        return Err(Error::ShapeMismatch {
+            what: "columns of B (= columns of S)",
+            expected: n,
+            got: b.shape.cols,
+        });
+    }
+    if b.shape.rows != a.shape.cols {
+        return Err(Error::ShapeMismatch {
+            what: "rows of B (= columns of A)",
+            expected: a.shape.cols,
+            got: b.shape.rows,
+        });
+    }
+    check_view("A", &a.shape, a.data.len())?;
+    check_view("B", &b.shape, b.data.len())?;
+    match (s, a.data, b.data) {
+        (BsrOperandMut::Host(s), Storage::Host(a_data), Storage::Host(b_data)) => {
+            if !matches!(options.backend, Backend::Auto | Backend::Cpu) {
+                return Err(Error::BackendUnavailable {
+                    backend: options.backend,
+                    reason: "operands are on the host; upload them (DeviceBsr, Dense::device)"
+                        .into(),
+                });
+            }
+            crate::cpu::sddmm(
+                a_data,
+                &a.shape,
+                b_data,
+                &b.shape,
+                s,
+                options.alpha,
+                options.beta,
+            );
+            Ok(())
+        }
+        #[cfg(feature = "cuda")]
+        (BsrOperandMut::Device(_), Storage::Device(_), Storage::Device(_)) => {
+            Err(Error::NotSupported {
+                backend: options.backend,
+                reason: "sddmm runs on the CPU backend only: its GPU kernels are not built yet"
+                    .into(),
+            })
+        }
+        #[cfg(feature = "cuda")]
+        _ => Err(Error::MixedLocations(
+            "A, B and S must be all host or all device",
         )),
     }
 }

@@ -7,7 +7,8 @@ use half::f16;
 use proptest::prelude::*;
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use sparsek::{
-    spmm, Backend, BlockShape, BsrMatrix, Dense, DenseMut, DenseShape, Element, Layout, SpmmOptions,
+    dense_spmm, sddmm, spmm, Backend, BlockShape, BsrMatrix, Dense, DenseMut, DenseShape, Element,
+    Layout, SpmmOptions,
 };
 
 const SIDES: [usize; 4] = [16, 32, 64, 128];
@@ -141,6 +142,262 @@ proptest! {
         prop_assert_eq!(bad, 0, "unwritten or non-finite outputs");
         prop_assert!(err <= 1e-3, "rel err {err}");
     }
+}
+
+/// Naive `x·y` in f64: `x` is `rows x inner`, `y` `inner x cols`, both given as element
+/// functions; row-major `rows x cols`.
+fn naive(
+    rows: usize,
+    inner: usize,
+    cols: usize,
+    x: impl Fn(usize, usize) -> f64,
+    y: impl Fn(usize, usize) -> f64,
+) -> Vec<f64> {
+    let mut out = vec![0f64; rows * cols];
+    for i in 0..rows {
+        for kk in 0..inner {
+            let xv = x(i, kk);
+            if xv != 0.0 {
+                for j in 0..cols {
+                    out[i * cols + j] += xv * y(kk, j);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A random dense operand in the given layout with `pad` extra elements per leading
+/// dimension, its element function in f64, and its view shape.
+fn dense_operand(
+    rows: usize,
+    cols: usize,
+    layout: Layout,
+    pad: usize,
+    rng: &mut StdRng,
+) -> (Vec<f16>, DenseShape) {
+    let mut shape = DenseShape::packed(rows, cols, layout);
+    shape.ld += pad;
+    let len = shape.required_len().unwrap();
+    (random_vec(len, rng), shape)
+}
+
+fn at(data: &[f16], shape: &DenseShape, i: usize, j: usize) -> f64 {
+    f64::from(data[shape.layout.offset(i, j, shape.ld).unwrap()].to_f32())
+}
+
+/// The output `C` of a product: random (β != 0) or NaN-poisoned (β = 0, so every element
+/// must be written), with `pad` extra elements per leading dimension.
+fn output<O: Element>(
+    rows: usize,
+    cols: usize,
+    layout: Layout,
+    pad: usize,
+    beta: f32,
+    rng: &mut StdRng,
+) -> (Vec<O>, DenseShape) {
+    let mut shape = DenseShape::packed(rows, cols, layout);
+    shape.ld += pad;
+    let len = shape.required_len().unwrap();
+    let data = if beta == 0.0 {
+        vec![O::from_f32(f32::NAN); len]
+    } else {
+        random_vec(len, rng)
+    };
+    (data, shape)
+}
+
+/// `α·prod + β·C_old` (row-major f64), and the check of C against it: relative error and
+/// non-finite outputs, with the padding between leading dimensions untouched.
+fn finish<O: Element>(
+    prod: &[f64],
+    old: &[O],
+    new: &[O],
+    shape: &DenseShape,
+    alpha: f32,
+    beta: f32,
+) -> (f64, usize) {
+    let (rows, cols) = (shape.rows, shape.cols);
+    let mut want = vec![0f64; rows * cols];
+    for i in 0..rows {
+        for j in 0..cols {
+            let mut v = f64::from(alpha) * prod[i * cols + j];
+            if beta != 0.0 {
+                v += f64::from(beta)
+                    * f64::from(old[shape.layout.offset(i, j, shape.ld).unwrap()].to_f32());
+            }
+            want[i * cols + j] = v;
+        }
+    }
+    // Elements outside the view (padding) keep their old bits.
+    let mut inside = vec![false; old.len()];
+    for i in 0..rows {
+        for j in 0..cols {
+            inside[shape.layout.offset(i, j, shape.ld).unwrap()] = true;
+        }
+    }
+    let touched = old
+        .iter()
+        .zip(new)
+        .zip(&inside)
+        .filter(|((o, n), &ins)| !ins && o.to_f32().to_bits() != n.to_f32().to_bits())
+        .count();
+    let (err, bad) = rel_err(new, shape, &want);
+    (err, bad + touched)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+
+    /// `C = α·Aᵀ·B + β·C` (spmm with `transpose_a`) against the naive f64 product of the
+    /// dense `Aᵀ`: every layout of B and C, padded leading dimensions, f16 and f32 out.
+    #[test]
+    fn cpu_transposed_matches_f64(bm in 0..4usize, bk in 0..4usize, br in 0..4usize, bc in 0..4usize,
+                                  n in 1..20usize, kind in kind_strategy(), seed in any::<u64>(),
+                                  b_col in any::<bool>(), c_col in any::<bool>(), f16_out in any::<bool>(),
+                                  pad in 0..3usize,
+                                  alpha in prop_oneof![Just(1.0f32), -2.0f32..2.0],
+                                  beta in prop_oneof![Just(0.0f32), -2.0f32..2.0]) {
+        let block = BlockShape::new(SIDES[bm], SIDES[bk]);
+        let mut rng = StdRng::seed_from_u64(seed);
+        let a = common::random_bsr::<f16>(kind, br, bc, block, &mut rng);
+        let (m, k) = (a.m(), a.k());
+        let dense = a.to_dense().unwrap();
+        let lay = |col: bool| if col { Layout::ColMajor } else { Layout::RowMajor };
+        let (b, bs) = dense_operand(m, n, lay(b_col), pad, &mut rng);
+        let prod = naive(k, m, n, |i, kk| f64::from(dense[kk * k + i].to_f32()), |kk, j| at(&b, &bs, kk, j));
+        let opts = SpmmOptions::new().alpha(alpha).beta(beta).transpose_a(true);
+        let bv = Dense::host(&b, m, n, bs.layout).with_ld(bs.ld);
+        let (err, bad) = if f16_out {
+            let (mut c, cs) = output::<f16>(k, n, lay(c_col), pad, beta, &mut rng);
+            let old = c.clone();
+            spmm(&a, bv, DenseMut::host(&mut c, k, n, cs.layout).with_ld(cs.ld), &opts).unwrap();
+            finish(&prod, &old, &c, &cs, alpha, beta)
+        } else {
+            let (mut c, cs) = output::<f32>(k, n, lay(c_col), pad, beta, &mut rng);
+            let old = c.clone();
+            spmm(&a, bv, DenseMut::host(&mut c, k, n, cs.layout).with_ld(cs.ld), &opts).unwrap();
+            finish(&prod, &old, &c, &cs, alpha, beta)
+        };
+        prop_assert_eq!(bad, 0, "unwritten, non-finite or out-of-view outputs");
+        prop_assert!(err <= 1e-3, "rel err {}", err);
+    }
+
+    /// `C = α·D·op(A) + β·C` (dense_spmm, both op(A)) against the naive f64 product.
+    #[test]
+    fn cpu_dense_sparse_matches_f64(bm in 0..4usize, bk in 0..4usize, br in 0..4usize, bc in 0..4usize,
+                                    p in 1..20usize, kind in kind_strategy(), seed in any::<u64>(),
+                                    d_col in any::<bool>(), c_col in any::<bool>(), transpose in any::<bool>(),
+                                    pad in 0..3usize,
+                                    alpha in prop_oneof![Just(1.0f32), -2.0f32..2.0],
+                                    beta in prop_oneof![Just(0.0f32), -2.0f32..2.0]) {
+        let block = BlockShape::new(SIDES[bm], SIDES[bk]);
+        let mut rng = StdRng::seed_from_u64(seed);
+        let a = common::random_bsr::<f16>(kind, br, bc, block, &mut rng);
+        let (m, k) = (a.m(), a.k());
+        let dense = a.to_dense().unwrap();
+        let (inner, cols) = if transpose { (k, m) } else { (m, k) };
+        let op = |i: usize, j: usize| {
+            let (r, c) = if transpose { (j, i) } else { (i, j) };
+            f64::from(dense[r * k + c].to_f32())
+        };
+        let lay = |col: bool| if col { Layout::ColMajor } else { Layout::RowMajor };
+        let (d, ds) = dense_operand(p, inner, lay(d_col), pad, &mut rng);
+        let prod = naive(p, inner, cols, |i, kk| at(&d, &ds, i, kk), op);
+        let (mut c, cs) = output::<f32>(p, cols, lay(c_col), pad, beta, &mut rng);
+        let old = c.clone();
+        let opts = SpmmOptions::new().alpha(alpha).beta(beta).transpose_a(transpose);
+        dense_spmm(Dense::host(&d, p, inner, ds.layout).with_ld(ds.ld), &a,
+                   DenseMut::host(&mut c, p, cols, cs.layout).with_ld(cs.ld), &opts).unwrap();
+        let (err, bad) = finish(&prod, &old, &c, &cs, alpha, beta);
+        prop_assert_eq!(bad, 0, "unwritten, non-finite or out-of-view outputs");
+        prop_assert!(err <= 1e-3, "rel err {}", err);
+    }
+
+    /// `S = α·(A·B) ⊙ mask + β·S` (sddmm) against the naive f64 product on S's blocks; the
+    /// pattern unchanged. f16 and f32 S, every layout of A and B, padded leading dimensions.
+    #[test]
+    fn cpu_sddmm_matches_f64(bm in 0..4usize, bn in 0..4usize, br in 0..4usize, bc in 0..4usize,
+                             k in 1..40usize, kind in kind_strategy(), seed in any::<u64>(),
+                             a_col in any::<bool>(), b_col in any::<bool>(), f16_out in any::<bool>(),
+                             pad in 0..3usize,
+                             alpha in prop_oneof![Just(1.0f32), -2.0f32..2.0],
+                             beta in prop_oneof![Just(0.0f32), -2.0f32..2.0]) {
+        let block = BlockShape::new(SIDES[bm], SIDES[bn]);
+        let mut rng = StdRng::seed_from_u64(seed);
+        let lay = |col: bool| if col { Layout::ColMajor } else { Layout::RowMajor };
+        let (m, n) = (br * block.rows, bc * block.cols);
+        let (a, as_) = dense_operand(m, k, lay(a_col), pad, &mut rng);
+        let (b, bs) = dense_operand(k, n, lay(b_col), pad, &mut rng);
+        let prod = naive(m, k, n, |i, kk| at(&a, &as_, i, kk), |kk, j| at(&b, &bs, kk, j));
+        let opts = SpmmOptions::new().alpha(alpha).beta(beta);
+        let (av, bv) = (Dense::host(&a, m, k, as_.layout).with_ld(as_.ld), Dense::host(&b, k, n, bs.layout).with_ld(bs.ld));
+        let (err, bad) = if f16_out {
+            let mut s = common::random_bsr::<f16>(kind, br, bc, block, &mut rng);
+            sddmm_case(&mut s, av, bv, &prod, &opts, beta)
+        } else {
+            let mut s = common::random_bsr::<f32>(kind, br, bc, block, &mut rng);
+            sddmm_case(&mut s, av, bv, &prod, &opts, beta)
+        };
+        prop_assert_eq!(bad, 0, "non-finite outputs or a changed pattern");
+        prop_assert!(err <= 1e-3, "rel err {}", err);
+    }
+}
+
+/// One sddmm on `s` (values NaN-poisoned when β = 0) against `α·prod + β·S_old` on its
+/// blocks: the relative error, and the count of non-finite values plus pattern changes.
+fn sddmm_case<O: Element>(
+    s: &mut BsrMatrix<O>,
+    a: Dense<'_, f16>,
+    b: Dense<'_, f16>,
+    prod: &[f64],
+    opts: &SpmmOptions,
+    beta: f32,
+) -> (f64, usize) {
+    if beta == 0.0 {
+        s.values_mut().fill(O::from_f32(f32::NAN));
+    }
+    let (old, row_ptr, col_idx) = (
+        s.values().to_vec(),
+        s.row_ptr().to_vec(),
+        s.col_idx().to_vec(),
+    );
+    let n = s.k();
+    sddmm(a, b, &mut *s, opts).unwrap();
+    let changed =
+        usize::from(s.row_ptr() != row_ptr.as_slice() || s.col_idx() != col_idx.as_slice());
+    let (bm, bn) = (s.block().rows, s.block().cols);
+    let (mut num, mut den, mut bad) = (0f64, 0f64, changed);
+    for r in 0..s.num_block_rows() {
+        for j in row_ptr[r] as usize..row_ptr[r + 1] as usize {
+            let c = col_idx[j] as usize;
+            for i in 0..bm {
+                for jj in 0..bn {
+                    let e = j * bm * bn + i * bn + jj;
+                    let mut want =
+                        f64::from(opts.get_alpha()) * prod[(r * bm + i) * n + c * bn + jj];
+                    if beta != 0.0 {
+                        want += f64::from(beta) * f64::from(old[e].to_f32());
+                    }
+                    let got = f64::from(s.values()[e].to_f32());
+                    if !got.is_finite() {
+                        bad += 1;
+                        continue;
+                    }
+                    num += (got - want) * (got - want);
+                    den += want * want;
+                }
+            }
+        }
+    }
+    (
+        if den == 0.0 {
+            num.sqrt()
+        } else {
+            (num / den).sqrt()
+        },
+        bad,
+    )
 }
 
 /// `Aᵀ·B` (`k x n`, f64) walking only A's transpose index and A's values in place.

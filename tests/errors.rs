@@ -624,3 +624,141 @@ fn defect7_dense_view_size_overflow() {
     assert_eq!(Layout::ColMajor.offset(usize::MAX, 1, 1), None);
     assert_eq!(Layout::ColMajor.offset(3, 2, 10), Some(23));
 }
+
+/// A 32x64 A (2x4 blocks of 16, 3 blocks): the transposed and dense·sparse products check
+/// their shapes against op(A) and write nothing on error.
+fn wide_a() -> BsrMatrix<f32> {
+    parts(32, 64, B16, vec![0, 2, 3], vec![0, 3, 1], 3 * 256).unwrap()
+}
+
+#[test]
+fn transposed_and_dense_sparse_shapes() {
+    let a = wide_a();
+    let b = vec![1.0f32; 64 * 8];
+    let t = SpmmOptions::new().transpose_a(true);
+    // Aᵀ·B: B must have m = 32 rows, C k = 64.
+    for (b_rows, c_rows, what) in [(64, 64, "rows of B"), (32, 32, "rows of C")] {
+        let mut c = vec![7.0f32; 64 * 8];
+        let e = spmm(
+            &a,
+            Dense::host(&b, b_rows, 8, Layout::RowMajor),
+            DenseMut::host(&mut c, c_rows, 8, Layout::RowMajor),
+            &t,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(e, Error::ShapeMismatch { what: w, .. } if w.starts_with(what)),
+            "{e}"
+        );
+        assert!(
+            c.iter().all(|v| *v == 7.0),
+            "C was written despite the error"
+        );
+    }
+    // D·A: D p x 32, C p x 64; D·Aᵀ: D p x 64, C p x 32.
+    for (opts, d_cols, c_rows, c_cols, what) in [
+        (SpmmOptions::new(), 64, 8, 64, "columns of D"),
+        (SpmmOptions::new(), 32, 4, 64, "rows of C"),
+        (SpmmOptions::new(), 32, 8, 32, "columns of C"),
+        (t, 32, 8, 32, "columns of D"),
+        (t, 64, 8, 64, "columns of C"),
+    ] {
+        let d = vec![1.0f32; 8 * d_cols];
+        let mut c = vec![7.0f32; 8 * 64];
+        let e = sparsek::dense_spmm(
+            Dense::host(&d, 8, d_cols, Layout::RowMajor),
+            &a,
+            DenseMut::host(&mut c, c_rows, c_cols, Layout::RowMajor),
+            &opts,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(e, Error::ShapeMismatch { what: w, .. } if w.starts_with(what)),
+            "{e}"
+        );
+        assert!(
+            c.iter().all(|v| *v == 7.0),
+            "C was written despite the error"
+        );
+    }
+    // A buffer too small for D is named D.
+    let d = vec![1.0f32; 8 * 32 - 1];
+    let mut c = vec![7.0f32; 8 * 64];
+    let e = sparsek::dense_spmm(
+        Dense::host(&d, 8, 32, Layout::RowMajor),
+        &a,
+        DenseMut::host(&mut c, 8, 64, Layout::RowMajor),
+        &SpmmOptions::new(),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(e, Error::BufferTooSmall { operand: "D", .. }),
+        "{e}"
+    );
+    assert!(
+        c.iter().all(|v| *v == 7.0),
+        "C was written despite the error"
+    );
+}
+
+#[test]
+fn sddmm_errors() {
+    // S: 32 x 64 (wide_a's pattern); A must be 32 x k, B k x 64.
+    let a = vec![1.0f32; 32 * 16];
+    let b = vec![1.0f32; 16 * 64];
+    let cases: [(usize, usize, usize, usize, SpmmOptions, &str); 5] = [
+        (16, 16, 16, 64, SpmmOptions::new(), "rows of A"),
+        (32, 16, 16, 32, SpmmOptions::new(), "columns of B"),
+        (32, 16, 8, 64, SpmmOptions::new(), "rows of B"),
+        (
+            32,
+            16,
+            16,
+            64,
+            SpmmOptions::new().transpose_a(true),
+            "op(A)",
+        ),
+        (
+            32,
+            16,
+            16,
+            64,
+            SpmmOptions::new().backend(Backend::Wmma),
+            "host",
+        ),
+    ];
+    for (ar, ac, br, bc, opts, what) in cases {
+        let mut s = wide_a();
+        s.values_mut().fill(7.0);
+        let e = sparsek::sddmm(
+            Dense::host(&a, ar, ac, Layout::RowMajor),
+            Dense::host(&b, br, bc, Layout::RowMajor),
+            &mut s,
+            &opts,
+        )
+        .unwrap_err();
+        let ok = match &e {
+            Error::ShapeMismatch { what: w, .. } => w.starts_with(what),
+            Error::InvalidArgument(msg) => msg.contains(what),
+            Error::BackendUnavailable { reason, .. } => reason.contains(what),
+            _ => false,
+        };
+        assert!(ok, "{what}: {e}");
+        assert!(
+            s.values().iter().all(|v| *v == 7.0),
+            "S was written despite the error"
+        );
+    }
+    let mut s = wide_a();
+    let e = sparsek::sddmm(
+        Dense::host(&a[..32 * 16 - 1], 32, 16, Layout::RowMajor),
+        Dense::host(&b, 16, 64, Layout::RowMajor),
+        &mut s,
+        &SpmmOptions::new(),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(e, Error::BufferTooSmall { operand: "A", .. }),
+        "{e}"
+    );
+}

@@ -451,6 +451,11 @@ impl<T> BsrMatrix<T> {
     pub fn values(&self) -> &[T] {
         &self.values
     }
+    /// The block values, mutable (`nnzb * bm * bk`, block by block, each row-major): what
+    /// [`sddmm`](crate::sddmm) writes. The pattern cannot change through them.
+    pub fn values_mut(&mut self) -> &mut [T] {
+        &mut self.values
+    }
     /// Number of block-rows, `m / bm`.
     pub fn num_block_rows(&self) -> usize {
         self.row_ptr.len() - 1

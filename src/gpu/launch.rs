@@ -165,8 +165,17 @@ pub fn can_implement<T: Element, O: Element>(
     let (Storage::Device(b_data), StorageMut::Device(c_data)) = (&b.data, &c.data) else {
         return Err(Error::MixedLocations("can_implement takes device B and C"));
     };
-    crate::spmm::check_operands((a.m, a.k), &b.shape, b_data.len(), &c.shape, c_data.len())?;
+    let transpose = options.transpose_a;
+    crate::spmm::check_operands(
+        (a.m, a.k),
+        transpose,
+        &b.shape,
+        b_data.len(),
+        &c.shape,
+        c_data.len(),
+    )?;
     crate::spmm::check_gpu_types::<T, O>(options.backend)?;
+    crate::spmm::check_gpu_op(options)?;
     let problem = problem::<T, O>(a, &b.shape, &c.shape, options)?;
     let stream = c_data.stream().clone();
     stream.context().bind_to_thread()?;
