@@ -369,8 +369,14 @@ fn sddmm_case<O: Element>(
     let (bm, bn) = (s.block().rows, s.block().cols);
     let (mut num, mut den, mut bad) = (0f64, 0f64, changed);
     for r in 0..s.num_block_rows() {
-        for j in row_ptr[r] as usize..row_ptr[r + 1] as usize {
-            let c = col_idx[j] as usize;
+        let first = row_ptr[r] as usize;
+        for (j, &c) in col_idx
+            .iter()
+            .enumerate()
+            .take(row_ptr[r + 1] as usize)
+            .skip(first)
+        {
+            let c = c as usize;
             for i in 0..bm {
                 for jj in 0..bn {
                     let e = j * bm * bn + i * bn + jj;
