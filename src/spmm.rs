@@ -272,6 +272,19 @@ pub fn spmm_fused<'a, T: Element, O: Element>(
     }
 }
 
+/// `Error::ShapeMismatch` unless a dimension `got` equals what it must (`what` names both).
+fn same(what: &'static str, expected: usize, got: usize) -> Result<(), Error> {
+    if got == expected {
+        Ok(())
+    } else {
+        Err(Error::ShapeMismatch {
+            what,
+            expected,
+            got,
+        })
+    }
+}
+
 /// `C = α·D·op(A) + β·C` with f32 accumulation: a dense matrix times a sparse one.
 ///
 /// `D` is `p x m`, `A` `m x k` BSR, `C` `p x k` (`op(A) = Aᵀ` with
@@ -301,27 +314,9 @@ pub fn dense_spmm<'a, T: Element, O: Element>(
     let a = a.into();
     let (m, k) = bsr_dims(&a);
     let (op_rows, op_cols) = if options.transpose_a { (k, m) } else { (m, k) };
-    if d.shape.cols != op_rows {
-        return Err(Error::ShapeMismatch {
-            what: "columns of D (= rows of op(A))",
-            expected: op_rows,
-            got: d.shape.cols,
-        });
-    }
-    if c.shape.rows != d.shape.rows {
-        return Err(Error::ShapeMismatch {
-            what: "rows of C (= rows of D)",
-            expected: d.shape.rows,
-            got: c.shape.rows,
-        });
-    }
-    if c.shape.cols != op_cols {
-        return Err(Error::ShapeMismatch {
-            what: "columns of C (= columns of op(A))",
-            expected: op_cols,
-            got: c.shape.cols,
-        });
-    }
+    same("columns of D (= rows of op(A))", op_rows, d.shape.cols)?;
+    same("rows of C (= rows of D)", d.shape.rows, c.shape.rows)?;
+    same("columns of C (= columns of op(A))", op_cols, c.shape.cols)?;
     check_view("D", &d.shape, d.data.len())?;
     check_view("C", &c.shape, c.data.len())?;
     let transposed = options.transpose_a(!options.transpose_a);
@@ -389,27 +384,9 @@ pub fn sddmm<'a, T: Element, O: Element>(
             "sddmm takes no op(A): pass Aᵀ as a transposed view (Dense::t)".into(),
         ));
     }
-    if a.shape.rows != m {
-        return Err(Error::ShapeMismatch {
-            what: "rows of A (= rows of S)",
-            expected: m,
-            got: a.shape.rows,
-        });
-    }
-    if b.shape.cols != n {
-        return Err(Error::ShapeMismatch {
-            what: "columns of B (= columns of S)",
-            expected: n,
-            got: b.shape.cols,
-        });
-    }
-    if b.shape.rows != a.shape.cols {
-        return Err(Error::ShapeMismatch {
-            what: "rows of B (= columns of A)",
-            expected: a.shape.cols,
-            got: b.shape.rows,
-        });
-    }
+    same("rows of A (= rows of S)", m, a.shape.rows)?;
+    same("columns of B (= columns of S)", n, b.shape.cols)?;
+    same("rows of B (= columns of A)", a.shape.cols, b.shape.rows)?;
     check_view("A", &a.shape, a.data.len())?;
     check_view("B", &b.shape, b.data.len())?;
     match (s, a.data, b.data) {
