@@ -102,18 +102,19 @@ Result check_dense(const char* name, const DenseView& v) {
   return Result{};
 }
 
-Result check_bsr(const BsrView& a) {
-  if (!valid(a.dtype)) return make_result(Status::InvalidArgument, "A.dtype = %d is not a DType", int(a.dtype));
+// A BSR view (`name`: "A", or "S" for the SDDMM's output, whose k is n and bk is bn).
+Result check_bsr(const BsrView& a, const char* name = "A") {
+  if (!valid(a.dtype)) return make_result(Status::InvalidArgument, "%s.dtype = %d is not a DType", name, int(a.dtype));
   if (a.bm <= 0 || a.bk <= 0) return make_result(Status::InvalidArgument, "block shape %dx%d is not positive", a.bm, a.bk);
   if (a.m < 0 || a.k < 0 || a.nnzb < 0)
-    return make_result(Status::InvalidArgument, "A is %lldx%lld with nnzb %lld: negative", (long long)a.m,
+    return make_result(Status::InvalidArgument, "%s is %lldx%lld with nnzb %lld: negative", name, (long long)a.m,
                        (long long)a.k, (long long)a.nnzb);
   if (a.m % a.bm != 0 || a.k % a.bk != 0)
-    return make_result(Status::InvalidArgument, "A is %lldx%lld, not a multiple of the %dx%d block", (long long)a.m,
+    return make_result(Status::InvalidArgument, "%s is %lldx%lld, not a multiple of the %dx%d block", name, (long long)a.m,
                        (long long)a.k, a.bm, a.bk);
   const int64_t rows = a.m / a.bm, cols = a.k / a.bk;
   if (rows > INT32_MAX || cols > INT32_MAX)
-    return make_result(Status::InvalidArgument, "A has %lldx%lld blocks; block counts must fit int32", (long long)rows,
+    return make_result(Status::InvalidArgument, "%s has %lldx%lld blocks; block counts must fit int32", name, (long long)rows,
                        (long long)cols);
   const int64_t blocks = rows * cols;  // < 2^62: both factors fit int32
   if (a.nnzb > blocks || a.nnzb > INT32_MAX)
@@ -124,7 +125,7 @@ Result check_bsr(const BsrView& a) {
       __builtin_mul_overflow(values, element_bytes(a.dtype), &values))
     return make_result(Status::InvalidArgument, "nnzb * bm * bk = %lld * %d * %d values overflow int64 bytes",
                        (long long)a.nnzb, a.bm, a.bk);
-  if (a.row_ptr == nullptr) return make_result(Status::InvalidArgument, "A.row_ptr is null");
+  if (a.row_ptr == nullptr) return make_result(Status::InvalidArgument, "%s.row_ptr is null", name);
   if (a.nnzb > 0 && (a.col_idx == nullptr || a.values == nullptr))
     return make_result(Status::InvalidArgument, "A.col_idx or A.values is null with nnzb = %lld", (long long)a.nnzb);
   return Result{};
@@ -152,12 +153,25 @@ Result validate(const BsrView& a, const DenseView& b, const DenseView& c, const 
   if (r.ok()) r = check_dense("B", b);
   if (r.ok()) r = check_dense("C", c);
   if (!r.ok()) return r;
-  if (b.rows != a.k)
-    return make_result(Status::InvalidArgument, "B has %lld rows, A has k = %lld", (long long)b.rows, (long long)a.k);
-  if (c.rows != a.m)
-    return make_result(Status::InvalidArgument, "C has %lld rows, A has m = %lld", (long long)c.rows, (long long)a.m);
+  // op(A)'s rows and columns: A's, or A's swapped for A^T.
+  const bool t = options.transpose_a;
+  const int64_t op_rows = t ? a.k : a.m, op_cols = t ? a.m : a.k;
+  const char* op = t ? "A^T" : "A";
+  if (b.rows != op_cols)
+    return make_result(Status::InvalidArgument, "B has %lld rows, %s has %lld columns", (long long)b.rows, op,
+                       (long long)op_cols);
+  if (c.rows != op_rows)
+    return make_result(Status::InvalidArgument, "C has %lld rows, %s has %lld", (long long)c.rows, op,
+                       (long long)op_rows);
   if (c.cols != b.cols)
     return make_result(Status::InvalidArgument, "C has %lld columns, B has %lld", (long long)c.cols, (long long)b.cols);
+  if (t) {
+    const TransposeIndexView& ti = options.transpose_index;
+    if (ti.col_ptr == nullptr) return make_result(Status::InvalidArgument, "transpose_index.col_ptr is null");
+    if (a.nnzb > 0 && (ti.row_idx == nullptr || ti.block_id == nullptr))
+      return make_result(Status::InvalidArgument, "transpose_index.row_idx or block_id is null with nnzb = %lld",
+                         (long long)a.nnzb);
+  }
   if ((a.dtype != DType::F16 && a.dtype != DType::BF16) || b.dtype != a.dtype)
     return make_result(Status::NotSupported, "inputs must be f16 or bf16 and equal (A is %s, B is %s)",
                        dtype_name(a.dtype), dtype_name(b.dtype));
@@ -166,11 +180,69 @@ Result validate(const BsrView& a, const DenseView& b, const DenseView& c, const 
   DeviceInfo device;
   r = current_device(&device);
   if (!r.ok()) return r;
-  *out = Problem(a, b, c, options.alpha, options.beta, options.backend, options.bias, options.activation, device);
+  // A^T's view passes check_bsr too: its block counts and sizes are A's, swapped.
+  *out = Problem(t ? Problem::transposed_view(a, options.transpose_index) : a, b, c, options.alpha, options.beta,
+                 options.backend, options.bias, options.activation, device);
+  out->a_transposed = t;
+  out->a_block_id = t ? options.transpose_index.block_id : nullptr;
+  return Result{};
+}
+
+Result validate(const DenseView& a, const DenseView& b, const BsrMutView& s, const SddmmOptions& options,
+                SddmmProblem* out) {
+  if (!valid(options.backend))
+    return make_result(Status::InvalidArgument, "backend = %d is not a Backend", int(options.backend));
+  // S's checks are a BsrView's, n and bn in the place of k and bk.
+  BsrView pattern;
+  pattern.m = s.m, pattern.k = s.n, pattern.bm = s.bm, pattern.bk = s.bn, pattern.nnzb = s.nnzb;
+  pattern.row_ptr = s.row_ptr, pattern.col_idx = s.col_idx, pattern.values = s.values, pattern.dtype = s.dtype;
+  Result r = check_bsr(pattern, "S");
+  if (r.ok()) r = check_dense("A", a);
+  if (r.ok()) r = check_dense("B", b);
+  if (!r.ok()) return r;
+  if (a.rows != s.m)
+    return make_result(Status::InvalidArgument, "A has %lld rows, S has m = %lld", (long long)a.rows, (long long)s.m);
+  if (b.cols != s.n)
+    return make_result(Status::InvalidArgument, "B has %lld columns, S has n = %lld", (long long)b.cols,
+                       (long long)s.n);
+  if (b.rows != a.cols)
+    return make_result(Status::InvalidArgument, "B has %lld rows, A has %lld columns", (long long)b.rows,
+                       (long long)a.cols);
+  if ((a.dtype != DType::F16 && a.dtype != DType::BF16) || b.dtype != a.dtype)
+    return make_result(Status::NotSupported, "inputs must be f16 or bf16 and equal (A is %s, B is %s)",
+                       dtype_name(a.dtype), dtype_name(b.dtype));
+  if (s.dtype != a.dtype && s.dtype != DType::F32)
+    return make_result(Status::NotSupported, "S must be %s or f32, not %s", dtype_name(a.dtype), dtype_name(s.dtype));
+  DeviceInfo device;
+  r = current_device(&device);
+  if (!r.ok()) return r;
+  *out = SddmmProblem(a, b, s, options.alpha, options.beta, options.backend, device);
   return Result{};
 }
 
 }  // namespace detail
+
+Result can_implement(const DenseView& a, const DenseView& b, const BsrMutView& s, const SddmmOptions& options,
+                     Backend* chosen) {
+  detail::SddmmProblem p;
+  Result r = detail::validate(a, b, s, options, &p);
+  detail::SddmmSelection sel;
+  if (r.ok()) r = detail::select(p, &sel);
+  if (r.ok() && chosen != nullptr) *chosen = sel.family->backend;
+  return detail::finish(r);
+}
+
+Result sddmm(const DenseView& a, const DenseView& b, const BsrMutView& s, const SddmmOptions& options,
+             cudaStream_t stream) {
+  detail::SddmmProblem p;
+  Result r = detail::validate(a, b, s, options, &p);
+  detail::SddmmSelection sel;
+  if (r.ok()) r = detail::select(p, &sel);
+  if (r.ok() && options.check_indices) r = detail::check_pattern(p.s.row_ptr, p.s.col_idx, p.block_rows(),
+                                                                  p.block_cols(), p.s.nnzb, stream, "S");
+  if (r.ok()) r = detail::launch(p, sel, stream);
+  return detail::finish(r);
+}
 
 Result can_implement(const BsrView& a, const DenseView& b, const DenseView& c, const SpmmOptions& options,
                      Backend* chosen) {

@@ -8,9 +8,12 @@
 namespace sparsek::ffi {
 
 struct SpmmProblem;
+struct SddmmProblem;
 struct FfiStatus;
 
 FfiStatus spmm(const SpmmProblem& problem);
 FfiStatus select(const SpmmProblem& problem);
+FfiStatus sddmm(const SddmmProblem& problem);
+FfiStatus select_sddmm(const SddmmProblem& problem);
 
 }  // namespace sparsek::ffi

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <climits>
+#include <cstdio>
 #include <cstdint>
 
 #include "index_check.hpp"
@@ -17,6 +18,7 @@ enum Defect : unsigned long long {
   kRowOutOfRange = 4,
   kColumnOutOfRange = 5,
   kUnsorted = 6,
+  kBlockIdOutOfRange = 7,
 };
 
 const char* describe(unsigned long long kind) {
@@ -27,6 +29,7 @@ const char* describe(unsigned long long kind) {
     case kRowOutOfRange: return "row_ptr points outside [0, nnzb]";
     case kColumnOutOfRange: return "col_idx holds a column outside [0, k/bk)";
     case kUnsorted: return "col_idx is not sorted and unique";
+    case kBlockIdOutOfRange: return "block_id holds a block outside [0, nnzb)";
   }
   return "unknown defect";
 }
@@ -35,8 +38,9 @@ __device__ void report(unsigned long long* status, int64_t row, unsigned long lo
   atomicMin(status, (static_cast<unsigned long long>(row) << 8) | kind);
 }
 
+// block_id: null, or (op(A) = A^T) one entry per listed block, each to lie in [0, nnzb).
 __global__ void check_kernel(const int32_t* __restrict__ row_ptr, const int32_t* __restrict__ col_idx,
-                             int64_t block_rows, int64_t block_cols, int64_t nnzb, unsigned long long* status) {
+                             const int32_t* __restrict__ block_id, int64_t block_rows, int64_t block_cols, int64_t nnzb, unsigned long long* status) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; r <= block_rows; r += stride) {
     const int64_t begin = row_ptr[r];
@@ -66,13 +70,22 @@ __global__ void check_kernel(const int32_t* __restrict__ row_ptr, const int32_t*
         break;
       }
       prev = col;
+      if (block_id != nullptr && (block_id[i] < 0 || block_id[i] >= nnzb)) {
+        report(status, r, kBlockIdOutOfRange);
+        break;
+      }
     }
   }
 }
 
 }  // namespace
 
-Result check_indices(const Problem& p, cudaStream_t stream) {
+namespace {
+
+// The check of one pattern; `what` names it in messages ("A's indices", "S's indices", ...),
+// `unit` its block-rows.
+Result check_arrays(const int32_t* row_ptr, const int32_t* col_idx, const int32_t* block_id, int64_t block_rows,
+                    int64_t block_cols, int64_t nnzb, cudaStream_t stream, const char* what, const char* unit) {
   // The check waits for its result, which a stream being captured into a graph cannot do.
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   cudaError_t e = cudaStreamIsCapturing(stream, &capture);
@@ -86,12 +99,11 @@ Result check_indices(const Problem& p, cudaStream_t stream) {
   unsigned long long status = ULLONG_MAX;
   e = cudaMemcpyAsync(d_status, &status, sizeof(status), cudaMemcpyHostToDevice, stream);
   if (e == cudaSuccess) {
-    const int64_t rows = p.block_rows() + 1;
+    const int64_t rows = block_rows + 1;
     const int threads = 256;
     const int64_t want = (rows + threads - 1) / threads;
     const unsigned grid = static_cast<unsigned>(want < 4096 ? want : 4096);
-    check_kernel<<<grid, threads, 0, stream>>>(p.a.row_ptr, p.a.col_idx, p.block_rows(), p.block_cols(), p.a.nnzb,
-                                               d_status);
+    check_kernel<<<grid, threads, 0, stream>>>(row_ptr, col_idx, block_id, block_rows, block_cols, nnzb, d_status);
     e = cudaGetLastError();
   }
   if (e == cudaSuccess) e = cudaMemcpyAsync(&status, d_status, sizeof(status), cudaMemcpyDeviceToHost, stream);
@@ -101,9 +113,25 @@ Result check_indices(const Problem& p, cudaStream_t stream) {
   if (e != cudaSuccess) return make_result(Status::CudaError, "index check: %s", cudaGetErrorString(e));
   if (status == ULLONG_MAX) return Result{};
   const unsigned long long row = status >> 8, kind = status & 0xff;
-  if (kind == kEndNotNnzb) return make_result(Status::InvalidArgument, "A's indices fail the device check: %s", describe(kind));
-  return make_result(Status::InvalidArgument, "A's indices fail the device check at block-row %llu: %s", row,
-                     describe(kind));
+  if (kind == kEndNotNnzb) return make_result(Status::InvalidArgument, "%s the device check: %s", what, describe(kind));
+  return make_result(Status::InvalidArgument, "%s the device check at %s %llu: %s", what, unit, row, describe(kind));
+}
+
+}  // namespace
+
+Result check_indices(const Problem& p, cudaStream_t stream) {
+  // For A^T the checked arrays are the transpose index: col_ptr (as row_ptr), row_idx (as
+  // col_idx) and block_id, by block-column of A.
+  return check_arrays(p.a.row_ptr, p.a.col_idx, p.a_block_id, p.block_rows(), p.block_cols(), p.a.nnzb, stream,
+                      p.a_transposed ? "A's transpose index fails" : "A's indices fail",
+                      p.a_transposed ? "block-column" : "block-row");
+}
+
+Result check_pattern(const int32_t* row_ptr, const int32_t* col_idx, int64_t block_rows, int64_t block_cols,
+                     int64_t nnzb, cudaStream_t stream, const char* name) {
+  char what[64];
+  std::snprintf(what, sizeof(what), "%s's indices fail", name);
+  return check_arrays(row_ptr, col_idx, nullptr, block_rows, block_cols, nnzb, stream, what, "block-row");
 }
 
 }  // namespace sparsek::detail

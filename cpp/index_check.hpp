@@ -13,4 +13,8 @@ namespace sparsek::detail {
 // InvalidArgument names the first bad block-row; CudaError if the check itself failed.
 Result check_indices(const Problem& p, cudaStream_t stream);
 
+// The same check of any BSR pattern (S of an SDDMM); `name` ("S") names it in messages.
+Result check_pattern(const int32_t* row_ptr, const int32_t* col_idx, int64_t block_rows, int64_t block_cols,
+                     int64_t nnzb, cudaStream_t stream, const char* name);
+
 }  // namespace sparsek::detail

@@ -22,7 +22,14 @@
 //   - the BSR index arrays are valid (row_ptr from 0, non-decreasing, ends at nnzb;
 //     col_idx sorted, unique, < k/bk per block-row): validated on the host (Rust), on the
 //     device (C++ with options.check_indices), or trusted (documented in the C++ header);
-//   - `device` describes the current device.
+//   - `device` describes the current device;
+//   - op(A) = A^T (a_transposed): `a` describes A^T as a BSR of the same blocks, listed by
+//     A's transpose index (transposed_view): m = A's k, k = A's m, bm = A's bk, bk = A's
+//     bm, row_ptr = col_ptr, col_idx = row_idx; the j-th listed block is A's block
+//     a_block_id[j] (each in [0, nnzb)), stored row-major bk x bm, i.e. column-major as a
+//     block of A^T. Every invariant above holds of that view, so the families see an
+//     ordinary problem whose blocks are read through a_block_id and transposed; a family
+//     that cannot read them so refuses a_transposed in supports().
 #pragma once
 
 #include <sparsek/sparsek.hpp>
@@ -51,6 +58,10 @@ class Problem {
   const void* bias = nullptr;  // m values of the input dtype, or null
   Activation activation = Activation::None;
   DeviceInfo device;
+  // op(A) = A^T: `a` is the view of A^T (see the file comment), block j is A's block
+  // a_block_id[j]. False and null for op(A) = A.
+  bool a_transposed = false;
+  const int32_t* a_block_id = nullptr;
 
   int64_t m() const { return a.m; }
   int64_t k() const { return a.k; }
@@ -63,10 +74,26 @@ class Problem {
   bool has_epilogue() const { return bias != nullptr || activation != Activation::None; }
 
   // The Rust bridge's constructor (see the file comment): the views come from a problem
-  // that Rust validated.
+  // that Rust validated (for op(A) = A^T, `a` is already transposed_view's).
   static Problem from_rust(const BsrView& a, const DenseView& b, const DenseView& c, float alpha, float beta,
-                           Backend backend, const void* bias, Activation activation, const DeviceInfo& device) {
-    return Problem(a, b, c, alpha, beta, backend, bias, activation, device);
+                           Backend backend, const void* bias, Activation activation, const DeviceInfo& device,
+                           bool a_transposed, const int32_t* a_block_id) {
+    Problem p(a, b, c, alpha, beta, backend, bias, activation, device);
+    p.a_transposed = a_transposed;
+    p.a_block_id = a_block_id;
+    return p;
+  }
+
+  // A^T as a BSR of A's blocks listed by the transpose index t (see the file comment).
+  static BsrView transposed_view(const BsrView& a, const TransposeIndexView& t) {
+    BsrView v = a;
+    v.m = a.k;
+    v.k = a.m;
+    v.bm = a.bk;
+    v.bk = a.bm;
+    v.row_ptr = t.col_ptr;
+    v.col_idx = t.row_idx;
+    return v;
   }
 
  private:

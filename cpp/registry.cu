@@ -1,19 +1,45 @@
-// Selection and launch over the kernel families (the rule is documented in registry.hpp).
+// Selection and launch over the kernel families of each operation (the rule is documented
+// in registry.hpp).
 #include "registry.hpp"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 namespace sparsek::detail {
 namespace {
 
-// Auto's preference order.
+// Auto's preference order, per operation.
 const Family* const kFamilies[] = {&kDecodeFamily, &kSm90Family, &kWmmaFamily};
-constexpr int kNumFamilies = sizeof(kFamilies) / sizeof(kFamilies[0]);
-static_assert(kNumFamilies == 3, "the refusal message below names every family");
+const SddmmFamily* const kSddmmFamilies[] = {&kSddmmSm90Family, &kSddmmWmmaFamily};
+
+template <class P>
+struct Families;
+template <>
+struct Families<Problem> {
+  static constexpr const Family* const* list = kFamilies;
+  static constexpr int count = sizeof(kFamilies) / sizeof(kFamilies[0]);
+};
+template <>
+struct Families<SddmmProblem> {
+  static constexpr const SddmmFamily* const* list = kSddmmFamilies;
+  static constexpr int count = sizeof(kSddmmFamilies) / sizeof(kSddmmFamilies[0]);
+};
+constexpr int kMaxFamilies = 3;
+static_assert(Families<Problem>::count <= kMaxFamilies && Families<SddmmProblem>::count <= kMaxFamilies,
+              "the refusal message below names up to three families");
+
+// Whether the block-rows' average depth (nonzero blocks * bk / block-rows) is above
+// `bound` (no overflow: nnzb < 2^31, bk <= 2^31). SDDMM rows set no such bound.
+bool deeper_than(const Problem& p, int64_t bound) {
+  return p.block_rows() > 0 && p.a.nnzb * int64_t(p.a.bk) > bound * p.block_rows();
+}
+bool deeper_than(const SddmmProblem&, int64_t) { return false; }
 
 // Why family f cannot run p at all, or nullptr.
-const char* family_refuses(const Family& f, const Problem& p) {
+template <class P>
+const char* family_refuses(const FamilyOf<P>& f, const P& p) {
   if (p.has_epilogue() && !f.epilogue) return "no fused bias/activation epilogue";
   return f.supports(p);
 }
@@ -27,14 +53,32 @@ const char* forced_variant() {
   return name;
 }
 
-bool allowed(const Family& f, Backend requested) { return requested == Backend::Auto || requested == f.backend; }
+template <class P>
+bool allowed(const FamilyOf<P>& f, Backend requested) {
+  return requested == Backend::Auto || requested == f.backend;
+}
 
-}  // namespace
+// Whether some family of operation P has a row called `name`.
+template <class P>
+bool names_row(const char* name) {
+  for (int fi = 0; fi < Families<P>::count; ++fi)
+    for (int row = 0; row < Families<P>::list[fi]->rows; ++row)
+      if (std::strcmp(Families<P>::list[fi]->info(row).name, name) == 0) return true;
+  return false;
+}
 
-Result select(const Problem& p, Selection* out) {
+template <class P>
+Result select_row(const P& p, SelectionOf<P>* out) {
+  using F = FamilyOf<P>;
+  using Other = std::conditional_t<std::is_same_v<P, Problem>, SddmmProblem, Problem>;
+  const F* const* const kList = Families<P>::list;
+  constexpr int kNumFamilies = Families<P>::count;
+  // A forced row of the other operation leaves this one to the rule.
   const char* forced = forced_variant();
+  if (forced[0] != '\0' && !names_row<P>(forced) && names_row<Other>(forced)) forced = "";
   if (forced[0] != '\0') {
-    for (const Family* f : kFamilies) {
+    for (int fi = 0; fi < kNumFamilies; ++fi) {
+      const F* f = kList[fi];
       for (int row = 0; row < f->rows; ++row) {
         if (std::strcmp(f->info(row).name, forced) != 0) continue;
         if (!allowed(*f, p.backend))
@@ -43,7 +87,7 @@ Result select(const Problem& p, Selection* out) {
         if (const char* why = family_refuses(*f, p)) return make_result(Status::NotSupported, "%s: %s", f->name, why);
         if (const char* why = f->fits(p, row))
           return make_result(Status::NotSupported, "SPARSEK_VARIANT=%s does not fit: %s", forced, why);
-        *out = Selection{f, row};
+        *out = SelectionOf<P>{f, row};
         return Result{};
       }
     }
@@ -51,10 +95,11 @@ Result select(const Problem& p, Selection* out) {
   }
 
   // Reasons per family, for the message when nothing runs the problem.
-  const char* why[kNumFamilies] = {};
-  const Family* last = nullptr;
+  const char* why[kMaxFamilies] = {};
+  const F* last = nullptr;
   int tried = 0;
-  for (const Family* f : kFamilies) {
+  for (int fi = 0; fi < kNumFamilies; ++fi) {
+    const F* f = kList[fi];
     if (!allowed(*f, p.backend)) continue;
     const char* reason = family_refuses(*f, p);
     int last_fit_failure = -1;
@@ -62,14 +107,11 @@ Result select(const Problem& p, Selection* out) {
       for (int row = 0; row < f->rows; ++row) {
         const VariantInfo info = f->info(row);
         if (!info.automatic || (info.max_n > 0 && p.n() > info.max_n)) continue;
-        // Average depth nnzb * bk / block_rows above the bound (no overflow: nnzb < 2^31, bk <= 2^31).
-        if (info.max_row_depth > 0 && p.block_rows() > 0 &&
-            p.a.nnzb * int64_t(p.a.bk) > info.max_row_depth * p.block_rows())
-          continue;
+        if (info.max_row_depth > 0 && deeper_than(p, info.max_row_depth)) continue;
         if (f->auto_skips != nullptr && f->auto_skips(p, row)) continue;
         const char* no = f->fits(p, row);
         if (no == nullptr) {
-          *out = Selection{f, row};
+          *out = SelectionOf<P>{f, row};
           return Result{};
         }
         if (last_fit_failure < 0) reason = no;  // the most preferred row's reason
@@ -81,29 +123,51 @@ Result select(const Problem& p, Selection* out) {
     last = f;
   }
   // Rule 4: fallback rows, once no automatic row fits.
-  for (const Family* f : kFamilies) {
+  for (int fi = 0; fi < kNumFamilies; ++fi) {
+    const F* f = kList[fi];
     if (!allowed(*f, p.backend) || family_refuses(*f, p) != nullptr) continue;
     for (int row = 0; row < f->rows; ++row) {
       if (f->info(row).fallback && f->fits(p, row) == nullptr) {
-        *out = Selection{f, row};
+        *out = SelectionOf<P>{f, row};
         return Result{};
       }
     }
   }
-  if (p.backend == Backend::Auto)
-    return make_result(Status::NotSupported, "no kernel runs this problem (%s: %s; %s: %s; %s: %s)",
-                       kFamilies[0]->name, why[0], kFamilies[1]->name, why[1], kFamilies[2]->name, why[2]);
-  if (last == nullptr) return make_result(Status::InvalidArgument, "unknown backend %d", static_cast<int>(p.backend));
+  if (p.backend == Backend::Auto) {
+    char list[400] = "";
+    int used = 0;
+    for (int fi = 0; fi < tried && used >= 0 && used < int(sizeof(list)); ++fi)
+      used += std::snprintf(list + used, sizeof(list) - size_t(used), "%s%s: %s", fi ? "; " : "", kList[fi]->name,
+                            why[fi]);
+    return make_result(Status::NotSupported, "no kernel runs this problem (%s)", list);
+  }
+  if (last == nullptr) {
+    // A valid backend with no family for this operation (Decode runs no SDDMM).
+    for (const Family* f : kFamilies)
+      if (f->backend == p.backend)
+        return make_result(Status::NotSupported, "the %s backend has no kernel for this operation", f->name);
+    return make_result(Status::InvalidArgument, "unknown backend %d", static_cast<int>(p.backend));
+  }
   return make_result(Status::NotSupported, "the %s backend cannot run this problem: %s", last->name, why[0]);
 }
 
-Result launch(const Problem& p, const Selection& s, cudaStream_t stream) {
+template <class P>
+Result launch_row(const P& p, const SelectionOf<P>& s, cudaStream_t stream) {
   if (p.empty_output()) return Result{};  // nothing to compute or write
   const cudaError_t e = s.family->launch(p, s.row, stream);
   if (e != cudaSuccess)
     return make_result(Status::CudaError, "%s launch of %s failed: %s", s.family->name, s.family->info(s.row).name,
                        cudaGetErrorString(e));
   return Result{};
+}
+
+}  // namespace
+
+Result select(const Problem& p, Selection* out) { return select_row(p, out); }
+Result select(const SddmmProblem& p, SddmmSelection* out) { return select_row(p, out); }
+Result launch(const Problem& p, const Selection& s, cudaStream_t stream) { return launch_row(p, s, stream); }
+Result launch(const SddmmProblem& p, const SddmmSelection& s, cudaStream_t stream) {
+  return launch_row(p, s, stream);
 }
 
 }  // namespace sparsek::detail

@@ -1,5 +1,8 @@
 // The kernel registry: every kernel family, each a table of variants (one row per tile
-// configuration, see the family's configs.hpp), and the rule that picks one.
+// configuration, see the family's configs.hpp), and the rule that picks one. One registry
+// per operation, the same rule for each: the product C = alpha*op(A)*B + beta*C
+// (Problem, cpp/problem.hpp: Decode, Hopper, WMMA) and the SDDMM S = alpha*(A*B) ⊙ mask +
+// beta*S (SddmmProblem, cpp/sddmm/problem.hpp: Hopper, WMMA).
 //
 // A family answers two questions about a checked Problem (cpp/problem.hpp):
 //   supports(p)     - why it cannot run p at all (nullptr when it can): architecture,
@@ -27,6 +30,7 @@
 #include <cuda_runtime_api.h>
 
 #include "problem.hpp"
+#include "sddmm/problem.hpp"
 
 namespace sparsek::detail {
 
@@ -42,36 +46,48 @@ struct VariantInfo {
   int64_t max_row_depth = 0;
 };
 
-struct Family {
+// A family of kernels for problems of type P (Problem or SddmmProblem).
+template <class P>
+struct FamilyOf {
   Backend backend;
   const char* name;  // "cutlass", "wmma": the name in messages
   int rows;          // rows in the family's table
-  bool epilogue;     // takes the fused bias/activation epilogue (Problem::has_epilogue)
+  bool epilogue;     // takes the fused bias/activation epilogue (P::has_epilogue)
   VariantInfo (*info)(int row);
-  const char* (*supports)(const Problem& p);
-  const char* (*fits)(const Problem& p, int row);
-  cudaError_t (*launch)(const Problem& p, int row, cudaStream_t stream);
+  const char* (*supports)(const P& p);
+  const char* (*fits)(const P& p, int row);
+  cudaError_t (*launch)(const P& p, int row, cudaStream_t stream);
   // Optional: true where Auto passes over `row` although it fits p, a measured preference
   // beyond max_n and max_row_depth (the Hopper family's split-tile rows, sm90/configs.hpp).
-  bool (*auto_skips)(const Problem& p, int row) = nullptr;
+  bool (*auto_skips)(const P& p, int row) = nullptr;
 };
+using Family = FamilyOf<Problem>;
+using SddmmFamily = FamilyOf<SddmmProblem>;
 
-// Defined by each family (cpp/sm90/family.cu, cpp/wmma/family.cu).
+// Defined by each family (cpp/decode/family.cu, cpp/sm90/family.cu, cpp/wmma/family.cu;
+// cpp/sddmm/sm90/family.cu, cpp/sddmm/wmma/family.cu).
 extern const Family kDecodeFamily;
 extern const Family kSm90Family;
 extern const Family kWmmaFamily;
+extern const SddmmFamily kSddmmSm90Family;
+extern const SddmmFamily kSddmmWmmaFamily;
 
 // The row that will run a problem.
-struct Selection {
-  const Family* family = nullptr;
+template <class P>
+struct SelectionOf {
+  const FamilyOf<P>* family = nullptr;
   int row = -1;
 };
+using Selection = SelectionOf<Problem>;
+using SddmmSelection = SelectionOf<SddmmProblem>;
 
 // Picks the row for p by the rule above, or says why none can run it (NotSupported, or
 // InvalidArgument for an unknown SPARSEK_VARIANT).
 Result select(const Problem& p, Selection* out);
+Result select(const SddmmProblem& p, SddmmSelection* out);
 
 // Enqueues the selected row on `stream` (nothing for an empty output).
 Result launch(const Problem& p, const Selection& s, cudaStream_t stream);
+Result launch(const SddmmProblem& p, const SddmmSelection& s, cudaStream_t stream);
 
 }  // namespace sparsek::detail

@@ -28,6 +28,7 @@ for line in sys.stdin:
 {
   executables cargo test --release --features cuda --test gpu --no-run
   executables cargo test --release --features cuda --test device_bsr --no-run
+  executables cargo test --release --features cuda --test gpu_products --no-run
   executables cargo build --release --features cuda --examples
   executables cargo bench -p sparsek-bench --features cuda --bench spmm --no-run
   executables cargo build --release -p sparsek-bench --features cuda --bin bench_report
@@ -35,6 +36,7 @@ for line in sys.stdin:
   case "$name" in
     gpu) dest=gpu_tests ;;
     device_bsr) dest=device_bsr_tests ;;
+    gpu_products) dest=gpu_products_tests ;;
     spmm) dest=spmm_bench ;;
     *) dest="$name" ;;
   esac

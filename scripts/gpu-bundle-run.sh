@@ -34,6 +34,8 @@ case "${1:-test}" in
         || fail=1
     done
     "$here/device_bsr_tests" --test-threads=1 --nocapture || fail=1
+    # op(A) = A^T (transpose_a) and D*op(A) (dense_spmm) on the device.
+    "$here/gpu_products_tests" --test-threads=1 --nocapture || fail=1
     "$here/quickstart" || fail=1
     "$here/quickstart_cpp" || fail=1
     "$here/spmm_check" --suite || fail=1
@@ -52,6 +54,11 @@ case "${1:-test}" in
     shift
     exec "$here/bench_report" run "$@"
     ;;
+  products)
+    shift
+    # A^T*B beside A*B and D*A beside A*B (col/col): bench_report products ARGS
+    exec "$here/bench_report" products "$@"
+    ;;
   sanitize)
     fail=0
     # A representative subset: small sweeps keep the sanitizers' slowdown bearable.
@@ -59,6 +66,9 @@ case "${1:-test}" in
       compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/gpu_tests" --test-threads=1 \
         skewed_pattern device_errors decode_sanitized any_block_sanitized || fail=1
       compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/cpp_index_check" || fail=1
+      # A^T*B and D*op(A): refused calls, and a few small cases of both products.
+      compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/gpu_products_tests" --test-threads=1 \
+        transposed_errors transposed_sanitized || fail=1
       # Split tiles: every Hopper launch in 3 pieces (partial sums through global memory).
       SPARSEK_SM90_SPLIT=3 compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/gpu_tests" \
         --test-threads=1 skewed_pattern any_block_sanitized || fail=1

@@ -68,8 +68,9 @@ impl SpmmOptions {
     }
     /// Sets `op(A)`: `false` (default) multiplies by `A`, `true` by `Aᵀ`, read in place
     /// through the pattern's transpose index ([`BsrMatrix::transpose_index`](crate::BsrMatrix::transpose_index)):
-    /// `C = α·Aᵀ·B + β·C` with `B` `m x n` and `C` `k x n` for `A` `m x k`. The CPU
-    /// backend runs it; the GPU kernels for `Aᵀ` are not built yet (`Error::NotSupported`).
+    /// `C = α·Aᵀ·B + β·C` with `B` `m x n` and `C` `k x n` for `A` `m x k`. The CPU backend
+    /// and, on the device, the Cutlass and Wmma families run it (a `DeviceBsr` keeps its
+    /// transpose index on the device once built); the Decode family does not.
     pub fn transpose_a(mut self, transpose: bool) -> Self {
         self.transpose_a = transpose;
         self

@@ -129,26 +129,14 @@ pub(crate) fn check_gpu_types<T: Element, O: Element>(backend: Backend) -> Resul
     }
 }
 
-/// The GPU backends run `op(A) = A` only, so far.
-#[cfg(feature = "cuda")]
-pub(crate) fn check_gpu_op(options: &SpmmOptions) -> Result<(), Error> {
-    if options.transpose_a {
-        return Err(Error::NotSupported {
-            backend: options.backend,
-            reason: "op(A) = Aᵀ runs on the CPU backend only: its GPU kernels are not built yet"
-                .into(),
-        });
-    }
-    Ok(())
-}
-
 /// `C = α·op(A)·B + β·C` with f32 accumulation.
 ///
 /// `A` is `m x k` BSR, `B` is `k x n`, `C` is `m x n`; `B` and `C` each row- or
 /// column-major. With [`SpmmOptions::transpose_a`], `op(A) = Aᵀ`: `B` is `m x n` and `C`
 /// `k x n`. Host operands run on the CPU backend; device operands (`DeviceBsr` and
 /// `Dense::device`) run on a GPU backend, enqueued on `C`'s stream (the call returns
-/// once the work is enqueued). Every check runs before anything is launched or written;
+/// once the work is enqueued; a `DeviceBsr`'s first `Aᵀ` product first builds its
+/// transpose index, `DeviceBsr::prepare_transpose`). Every check runs before anything is launched or written;
 /// on error `C` is untouched.
 ///
 /// ```
@@ -178,8 +166,8 @@ pub fn spmm<'a, T: Element, O: Element>(
     spmm_fused(a, b, c, &Epilogue::new(), options)
 }
 
-/// [`spmm`] with the fused linear-layer epilogue: `C = act(α·A·B + bias + β·C)`, with
-/// `bias` (if any) holding one value per row of `C` (`m` values, where the operands live).
+/// [`spmm`] with the fused linear-layer epilogue: `C = act(α·op(A)·B + bias + β·C)`, with
+/// `bias` (if any) holding one value per row of `C` (where the operands live).
 pub fn spmm_fused<'a, T: Element, O: Element>(
     a: impl Into<BsrOperand<'a, T>>,
     b: Dense<'_, T>,
@@ -245,7 +233,6 @@ pub fn spmm_fused<'a, T: Element, O: Element>(
         #[cfg(feature = "cuda")]
         (BsrOperand::Device(a), Storage::Device(b_data), StorageMut::Device(c_data)) => {
             check_gpu_types::<T, O>(options.backend)?;
-            check_gpu_op(options)?;
             let bias = match epilogue.bias {
                 None => None,
                 Some(Vector::Device(bias)) => Some(bias),
@@ -351,8 +338,10 @@ impl<'a, T> From<&'a mut DeviceBsr<T>> for BsrOperandMut<'a, T> {
 /// and stays as it is; f32 accumulation, `S`'s values overwritten in place (β = 0 never
 /// reads them). The backward pass of a pruned linear layer needs it: `dW = dYᵀ·X` on `W`'s
 /// pattern. `A` and `B` each row- or column-major (pass a transpose as [`Dense::t`]);
-/// `SpmmOptions::transpose_a` does not apply (`Error::InvalidArgument`). The CPU backend
-/// runs it; its GPU kernels are not built yet (`Error::NotSupported`).
+/// `SpmmOptions::transpose_a` does not apply (`Error::InvalidArgument`). Host operands run
+/// on the CPU backend; device operands (a `DeviceBsr` S, `Dense::device` A and B) on the
+/// Cutlass family (sm_90a, where one of its rows takes the blocks and layouts) or the Wmma
+/// family (sm_80+: blocks multiples of 16), enqueued on the stream of S's values.
 ///
 /// ```
 /// use sparsek::{sddmm, BlockMask, BlockShape, BsrMatrix, Dense, Layout, SpmmOptions};
@@ -410,12 +399,16 @@ pub fn sddmm<'a, T: Element, O: Element>(
             Ok(())
         }
         #[cfg(feature = "cuda")]
-        (BsrOperandMut::Device(_), Storage::Device(_), Storage::Device(_)) => {
-            Err(Error::NotSupported {
-                backend: options.backend,
-                reason: "sddmm runs on the CPU backend only: its GPU kernels are not built yet"
-                    .into(),
-            })
+        (BsrOperandMut::Device(s), Storage::Device(a_data), Storage::Device(b_data)) => {
+            check_gpu_types::<T, O>(options.backend)?;
+            let operands = crate::gpu::launch::SddmmOperands {
+                a: a_data,
+                a_shape: &a.shape,
+                b: b_data,
+                b_shape: &b.shape,
+                s,
+            };
+            crate::gpu::launch::sddmm(operands, options, true).map(|_| ())
         }
         #[cfg(feature = "cuda")]
         _ => Err(Error::MixedLocations(

@@ -95,7 +95,8 @@ fn parse_pair(s: &str) -> Result<(usize, usize)> {
     Ok((a.parse()?, b.parse()?))
 }
 
-fn backend_name(b: Backend) -> &'static str {
+/// A backend as the reports name it (`decode`, `cutlass`, `wmma`).
+pub fn backend_name(b: Backend) -> &'static str {
     match b {
         Backend::Decode => "decode",
         Backend::Cutlass => "cutlass",

@@ -35,6 +35,7 @@ VariantInfo info(int row) {
 // element-wise anyway).
 const char* supports(const Problem& p) {
   if (p.device.cc_major < 8) return "needs compute capability >= 8.0 (cp.async, ldmatrix, bf16 mma.sync)";
+  if (p.a_transposed) return "op(A) = A^T is not in this family (the Cutlass and Wmma families run it)";
   const int bm = p.a.bm, bk = p.a.bk;
   if (bm < 16 || bm > 256 || bm % 16 != 0) return "bm must be a multiple of 16 in [16, 256]";
   if (bk < 16 || bk > 256 || bk % 16 != 0) return "bk must be a multiple of 16 in [16, 256]";

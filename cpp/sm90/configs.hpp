@@ -36,7 +36,10 @@
 //                (tile_m * tile_n <= 128 * 128), no clusters, no split tiles.
 //   max_row_depth (after schedule) Auto takes the row only where the block-rows' average
 //                depth (nonzero blocks * bk) is at most this; 0: any.
-//   split        (last, default Where) split tiles (scheduler.hpp "Split tiles"): Never
+//   a_transposed (last, default false) the row runs op(A) = A^T (cpp/problem.hpp): its
+//                blocks are read through the transpose index and MN-major (mainloop.hpp);
+//                `bm` is then A^T's block height (A's bk). Every other row runs op(A) = A.
+//   split        (after max_row_depth, default Where) split tiles (scheduler.hpp "Split tiles"): Never
 //                (compiled without them), Where (compiled with them; a launch splits where
 //                choose_split > 1, split.hpp) or Only (the same, and Auto takes the row only
 //                where the launch splits: the twin, ahead in the table, of a Never row).
@@ -126,6 +129,8 @@ struct Sm90Variant {
   int64_t max_row_depth = 0;
   // Split tiles (scheduler.hpp): Never, Where or Only (above).
   Split split = Split::Where;
+  // Runs op(A) = A^T (above).
+  bool a_transposed = false;
 };
 
 // The table's vocabulary (kept out of sparsek::sm90 itself: single-letter names).
@@ -145,7 +150,9 @@ constexpr EpilogueKind Direct = EpilogueKind::Direct;
 constexpr Schedule Coop = Schedule::Cooperative;
 constexpr Schedule PingPong = Schedule::PingPong;
 constexpr Split Never = Split::Never;
+constexpr Split Where = Split::Where;
 constexpr Split Only = Split::Only;
+constexpr bool AT = true;       // a_transposed: op(A) = A^T
 constexpr bool T = true;        // transposed: C^T = B^T A^T
 constexpr bool N = false;       // natural: C = A*B
 constexpr bool Auto = true;     // automatic
@@ -197,6 +204,10 @@ constexpr const char kSplitTwin[] =
 constexpr const char kFused[] =
     "the default tile with the fused bias/activation epilogue, only for problems that ask for it: on plain "
     "problems it measured 2-8 % slower than LinearCombination at bm=128 (H100, bench_report gate, 2026-11-23)";
+
+constexpr const char kTransposed[] =
+    "op(A) = A^T on the any-block rows' tiles with tile_k 64 (the 64- and 128-high blocks' tiles of the A*B "
+    "defaults); not yet measured against A*B";
 
 constexpr const char kAnyBlock[] =
     "H100 2026-11-23 (benches/NOTES.md, session 9): the any-block rows, larger tile_k first (run 1: at 32x32 "
@@ -310,6 +321,24 @@ inline constexpr Sm90Variant kSm90Variants[] = {
     {"sm90_bf16_bm_le128_k64_bcol",          BF16,  OrF32, 128, BCol,  CAny,  128,   256,   N,   Auto,      kAnyBlock,    Direct,  64},
     {"sm90_bf16_bm_le128_k16_bcol",          BF16,  OrF32, 128, BCol,  CAny,  128,   256,   N,   Auto,      kAnyBlock,    Direct,  16},
     {"sm90_bf16_bm_le256_k16_bcol",          BF16,  OrF32, 256, BCol,  CAny,  256,   128,   N,   Auto,      kAnyBlock,    Direct,  16},
+    // ---- op(A) = A^T: A's blocks through the transpose index, MN-major; bm = A's bk. Other
+    //      blocks (and 16-high ones) run on WMMA ----
+    {"sm90_f16_bm_le128_k64_brow_at",         F16,   OrF32, 128, BRow,  CAny,  128,   256,   N,   Auto,      kTransposed,  Direct,  64,
+     1, 0, Coop, 0, Where, AT},
+    {"sm90_f16_bm_le64_k64_brow_at",          F16,   OrF32,  64, BRow,  CAny,  256,    64,   T,   Auto,      kTransposed,  Direct,  64,
+     1, 0, Coop, 0, Where, AT},
+    {"sm90_f16_bm_le128_k64_bcol_at",         F16,   OrF32, 128, BCol,  CAny,  128,   256,   N,   Auto,      kTransposed,  Direct,  64,
+     1, 0, Coop, 0, Where, AT},
+    {"sm90_f16_bm_le64_k64_bcol_at",          F16,   OrF32,  64, BCol,  CAny,  256,    64,   T,   Auto,      kTransposed,  Direct,  64,
+     1, 0, Coop, 0, Where, AT},
+    {"sm90_bf16_bm_le128_k64_brow_at",        BF16,  OrF32, 128, BRow,  CAny,  128,   256,   N,   Auto,      kTransposed,  Direct,  64,
+     1, 0, Coop, 0, Where, AT},
+    {"sm90_bf16_bm_le64_k64_brow_at",         BF16,  OrF32,  64, BRow,  CAny,  256,    64,   T,   Auto,      kTransposed,  Direct,  64,
+     1, 0, Coop, 0, Where, AT},
+    {"sm90_bf16_bm_le128_k64_bcol_at",        BF16,  OrF32, 128, BCol,  CAny,  128,   256,   N,   Auto,      kTransposed,  Direct,  64,
+     1, 0, Coop, 0, Where, AT},
+    {"sm90_bf16_bm_le64_k64_bcol_at",         BF16,  OrF32,  64, BCol,  CAny,  256,    64,   T,   Auto,      kTransposed,  Direct,  64,
+     1, 0, Coop, 0, Where, AT},
 };
 // clang-format on
 }  // namespace table
@@ -378,8 +407,8 @@ constexpr bool all_well_formed() {
 constexpr int automatic_plain_rows(DType t, int bm, Layout b, CLayout c) {
   int count = 0;
   for (const Sm90Variant& v : kSm90Variants)
-    if (v.automatic && v.epilogue == EpilogueKind::Plain && v.max_n == 0 && v.schedule == Schedule::Cooperative &&
-        v.split != Split::Only && v.input == t && v.bm == bm && v.b_layout == b && v.c_layout == c)
+    if (v.automatic && !v.a_transposed && v.epilogue == EpilogueKind::Plain && v.max_n == 0 &&
+        v.schedule == Schedule::Cooperative && v.split != Split::Only && v.input == t && v.bm == bm && v.b_layout == b && v.c_layout == c)
       ++count;
   return count;
 }
@@ -392,7 +421,7 @@ constexpr bool split_twins() {
     bool twin = false;
     for (int j = i + 1; j < kSm90Rows; ++j) {
       const Sm90Variant& w = kSm90Variants[j];
-      twin = twin || (w.split == Split::Never && w.automatic && w.input == v.input && w.output == v.output &&
+      twin = twin || (w.split == Split::Never && w.automatic && w.a_transposed == v.a_transposed && w.input == v.input && w.output == v.output &&
                       w.bm == v.bm && w.b_layout == v.b_layout && w.c_layout == v.c_layout && w.tile_m == v.tile_m &&
                       w.tile_n == v.tile_n && w.tile_k == v.tile_k && w.transposed == v.transposed &&
                       w.epilogue == v.epilogue && w.cluster == 1 && w.max_n == 0 && w.max_row_depth == 0 &&
@@ -418,7 +447,8 @@ constexpr bool any_block_covered() {
       for (int bm = 1; bm <= 256; ++bm) {
         bool found = false;
         for (const Sm90Variant& v : kSm90Variants)
-          found = found || (v.automatic && v.epilogue == EpilogueKind::Direct && v.input == t && v.b_layout == b &&
+          found = found || (v.automatic && !v.a_transposed && v.epilogue == EpilogueKind::Direct && v.input == t &&
+                            v.b_layout == b &&
                             bm <= v.bm && v.tile_k == 16);
         if (!found) return false;
       }

@@ -74,6 +74,8 @@ int launch_split(const Problem& p, const Sm90Variant& v) {
 // TMA-epilogue rows, C are fixed).
 const char* fits(const Problem& p, int row) {
   const Sm90Variant& v = kSm90Variants[row];
+  if (p.a_transposed != v.a_transposed)
+    return v.a_transposed ? "the row is for op(A) = A^T" : "the row is for op(A) = A (A^T: the _at rows)";
   if (p.input() != v.input) return takes_input(v.input);
   if (p.b.layout != v.b_layout)
     return v.b_layout == Layout::RowMajor ? "the row is for row-major B" : "the row is for column-major B";

@@ -108,7 +108,8 @@ struct PlainEpilogue {
 };
 
 template <class Element, class ElementC, bool BColMajor, bool CColMajor, int TM, int TN, int TK, bool SparseIsB,
-          EpilogueKind Epi, int Cluster = 1, Schedule Sched = Schedule::Cooperative, bool Splits = true>
+          EpilogueKind Epi, int Cluster = 1, Schedule Sched = Schedule::Cooperative, bool Splits = true,
+          bool SparseMN = false>
 struct BsrGemm {
   static constexpr bool kPingPong = Sched == Schedule::PingPong;
   static_assert(!kPingPong || (Epi != EpilogueKind::Direct && Cluster == 1), "ping-pong: TMA epilogue, no clusters");
@@ -161,7 +162,7 @@ struct BsrGemm {
   static_assert(Epi != EpilogueKind::Direct || OrderCap == kMaxOrderRows, "any-block row without the block-row order");
 
   using CollectiveMainloop =
-      CollectiveSparseMma<Element, DenseStride, TileShape, Stages, SparseIsB, ClusterShape, kPingPong ? 1 : 2>;
+      CollectiveSparseMma<Element, DenseStride, TileShape, Stages, SparseIsB, ClusterShape, kPingPong ? 1 : 2, SparseMN>;
   using SchedulerTag = BsrSchedulerTag<SparseIsB, OrderCap, Splits>;
   using ProblemShape = Shape<int, int, int, int>;
 
@@ -198,6 +199,8 @@ struct BsrGemm {
     // With nnzb == 0 the C++ API allows null col_idx; no block-row has an entry to read,
     // but CUTLASS's can_implement wants a non-null pointer: row_ptr stands in.
     mainloop.col_idx = empty ? p.a.row_ptr : p.a.col_idx;
+    // op(A) = A^T (SparseMN rows only, family.cu): the listed blocks' stored indices.
+    mainloop.block_id = SparseMN ? (empty ? p.a.row_ptr : p.a_block_id) : nullptr;
     mainloop.dense = static_cast<const Element*>(p.b.data);
     const int64_t ldb = p.b.ld, bk = p.a.bk;  // L = block column: bk rows of B further
     if constexpr (BColMajor) {
@@ -374,7 +377,7 @@ struct RowGemm {
   // Plain and Fused rows write the input type; a Direct row's C dtype and layout are run-time.
   using type = BsrGemm<Element, Element, v.b_layout == Layout::ColMajor, v.c_layout == CLayout::Col, v.tile_m,
                        v.tile_n, v.tile_k, v.transposed, v.epilogue, v.cluster, v.schedule,
-                       v.split != Split::Never>;
+                       v.split != Split::Never, v.a_transposed>;
 };
 
 template <int kRow>

@@ -20,6 +20,12 @@
 // both operands end at each block's bk, so a k-tile that reaches past bk (TileK not dividing
 // bk: 112 = 64 + 48) is zero-filled by TMA on both sides and multiplies zeros. (Skipping the
 // empty k-blocks with a branch per k-block made ptxas serialize every WGMMA: C7520.)
+// op(A) = A^T (SparseMN, cpp/problem.hpp): the problem's blocks are A's, listed by its
+// transpose index and stored transposed, so the sparse operand is the MN-major tensor
+// (bm, bk, nnzb) with strides (1, bm, bm*bk) (the TMA box's contiguous side is the tile's
+// sparse extent, rows past bm zero-filled as above); WGMMA reads 16-bit operands MN-major
+// from shared memory at full rate, and the iterator maps listed blocks to stored ones
+// (block_id).
 // Requirements: bm <= the sparse tile extent TileS (the box's rows past bm are zero-filled),
 // bk % 16 == 0; the GEMM's sparse extent is (block-rows) * TileS.
 //
@@ -49,8 +55,10 @@ namespace sparsek::sm90 {
 
 using namespace cute;
 
-// Stride of the BSR values tensor (bm, bk, nnzb): row-major blocks, K-major for the MMA.
-using SparseStride = cute::Stride<int64_t, cute::Int<1>, int64_t>;
+// Stride of the BSR values tensor (bm, bk, nnzb): row-major blocks, K-major for the MMA; or,
+// for op(A) = A^T, blocks stored transposed: MN-major.
+using SparseStrideK = cute::Stride<int64_t, cute::Int<1>, int64_t>;
+using SparseStrideMN = cute::Stride<cute::Int<1>, int64_t, int64_t>;
 
 // ClusterShape_: (1, 1, 1), or 2 CTAs along the dense side ((1, 2, 1) natural, (2, 1, 1)
 // transposed) that share the block-row: each loads half of the sparse operand's tile and
@@ -59,9 +67,11 @@ using SparseStride = cute::Stride<int64_t, cute::Int<1>, int64_t>;
 // kernel (they split the M tile), 1 in the ping-pong kernel (pingpong.hpp: each warpgroup
 // owns its tile; mma() then takes the warpgroup's own thread index, 0..127).
 template <class Element_, class DenseStride_, class TileShape_, int Stages_, bool SparseIsB_,
-          class ClusterShape_ = Shape<_1, _1, _1>, int MmaWarpGroups_ = 2>
+          class ClusterShape_ = Shape<_1, _1, _1>, int MmaWarpGroups_ = 2, bool SparseMN_ = false>
 struct CollectiveSparseMma {
   static constexpr bool SparseIsB = SparseIsB_;
+  static constexpr bool SparseMN = SparseMN_;
+  using SparseStride = cute::conditional_t<SparseMN, SparseStrideMN, SparseStrideK>;
   static constexpr int TileK = size<2>(TileShape_{});
   static constexpr int KBlock = 16;  // WGMMA's K for 16-bit inputs
   static constexpr int Stages = Stages_;
@@ -87,8 +97,9 @@ struct CollectiveSparseMma {
 
   static constexpr bool DenseIsKMajor = cutlass::gemm::detail::is_k_major<DenseStride>();
   static constexpr GMMA::Major DenseMajor = DenseIsKMajor ? GMMA::Major::K : GMMA::Major::MN;
-  static constexpr GMMA::Major MajorA = SparseIsB ? DenseMajor : GMMA::Major::K;
-  static constexpr GMMA::Major MajorB = SparseIsB ? GMMA::Major::K : DenseMajor;
+  static constexpr GMMA::Major SparseMajor = SparseMN ? GMMA::Major::MN : GMMA::Major::K;
+  static constexpr GMMA::Major MajorA = SparseIsB ? DenseMajor : SparseMajor;
+  static constexpr GMMA::Major MajorB = SparseIsB ? SparseMajor : DenseMajor;
 
   // Cooperative: two consumer warpgroups split the M tile; ping-pong: one takes all of it.
   using MmaWarpGroupLayout = Shape<Int<MmaWarpGroups_>, _1, _1>;
@@ -132,7 +143,8 @@ struct CollectiveSparseMma {
 
   // Host-side arguments.
   struct Arguments {
-    Element const* values = nullptr;  // BSR values, nnzb blocks of bm x bk, row-major
+    Element const* values = nullptr;  // BSR values, nnzb blocks of bm x bk, row-major (SparseMN: column-major)
+    int32_t const* block_id = nullptr;  // SparseMN: stored block of each listed block; else null
     int32_t bm = 0, bk = 0;
     int32_t nnzb = 0;                 // >= 1 (use a dummy block when the matrix is empty)
     int32_t const* row_ptr = nullptr;
@@ -158,6 +170,7 @@ struct CollectiveSparseMma {
     uint32_t tma_transaction_bytes = TmaTransactionBytes;
     int32_t const* row_ptr = nullptr;
     int32_t const* col_idx = nullptr;
+    int32_t const* block_id = nullptr;
     int32_t kpb = 1;            // k-iterations per block: ceil(bk / TileK)
     int32_t bm = 0, bk = 0, nnzb = 0;
     int32_t block_cols = 0;     // K / bk: first out-of-bounds L of the dense operand
@@ -172,7 +185,12 @@ struct CollectiveSparseMma {
     auto [M, N, K, L] = append<4>(problem_shape, 1);
     auto ptr_s = reinterpret_cast<InternalElement const*>(args.values);
     auto ptr_d = reinterpret_cast<InternalElement const*>(args.dense);
-    SparseStride dS{int64_t(args.bk), Int<1>{}, int64_t(args.bm) * int64_t(args.bk)};
+    SparseStride dS{};
+    if constexpr (SparseMN) {
+      dS = SparseStride{Int<1>{}, int64_t(args.bm), int64_t(args.bm) * int64_t(args.bk)};
+    } else {
+      dS = SparseStride{int64_t(args.bk), Int<1>{}, int64_t(args.bm) * int64_t(args.bk)};
+    }
     Tensor t_sparse = make_tensor(ptr_s, make_layout(make_shape(int32_t(args.bm), int32_t(args.bk), int32_t(args.nnzb)), dS));
     int32_t dense_mn = SparseIsB ? int32_t(M) : int32_t(N);
     Tensor t_dense = make_tensor(ptr_d, make_layout(make_shape(dense_mn, args.bk, int32_t(K) / args.bk), args.dDense));
@@ -187,6 +205,7 @@ struct CollectiveSparseMma {
     p.tma_transaction_bytes = TmaTransactionBytes;
     p.row_ptr = args.row_ptr;
     p.col_idx = args.col_idx;
+    p.block_id = SparseMN ? args.block_id : nullptr;
     p.kpb = k_tiles_per_block(args.bk);
     p.bm = args.bm;
     p.bk = args.bk;
@@ -210,6 +229,8 @@ struct CollectiveSparseMma {
     ok = ok && cutlass::detail::check_alignment<align>(
                    cute::make_shape(dense_mn, args.bk, int32_t(int64_t(K) / args.bk)), args.dDense);
     ok = ok && (reinterpret_cast<uintptr_t>(args.values) % 16 == 0) && (reinterpret_cast<uintptr_t>(args.dense) % 16 == 0);
+    // MN-major blocks: their row stride bm must be 16-byte aligned too.
+    ok = ok && (!SparseMN || (args.bm % align == 0 && args.block_id != nullptr));
     return ok;
   }
 
@@ -293,7 +314,8 @@ struct CollectiveSparseMma {
 
     // L: the first k-iteration of a split piece, -1 for an empty one (scheduler.hpp).
     const int32_t l_start = int32_t(get<3>(blk_coord));
-    SparseTileIterator it(p.row_ptr, p.col_idx, block_row, p.kpb, lane_idx, l_start < 0 ? 0 : l_start, l_start < 0);
+    SparseTileIterator<SparseMN> it(p.row_ptr, p.col_idx, p.block_id, block_row, p.kpb, lane_idx, l_start < 0 ? 0 : l_start,
+                          l_start < 0);
 
     CUTLASS_PRAGMA_NO_UNROLL
     for (; k_tile_count > 0; --k_tile_count) {

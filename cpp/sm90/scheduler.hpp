@@ -271,7 +271,7 @@ class BsrTileScheduler {
     w.N_idx = SparseIsB ? br : dense;
     w.L_idx = 0;
     w.is_valid_tile = true;
-    const int32_t kc = SparseTileIterator::k_tile_count(params_.row_ptr, br, params_.kpb);
+    const int32_t kc = SparseTileIterator<>::k_tile_count(params_.row_ptr, br, params_.kpb);
     w.k_tile_count = kc;
     w.piece = piece;
     if (split > 1) {

@@ -9,6 +9,11 @@
 //   sparse operand tile : values tensor (bm, bk, nnzb) at (m_sub = 0, k = s, l = j)
 //   dense  operand tile : dense tensor (mn, bk, K/bk)  at (dense tile, k = s, l = col_idx[j])
 //
+// op(A) = A^T (cpp/problem.hpp): row_ptr/col_idx are A's transpose index (col_ptr, row_idx)
+// and the j-th listed block is A's block block_id[j]: with kPermuted, sparse_block() returns
+// that, fetched in the same 32-entry chunks as col_idx (without, the identity: the A*B
+// kernels carry nothing of it).
+//
 // The iterator is used by the mainloop producer warp (all 32 lanes step it together:
 // col_idx is fetched 32 entries at a time, one coalesced load per lane, and the next
 // chunk is prefetched a chunk ahead so the producer never waits on a dependent global
@@ -20,6 +25,7 @@
 
 namespace sparsek::sm90 {
 
+template <bool kPermuted = false>
 struct SparseTileIterator {
   // Total k-iterations of block-row `br`. An empty block-row still gets ONE iteration, a
   // "zero" iteration whose TMA coordinates are out of bounds for both operands (TMA fills
@@ -35,24 +41,32 @@ struct SparseTileIterator {
   // Must be constructed and stepped by all 32 lanes of one warp (uses __shfl_sync).
   // `start`: the first k-iteration (a split of the block-row, scheduler.hpp), 0 for the whole
   // row; `zero`: the split has no k-iteration of its own and runs one zero iteration.
-  CUTE_DEVICE SparseTileIterator(const int32_t* row_ptr, const int32_t* col_idx, int32_t br,
-                                 int32_t kpb, int lane, int32_t start = 0, bool zero = false)
-      : col_idx_(col_idx), kpb_(kpb), lane_(lane) {
+  CUTE_DEVICE SparseTileIterator(const int32_t* row_ptr, const int32_t* col_idx, const int32_t* block_id,
+                                 int32_t br, int32_t kpb, int lane, int32_t start = 0, bool zero = false)
+      : col_idx_(col_idx), block_id_(block_id), kpb_(kpb), lane_(lane) {
     begin_ = row_ptr[br];
     end_ = row_ptr[br + 1];
     zero_ = zero || end_ == begin_;
     block_ = begin_ + start / kpb;
     sub_ = start % kpb;
     chunk_base_ = block_;
-    chunk_col_ = load_col(chunk_base_);
-    next_col_ = load_col(chunk_base_ + 32);
+    chunk_col_ = load(col_idx_, chunk_base_);
+    next_col_ = load(col_idx_, chunk_base_ + 32);
+    if constexpr (kPermuted) {
+      chunk_id_ = load(block_id_, chunk_base_);
+      next_id_ = load(block_id_, chunk_base_ + 32);
+    }
   }
 
   // True for the single zero iteration of an empty block-row or split (see k_tile_count).
   CUTE_DEVICE bool empty() const { return zero_; }
 
-  // L coordinate of the sparse operand's (bm, bk, nnzb) tensor: the absolute block index.
-  CUTE_DEVICE int32_t sparse_block() const { return block_; }
+  // L coordinate of the sparse operand's (bm, bk, nnzb) tensor: the stored block's index
+  // (A^T: block_id of the listed block). Warp-collective.
+  CUTE_DEVICE int32_t sparse_block() const {
+    if constexpr (kPermuted) return __shfl_sync(0xffffffffu, chunk_id_, block_ - chunk_base_);
+    else return block_;
+  }
   // k-subtile inside the block: the k-tile coordinate of both operands' tiled tensors.
   CUTE_DEVICE int32_t ktile() const { return sub_; }
   // L coordinate of the dense operand's (mn, bk, K/bk) tensor: the block column. Warp-collective.
@@ -67,18 +81,23 @@ struct SparseTileIterator {
       if (block_ - chunk_base_ == 32) {
         chunk_base_ += 32;
         chunk_col_ = next_col_;
-        next_col_ = load_col(chunk_base_ + 32);
+        next_col_ = load(col_idx_, chunk_base_ + 32);
+        if constexpr (kPermuted) {
+          chunk_id_ = next_id_;
+          next_id_ = load(block_id_, chunk_base_ + 32);
+        }
       }
     }
   }
 
  private:
-  CUTE_DEVICE int32_t load_col(int32_t base) const {
+  CUTE_DEVICE int32_t load(const int32_t* index, int32_t base) const {
     int32_t j = base + lane_;
-    return j < end_ ? __ldg(col_idx_ + j) : 0;
+    return j < end_ ? __ldg(index + j) : 0;
   }
 
   const int32_t* col_idx_;
+  const int32_t* block_id_;
   int32_t kpb_;
   int32_t lane_;
   int32_t begin_, end_;
@@ -87,6 +106,7 @@ struct SparseTileIterator {
   int32_t chunk_base_;
   int32_t chunk_col_;   // col_idx[chunk_base_ + lane]
   int32_t next_col_;    // col_idx[chunk_base_ + 32 + lane] (prefetched)
+  int32_t chunk_id_ = 0, next_id_ = 0;  // the same of block_id (A^T only)
 #endif
 };
 

@@ -60,7 +60,10 @@ const char* fits(const Problem& p, int row) {
   if (p.a.bm % v.tile_m != 0) return "its TILE_M does not divide bm";
   if (m_tiles * n_tiles < v.min_grid_ctas)  // < 2^47: both factors are bounded above
     return "the grid has fewer CTAs than the row's min_grid_ctas (a narrower row fills the GPU better)";
-  const int smem = wmma_smem_bytes(v, p.a.bk, p.input() == DType::BF16, p.b.layout == Layout::ColMajor);
+  // op(A) = A^T is compiled into the automatic rows only (kernel.cuh's launch_row).
+  if (p.a_transposed && (!v.automatic || v.k_max > 32)) return "op(A) = A^T runs on the automatic rows only";
+  const int smem =
+      wmma_smem_bytes(v, p.a.bk, p.input() == DType::BF16, p.b.layout == Layout::ColMajor, p.a_transposed);
   if (smem > p.device.smem_optin) return "its shared memory exceeds the device's per-block opt-in limit";
   return nullptr;
 }

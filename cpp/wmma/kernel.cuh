@@ -82,6 +82,7 @@ struct KernelArgs {
   const int32_t* row_ptr;
   const int32_t* col_idx;
   const void* a_values;
+  const int32_t* block_id;  // op(A) = A^T: block j of the listing is A's block block_id[j]; else null
   const void* b;
   void* c;
   int64_t ldb, ldc;
@@ -197,13 +198,24 @@ __device__ __forceinline__ void write_tile_epi(const KernelArgs& args, const flo
 // time share one TILE_N-wide slab of B in L2), y = n-tile. CTAs run in block-row order;
 // putting long block-rows first would need a device-side sort of row lengths (an extra
 // pass and buffer), which this launch-only interface does not do.
-template <int kCfg, int kKStep, typename T, bool kBCol>
+//
+// kATrans (op(A) = A^T): the problem's A is A^T's view (cpp/problem.hpp), its block j is A's
+// block block_id[j], stored bk x bm row-major. A k-step then copies K_STEP rows of TILE_M
+// contiguous elements into a [K_STEP][TILE_M + 8] stage, and the A fragments load it
+// column-major: the transpose costs nothing but the block_id lookup.
+template <int kCfg, int kKStep, typename T, bool kBCol, bool kATrans>
 __global__ void __launch_bounds__(Traits<kCfg, kKStep, kBCol>::kThreads, Traits<kCfg, kKStep, kBCol>::kMinCtas)
     bsr_wmma_kernel(const KernelArgs args) {
   using Tr = Traits<kCfg, kKStep, kBCol>;
   constexpr int kTileM = Tr::kTileM, kTileN = Tr::kTileN, kThreads = Tr::kThreads, kStages = Tr::kStages;
-  constexpr int kLdA = Tr::kLdA, kLdB = Tr::kLdB;
-  using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major>;
+  constexpr int kLdB = Tr::kLdB;
+  // The A stage's row stride: [TILE_M][K_STEP + 8], or [K_STEP][TILE_M + 8] transposed.
+  constexpr int kLdA = kATrans ? kTileM + 8 : Tr::kLdA;
+  static_assert(!kATrans || kKStep * kLdA <= Tr::kAStage, "transposed A stage exceeds the ring's (K_STEP <= TILE_M)");
+  using ALayout = std::conditional_t<kATrans, wmma::col_major, wmma::row_major>;
+  using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, T, ALayout>;
+  // Element (row, kk) of an A stage.
+  auto a_at = [](const T* stage, int row, int kk) { return kATrans ? stage + kk * kLdA + row : stage + row * kLdA + kk; };
   using BLayout = std::conditional_t<kBCol, wmma::col_major, wmma::row_major>;
   using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, T, BLayout>;
   using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
@@ -234,11 +246,15 @@ __global__ void __launch_bounds__(Traits<kCfg, kKStep, kBCol>::kThreads, Traits<
   // is chunk tid + i*kThreads of the tile; since a row (or column) holds a whole number of
   // chunks that divides kThreads, chunk i is the thread's first chunk moved by i rows (or
   // columns), so one base pointer and a fixed stride cover all of them.
-  constexpr int kAPerRow = kKStep / 8;  // chunks per A row
-  constexpr int kAChunks = kTileM * kAPerRow;
+  // A's rows as stored: TILE_M rows of K_STEP (row stride bk), or transposed K_STEP rows of
+  // TILE_M (row stride bm).
+  constexpr int kAPerRow = (kATrans ? kTileM : kKStep) / 8;  // chunks per stored A row
+  constexpr int kAChunks = kTileM * kKStep / 8;
   constexpr int kARowsPerPass = kThreads / kAPerRow;
   const int a_r = tid / kAPerRow, a_k = (tid % kAPerRow) * 8;
-  const T* a_thread = a_vals + static_cast<int64_t>(slice_row + a_r) * bk + a_k;
+  const int64_t a_ld = kATrans ? args.bm : bk;  // row stride of a stored block
+  const T* a_thread = kATrans ? a_vals + static_cast<int64_t>(a_r) * a_ld + slice_row + a_k
+                              : a_vals + static_cast<int64_t>(slice_row + a_r) * bk + a_k;
   const int a_dst_off = a_r * kLdA + a_k;
 
   // Row-major B: a chunk is 8 columns of one k row; column-major: 8 k of one column.
@@ -260,12 +276,13 @@ __global__ void __launch_bounds__(Traits<kCfg, kKStep, kBCol>::kThreads, Traits<
   // Issues the copies of one k-step (block j, k offset kofs) into ring slot `slot`.
   // a_src: this thread's first A chunk of the step (block j, column kofs); col: col_idx[j].
   auto load_step = [&](int slot, const T* a_src, int col, int kofs) {
-    // A: rows slice_row.. of block j (row-major, row stride bk), columns kofs..+K_STEP.
+    // A: rows slice_row.. of block j (row-major, row stride bk), columns kofs..+K_STEP; or
+    // transposed, rows kofs..+K_STEP of the stored block (row stride bm), columns slice_row..
     T* a_dst = s_a + slot * Tr::kAStage + a_dst_off;
 #pragma unroll
     for (int i = 0; i < (kAChunks + kThreads - 1) / kThreads; ++i) {
       if (kAChunks % kThreads == 0 || tid + i * kThreads < kAChunks)
-        cp_async_16(a_dst + i * kARowsPerPass * kLdA, a_src + i * kARowsPerPass * bk, true);
+        cp_async_16(a_dst + i * kARowsPerPass * kLdA, a_src + i * kARowsPerPass * a_ld, true);
     }
     // B: k rows col_idx[j]*bk + kofs ..+K_STEP, columns n0 ..+TILE_N (zeros past n).
     const int64_t k_row = static_cast<int64_t>(col) * bk + kofs;
@@ -293,15 +310,27 @@ __global__ void __launch_bounds__(Traits<kCfg, kKStep, kBCol>::kThreads, Traits<
   // column of the next block is fetched one block ahead, so the copies of a step never
   // wait on a dependent global load of col_idx.
   auto col_at = [&](int j) { return j < j_end ? __ldg(args.col_idx + j) : 0; };
-  const T* a_block = a_thread + j_begin * block_elems;
+  // The stored block of listed block j (A^T: through block_id, fetched a block ahead too).
+  auto block_at = [&](int j) -> int64_t {
+    if constexpr (kATrans) return j < j_end ? __ldg(args.block_id + j) : 0;
+    else return j;
+  };
+  const T* a_block = a_thread + block_at(j_begin) * block_elems;
   int load_j = j_begin, load_k = 0, loads_left = total_steps, write_slot = 0;
   int col_cur = col_at(j_begin), col_next = col_at(j_begin + 1);
+  int64_t block_next = kATrans ? block_at(j_begin + 1) : 0;
   auto issue_next = [&]() {
     if (loads_left > 0) {
-      load_step(write_slot, a_block + load_k, col_cur, load_k);
+      load_step(write_slot, a_block + (kATrans ? load_k * a_ld : load_k), col_cur, load_k);
       load_k += kKStep;
       if (load_k == bk) {
-        load_k = 0, ++load_j, a_block += block_elems;
+        load_k = 0, ++load_j;
+        if constexpr (kATrans) {
+          a_block = a_thread + block_next * block_elems;
+          block_next = block_at(load_j + 1);
+        } else {
+          a_block += block_elems;
+        }
         col_cur = col_next, col_next = col_at(load_j + 1);
       }
       --loads_left;
@@ -324,13 +353,13 @@ __global__ void __launch_bounds__(Traits<kCfg, kKStep, kBCol>::kThreads, Traits<
       __syncthreads();
       issue_next();
 
-      const T* a_tile = s_a + read_slot * Tr::kAStage + warp_m * Tr::kWarpM * kLdA;
+      const T* a_stage = s_a + read_slot * Tr::kAStage;
       const T* b_tile = s_b + read_slot * Tr::kBStage + (kBCol ? warp_n * Tr::kWarpN * kLdB : warp_n * Tr::kWarpN);
       // One 16-deep k slice: hold all fragments of the operand with fewer of them and stream
       // the other one, which keeps the live fragment registers at min(FM, FN) + 1.
       auto k16 = [&](int kk) {
         auto b_ptr = [&](int jn) { return kBCol ? b_tile + jn * 16 * kLdB + kk : b_tile + kk * kLdB + jn * 16; };
-        auto a_ptr = [&](int i) { return a_tile + i * 16 * kLdA + kk; };
+        auto a_ptr = [&](int i) { return a_at(a_stage, warp_m * Tr::kWarpM + i * 16, kk); };
         if constexpr (Tr::kFragsN <= Tr::kFragsM) {
           FragB fb[Tr::kFragsN];
   #pragma unroll
@@ -383,11 +412,12 @@ __global__ void __launch_bounds__(Traits<kCfg, kKStep, kBCol>::kThreads, Traits<
     FragA fa[2][Tr::kFragsM];
     FragB fb[2][Tr::kFragsN];
     auto load_frags = [&](int buf, int slot, int kk) {
-      const T* a_tile = s_a + slot * Tr::kAStage + warp_m * Tr::kWarpM * kLdA + kk;
+      const T* a_stage = s_a + slot * Tr::kAStage;
       const T* b_tile = s_b + slot * Tr::kBStage +
                         (kBCol ? warp_n * Tr::kWarpN * kLdB + kk : kk * kLdB + warp_n * Tr::kWarpN);
 #pragma unroll
-      for (int i = 0; i < Tr::kFragsM; ++i) wmma::load_matrix_sync(fa[buf][i], a_tile + i * 16 * kLdA, kLdA);
+      for (int i = 0; i < Tr::kFragsM; ++i)
+        wmma::load_matrix_sync(fa[buf][i], a_at(a_stage, warp_m * Tr::kWarpM + i * 16, kk), kLdA);
 #pragma unroll
       for (int jn = 0; jn < Tr::kFragsN; ++jn)
         wmma::load_matrix_sync(fb[buf][jn], kBCol ? b_tile + jn * 16 * kLdB : b_tile + jn * 16, kLdB);
@@ -467,6 +497,7 @@ inline KernelArgs make_args(const Problem& p, int tile_m) {
   args.row_ptr = p.a.row_ptr;
   args.col_idx = p.a.col_idx;
   args.a_values = p.a.values;
+  args.block_id = p.a_block_id;
   args.b = p.b.data;
   args.c = p.c.data;
   args.ldb = p.b.ld;
@@ -486,10 +517,10 @@ inline KernelArgs make_args(const Problem& p, int tile_m) {
 
 // Launches one kernel of row kRow. fits() (family.cu) has checked the grid limits and the
 // shared memory against the device.
-template <int kRow, int kKStep, typename T, bool kBCol>
+template <int kRow, int kKStep, typename T, bool kBCol, bool kATrans>
 cudaError_t launch_kernel(const Problem& p, cudaStream_t stream) {
   using Tr = Traits<kRow, kKStep, kBCol>;
-  const void* fn = reinterpret_cast<const void*>(&bsr_wmma_kernel<kRow, kKStep, T, kBCol>);
+  const void* fn = reinterpret_cast<const void*>(&bsr_wmma_kernel<kRow, kKStep, T, kBCol, kATrans>);
   cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
   if (e != cudaSuccess) return e;
   if constexpr (Tr::cfg.pipelined) {
@@ -511,13 +542,13 @@ cudaError_t launch_kernel(const Problem& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-template <int kRow, int kKStep>
+template <int kRow, int kKStep, bool kATrans = false>
 cudaError_t launch_typed(const Problem& p, bool bf16, bool b_col, cudaStream_t stream) {
   if (bf16)
-    return b_col ? launch_kernel<kRow, kKStep, __nv_bfloat16, true>(p, stream)
-                 : launch_kernel<kRow, kKStep, __nv_bfloat16, false>(p, stream);
-  return b_col ? launch_kernel<kRow, kKStep, __half, true>(p, stream)
-               : launch_kernel<kRow, kKStep, __half, false>(p, stream);
+    return b_col ? launch_kernel<kRow, kKStep, __nv_bfloat16, true, kATrans>(p, stream)
+                 : launch_kernel<kRow, kKStep, __nv_bfloat16, false, kATrans>(p, stream);
+  return b_col ? launch_kernel<kRow, kKStep, __half, true, kATrans>(p, stream)
+               : launch_kernel<kRow, kKStep, __half, false, kATrans>(p, stream);
 }
 
 template <int kRow>
@@ -525,11 +556,23 @@ cudaError_t launch_row(const Problem& p, cudaStream_t stream) {
   constexpr WmmaVariant v = kWmmaVariants[kRow];
   const bool bf16 = p.input() == DType::BF16;
   const bool b_col = p.b.layout == Layout::ColMajor;
-  const int k_step = wmma_k_step(v, p.a.bk, bf16);
+  const int k_step = wmma_k_step(v, p.a.bk, bf16, p.a_transposed);
+  // op(A) = A^T: compiled into the automatic rows only (family.cu's fits refuses the rest),
+  // with K_STEP 16 or 32 (their k_max is 32; K_STEP <= TILE_M, wmma_k_step).
+  if constexpr (v.automatic && v.k_max <= 32) {
+    if (p.a_transposed) {
+      if constexpr (v.tile_m >= 32) {
+        if (k_step == 32) return launch_typed<kRow, 32, true>(p, bf16, b_col, stream);
+      }
+      return launch_typed<kRow, 16, true>(p, bf16, b_col, stream);
+    }
+  } else if (p.a_transposed) {
+    return cudaErrorInvalidValue;  // fits() refuses it
+  }
   if constexpr (v.k_max >= 64) {
     if (k_step == 64)  // f16 only (wmma_k_step)
-      return b_col ? launch_kernel<kRow, 64, __half, true>(p, stream)
-                   : launch_kernel<kRow, 64, __half, false>(p, stream);
+      return b_col ? launch_kernel<kRow, 64, __half, true, false>(p, stream)
+                   : launch_kernel<kRow, 64, __half, false, false>(p, stream);
   }
   if (k_step == 32) return launch_typed<kRow, 32>(p, bf16, b_col, stream);
   return launch_typed<kRow, 16>(p, bf16, b_col, stream);
@@ -537,7 +580,7 @@ cudaError_t launch_row(const Problem& p, cudaStream_t stream) {
 
 template <int kRow>
 const void* probe_kernel() {
-  return reinterpret_cast<const void*>(&bsr_wmma_kernel<kRow, 16, __half, false>);
+  return reinterpret_cast<const void*>(&bsr_wmma_kernel<kRow, 16, __half, false, false>);
 }
 
 }  // namespace wmma_impl

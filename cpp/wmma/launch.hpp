@@ -16,9 +16,11 @@ namespace sparsek::detail::wmma_impl {
 // k-step never straddles two blocks (the next block's B rows are elsewhere). K_STEP 64 is
 // f16 only: nvcc lowers the bf16 wmma fragment loads to generic 32-bit loads + MOVM (not
 // ldmatrix, unlike f16), which costs enough registers to spill the 64x64 warp tiles.
-constexpr int wmma_k_step(const WmmaVariant& v, int bk, bool bf16) {
-  if (v.k_max >= 64 && !bf16 && bk % 64 == 0) return 64;
-  return bk % 32 == 0 ? 32 : 16;
+// a_trans (op(A) = A^T): the A stage holds K_STEP rows of TILE_M (+ padding) instead of
+// TILE_M rows of K_STEP, which fits in the same stage size when K_STEP <= TILE_M.
+constexpr int wmma_k_step(const WmmaVariant& v, int bk, bool bf16, bool a_trans = false) {
+  if (v.k_max >= 64 && !bf16 && bk % 64 == 0 && (!a_trans || v.tile_m >= 64)) return 64;
+  return bk % 32 == 0 && (!a_trans || v.tile_m >= 32) ? 32 : 16;
 }
 
 constexpr int wmma_stages(const WmmaVariant& v, int k_step) {
@@ -63,9 +65,9 @@ constexpr WmmaSmem wmma_smem(const WmmaVariant& v, int k_step, bool b_col) {
   return s;
 }
 
-// The shared memory row `v` takes for a problem with this bk, dtype and B layout.
-constexpr int wmma_smem_bytes(const WmmaVariant& v, int bk, bool bf16, bool b_col) {
-  return wmma_smem(v, wmma_k_step(v, bk, bf16), b_col).bytes;
+// The shared memory row `v` takes for a problem with this bk, dtype, B layout and op(A).
+constexpr int wmma_smem_bytes(const WmmaVariant& v, int bk, bool bf16, bool b_col, bool a_trans) {
+  return wmma_smem(v, wmma_k_step(v, bk, bf16, a_trans), b_col).bytes;
 }
 
 // ---- Compile-time rules on the table's shared memory ----

@@ -5,7 +5,9 @@
 //   spmm_check [--m 1024 --n 512 --k 768 --bm 64 --bk 64 --density 0.25]
 //              [--dtype f16|bf16] [--out f16|bf16|f32] [--b-layout row|col] [--c-layout row|col]
 //              [--alpha 1 --beta 0] [--backend auto|wmma|cutlass|decode] [--seed 1] [--iters 1]
-//              [--ld-pad 0] [--empty-rows F]
+//              [--ld-pad 0] [--empty-rows F] [--transpose]
+//   (--transpose: C = alpha*A^T*B + beta*C with A stored k x m in bk x bm blocks and passed
+//   with its transpose index, checked on the device first)
 //   spmm_check --suite [--backend ...]     ~40 built-in cases, one PASS/FAIL line each
 //   spmm_check --bad                        malformed views and (with check_indices) bad
 //                                           index arrays must be refused, C untouched
@@ -191,7 +193,34 @@ struct Case {
   float alpha = 1.0f, beta = 0.0f;
   int64_t ld_pad = 0;  // extra elements in B's and C's leading dimensions (keep a multiple of 8)
   uint64_t seed = 1;
+  // op(A) = A^T: the stored matrix is k x m in bk x bm blocks (so op(A) is m x k in bm x bk
+  // blocks, like A otherwise), passed with its transpose index; the index is checked on the
+  // device (check_indices), which covers that path too.
+  bool transpose = false;
 };
+
+// The transpose index of a host pattern (sparsek.hpp's TransposeIndexView): blocks by
+// block-column, block-rows ascending within each.
+struct TransposeIndex {
+  std::vector<int32_t> col_ptr, row_idx, block_id;
+};
+TransposeIndex transpose_index(const std::vector<int32_t>& row_ptr, const std::vector<int32_t>& col_idx,
+                               int64_t block_cols) {
+  TransposeIndex t;
+  t.col_ptr.assign(static_cast<size_t>(block_cols + 1), 0);
+  for (int32_t col : col_idx) ++t.col_ptr[col + 1];
+  for (int64_t i = 0; i < block_cols; ++i) t.col_ptr[i + 1] += t.col_ptr[i];
+  t.row_idx.resize(col_idx.size());
+  t.block_id.resize(col_idx.size());
+  std::vector<int32_t> next(t.col_ptr.begin(), t.col_ptr.end() - 1);
+  for (size_t r = 0; r + 1 < row_ptr.size(); ++r)
+    for (int32_t j = row_ptr[r]; j < row_ptr[r + 1]; ++j) {
+      const int32_t slot = next[col_idx[j]]++;
+      t.row_idx[slot] = static_cast<int32_t>(r);
+      t.block_id[slot] = j;
+    }
+  return t;
+}
 
 struct Bsr {
   std::vector<int32_t> row_ptr, col_idx;
@@ -238,8 +267,8 @@ Outcome run_case(const Case& c, Backend backend, int iters, bool refuse_is_failu
   const double empty_frac = c.empty_rows >= 0 ? c.empty_rows : (timing ? 0.0 : 0.1);
   Rng rng(c.seed);
   char desc[400];
-  std::snprintf(desc, sizeof(desc), "%sm=%lld n=%lld k=%lld bm=%d bk=%d %s->%s B=%s C=%s alpha=%g beta=%g ld_pad=%lld",
-                label, (long long)c.m, (long long)c.n, (long long)c.k, c.bm, c.bk, dtype_name(c.dtype),
+  std::snprintf(desc, sizeof(desc), "%s%sm=%lld n=%lld k=%lld bm=%d bk=%d %s->%s B=%s C=%s alpha=%g beta=%g ld_pad=%lld",
+                label, c.transpose ? "A^T " : "", (long long)c.m, (long long)c.n, (long long)c.k, c.bm, c.bk, dtype_name(c.dtype),
                 dtype_name(c.out), c.b_layout == Layout::RowMajor ? "row" : "col",
                 c.c_layout == Layout::RowMajor ? "row" : "col", c.alpha, c.beta, (long long)c.ld_pad);
   if (c.bm <= 0 || c.bk <= 0 || c.m % c.bm != 0 || c.k % c.bk != 0) {
@@ -249,8 +278,21 @@ Outcome run_case(const Case& c, Backend backend, int iters, bool refuse_is_failu
 
   // Host data. B and C include their leading-dimension padding; C's padding holds a
   // sentinel that must survive.
-  Bsr a = make_bsr(c, empty_frac, rng);
+  // The stored matrix: op(A) itself, or (transposed) its k x m transpose in bk x bm blocks.
+  Case stored = c;
+  if (c.transpose) std::swap(stored.m, stored.k), std::swap(stored.bm, stored.bk);
+  Bsr a = make_bsr(stored, empty_frac, rng);
   const int64_t nnzb = static_cast<int64_t>(a.col_idx.size());
+  // op(A)'s block-rows: A's (row_ptr, col_idx, block j) or its transpose index's (col_ptr,
+  // row_idx, block block_id[j], read transposed).
+  const TransposeIndex ti = c.transpose ? transpose_index(a.row_ptr, a.col_idx, stored.k / stored.bk) : TransposeIndex{};
+  const std::vector<int32_t>& op_ptr = c.transpose ? ti.col_ptr : a.row_ptr;
+  const std::vector<int32_t>& op_idx = c.transpose ? ti.row_idx : a.col_idx;
+  auto op_value = [&](int32_t j, int rr, int kk) {  // element (rr, kk) of op(A)'s j-th listed block
+    const size_t block = static_cast<size_t>(c.bm) * c.bk;
+    return c.transpose ? a.values.get(static_cast<size_t>(ti.block_id[j]) * block + static_cast<size_t>(kk) * c.bm + rr)
+                       : a.values.get(static_cast<size_t>(j) * block + static_cast<size_t>(rr) * c.bk + kk);
+  };
   const bool b_row = c.b_layout == Layout::RowMajor, c_row = c.c_layout == Layout::RowMajor;
   const int64_t ldb = (b_row ? c.n : c.k) + c.ld_pad, ldc = (c_row ? c.n : c.m) + c.ld_pad;
   const int64_t b_outer = b_row ? c.k : c.n, c_outer = c_row ? c.m : c.n;
@@ -281,8 +323,17 @@ Outcome run_case(const Case& c, Backend backend, int iters, bool refuse_is_failu
   if (hb.bytes()) CUDA_CHECK(cudaMemcpy(d_b.p, hb.raw.data(), hb.bytes(), cudaMemcpyHostToDevice));
   if (hc.bytes()) CUDA_CHECK(cudaMemcpy(d_c.p, hc.raw.data(), hc.bytes(), cudaMemcpyHostToDevice));
 
+  DevBuf d_tp(ti.col_ptr.size() * 4), d_tr(ti.row_idx.size() * 4), d_tb(ti.block_id.size() * 4);
+  if (c.transpose) {
+    CUDA_CHECK(cudaMemcpy(d_tp.p, ti.col_ptr.data(), ti.col_ptr.size() * 4, cudaMemcpyHostToDevice));
+    if (nnzb) {
+      CUDA_CHECK(cudaMemcpy(d_tr.p, ti.row_idx.data(), ti.row_idx.size() * 4, cudaMemcpyHostToDevice));
+      CUDA_CHECK(cudaMemcpy(d_tb.p, ti.block_id.data(), ti.block_id.size() * 4, cudaMemcpyHostToDevice));
+    }
+  }
+
   sparsek::BsrView av;
-  av.m = c.m, av.k = c.k, av.bm = c.bm, av.bk = c.bk, av.nnzb = nnzb;
+  av.m = stored.m, av.k = stored.k, av.bm = stored.bm, av.bk = stored.bk, av.nnzb = nnzb;
   av.row_ptr = static_cast<const int32_t*>(d_rp.p);
   av.col_idx = static_cast<const int32_t*>(d_ci.p);
   av.values = d_av.p;
@@ -291,6 +342,13 @@ Outcome run_case(const Case& c, Backend backend, int iters, bool refuse_is_failu
   sparsek::DenseView cv{d_c.p, c.m, c.n, ldc, c.c_layout, c.out};
   sparsek::SpmmOptions opt;
   opt.alpha = c.alpha, opt.beta = c.beta, opt.backend = backend;
+  if (c.transpose) {
+    opt.transpose_a = true;
+    opt.transpose_index.col_ptr = static_cast<const int32_t*>(d_tp.p);
+    opt.transpose_index.row_idx = static_cast<const int32_t*>(d_tr.p);
+    opt.transpose_index.block_id = static_cast<const int32_t*>(d_tb.p);
+    opt.check_indices = !timing;  // the device check of the index (it synchronizes)
+  }
 
   Backend chosen = Backend::Auto;
   sparsek::Result can = sparsek::can_implement(av, bv, cv, opt, &chosen);
@@ -338,17 +396,16 @@ Outcome run_case(const Case& c, Backend backend, int iters, bool refuse_is_failu
   int64_t checked_rows = 0;
   std::vector<double> acc(static_cast<size_t>(c.bm * c.n));
   for (int64_t br : rows) {
-    const int64_t blocks = a.row_ptr[br + 1] - a.row_ptr[br];
+    const int64_t blocks = op_ptr[br + 1] - op_ptr[br];
     if (sample && spent > 0 && spent + blocks * work_per_row_fma > budget) continue;
     spent += std::max<double>(blocks, 1) * work_per_row_fma;
     std::fill(acc.begin(), acc.end(), 0.0);
-    for (int32_t jb = a.row_ptr[br]; jb < a.row_ptr[br + 1]; ++jb) {
-      const size_t base = static_cast<size_t>(jb) * c.bm * c.bk;
+    for (int32_t jb = op_ptr[br]; jb < op_ptr[br + 1]; ++jb) {
       for (int rr = 0; rr < c.bm; ++rr)
         for (int kk = 0; kk < c.bk; ++kk) {
-          const double av_ = a.values.get(base + static_cast<size_t>(rr) * c.bk + kk);
+          const double av_ = op_value(jb, rr, kk);
           if (av_ == 0.0) continue;
-          const float* brow = &bref[(static_cast<int64_t>(a.col_idx[jb]) * c.bk + kk) * c.n];
+          const float* brow = &bref[(static_cast<int64_t>(op_idx[jb]) * c.bk + kk) * c.n];
           double* arow = &acc[static_cast<size_t>(rr) * c.n];
           for (int64_t j = 0; j < c.n; ++j) arow[j] += av_ * brow[j];
         }
@@ -473,6 +530,18 @@ std::vector<Case> suite_cases(uint64_t seed) {
   c.out = DType::F32, c.b_layout = c.c_layout = Layout::ColMajor, c.beta = -0.5f, add(c);
   c = Case{}, c.m = 768, c.k = 512, c.n = 392, c.bm = 256, c.bk = 64, c.density = 0.4, c.c_layout = Layout::ColMajor,
   c.ld_pad = 16, c.beta = 2, add(c);
+  // op(A) = A^T through the C API's transpose index (checked on the device first).
+  const int tshapes[5][2] = {{64, 64}, {128, 128}, {128, 64}, {32, 48}, {16, 16}};
+  for (int i = 0; i < 10; ++i) {
+    c = Case{}, c.transpose = true, c.m = 768, c.k = 1024, c.n = i % 3 == 2 ? 264 : 512;
+    c.bm = tshapes[i % 5][0], c.bk = tshapes[i % 5][1];
+    c.k = c.k / c.bk * c.bk, c.m = c.m / c.bm * c.bm, c.density = 0.2;
+    c.dtype = i % 2 ? DType::BF16 : DType::F16;
+    c.out = i % 4 == 3 ? DType::F32 : c.dtype;
+    c.b_layout = (i / 2) % 2 ? Layout::ColMajor : Layout::RowMajor;
+    c.c_layout = i % 3 == 1 ? Layout::ColMajor : Layout::RowMajor;
+    c.beta = i % 2 ? 0.5f : 0.0f, add(c);
+  }
   return v;
 }
 
@@ -592,7 +661,7 @@ void usage() {
       "usage: spmm_check [--m M --n N --k K --bm BM --bk BK --density D] [--dtype f16|bf16]\n"
       "                  [--out f16|bf16|f32] [--b-layout row|col] [--c-layout row|col]\n"
       "                  [--alpha A --beta B] [--backend auto|wmma|cutlass|decode] [--seed S] [--iters N]\n"
-      "                  [--ld-pad P] [--empty-rows F] [--suite] [--bad]\n"
+      "                  [--ld-pad P] [--empty-rows F] [--transpose] [--suite] [--bad]\n"
       "environment: SPARSEK_VARIANT=<row name> forces one kernel row\n");
 }
 
@@ -626,6 +695,7 @@ int main(int argc, char** argv) {
     const std::string arg = argv[i];
     if (arg == "--suite") { suite = true; continue; }
     if (arg == "--bad") { bad = true; continue; }
+    if (arg == "--transpose") { c.transpose = true; continue; }
     if (arg == "--help" || arg == "-h") { usage(); return 0; }
     if (i + 1 >= argc) { std::printf("FAIL missing value for %s\n", arg.c_str()); usage(); return 2; }
     const char* v = argv[++i];

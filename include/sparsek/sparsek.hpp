@@ -1,6 +1,6 @@
 // sparsek: block-sparse (BSR) x dense matrix multiplication on NVIDIA GPUs.
 //
-//   C = alpha * A * B + beta * C
+//   C = alpha * op(A) * B + beta * C      op(A) = A, or A^T (SpmmOptions::transpose_a)
 //
 // A is block-sparse in BSR form (row_ptr, col_idx, dense bm x bk blocks, each block
 // row-major, blocks stored in col_idx order), B (k x n) and C (m x n) are dense, row- or
@@ -51,6 +51,19 @@ struct BsrView {
   DType dtype = DType::F16;
 };
 
+// The transpose index of a BsrView: its blocks listed by block-column, what op(A) = A^T
+// walks (A's values are read in place, each block transposed; nothing is copied).
+// `col_ptr` has k/bk + 1 entries (from 0, non-decreasing, ending at nnzb); `row_idx[j]` is
+// the block-row of the j-th listed block (ascending within a block-column) and
+// `block_id[j]` its position in A's col_idx/values (a permutation of 0..nnzb-1); both have
+// nnzb entries. The Rust crate builds it (BsrMatrix::transpose_index; DeviceBsr caches it
+// on the device); sparsek::rust::transpose_index (<sparsek/rust.h>) builds it on the host.
+struct TransposeIndexView {
+  const int32_t* col_ptr = nullptr;
+  const int32_t* row_idx = nullptr;
+  const int32_t* block_id = nullptr;
+};
+
 // A dense matrix on the device. `ld` is the leading dimension in elements (the row
 // stride for RowMajor, the column stride for ColMajor).
 struct DenseView {
@@ -76,6 +89,13 @@ struct SpmmOptions {
   // i.e. per output feature of y = x * W^T), 16-byte aligned.
   const void* bias = nullptr;
   Activation activation = Activation::None;
+  // op(A) = A^T: C = alpha * A^T * B + beta * C, with B m x n and C k x n (bias: k values).
+  // `transpose_index` must then describe A (see TransposeIndexView); with check_indices it
+  // is checked too (its col_ptr/row_idx as a BSR pattern of A^T, every block_id in
+  // [0, nnzb)); that it lists A's own blocks is the caller's promise. The Decode family
+  // does not run A^T; the Cutlass and Wmma families do.
+  bool transpose_a = false;
+  TransposeIndexView transpose_index;
 };
 
 // Status plus a readable message (empty on success). Every message starts "sparsek: ".
@@ -91,7 +111,7 @@ struct Result {
 Result can_implement(const BsrView& a, const DenseView& b, const DenseView& c,
                      const SpmmOptions& options, Backend* chosen = nullptr);
 
-// Enqueues C = alpha*A*B + beta*C on `stream`. Validates everything first (once); on any
+// Enqueues C = alpha*op(A)*B + beta*C on `stream`. Validates everything first (once); on any
 // error nothing is launched and C is untouched. The BSR index arrays are trusted unless
 // options.check_indices is set (or validate them on the host with
 // sparsek::rust::validate_bsr from <sparsek/rust.h>, CMake option SPARSEK_WITH_RUST).

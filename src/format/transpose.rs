@@ -47,39 +47,48 @@ impl<T> BsrMatrix<T> {
     /// kernel for `Aᵀ·B` walks, with no copy of the values. `BsrError::Allocation` when its
     /// three arrays (`k / bk + 1 + 2 * nnzb` integers) cannot be allocated.
     pub fn transpose_index(&self) -> Result<TransposeIndex, BsrError> {
-        let cols = self.num_block_cols();
-        let nnzb = self.nnz_blocks();
-        // cols + 1 <= i32::MAX + 1 fits usize (validated: cols <= i32::MAX).
-        let mut col_ptr = try_vec("transpose index col_ptr", cols + 1)?;
-        col_ptr.resize(cols + 1, 0i32);
-        for &c in self.col_idx() {
-            // Validated: 0 <= c < cols; each count <= nnzb <= i32::MAX.
-            col_ptr[c as usize + 1] += 1;
-        }
-        for c in 0..cols {
-            col_ptr[c + 1] += col_ptr[c];
-        }
-        let mut row_idx = try_vec("transpose index row_idx", nnzb)?;
-        row_idx.resize(nnzb, 0i32);
-        let mut block_id = try_vec("transpose index block_id", nnzb)?;
-        block_id.resize(nnzb, 0i32);
-        // Next free slot of each block-column; block-rows in order, so rows come out ascending.
-        let mut next = try_vec("transpose index cursor", cols)?;
-        next.extend_from_slice(&col_ptr[..cols]);
-        for (r, row) in self.block_rows().enumerate() {
-            let first = self.row_ptr()[r];
-            for (j, &c) in row.col_idx.iter().enumerate() {
-                let slot = &mut next[c as usize];
-                // slot < col_ptr[c + 1] <= nnzb; r < block-rows <= i32::MAX; first + j < nnzb.
-                row_idx[*slot as usize] = r as i32;
-                block_id[*slot as usize] = first + j as i32;
-                *slot += 1;
-            }
-        }
-        Ok(TransposeIndex {
-            col_ptr,
-            row_idx,
-            block_id,
-        })
+        transpose_pattern(self.num_block_cols(), self.row_ptr(), self.col_idx())
     }
+}
+
+/// The transpose index of a validated pattern (`row_ptr`, `col_idx` over `cols`
+/// block-columns): a counting sort by block-column, block-rows in order within each.
+pub(crate) fn transpose_pattern(
+    cols: usize,
+    row_ptr: &[i32],
+    col_idx: &[i32],
+) -> Result<TransposeIndex, BsrError> {
+    let nnzb = col_idx.len();
+    // cols + 1 <= i32::MAX + 1 fits usize (validated: cols <= i32::MAX).
+    let mut col_ptr = try_vec("transpose index col_ptr", cols + 1)?;
+    col_ptr.resize(cols + 1, 0i32);
+    for &c in col_idx {
+        // Validated: 0 <= c < cols; each count <= nnzb <= i32::MAX.
+        col_ptr[c as usize + 1] += 1;
+    }
+    for c in 0..cols {
+        col_ptr[c + 1] += col_ptr[c];
+    }
+    let mut row_idx = try_vec("transpose index row_idx", nnzb)?;
+    row_idx.resize(nnzb, 0i32);
+    let mut block_id = try_vec("transpose index block_id", nnzb)?;
+    block_id.resize(nnzb, 0i32);
+    // Next free slot of each block-column; block-rows in order, so rows come out ascending.
+    let mut next = try_vec("transpose index cursor", cols)?;
+    next.extend_from_slice(&col_ptr[..cols]);
+    for (r, bounds) in row_ptr.windows(2).enumerate() {
+        // Validated: 0 <= bounds[0] <= bounds[1] <= nnzb.
+        for j in bounds[0]..bounds[1] {
+            let slot = &mut next[col_idx[j as usize] as usize];
+            // slot < col_ptr[c + 1] <= nnzb; r < block-rows <= i32::MAX.
+            row_idx[*slot as usize] = r as i32;
+            block_id[*slot as usize] = j;
+            *slot += 1;
+        }
+    }
+    Ok(TransposeIndex {
+        col_ptr,
+        row_idx,
+        block_id,
+    })
 }

@@ -1,12 +1,13 @@
 //! `DeviceBsr`: a validated BSR matrix in device memory (cudarc buffers, RAII).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 
 use crate::element::Element;
 use crate::error::{BsrError, Error};
 use crate::format::bsr::{check_grid, values_len_of};
+use crate::format::transpose::transpose_pattern;
 use crate::format::{validate_parts, BlockShape, BsrMatrix};
 
 /// A validated BSR matrix in device memory: the three arrays of [`BsrMatrix`] (see
@@ -33,6 +34,14 @@ use crate::format::{validate_parts, BlockShape, BsrMatrix};
 /// spmm(&da, Dense::device(&b, k, n, Layout::RowMajor),
 ///      DenseMut::device(&mut c, m, n, Layout::RowMajor), &SpmmOptions::new())?;
 ///
+/// // op(A) = Aᵀ reads the same buffers through the transpose index, built on first use and
+/// // kept (or now, with prepare_transpose): C2 = Aᵀ·B2, B2 m x n, C2 k x n.
+/// da.prepare_transpose()?;
+/// let b2 = stream.clone_htod(&vec![f16::from_f32(1.0); m * n])?;
+/// let mut c2 = stream.alloc_zeros::<f16>(k * n)?;
+/// spmm(&da, Dense::device(&b2, m, n, Layout::RowMajor),
+///      DenseMut::device(&mut c2, k, n, Layout::RowMajor), &SpmmOptions::new().transpose_a(true))?;
+///
 /// // New weights, same pattern: only the values are copied.
 /// da.update_values(&vec![f16::from_f32(0.25); a.values().len()])?;
 /// assert_eq!(da.download()?.values()[0], f16::from_f32(0.25));
@@ -46,6 +55,21 @@ pub struct DeviceBsr<T> {
     pub(crate) row_ptr: CudaSlice<i32>,
     pub(crate) col_idx: CudaSlice<i32>,
     pub(crate) values: CudaSlice<T>,
+    /// The pattern's transpose index on the device, built on first use by `op(A) = Aᵀ`
+    /// ([`prepare_transpose`](Self::prepare_transpose)); the pattern never changes, so it
+    /// stays valid for the matrix's life.
+    pub(crate) transpose: OnceLock<DeviceTransposeIndex>,
+}
+
+/// [`TransposeIndex`](crate::TransposeIndex)'s three arrays on the device (each at least
+/// one element: CUDA has no empty allocations).
+pub(crate) struct DeviceTransposeIndex {
+    /// Block-column offsets, `k / bk + 1` entries.
+    pub col_ptr: CudaSlice<i32>,
+    /// Block-row of each listed block, `nnzb` entries.
+    pub row_idx: CudaSlice<i32>,
+    /// Stored position of each listed block, `nnzb` entries (a permutation).
+    pub block_id: CudaSlice<i32>,
 }
 
 /// Uploads `data`, allocating at least one element (CUDA refuses empty allocations).
@@ -101,6 +125,7 @@ impl<T: Element> DeviceBsr<T> {
             row_ptr: stream.clone_htod(a.row_ptr())?,
             col_idx: upload_slice(a.col_idx(), stream)?,
             values: upload_slice(a.values(), stream)?,
+            transpose: OnceLock::new(),
         })
     }
 
@@ -195,6 +220,7 @@ impl<T: Element> DeviceBsr<T> {
             row_ptr,
             col_idx,
             values,
+            transpose: OnceLock::new(),
         })
     }
 
@@ -233,6 +259,40 @@ impl<T: Element> DeviceBsr<T> {
         let stream = self.values.stream().clone();
         stream.memcpy_dtod(values, &mut self.values.slice_mut(..len))?;
         Ok(())
+    }
+
+    /// Builds the transpose index that `op(A) = Aᵀ` walks
+    /// ([`SpmmOptions::transpose_a`](crate::SpmmOptions::transpose_a), [`dense_spmm`](crate::dense_spmm))
+    /// and keeps it on the device, if not done yet: the first such product does this itself,
+    /// so call it ahead to keep that product's latency flat. It copies the index arrays to
+    /// the host (`4 * (m / bm + 1 + nnzb)` bytes, waiting for the values buffer's stream),
+    /// sorts them by block-column and uploads `4 * (k / bk + 1 + 2 * nnzb)` bytes; the
+    /// values are neither read nor copied.
+    pub fn prepare_transpose(&self) -> Result<(), Error> {
+        self.transpose_index().map(|_| ())
+    }
+
+    /// The device transpose index, built on first use (see `prepare_transpose`).
+    pub(crate) fn transpose_index(&self) -> Result<&DeviceTransposeIndex, Error> {
+        if let Some(t) = self.transpose.get() {
+            return Ok(t);
+        }
+        let stream = self.values.stream().clone();
+        let row_ptr = stream.clone_dtoh(&self.row_ptr)?;
+        let col_idx = download_prefix(&self.col_idx, self.nnzb, &stream)?;
+        stream.synchronize()?;
+        // The pattern was validated when this matrix was built.
+        let index = transpose_pattern(self.k / self.block.cols, &row_ptr, &col_idx)?;
+        let built = DeviceTransposeIndex {
+            col_ptr: upload_slice(index.col_ptr(), &stream)?,
+            row_idx: upload_slice(index.row_idx(), &stream)?,
+            block_id: upload_slice(index.block_id(), &stream)?,
+        };
+        // Another thread may have built it meanwhile: either copy is the same index.
+        let _ = self.transpose.set(built);
+        self.transpose.get().ok_or_else(|| {
+            Error::InvalidArgument("the device transpose index could not be kept".into())
+        })
     }
 
     /// Copies the matrix back to the host (on the values buffer's stream, then waits for

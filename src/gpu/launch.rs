@@ -99,7 +99,27 @@ fn problem<T: Element, O: Element>(
         bias: 0,
         activation: sys::Activation::None,
         stream: 0,
+        transpose_a: options.transpose_a,
+        t_col_ptr: 0,
+        t_row_idx: 0,
+        t_block_id: 0,
     })
+}
+
+/// A's device transpose index when `op(A) = Aᵀ` (built and kept on first use).
+fn transpose_buffers<'a, T: Element>(
+    a: &'a DeviceBsr<T>,
+    options: &SpmmOptions,
+) -> Result<Option<sys::TransposeBuffers<'a>>, Error> {
+    if !options.transpose_a {
+        return Ok(None);
+    }
+    let t = a.transpose_index()?;
+    Ok(Some(sys::TransposeBuffers {
+        col_ptr: &t.col_ptr,
+        row_idx: &t.row_idx,
+        block_id: &t.block_id,
+    }))
 }
 
 /// The family that ran, or the error the C++ side reported.
@@ -121,14 +141,14 @@ pub(crate) struct Operands<'a, T, O> {
     pub a: &'a DeviceBsr<T>,
     /// B's buffer, holding at least `b_shape.required_len()` elements.
     pub b: &'a CudaSlice<T>,
-    /// B's view: `k x n`, layout and leading dimension.
+    /// B's view: `k x n` (`m x n` for `op(A) = Aᵀ`), layout and leading dimension.
     pub b_shape: &'a DenseShape,
     /// C's buffer, holding at least `c_shape.required_len()` elements; its stream runs
     /// the kernel.
     pub c: &'a mut CudaSlice<O>,
-    /// C's view: `m x n`, layout and leading dimension.
+    /// C's view: `m x n` (`k x n` for `op(A) = Aᵀ`), layout and leading dimension.
     pub c_shape: &'a DenseShape,
-    /// The epilogue's bias, `m` values, if any.
+    /// The epilogue's bias, one value per row of C, if any.
     pub bias: Option<&'a CudaSlice<T>>,
 }
 
@@ -142,6 +162,7 @@ pub(crate) fn spmm<T: Element, O: Element>(
     problem.activation = activation(act);
     let stream = ops.c.stream().clone();
     stream.context().bind_to_thread()?;
+    let transpose = transpose_buffers(ops.a, options)?;
     let bufs = sys::SpmmBuffers {
         row_ptr: &ops.a.row_ptr,
         col_idx: &ops.a.col_idx,
@@ -149,13 +170,15 @@ pub(crate) fn spmm<T: Element, O: Element>(
         b: ops.b,
         c: ops.c,
         bias: ops.bias,
+        transpose,
     };
     check(sys::spmm(problem, bufs, &stream), options.backend).map(|_| ())
 }
 
 /// Which backend `spmm` would run for these operands on their device (`Auto` resolved),
 /// or why none can. Runs the same checks as `spmm`; launches nothing and reads no device
-/// memory.
+/// memory, except that `op(A) = Aᵀ` builds A's transpose index first if it is not built
+/// yet ([`DeviceBsr::prepare_transpose`]).
 pub fn can_implement<T: Element, O: Element>(
     a: &DeviceBsr<T>,
     b: &Dense<'_, T>,
@@ -175,7 +198,6 @@ pub fn can_implement<T: Element, O: Element>(
         c_data.len(),
     )?;
     crate::spmm::check_gpu_types::<T, O>(options.backend)?;
-    crate::spmm::check_gpu_op(options)?;
     let problem = problem::<T, O>(a, &b.shape, &c.shape, options)?;
     let stream = c_data.stream().clone();
     stream.context().bind_to_thread()?;
@@ -185,6 +207,64 @@ pub fn can_implement<T: Element, O: Element>(
         values: &a.values,
         b: b_data,
         c: c_data,
+        transpose: transpose_buffers(a, options)?,
     };
     check(sys::select(problem, bufs, &stream), options.backend)
+}
+
+/// The device operands of one `sddmm`, validated by `crate::sddmm`.
+pub(crate) struct SddmmOperands<'a, T, O> {
+    /// A's buffer and view (`m x k`).
+    pub a: &'a CudaSlice<T>,
+    /// A's view.
+    pub a_shape: &'a DenseShape,
+    /// B's buffer and view (`k x n`).
+    pub b: &'a CudaSlice<T>,
+    /// B's view.
+    pub b_shape: &'a DenseShape,
+    /// S: the pattern and the output; its values buffer's stream runs the kernel.
+    pub s: &'a mut DeviceBsr<O>,
+}
+
+/// Device `sddmm`, after `crate::sddmm` validated the operands. Runs on S's values
+/// buffer's stream; `run = false` only selects the kernel (which backend would run).
+pub(crate) fn sddmm<T: Element, O: Element>(
+    ops: SddmmOperands<'_, T, O>,
+    options: &SpmmOptions,
+    run: bool,
+) -> Result<Backend, Error> {
+    let s = ops.s;
+    let problem = sys::SddmmProblem {
+        m: to_i64("m", s.m)?,
+        n: to_i64("n", s.k)?,
+        k: to_i64("k", ops.a_shape.cols)?,
+        bm: to_i32("bm", s.block.rows)?,
+        bn: to_i32("bn", s.block.cols)?,
+        nnzb: to_i64("nnzb", s.nnzb)?,
+        row_ptr: 0,
+        col_idx: 0,
+        values: 0,
+        input: dtype(T::DTYPE),
+        output: dtype(O::DTYPE),
+        a: 0,
+        a_ld: to_i64("A.ld", ops.a_shape.ld)?,
+        a_layout: layout(ops.a_shape.layout),
+        b: 0,
+        b_ld: to_i64("B.ld", ops.b_shape.ld)?,
+        b_layout: layout(ops.b_shape.layout),
+        alpha: options.alpha,
+        beta: options.beta,
+        backend: backend(options.backend)?,
+        stream: 0,
+    };
+    let stream = s.values.stream().clone();
+    stream.context().bind_to_thread()?;
+    let bufs = sys::SddmmBuffers {
+        a: ops.a,
+        b: ops.b,
+        row_ptr: &s.row_ptr,
+        col_idx: &s.col_idx,
+        values: &mut s.values,
+    };
+    check(sys::sddmm(problem, bufs, &stream, run), options.backend)
 }

@@ -82,6 +82,40 @@ mod ffi {
         bias: u64,
         activation: Activation,
         stream: u64,
+        /// op(A) = Aᵀ: B is `m x n`, C `k x n`, and A is read through its transpose index
+        /// (`t_col_ptr`, `t_row_idx`, `t_block_id`, device addresses; zero otherwise).
+        transpose_a: bool,
+        t_col_ptr: u64,
+        t_row_idx: u64,
+        t_block_id: u64,
+    }
+
+    /// One SDDMM `S = α·(A·B) ⊙ mask + β·S`, validated by the Rust entry point
+    /// (`crate::sddmm`): A `m x k`, B `k x n`, S `m x n` in `bm x bn` blocks (its values
+    /// written). Pointers are device addresses.
+    #[namespace = "sparsek::ffi"]
+    struct SddmmProblem {
+        m: i64,
+        n: i64,
+        k: i64,
+        bm: i32,
+        bn: i32,
+        nnzb: i64,
+        row_ptr: u64,
+        col_idx: u64,
+        values: u64,
+        input: DType,
+        output: DType,
+        a: u64,
+        a_ld: i64,
+        a_layout: Layout,
+        b: u64,
+        b_ld: i64,
+        b_layout: Layout,
+        alpha: f32,
+        beta: f32,
+        backend: Backend,
+        stream: u64,
     }
 
     /// The outcome, and the family and variant that ran (or would run).
@@ -112,10 +146,32 @@ mod ffi {
         /// The variant `spmm` would run; reads no device memory, launches nothing.
         #[namespace = "sparsek::ffi"]
         fn select(problem: &SpmmProblem) -> FfiStatus;
+
+        /// Selects an SDDMM kernel variant and enqueues it on `problem.stream`. Unsafe as
+        /// `spmm`: every pointer must address a live device allocation large enough for
+        /// its view, and S's index arrays must be valid.
+        #[namespace = "sparsek::ffi"]
+        unsafe fn sddmm(problem: &SddmmProblem) -> FfiStatus;
+
+        /// The variant `sddmm` would run; reads no device memory, launches nothing.
+        #[namespace = "sparsek::ffi"]
+        fn select_sddmm(problem: &SddmmProblem) -> FfiStatus;
     }
 }
 
-pub(crate) use ffi::{Activation, Backend, DType, FfiStatus, Layout, SpmmProblem, Status};
+pub(crate) use ffi::{
+    Activation, Backend, DType, FfiStatus, Layout, SddmmProblem, SpmmProblem, Status,
+};
+
+/// A's transpose index on the device (`op(A) = Aᵀ`), read only.
+pub(crate) struct TransposeBuffers<'a> {
+    /// Block-column offsets (`k / bk + 1` entries).
+    pub col_ptr: &'a CudaSlice<i32>,
+    /// Block-row of each listed block (`nnzb` entries, at least 1 allocated).
+    pub row_idx: &'a CudaSlice<i32>,
+    /// Stored position of each listed block (`nnzb` entries, at least 1 allocated).
+    pub block_id: &'a CudaSlice<i32>,
+}
 
 /// The device buffers of one problem, all used on `stream`.
 pub(crate) struct SpmmBuffers<'a, T, O> {
@@ -129,8 +185,10 @@ pub(crate) struct SpmmBuffers<'a, T, O> {
     pub b: &'a CudaSlice<T>,
     /// C, written (and read when `β != 0`).
     pub c: &'a mut CudaSlice<O>,
-    /// The bias, `m` values, if any (passed as a null pointer otherwise).
+    /// The bias, one value per row of C, if any (passed as a null pointer otherwise).
     pub bias: Option<&'a CudaSlice<T>>,
+    /// A's transpose index when `problem.transpose_a`.
+    pub transpose: Option<TransposeBuffers<'a>>,
 }
 
 /// Device addresses of A's three arrays, B and C, in that order, and the stream.
@@ -171,14 +229,33 @@ pub(crate) fn spmm<T, O>(
         }
         None => (0, None),
     };
+    let (t, _g6) = transpose_pointers(bufs.transpose.as_ref(), stream);
     set_pointers(&mut problem, [row_ptr, col_idx, values, b, c], stream);
+    [problem.t_col_ptr, problem.t_row_idx, problem.t_block_id] = t;
     problem.bias = bias;
     // SAFETY: every pointer is a live cudarc allocation borrowed for this call (C
     // mutably), sized for its view as crate::spmm checked (B, C, the bias's m values) and
     // as DeviceBsr's validating constructors guarantee (row_ptr, col_idx,
-    // values); the stream belongs to the same context, which launch::spmm bound to this
-    // thread.
+    // values, and the transpose index DeviceBsr built from those validated arrays); the
+    // stream belongs to the same context, which launch::spmm bound to this thread.
     unsafe { ffi::spmm(&problem) }
+}
+
+/// The transpose index's device addresses (zeros without one) and the guards that record
+/// their reads on `stream`.
+type ReadGuard<'a> = cudarc::driver::SyncOnDrop<'a>;
+
+fn transpose_pointers<'a>(
+    t: Option<&'a TransposeBuffers<'a>>,
+    stream: &'a CudaStream,
+) -> ([u64; 3], Vec<ReadGuard<'a>>) {
+    let Some(t) = t else {
+        return ([0; 3], Vec::new());
+    };
+    let (col_ptr, g0) = t.col_ptr.device_ptr(stream);
+    let (row_idx, g1) = t.row_idx.device_ptr(stream);
+    let (block_id, g2) = t.block_id.device_ptr(stream);
+    ([col_ptr, row_idx, block_id], vec![g0, g1, g2])
 }
 
 /// Whether the CUDA driver library can be loaded (cudarc panics without it).
@@ -200,6 +277,8 @@ pub(crate) struct SpmmBufferRefs<'a, T, O> {
     pub b: &'a CudaSlice<T>,
     /// C.
     pub c: &'a CudaSlice<O>,
+    /// A's transpose index when `problem.transpose_a`.
+    pub transpose: Option<TransposeBuffers<'a>>,
 }
 
 /// The variant `spmm` would run for `problem` with these buffers, or why none can.
@@ -213,6 +292,55 @@ pub(crate) fn select<T, O>(
     let (values, _g2) = bufs.values.device_ptr(stream);
     let (b, _g3) = bufs.b.device_ptr(stream);
     let (c, _g4) = bufs.c.device_ptr(stream);
+    let (t, _g5) = transpose_pointers(bufs.transpose.as_ref(), stream);
     set_pointers(&mut problem, [row_ptr, col_idx, values, b, c], stream);
+    [problem.t_col_ptr, problem.t_row_idx, problem.t_block_id] = t;
     ffi::select(&problem)
+}
+
+/// The device buffers of one SDDMM, all used on `stream`.
+pub(crate) struct SddmmBuffers<'a, T, O> {
+    /// A, read only.
+    pub a: &'a CudaSlice<T>,
+    /// B, read only.
+    pub b: &'a CudaSlice<T>,
+    /// S's block-row offsets (`m / bm + 1` entries).
+    pub row_ptr: &'a CudaSlice<i32>,
+    /// S's block-columns (`nnzb` entries, at least 1 allocated).
+    pub col_idx: &'a CudaSlice<i32>,
+    /// S's values (`nnzb * bm * bn`, at least 1 allocated): written (and read when `β != 0`).
+    pub values: &'a mut CudaSlice<O>,
+}
+
+/// Fills the pointers of `problem` from `bufs` and, when `run`, enqueues the SDDMM on
+/// `stream`; otherwise only selects its variant.
+///
+/// The caller (`launch::sddmm`) has validated the scalar fields of `problem` against the
+/// buffers: A and B hold their views, and S's arrays come from a `DeviceBsr`, which holds
+/// only validated BSR arrays.
+pub(crate) fn sddmm<T, O>(
+    mut problem: SddmmProblem,
+    bufs: SddmmBuffers<'_, T, O>,
+    stream: &CudaStream,
+    run: bool,
+) -> FfiStatus {
+    let (a, _g0) = bufs.a.device_ptr(stream);
+    let (b, _g1) = bufs.b.device_ptr(stream);
+    let (row_ptr, _g2) = bufs.row_ptr.device_ptr(stream);
+    let (col_idx, _g3) = bufs.col_idx.device_ptr(stream);
+    let (values, _g4) = bufs.values.device_ptr_mut(stream);
+    problem.a = a;
+    problem.b = b;
+    problem.row_ptr = row_ptr;
+    problem.col_idx = col_idx;
+    problem.values = values;
+    problem.stream = stream.cu_stream() as u64;
+    if !run {
+        return ffi::select_sddmm(&problem);
+    }
+    // SAFETY: every pointer is a live cudarc allocation borrowed for this call (S's values
+    // mutably), sized for its view as crate::sddmm checked (A, B) and as DeviceBsr's
+    // validating constructors guarantee (row_ptr, col_idx, values); the stream belongs to
+    // the same context, which launch::sddmm bound to this thread.
+    unsafe { ffi::sddmm(&problem) }
 }

@@ -279,6 +279,43 @@ std::vector<Case> cases() {
     v.options.activation = Activation::Silu;
     v.options.backend = Backend::Decode;
   });
+
+  // op(A) = A^T (options.transpose_a): B is m x n, C k x n, and the transpose index must be
+  // given. A is 128 x 256 here so that the swapped shapes differ.
+  auto transposed = [](Views& v) {
+    shape(v, 128, 256, 64, 64, 64, 2);
+    v.b.rows = 128, v.c.rows = 256;
+    v.options.transpose_a = true;
+    v.options.transpose_index.col_ptr = v.a.row_ptr;  // poisoned stand-ins, never read
+    v.options.transpose_index.row_idx = v.a.col_idx;
+    v.options.transpose_index.block_id = v.a.col_idx;
+  };
+  add("A^T: B with k rows (A^T*B needs m)", bad, "rows", [=](Views& v) {
+    transposed(v);
+    v.b.rows = 256;
+  });
+  add("A^T: C with m rows (A^T*B has k)", bad, "rows", [=](Views& v) {
+    transposed(v);
+    v.c.rows = 128;
+  });
+  add("A^T: null transpose_index.col_ptr", bad, "col_ptr", [=](Views& v) {
+    transposed(v);
+    v.options.transpose_index.col_ptr = nullptr;
+  });
+  add("A^T: null transpose_index.block_id with nnzb > 0", bad, "block_id", [=](Views& v) {
+    transposed(v);
+    v.options.transpose_index.block_id = nullptr;
+  });
+  add("A^T: f32 inputs", unsupported, "f32", [=](Views& v) {
+    transposed(v);
+    v.a.dtype = v.b.dtype = v.c.dtype = DType::F32;
+  });
+  add("control: A^T with its transpose index", reached, "device", [=](Views& v) { transposed(v); });
+  add("control: A^T, nnzb = 0 with null row_idx and block_id", reached, "device", [=](Views& v) {
+    transposed(v);
+    v.a.nnzb = 0;
+    v.options.transpose_index.row_idx = v.options.transpose_index.block_id = nullptr;
+  });
   return v;
 }
 

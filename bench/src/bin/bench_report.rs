@@ -11,12 +11,16 @@
 //!                    [--baseline bench/baseline/h100.json] [--tolerance 0.05] [--slowdown N]
 //! bench_report decode [--shapes 4096x4096,14336x4096,4096x14336] [--ns 1,8,16,32,64,128,256]
 //!                    [--densities 0.25,0.5] [--blocks 128x128,64x64,32x32] [--json decode.json]
+//! bench_report products [--m 8192 --n 8192 --k 8192] [--blocks 128x128,64x64]
+//!                    [--densities 1/8,1/4] [--dtypes f16,bf16] [--repeats 7] [--iters 20]
+//!                    [--json products.json]
 //! bench_report check REPORT.json BASELINE.json [--tolerance 0.05]
 //! bench_report plot  REPORT.json OUT.png
 //! bench_report markdown REPORT.json OUT.md
 //! ```
 //!
-//! `run` needs the `cuda` feature and a GPU; `check`, `plot` and `markdown` run anywhere.
+//! `run`, `decode` and `products` need the `cuda` feature and a GPU; `check`, `plot` and
+//! `markdown` run anywhere.
 //! `run` first measures its ceilings: the L2 and HBM read bandwidth (kernels/bandwidth.cu)
 //! and, per dtype, dense cuBLAS at the full M, N, K. Each row's floor is the largest of its
 //! FLOPs at dense cuBLAS's rate, B's L2 traffic at the L2 rate and its A + B + C bytes at
@@ -26,6 +30,16 @@
 //! fastest repeat is slower than the baseline's median by more than the tolerance, so one
 //! noisy repeat does not fail it. `--slowdown N` enqueues every timed operation N times:
 //! a deliberately slowed run, to show that the gate fails.
+//!
+//! `products` times, per top-k matrix A (`m x k`) and `Backend::Auto`, four products of the
+//! same nonzero work: `A*B` with row-major B and C (the reference), `A^T*B` on the same
+//! `DeviceBsr` (B `m x n`, C `k x n`, row-major), `A*B` with column-major B and C (the
+//! linear-layer layout; the reference) and `D*A` through `dense_spmm` with row-major
+//! D (`n x m`) and C (`n x k`), which runs as `C^T = A^T*D^T` on column-major views. Each
+//! runs once first and is timed only if that returns Ok (else the row says why). The table
+//! gives per row the backend Auto took (`gpu::can_implement`), median µs, TFLOPS on nonzero
+//! work, E = (FLOPs at dense cuBLAS's rate at M, N, K, measured in the same run) ÷ time,
+//! and the ratio `A^T*B ÷ A*B` and `D*A ÷ A*B (col/col)` against the 1.10 target.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -134,6 +148,7 @@ fn main() -> Result<()> {
     match args.first().map(String::as_str) {
         Some("run") => run(&args[1..]),
         Some("decode") => decode(&args[1..]),
+        Some("products") => products(&args[1..]),
         Some("check") => {
             let (report, baseline) = match (args.get(1), args.get(2)) {
                 (Some(r), Some(b)) => (r, b),
@@ -153,7 +168,7 @@ fn main() -> Result<()> {
             (Some(r), Some(out)) => write_markdown(&load(r)?, out),
             _ => bail!("usage: bench_report markdown REPORT.json OUT.md"),
         },
-        _ => bail!("usage: bench_report run|decode|check|plot|markdown ... (see the doc comment of src/bin/bench_report.rs)"),
+        _ => bail!("usage: bench_report run|decode|products|check|plot|markdown ... (see the doc comment of src/bin/bench_report.rs)"),
     }
 }
 
@@ -504,20 +519,86 @@ mod sweep {
 
     use sparsek_bench::roofline::Problem;
 
-    use super::{check, flag, list, load, plot, print_table, timing, write_markdown, Report, Row};
+    use super::{
+        check, flag, list, load, plot, print_table, timing, write_markdown, Report, Row, Timing,
+    };
 
-    struct Settings {
-        m: usize,
-        n: usize,
-        k: usize,
-        repeats: usize,
-        iters: usize,
-        slowdown: usize,
+    pub(super) struct Settings {
+        pub(super) m: usize,
+        pub(super) n: usize,
+        pub(super) k: usize,
+        pub(super) repeats: usize,
+        pub(super) iters: usize,
+        pub(super) slowdown: usize,
+    }
+
+    impl Settings {
+        /// `--m --n --k` (8192 each), `--repeats` (7), `--iters` (20), `--slowdown` (1).
+        pub(super) fn from_args(args: &[String]) -> Result<Self> {
+            let num = |name: &str, default: usize| -> Result<usize> {
+                Ok(flag(args, name)
+                    .map(str::parse)
+                    .transpose()?
+                    .unwrap_or(default))
+            };
+            Ok(Settings {
+                m: num("--m", 8192)?,
+                n: num("--n", 8192)?,
+                k: num("--k", 8192)?,
+                repeats: num("--repeats", 7)?,
+                iters: num("--iters", 20)?,
+                slowdown: num("--slowdown", 1)?.max(1),
+            })
+        }
+    }
+
+    /// The device's name, its default stream and a cuBLAS handle on it.
+    pub(super) fn open() -> Result<(String, Arc<CudaStream>, CudaBlas)> {
+        let ctx = gpu::open_device().map_err(anyhow::Error::msg)?;
+        let stream = ctx.default_stream();
+        let blas = CudaBlas::new(stream.clone())?;
+        Ok((ctx.name()?, stream, blas))
+    }
+
+    /// A progress bar of `total` steps, the current configuration as its message.
+    pub(super) fn progress(total: usize) -> Result<ProgressBar> {
+        let bar = ProgressBar::new(total as u64);
+        bar.set_style(ProgressStyle::with_template(
+            "{bar:40} {pos}/{len} {msg} [{elapsed}]",
+        )?);
+        Ok(bar)
+    }
+
+    /// Dense cuBLAS at the full M, N, K of `s` (the compute ceiling), into `c`; `b` is
+    /// the `k x n` operand.
+    pub(super) fn cublas_full<T: Element>(
+        s: &Settings,
+        stream: &Arc<CudaStream>,
+        blas: &CudaBlas,
+        rng: &mut StdRng,
+        b: &CudaSlice<T>,
+        c: &mut CudaSlice<T>,
+    ) -> Result<Timing>
+    where
+        CudaBlas: Gemm<T>,
+    {
+        let (m, n, k) = (s.m, s.n, s.k);
+        let a_full = random_device::<T>(stream, m * k, rng)?;
+        let runs = time(stream, s, || {
+            Ok(sparsek_bench::baseline::dense_gemm(
+                blas,
+                (m, n, k),
+                &a_full,
+                b,
+                c,
+            )?)
+        })?;
+        Ok(timing(runs, 2.0 * (m * n * k) as f64))
     }
 
     /// Device microseconds per operation: `iters` launches (each `slowdown` times)
     /// between two events, `repeats` times, after a warm-up.
-    fn time(
+    pub(super) fn time(
         stream: &Arc<CudaStream>,
         s: &Settings,
         mut op: impl FnMut() -> Result<()>,
@@ -539,7 +620,7 @@ mod sweep {
         Ok(out)
     }
 
-    fn random_device<T: Element>(
+    pub(super) fn random_device<T: Element>(
         stream: &Arc<CudaStream>,
         len: usize,
         rng: &mut StdRng,
@@ -550,12 +631,12 @@ mod sweep {
         Ok(stream.clone_htod(&host)?)
     }
 
-    fn parse_block(s: &str) -> Result<BlockShape> {
+    pub(super) fn parse_block(s: &str) -> Result<BlockShape> {
         let (r, c) = s.split_once('x').context("block shapes are written RxC")?;
         Ok(BlockShape::new(r.parse()?, c.parse()?))
     }
 
-    fn parse_density(s: &str) -> Result<f64> {
+    pub(super) fn parse_density(s: &str) -> Result<f64> {
         Ok(match s.split_once('/') {
             Some((a, b)) => a.parse::<f64>()? / b.parse::<f64>()?,
             None => s.parse()?,
@@ -571,7 +652,7 @@ mod sweep {
     }
 
     /// The block pattern of one row of the table.
-    fn mask(
+    pub(super) fn mask(
         pattern: &str,
         rows: usize,
         cols: usize,
@@ -594,20 +675,7 @@ mod sweep {
     }
 
     pub fn run(args: &[String]) -> Result<()> {
-        let num = |name: &str, default: usize| -> Result<usize> {
-            Ok(flag(args, name)
-                .map(str::parse)
-                .transpose()?
-                .unwrap_or(default))
-        };
-        let s = Settings {
-            m: num("--m", 8192)?,
-            n: num("--n", 8192)?,
-            k: num("--k", 8192)?,
-            repeats: num("--repeats", 7)?,
-            iters: num("--iters", 20)?,
-            slowdown: num("--slowdown", 1)?.max(1),
-        };
+        let s = Settings::from_args(args)?;
         let blocks = list(args, "--blocks", "128x128,64x64,32x32");
         let densities = list(args, "--densities", "1/16,1/8,1/4");
         let patterns = list(args, "--patterns", "topk");
@@ -615,9 +683,7 @@ mod sweep {
         let layouts = list(args, "--layouts", "row/row");
         let backends = list(args, "--backends", "cutlass,wmma");
 
-        let ctx = gpu::open_device().map_err(anyhow::Error::msg)?;
-        let stream = ctx.default_stream();
-        let blas = CudaBlas::new(stream.clone())?;
+        let (device, stream, blas) = open()?;
         // The memory ceilings, first (the cuBLAS one is measured per dtype in the sweep).
         let (l2_tbs, hbm_tbs) = match (
             sparsek_bench::ceilings::l2_read(&stream),
@@ -637,7 +703,7 @@ mod sweep {
             }
         };
         let mut report = Report {
-            device: ctx.name()?,
+            device,
             m: s.m,
             n: s.n,
             k: s.k,
@@ -650,10 +716,7 @@ mod sweep {
             rows: Vec::new(),
         };
         let total = blocks.len() * densities.len() * patterns.len() * dtypes.len() * layouts.len();
-        let bar = ProgressBar::new(total as u64);
-        bar.set_style(ProgressStyle::with_template(
-            "{bar:40} {pos}/{len} {msg} [{elapsed}]",
-        )?);
+        let bar = progress(total)?;
         let mut rng = StdRng::seed_from_u64(42);
         for dtype in &dtypes {
             match dtype.as_str() {
@@ -728,22 +791,8 @@ mod sweep {
         let (m, n, k) = (s.m, s.n, s.k);
         let b = random_device::<T>(stream, k * n, rng)?;
         let mut c = stream.alloc_zeros::<T>(m * n)?;
-        {
-            let a_full = random_device::<T>(stream, m * k, rng)?;
-            let flops = 2.0 * (m * n * k) as f64;
-            let runs = time(stream, s, || {
-                Ok(sparsek_bench::baseline::dense_gemm(
-                    blas,
-                    (m, n, k),
-                    &a_full,
-                    &b,
-                    &mut c,
-                )?)
-            })?;
-            report
-                .cublas_full
-                .insert(dtype.clone(), timing(runs, flops));
-        }
+        let full = cublas_full(s, stream, blas, rng, &b, &mut c)?;
+        report.cublas_full.insert(dtype.clone(), full);
         let ceilings = report.ceilings(&dtype);
         let base_opts = SpmmOptions::new();
         for block in blocks {
@@ -848,6 +897,371 @@ mod sweep {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(not(feature = "cuda"))]
+fn products(_: &[String]) -> Result<()> {
+    bail!("`bench_report products` needs the GPU backends: build with --features cuda")
+}
+
+#[cfg(feature = "cuda")]
+fn products(args: &[String]) -> Result<()> {
+    products::run(args)
+}
+
+/// `bench_report products`: every product on the same matrix, each beside the one it must
+/// keep up with (`Aᵀ·B` beside `A·B`, `D·A` beside `A·B` in the linear-layer layout).
+#[cfg(feature = "cuda")]
+mod products {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use anyhow::{bail, Result};
+    use cudarc::cublas::{CudaBlas, Gemm};
+    use cudarc::driver::{CudaSlice, CudaStream};
+    use indicatif::ProgressBar;
+    use rand::{rngs::StdRng, Rng, SeedableRng};
+    use serde::Serialize;
+    use sparsek::{
+        bf16, dense_spmm, f16, gpu, spmm, Backend, BsrMatrix, Dense, DenseMut, DeviceBsr, Element,
+        Layout, SpmmOptions,
+    };
+    use sparsek_bench::decode::backend_name;
+
+    use super::sweep::{
+        cublas_full, mask, open, parse_block, parse_density, progress, random_device, time,
+        Settings,
+    };
+    use super::{flag, list, timing, Timing};
+
+    /// How much slower than its reference a product may be (the issue's target).
+    const TARGET: f64 = 1.10;
+
+    /// One product of `m x k` A with `n` dense columns, `Backend::Auto`.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Product {
+        /// `C (m x n) = A·B (k x n)`, B and C in this layout.
+        Ab(Layout),
+        /// `C (k x n) = Aᵀ·B (m x n)` on the same A, B and C row-major.
+        AtB,
+        /// `C (n x k) = D (n x m)·A` through `dense_spmm`, D and C row-major.
+        Da,
+    }
+
+    /// Each reference first, then the product compared with it.
+    const PRODUCTS: [Product; 4] = [
+        Product::Ab(Layout::RowMajor),
+        Product::AtB,
+        Product::Ab(Layout::ColMajor),
+        Product::Da,
+    ];
+
+    impl Product {
+        fn name(self) -> &'static str {
+            match self {
+                Product::Ab(_) => "A*B",
+                Product::AtB => "A^T*B",
+                Product::Da => "D*A",
+            }
+        }
+
+        /// Layouts of the dense operands, `B/C` (`D/C` for `D*A`).
+        fn layout(self) -> &'static str {
+            match self {
+                Product::Ab(Layout::ColMajor) => "col/col",
+                _ => "row/row",
+            }
+        }
+
+        /// The product this one must keep up with.
+        fn reference(self) -> Option<Product> {
+            match self {
+                Product::Ab(_) => None,
+                Product::AtB => Some(Product::Ab(Layout::RowMajor)),
+                Product::Da => Some(Product::Ab(Layout::ColMajor)),
+            }
+        }
+
+        /// B, C and `transpose_a` as `spmm` runs the product: for `D*A`, `dense_spmm`'s
+        /// `Cᵀ = Aᵀ·Dᵀ` on the transposed (column-major) views of D and C.
+        fn views<'a, T: Element>(
+            self,
+            (m, n, k): (usize, usize, usize),
+            b: &'a CudaSlice<T>,
+            c: &'a mut CudaSlice<T>,
+        ) -> (Dense<'a, T>, DenseMut<'a, T>, bool) {
+            let row = Layout::RowMajor;
+            match self {
+                Product::Ab(l) => (
+                    Dense::device(b, k, n, l),
+                    DenseMut::device(c, m, n, l),
+                    false,
+                ),
+                Product::AtB => (
+                    Dense::device(b, m, n, row),
+                    DenseMut::device(c, k, n, row),
+                    true,
+                ),
+                Product::Da => (
+                    Dense::device(b, n, m, row).t(),
+                    DenseMut::device(c, n, k, row).t(),
+                    true,
+                ),
+            }
+        }
+
+        /// The backend `Auto` takes for it, or why none can.
+        fn select<T: Element>(
+            self,
+            a: &DeviceBsr<T>,
+            dims: (usize, usize, usize),
+            b: &CudaSlice<T>,
+            c: &mut CudaSlice<T>,
+            opts: &SpmmOptions,
+        ) -> Result<Backend, sparsek::Error> {
+            let (b, c, transpose) = self.views(dims, b, c);
+            gpu::can_implement(a, &b, &c, &opts.transpose_a(transpose))
+        }
+
+        /// Enqueues the product through its entry point (`spmm`, `dense_spmm`).
+        fn call<T: Element>(
+            self,
+            a: &DeviceBsr<T>,
+            dims: (usize, usize, usize),
+            b: &CudaSlice<T>,
+            c: &mut CudaSlice<T>,
+            opts: &SpmmOptions,
+        ) -> Result<(), sparsek::Error> {
+            let (b, c, transpose) = self.views(dims, b, c);
+            match self {
+                Product::Da => dense_spmm(b.t(), a, c.t(), opts),
+                _ => spmm(a, b, c, &opts.transpose_a(transpose)),
+            }
+        }
+    }
+
+    #[derive(Debug, Clone, Serialize)]
+    struct ProductRow {
+        /// Unique key, e.g. `128x128 d=0.1250 topk f16 A^T*B row/row`.
+        config: String,
+        block: String,
+        density: f64,
+        pattern: String,
+        dtype: String,
+        /// `A*B`, `A^T*B` or `D*A`.
+        product: String,
+        /// `B/C` layouts (`D/C` for `D*A`).
+        layout: String,
+        /// Nonzero FLOPs, the same for the four products of one matrix.
+        flops: f64,
+        /// What `Auto` took (`can_implement`).
+        backend: Option<String>,
+        /// Why the product did not run, where it did not.
+        refused: Option<String>,
+        timing: Option<Timing>,
+        /// (FLOPs at dense cuBLAS's rate) / median time.
+        e: Option<f64>,
+        /// The config of the reference row, and this row's median time over its.
+        reference: Option<String>,
+        ratio: Option<f64>,
+    }
+
+    #[derive(Debug, Clone, Serialize)]
+    struct ProductsReport {
+        device: String,
+        m: usize,
+        n: usize,
+        k: usize,
+        repeats: usize,
+        iters: usize,
+        /// Dense cuBLAS at the full M, N, K, per dtype: E's compute ceiling.
+        cublas_full: BTreeMap<String, Timing>,
+        rows: Vec<ProductRow>,
+    }
+
+    pub fn run(args: &[String]) -> Result<()> {
+        let s = Settings::from_args(args)?;
+        let blocks = list(args, "--blocks", "128x128,64x64");
+        let densities = list(args, "--densities", "1/8,1/4");
+        let dtypes = list(args, "--dtypes", "f16,bf16");
+        let (device, stream, blas) = open()?;
+        let mut report = ProductsReport {
+            device,
+            m: s.m,
+            n: s.n,
+            k: s.k,
+            repeats: s.repeats,
+            iters: s.iters,
+            cublas_full: BTreeMap::new(),
+            rows: Vec::new(),
+        };
+        let bar = progress(blocks.len() * densities.len() * dtypes.len() * PRODUCTS.len())?;
+        let mut rng = StdRng::seed_from_u64(42);
+        for dtype in &dtypes {
+            let sweep = match dtype.as_str() {
+                "f16" => sweep_dtype::<f16>,
+                "bf16" => sweep_dtype::<bf16>,
+                other => bail!("dtype `{other}`: f16 or bf16"),
+            };
+            sweep(
+                &s,
+                &stream,
+                &blas,
+                &mut report,
+                &bar,
+                &mut rng,
+                (&blocks, &densities),
+            )?;
+        }
+        bar.finish_and_clear();
+        print_table(&report);
+        if let Some(path) = flag(args, "--json") {
+            std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
+            println!("wrote {path}");
+        }
+        Ok(())
+    }
+
+    fn sweep_dtype<T: Element>(
+        s: &Settings,
+        stream: &Arc<CudaStream>,
+        blas: &CudaBlas,
+        report: &mut ProductsReport,
+        bar: &ProgressBar,
+        rng: &mut StdRng,
+        (blocks, densities): (&[String], &[String]),
+    ) -> Result<()>
+    where
+        CudaBlas: Gemm<T>,
+    {
+        let dtype = format!("{}", T::DTYPE);
+        let pattern = "topk";
+        let n = s.n;
+        // One B and one C for every product: B is k x n, m x n or D n x m; C m x n or k x n.
+        let side = s.m.max(s.k);
+        let b = random_device::<T>(stream, side * n, rng)?;
+        let mut c = stream.alloc_zeros::<T>(side * n)?;
+        let full = cublas_full(s, stream, blas, rng, &b, &mut c)?;
+        let dense_tflops = full.tflops;
+        report.cublas_full.insert(dtype.clone(), full);
+        let opts = SpmmOptions::new();
+        for block in blocks {
+            let block = parse_block(block)?;
+            for density in densities {
+                let density = parse_density(density)?;
+                let mask = mask(pattern, s.m / block.rows, s.k / block.cols, density, rng)?;
+                let a = BsrMatrix::from_block_mask(&mask, block, |_, _| {
+                    T::from_f32(rng.random_range(-1.0..1.0))
+                })?;
+                let da = DeviceBsr::upload(&a, stream)?;
+                // A block side that does not divide M or K runs on the largest multiple below.
+                let dims = (a.m(), n, a.k());
+                let flops = da.flops(n);
+                let first = report.rows.len();
+                for product in PRODUCTS {
+                    let config = format!(
+                        "{block} d={:.4} {pattern} {dtype} {} {}",
+                        a.density(),
+                        product.name(),
+                        product.layout()
+                    );
+                    bar.set_message(config.clone());
+                    // Run once first: only a product that runs is timed.
+                    let selected = product.select(&da, dims, &b, &mut c, &opts);
+                    let mut call = || product.call(&da, dims, &b, &mut c, &opts);
+                    let checked = selected.map_err(anyhow::Error::from).and_then(|backend| {
+                        call()?;
+                        stream.synchronize()?;
+                        Ok(backend)
+                    });
+                    let timed = match &checked {
+                        Ok(_) => Some(timing(time(stream, s, || Ok(call()?))?, flops)),
+                        Err(_) => None,
+                    };
+                    let reference = product.reference().map(|r| {
+                        let i = first + PRODUCTS.iter().position(|&p| p == r).expect("listed");
+                        &report.rows[i]
+                    });
+                    let ratio = match (&timed, reference.and_then(|r| r.timing.as_ref())) {
+                        (Some(t), Some(r)) => Some(t.median_us / r.median_us),
+                        _ => None,
+                    };
+                    let row = ProductRow {
+                        config,
+                        block: format!("{block}"),
+                        density: a.density(),
+                        pattern: pattern.into(),
+                        dtype: dtype.clone(),
+                        product: product.name().into(),
+                        layout: product.layout().into(),
+                        flops,
+                        backend: checked.as_ref().ok().map(|&b| backend_name(b).into()),
+                        refused: checked.err().map(|e| format!("{e:#}")),
+                        e: timed
+                            .as_ref()
+                            .map(|t| flops / (dense_tflops * 1e6) / t.median_us),
+                        timing: timed,
+                        reference: reference.map(|r| r.config.clone()),
+                        ratio,
+                    };
+                    report.rows.push(row);
+                    bar.inc(1);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Per row: product, layouts, Auto's backend, median µs, TFLOPS, E and the ratio to its
+    /// reference; a refused row says why.
+    fn print_table(r: &ProductsReport) {
+        println!(
+            "\nsparsek products: {} | M={} N={} K={} | {} repeats x {} launches",
+            r.device, r.m, r.n, r.k, r.repeats, r.iters
+        );
+        let dense: Vec<String> = r
+            .cublas_full
+            .iter()
+            .map(|(dtype, t)| format!("{dtype} {:.0} TFLOPS", t.tflops))
+            .collect();
+        println!("dense cuBLAS at M, N, K (this run): {}", dense.join(", "));
+        println!(
+            "{:<28} {:<6} {:<8} {:<8} {:>9} {:>6} {:>5} {:>6}",
+            "matrix", "op", "B/C", "auto", "us", "TFLOPS", "E", "ratio"
+        );
+        for row in &r.rows {
+            let matrix = format!(
+                "{} d={:.4} {} {}",
+                row.block, row.density, row.pattern, row.dtype
+            );
+            let head = format!(
+                "{matrix:<28} {:<6} {:<8} {:<8}",
+                row.product,
+                row.layout,
+                row.backend.as_deref().unwrap_or("-")
+            );
+            let tail = match (&row.timing, &row.refused) {
+                (Some(t), _) => format!(
+                    " {:>9.1} {:>6.0} {:>5.2} {}",
+                    t.median_us,
+                    t.tflops,
+                    row.e.unwrap_or(f64::NAN),
+                    match row.ratio {
+                        Some(q) => format!("{q:>6.3} {}", if q <= TARGET { "ok" } else { "OVER" }),
+                        None if row.reference.is_some() => format!("{:>6}", "-"),
+                        None => format!("{:>6}", "ref"),
+                    }
+                ),
+                (None, refused) => format!(" refused: {}", refused.as_deref().unwrap_or("?")),
+            };
+            println!("{head}{tail}");
+        }
+        println!(
+            "(medians; TFLOPS on nonzero work; E = FLOPs / dense cuBLAS at M, N, K / time; \
+             ratio = A^T*B / A*B (row/row) and D*A / A*B (col/col), target <= {TARGET:.2}; \
+             D*A: D (N x M) and C (N x K) row-major, run by dense_spmm as C^T = A^T * D^T)"
+        );
     }
 }
 

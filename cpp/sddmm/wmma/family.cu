@@ -1,0 +1,66 @@
+// The WMMA SDDMM family (kSddmmWmmaFamily, cpp/registry.hpp), sm_80+: what it supports,
+// when a row of its table (configs.hpp) fits, and the dispatch to the row's launch (one
+// translation unit per row, instantiations/). Sees the kernels only through configs.hpp.
+#include <array>
+#include <climits>
+#include <cstdint>
+#include <utility>
+
+#include "registry.hpp"
+#include "sddmm/family_util.hpp"
+#include "sddmm/wmma/configs.hpp"
+
+namespace sparsek::detail {
+namespace sddmm_wmma {
+namespace {
+
+const char* missing_image(const SddmmProblem& p) {
+  static ImageCache cache;
+  return detail::missing_image(p, probe_kernel<0>(), cache);
+}
+
+VariantInfo info(int row) {
+  const SddmmWmmaVariant& v = kSddmmWmmaVariants[row];
+  return VariantInfo{v.name, v.automatic, v.chosen_by};
+}
+
+// Every SddmmProblem has f16/bf16 A and B and S of that type or f32: all run here.
+const char* supports(const SddmmProblem& p) {
+  if (p.device.cc_major < 8) return "needs compute capability >= 8.0 (cp.async, bf16 tensor cores)";
+  if (p.s.bm % 16 != 0 || p.s.bn % 16 != 0) return "S's blocks must be multiples of 16 on both sides";
+  if (!aligned16(p.a.data) || !aligned16(p.b.data) || !aligned16(p.s.values))
+    return "A, B and S's values must be 16-byte aligned";
+  if (p.a.ld % 8 != 0 || p.b.ld % 8 != 0) return "the leading dimensions of A and B must be multiples of 8";
+  // 16-byte chunks along k: whole where A or B is contiguous along k.
+  const bool k_contig = p.a.layout == Layout::RowMajor || p.b.layout == Layout::ColMajor;
+  if (k_contig && p.k() % 8 != 0) return "k must be a multiple of 8 when A is row-major or B column-major";
+  return missing_image(p);
+}
+
+const char* fits(const SddmmProblem& p, int row) {
+  const SddmmWmmaVariant& v = kSddmmWmmaVariants[row];
+  if (p.s.bm % v.tile != 0 || p.s.bn % v.tile != 0) return "its tile does not divide S's blocks";
+  const int64_t tiles = int64_t(p.s.bm / v.tile) * (p.s.bn / v.tile);
+  if (p.s.nnzb > INT_MAX / tiles) return "too many tiles for the grid (nnzb * tiles per block must fit int32)";
+  if (sddmm_wmma_smem(v) > p.device.smem_optin) return "its shared memory exceeds the device's per-block opt-in limit";
+  return nullptr;
+}
+
+using LaunchFn = cudaError_t (*)(const SddmmProblem&, cudaStream_t);
+template <size_t... I>
+constexpr std::array<LaunchFn, sizeof...(I)> launch_table(std::index_sequence<I...>) {
+  return {{&launch_row<static_cast<int>(I)>...}};
+}
+constexpr std::array<LaunchFn, kSddmmWmmaRows> kLaunch = launch_table(std::make_index_sequence<kSddmmWmmaRows>{});
+
+cudaError_t launch(const SddmmProblem& p, int row, cudaStream_t stream) { return kLaunch[row](p, stream); }
+
+}  // namespace
+}  // namespace sddmm_wmma
+
+extern const SddmmFamily kSddmmWmmaFamily = {
+    Backend::Wmma, "wmma", sddmm_wmma::kSddmmWmmaRows, /*epilogue=*/false, &sddmm_wmma::info,
+    &sddmm_wmma::supports, &sddmm_wmma::fits, &sddmm_wmma::launch,
+};
+
+}  // namespace sparsek::detail
