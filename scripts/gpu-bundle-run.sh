@@ -5,6 +5,7 @@
 #   run.sh                 # GPU tests + the Rust and C++ quickstarts; non-zero exit if any fails
 #   run.sh bench [ARGS]    # the criterion bench (ARGS passed on, e.g. a filter)
 #   run.sh report [ARGS]   # bench_report run ARGS (table, --json, --png, --baseline gate)
+#   run.sh products [ARGS] # bench_report products ARGS (A^T*B and D*A beside A*B)
 #   run.sh sanitize        # GPU tests under compute-sanitizer memcheck and racecheck
 set -u
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -36,9 +37,14 @@ case "${1:-test}" in
     "$here/device_bsr_tests" --test-threads=1 --nocapture || fail=1
     # op(A) = A^T (transpose_a) and D*op(A) (dense_spmm) on the device.
     "$here/gpu_products_tests" --test-threads=1 --nocapture || fail=1
+    # The A^T rows with split tiles, every launch in 3 pieces.
+    SPARSEK_SM90_SPLIT=3 "$here/gpu_products_tests" --test-threads=1 --nocapture transposed_matches || fail=1
+    "$here/gpu_sddmm_tests" --test-threads=1 --nocapture || fail=1
     "$here/quickstart" || fail=1
+    "$here/linear_backward" || fail=1
     "$here/quickstart_cpp" || fail=1
     "$here/spmm_check" --suite || fail=1
+    "$here/sddmm_check" || fail=1
     "$here/cpp_api_errors" || fail=1
     "$here/cpp_index_check" || fail=1
     [ -x "$here/check_decode" ] && { "$here/check_decode" || fail=1; }
@@ -69,6 +75,11 @@ case "${1:-test}" in
       # A^T*B and D*op(A): refused calls, and a few small cases of both products.
       compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/gpu_products_tests" --test-threads=1 \
         transposed_errors transposed_sanitized || fail=1
+      SPARSEK_SM90_SPLIT=3 compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/gpu_products_tests" \
+        --test-threads=1 transposed_sanitized || fail=1
+      # SDDMM: refused calls and small cases on every family.
+      compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/gpu_sddmm_tests" --test-threads=1 \
+        sddmm_errors sddmm_sanitized || fail=1
       # Split tiles: every Hopper launch in 3 pieces (partial sums through global memory).
       SPARSEK_SM90_SPLIT=3 compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/gpu_tests" \
         --test-threads=1 skewed_pattern any_block_sanitized || fail=1
@@ -80,7 +91,7 @@ case "${1:-test}" in
     exit $fail
     ;;
   *)
-    echo "usage: run.sh [test | bench [ARGS] | report [ARGS] | sanitize]" >&2
+    echo "usage: run.sh [test | bench [ARGS] | report [ARGS] | products [ARGS] | sanitize]" >&2
     exit 2
     ;;
 esac

@@ -316,6 +316,42 @@ fn sddmm_cutlass_matches_reference() {
     println!("{test}: {count} runs passed");
 }
 
+/// A few small cases for the sanitizers (run.sh sanitize): every family, β = 0 and β ≠ 0.
+#[test]
+fn sddmm_sanitized() {
+    let test = "sddmm_sanitized";
+    let Some(ctx) = device(test) else { return };
+    let mut rng = StdRng::seed_from_u64(seed());
+    let mut backends = vec![Backend::Wmma, Backend::Auto];
+    if is_hopper(&ctx) {
+        backends.push(Backend::Cutlass);
+    }
+    let mut count = 0;
+    for backend in backends {
+        for (i, block) in [BlockShape::new(64, 64), BlockShape::new(128, 128)]
+            .into_iter()
+            .enumerate()
+        {
+            let case = Case {
+                block_rows: 2,
+                block_cols: 3,
+                block,
+                kind: PatternKind::EmptyAndFullRows,
+                k: 136,
+                a_layout: [Layout::RowMajor, Layout::ColMajor][i],
+                b_layout: [Layout::ColMajor, Layout::RowMajor][i],
+                alpha: 1.0,
+                beta: [0.0, 0.5][i],
+                backend,
+                ld_pad: 8,
+            };
+            check_typed::<f16, f16>(&ctx, &case, &mut rng);
+            count += 1;
+        }
+    }
+    println!("{test}: {count} cases passed");
+}
+
 /// 100 runs bitwise identical, on each backend available.
 #[test]
 fn sddmm_is_deterministic() {

@@ -19,6 +19,7 @@
 namespace sparsek {
   namespace rust {
     struct BsrPattern;
+    struct TransposeIndex;
   }
 }
 
@@ -41,6 +42,22 @@ struct BsrPattern final {
 };
 #endif // CXXBRIDGE1_STRUCT_sparsek$rust$BsrPattern
 
+#ifndef CXXBRIDGE1_STRUCT_sparsek$rust$TransposeIndex
+#define CXXBRIDGE1_STRUCT_sparsek$rust$TransposeIndex
+// A BSR pattern's blocks by block-column: the arrays of a
+// `sparsek::TransposeIndexView` (op(A) = A^T, `SpmmOptions::transpose_index`), on the
+// host: `col_ptr` (block_cols + 1 entries), `row_idx` and `block_id` (nnzb each).
+struct TransposeIndex final {
+  ::rust::Vec<::std::int32_t> col_ptr;
+  ::rust::Vec<::std::int32_t> row_idx;
+  ::rust::Vec<::std::int32_t> block_id;
+
+  bool operator==(TransposeIndex const &) const noexcept;
+  bool operator!=(TransposeIndex const &) const noexcept;
+  using IsRelocatable = ::std::true_type;
+};
+#endif // CXXBRIDGE1_STRUCT_sparsek$rust$TransposeIndex
+
 // Checks BSR index arrays for an m x k matrix of bm x bk blocks holding
 // values_len elements of values: every invariant sparsek::spmm trusts (row_ptr
 // length, start, monotonicity and end; col_idx sorted, unique, in range; values
@@ -56,6 +73,11 @@ void validate_bsr(::std::int64_t m, ::std::int64_t k, ::std::int64_t bm, ::std::
 // blocks ending at the diagonal in each row (sliding window), band == 0 the whole
 // lower triangle. Throws rust::Error when n or band is negative.
 ::sparsek::rust::BsrPattern causal_pattern(::std::int64_t n, ::std::int64_t band);
+
+// The transpose index of the BSR pattern of an m x k matrix of bm x bk blocks
+// (what sparsek::spmm walks for op(A) = A^T), after the checks of validate_bsr.
+// Throws rust::Error naming the first defect.
+::sparsek::rust::TransposeIndex transpose_index(::std::int64_t m, ::std::int64_t k, ::std::int64_t bm, ::std::int64_t bk, ::rust::Slice<::std::int32_t const> row_ptr, ::rust::Slice<::std::int32_t const> col_idx);
 } // namespace rust
 } // namespace sparsek
 

@@ -14,8 +14,8 @@
 //! matrix is validated.
 
 use crate::error::BsrError;
-use crate::format::bsr::BsrMatrix;
-use crate::format::try_vec;
+use crate::format::bsr::{values_len_of, BsrMatrix};
+use crate::format::{try_vec, validate_parts, BlockShape};
 
 /// `A`'s blocks by block-column (see the module docs). Built by
 /// [`BsrMatrix::transpose_index`].
@@ -27,6 +27,32 @@ pub struct TransposeIndex {
 }
 
 impl TransposeIndex {
+    /// The transpose index of the pattern `row_ptr` / `col_idx` of an `m x k` matrix of
+    /// `block`s, after validating it like [`BsrMatrix::from_parts`] (one [`BsrError`] per
+    /// defect): for callers that hold only the index arrays (the C++ bridge's
+    /// `sparsek::rust::transpose_index`, weights already on a device).
+    ///
+    /// ```
+    /// use sparsek::{BlockShape, TransposeIndex};
+    ///
+    /// // 2 x 2 blocks: (0, 1) and (1, 0), (1, 1).
+    /// let t = TransposeIndex::from_pattern(4, 4, BlockShape::new(2, 2), &[0, 1, 3], &[1, 0, 1])?;
+    /// assert_eq!((t.col_ptr(), t.row_idx(), t.block_id()), (&[0, 1, 3][..], &[1, 0, 1][..], &[1, 0, 2][..]));
+    /// # Ok::<(), sparsek::BsrError>(())
+    /// ```
+    pub fn from_pattern(
+        m: usize,
+        k: usize,
+        block: BlockShape,
+        row_ptr: &[i32],
+        col_idx: &[i32],
+    ) -> Result<Self, BsrError> {
+        let values_len = values_len_of(col_idx.len(), block)?;
+        validate_parts(m, k, block, row_ptr, col_idx, values_len)?;
+        // Validated: block.cols >= 1 divides k.
+        transpose_pattern(k / block.cols, row_ptr, col_idx)
+    }
+
     /// Block-column offsets into `row_idx` and `block_id`: `k / bk + 1` entries, from 0 up
     /// to `nnzb`.
     pub fn col_ptr(&self) -> &[i32] {

@@ -40,6 +40,16 @@ mod ffi {
         col_idx: Vec<i32>,
     }
 
+    /// A BSR pattern's blocks by block-column: the arrays of a
+    /// `sparsek::TransposeIndexView` (op(A) = A^T, `SpmmOptions::transpose_index`), on the
+    /// host: `col_ptr` (block_cols + 1 entries), `row_idx` and `block_id` (nnzb each).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    struct TransposeIndex {
+        col_ptr: Vec<i32>,
+        row_idx: Vec<i32>,
+        block_id: Vec<i32>,
+    }
+
     unsafe extern "C++" {
         // The generated header includes cxx's own (for rust::Error, rust::Vec, rust::Slice).
         include!("rust/cxx.h");
@@ -69,10 +79,22 @@ mod ffi {
         /// blocks ending at the diagonal in each row (sliding window), band == 0 the whole
         /// lower triangle. Throws rust::Error when n or band is negative.
         fn causal_pattern(n: i64, band: i64) -> Result<BsrPattern>;
+
+        /// The transpose index of the BSR pattern of an m x k matrix of bm x bk blocks
+        /// (what sparsek::spmm walks for op(A) = A^T), after the checks of validate_bsr.
+        /// Throws rust::Error naming the first defect.
+        fn transpose_index(
+            m: i64,
+            k: i64,
+            bm: i64,
+            bk: i64,
+            row_ptr: &[i32],
+            col_idx: &[i32],
+        ) -> Result<TransposeIndex>;
     }
 }
 
-pub use ffi::BsrPattern;
+pub use ffi::{BsrPattern, TransposeIndex};
 
 /// A size from C++: refuses a negative one (it would wrap to a huge `usize`).
 fn size(name: &str, v: i64) -> Result<usize, String> {
@@ -118,6 +140,31 @@ pub fn causal_pattern(n: i64, band: i64) -> Result<BsrPattern, String> {
     };
     let mask = BlockMask::causal(n, band).map_err(|e| e.to_string())?;
     to_pattern(&mask)
+}
+
+/// See the bridge declaration.
+pub fn transpose_index(
+    m: i64,
+    k: i64,
+    bm: i64,
+    bk: i64,
+    row_ptr: &[i32],
+    col_idx: &[i32],
+) -> Result<TransposeIndex, String> {
+    let block = BlockShape::new(size("bm", bm)?, size("bk", bk)?);
+    let t = sparsek::TransposeIndex::from_pattern(
+        size("m", m)?,
+        size("k", k)?,
+        block,
+        row_ptr,
+        col_idx,
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(TransposeIndex {
+        col_ptr: t.col_ptr().to_vec(),
+        row_idx: t.row_idx().to_vec(),
+        block_id: t.block_id().to_vec(),
+    })
 }
 
 /// A mask's kept blocks as `row_ptr` / `col_idx`, refusing what overflows `i32` and
@@ -167,6 +214,20 @@ mod tests {
 
     fn check(row_ptr: &[i32], col_idx: &[i32], values_len: i64) -> Result<(), String> {
         validate_bsr(M, K, 2, 3, row_ptr, col_idx, values_len)
+    }
+
+    #[test]
+    fn transpose_index_lists_blocks_by_column() {
+        let t = transpose_index(M, K, 2, 3, &ROW_PTR, &COL_IDX).unwrap();
+        // Columns 0..6 hold blocks (row 0), (row 2), (row 2), (row 0), (row 3), (row 2).
+        assert_eq!(t.col_ptr, [0, 1, 2, 3, 4, 5, 6]);
+        assert_eq!(t.row_idx, [0, 2, 2, 0, 3, 2]);
+        assert_eq!(t.block_id, [0, 2, 3, 1, 5, 4]);
+        assert_eq!(
+            transpose_index(M, K, 2, 3, &ROW_PTR, &[0, 3, 2, 1, 5, 4]).unwrap_err(),
+            "col_idx of block-row 2 is not sorted (2 then 1)"
+        );
+        assert!(transpose_index(M, K, -2, 3, &ROW_PTR, &COL_IDX).is_err());
     }
 
     #[test]
