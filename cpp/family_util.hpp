@@ -20,10 +20,10 @@ struct ImageCache {
 
 // A build may not carry an image for this GPU (e.g. only sm_80 + sm_90a on a cc 10.x part):
 // ask the runtime once per device rather than guess. Every kernel of a family is built for
-// the same architectures, so one kernel (`probe`) answers for all of them.
-inline const char* missing_image(const Problem& p, const void* probe, ImageCache& cache) {
+// the same architectures, so one kernel (`probe`) answers for all of them. `dev`: the
+// current device.
+inline const char* missing_image(int dev, const void* probe, ImageCache& cache) {
   constexpr const char* kNoImage = "this build has no kernel image for the current GPU architecture";
-  const int dev = p.device.id;  // the current device
   const bool cached = dev >= 0 && dev < ImageCache::kMaxDevices;
   const signed char state = cached ? cache.known[dev].load(std::memory_order_relaxed) : 0;
   if (state != 0) return state > 0 ? nullptr : kNoImage;
@@ -45,6 +45,11 @@ inline const char* missing_image(const Problem& p, const void* probe, ImageCache
     default:
       return cudaGetErrorString(e);  // not about the image: asked again next time
   }
+}
+
+// The same for a problem on the current device (`p.device`).
+inline const char* missing_image(const Problem& p, const void* probe, ImageCache& cache) {
+  return missing_image(p.device.id, probe, cache);
 }
 
 }  // namespace sparsek::detail

@@ -205,6 +205,9 @@ constexpr const char kFused[] =
     "the default tile with the fused bias/activation epilogue, only for problems that ask for it: on plain "
     "problems it measured 2-8 % slower than LinearCombination at bm=128 (H100, bench_report gate, 2026-11-23)";
 
+constexpr const char kTransposedTma[] =
+    "op(A) = A^T on the A*B defaults' tiles and TMA epilogue (B and C row/row for A^T*B, col/col for D*A); "
+    "not yet measured against A*B";
 constexpr const char kTransposed[] =
     "op(A) = A^T on the any-block rows' tiles with tile_k 64 (the 64- and 128-high blocks' tiles of the A*B "
     "defaults); not yet measured against A*B";
@@ -321,8 +324,26 @@ inline constexpr Sm90Variant kSm90Variants[] = {
     {"sm90_bf16_bm_le128_k64_bcol",          BF16,  OrF32, 128, BCol,  CAny,  128,   256,   N,   Auto,      kAnyBlock,    Direct,  64},
     {"sm90_bf16_bm_le128_k16_bcol",          BF16,  OrF32, 128, BCol,  CAny,  128,   256,   N,   Auto,      kAnyBlock,    Direct,  16},
     {"sm90_bf16_bm_le256_k16_bcol",          BF16,  OrF32, 256, BCol,  CAny,  256,   128,   N,   Auto,      kAnyBlock,    Direct,  16},
-    // ---- op(A) = A^T: A's blocks through the transpose index, MN-major; bm = A's bk. Other
-    //      blocks (and 16-high ones) run on WMMA ----
+    // ---- op(A) = A^T: A's blocks through the transpose index, MN-major; bm = A's bk.
+    //      First the A*B defaults' tiles with the TMA epilogue (the layouts of A^T*B and of
+    //      D*A with row-major D and C), then any block up to 128 high on the any-block
+    //      tiles; other blocks (and 16-high ones) run on WMMA ----
+    {"sm90_f16_bm128_brow_crow_at",         F16,  Same,  128, BRow, CRow, 128,   256,    N,   Auto,      kTransposedTma,
+     Plain, 64, 1, 0, Coop, 0, Where, AT},
+    {"sm90_f16_bm64_brow_crow_at",          F16,  Same,   64, BRow, CRow, 256,    64,    T,   Auto,      kTransposedTma,
+     Plain, 64, 1, 0, Coop, 0, Where, AT},
+    {"sm90_f16_bm128_bcol_ccol_at",         F16,  Same,  128, BCol, CCol, 128,   256,    N,   Auto,      kTransposedTma,
+     Plain, 64, 1, 0, Coop, 0, Where, AT},
+    {"sm90_f16_bm64_bcol_ccol_at",          F16,  Same,   64, BCol, CCol, 256,    64,    T,   Auto,      kTransposedTma,
+     Plain, 64, 1, 0, Coop, 0, Where, AT},
+    {"sm90_bf16_bm128_brow_crow_at",        BF16, Same,  128, BRow, CRow, 128,   256,    N,   Auto,      kTransposedTma,
+     Plain, 64, 1, 0, Coop, 0, Where, AT},
+    {"sm90_bf16_bm64_brow_crow_at",         BF16, Same,   64, BRow, CRow, 256,    64,    T,   Auto,      kTransposedTma,
+     Plain, 64, 1, 0, Coop, 0, Where, AT},
+    {"sm90_bf16_bm128_bcol_ccol_at",        BF16, Same,  128, BCol, CCol, 128,   256,    N,   Auto,      kTransposedTma,
+     Plain, 64, 1, 0, Coop, 0, Where, AT},
+    {"sm90_bf16_bm64_bcol_ccol_at",         BF16, Same,   64, BCol, CCol, 256,    64,    T,   Auto,      kTransposedTma,
+     Plain, 64, 1, 0, Coop, 0, Where, AT},
     {"sm90_f16_bm_le128_k64_brow_at",         F16,   OrF32, 128, BRow,  CAny,  128,   256,   N,   Auto,      kTransposed,  Direct,  64,
      1, 0, Coop, 0, Where, AT},
     {"sm90_f16_bm_le64_k64_brow_at",          F16,   OrF32,  64, BRow,  CAny,  256,    64,   T,   Auto,      kTransposed,  Direct,  64,

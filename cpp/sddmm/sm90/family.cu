@@ -10,7 +10,7 @@
 #include <cstdint>
 
 #include "registry.hpp"
-#include "sddmm/family_util.hpp"
+#include "family_util.hpp"
 #include "sddmm/sm90/configs.hpp"
 
 #ifndef SPARSEK_NO_SM90A
@@ -62,7 +62,7 @@ bool tma_stride_ok(int64_t ld, int64_t outer, int64_t size) {
 
 const char* missing_image(const SddmmProblem& p) {
   static ImageCache cache;
-  return detail::missing_image(p, probe_kernel<0>(), cache);
+  return detail::missing_image(p.device.id, probe_kernel<0>(), cache);
 }
 
 const char* supports(const SddmmProblem& p) {

@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "registry.hpp"
-#include "sddmm/family_util.hpp"
+#include "family_util.hpp"
 #include "sddmm/wmma/configs.hpp"
 
 namespace sparsek::detail {
@@ -16,7 +16,7 @@ namespace {
 
 const char* missing_image(const SddmmProblem& p) {
   static ImageCache cache;
-  return detail::missing_image(p, probe_kernel<0>(), cache);
+  return detail::missing_image(p.device.id, probe_kernel<0>(), cache);
 }
 
 VariantInfo info(int row) {
