@@ -15,6 +15,8 @@
 // failure.
 //
 //   cmake --build build --target sparsek_test_api_errors && (cd build && ctest -R api_errors)
+#include <sparsek/dense_sparse.hpp>
+#include <sparsek/sddmm.hpp>
 #include <sparsek/sparsek.hpp>
 
 #include <cctype>
@@ -127,6 +129,8 @@ std::string judge(const char* call, const sparsek::Result& r, const Case& c) {
     return std::string(call) + ": message does not mention \"" + c.keyword + "\": \"" + r.message + "\"";
   return "";
 }
+
+Status bad_status() { return Status::InvalidArgument; }
 
 std::vector<Case> cases() {
   const int64_t i32max = INT32_MAX;
@@ -364,6 +368,51 @@ int main() {
       std::printf("FAIL %s: %s\n", c.name, why.c_str());
       if (!mem.intact()) mem = Arena();  // keep later cases meaningful
     }
+  }
+
+  // dense_spmm (dense_sparse.hpp) and sddmm (sddmm.hpp) go through the same validation:
+  // a shape defect is InvalidArgument, a well-formed call reaches the (hidden) device.
+  auto expect = [&](const char* name, const sparsek::Result& r, Status want, const char* keyword) {
+    Case c{name, want, keyword, nullptr};
+    std::string why = judge(name, r, c);
+    if (why.empty() && !mem.intact()) why = "touched the buffers";
+    std::printf("%s %s: %s\n", why.empty() ? "PASS" : "FAIL", name, why.empty() ? r.message : why.c_str());
+    (why.empty() ? passed : failed)++;
+  };
+  {
+    Views v = base(mem);  // A 128 x 128: D is p x 128, C p x 128 (both row-major)
+    const DenseView d{mem.b.data(), 48, 128, 128, Layout::RowMajor, DType::F16};
+    DenseView c{mem.c.data(), 48, 128, 128, Layout::RowMajor, DType::F16};
+    SpmmOptions o;
+    o.transpose_index.col_ptr = v.a.row_ptr, o.transpose_index.row_idx = v.a.col_idx;
+    o.transpose_index.block_id = v.a.col_idx;
+    expect("dense_spmm: control", sparsek::dense_spmm(d, v.a, c, o, nullptr), Status::CudaError, "device");
+    c.rows = 40;
+    expect("dense_spmm: C rows != D rows", sparsek::dense_spmm(d, v.a, c, o, nullptr), bad_status(), "columns");
+    c.rows = 48;
+    o.transpose_index.col_ptr = nullptr;
+    expect("dense_spmm: D*A without A's transpose index", sparsek::dense_spmm(d, v.a, c, o, nullptr), bad_status(),
+           "col_ptr");
+  }
+  {
+    // S 128 x 128 in 64 x 64 blocks (nnzb 2) = A (128 x 64) * B (64 x 128).
+    const DenseView a{mem.b.data(), 128, 64, 64, Layout::RowMajor, DType::F16};
+    DenseView b{mem.c.data(), 64, 128, 64, Layout::ColMajor, DType::F16};
+    sparsek::BsrMutView s;
+    s.m = 128, s.n = 128, s.bm = 64, s.bn = 64, s.nnzb = 2;
+    s.row_ptr = reinterpret_cast<const int32_t*>(mem.row_ptr.data());
+    s.col_idx = reinterpret_cast<const int32_t*>(mem.col_idx.data());
+    s.values = mem.values.data();
+    sparsek::SddmmOptions o;
+    expect("sddmm: control", sparsek::sddmm(a, b, s, o, nullptr), Status::CudaError, "device");
+    b.rows = 32;
+    expect("sddmm: B rows != A cols", sparsek::sddmm(a, b, s, o, nullptr), bad_status(), "rows");
+    b.rows = 64;
+    s.nnzb = 5;
+    expect("sddmm: nnzb > blocks", sparsek::sddmm(a, b, s, o, nullptr), bad_status(), "nnzb");
+    s.nnzb = 2;
+    o.backend = static_cast<Backend>(7);
+    expect("sddmm: backend = 7", sparsek::can_implement(a, b, s, o, nullptr), bad_status(), "backend");
   }
   std::printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
