@@ -399,8 +399,11 @@ fn check_case<T: Element, O: Element>(
         Err(e) => panic!("{what}: {e}"),
     };
     match case.backend {
+        // Decode takes op(A) = A with few columns (D·Aᵀ with few rows of D), never Aᵀ.
         Backend::Auto => assert!(
-            ran_on == Backend::Wmma || (ran_on == Backend::Cutlass && is_hopper(ctx)),
+            ran_on == Backend::Wmma
+                || (ran_on == Backend::Cutlass && is_hopper(ctx))
+                || (ran_on == Backend::Decode && !runs_transposed(case.op)),
             "{what}: Auto resolved to {ran_on:?}"
         ),
         b => assert_eq!(ran_on, b, "{what}: can_implement names another family"),

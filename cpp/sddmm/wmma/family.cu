@@ -30,7 +30,9 @@ const char* supports(const SddmmProblem& p) {
   if (p.s.bm % 16 != 0 || p.s.bn % 16 != 0) return "S's blocks must be multiples of 16 on both sides";
   if (!aligned16(p.a.data) || !aligned16(p.b.data) || !aligned16(p.s.values))
     return "A, B and S's values must be 16-byte aligned";
-  if (p.a.ld % 8 != 0 || p.b.ld % 8 != 0) return "the leading dimensions of A and B must be multiples of 8";
+  // 16-byte vectors along A's and B's lines (k = 0 reads neither: S = beta * S).
+  if (p.k() > 0 && (p.a.ld % 8 != 0 || p.b.ld % 8 != 0))
+    return "the leading dimensions of A and B must be multiples of 8";
   // 16-byte chunks along k: whole where A or B is contiguous along k.
   const bool k_contig = p.a.layout == Layout::RowMajor || p.b.layout == Layout::ColMajor;
   if (k_contig && p.k() % 8 != 0) return "k must be a multiple of 8 when A is row-major or B column-major";
