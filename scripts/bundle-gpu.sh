@@ -69,5 +69,6 @@ done
 
 strip --strip-debug "$out"/*
 cp scripts/gpu-bundle-run.sh "$out/run.sh"
+cp bench/peers/*.py "$out/"  # the peers' scripts (PyTorch on the GPU machine)
 chmod +x "$out"/*
 du -sh "$out"/* "$out"

@@ -5,6 +5,13 @@
 //                          k tails, empty block-rows), S's indices checked on the device
 //                          (check_indices); malformed views and bad indices refused with
 //                          S untouched. One PASS/FAIL line each, then "N passed, N failed".
+//   sddmm_check --time M N K BLOCK DENSITY f16|bf16 row|col row|col ITERS [PATTERN_FILE]
+//                          times S = A*B on S's blocks (a random pattern of that block
+//                          density, every block-row alike, f32 accumulate, S of the input
+//                          type): median of 5 repeats of ITERS launches, CUDA events; the
+//                          pattern is written to PATTERN_FILE (block-rows, block-columns,
+//                          block, then row_ptr and col_idx) for the peers' script
+//                          (bench/peers/sddmm_torch.py) to run the same one.
 //
 // S's values are poisoned with NaN when beta == 0 (they must not be read), so an unwritten
 // or wrongly read value shows as a failure. Exit status 0 only when everything passed.
@@ -255,9 +262,98 @@ int refusals() {
   return failures + !untouched;
 }
 
+// --time: one timing; see the file comment.
+int time_case(int argc, char** argv) {
+  if (argc < 11) {
+    std::printf("usage: sddmm_check --time M N K BLOCK DENSITY f16|bf16 row|col row|col ITERS [PATTERN_FILE]\n");
+    return 2;
+  }
+  const int64_t m = std::atoll(argv[2]), n = std::atoll(argv[3]), k = std::atoll(argv[4]);
+  const int blk = std::atoi(argv[5]);
+  const double density = std::atof(argv[6]);
+  const DType in = std::strcmp(argv[7], "bf16") == 0 ? DType::BF16 : DType::F16;
+  const Layout al = std::strcmp(argv[8], "col") == 0 ? Layout::ColMajor : Layout::RowMajor;
+  const Layout bl = std::strcmp(argv[9], "col") == 0 ? Layout::ColMajor : Layout::RowMajor;
+  const int iters = std::max(1, std::atoi(argv[10]));
+  if (blk <= 0 || m % blk != 0 || n % blk != 0 || k <= 0) {
+    std::printf("FAIL bad shape\n");
+    return 2;
+  }
+  Rng rng(7);
+  const int64_t rows = m / blk, cols = n / blk;
+  const int64_t per_row = std::max<int64_t>(1, std::llround(density * cols));
+  std::vector<int32_t> row_ptr(size_t(rows + 1), 0), col_idx, pick(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t q = 0; q < cols; ++q) pick[q] = int32_t(q);
+    for (int64_t i = 0; i < per_row; ++i) std::swap(pick[i], pick[i + int64_t(rng.next() % uint64_t(cols - i))]);
+    std::sort(pick.begin(), pick.begin() + per_row);
+    col_idx.insert(col_idx.end(), pick.begin(), pick.begin() + per_row);
+    row_ptr[r + 1] = int32_t(col_idx.size());
+  }
+  if (argc > 11) {
+    FILE* f = std::fopen(argv[11], "w");
+    if (f == nullptr) {
+      std::printf("FAIL cannot write %s\n", argv[11]);
+      return 2;
+    }
+    std::fprintf(f, "%lld %lld %d\n", (long long)rows, (long long)cols, blk);
+    for (int32_t v : row_ptr) std::fprintf(f, "%d ", v);
+    std::fprintf(f, "\n");
+    for (int32_t v : col_idx) std::fprintf(f, "%d ", v);
+    std::fprintf(f, "\n");
+    std::fclose(f);
+  }
+  const size_t nnzb = col_idx.size();
+  Buf a(in, size_t(m * k)), b(in, size_t(k * n));
+  for (size_t i = 0; i < a.size(); ++i) a.set(i, rng.sym());
+  for (size_t i = 0; i < b.size(); ++i) b.set(i, rng.sym());
+  Dev d_rp(row_ptr.data(), row_ptr.size() * 4), d_ci(col_idx.data(), col_idx.size() * 4),
+      d_a(a.raw.data(), a.raw.size()), d_b(b.raw.data(), b.raw.size()), d_s(nnzb * blk * blk * 2);
+  const sparsek::DenseView av{d_a.p, m, k, al == Layout::RowMajor ? k : m, al, in};
+  const sparsek::DenseView bv{d_b.p, k, n, bl == Layout::RowMajor ? n : k, bl, in};
+  sparsek::BsrMutView sv;
+  sv.m = m, sv.n = n, sv.bm = blk, sv.bn = blk, sv.nnzb = int64_t(nnzb);
+  sv.row_ptr = static_cast<const int32_t*>(d_rp.p), sv.col_idx = static_cast<const int32_t*>(d_ci.p);
+  sv.values = d_s.p, sv.dtype = in;
+  sparsek::SddmmOptions opt;
+  Backend chosen = Backend::Auto;
+  sparsek::Result r = sparsek::can_implement(av, bv, sv, opt, &chosen);
+  for (int i = 0; r.ok() && i < 3; ++i) r = sparsek::sddmm(av, bv, sv, opt, nullptr);  // warm-up
+  if (!r.ok()) {
+    std::printf("FAIL %s\n", r.message);
+    return 1;
+  }
+  cudaEvent_t e0, e1;
+  CUDA_CHECK(cudaEventCreate(&e0));
+  CUDA_CHECK(cudaEventCreate(&e1));
+  std::vector<double> us;
+  for (int rep = 0; rep < 5; ++rep) {
+    CUDA_CHECK(cudaEventRecord(e0, nullptr));
+    for (int i = 0; i < iters && r.ok(); ++i) r = sparsek::sddmm(av, bv, sv, opt, nullptr);
+    CUDA_CHECK(cudaEventRecord(e1, nullptr));
+    CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    us.push_back(1e3 * ms / iters);
+  }
+  CUDA_CHECK(cudaGetLastError());
+  if (!r.ok()) {
+    std::printf("FAIL %s\n", r.message);
+    return 1;
+  }
+  std::sort(us.begin(), us.end());
+  const double flops = 2.0 * double(nnzb) * blk * blk * double(k);
+  std::printf("sddmm m=%lld n=%lld k=%lld block=%d density=%.4f %s A=%s B=%s backend=%s nnzb=%zu time_us=%.1f "
+              "tflops=%.1f\n",
+              (long long)m, (long long)n, (long long)k, blk, double(nnzb) / double(rows * cols), argv[7], argv[8],
+              argv[9], chosen == Backend::Cutlass ? "cutlass" : "wmma", nnzb, us[2], flops / us[2] / 1e6);
+  return 0;
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "--time") == 0) return time_case(argc, argv);
   int dev = 0;
   cudaDeviceProp prop;
   CUDA_CHECK(cudaGetDevice(&dev));
