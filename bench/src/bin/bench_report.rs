@@ -38,8 +38,9 @@
 //! D (`n x m`) and C (`n x k`), which runs as `C^T = A^T*D^T` on column-major views. Each
 //! runs once first and is timed only if that returns Ok (else the row says why). The table
 //! gives per row the backend Auto took (`gpu::can_implement`), median µs, TFLOPS on nonzero
-//! work, E = (FLOPs at dense cuBLAS's rate at M, N, K, measured in the same run) ÷ time,
-//! and the ratio `A^T*B ÷ A*B` and `D*A ÷ A*B (col/col)` against the 1.10 target.
+//! work, E = the roofline floor of `run` (FLOPs at dense cuBLAS's rate, B's L2 traffic at
+//! the L2 rate, A + B + C at the HBM rate, all measured in the same run) ÷ time, and the
+//! ratio `A^T*B ÷ A*B` and `D*A ÷ A*B (col/col)` against the 1.10 target.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -674,20 +675,12 @@ mod sweep {
         })
     }
 
-    pub fn run(args: &[String]) -> Result<()> {
-        let s = Settings::from_args(args)?;
-        let blocks = list(args, "--blocks", "128x128,64x64,32x32");
-        let densities = list(args, "--densities", "1/16,1/8,1/4");
-        let patterns = list(args, "--patterns", "topk");
-        let dtypes = list(args, "--dtypes", "f16");
-        let layouts = list(args, "--layouts", "row/row");
-        let backends = list(args, "--backends", "cutlass,wmma");
-
-        let (device, stream, blas) = open()?;
-        // The memory ceilings, first (the cuBLAS one is measured per dtype in the sweep).
-        let (l2_tbs, hbm_tbs) = match (
-            sparsek_bench::ceilings::l2_read(&stream),
-            sparsek_bench::ceilings::hbm_read(&stream),
+    /// The L2 and HBM read bandwidth of this run in TB/s (kernels/bandwidth.cu), or None
+    /// (said on stdout) when they cannot be measured: then no floors or E.
+    pub fn memory_ceilings(stream: &Arc<CudaStream>) -> (Option<f64>, Option<f64>) {
+        match (
+            sparsek_bench::ceilings::l2_read(stream),
+            sparsek_bench::ceilings::hbm_read(stream),
         ) {
             (Ok(l2), Ok(hbm)) => {
                 println!(
@@ -701,7 +694,21 @@ mod sweep {
                 println!("no bandwidth ceilings, so no floors or E: {e:#}");
                 (None, None)
             }
-        };
+        }
+    }
+
+    pub fn run(args: &[String]) -> Result<()> {
+        let s = Settings::from_args(args)?;
+        let blocks = list(args, "--blocks", "128x128,64x64,32x32");
+        let densities = list(args, "--densities", "1/16,1/8,1/4");
+        let patterns = list(args, "--patterns", "topk");
+        let dtypes = list(args, "--dtypes", "f16");
+        let layouts = list(args, "--layouts", "row/row");
+        let backends = list(args, "--backends", "cutlass,wmma");
+
+        let (device, stream, blas) = open()?;
+        // The memory ceilings, first (the cuBLAS one is measured per dtype in the sweep).
+        let (l2_tbs, hbm_tbs) = memory_ceilings(&stream);
         let mut report = Report {
             device,
             m: s.m,
@@ -930,10 +937,14 @@ mod products {
     use sparsek_bench::decode::backend_name;
 
     use super::sweep::{
-        cublas_full, mask, open, parse_block, parse_density, progress, random_device, time,
-        Settings,
+        cublas_full, mask, memory_ceilings, open, parse_block, parse_density, progress,
+        random_device, time, Settings,
     };
     use super::{flag, list, timing, Timing};
+    use sparsek_bench::roofline::{Ceilings, Problem};
+
+    /// The L2 and HBM read bandwidth of the run, TB/s, where measured.
+    type MemoryCeilings = (Option<f64>, Option<f64>);
 
     /// How much slower than its reference a product may be (the issue's target).
     const TARGET: f64 = 1.10;
@@ -1086,6 +1097,7 @@ mod products {
         let densities = list(args, "--densities", "1/8,1/4");
         let dtypes = list(args, "--dtypes", "f16,bf16");
         let (device, stream, blas) = open()?;
+        let memory = memory_ceilings(&stream);
         let mut report = ProductsReport {
             device,
             m: s.m,
@@ -1111,7 +1123,7 @@ mod products {
                 &mut report,
                 &bar,
                 &mut rng,
-                (&blocks, &densities),
+                (&blocks, &densities, memory),
             )?;
         }
         bar.finish_and_clear();
@@ -1130,7 +1142,7 @@ mod products {
         report: &mut ProductsReport,
         bar: &ProgressBar,
         rng: &mut StdRng,
-        (blocks, densities): (&[String], &[String]),
+        (blocks, densities, (l2_tbs, hbm_tbs)): (&[String], &[String], MemoryCeilings),
     ) -> Result<()>
     where
         CudaBlas: Gemm<T>,
@@ -1198,9 +1210,31 @@ mod products {
                         flops,
                         backend: checked.as_ref().ok().map(|&b| backend_name(b).into()),
                         refused: checked.err().map(|e| format!("{e:#}")),
-                        e: timed
-                            .as_ref()
-                            .map(|t| flops / (dense_tflops * 1e6) / t.median_us),
+                        // The roofline floor of the product as spmm runs it (op(A) is A, or
+                        // Aᵀ with its blocks bk x bm; square here).
+                        e: timed.as_ref().and_then(|t| {
+                            let ceilings = Ceilings {
+                                dense_tflops,
+                                l2_tbs: l2_tbs?,
+                                hbm_tbs: hbm_tbs?,
+                            };
+                            let (rows, cols) = match product {
+                                Product::Ab(_) => (block.rows, block.cols),
+                                _ => (block.cols, block.rows),
+                            };
+                            let problem = Problem {
+                                m: if rows == block.rows { dims.0 } else { dims.2 },
+                                n,
+                                k: if rows == block.rows { dims.2 } else { dims.0 },
+                                bm: rows,
+                                bk: cols,
+                                nnzb: da.nnz_blocks(),
+                                in_bytes: 2,
+                                out_bytes: 2,
+                                reads_c: false,
+                            };
+                            Some(problem.floor(&ceilings).efficiency(t.median_us))
+                        }),
                         timing: timed,
                         reference: reference.map(|r| r.config.clone()),
                         ratio,
@@ -1258,7 +1292,7 @@ mod products {
             println!("{head}{tail}");
         }
         println!(
-            "(medians; TFLOPS on nonzero work; E = FLOPs / dense cuBLAS at M, N, K / time; \
+            "(medians; TFLOPS on nonzero work; E = roofline floor (cuBLAS, L2, HBM of this run) / time; \
              ratio = A^T*B / A*B (row/row) and D*A / A*B (col/col), target <= {TARGET:.2}; \
              D*A: D (N x M) and C (N x K) row-major, run by dense_spmm as C^T = A^T * D^T)"
         );
