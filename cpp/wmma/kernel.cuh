@@ -252,7 +252,7 @@ __global__ void __launch_bounds__(Traits<kCfg, kKStep, kBCol>::kThreads, Traits<
   constexpr int kAChunks = kTileM * kKStep / 8;
   constexpr int kARowsPerPass = kThreads / kAPerRow;
   const int a_r = tid / kAPerRow, a_k = (tid % kAPerRow) * 8;
-  const int64_t a_ld = kATrans ? args.bm : bk;  // row stride of a stored block
+  const int a_ld = kATrans ? args.bm : bk;  // row stride of a stored block (<= 256)
   const T* a_thread = kATrans ? a_vals + static_cast<int64_t>(a_r) * a_ld + slice_row + a_k
                               : a_vals + static_cast<int64_t>(slice_row + a_r) * bk + a_k;
   const int a_dst_off = a_r * kLdA + a_k;
