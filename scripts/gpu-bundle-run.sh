@@ -6,6 +6,7 @@
 #   run.sh bench [ARGS]    # the criterion bench (ARGS passed on, e.g. a filter)
 #   run.sh report [ARGS]   # bench_report run ARGS (table, --json, --png, --baseline gate)
 #   run.sh products [ARGS] # bench_report products ARGS (A^T*B and D*A beside A*B)
+#   run.sh sddmm           # the SDDMM sweep beside torch.sparse.sampled_addmm (cuSPARSE)
 #   run.sh sanitize        # GPU tests under compute-sanitizer memcheck and racecheck
 set -u
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -65,6 +66,18 @@ case "${1:-test}" in
     # A^T*B beside A*B and D*A beside A*B (col/col): bench_report products ARGS
     exec "$here/bench_report" products "$@"
     ;;
+  sddmm)
+    # The SDDMM at m = n = k = 8192 beside its peer on the same pattern (torch.sparse.sampled_addmm,
+    # which runs cuSPARSE's SDDMM; f32 values where PyTorch has no f16 kernel) and the cuBLAS
+    # ceiling of the same run: one line each (bench/NOTES.md session 14 run 3).
+    pattern="$(mktemp)"
+    for blk in 128 64; do for d in 0.125 0.25; do for dt in f16 bf16; do for lay in "row col" "col row"; do
+      "$here/sddmm_check" --time 8192 8192 8192 $blk $d $dt $lay 10 "$pattern" || exit 1
+      [ $dt = f16 ] && python3 "$here/sddmm_torch.py" "$pattern" 8192 8192 8192 $dt $lay --iters 5 | grep -v ceiling
+    done; done; done; done
+    for dt in f16 bf16; do python3 "$here/sddmm_torch.py" "$pattern" 8192 8192 8192 $dt row col --iters 5 | grep ceiling; done
+    rm -f "$pattern"
+    ;;
   sanitize)
     fail=0
     # A representative subset: small sweeps keep the sanitizers' slowdown bearable.
@@ -91,7 +104,7 @@ case "${1:-test}" in
     exit $fail
     ;;
   *)
-    echo "usage: run.sh [test | bench [ARGS] | report [ARGS] | products [ARGS] | sanitize]" >&2
+    echo "usage: run.sh [test | bench [ARGS] | report [ARGS] | products [ARGS] | sddmm | sanitize]" >&2
     exit 2
     ;;
 esac

@@ -11,6 +11,7 @@ events, median of 5 repeats of ITERS calls, after a warm-up.
 """
 import argparse
 import statistics
+import warnings
 
 import torch
 
@@ -39,6 +40,7 @@ def dense(rows, cols, layout, dtype):
 
 
 def main():
+    warnings.filterwarnings("ignore")  # PyTorch's beta notices about sparse CSR
     p = argparse.ArgumentParser()
     p.add_argument("pattern")
     p.add_argument("m", type=int)
