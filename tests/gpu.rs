@@ -7,24 +7,14 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{device, random_vec, reference, rel_err, PatternKind};
+use common::{device, is_hopper, random_vec, reference, rel_err, seed, tolerance, PatternKind};
 use cudarc::driver::CudaContext;
 use rand::{rngs::StdRng, SeedableRng};
 use sparsek::{
-    bf16, f16, gpu, spmm, spmm_fused, Activation, Backend, BlockMask, BlockShape, BsrMatrix, DType,
-    Dense, DenseMut, DenseShape, DeviceBsr, Element, Epilogue, Error, Layout, SparseLinear,
-    SpmmOptions, Vector,
+    bf16, f16, gpu, spmm, spmm_fused, Activation, Backend, BlockMask, BlockShape, BsrMatrix, Dense,
+    DenseMut, DenseShape, DeviceBsr, Element, Epilogue, Error, Layout, SparseLinear, SpmmOptions,
+    Vector,
 };
-
-fn seed() -> u64 {
-    // Fresh data every run; the seed is printed so a failure can be replayed.
-    let s = std::env::var("SPARSEK_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(rand::random);
-    println!("seed {s} (SPARSEK_SEED to replay)");
-    s
-}
 
 #[derive(Debug, Clone, Copy)]
 struct Case {
@@ -42,15 +32,6 @@ struct Case {
     ld_pad: usize,
     bias: bool,
     activation: Activation,
-}
-
-/// Tolerance on ‖out−ref‖/‖ref‖: f32 accumulation; the output's own rounding dominates.
-fn tolerance(input: DType, output: DType) -> f64 {
-    match (input, output) {
-        (_, DType::Bf16) | (DType::Bf16, _) => 1e-2,
-        (_, DType::F16) => 2e-3,
-        _ => 1e-3,
-    }
 }
 
 /// The activation in f64, written independently of `Activation::apply`.
@@ -245,12 +226,6 @@ fn cutlass_blocks() -> Vec<BlockShape> {
         .iter()
         .map(|&(r, c)| BlockShape::new(r, c))
         .collect()
-}
-
-fn is_hopper(ctx: &Arc<CudaContext>) -> bool {
-    ctx.compute_capability()
-        .map(|cc| cc == (9, 0))
-        .unwrap_or(false)
 }
 
 /// The device for a test of the Hopper path: None (the test says it is skipped) without

@@ -9,39 +9,13 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{device, random_vec, rel_err, PatternKind};
+use common::{device, is_hopper, random_vec, rel_err, seed, tolerance, PatternKind};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 use rand::{rngs::StdRng, SeedableRng};
 use sparsek::{
-    bf16, dense_spmm, f16, gpu, spmm, Backend, BlockMask, BlockShape, BsrMatrix, DType, Dense,
-    DenseMut, DenseShape, DeviceBsr, Element, Error, Layout, SpmmOptions,
+    bf16, dense_spmm, f16, gpu, spmm, Backend, BlockMask, BlockShape, BsrMatrix, Dense, DenseMut,
+    DenseShape, DeviceBsr, Element, Error, Layout, SpmmOptions,
 };
-
-fn seed() -> u64 {
-    // Fresh data every run; the seed is printed so a failure can be replayed.
-    let s = std::env::var("SPARSEK_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(rand::random);
-    println!("seed {s} (SPARSEK_SEED to replay)");
-    s
-}
-
-/// Tolerance on ‖out−ref‖/‖ref‖ (tests/gpu.rs's): f32 accumulation; the output's own
-/// rounding dominates.
-fn tolerance(input: DType, output: DType) -> f64 {
-    match (input, output) {
-        (_, DType::Bf16) | (DType::Bf16, _) => 1e-2,
-        (_, DType::F16) => 2e-3,
-        _ => 1e-3,
-    }
-}
-
-fn is_hopper(ctx: &Arc<CudaContext>) -> bool {
-    ctx.compute_capability()
-        .map(|cc| cc == (9, 0))
-        .unwrap_or(false)
-}
 
 /// The GPU families to run on this device: Auto and WMMA everywhere, CUTLASS on sm_90 (the
 /// test says it skips those cases elsewhere).

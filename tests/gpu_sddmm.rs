@@ -7,28 +7,13 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{device, random_vec, PatternKind};
+use common::{device, is_hopper, random_vec, seed, tolerance, PatternKind};
 use cudarc::driver::CudaContext;
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use sparsek::{
-    bf16, f16, sddmm, Backend, BlockShape, BsrMatrix, DType, Dense, DenseShape, DeviceBsr, Element,
-    Error, Layout, SpmmOptions,
+    bf16, f16, sddmm, Backend, BlockShape, BsrMatrix, Dense, DenseShape, DeviceBsr, Element, Error,
+    Layout, SpmmOptions,
 };
-
-fn seed() -> u64 {
-    let s = std::env::var("SPARSEK_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(rand::random);
-    println!("seed {s} (SPARSEK_SEED to replay)");
-    s
-}
-
-fn is_hopper(ctx: &Arc<CudaContext>) -> bool {
-    ctx.compute_capability()
-        .map(|cc| cc == (9, 0))
-        .unwrap_or(false)
-}
 
 #[derive(Debug, Clone, Copy)]
 struct Case {
@@ -43,15 +28,6 @@ struct Case {
     beta: f32,
     backend: Backend,
     ld_pad: usize,
-}
-
-/// Tolerance on ‖out−ref‖/‖ref‖ (f32 accumulation; the output's rounding dominates).
-fn tolerance(input: DType, output: DType) -> f64 {
-    match (input, output) {
-        (_, DType::Bf16) | (DType::Bf16, _) => 1e-2,
-        (_, DType::F16) => 2e-3,
-        _ => 1e-3,
-    }
 }
 
 /// The f64 reference of every stored value of S (in S's value order).
@@ -135,21 +111,7 @@ fn run_case<T: Element, O: Element>(
     let out = ds.download()?;
     assert_eq!(out.row_ptr(), s0.row_ptr(), "{case:?}: S's pattern changed");
     assert_eq!(out.col_idx(), s0.col_idx(), "{case:?}: S's pattern changed");
-    let (mut num, mut den, mut bad) = (0f64, 0f64, 0usize);
-    for (o, r) in out.values().iter().zip(&want) {
-        let o = o.to_f32() as f64;
-        if !o.is_finite() {
-            bad += 1;
-            continue;
-        }
-        num += (o - r) * (o - r);
-        den += r * r;
-    }
-    let err = if den == 0.0 {
-        num.sqrt()
-    } else {
-        (num / den).sqrt()
-    };
+    let (err, bad) = common::rel_err_values(out.values(), &want);
     Ok((err, bad))
 }
 

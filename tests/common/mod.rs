@@ -2,7 +2,48 @@
 #![allow(dead_code)]
 
 use rand::{rngs::StdRng, Rng};
-use sparsek::{BlockMask, BlockShape, BsrMatrix, DenseShape, Element, Layout};
+use sparsek::{BlockMask, BlockShape, BsrMatrix, DType, DenseShape, Element, Layout};
+
+/// A fresh seed every run, printed so that a failure can be replayed (SPARSEK_SEED).
+pub fn seed() -> u64 {
+    let s = std::env::var("SPARSEK_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random);
+    println!("seed {s} (SPARSEK_SEED to replay)");
+    s
+}
+
+/// Tolerance on ‖out−ref‖/‖ref‖ of the GPU tests: f32 accumulation; the output's own
+/// rounding dominates.
+pub fn tolerance(input: DType, output: DType) -> f64 {
+    match (input, output) {
+        (_, DType::Bf16) | (DType::Bf16, _) => 1e-2,
+        (_, DType::F16) => 2e-3,
+        _ => 1e-3,
+    }
+}
+
+/// ‖out − ref‖ / ‖ref‖ of values in one order (absolute error when ref is 0), and the
+/// number of non-finite outputs.
+pub fn rel_err_values<O: Element>(out: &[O], reference: &[f64]) -> (f64, usize) {
+    let (mut num, mut den, mut bad) = (0f64, 0f64, 0usize);
+    for (o, r) in out.iter().zip(reference) {
+        let o = o.to_f32() as f64;
+        if !o.is_finite() {
+            bad += 1;
+            continue;
+        }
+        num += (o - r) * (o - r);
+        den += r * r;
+    }
+    let err = if den == 0.0 {
+        num.sqrt()
+    } else {
+        (num / den).sqrt()
+    };
+    (err, bad)
+}
 
 /// Which pattern a random matrix gets.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -119,6 +160,14 @@ pub fn rel_err<O: Element>(out: &[O], shape: &DenseShape, reference: &[f64]) -> 
 
 pub fn layouts() -> [Layout; 2] {
     [Layout::RowMajor, Layout::ColMajor]
+}
+
+/// Whether the device is an sm_90 (Hopper) part, where the Cutlass family runs.
+#[cfg(feature = "cuda")]
+pub fn is_hopper(ctx: &std::sync::Arc<cudarc::driver::CudaContext>) -> bool {
+    ctx.compute_capability()
+        .map(|cc| cc == (9, 0))
+        .unwrap_or(false)
 }
 
 /// The GPU for a test, or `None` (the test prints SKIPPED on stderr and returns) when there is
