@@ -15,7 +15,8 @@
 // Selection (select() in cpp/registry.cu), the documented rule:
 //   1. SPARSEK_VARIANT=<row name> in the environment (a measuring knob, read once) forces
 //      that row wherever it is supported and fits; where it does not, the problem is
-//      refused with the reason (so a sweep never silently measures another row).
+//      refused with the reason (so a sweep never silently measures another row). A row of the
+//      other operation's registry leaves this operation to the rule below.
 //   2. Otherwise, for Backend::Auto, families are tried in kFamilies order: Decode (its
 //      rows fit only below their measured n thresholds), then the Hopper family (the faster
 //      one wherever it applies), then WMMA; an explicit backend tries only its family. A
