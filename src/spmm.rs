@@ -310,6 +310,26 @@ pub fn dense_spmm<'a, T: Element, O: Element>(
     spmm(a, d.t(), c.t(), &transposed)
 }
 
+/// Every check of [`sddmm`]'s operands that holds for all backends: S is `m x n`
+/// (`(m, n)`), A `m x k` and B `k x n`, each holding its view; no `op(A)`.
+pub(crate) fn check_sddmm(
+    (m, n): (usize, usize),
+    (a, a_len): (&DenseShape, usize),
+    (b, b_len): (&DenseShape, usize),
+    options: &SpmmOptions,
+) -> Result<(), Error> {
+    if options.transpose_a {
+        return Err(Error::InvalidArgument(
+            "sddmm takes no op(A): pass Aᵀ as a transposed view (Dense::t)".into(),
+        ));
+    }
+    same("rows of A (= rows of S)", m, a.rows)?;
+    same("columns of B (= columns of S)", n, b.cols)?;
+    same("rows of B (= columns of A)", a.cols, b.rows)?;
+    check_view("A", a, a_len)?;
+    check_view("B", b, b_len)
+}
+
 /// The sparse output of [`sddmm`]: a host `BsrMatrix` or a `DeviceBsr`, its values
 /// overwritten in place.
 pub enum BsrOperandMut<'a, T> {
@@ -363,21 +383,17 @@ pub fn sddmm<'a, T: Element, O: Element>(
     options: &SpmmOptions,
 ) -> Result<(), Error> {
     let s = s.into();
-    let (m, n) = match &s {
+    let dims = match &s {
         BsrOperandMut::Host(s) => (s.m(), s.k()),
         #[cfg(feature = "cuda")]
         BsrOperandMut::Device(s) => (s.m(), s.k()),
     };
-    if options.transpose_a {
-        return Err(Error::InvalidArgument(
-            "sddmm takes no op(A): pass Aᵀ as a transposed view (Dense::t)".into(),
-        ));
-    }
-    same("rows of A (= rows of S)", m, a.shape.rows)?;
-    same("columns of B (= columns of S)", n, b.shape.cols)?;
-    same("rows of B (= columns of A)", a.shape.cols, b.shape.rows)?;
-    check_view("A", &a.shape, a.data.len())?;
-    check_view("B", &b.shape, b.data.len())?;
+    check_sddmm(
+        dims,
+        (&a.shape, a.data.len()),
+        (&b.shape, b.data.len()),
+        options,
+    )?;
     match (s, a.data, b.data) {
         (BsrOperandMut::Host(s), Storage::Host(a_data), Storage::Host(b_data)) => {
             if !matches!(options.backend, Backend::Auto | Backend::Cpu) {
@@ -408,7 +424,7 @@ pub fn sddmm<'a, T: Element, O: Element>(
                 b_shape: &b.shape,
                 s,
             };
-            crate::gpu::launch::sddmm(operands, options, true).map(|_| ())
+            crate::gpu::launch::sddmm(operands, options)
         }
         #[cfg(feature = "cuda")]
         _ => Err(Error::MixedLocations(

@@ -11,8 +11,8 @@ use common::{device, is_hopper, random_vec, seed, tolerance, PatternKind};
 use cudarc::driver::CudaContext;
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use sparsek::{
-    bf16, f16, sddmm, Backend, BlockShape, BsrMatrix, Dense, DenseShape, DeviceBsr, Element, Error,
-    Layout, SpmmOptions,
+    bf16, f16, gpu, sddmm, Backend, BlockShape, BsrMatrix, Dense, DenseShape, DeviceBsr, Element,
+    Error, Layout, SpmmOptions,
 };
 
 #[derive(Debug, Clone, Copy)]
@@ -99,14 +99,26 @@ fn run_case<T: Element, O: Element>(
     let da = stream.clone_htod(&a)?;
     let db = stream.clone_htod(&b)?;
     let mut ds = DeviceBsr::upload(&s0, &stream)?;
+    let opts = SpmmOptions::new()
+        .alpha(case.alpha)
+        .beta(case.beta)
+        .backend(case.backend);
+    // can_implement_sddmm names the family that runs (the one asked for, if one was).
+    let chosen = gpu::can_implement_sddmm(
+        &Dense::device(&da, m, k, case.a_layout).with_ld(a_shape.ld),
+        &Dense::device(&db, k, n, case.b_layout).with_ld(b_shape.ld),
+        &ds,
+        &opts,
+    )?;
+    assert!(
+        chosen == case.backend || (case.backend == Backend::Auto && chosen != Backend::Decode),
+        "{case:?}: can_implement_sddmm chose {chosen:?}"
+    );
     sddmm(
         Dense::device(&da, m, k, case.a_layout).with_ld(a_shape.ld),
         Dense::device(&db, k, n, case.b_layout).with_ld(b_shape.ld),
         &mut ds,
-        &SpmmOptions::new()
-            .alpha(case.alpha)
-            .beta(case.beta)
-            .backend(case.backend),
+        &opts,
     )?;
     let out = ds.download()?;
     assert_eq!(out.row_ptr(), s0.row_ptr(), "{case:?}: S's pattern changed");
@@ -389,7 +401,15 @@ fn sddmm_errors_launch_nothing() {
     );
     let mut ds = DeviceBsr::upload(&s0, &stream).unwrap();
     let row = Layout::RowMajor;
-    // The decode family has no SDDMM.
+    // The decode family has no SDDMM (can_implement_sddmm says so too).
+    let decode = SpmmOptions::new().backend(Backend::Decode);
+    let e = gpu::can_implement_sddmm(
+        &Dense::device(&da, m, k, row),
+        &Dense::device(&db, k, n, row),
+        &ds,
+        &decode,
+    );
+    assert!(matches!(e, Err(Error::NotSupported { .. })), "{e:?}");
     let e = sddmm(
         Dense::device(&da, m, k, row),
         Dense::device(&db, k, n, row),

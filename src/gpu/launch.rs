@@ -226,18 +226,18 @@ pub(crate) struct SddmmOperands<'a, T, O> {
     pub s: &'a mut DeviceBsr<O>,
 }
 
-/// Device `sddmm`, after `crate::sddmm` validated the operands. Runs on S's values
-/// buffer's stream; `run = false` only selects the kernel (which backend would run).
-pub(crate) fn sddmm<T: Element, O: Element>(
-    ops: SddmmOperands<'_, T, O>,
+/// The SDDMM problem for C++, pointers left zero (`sys` fills them); its operands were
+/// checked by `crate::spmm::check_sddmm`.
+fn sddmm_problem<T: Element, O: Element>(
+    a_shape: &DenseShape,
+    b_shape: &DenseShape,
+    s: &DeviceBsr<O>,
     options: &SpmmOptions,
-    run: bool,
-) -> Result<Backend, Error> {
-    let s = ops.s;
-    let problem = sys::SddmmProblem {
+) -> Result<sys::SddmmProblem, Error> {
+    Ok(sys::SddmmProblem {
         m: to_i64("m", s.m)?,
         n: to_i64("n", s.k)?,
-        k: to_i64("k", ops.a_shape.cols)?,
+        k: to_i64("k", a_shape.cols)?,
         bm: to_i32("bm", s.block.rows)?,
         bn: to_i32("bn", s.block.cols)?,
         nnzb: to_i64("nnzb", s.nnzb)?,
@@ -247,16 +247,26 @@ pub(crate) fn sddmm<T: Element, O: Element>(
         input: dtype(T::DTYPE),
         output: dtype(O::DTYPE),
         a: 0,
-        a_ld: to_i64("A.ld", ops.a_shape.ld)?,
-        a_layout: layout(ops.a_shape.layout),
+        a_ld: to_i64("A.ld", a_shape.ld)?,
+        a_layout: layout(a_shape.layout),
         b: 0,
-        b_ld: to_i64("B.ld", ops.b_shape.ld)?,
-        b_layout: layout(ops.b_shape.layout),
+        b_ld: to_i64("B.ld", b_shape.ld)?,
+        b_layout: layout(b_shape.layout),
         alpha: options.alpha,
         beta: options.beta,
         backend: backend(options.backend)?,
         stream: 0,
-    };
+    })
+}
+
+/// Device `sddmm`, after `crate::sddmm` validated the operands. Runs on S's values
+/// buffer's stream.
+pub(crate) fn sddmm<T: Element, O: Element>(
+    ops: SddmmOperands<'_, T, O>,
+    options: &SpmmOptions,
+) -> Result<(), Error> {
+    let s = ops.s;
+    let problem = sddmm_problem::<T, O>(ops.a_shape, ops.b_shape, s, options)?;
     let stream = s.values.stream().clone();
     stream.context().bind_to_thread()?;
     let bufs = sys::SddmmBuffers {
@@ -264,7 +274,41 @@ pub(crate) fn sddmm<T: Element, O: Element>(
         b: ops.b,
         row_ptr: &s.row_ptr,
         col_idx: &s.col_idx,
-        values: &mut s.values,
+        values: sys::SddmmValues::Write(&mut s.values),
     };
-    check(sys::sddmm(problem, bufs, &stream, run), options.backend)
+    check(sys::sddmm(problem, bufs, &stream), options.backend).map(|_| ())
+}
+
+/// Which backend [`sddmm`](crate::sddmm) would run for these device operands (`Auto`
+/// resolved), or why none can. Runs the same checks as `sddmm`; launches nothing and
+/// reads no device memory.
+pub fn can_implement_sddmm<T: Element, O: Element>(
+    a: &Dense<'_, T>,
+    b: &Dense<'_, T>,
+    s: &DeviceBsr<O>,
+    options: &SpmmOptions,
+) -> Result<Backend, Error> {
+    let (Storage::Device(a_data), Storage::Device(b_data)) = (&a.data, &b.data) else {
+        return Err(Error::MixedLocations(
+            "can_implement_sddmm takes device A and B",
+        ));
+    };
+    crate::spmm::check_sddmm(
+        (s.m, s.k),
+        (&a.shape, a_data.len()),
+        (&b.shape, b_data.len()),
+        options,
+    )?;
+    crate::spmm::check_gpu_types::<T, O>(options.backend)?;
+    let problem = sddmm_problem::<T, O>(&a.shape, &b.shape, s, options)?;
+    let stream = s.values.stream().clone();
+    stream.context().bind_to_thread()?;
+    let bufs = sys::SddmmBuffers {
+        a: a_data,
+        b: b_data,
+        row_ptr: &s.row_ptr,
+        col_idx: &s.col_idx,
+        values: sys::SddmmValues::Look(&s.values),
+    };
+    check(sys::sddmm(problem, bufs, &stream), options.backend)
 }

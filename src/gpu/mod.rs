@@ -28,7 +28,7 @@ use cudarc::driver::{CudaContext, DriverError};
 use crate::error::Error;
 
 pub use device_bsr::DeviceBsr;
-pub use launch::can_implement;
+pub use launch::{can_implement, can_implement_sddmm};
 
 impl From<DriverError> for Error {
     fn from(e: DriverError) -> Self {

@@ -308,12 +308,21 @@ pub(crate) struct SddmmBuffers<'a, T, O> {
     pub row_ptr: &'a CudaSlice<i32>,
     /// S's block-columns (`nnzb` entries, at least 1 allocated).
     pub col_idx: &'a CudaSlice<i32>,
-    /// S's values (`nnzb * bm * bn`, at least 1 allocated): written (and read when `β != 0`).
-    pub values: &'a mut CudaSlice<O>,
+    /// S's values (`nnzb * bm * bn`, at least 1 allocated): written (and read when `β != 0`)
+    /// by a launch; only their address is looked at by a selection.
+    pub values: SddmmValues<'a, O>,
 }
 
-/// Fills the pointers of `problem` from `bufs` and, when `run`, enqueues the SDDMM on
-/// `stream`; otherwise only selects its variant.
+/// S's values for [`sddmm`]: to write (a launch) or only to look at (a selection).
+pub(crate) enum SddmmValues<'a, O> {
+    /// Launch: the kernel writes them.
+    Write(&'a mut CudaSlice<O>),
+    /// Select only: their address (alignment) is checked, nothing is read.
+    Look(&'a CudaSlice<O>),
+}
+
+/// Fills the pointers of `problem` from `bufs` and enqueues the SDDMM on `stream`
+/// (`SddmmValues::Write`), or only selects its variant (`SddmmValues::Look`).
 ///
 /// The caller (`launch::sddmm`) has validated the scalar fields of `problem` against the
 /// buffers: A and B hold their views, and S's arrays come from a `DeviceBsr`, which holds
@@ -322,13 +331,15 @@ pub(crate) fn sddmm<T, O>(
     mut problem: SddmmProblem,
     bufs: SddmmBuffers<'_, T, O>,
     stream: &CudaStream,
-    run: bool,
 ) -> FfiStatus {
     let (a, _g0) = bufs.a.device_ptr(stream);
     let (b, _g1) = bufs.b.device_ptr(stream);
     let (row_ptr, _g2) = bufs.row_ptr.device_ptr(stream);
     let (col_idx, _g3) = bufs.col_idx.device_ptr(stream);
-    let (values, _g4) = bufs.values.device_ptr_mut(stream);
+    let (run, (values, _g4)) = match bufs.values {
+        SddmmValues::Write(v) => (true, v.device_ptr_mut(stream)),
+        SddmmValues::Look(v) => (false, v.device_ptr(stream)),
+    };
     problem.a = a;
     problem.b = b;
     problem.row_ptr = row_ptr;
