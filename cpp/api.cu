@@ -131,7 +131,8 @@ Result check_bsr(const BsrView& a, const char* name = "A") {
   return Result{};
 }
 
-// Puts the one prefix of the C++ API's messages in front.
+}  // namespace
+
 Result finish(Result r) {
   if (r.ok()) return r;
   char body[sizeof(r.message)];
@@ -139,8 +140,6 @@ Result finish(Result r) {
   std::snprintf(r.message, sizeof(r.message), "sparsek: %s", body);
   return r;
 }
-
-}  // namespace
 
 Result validate(const BsrView& a, const DenseView& b, const DenseView& c, const SpmmOptions& options, Problem* out) {
   if (!valid(options.backend))

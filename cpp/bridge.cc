@@ -2,6 +2,7 @@
 
 #include <sparsek/sparsek.hpp>
 
+#include "attention/gating.hpp"
 #include "problem.hpp"
 #include "registry.hpp"
 #include "sparsek/src/gpu/sys.rs.h"
@@ -52,6 +53,37 @@ detail::SddmmProblem to_problem(const SddmmProblem& x, const detail::DeviceInfo&
   return detail::SddmmProblem::from_rust(a, b, s, x.alpha, x.beta, x.backend, device);
 }
 
+HeadsView to_heads(const HeadsDesc& d, DType t) {
+  HeadsView v;
+  v.data = reinterpret_cast<void*>(d.data);
+  v.batch = d.batch;
+  v.heads = d.heads;
+  v.seq = d.seq;
+  v.head_dim = d.head_dim;
+  v.stride_b = d.stride_b;
+  v.stride_h = d.stride_h;
+  v.stride_s = d.stride_s;
+  v.dtype = t;
+  return v;
+}
+
+// The attention of the Rust entry (src/attention validated it; the mask comes from a
+// DeviceBlockPatterns).
+detail::AttentionProblem to_problem(const AttentionProblem& x, const detail::DeviceInfo& device) {
+  BlockMaskView m;
+  m.block_q = x.block_q;
+  m.block_k = x.block_k;
+  m.q_blocks = x.q_blocks;
+  m.k_blocks = x.k_blocks;
+  m.patterns = x.patterns;
+  m.nnzb = x.nnzb;
+  m.row_ptr = reinterpret_cast<const int32_t*>(x.row_ptr);
+  m.col_idx = reinterpret_cast<const int32_t*>(x.col_idx);
+  return detail::AttentionProblem::from_rust(to_heads(x.q, x.dtype), to_heads(x.k, x.dtype), to_heads(x.v, x.dtype),
+                                             to_heads(x.o, x.dtype), reinterpret_cast<float*>(x.lse),
+                                             x.has_mask ? &m : nullptr, x.causal, x.scale, x.backend, device);
+}
+
 template <class P>
 FfiStatus status(const Result& r, const detail::SelectionOf<P>& s) {
   const bool chosen = r.ok() && s.family != nullptr;
@@ -82,5 +114,36 @@ FfiStatus spmm(const SpmmProblem& problem) { return select_and_run(problem, true
 FfiStatus select_sddmm(const SddmmProblem& problem) { return select_and_run(problem, false); }
 
 FfiStatus sddmm(const SddmmProblem& problem) { return select_and_run(problem, true); }
+
+FfiStatus select_attention(const AttentionProblem& problem) { return select_and_run(problem, false); }
+
+FfiStatus attention(const AttentionProblem& problem) { return select_and_run(problem, true); }
+
+// Top-k gating of the Rust entry (gpu::block_topk* validated the dims and computed nnzb).
+FfiStatus block_topk(const GatingProblem& x) {
+  detail::GatingProblem g;
+  g.pooled = x.pooled;
+  g.q = to_heads(x.q, x.dtype);
+  g.k = to_heads(x.k, x.dtype);
+  g.scores = reinterpret_cast<const float*>(x.scores);
+  g.batch = x.batch;
+  g.heads = x.heads;
+  g.seq_q = x.seq_q;
+  g.seq_k = x.seq_k;
+  g.options.top_k = x.top_k;
+  g.options.causal = x.causal;
+  g.options.block_q = x.block_q;
+  g.options.block_k = x.block_k;
+  g.q_blocks = x.q_blocks;
+  g.k_blocks = x.k_blocks;
+  g.nnzb = x.nnzb;
+  g.row_ptr = reinterpret_cast<int32_t*>(x.row_ptr);
+  g.col_idx = reinterpret_cast<int32_t*>(x.col_idx);
+  Result r = detail::current_device(&g.device);
+  if (r.ok())
+    if (const char* why = detail::gating_supports(g)) r = detail::make_result(Status::NotSupported, "%s", why);
+  if (r.ok()) r = detail::launch_gating(g, reinterpret_cast<cudaStream_t>(x.stream));
+  return FfiStatus{r.status, rust::String(r.message), Backend::Auto, rust::String(r.ok() ? "gating" : "")};
+}
 
 }  // namespace sparsek::ffi

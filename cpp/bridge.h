@@ -9,11 +9,16 @@ namespace sparsek::ffi {
 
 struct SpmmProblem;
 struct SddmmProblem;
+struct AttentionProblem;
+struct GatingProblem;
 struct FfiStatus;
 
 FfiStatus spmm(const SpmmProblem& problem);
 FfiStatus select(const SpmmProblem& problem);
 FfiStatus sddmm(const SddmmProblem& problem);
 FfiStatus select_sddmm(const SddmmProblem& problem);
+FfiStatus attention(const AttentionProblem& problem);
+FfiStatus select_attention(const AttentionProblem& problem);
+FfiStatus block_topk(const GatingProblem& problem);
 
 }  // namespace sparsek::ffi

@@ -13,6 +13,7 @@ namespace {
 // Auto's preference order, per operation.
 const Family* const kFamilies[] = {&kDecodeFamily, &kSm90Family, &kWmmaFamily};
 const SddmmFamily* const kSddmmFamilies[] = {&kSddmmSm90Family, &kSddmmWmmaFamily};
+const AttentionFamily* const kAttentionFamilies[] = {&kAttentionSm90Family};
 
 template <class P>
 struct Families;
@@ -26,6 +27,11 @@ struct Families<SddmmProblem> {
   static constexpr const SddmmFamily* const* list = kSddmmFamilies;
   static constexpr int count = sizeof(kSddmmFamilies) / sizeof(kSddmmFamilies[0]);
 };
+template <>
+struct Families<AttentionProblem> {
+  static constexpr const AttentionFamily* const* list = kAttentionFamilies;
+  static constexpr int count = sizeof(kAttentionFamilies) / sizeof(kAttentionFamilies[0]);
+};
 constexpr int kMaxFamilies = 3;
 static_assert(Families<Problem>::count <= kMaxFamilies && Families<SddmmProblem>::count <= kMaxFamilies,
               "the refusal message below names up to three families");
@@ -36,6 +42,7 @@ bool deeper_than(const Problem& p, int64_t bound) {
   return p.block_rows() > 0 && p.a.nnzb * int64_t(p.a.bk) > bound * p.block_rows();
 }
 bool deeper_than(const SddmmProblem&, int64_t) { return false; }
+bool deeper_than(const AttentionProblem&, int64_t) { return false; }
 
 // Why family f cannot run p at all, or nullptr.
 template <class P>
@@ -67,15 +74,22 @@ bool names_row(const char* name) {
   return false;
 }
 
+// Whether a family of an operation other than P's has a row called `name`.
+template <class P>
+bool names_other_row(const char* name) {
+  return (!std::is_same_v<P, Problem> && names_row<Problem>(name)) ||
+         (!std::is_same_v<P, SddmmProblem> && names_row<SddmmProblem>(name)) ||
+         (!std::is_same_v<P, AttentionProblem> && names_row<AttentionProblem>(name));
+}
+
 template <class P>
 Result select_row(const P& p, SelectionOf<P>* out) {
   using F = FamilyOf<P>;
-  using Other = std::conditional_t<std::is_same_v<P, Problem>, SddmmProblem, Problem>;
   const F* const* const kList = Families<P>::list;
   constexpr int kNumFamilies = Families<P>::count;
-  // A forced row of the other operation leaves this one to the rule.
+  // A forced row of another operation leaves this one to the rule.
   const char* forced = forced_variant();
-  if (forced[0] != '\0' && !names_row<P>(forced) && names_row<Other>(forced)) forced = "";
+  if (forced[0] != '\0' && !names_row<P>(forced) && names_other_row<P>(forced)) forced = "";
   if (forced[0] != '\0') {
     for (int fi = 0; fi < kNumFamilies; ++fi) {
       const F* f = kList[fi];
@@ -167,6 +181,10 @@ Result select(const Problem& p, Selection* out) { return select_row(p, out); }
 Result select(const SddmmProblem& p, SddmmSelection* out) { return select_row(p, out); }
 Result launch(const Problem& p, const Selection& s, cudaStream_t stream) { return launch_row(p, s, stream); }
 Result launch(const SddmmProblem& p, const SddmmSelection& s, cudaStream_t stream) {
+  return launch_row(p, s, stream);
+}
+Result select(const AttentionProblem& p, AttentionSelection* out) { return select_row(p, out); }
+Result launch(const AttentionProblem& p, const AttentionSelection& s, cudaStream_t stream) {
   return launch_row(p, s, stream);
 }
 

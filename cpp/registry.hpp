@@ -1,8 +1,9 @@
 // The kernel registry: every kernel family, each a table of variants (one row per tile
 // configuration, see the family's configs.hpp), and the rule that picks one. One registry
 // per operation, the same rule for each: the product C = alpha*op(A)*B + beta*C
-// (Problem, cpp/problem.hpp: Decode, Hopper, WMMA) and the SDDMM S = alpha*(A*B) ⊙ mask +
-// beta*S (SddmmProblem, cpp/sddmm/problem.hpp: Hopper, WMMA).
+// (Problem, cpp/problem.hpp: Decode, Hopper, WMMA), the SDDMM S = alpha*(A*B) ⊙ mask +
+// beta*S (SddmmProblem, cpp/sddmm/problem.hpp: Hopper, WMMA) and attention
+// (AttentionProblem, cpp/attention/problem.hpp: Hopper).
 //
 // A family answers two questions about a checked Problem (cpp/problem.hpp):
 //   supports(p)     - why it cannot run p at all (nullptr when it can): architecture,
@@ -32,6 +33,7 @@
 
 #include "problem.hpp"
 #include "sddmm/problem.hpp"
+#include "attention/problem.hpp"
 
 namespace sparsek::detail {
 
@@ -64,14 +66,16 @@ struct FamilyOf {
 };
 using Family = FamilyOf<Problem>;
 using SddmmFamily = FamilyOf<SddmmProblem>;
+using AttentionFamily = FamilyOf<AttentionProblem>;
 
 // Defined by each family (cpp/decode/family.cu, cpp/sm90/family.cu, cpp/wmma/family.cu;
-// cpp/sddmm/sm90/family.cu, cpp/sddmm/wmma/family.cu).
+// cpp/sddmm/sm90/family.cu, cpp/sddmm/wmma/family.cu; cpp/attention/sm90/family.cu).
 extern const Family kDecodeFamily;
 extern const Family kSm90Family;
 extern const Family kWmmaFamily;
 extern const SddmmFamily kSddmmSm90Family;
 extern const SddmmFamily kSddmmWmmaFamily;
+extern const AttentionFamily kAttentionSm90Family;
 
 // The row that will run a problem.
 template <class P>
@@ -81,14 +85,17 @@ struct SelectionOf {
 };
 using Selection = SelectionOf<Problem>;
 using SddmmSelection = SelectionOf<SddmmProblem>;
+using AttentionSelection = SelectionOf<AttentionProblem>;
 
 // Picks the row for p by the rule above, or says why none can run it (NotSupported, or
 // InvalidArgument for an unknown SPARSEK_VARIANT).
 Result select(const Problem& p, Selection* out);
 Result select(const SddmmProblem& p, SddmmSelection* out);
+Result select(const AttentionProblem& p, AttentionSelection* out);
 
 // Enqueues the selected row on `stream` (nothing for an empty output).
 Result launch(const Problem& p, const Selection& s, cudaStream_t stream);
 Result launch(const SddmmProblem& p, const SddmmSelection& s, cudaStream_t stream);
+Result launch(const AttentionProblem& p, const AttentionSelection& s, cudaStream_t stream);
 
 }  // namespace sparsek::detail

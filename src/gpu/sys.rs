@@ -118,6 +118,72 @@ mod ffi {
         stream: u64,
     }
 
+    /// One `[batch, heads, seq, head_dim]` tensor of an attention problem: its device
+    /// address and strides in elements (head_dim contiguous).
+    #[namespace = "sparsek::ffi"]
+    struct HeadsDesc {
+        data: u64,
+        batch: i64,
+        heads: i64,
+        seq: i64,
+        head_dim: i64,
+        stride_b: i64,
+        stride_h: i64,
+        stride_s: i64,
+    }
+
+    /// One attention forward, validated by the Rust entry point (`crate::attention`): Q, K,
+    /// V, O of one dtype, the LSE (`batch*heads*seq_q` floats, or 0), the optional stacked
+    /// block mask. Pointers are device addresses.
+    #[namespace = "sparsek::ffi"]
+    struct AttentionProblem {
+        q: HeadsDesc,
+        k: HeadsDesc,
+        v: HeadsDesc,
+        o: HeadsDesc,
+        dtype: DType,
+        lse: u64,
+        has_mask: bool,
+        block_q: i32,
+        block_k: i32,
+        q_blocks: i64,
+        k_blocks: i64,
+        patterns: i64,
+        nnzb: i64,
+        row_ptr: u64,
+        col_idx: u64,
+        causal: bool,
+        scale: f32,
+        backend: Backend,
+        stream: u64,
+    }
+
+    /// One top-k gating launch, validated by the Rust entry point (`gpu::block_topk*`):
+    /// scores pooled from Q and K (`pooled`) or given (`scores`, device floats); the output
+    /// arrays `row_ptr` (`batch*heads*q_blocks + 1`) and `col_idx` (`nnzb`).
+    #[namespace = "sparsek::ffi"]
+    struct GatingProblem {
+        pooled: bool,
+        q: HeadsDesc,
+        k: HeadsDesc,
+        dtype: DType,
+        scores: u64,
+        batch: i64,
+        heads: i64,
+        seq_q: i64,
+        seq_k: i64,
+        top_k: i32,
+        causal: bool,
+        block_q: i32,
+        block_k: i32,
+        q_blocks: i64,
+        k_blocks: i64,
+        nnzb: i64,
+        row_ptr: u64,
+        col_idx: u64,
+        stream: u64,
+    }
+
     /// The outcome, and the family and variant that ran (or would run).
     #[namespace = "sparsek::ffi"]
     struct FfiStatus {
@@ -156,11 +222,27 @@ mod ffi {
         /// The variant `sddmm` would run; reads no device memory, launches nothing.
         #[namespace = "sparsek::ffi"]
         fn select_sddmm(problem: &SddmmProblem) -> FfiStatus;
+
+        /// Selects an attention kernel variant and enqueues it on `problem.stream`. Unsafe:
+        /// every pointer must address a live device allocation large enough for its view,
+        /// and the mask's arrays must be valid.
+        #[namespace = "sparsek::ffi"]
+        unsafe fn attention(problem: &AttentionProblem) -> FfiStatus;
+
+        /// The variant `attention` would run; reads no device memory, launches nothing.
+        #[namespace = "sparsek::ffi"]
+        fn select_attention(problem: &AttentionProblem) -> FfiStatus;
+
+        /// Enqueues the top-k gating launch on `problem.stream`. Unsafe: every pointer must
+        /// address a live device allocation large enough for its view.
+        #[namespace = "sparsek::ffi"]
+        unsafe fn block_topk(problem: &GatingProblem) -> FfiStatus;
     }
 }
 
 pub(crate) use ffi::{
-    Activation, Backend, DType, FfiStatus, Layout, SddmmProblem, SpmmProblem, Status,
+    Activation, AttentionProblem, Backend, DType, FfiStatus, GatingProblem, HeadsDesc, Layout,
+    SddmmProblem, SpmmProblem, Status,
 };
 
 /// A's transpose index on the device (`op(A) = Aᵀ`), read only.
@@ -354,4 +436,121 @@ pub(crate) fn sddmm<T, O>(
     // validating constructors guarantee (row_ptr, col_idx, values); the stream belongs to
     // the same context, which launch::sddmm bound to this thread.
     unsafe { ffi::sddmm(&problem) }
+}
+
+/// A tensor of an attention problem on the device: its buffer and where the view lies in it.
+pub(crate) struct HeadsBuffer<'a, T> {
+    /// The buffer (its view was checked to fit by the caller).
+    pub data: &'a CudaSlice<T>,
+    /// The descriptor, `data` filled in here.
+    pub desc: HeadsDesc,
+}
+
+/// The device buffers of one attention forward, all used on `stream`.
+pub(crate) struct AttentionBuffers<'a, T> {
+    /// Q, K and V, read only.
+    pub q: HeadsBuffer<'a, T>,
+    /// K.
+    pub k: HeadsBuffer<'a, T>,
+    /// V.
+    pub v: HeadsBuffer<'a, T>,
+    /// O, written.
+    pub o: &'a mut CudaSlice<T>,
+    /// The LSE, written when present.
+    pub lse: Option<&'a mut CudaSlice<f32>>,
+    /// The mask's `row_ptr` and `col_idx` (from a `DeviceBlockPatterns`), when masked.
+    pub mask: Option<(&'a CudaSlice<i32>, &'a CudaSlice<i32>)>,
+}
+
+/// Fills the pointers of `problem` from `bufs` and enqueues the attention on `stream` (or
+/// only selects its variant when `run` is false).
+///
+/// The caller (`gpu::attention`) has validated the scalar fields of `problem` against the
+/// buffers: every view fits its buffer, and the mask arrays come from a
+/// `DeviceBlockPatterns`, which holds only validated patterns.
+pub(crate) fn attention<T>(
+    mut problem: AttentionProblem,
+    bufs: AttentionBuffers<'_, T>,
+    stream: &CudaStream,
+    run: bool,
+) -> FfiStatus {
+    let (q, _g0) = bufs.q.data.device_ptr(stream);
+    let (k, _g1) = bufs.k.data.device_ptr(stream);
+    let (v, _g2) = bufs.v.data.device_ptr(stream);
+    let (o, _g3) = bufs.o.device_ptr_mut(stream);
+    let (lse, _g4) = match bufs.lse {
+        Some(l) => {
+            let (ptr, guard) = l.device_ptr_mut(stream);
+            (ptr, Some(guard))
+        }
+        None => (0, None),
+    };
+    let mut guards = Vec::new();
+    if let Some((row_ptr, col_idx)) = bufs.mask {
+        let (r, g) = row_ptr.device_ptr(stream);
+        let (c, h) = col_idx.device_ptr(stream);
+        problem.row_ptr = r;
+        problem.col_idx = c;
+        guards.push(g);
+        guards.push(h);
+    }
+    problem.q = HeadsDesc { data: q, ..bufs.q.desc };
+    problem.k = HeadsDesc { data: k, ..bufs.k.desc };
+    problem.v = HeadsDesc { data: v, ..bufs.v.desc };
+    problem.o.data = o;
+    problem.lse = lse;
+    problem.stream = stream.cu_stream() as u64;
+    if !run {
+        return ffi::select_attention(&problem);
+    }
+    // SAFETY: every pointer is a live cudarc allocation borrowed for this call (O and the
+    // LSE mutably), sized for its view as gpu::attention checked; the mask arrays come from
+    // a DeviceBlockPatterns (validated on upload, or written by the gating kernel with the
+    // sizes it promises); the stream belongs to the same context, bound to this thread.
+    unsafe { ffi::attention(&problem) }
+}
+
+/// The device buffers of one gating launch.
+pub(crate) struct GatingBuffers<'a, T> {
+    /// Q and K when pooling (their views checked), else None.
+    pub qk: Option<(&'a CudaSlice<T>, &'a CudaSlice<T>)>,
+    /// The given scores when not pooling.
+    pub scores: Option<&'a CudaSlice<f32>>,
+    /// The output row offsets (`batch*heads*q_blocks + 1`).
+    pub row_ptr: &'a mut CudaSlice<i32>,
+    /// The output block columns (`nnzb`, at least 1 allocated).
+    pub col_idx: &'a mut CudaSlice<i32>,
+}
+
+/// Fills the pointers of `problem` and enqueues the gating launch on `stream`.
+///
+/// The caller (`gpu::block_topk*`) has validated the dims against the buffers.
+pub(crate) fn block_topk<T>(
+    mut problem: GatingProblem,
+    bufs: GatingBuffers<'_, T>,
+    stream: &CudaStream,
+) -> FfiStatus {
+    let mut guards = Vec::new();
+    if let Some((q, k)) = bufs.qk {
+        let (qp, g) = q.device_ptr(stream);
+        let (kp, h) = k.device_ptr(stream);
+        problem.q.data = qp;
+        problem.k.data = kp;
+        guards.push(g);
+        guards.push(h);
+    }
+    if let Some(s) = bufs.scores {
+        let (sp, g) = s.device_ptr(stream);
+        problem.scores = sp;
+        guards.push(g);
+    }
+    let (row_ptr, _g0) = bufs.row_ptr.device_ptr_mut(stream);
+    let (col_idx, _g1) = bufs.col_idx.device_ptr_mut(stream);
+    problem.row_ptr = row_ptr;
+    problem.col_idx = col_idx;
+    problem.stream = stream.cu_stream() as u64;
+    // SAFETY: every pointer is a live cudarc allocation borrowed for this call (the output
+    // arrays mutably) and sized as gpu::block_topk checked; the stream belongs to the same
+    // context, bound to this thread.
+    unsafe { ffi::block_topk(&problem) }
 }

@@ -1,0 +1,230 @@
+// The C++ API of attention and top-k gating (include/sparsek/attention.hpp): validation of
+// every view once, at the entry, then the registry (attention) or the gating launch.
+#include <climits>
+#include <cmath>
+#include <cstdint>
+
+#include "attention/gating.hpp"
+#include "attention/problem.hpp"
+#include "index_check.hpp"
+#include "registry.hpp"
+
+namespace sparsek {
+namespace detail {
+namespace {
+
+const char* dtype_name(DType t) { return t == DType::F16 ? "f16" : t == DType::BF16 ? "bf16" : "f32"; }
+
+// A [batch, heads, seq, head_dim] view with the given dims: F16/BF16, non-negative strides,
+// non-null data when non-empty, its extent inside int64 bytes.
+Result check_heads(const char* name, const HeadsView& t, int64_t batch, int64_t heads, int64_t seq, int64_t head_dim) {
+  if (t.dtype != DType::F16 && t.dtype != DType::BF16)
+    return make_result(Status::InvalidArgument, "%s.dtype = %d: attention takes f16 or bf16", name, int(t.dtype));
+  if (t.batch != batch || t.heads != heads || t.seq != seq || t.head_dim != head_dim)
+    return make_result(Status::InvalidArgument, "%s is [%lld, %lld, %lld, %lld]; [%lld, %lld, %lld, %lld] expected", name,
+                       (long long)t.batch, (long long)t.heads, (long long)t.seq, (long long)t.head_dim,
+                       (long long)batch, (long long)heads, (long long)seq, (long long)head_dim);
+  if (t.stride_b < 0 || t.stride_h < 0 || t.stride_s < 0)
+    return make_result(Status::InvalidArgument, "%s has a negative stride", name);
+  if (t.batch == 0 || t.heads == 0 || t.seq == 0) return Result{};
+  if (t.data == nullptr) return make_result(Status::InvalidArgument, "%s.data is null", name);
+  int64_t last = 0, x = 0, bytes = 0;
+  if (__builtin_mul_overflow(t.batch - 1, t.stride_b, &x) || __builtin_add_overflow(last, x, &last) ||
+      __builtin_mul_overflow(t.heads - 1, t.stride_h, &x) || __builtin_add_overflow(last, x, &last) ||
+      __builtin_mul_overflow(t.seq - 1, t.stride_s, &x) || __builtin_add_overflow(last, x, &last) ||
+      __builtin_add_overflow(last, t.head_dim, &last) || __builtin_mul_overflow(last, int64_t(2), &bytes))
+    return make_result(Status::InvalidArgument, "%s: its extent overflows int64 bytes", name);
+  return Result{};
+}
+
+bool valid(Backend b) {
+  return b == Backend::Auto || b == Backend::Wmma || b == Backend::Cutlass || b == Backend::Decode;
+}
+
+// ceil(seq / block) into *blocks; false when it does not fit int32.
+bool block_count(int64_t seq, int64_t block, int64_t* blocks) {
+  *blocks = seq / block + (seq % block != 0 ? 1 : 0);
+  return *blocks <= INT32_MAX;
+}
+
+}  // namespace
+
+Result validate(const HeadsView& q, const HeadsView& k, const HeadsView& v, const HeadsView& o, const float* lse,
+                const BlockMaskView* mask, const AttentionOptions& options, AttentionProblem* out) {
+  if (q.batch < 0 || q.heads < 0 || q.seq < 0 || k.seq < 0 || q.head_dim < 1)
+    return make_result(Status::InvalidArgument, "Q is [%lld, %lld, %lld, %lld]: dims must be >= 0 and head_dim >= 1",
+                       (long long)q.batch, (long long)q.heads, (long long)q.seq, (long long)q.head_dim);
+  Result r = check_heads("Q", q, q.batch, q.heads, q.seq, q.head_dim);
+  if (r.ok()) r = check_heads("K", k, q.batch, q.heads, k.seq, q.head_dim);
+  if (r.ok()) r = check_heads("V", v, q.batch, q.heads, k.seq, q.head_dim);
+  if (r.ok()) r = check_heads("O", o, q.batch, q.heads, q.seq, q.head_dim);
+  if (!r.ok()) return r;
+  if (k.dtype != q.dtype || v.dtype != q.dtype || o.dtype != q.dtype)
+    return make_result(Status::InvalidArgument, "Q, K, V and O must have one dtype (Q is %s)", dtype_name(q.dtype));
+  int64_t rows = 0;
+  if (__builtin_mul_overflow(q.batch, q.heads, &rows) || __builtin_mul_overflow(rows, q.seq, &rows) ||
+      rows > INT64_MAX / 4)
+    return make_result(Status::InvalidArgument, "batch * heads * seq_q overflows (LSE)");
+  if (!std::isfinite(options.scale) || options.scale < 0.0f)
+    return make_result(Status::InvalidArgument, "scale = %g: must be finite and >= 0 (0: 1/sqrt(head_dim))",
+                       double(options.scale));
+  if (!valid(options.backend))
+    return make_result(Status::InvalidArgument, "unknown backend %d", static_cast<int>(options.backend));
+  if (mask != nullptr) {
+    const BlockMaskView& m = *mask;
+    if (m.block_q < 1 || m.block_k < 1)
+      return make_result(Status::InvalidArgument, "mask blocks %dx%d are not positive", m.block_q, m.block_k);
+    int64_t qb = 0, kb = 0;
+    if (!block_count(q.seq, m.block_q, &qb) || !block_count(k.seq, m.block_k, &kb))
+      return make_result(Status::InvalidArgument, "the mask's block counts must fit int32");
+    if (m.q_blocks != qb || m.k_blocks != kb)
+      return make_result(Status::InvalidArgument,
+                         "mask is %lld x %lld blocks; seq_q %lld and seq_k %lld in %dx%d blocks need %lld x %lld",
+                         (long long)m.q_blocks, (long long)m.k_blocks, (long long)q.seq, (long long)k.seq, m.block_q,
+                         m.block_k, (long long)qb, (long long)kb);
+    if (m.patterns != 1 && m.patterns != q.batch * q.heads)
+      return make_result(Status::InvalidArgument, "mask.patterns = %lld: must be 1 or batch * heads = %lld",
+                         (long long)m.patterns, (long long)(q.batch * q.heads));
+    int64_t row_ptr_len = 0;
+    if (__builtin_mul_overflow(m.patterns, m.q_blocks, &row_ptr_len) || row_ptr_len >= INT32_MAX)
+      return make_result(Status::InvalidArgument, "patterns * q_blocks + 1 row_ptr entries must fit int32");
+    if (m.nnzb < 0 || m.nnzb > INT32_MAX || m.nnzb > row_ptr_len * m.k_blocks)
+      return make_result(Status::InvalidArgument, "mask.nnzb = %lld is out of range", (long long)m.nnzb);
+    if (m.row_ptr == nullptr) return make_result(Status::InvalidArgument, "mask.row_ptr is null");
+    if (m.nnzb > 0 && m.col_idx == nullptr) return make_result(Status::InvalidArgument, "mask.col_idx is null");
+  }
+  AttentionProblem p;
+  p.q = q;
+  p.k = k;
+  p.v = v;
+  p.o = o;
+  p.lse = const_cast<float*>(lse);  // written only by attention(), whose lse is non-const
+  p.has_mask = mask != nullptr;
+  if (mask != nullptr) p.mask = *mask;
+  p.causal = options.causal;
+  p.scale = options.scale > 0.0f ? options.scale : 1.0f / std::sqrt(float(q.head_dim));
+  p.backend = options.backend;
+  r = current_device(&p.device);
+  if (!r.ok()) return r;
+  *out = p;
+  return Result{};
+}
+
+namespace {
+
+// The dims of block_topk's output, checked: q_blocks, k_blocks and nnzb.
+Result gating_dims(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_k, const TopkGatingOptions& o,
+                   GatingProblem* g) {
+  if (batch < 0 || heads < 0 || seq_q < 0 || seq_k < 0)
+    return make_result(Status::InvalidArgument, "gating dims must be >= 0");
+  if (o.block_q < 1 || o.block_k < 1 || o.top_k < 0)
+    return make_result(Status::InvalidArgument, "gating blocks %dx%d and top_k %d: blocks >= 1, top_k >= 0", o.block_q,
+                       o.block_k, o.top_k);
+  int64_t qb = 0, kb = 0, patterns = 0, rows = 0;
+  if (!block_count(seq_q, o.block_q, &qb) || !block_count(seq_k, o.block_k, &kb) ||
+      __builtin_mul_overflow(batch, heads, &patterns) || __builtin_mul_overflow(patterns, qb, &rows) ||
+      rows >= INT32_MAX)
+    return make_result(Status::InvalidArgument, "gating: batch * heads * query blocks must fit int32");
+  int64_t per_pattern = 0;
+  for (int64_t i = 0; i < qb; ++i) per_pattern += gating_row_keep(o, i, kb);
+  int64_t nnzb = 0;
+  if (__builtin_mul_overflow(per_pattern, patterns, &nnzb) || nnzb > INT32_MAX)
+    return make_result(Status::InvalidArgument, "gating: the mask's %lld * %lld blocks do not fit int32",
+                       (long long)per_pattern, (long long)patterns);
+  g->batch = batch;
+  g->heads = heads;
+  g->seq_q = seq_q;
+  g->seq_k = seq_k;
+  g->options = o;
+  g->q_blocks = qb;
+  g->k_blocks = kb;
+  g->nnzb = nnzb;
+  return Result{};
+}
+
+Result run_gating(GatingProblem& g, int32_t* row_ptr, int32_t* col_idx, BlockMaskView* mask, cudaStream_t stream) {
+  if (row_ptr == nullptr || (g.nnzb > 0 && col_idx == nullptr))
+    return make_result(Status::InvalidArgument, "gating: row_ptr or col_idx is null");
+  if (mask == nullptr) return make_result(Status::InvalidArgument, "gating: mask (the output view) is null");
+  g.row_ptr = row_ptr;
+  g.col_idx = col_idx;
+  Result r = current_device(&g.device);
+  if (!r.ok()) return r;
+  if (const char* why = gating_supports(g)) return make_result(Status::NotSupported, "%s", why);
+  r = launch_gating(g, stream);
+  if (!r.ok()) return r;
+  mask->block_q = g.options.block_q;
+  mask->block_k = g.options.block_k;
+  mask->q_blocks = g.q_blocks;
+  mask->k_blocks = g.k_blocks;
+  mask->patterns = g.batch * g.heads;
+  mask->nnzb = g.nnzb;
+  mask->row_ptr = row_ptr;
+  mask->col_idx = col_idx;
+  return Result{};
+}
+
+}  // namespace
+}  // namespace detail
+
+Result can_implement(const HeadsView& q, const HeadsView& k, const HeadsView& v, const HeadsView& o, const float* lse,
+                     const BlockMaskView* mask, const AttentionOptions& options, Backend* chosen) {
+  detail::AttentionProblem p = detail::AttentionProblem::from_rust(q, k, v, o, nullptr, nullptr, false, 1.0f,
+                                                                   Backend::Auto, detail::DeviceInfo{});
+  Result r = detail::validate(q, k, v, o, lse, mask, options, &p);
+  detail::AttentionSelection s;
+  if (r.ok()) r = detail::select(p, &s);
+  if (r.ok() && chosen != nullptr) *chosen = s.family->backend;
+  return detail::finish(r);
+}
+
+Result attention(const HeadsView& q, const HeadsView& k, const HeadsView& v, const HeadsView& o, float* lse,
+                 const BlockMaskView* mask, const AttentionOptions& options, cudaStream_t stream) {
+  detail::AttentionProblem p = detail::AttentionProblem::from_rust(q, k, v, o, nullptr, nullptr, false, 1.0f,
+                                                                   Backend::Auto, detail::DeviceInfo{});
+  Result r = detail::validate(q, k, v, o, lse, mask, options, &p);
+  detail::AttentionSelection s;
+  if (r.ok()) r = detail::select(p, &s);
+  if (r.ok() && options.check_indices && p.has_mask)
+    r = detail::check_pattern(p.mask.row_ptr, p.mask.col_idx, p.mask.patterns * p.mask.q_blocks, p.mask.k_blocks,
+                              p.mask.nnzb, stream, "mask");
+  if (r.ok()) r = detail::launch(p, s, stream);
+  return detail::finish(r);
+}
+
+Result block_topk_nnzb(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_k, const TopkGatingOptions& options,
+                       int64_t* nnzb) {
+  detail::GatingProblem g;
+  Result r = detail::gating_dims(batch, heads, seq_q, seq_k, options, &g);
+  if (r.ok() && nnzb != nullptr) *nnzb = g.nnzb;
+  return detail::finish(r);
+}
+
+Result block_topk(const HeadsView& q, const HeadsView& k, const TopkGatingOptions& options, int32_t* row_ptr,
+                  int32_t* col_idx, BlockMaskView* mask, cudaStream_t stream) {
+  detail::GatingProblem g;
+  Result r = detail::gating_dims(q.batch, q.heads, q.seq, k.seq, options, &g);
+  if (r.ok() && q.head_dim < 1) r = detail::make_result(Status::InvalidArgument, "Q.head_dim must be >= 1");
+  if (r.ok()) r = detail::check_heads("Q", q, q.batch, q.heads, q.seq, q.head_dim);
+  if (r.ok()) r = detail::check_heads("K", k, q.batch, q.heads, k.seq, q.head_dim);
+  if (r.ok() && k.dtype != q.dtype) r = detail::make_result(Status::InvalidArgument, "Q and K must have one dtype");
+  g.pooled = true;
+  g.q = q;
+  g.k = k;
+  if (r.ok()) r = detail::run_gating(g, row_ptr, col_idx, mask, stream);
+  return detail::finish(r);
+}
+
+Result block_topk_scores(const float* scores, int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_k,
+                         const TopkGatingOptions& options, int32_t* row_ptr, int32_t* col_idx, BlockMaskView* mask,
+                         cudaStream_t stream) {
+  detail::GatingProblem g;
+  Result r = detail::gating_dims(batch, heads, seq_q, seq_k, options, &g);
+  if (r.ok() && scores == nullptr && batch * heads * g.q_blocks * g.k_blocks > 0)
+    r = detail::make_result(Status::InvalidArgument, "scores is null");
+  g.scores = scores;
+  if (r.ok()) r = detail::run_gating(g, row_ptr, col_idx, mask, stream);
+  return detail::finish(r);
+}
+
+}  // namespace sparsek

@@ -1,0 +1,225 @@
+// Top-k key-block gating on the device, one launch (the contract is in
+// include/sparsek/attention.hpp; the CPU reference, src/attention/gating.rs, computes the
+// same bits).
+//
+// One CTA per (batch*head, chunk of kRowsPerCta query blocks):
+//   1. pooled scores only: the mean of every K block and of the chunk's Q blocks into shared
+//      memory, one thread per (block, column) summing the block's rows in ascending order
+//      (f32 adds, then an IEEE division by the row count);
+//   2. per query block: its score against every key block (a fused multiply-add chain over
+//      d ascending, or the caller's score), then each candidate's rank counted against all
+//      others (higher score first, ties by lower block, NaN last) and the kept ones written in
+//      ascending block order. Counting instead of sorting keeps the result independent of
+//      thread order.
+// row_ptr is known before the launch (gating_row_keep); the chunk's CTA writes its rows.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "attention/gating.hpp"
+
+namespace sparsek::detail {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kRowsPerCta = 8;
+
+__device__ inline float to_float(__half x) { return __half2float(x); }
+__device__ inline float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+// The mean of rows [r0, r0 + rows) of one head's [seq, d] view, column by column, into out[d].
+// One thread per column (threads of `lane0 .. lane0 + stride`).
+template <class T>
+__device__ void pool_block(const T* base, int64_t stride_s, int64_t r0, int64_t rows, int32_t d, float* out,
+                           int32_t tid, int32_t nthreads) {
+  for (int32_t c = tid; c < d; c += nthreads) {
+    float sum = 0.0f;
+    for (int64_t r = 0; r < rows; ++r) sum = __fadd_rn(sum, to_float(base[(r0 + r) * stride_s + c]));
+    out[c] = __fdiv_rn(sum, float(rows));
+  }
+}
+
+// Whether candidate (sa, a) ranks above (sb, b).
+__device__ inline bool ranks_above(float sa, int32_t a, float sb, int32_t b) {
+  const bool na = isnan(sa), nb = isnan(sb);
+  if (na != nb) return nb;
+  if (!na && sa != sb) return sa > sb;
+  return a < b;
+}
+
+struct GatingParams {
+  const void* q;
+  const void* k;
+  int64_t q_stride_b, q_stride_h, q_stride_s, k_stride_b, k_stride_h, k_stride_s;
+  const float* scores;
+  int32_t heads, head_dim;
+  int64_t seq_q, seq_k;
+  int32_t q_blocks, k_blocks, chunks;
+  int32_t block_q, block_k, top_k;
+  bool causal;
+  int32_t* row_ptr;
+  int32_t* col_idx;
+  int64_t per_pattern;  // blocks per (batch, head): the sum of gating_row_keep over its rows
+};
+
+// Candidates of query block i: every key block, or (causal) those with a key <= its last query.
+__device__ inline int32_t row_candidates(const GatingParams& p, int64_t i) {
+  if (!p.causal) return p.k_blocks;
+  const int64_t last = ((i + 1) * p.block_q - 1) / p.block_k;
+  return int32_t(last + 1 < p.k_blocks ? last + 1 : p.k_blocks);
+}
+__device__ inline int32_t row_keep(const GatingParams& p, int64_t i) {
+  const int32_t cand = row_candidates(p, i);
+  return p.top_k < cand ? p.top_k : cand;
+}
+
+template <class T, bool kPooled>
+__global__ void __launch_bounds__(kThreads) gating_kernel(const GatingParams p) {
+  extern __shared__ float shared[];
+  const int64_t bh = blockIdx.x / p.chunks;
+  const int32_t chunk = int32_t(blockIdx.x % p.chunks);
+  const int32_t i0 = chunk * kRowsPerCta;
+  const int32_t rows = p.q_blocks - i0 < kRowsPerCta ? p.q_blocks - i0 : kRowsPerCta;
+  const int32_t d = p.head_dim;
+  float* score = shared;                                  // k_blocks
+  int32_t* keep_flag = reinterpret_cast<int32_t*>(score + p.k_blocks);  // k_blocks
+  float* pooled_k = reinterpret_cast<float*>(keep_flag + p.k_blocks);  // k_blocks * d
+  float* pooled_q = pooled_k + int64_t(p.k_blocks) * d;                // kRowsPerCta * d
+  const int32_t tid = int32_t(threadIdx.x);
+
+  if constexpr (kPooled) {
+    const int64_t b = bh / p.heads, h = bh % p.heads;
+    const T* kb = static_cast<const T*>(p.k) + b * p.k_stride_b + h * p.k_stride_h;
+    const T* qb = static_cast<const T*>(p.q) + b * p.q_stride_b + h * p.q_stride_h;
+    for (int64_t j = 0; j < p.k_blocks; ++j) {
+      const int64_t r0 = j * p.block_k;
+      const int64_t n = p.seq_k - r0 < p.block_k ? p.seq_k - r0 : p.block_k;
+      pool_block(kb, p.k_stride_s, r0, n, d, pooled_k + j * d, tid, kThreads);
+    }
+    for (int32_t r = 0; r < rows; ++r) {
+      const int64_t r0 = int64_t(i0 + r) * p.block_q;
+      const int64_t n = p.seq_q - r0 < p.block_q ? p.seq_q - r0 : p.block_q;
+      pool_block(qb, p.q_stride_s, r0, n, d, pooled_q + int64_t(r) * d, tid, kThreads);
+    }
+  }
+
+  // row_ptr of the chunk's rows: the pattern's offset plus the rows before (a short loop).
+  if (tid == 0) {
+    int64_t offset = bh * p.per_pattern;
+    for (int32_t i = 0; i < i0; ++i) offset += row_keep(p, i);
+    for (int32_t r = 0; r < rows; ++r) {
+      p.row_ptr[bh * p.q_blocks + i0 + r] = int32_t(offset);
+      offset += row_keep(p, i0 + r);
+    }
+    if (bh == int64_t(gridDim.x / p.chunks) - 1 && i0 + rows == p.q_blocks)
+      p.row_ptr[(bh + 1) * p.q_blocks] = int32_t(offset);
+  }
+
+  for (int32_t r = 0; r < rows; ++r) {
+    const int64_t i = i0 + r;
+    __syncthreads();  // the pooled means are in; the previous row's scores are read
+    for (int32_t j = tid; j < p.k_blocks; j += kThreads) {
+      float s;
+      if constexpr (kPooled) {
+        const float* a = pooled_q + int64_t(r) * d;
+        const float* c = pooled_k + int64_t(j) * d;
+        s = 0.0f;
+        for (int32_t x = 0; x < d; ++x) s = __fmaf_rn(a[x], c[x], s);
+      } else {
+        s = p.scores[(bh * p.q_blocks + i) * p.k_blocks + j];
+      }
+      score[j] = s;
+    }
+    __syncthreads();
+    const int32_t keep = row_keep(p, i);
+    const int32_t cand = row_candidates(p, i);
+    for (int32_t j = tid; j < p.k_blocks; j += kThreads) {
+      int32_t above = 0;
+      if (j < cand)
+        for (int32_t x = 0; x < cand; ++x) above += ranks_above(score[x], x, score[j], j) ? 1 : 0;
+      keep_flag[j] = j < cand && above < keep ? 1 : 0;
+    }
+    __syncthreads();
+    if (tid == 0) {
+      // The row's first position: row_ptr was written above by this thread.
+      int64_t out = p.row_ptr[bh * p.q_blocks + i];
+      for (int32_t j = 0; j < p.k_blocks; ++j)
+        if (keep_flag[j]) p.col_idx[out++] = j;
+    }
+  }
+}
+
+template <class T>
+cudaError_t launch_typed(const GatingProblem& g, const GatingParams& params, unsigned grid, size_t smem,
+                         cudaStream_t stream) {
+  const auto kernel = g.pooled ? gating_kernel<T, true> : gating_kernel<T, false>;
+  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  if (e != cudaSuccess) return e;
+  kernel<<<grid, kThreads, smem, stream>>>(params);
+  return cudaGetLastError();
+}
+
+// Shared memory of one CTA: scores and flags per key block, plus the pooled means.
+int64_t gating_smem(const GatingProblem& p) {
+  int64_t bytes = p.k_blocks * 8;
+  if (p.pooled) bytes += (p.k_blocks + kRowsPerCta) * p.q.head_dim * 4;
+  return bytes;
+}
+
+}  // namespace
+
+const char* gating_supports(const GatingProblem& p) {
+  if (p.device.cc_major < 8) return "top-k gating needs compute capability 8.0 or newer";
+  const int64_t smem = gating_smem(p);
+  const int64_t limit = p.pooled ? p.device.smem_optin : 48 * 1024;
+  if (smem > limit)
+    return p.pooled ? "top-k gating keeps the pooled K in shared memory: k_blocks * head_dim is too large"
+                    : "top-k gating keeps a row's scores in shared memory: k_blocks must be at most 6144";
+  int64_t chunks = (p.q_blocks + kRowsPerCta - 1) / kRowsPerCta, grid = 0;
+  if (__builtin_mul_overflow(chunks, p.batch * p.heads, &grid) || grid > INT32_MAX)
+    return "batch * heads * query blocks is too large for one launch";
+  return nullptr;
+}
+
+Result launch_gating(const GatingProblem& g, cudaStream_t stream) {
+  if (g.batch * g.heads == 0 || g.q_blocks == 0) {
+    // No query block: row_ptr is the one entry 0.
+    const cudaError_t e = cudaMemsetAsync(g.row_ptr, 0, sizeof(int32_t), stream);
+    return e == cudaSuccess ? Result{} : make_result(Status::CudaError, "top-k gating: %s", cudaGetErrorString(e));
+  }
+  GatingParams p{};
+  p.q = g.q.data;
+  p.k = g.k.data;
+  p.q_stride_b = g.q.stride_b;
+  p.q_stride_h = g.q.stride_h;
+  p.q_stride_s = g.q.stride_s;
+  p.k_stride_b = g.k.stride_b;
+  p.k_stride_h = g.k.stride_h;
+  p.k_stride_s = g.k.stride_s;
+  p.scores = g.scores;
+  p.heads = int32_t(g.heads);
+  p.head_dim = int32_t(g.pooled ? g.q.head_dim : 0);
+  p.seq_q = g.seq_q;
+  p.seq_k = g.seq_k;
+  p.q_blocks = int32_t(g.q_blocks);
+  p.k_blocks = int32_t(g.k_blocks);
+  p.chunks = int32_t((g.q_blocks + kRowsPerCta - 1) / kRowsPerCta);
+  p.block_q = g.options.block_q;
+  p.block_k = g.options.block_k;
+  p.top_k = g.options.top_k;
+  p.causal = g.options.causal;
+  p.row_ptr = g.row_ptr;
+  p.col_idx = g.col_idx;
+  p.per_pattern = 0;
+  for (int64_t i = 0; i < g.q_blocks; ++i) p.per_pattern += gating_row_keep(g.options, i, g.k_blocks);
+  const unsigned grid = unsigned(int64_t(p.chunks) * g.batch * g.heads);
+  const size_t smem = size_t(gating_smem(g));
+  const bool bf16 = g.pooled && g.q.dtype == DType::BF16;
+  const cudaError_t e = bf16 ? launch_typed<__nv_bfloat16>(g, p, grid, smem, stream)
+                             : launch_typed<__half>(g, p, grid, smem, stream);
+  if (e != cudaSuccess) return make_result(Status::CudaError, "top-k gating launch failed: %s", cudaGetErrorString(e));
+  return Result{};
+}
+
+}  // namespace sparsek::detail

@@ -1,0 +1,83 @@
+// The checked attention problem: what the attention kernel family (cpp/attention/sm90) takes.
+// Made in exactly two places, each the validation of one entry point: validate() in
+// cpp/attention/api.cu (the C++ API, include/sparsek/attention.hpp) and
+// AttentionProblem::from_rust() in cpp/bridge.cc (the Rust API, which validated the same
+// invariants in src/attention). Nothing downstream re-checks them.
+//
+// Invariants:
+//   - q is [batch, heads, seq_q, head_dim], k and v [batch, heads, seq_k, head_dim], o like
+//     q; batch, heads, seq >= 0, head_dim >= 1; strides >= 0 and every view's extent
+//     (the largest offset + 1) fits int64 elements; data non-null when a view is non-empty;
+//     all four F16 or all four BF16;
+//   - lse is null or holds batch*heads*seq_q floats;
+//   - has_mask: 1 <= block_q, block_k; q_blocks = ceil(seq_q/block_q), k_blocks =
+//     ceil(seq_k/block_k), both fit int32; patterns is 1 or batch*heads;
+//     patterns*q_blocks + 1 row_ptr entries and nnzb fit int32; row_ptr non-null, col_idx
+//     non-null when nnzb > 0; the index arrays valid (host-checked by Rust, device-checked
+//     with check_indices, or trusted);
+//   - scale is finite and > 0 (0 in the options was resolved to 1/sqrt(head_dim));
+//   - `device` describes the current device.
+#pragma once
+
+#include <sparsek/attention.hpp>
+
+#include "../problem.hpp"  // DeviceInfo, make_result
+
+namespace sparsek::detail {
+
+class AttentionProblem {
+ public:
+  HeadsView q, k, v, o;
+  float* lse = nullptr;
+  bool has_mask = false;
+  BlockMaskView mask;
+  bool causal = false;
+  float scale = 1.0f;
+  Backend backend = Backend::Auto;
+  DeviceInfo device;
+
+  int64_t batch() const { return q.batch; }
+  int64_t heads() const { return q.heads; }
+  int64_t seq_q() const { return q.seq; }
+  int64_t seq_k() const { return k.seq; }
+  int64_t head_dim() const { return q.head_dim; }
+  DType input() const { return q.dtype; }
+  DType output() const { return o.dtype; }
+  // Nothing to write: no query row.
+  bool empty_output() const { return q.batch == 0 || q.heads == 0 || q.seq == 0; }
+  // The registry's questions (cpp/registry.hpp): no fused epilogue, no n or row-depth bound.
+  bool has_epilogue() const { return false; }
+  int64_t n() const { return 0; }
+
+  static AttentionProblem from_rust(const HeadsView& q, const HeadsView& k, const HeadsView& v, const HeadsView& o,
+                                    float* lse, const BlockMaskView* mask, bool causal, float scale, Backend backend,
+                                    const DeviceInfo& device) {
+    AttentionProblem p;
+    p.q = q;
+    p.k = k;
+    p.v = v;
+    p.o = o;
+    p.lse = lse;
+    p.has_mask = mask != nullptr;
+    if (mask != nullptr) p.mask = *mask;
+    p.causal = causal;
+    p.scale = scale;
+    p.backend = backend;
+    p.device = device;
+    return p;
+  }
+
+ private:
+  AttentionProblem() = default;
+  friend Result validate(const HeadsView&, const HeadsView&, const HeadsView&, const HeadsView&, const float*,
+                         const BlockMaskView*, const AttentionOptions&, AttentionProblem*);
+};
+
+// Puts the C++ API's one message prefix ("sparsek: ") in front of a failed Result (cpp/api.cu).
+Result finish(Result r);
+
+// The C++ entry's validation (cpp/attention/api.cu): every invariant above, into *out.
+Result validate(const HeadsView& q, const HeadsView& k, const HeadsView& v, const HeadsView& o, const float* lse,
+                const BlockMaskView* mask, const AttentionOptions& options, AttentionProblem* out);
+
+}  // namespace sparsek::detail

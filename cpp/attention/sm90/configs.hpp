@@ -1,0 +1,97 @@
+// The Hopper attention family's table of variants (kAttentionSm90Family, family.cu): one
+// row per compiled kernel, each instantiated by its own translation unit,
+// instantiations/<row name>.cu (SPARSEK_ATTENTION_SM90_INSTANTIATE, kernel.hpp). Adding a row
+// touches this table, one new instantiation file and a test case.
+//
+// Columns:
+//   name        unique across families; SPARSEK_VARIANT=<name> forces the row.
+//   input       Q, K, V and O element type (F16 or BF16).
+//   head_dim    64 or 128.
+//   stages      K and V pipeline stages (each stage one 128-key block of K and of V).
+//   automatic   Auto may pick it; chosen_by: the measurement that chose the row.
+//
+// Every row: a CTA owns one 128-row query block of one (batch, head); a producer warp loads Q
+// once and then K and V of each kept 128-key block (TMA), two consumer warpgroups each own
+// 64 query rows (S = Q K^T and O += P V on WGMMA, online softmax in registers). The rows
+// are exact (a row fits only its dtype and head_dim), so their order does not matter.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "attention/problem.hpp"
+
+namespace sparsek::detail::attention_sm90 {
+
+struct AttentionSm90Variant {
+  const char* name;
+  DType input;
+  int head_dim;
+  int stages;
+  bool automatic;
+  const char* chosen_by;
+};
+
+// The tile: 128 query rows x 128 keys, the only block shape of the rows' masks.
+constexpr int kBlockM = 128;
+constexpr int kBlockN = 128;
+
+namespace table {
+constexpr DType F16 = DType::F16;
+constexpr DType BF16 = DType::BF16;
+constexpr const char* kDesign =
+    "design (FlashAttention-3's 128x128 tile, two consumer warpgroups); no sweep has compared other rows yet";
+
+// clang-format off
+inline constexpr AttentionSm90Variant kAttentionSm90Variants[] = {
+    // name                       input head_dim stages automatic chosen_by
+    {"attn_sm90_bf16_d128",       BF16, 128,     2,     true,     kDesign},
+    {"attn_sm90_f16_d128",        F16,  128,     2,     true,     kDesign},
+    {"attn_sm90_bf16_d64",        BF16,  64,     3,     true,     kDesign},
+    {"attn_sm90_f16_d64",         F16,   64,     3,     true,     kDesign},
+};
+// clang-format on
+}  // namespace table
+
+using table::kAttentionSm90Variants;
+
+inline constexpr int kAttentionSm90Rows = int(sizeof(kAttentionSm90Variants) / sizeof(kAttentionSm90Variants[0]));
+
+constexpr bool attention_sm90_same(const char* a, const char* b) {
+  while (*a != '\0' && *a == *b) ++a, ++b;
+  return *a == *b;
+}
+
+// The row called `name`, or -1.
+constexpr int attention_sm90_row(const char* name) {
+  for (int i = 0; i < kAttentionSm90Rows; ++i)
+    if (attention_sm90_same(kAttentionSm90Variants[i].name, name)) return i;
+  return -1;
+}
+
+// The launch of row kRow (kernel.hpp), explicitly instantiated by instantiations/<name>.cu;
+// probe_kernel<kRow>: its kernel, for the family's image check.
+template <int kRow>
+cudaError_t launch_row(const AttentionProblem& p, cudaStream_t stream);
+template <int kRow>
+const void* probe_kernel();
+
+namespace table {
+constexpr bool well_formed(const AttentionSm90Variant& v) {
+  return (v.input == F16 || v.input == BF16) && (v.head_dim == 64 || v.head_dim == 128) && v.stages >= 2 &&
+         v.name != nullptr && v.chosen_by != nullptr;
+}
+constexpr bool table_ok() {
+  for (int i = 0; i < kAttentionSm90Rows; ++i) {
+    if (!well_formed(kAttentionSm90Variants[i]) || attention_sm90_row(kAttentionSm90Variants[i].name) != i)
+      return false;
+    for (int j = 0; j < i; ++j)
+      if (kAttentionSm90Variants[i].input == kAttentionSm90Variants[j].input &&
+          kAttentionSm90Variants[i].head_dim == kAttentionSm90Variants[j].head_dim)
+        return false;
+  }
+  return true;
+}
+static_assert(table_ok(), "kAttentionSm90Variants: a row is malformed, or a name or (input, head_dim) repeats");
+}  // namespace table
+
+}  // namespace sparsek::detail::attention_sm90

@@ -1,0 +1,103 @@
+// The Hopper attention family (kAttentionSm90Family, cpp/registry.hpp), sm_90a: what it
+// supports, when a row of its table (configs.hpp) fits, and the dispatch to the row's launch
+// (one translation unit per row, instantiations/; the kernel is kernel.hpp). It checks what the
+// kernels need beyond the AttentionProblem's invariants (cpp/attention/problem.hpp).
+//
+// This file is light (no CUTLASS). Built without sm_90a (SPARSEK_NO_SM90A), the family still
+// exists, with its table, and refuses every problem with the reason.
+#include <climits>
+#include <cstdint>
+
+#include "attention/sm90/configs.hpp"
+#include "family_util.hpp"
+#include "registry.hpp"
+
+#ifndef SPARSEK_NO_SM90A
+#include <array>
+#include <utility>
+#endif
+
+namespace sparsek::detail {
+namespace attention_sm90 {
+namespace {
+
+VariantInfo info(int row) {
+  const AttentionSm90Variant& v = kAttentionSm90Variants[row];
+  return VariantInfo{v.name, v.automatic, v.chosen_by};
+}
+
+const char* fits(const AttentionProblem& p, int row) {
+  const AttentionSm90Variant& v = kAttentionSm90Variants[row];
+  if (p.input() != v.input) return v.input == DType::F16 ? "the row takes f16" : "the row takes bf16";
+  if (p.head_dim() != v.head_dim) return v.head_dim == 64 ? "the row is for head_dim 64" : "the row is for head_dim 128";
+  return nullptr;
+}
+
+#ifdef SPARSEK_NO_SM90A
+
+const char* supports(const AttentionProblem&) { return "sparsek was built without sm_90a (SPARSEK_CUDA_ARCHS)"; }
+
+cudaError_t launch(const AttentionProblem&, int, cudaStream_t) { return cudaErrorInvalidDeviceFunction; }
+
+#else
+
+const char* missing_image(const AttentionProblem& p) {
+  static ImageCache cache;
+  return detail::missing_image(p.device.id, probe_kernel<0>(), cache);
+}
+
+// TMA: 16-byte aligned base, strides in 16-byte units and below 2^40 bytes.
+bool tma_ok(const HeadsView& t) {
+  const auto stride_ok = [](int64_t s, int64_t extent) {
+    return extent == 1 || (s % 8 == 0 && s < (int64_t(1) << 39));  // 2-byte elements
+  };
+  return aligned16(t.data) && stride_ok(t.stride_s, t.seq) && stride_ok(t.stride_h, t.heads) &&
+         stride_ok(t.stride_b, t.batch);
+}
+
+const char* supports(const AttentionProblem& p) {
+  if (p.device.cc_major != 9 || p.device.cc_minor != 0) return "needs compute capability 9.0 (Hopper, sm_90a)";
+  if (const char* why = missing_image(p)) return why;
+  if (p.empty_output()) return nullptr;  // nothing is launched (registry.cu)
+  if (p.head_dim() != 64 && p.head_dim() != 128) return "head_dim must be 64 or 128";
+  if (p.has_mask && (p.mask.block_q != kBlockM || p.mask.block_k != kBlockN))
+    return "the mask's blocks must be 128 x 128 (the kernels' tile)";
+  // Index arithmetic is int32 (key block * 128 + 127 included); one CTA per query block.
+  constexpr int64_t kMaxSeq = INT32_MAX - kBlockN;
+  if (p.seq_q() > kMaxSeq || p.seq_k() > kMaxSeq) return "sequences must be below 2^31 - 128";
+  if (p.heads() > INT32_MAX || p.batch() > INT32_MAX) return "batch and heads must fit int32";
+  const int64_t q_blocks = (p.seq_q() + kBlockM - 1) / kBlockM;
+  int64_t grid = 0;
+  if (__builtin_mul_overflow(q_blocks, p.batch() * p.heads(), &grid) || grid > INT32_MAX)
+    return "batch * heads * query blocks must fit int32 (one CTA each)";
+  if (!tma_ok(p.q) || !tma_ok(p.o) || (p.seq_k() > 0 && (!tma_ok(p.k) || !tma_ok(p.v))))
+    return "Q, K, V and O must be 16-byte aligned with strides that are multiples of 8 elements (TMA)";
+  return nullptr;
+}
+
+using LaunchFn = cudaError_t (*)(const AttentionProblem&, cudaStream_t);
+template <std::size_t... kRows>
+constexpr std::array<LaunchFn, sizeof...(kRows)> launch_table(std::index_sequence<kRows...>) {
+  return {{&launch_row<int(kRows)>...}};
+}
+constexpr auto kLaunch = launch_table(std::make_index_sequence<kAttentionSm90Rows>{});
+
+cudaError_t launch(const AttentionProblem& p, int row, cudaStream_t stream) { return kLaunch[row](p, stream); }
+
+#endif  // SPARSEK_NO_SM90A
+
+}  // namespace
+}  // namespace attention_sm90
+
+extern const AttentionFamily kAttentionSm90Family = {
+    Backend::Cutlass,
+    "cutlass",
+    attention_sm90::kAttentionSm90Rows,
+    /*epilogue=*/false,
+    &attention_sm90::info,
+    &attention_sm90::supports,
+    &attention_sm90::fits,
+    &attention_sm90::launch,
+};
+
+}  // namespace sparsek::detail

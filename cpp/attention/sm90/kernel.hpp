@@ -1,0 +1,211 @@
+// sparsek attention SM90: the kernel of one row of kAttentionSm90Variants (configs.hpp) and its
+// launch. Warp-specialized, one CTA per (query block, head, batch):
+//
+//   warpgroup 0, warp 0   producer: TMA loads of Q, then K and V of each key block
+//                         (mainloop.hpp), through two PipelineTmaAsync;
+//   warpgroups 1 and 2    consumers: 64 query rows each, S = Q K^T and O += P V on WGMMA,
+//                         online softmax in registers (mainloop.hpp, softmax.hpp), then the
+//                         epilogue (epilogue.hpp).
+// Producers give registers to the consumers (setmaxnreg: 24 / 240).
+//
+// Grid order: blockIdx.x = (batch*heads + head) * q_blocks + (q_blocks - 1 - qb): the CTAs of
+// one head run together (its K and V stay in L2 for all its query blocks), the longest
+// causal rows first.
+//
+// Deterministic: each output row is computed by one CTA, its key blocks in ascending order.
+//
+// Each row's kernel is compiled in its own translation unit, instantiations/<row name>.cu:
+//     #include "attention/sm90/kernel.hpp"
+//     SPARSEK_ATTENTION_SM90_INSTANTIATE("attn_sm90_bf16_d128")
+// Built without sm_90a (SPARSEK_NO_SM90A), the macro only checks that the row exists.
+#pragma once
+
+#include "attention/sm90/configs.hpp"
+
+#ifdef SPARSEK_NO_SM90A
+
+#define SPARSEK_ATTENTION_SM90_INSTANTIATE(NAME)                                       \
+  static_assert(::sparsek::detail::attention_sm90::attention_sm90_row(NAME) >= 0,      \
+                "SPARSEK_ATTENTION_SM90_INSTANTIATE: no row " NAME " in kAttentionSm90Variants");
+
+#else
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "cute/tensor.hpp"
+#include "cutlass/arch/barrier.h"
+#include "cutlass/arch/reg_reconfig.h"
+#include "cutlass/cutlass.h"
+#include "cutlass/numeric_types.h"
+#include "cutlass/pipeline/pipeline.hpp"
+
+#include "attention/sm90/epilogue.hpp"
+#include "attention/sm90/key_blocks.hpp"
+#include "attention/sm90/mainloop.hpp"
+
+#define SPARSEK_ATTENTION_SM90_INSTANTIATE(NAME)                                                     \
+  static_assert(::sparsek::detail::attention_sm90::attention_sm90_row(NAME) >= 0,                    \
+                "SPARSEK_ATTENTION_SM90_INSTANTIATE: no row " NAME " in kAttentionSm90Variants");    \
+  namespace sparsek::detail::attention_sm90 {                                                        \
+  template cudaError_t launch_row<attention_sm90_row(NAME)>(const AttentionProblem&, cudaStream_t);  \
+  template const void* probe_kernel<attention_sm90_row(NAME)>();                                     \
+  }
+
+namespace sparsek::detail::attention_sm90 {
+
+using namespace cute;
+
+template <DType> struct ElementOf;
+template <> struct ElementOf<DType::F16> { using type = cutlass::half_t; };
+template <> struct ElementOf<DType::BF16> { using type = cutlass::bfloat16_t; };
+
+template <class Mainloop_, class Epilogue_>
+struct AttentionKernel {
+  using Mainloop = Mainloop_;
+  using Epilogue = Epilogue_;
+  using Pipeline = typename Mainloop::Pipeline;
+  static constexpr int kThreads = 384;
+  static constexpr uint32_t kProducerRegisters = 24;
+  static constexpr uint32_t kConsumerRegisters = 240;
+
+  struct SharedStorage {
+    typename Mainloop::SharedStorage mainloop;
+    typename Epilogue::SharedStorage epilogue;
+    alignas(16) typename Pipeline::SharedStorage pipe_k;
+    alignas(16) typename Pipeline::SharedStorage pipe_v;
+    alignas(8) uint64_t q_barrier;
+  };
+
+  struct Params {
+    typename Mainloop::Params mainloop;
+    typename Epilogue::Params epilogue;
+    const int32_t* row_ptr;  // the mask (has_mask), stacked patterns
+    const int32_t* col_idx;
+    int32_t seq_q, seq_k, heads, q_blocks, k_blocks;
+    bool has_mask, per_head_mask, causal;
+    float scale;
+  };
+
+  CUTE_DEVICE static void run(Params const& p, char* smem_raw) {
+    SharedStorage& smem = *reinterpret_cast<SharedStorage*>(smem_raw);
+    const int warp_group = int(threadIdx.x) / cutlass::NumThreadsPerWarpGroup;
+    const int64_t bh = int64_t(blockIdx.x) / p.q_blocks;
+    const int32_t qb = p.q_blocks - 1 - int32_t(int64_t(blockIdx.x) % p.q_blocks);
+    const int32_t h = int32_t(bh % p.heads), b = int32_t(bh / p.heads);
+    const int64_t mask_row = (p.per_head_mask ? bh * p.q_blocks : 0) + qb;
+    // 128 x 128 tiles: the last key block with a key <= the block's last query is qb.
+    const KeyBlockRange range =
+        key_block_range(p.row_ptr, p.col_idx, p.has_mask, p.causal, mask_row, p.k_blocks, qb);
+
+    typename Pipeline::Params pipe;
+    pipe.transaction_bytes = Mainloop::kBytesKV;
+    pipe.role = warp_group == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
+    pipe.is_leader = threadIdx.x == 0;
+    pipe.num_consumers = Mainloop::kConsumerThreads;
+    Pipeline pipe_k(smem.pipe_k, pipe, Shape<_1, _1, _1>{});
+    Pipeline pipe_v(smem.pipe_v, pipe, Shape<_1, _1, _1>{});
+    if (threadIdx.x == 0) cutlass::arch::ClusterTransactionBarrier::init(&smem.q_barrier, 1);
+    cutlass::arch::fence_barrier_init();
+    __syncthreads();
+
+    if (warp_group == 0) {
+      cutlass::arch::warpgroup_reg_dealloc<kProducerRegisters>();
+      if (threadIdx.x < 32 && range.count() > 0)
+        Mainloop::load(p.mainloop, pipe_k, pipe_v, smem.mainloop, &smem.q_barrier, range, p.col_idx, qb, h, b,
+                       int(threadIdx.x));
+      return;
+    }
+    cutlass::arch::warpgroup_reg_alloc<kConsumerRegisters>();
+    const int thread = int(threadIdx.x) - cutlass::NumThreadsPerWarpGroup;
+    typename Mainloop::TiledMmaPV mma_pv;
+    Tensor tOrO = partition_fragment_C(mma_pv, Shape<typename Mainloop::TileM, typename Mainloop::HeadDim>{});
+    OnlineSoftmax<2> softmax(p.scale);
+    const bool empty = range.count() == 0;
+    if (!empty)
+      Mainloop::mma(pipe_k, pipe_v, smem.mainloop, &smem.q_barrier, range, p.col_idx, thread, qb * kBlockM, p.seq_k,
+                    p.causal, tOrO, softmax);
+    float inv_sum[2], lse[2];
+    softmax.finish(inv_sum, lse);
+    Epilogue::store(p.epilogue, smem.epilogue, tOrO, inv_sum, lse, empty, thread, qb, h, b, bh, p.seq_q);
+  }
+};
+
+template <int kRow>
+struct KernelOf {
+  static constexpr AttentionSm90Variant kVariant = kAttentionSm90Variants[kRow];
+  using Element = typename ElementOf<kVariant.input>::type;
+  using Mainloop = AttentionMainloop<Element, kVariant.head_dim, kVariant.stages>;
+  using type = AttentionKernel<Mainloop, AttentionEpilogue<Mainloop>>;
+};
+
+template <int kRow>
+__global__ void __launch_bounds__(384, 1) attention_sm90_kernel(const __grid_constant__
+                                                                typename KernelOf<kRow>::type::Params params) {
+  extern __shared__ __align__(1024) char smem[];
+  KernelOf<kRow>::type::run(params, smem);
+}
+
+template <int kRow>
+const void* probe_kernel() {
+  return reinterpret_cast<const void*>(&attention_sm90_kernel<kRow>);
+}
+
+// TMA's view of a HeadsView. A dimension of extent 1 is never stepped: its stride is set to
+// one TMA accepts (a 16-byte multiple) whatever the caller's is.
+template <class Element>
+auto heads_tensor(const HeadsView& t) {
+  const auto stride = [](int64_t s, int64_t extent) { return extent == 1 ? int64_t(8) : s; };
+  return make_tensor(make_gmem_ptr(static_cast<Element*>(t.data)),
+                     HeadsShape(int32_t(t.seq), int32_t(t.head_dim), int32_t(t.heads), int32_t(t.batch)),
+                     HeadsStride(stride(t.stride_s, t.seq), _1{}, stride(t.stride_h, t.heads),
+                                 stride(t.stride_b, t.batch)));
+}
+
+template <int kRow>
+cudaError_t launch_row(const AttentionProblem& p, cudaStream_t stream) {
+  using Kernel = typename KernelOf<kRow>::type;
+  using Element = typename KernelOf<kRow>::Element;
+  using Mainloop = typename Kernel::Mainloop;
+  using Epilogue = typename Kernel::Epilogue;
+  // family.cu checked every size below against int32 and TMA's limits. With no key at all,
+  // K and V are never loaded: Q stands in for them (a TMA descriptor needs a non-empty view).
+  const bool no_keys = p.seq_k() == 0;
+  const HeadsView& k = no_keys ? p.q : p.k;
+  const HeadsView& v = no_keys ? p.q : p.v;
+  typename Kernel::Params params{};
+  params.mainloop.tma_q = make_tma_copy(SM90_TMA_LOAD{}, heads_tensor<Element const>(p.q), typename Mainloop::SmemLayoutQ{});
+  params.mainloop.tma_k =
+      make_tma_copy(SM90_TMA_LOAD{}, heads_tensor<Element const>(k), take<0, 2>(typename Mainloop::SmemLayoutKV{}));
+  params.mainloop.tma_v =
+      make_tma_copy(SM90_TMA_LOAD{}, heads_tensor<Element const>(v), take<0, 2>(typename Mainloop::SmemLayoutKV{}));
+  params.mainloop.shape_q = heads_tensor<Element const>(p.q).shape();
+  params.mainloop.shape_k = heads_tensor<Element const>(k).shape();
+  params.epilogue.tma_o = make_tma_copy(SM90_TMA_STORE{}, heads_tensor<Element>(p.o), typename Epilogue::SmemLayoutO{});
+  params.epilogue.shape_o = heads_tensor<Element>(p.o).shape();
+  params.epilogue.lse = p.lse;
+  params.row_ptr = p.has_mask ? p.mask.row_ptr : nullptr;
+  params.col_idx = p.has_mask ? p.mask.col_idx : nullptr;
+  params.seq_q = int32_t(p.seq_q());
+  params.seq_k = int32_t(p.seq_k());
+  params.heads = int32_t(p.heads());
+  params.q_blocks = int32_t((p.seq_q() + kBlockM - 1) / kBlockM);
+  params.k_blocks = int32_t((p.seq_k() + kBlockN - 1) / kBlockN);
+  params.has_mask = p.has_mask;
+  params.per_head_mask = p.has_mask && p.mask.patterns > 1;
+  params.causal = p.causal;
+  params.scale = p.scale;
+
+  const int smem = int(sizeof(typename Kernel::SharedStorage));
+  const void* kernel = probe_kernel<kRow>();
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (e != cudaSuccess) return e;
+  const int64_t grid = int64_t(params.q_blocks) * p.batch() * p.heads();  // <= INT32_MAX (family.cu)
+  attention_sm90_kernel<kRow><<<dim3(uint32_t(grid)), dim3(Kernel::kThreads), size_t(smem), stream>>>(params);
+  return cudaGetLastError();
+}
+
+}  // namespace sparsek::detail::attention_sm90
+
+#endif  // SPARSEK_NO_SM90A

@@ -1,0 +1,228 @@
+// sparsek attention SM90: the mainloop of one CTA (one 128-row query block of one (batch,
+// head)): the producer warp's TMA loads and the consumer warpgroups' WGMMAs and online
+// softmax, over the query block's key blocks (key_blocks.hpp).
+//
+// Shared memory: Q (128 x d), and kStages stages of K and of V (128 x d each), all K-major
+// (d contiguous) with the 128-byte swizzle WGMMA reads. S = Q K^T takes Q and K from shared
+// memory (both K-major); O += P V takes P from registers (the S accumulator converted to 16
+// bits, softmax.hpp) and V from shared memory read transposed (V^T is d x 128, MN-major: a
+// layout view, no copy). Two consumer warpgroups each own 64 query rows (the tiled MMAs are
+// 2 x 1 atoms of 64-row WGMMAs), so each has its own softmax rows and needs no exchange.
+//
+// Pipelines (CUTLASS's PipelineTmaAsync): one for K, one for V, the same stage sequence. The
+// consumers overlap the softmax with the tensor cores as FlashAttention-3's intra-warpgroup
+// pipelining does: for block n they issue S_n = Q K_n^T, then O += P_{n-1} V_{n-1}, wait only
+// for S_n, run block n's softmax while P_{n-1} V_{n-1} is on the tensor cores, then wait for it.
+// O is rescaled for block n-1's max just before P_{n-1} V_{n-1} is issued.
+#pragma once
+
+#include <cstdint>
+
+#include "cute/tensor.hpp"
+#include "cutlass/arch/barrier.h"
+#include "cutlass/cutlass.h"
+#include "cutlass/numeric_conversion.h"
+#include "cutlass/pipeline/pipeline.hpp"
+
+#include "attention/sm90/configs.hpp"
+#include "attention/sm90/key_blocks.hpp"
+#include "attention/sm90/softmax.hpp"
+
+namespace sparsek::detail::attention_sm90 {
+
+using namespace cute;
+
+// (seq, head_dim, heads, batch) of a HeadsView: TMA's view of Q, K, V and O.
+using HeadsShape = Shape<int32_t, int32_t, int32_t, int32_t>;
+using HeadsStride = Stride<int64_t, _1, int64_t, int64_t>;
+
+template <class Element_, int kHeadDim_, int kStages_>
+struct AttentionMainloop {
+  using Element = Element_;
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kStages = kStages_;
+  static constexpr int kConsumerThreads = 256;  // two warpgroups
+  using TileM = Int<kBlockM>;
+  using TileN = Int<kBlockN>;
+  using HeadDim = Int<kHeadDim>;
+
+  // Two 64-row warpgroups along M.
+  using WarpGroups = cute::Layout<Shape<_2, _1, _1>>;
+  using TiledMmaQK =
+      decltype(make_tiled_mma(GMMA::ss_op_selector<Element, Element, float, Shape<_64, TileN, HeadDim>>(), WarpGroups{}));
+  using TiledMmaPV = decltype(make_tiled_mma(
+      GMMA::rs_op_selector<Element, Element, float, Shape<_64, HeadDim, TileN>, GMMA::Major::K, GMMA::Major::MN>(),
+      WarpGroups{}));
+
+  using SmemLayoutQ = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, Shape<TileM, HeadDim>{}));
+  using SmemLayoutKV =
+      decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, Shape<TileN, HeadDim, Int<kStages>>{}));
+  // V^T (d x 128 per stage) over V's storage: (d, n, stage) -> V(n, d, stage).
+  using SmemLayoutVt = decltype(composition(
+      SmemLayoutKV{}, make_ordered_layout(Shape<HeadDim, TileN, Int<kStages>>{}, Step<_2, _1, _3>{})));
+
+  using TmaQ = decltype(make_tma_copy(
+      SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), HeadsShape{}, HeadsStride{}),
+      SmemLayoutQ{}));
+  using TmaKV = decltype(make_tma_copy(
+      SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), HeadsShape{}, HeadsStride{}),
+      take<0, 2>(SmemLayoutKV{})));
+
+  using Pipeline = cutlass::PipelineTmaAsync<kStages>;
+  using PipelineState = cutlass::PipelineState<kStages>;
+  static constexpr uint32_t kBytesQ = kBlockM * kHeadDim * sizeof(Element);
+  static constexpr uint32_t kBytesKV = kBlockN * kHeadDim * sizeof(Element);
+
+  struct SharedStorage {
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>, 1024> q;
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutKV>, 1024> k;
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutKV>, 1024> v;
+  };
+
+  struct Params {
+    TmaQ tma_q;
+    TmaKV tma_k, tma_v;
+    HeadsShape shape_q, shape_k;
+  };
+
+  // The producer warp (all 32 lanes; lane 0 issues): Q once, then K and V of each key block.
+  CUTE_DEVICE static void load(Params const& mp, Pipeline& pipe_k, Pipeline& pipe_v, SharedStorage& smem,
+                               uint64_t* q_barrier, KeyBlockRange const& range, const int32_t* col_idx, int32_t qb,
+                               int32_t h, int32_t b, int lane) {
+    Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), SmemLayoutQ{});
+    Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), SmemLayoutKV{});
+    Tensor sV = make_tensor(make_smem_ptr(smem.v.data()), SmemLayoutKV{});
+    Tensor gQ = local_tile(mp.tma_q.get_tma_tensor(mp.shape_q)(_, _, h, b), Shape<TileM, HeadDim>{},
+                           make_coord(qb, _0{}));  // (128, d)
+    Tensor gK = local_tile(mp.tma_k.get_tma_tensor(mp.shape_k)(_, _, h, b), Shape<TileN, HeadDim>{},
+                           make_coord(_, _0{}));  // (128, d, key blocks)
+    Tensor gV = local_tile(mp.tma_v.get_tma_tensor(mp.shape_k)(_, _, h, b), Shape<TileN, HeadDim>{},
+                           make_coord(_, _0{}));
+    auto [tQgQ, tQsQ] = tma_partition(mp.tma_q, Int<0>{}, cute::Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
+    auto [tKgK, tKsK] = tma_partition(mp.tma_k, Int<0>{}, cute::Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
+    auto [tVgV, tVsV] = tma_partition(mp.tma_v, Int<0>{}, cute::Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
+
+    KeyBlockIterator it(range, col_idx, lane);
+    if (lane == 0) {
+      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(q_barrier, kBytesQ);
+      copy(mp.tma_q.with(*q_barrier), tQgQ, tQsQ);
+    }
+    PipelineState write = cutlass::make_producer_start_state<Pipeline>();
+    for (int32_t n = 0; n < range.count(); ++n) {
+      const int32_t kb = it.block();
+      if (lane == 0) {
+        pipe_k.producer_acquire(write);
+        copy(mp.tma_k.with(*pipe_k.producer_get_barrier(write)), tKgK(_, kb), tKsK(_, write.index()));
+        pipe_v.producer_acquire(write);
+        copy(mp.tma_v.with(*pipe_v.producer_get_barrier(write)), tVgV(_, kb), tVsV(_, write.index()));
+      }
+      ++write;
+      ++it;
+    }
+  }
+
+  // The consumer warpgroups (thread 0..255): the query block's S, softmax and O over its key
+  // blocks (range.count() > 0). `q0`: the block's first query row. Leaves O unnormalized
+  // (the epilogue divides by the row sums, softmax.finish()).
+  template <class FragO>
+  CUTE_DEVICE static void mma(Pipeline& pipe_k, Pipeline& pipe_v, SharedStorage& smem, uint64_t* q_barrier,
+                              KeyBlockRange const& range, const int32_t* col_idx, int thread, int32_t q0,
+                              int32_t seq_k, bool causal, FragO& tOrO, OnlineSoftmax<2>& softmax) {
+    TiledMmaQK mma_qk;
+    TiledMmaPV mma_pv;
+    auto thr_qk = mma_qk.get_thread_slice(thread);
+    auto thr_pv = mma_pv.get_thread_slice(thread);
+    Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), SmemLayoutQ{});
+    Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), SmemLayoutKV{});
+    Tensor sVt = make_tensor(make_smem_ptr(smem.v.data()), SmemLayoutVt{});
+    Tensor tSrQ = thr_qk.partition_fragment_A(sQ);   // (MMA, MMA_M, MMA_K)
+    Tensor tSrK = thr_qk.partition_fragment_B(sK);   // (MMA, MMA_N, MMA_K, stage)
+    Tensor tOrV = thr_pv.partition_fragment_B(sVt);  // (MMA, MMA_N, MMA_K, stage)
+    Tensor tSrS = partition_fragment_C(mma_qk, Shape<TileM, TileN>{});
+    Tensor tScS = thr_qk.partition_C(make_identity_tensor(Shape<TileM, TileN>{}));
+    Tensor s_rows = make_tensor(tSrS.data(), acc_rowcol(tSrS.layout()));
+    Tensor o_rows = make_tensor(tOrO.data(), acc_rowcol(tOrO.layout()));
+    Tensor rP = make_tensor<Element>(tSrS.layout());
+    Tensor tOrP = make_tensor(rP.data(), acc_as_a_operand(rP.layout()));
+
+    auto issue_qk = [&](int stage) {
+      mma_qk.accumulate_ = GMMA::ScaleOut::Zero;
+      warpgroup_fence_operand(tSrS);
+      warpgroup_arrive();
+      CUTE_UNROLL
+      for (int kk = 0; kk < size<2>(tSrQ); ++kk) {
+        cute::gemm(mma_qk, tSrQ(_, _, kk), tSrK(_, _, kk, stage), tSrS);
+        mma_qk.accumulate_ = GMMA::ScaleOut::One;
+      }
+      warpgroup_commit_batch();
+    };
+    // O += P V (first: O = P V).
+    auto issue_pv = [&](int stage, bool first) {
+      mma_pv.accumulate_ = first ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One;
+      warpgroup_fence_operand(tOrO);
+      warpgroup_arrive();
+      CUTE_UNROLL
+      for (int kk = 0; kk < size<2>(tOrP); ++kk) {
+        cute::gemm(mma_pv, tOrP(_, _, kk), tOrV(_, _, kk, stage), tOrO);
+        mma_pv.accumulate_ = GMMA::ScaleOut::One;
+      }
+      warpgroup_commit_batch();
+    };
+    // Masks block kb's scores where needed (the keys' tail, the causal diagonal) and turns
+    // them into P, returning the factor for O.
+    auto softmax_block = [&](int32_t kb, float (&o_scale)[2]) {
+      warpgroup_fence_operand(tSrS);
+      const int32_t k0 = kb * kBlockN;
+      if (k0 + kBlockN > seq_k || (causal && k0 + kBlockN - 1 > q0)) mask_scores(tSrS, tScS, q0, k0, seq_k, causal);
+      softmax.step(s_rows, o_scale);
+    };
+    auto convert_p = [&]() {
+      constexpr int kN = decltype(size(tSrS))::value;
+      cutlass::NumericArrayConverter<Element, float, kN> convert;
+      *reinterpret_cast<cutlass::Array<Element, kN>*>(raw_pointer_cast(rP.data())) =
+          convert(*reinterpret_cast<cutlass::Array<float, kN> const*>(raw_pointer_cast(tSrS.data())));
+    };
+
+    KeyBlockIterator it(range, col_idx, thread % 32);
+    PipelineState read_k, read_v;
+    float o_scale[2];
+    cutlass::arch::ClusterTransactionBarrier::wait(q_barrier, 0);
+
+    pipe_k.consumer_wait(read_k);
+    issue_qk(read_k.index());
+    warpgroup_wait<0>();
+    pipe_k.consumer_release(read_k);
+    ++read_k;
+    softmax_block(it.block(), o_scale);
+    ++it;
+    convert_p();
+
+    const int32_t count = range.count();
+    for (int32_t n = 1; n < count; ++n) {
+      const int32_t kb = it.block();
+      ++it;
+      pipe_k.consumer_wait(read_k);
+      issue_qk(read_k.index());
+      if (n > 1) scale_rows(o_rows, o_scale);
+      pipe_v.consumer_wait(read_v);
+      issue_pv(read_v.index(), n == 1);
+      warpgroup_wait<1>();  // S_n is ready; P_{n-1} V_{n-1} may still run
+      pipe_k.consumer_release(read_k);
+      ++read_k;
+      softmax_block(kb, o_scale);
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tOrO);
+      pipe_v.consumer_release(read_v);
+      ++read_v;
+      convert_p();
+    }
+    if (count > 1) scale_rows(o_rows, o_scale);
+    pipe_v.consumer_wait(read_v);
+    issue_pv(read_v.index(), count == 1);
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(tOrO);
+    pipe_v.consumer_release(read_v);
+  }
+};
+
+}  // namespace sparsek::detail::attention_sm90

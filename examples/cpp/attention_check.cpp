@@ -1,0 +1,777 @@
+// attention_check: checks sparsek::attention and the top-k gating (include/sparsek/attention.hpp)
+// through the public C++ headers only.
+//
+//   attention_check        built-in cases against a double-precision host reference: block
+//                          masks with empty and full rows, causal, both, top-k masks from the
+//                          device gating, no mask; f16/bf16; head_dim 64/128; sequences not a
+//                          multiple of 128, seq_q != seq_k; packed and [batch, seq, heads, d]
+//                          strided views; one pattern or one per head. O is poisoned with NaN
+//                          (every element of the view must be written) and the gaps of a
+//                          strided O hold a sentinel (never written). Then 100 repeats bitwise
+//                          identical, the gating against the host top-k (pooled and given
+//                          scores with ties, +-0 and NaN), and refusals (O untouched).
+//                          One PASS/FAIL line each, then "N passed, N failed".
+//   attention_check --time MASK DTYPE BATCH HEADS SEQ HEAD_DIM ITERS MASK_JSON
+//                          MASK: dense, causal, topk16, topk16_causal (16 key blocks per
+//                          query block, from the device gating on the random Q and K).
+//                          Times ITERS launches (CUDA events, median of 5 repeats) and prints
+//                          one JSON line (TFLOPS on kept pairs: 4 * pairs * head_dim FLOPs);
+//                          writes the mask to MASK_JSON for bench/peers/attention_torch.py.
+// Exit status 0 only when everything passed.
+#include <sparsek/attention.hpp>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using sparsek::BlockMaskView;
+using sparsek::DType;
+using sparsek::HeadsView;
+
+#define CUDA_CHECK(x)                                                                          \
+  do {                                                                                         \
+    cudaError_t e_ = (x);                                                                      \
+    if (e_ != cudaSuccess) {                                                                   \
+      std::printf("FAIL CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
+      std::exit(2);                                                                            \
+    }                                                                                          \
+  } while (0)
+
+struct Rng {
+  uint64_t s;
+  explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 1) {}
+  uint64_t next() {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    return s;
+  }
+  double uniform() { return (next() >> 11) * (1.0 / 9007199254740992.0); }
+  float sym() { return static_cast<float>(2 * uniform() - 1); }
+};
+
+uint16_t to_bits(float v, DType t) {
+  uint16_t b;
+  if (t == DType::F16) {
+    const __half h = __float2half(v);
+    std::memcpy(&b, &h, 2);
+  } else {
+    const __nv_bfloat16 h = __float2bfloat16(v);
+    std::memcpy(&b, &h, 2);
+  }
+  return b;
+}
+float from_bits(uint16_t b, DType t) {
+  if (t == DType::F16) {
+    __half h;
+    std::memcpy(&h, &b, 2);
+    return __half2float(h);
+  }
+  __nv_bfloat16 h;
+  std::memcpy(&h, &b, 2);
+  return __bfloat162float(h);
+}
+
+// A host [batch, heads, seq, d] tensor of 16-bit values with its strides, and its device copy.
+struct Heads {
+  int64_t batch, heads, seq, d, sb, sh, ss;
+  DType t;
+  std::vector<uint16_t> host;
+  void* dev = nullptr;
+  Heads(int64_t b, int64_t h, int64_t s, int64_t d_, DType t_, bool bshd)
+      : batch(b), heads(h), seq(s), d(d_), t(t_) {
+    if (bshd) {  // [batch, seq, heads, d], rows padded by 8 elements (a gap between heads' rows)
+      sh = d + 8;
+      ss = heads * sh;
+      sb = seq * ss;
+    } else {
+      ss = d;
+      sh = seq * d;
+      sb = heads * sh;
+    }
+    host.assign(size_t(std::max<int64_t>(batch * sb, 1)), 0);
+  }
+  size_t at(int64_t b, int64_t h, int64_t s, int64_t x) const { return size_t(b * sb + h * sh + s * ss + x); }
+  float get(int64_t b, int64_t h, int64_t s, int64_t x) const { return from_bits(host[at(b, h, s, x)], t); }
+  void fill_random(Rng& rng, float scale) {
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t s = 0; s < seq; ++s)
+          for (int64_t x = 0; x < d; ++x) host[at(b, h, s, x)] = to_bits(scale * rng.sym(), t);
+  }
+  void upload() {
+    if (dev == nullptr) CUDA_CHECK(cudaMalloc(&dev, host.size() * 2));
+    CUDA_CHECK(cudaMemcpy(dev, host.data(), host.size() * 2, cudaMemcpyHostToDevice));
+  }
+  void download() { CUDA_CHECK(cudaMemcpy(host.data(), dev, host.size() * 2, cudaMemcpyDeviceToHost)); }
+  HeadsView view() const {
+    HeadsView v;
+    v.data = dev;
+    v.batch = batch;
+    v.heads = heads;
+    v.seq = seq;
+    v.head_dim = d;
+    v.stride_b = sb;
+    v.stride_h = sh;
+    v.stride_s = ss;
+    v.dtype = t;
+    return v;
+  }
+  ~Heads() {
+    if (dev != nullptr) cudaFree(dev);
+  }
+  Heads(const Heads&) = delete;
+  Heads& operator=(const Heads&) = delete;
+};
+
+// A host block mask: stacked BSR (see BlockMaskView).
+struct Mask {
+  int64_t q_blocks = 0, k_blocks = 0, patterns = 0;
+  std::vector<int32_t> row_ptr{0}, col_idx;
+  bool listed(int64_t p, int64_t i, int64_t j) const {
+    const int64_t r = p * q_blocks + i;
+    return std::binary_search(col_idx.begin() + row_ptr[r], col_idx.begin() + row_ptr[r + 1], int32_t(j));
+  }
+};
+
+// Random rows: each row empty with probability 1/6, full with 1/6, else each block with `density`.
+Mask random_mask(Rng& rng, int64_t patterns, int64_t qb, int64_t kb, double density) {
+  Mask m;
+  m.q_blocks = qb;
+  m.k_blocks = kb;
+  m.patterns = patterns;
+  for (int64_t r = 0; r < patterns * qb; ++r) {
+    const double u = rng.uniform();
+    for (int64_t j = 0; j < kb; ++j) {
+      const bool keep = u < 1.0 / 6 ? false : u < 2.0 / 6 ? true : rng.uniform() < density;
+      if (keep) m.col_idx.push_back(int32_t(j));
+    }
+    m.row_ptr.push_back(int32_t(m.col_idx.size()));
+  }
+  return m;
+}
+
+struct DeviceMask {
+  int32_t* row_ptr = nullptr;
+  int32_t* col_idx = nullptr;
+  BlockMaskView view{};
+  explicit DeviceMask(const Mask& m) {
+    CUDA_CHECK(cudaMalloc(&row_ptr, m.row_ptr.size() * 4));
+    CUDA_CHECK(cudaMemcpy(row_ptr, m.row_ptr.data(), m.row_ptr.size() * 4, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMalloc(&col_idx, std::max<size_t>(m.col_idx.size(), 1) * 4));
+    if (!m.col_idx.empty())
+      CUDA_CHECK(cudaMemcpy(col_idx, m.col_idx.data(), m.col_idx.size() * 4, cudaMemcpyHostToDevice));
+    view.q_blocks = m.q_blocks;
+    view.k_blocks = m.k_blocks;
+    view.patterns = m.patterns;
+    view.nnzb = int64_t(m.col_idx.size());
+    view.row_ptr = row_ptr;
+    view.col_idx = col_idx;
+  }
+  ~DeviceMask() {
+    cudaFree(row_ptr);
+    cudaFree(col_idx);
+  }
+};
+
+Mask download_mask(const BlockMaskView& v) {
+  Mask m;
+  m.q_blocks = v.q_blocks;
+  m.k_blocks = v.k_blocks;
+  m.patterns = v.patterns;
+  m.row_ptr.resize(size_t(v.patterns * v.q_blocks + 1));
+  m.col_idx.resize(size_t(v.nnzb));
+  CUDA_CHECK(cudaMemcpy(m.row_ptr.data(), v.row_ptr, m.row_ptr.size() * 4, cudaMemcpyDeviceToHost));
+  if (v.nnzb > 0) CUDA_CHECK(cudaMemcpy(m.col_idx.data(), v.col_idx, m.col_idx.size() * 4, cudaMemcpyDeviceToHost));
+  return m;
+}
+
+// ---- the host top-k (the header's contract, bit for bit) ----
+std::vector<float> pooled(const Heads& x, int64_t b, int64_t h, int64_t block) {
+  const int64_t blocks = (x.seq + block - 1) / block;
+  std::vector<float> out(size_t(blocks * x.d));
+  for (int64_t i = 0; i < blocks; ++i) {
+    const int64_t n = std::min(block, x.seq - i * block);
+    for (int64_t c = 0; c < x.d; ++c) {
+      float sum = 0.0f;
+      for (int64_t r = 0; r < n; ++r) sum += x.get(b, h, i * block + r, c);
+      out[size_t(i * x.d + c)] = sum / float(n);
+    }
+  }
+  return out;
+}
+bool ranks_above(float sa, int32_t a, float sb, int32_t b) {
+  const bool na = std::isnan(sa), nb = std::isnan(sb);
+  if (na != nb) return nb;
+  if (!na && sa != sb) return sa > sb;
+  return a < b;
+}
+// scores: [patterns, qb, kb]
+Mask host_topk(const std::vector<float>& scores, int64_t patterns, int64_t qb, int64_t kb,
+               const sparsek::TopkGatingOptions& o) {
+  Mask m;
+  m.q_blocks = qb;
+  m.k_blocks = kb;
+  m.patterns = patterns;
+  for (int64_t p = 0; p < patterns; ++p)
+    for (int64_t i = 0; i < qb; ++i) {
+      int64_t cand = kb;
+      if (o.causal) cand = std::min(kb, ((i + 1) * o.block_q - 1) / o.block_k + 1);
+      std::vector<int32_t> order(static_cast<size_t>(cand));
+      for (int64_t j = 0; j < cand; ++j) order[size_t(j)] = int32_t(j);
+      const float* s = &scores[size_t((p * qb + i) * kb)];
+      std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return ranks_above(s[a], a, s[b], b); });
+      order.resize(size_t(std::min<int64_t>(o.top_k, cand)));
+      std::sort(order.begin(), order.end());
+      m.col_idx.insert(m.col_idx.end(), order.begin(), order.end());
+      m.row_ptr.push_back(int32_t(m.col_idx.size()));
+    }
+  return m;
+}
+std::vector<float> host_pooled_scores(const Heads& q, const Heads& k, int64_t bq, int64_t bk) {
+  const int64_t qb = (q.seq + bq - 1) / bq, kb = (k.seq + bk - 1) / bk;
+  std::vector<float> s;
+  for (int64_t b = 0; b < q.batch; ++b)
+    for (int64_t h = 0; h < q.heads; ++h) {
+      const std::vector<float> pq = pooled(q, b, h, bq), pk = pooled(k, b, h, bk);
+      for (int64_t i = 0; i < qb; ++i)
+        for (int64_t j = 0; j < kb; ++j) {
+          float acc = 0.0f;
+          for (int64_t c = 0; c < q.d; ++c) acc = std::fma(pq[size_t(i * q.d + c)], pk[size_t(j * q.d + c)], acc);
+          s.push_back(acc);
+        }
+    }
+  return s;
+}
+
+// ---- the attention reference (double) ----
+struct Reference {
+  std::vector<double> o;    // [b, h, s, d] packed
+  std::vector<double> lse;  // [b, h, s]
+};
+Reference reference(const Heads& q, const Heads& k, const Heads& v, const Mask* mask, bool causal, double scale) {
+  Reference r;
+  r.o.assign(size_t(q.batch * q.heads * q.seq * q.d), 0.0);
+  r.lse.assign(size_t(q.batch * q.heads * q.seq), -INFINITY);
+  std::vector<double> s(size_t(k.seq));
+  for (int64_t b = 0; b < q.batch; ++b)
+    for (int64_t h = 0; h < q.heads; ++h) {
+      const int64_t p = mask == nullptr ? 0 : (mask->patterns == 1 ? 0 : b * q.heads + h);
+      for (int64_t i = 0; i < q.seq; ++i) {
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < k.seq; ++j) {
+          const bool kept = (mask == nullptr || mask->listed(p, i / 128, j / 128)) && (!causal || j <= i);
+          if (!kept) {
+            s[size_t(j)] = -INFINITY;
+            continue;
+          }
+          double dot = 0;
+          for (int64_t c = 0; c < q.d; ++c) dot += double(q.get(b, h, i, c)) * double(k.get(b, h, j, c));
+          s[size_t(j)] = dot * scale;
+          mx = std::max(mx, s[size_t(j)]);
+        }
+        if (mx == -INFINITY) continue;
+        double sum = 0;
+        const size_t row = size_t(((b * q.heads + h) * q.seq + i) * q.d);
+        for (int64_t j = 0; j < k.seq; ++j) {
+          if (s[size_t(j)] == -INFINITY) continue;
+          const double e = std::exp(s[size_t(j)] - mx);
+          sum += e;
+          for (int64_t c = 0; c < q.d; ++c) r.o[row + size_t(c)] += e * double(v.get(b, h, j, c));
+        }
+        for (int64_t c = 0; c < q.d; ++c) r.o[row + size_t(c)] /= sum;
+        r.lse[size_t((b * q.heads + h) * q.seq + i)] = mx + std::log(sum);
+      }
+    }
+  return r;
+}
+
+enum class MaskKind { None, Random, TopK };
+
+struct Case {
+  int64_t batch, heads, seq_q, seq_k, d;
+  DType t;
+  MaskKind mask;
+  bool causal;
+  bool per_head;
+  bool bshd;
+  float scale;  // 0: default
+  double density;
+};
+
+const char* name(DType t) { return t == DType::F16 ? "f16" : "bf16"; }
+
+constexpr uint16_t kSentinel = 0x7777;
+
+// Runs one case: the poisoned O, the launch, then every element against the reference.
+bool run(const Case& c, uint64_t seed) {
+  Rng rng(seed);
+  Heads q(c.batch, c.heads, c.seq_q, c.d, c.t, c.bshd), k(c.batch, c.heads, c.seq_k, c.d, c.t, c.bshd),
+      v(c.batch, c.heads, c.seq_k, c.d, c.t, c.bshd), o(c.batch, c.heads, c.seq_q, c.d, c.t, c.bshd);
+  q.fill_random(rng, 1.0f);
+  k.fill_random(rng, 1.0f);
+  v.fill_random(rng, 1.0f);
+  std::fill(o.host.begin(), o.host.end(), kSentinel);
+  for (int64_t b = 0; b < o.batch; ++b)
+    for (int64_t h = 0; h < o.heads; ++h)
+      for (int64_t s = 0; s < o.seq; ++s)
+        for (int64_t x = 0; x < o.d; ++x) o.host[o.at(b, h, s, x)] = to_bits(NAN, c.t);
+  q.upload();
+  k.upload();
+  v.upload();
+  o.upload();
+  const int64_t qb = (c.seq_q + 127) / 128, kb = (c.seq_k + 127) / 128;
+  Mask mask;
+  sparsek::BlockMaskView view{};
+  int32_t *g_row = nullptr, *g_col = nullptr;
+  DeviceMask* dm = nullptr;
+  if (c.mask == MaskKind::Random) {
+    mask = random_mask(rng, c.per_head ? c.batch * c.heads : 1, qb, kb, c.density);
+    dm = new DeviceMask(mask);
+    view = dm->view;
+  } else if (c.mask == MaskKind::TopK) {
+    sparsek::TopkGatingOptions go;
+    go.top_k = int32_t(c.density);
+    go.causal = c.causal;
+    int64_t nnzb = 0;
+    sparsek::Result r = sparsek::block_topk_nnzb(c.batch, c.heads, c.seq_q, c.seq_k, go, &nnzb);
+    if (!r.ok()) {
+      std::printf("FAIL block_topk_nnzb: %s\n", r.message);
+      return false;
+    }
+    CUDA_CHECK(cudaMalloc(&g_row, size_t(c.batch * c.heads * qb + 1) * 4));
+    CUDA_CHECK(cudaMalloc(&g_col, size_t(std::max<int64_t>(nnzb, 1)) * 4));
+    r = sparsek::block_topk(q.view(), k.view(), go, g_row, g_col, &view, nullptr);
+    if (!r.ok()) {
+      std::printf("FAIL block_topk: %s\n", r.message);
+      return false;
+    }
+    mask = download_mask(view);
+  }
+  std::vector<float> lse(size_t(c.batch * c.heads * c.seq_q), NAN);
+  float* d_lse = nullptr;
+  CUDA_CHECK(cudaMalloc(&d_lse, std::max<size_t>(lse.size(), 1) * 4));
+  CUDA_CHECK(cudaMemcpy(d_lse, lse.data(), lse.size() * 4, cudaMemcpyHostToDevice));
+  sparsek::AttentionOptions opt;
+  opt.scale = c.scale;
+  opt.causal = c.causal;
+  opt.check_indices = c.mask == MaskKind::Random;
+  const sparsek::BlockMaskView* mp = c.mask == MaskKind::None ? nullptr : &view;
+  sparsek::Result r = sparsek::attention(q.view(), k.view(), v.view(), o.view(), d_lse, mp, opt, nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  char label[200];
+  std::snprintf(label, sizeof(label), "b%lld h%lld sq%lld sk%lld d%lld %s mask=%s%s%s%s scale=%g",
+                (long long)c.batch, (long long)c.heads, (long long)c.seq_q, (long long)c.seq_k, (long long)c.d,
+                name(c.t), c.mask == MaskKind::None ? "none" : c.mask == MaskKind::Random ? "random" : "topk",
+                c.causal ? "+causal" : "", c.per_head ? " per-head" : "", c.bshd ? " bshd" : "", double(c.scale));
+  if (!r.ok()) {
+    std::printf("FAIL %s: %s\n", label, r.message);
+    return false;
+  }
+  o.download();
+  CUDA_CHECK(cudaMemcpy(lse.data(), d_lse, lse.size() * 4, cudaMemcpyDeviceToHost));
+  const double scale = c.scale > 0 ? c.scale : 1.0 / std::sqrt(double(c.d));
+  const Reference ref = reference(q, k, v, c.mask == MaskKind::None ? nullptr : &mask, c.causal, scale);
+  double num = 0, den = 0, lse_err = 0;
+  int64_t bad = 0, empty_rows = 0, touched_gap = 0;
+  for (int64_t b = 0; b < c.batch; ++b)
+    for (int64_t h = 0; h < c.heads; ++h)
+      for (int64_t i = 0; i < c.seq_q; ++i) {
+        const size_t li = size_t((b * c.heads + h) * c.seq_q + i);
+        const bool empty = ref.lse[li] == -INFINITY;
+        empty_rows += empty;
+        if (empty) {
+          if (!(lse[li] == -INFINITY)) ++bad;
+        } else {
+          lse_err = std::max(lse_err, std::fabs(double(lse[li]) - ref.lse[li]));
+        }
+        for (int64_t x = 0; x < c.d; ++x) {
+          const float got = o.get(b, h, i, x);
+          const double want = ref.o[li * size_t(c.d) + size_t(x)];
+          if (std::isnan(got) || (empty && got != 0.0f)) ++bad;
+          num += (got - want) * (got - want);
+          den += want * want;
+        }
+      }
+  // The gaps of a strided O (and anything past the view) keep the sentinel.
+  if (c.bshd)
+    for (int64_t b = 0; b < c.batch; ++b)
+      for (int64_t s = 0; s < c.seq_q; ++s)
+        for (int64_t h = 0; h < c.heads; ++h)
+          for (int64_t x = c.d; x < o.sh; ++x) touched_gap += o.host[o.at(b, h, s, x)] != kSentinel;
+  const double rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+  const double tol = c.t == DType::F16 ? 2e-3 : 1e-2;
+  const bool ok = bad == 0 && touched_gap == 0 && rel <= tol && lse_err <= 1e-3;
+  std::printf("%s %s: rel %.2e (tol %.0e), lse max abs err %.2e, empty rows %lld, bad %lld, gap writes %lld\n",
+              ok ? "PASS" : "FAIL", label, rel, tol, lse_err, (long long)empty_rows, (long long)bad,
+              (long long)touched_gap);
+  cudaFree(d_lse);
+  cudaFree(g_row);
+  cudaFree(g_col);
+  delete dm;
+  return ok;
+}
+
+// 100 launches of one case (top-k mask, causal, per head): O and LSE bitwise identical.
+bool determinism() {
+  Rng rng(99);
+  const int64_t B = 2, H = 3, S = 1000, D = 128;
+  Heads q(B, H, S, D, DType::BF16, false), k(B, H, S, D, DType::BF16, false), v(B, H, S, D, DType::BF16, false),
+      o(B, H, S, D, DType::BF16, false);
+  q.fill_random(rng, 1.0f);
+  k.fill_random(rng, 1.0f);
+  v.fill_random(rng, 1.0f);
+  q.upload();
+  k.upload();
+  v.upload();
+  o.upload();
+  const Mask mask = random_mask(rng, B * H, 8, 8, 0.5);
+  DeviceMask dm(mask);
+  float* d_lse = nullptr;
+  CUDA_CHECK(cudaMalloc(&d_lse, size_t(B * H * S) * 4));
+  sparsek::AttentionOptions opt;
+  opt.causal = true;
+  std::vector<uint16_t> first;
+  std::vector<float> first_lse(size_t(B * H * S)), lse(size_t(B * H * S));
+  int differ = 0;
+  for (int rep = 0; rep < 100; ++rep) {
+    CUDA_CHECK(cudaMemset(o.dev, 0xff, o.host.size() * 2));
+    const sparsek::Result r = sparsek::attention(q.view(), k.view(), v.view(), o.view(), d_lse, &dm.view, opt, nullptr);
+    if (!r.ok()) {
+      std::printf("FAIL determinism: %s\n", r.message);
+      cudaFree(d_lse);
+      return false;
+    }
+    o.download();
+    CUDA_CHECK(cudaMemcpy(lse.data(), d_lse, lse.size() * 4, cudaMemcpyDeviceToHost));
+    if (rep == 0) {
+      first = o.host;
+      first_lse = lse;
+    } else if (o.host != first || std::memcmp(lse.data(), first_lse.data(), lse.size() * 4) != 0) {
+      ++differ;
+    }
+  }
+  cudaFree(d_lse);
+  std::printf("%s determinism: 100 runs, %d differ from the first (bitwise, O and LSE)\n", differ ? "FAIL" : "PASS",
+              differ);
+  return differ == 0;
+}
+
+// Device gating against the host top-k: pooled from Q and K, and from given scores.
+bool gating_case(int64_t B, int64_t H, int64_t sq, int64_t sk, int64_t d, DType t, int top_k, bool causal,
+                 bool given, uint64_t seed) {
+  Rng rng(seed);
+  sparsek::TopkGatingOptions go;
+  go.top_k = top_k;
+  go.causal = causal;
+  const int64_t qb = (sq + 127) / 128, kb = (sk + 127) / 128;
+  Heads q(B, H, sq, d, t, false), k(B, H, sk, d, t, true);
+  q.fill_random(rng, 1.0f);
+  k.fill_random(rng, 1.0f);
+  q.upload();
+  k.upload();
+  std::vector<float> scores;
+  float* d_scores = nullptr;
+  if (given) {  // coarse values: many ties, +-0 and some NaN
+    scores.resize(size_t(B * H * qb * kb));
+    for (float& s : scores) {
+      const double u = rng.uniform();
+      s = u < 0.05 ? NAN : u < 0.1 ? -0.0f : u < 0.15 ? 0.0f : float(int(rng.uniform() * 5) - 2);
+    }
+    CUDA_CHECK(cudaMalloc(&d_scores, std::max<size_t>(scores.size(), 1) * 4));
+    CUDA_CHECK(cudaMemcpy(d_scores, scores.data(), scores.size() * 4, cudaMemcpyHostToDevice));
+  } else {
+    scores = host_pooled_scores(q, k, 128, 128);
+  }
+  const Mask want = host_topk(scores, B * H, qb, kb, go);
+  int64_t nnzb = -1;
+  sparsek::Result r = sparsek::block_topk_nnzb(B, H, sq, sk, go, &nnzb);
+  int32_t *row = nullptr, *col = nullptr;
+  CUDA_CHECK(cudaMalloc(&row, size_t(B * H * qb + 1) * 4));
+  CUDA_CHECK(cudaMalloc(&col, size_t(std::max<int64_t>(nnzb, 1)) * 4));
+  BlockMaskView view{};
+  if (r.ok())
+    r = given ? sparsek::block_topk_scores(d_scores, B, H, sq, sk, go, row, col, &view, nullptr)
+              : sparsek::block_topk(q.view(), k.view(), go, row, col, &view, nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  bool ok = r.ok() && nnzb == int64_t(want.col_idx.size());
+  if (ok) {
+    const Mask got = download_mask(view);
+    ok = got.row_ptr == want.row_ptr && got.col_idx == want.col_idx;
+  }
+  std::printf("%s gating %s b%lld h%lld sq%lld sk%lld d%lld %s top_k %d%s: %lld blocks%s%s\n", ok ? "PASS" : "FAIL",
+              given ? "scores" : "pooled", (long long)B, (long long)H, (long long)sq, (long long)sk, (long long)d,
+              name(t), top_k, causal ? " causal" : "", (long long)want.col_idx.size(), r.ok() ? "" : ": ",
+              r.ok() ? "" : r.message);
+  cudaFree(row);
+  cudaFree(col);
+  cudaFree(d_scores);
+  return ok;
+}
+
+// Bad input: typed error, nothing launched, O untouched. Counts into passed / failed.
+void refusals(int& passed, int& failed) {
+  Rng rng(5);
+  Heads q(1, 2, 256, 128, DType::BF16, false), k(1, 2, 256, 128, DType::BF16, false),
+      v(1, 2, 256, 128, DType::BF16, false), o(1, 2, 256, 128, DType::BF16, false);
+  q.fill_random(rng, 1.0f);
+  k.fill_random(rng, 1.0f);
+  v.fill_random(rng, 1.0f);
+  std::fill(o.host.begin(), o.host.end(), kSentinel);
+  q.upload();
+  k.upload();
+  v.upload();
+  o.upload();
+  sparsek::AttentionOptions opt;
+  auto expect = [&](const char* what, sparsek::Status want, HeadsView qv, HeadsView kv, HeadsView vv, HeadsView ov,
+                    const BlockMaskView* m, sparsek::AttentionOptions op) {
+    const sparsek::Result r = sparsek::attention(qv, kv, vv, ov, nullptr, m, op, nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    o.download();
+    const bool untouched = std::all_of(o.host.begin(), o.host.end(), [](uint16_t x) { return x == kSentinel; });
+    const bool ok = r.status == want && untouched && std::strncmp(r.message, "sparsek: ", 9) == 0;
+    std::printf("%s refusal %s: %s\n", ok ? "PASS" : "FAIL", what, r.message);
+    (ok ? passed : failed)++;
+  };
+  HeadsView bad = k.view();
+  bad.seq = 255;  // V still 256
+  expect("K and V lengths differ", sparsek::Status::InvalidArgument, q.view(), bad, v.view(), o.view(), nullptr, opt);
+  bad = o.view();
+  bad.dtype = DType::F16;
+  expect("O of another dtype", sparsek::Status::InvalidArgument, q.view(), k.view(), v.view(), bad, nullptr, opt);
+  bad = q.view();
+  bad.data = nullptr;
+  expect("null Q", sparsek::Status::InvalidArgument, bad, k.view(), v.view(), o.view(), nullptr, opt);
+  Mask m = random_mask(rng, 1, 2, 2, 0.5);
+  DeviceMask dm(m);
+  BlockMaskView mv = dm.view;
+  mv.q_blocks = 3;
+  expect("mask of the wrong size", sparsek::Status::InvalidArgument, q.view(), k.view(), v.view(), o.view(), &mv, opt);
+  mv = dm.view;
+  mv.block_q = mv.block_k = 64;
+  mv.q_blocks = mv.k_blocks = 4;
+  expect("64x64 mask blocks", sparsek::Status::NotSupported, q.view(), k.view(), v.view(), o.view(), &mv, opt);
+  mv.patterns = 3;
+  expect("patterns neither 1 nor batch*heads", sparsek::Status::InvalidArgument, q.view(), k.view(), v.view(),
+         o.view(), &mv, opt);
+  // A col_idx out of range, caught by check_indices.
+  Mask broken = m;
+  broken.col_idx.assign(broken.col_idx.size(), 7);
+  if (!broken.col_idx.empty()) {
+    DeviceMask db(broken);
+    sparsek::AttentionOptions chk;
+    chk.check_indices = true;
+    expect("col_idx out of range (check_indices)", sparsek::Status::InvalidArgument, q.view(), k.view(), v.view(),
+           o.view(), &db.view, chk);
+  }
+  sparsek::AttentionOptions neg;
+  neg.scale = -1.0f;
+  expect("negative scale", sparsek::Status::InvalidArgument, q.view(), k.view(), v.view(), o.view(), nullptr, neg);
+  sparsek::AttentionOptions wmma;
+  wmma.backend = sparsek::Backend::Wmma;
+  expect("the Wmma backend", sparsek::Status::NotSupported, q.view(), k.view(), v.view(), o.view(), nullptr, wmma);
+  bad = q.view();
+  bad.head_dim = 96;
+  HeadsView k96 = k.view(), v96 = v.view(), o96 = o.view();
+  k96.head_dim = v96.head_dim = o96.head_dim = 96;
+  expect("head_dim 96", sparsek::Status::NotSupported, bad, k96, v96, o96, nullptr, opt);
+  bad = q.view();
+  bad.stride_s = 132;  // not a multiple of 8 elements: TMA cannot read it
+  bad.stride_h = 256 * 132;
+  expect("Q rows not 16-byte strided", sparsek::Status::NotSupported, bad, k.view(), v.view(), o.view(), nullptr, opt);
+}
+
+// ---- --time ----
+int time_case(int argc, char** argv) {
+  if (argc != 10) {
+    std::fprintf(stderr, "usage: attention_check --time MASK DTYPE BATCH HEADS SEQ HEAD_DIM ITERS MASK_JSON\n");
+    return 2;
+  }
+  const std::string mask_kind = argv[2];
+  const DType t = std::strcmp(argv[3], "f16") == 0 ? DType::F16 : DType::BF16;
+  const int64_t B = std::atoll(argv[4]), H = std::atoll(argv[5]), S = std::atoll(argv[6]), D = std::atoll(argv[7]);
+  const int iters = std::atoi(argv[8]);
+  const bool causal = mask_kind == "causal" || mask_kind == "topk16_causal";
+  const bool topk = mask_kind == "topk16" || mask_kind == "topk16_causal";
+  if (!(mask_kind == "dense" || causal || topk)) {
+    std::fprintf(stderr, "unknown mask %s\n", mask_kind.c_str());
+    return 2;
+  }
+  // Device-side random data (a host fill of 3 x 64M values would dominate the run).
+  Heads q(B, H, S, D, t, false), k(B, H, S, D, t, false), v(B, H, S, D, t, false), o(B, H, S, D, t, false);
+  Rng rng(7);
+  std::vector<uint16_t> chunk(1 << 20);
+  for (Heads* x : {&q, &k, &v}) {
+    CUDA_CHECK(cudaMalloc(&x->dev, x->host.size() * 2));
+    for (size_t off = 0; off < x->host.size(); off += chunk.size()) {
+      const size_t n = std::min(chunk.size(), x->host.size() - off);
+      for (size_t i = 0; i < n; ++i) chunk[i] = to_bits(rng.sym(), t);
+      CUDA_CHECK(cudaMemcpy(static_cast<uint16_t*>(x->dev) + off, chunk.data(), n * 2, cudaMemcpyHostToDevice));
+    }
+  }
+  CUDA_CHECK(cudaMalloc(&o.dev, o.host.size() * 2));
+  float* d_lse = nullptr;
+  CUDA_CHECK(cudaMalloc(&d_lse, size_t(B * H * S) * 4));
+  const int64_t qb = (S + 127) / 128;
+  BlockMaskView view{};
+  int32_t *row = nullptr, *col = nullptr;
+  Mask mask;
+  double gating_ms = -1;
+  cudaEvent_t e0, e1;
+  CUDA_CHECK(cudaEventCreate(&e0));
+  CUDA_CHECK(cudaEventCreate(&e1));
+  if (topk) {
+    sparsek::TopkGatingOptions go;
+    go.top_k = 16;
+    go.causal = causal;
+    int64_t nnzb = 0;
+    sparsek::Result r = sparsek::block_topk_nnzb(B, H, S, S, go, &nnzb);
+    CUDA_CHECK(cudaMalloc(&row, size_t(B * H * qb + 1) * 4));
+    CUDA_CHECK(cudaMalloc(&col, size_t(std::max<int64_t>(nnzb, 1)) * 4));
+    if (r.ok()) r = sparsek::block_topk(q.view(), k.view(), go, row, col, &view, nullptr);  // warm-up
+    CUDA_CHECK(cudaEventRecord(e0));
+    if (r.ok()) r = sparsek::block_topk(q.view(), k.view(), go, row, col, &view, nullptr);
+    CUDA_CHECK(cudaEventRecord(e1));
+    CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    gating_ms = ms;
+    if (!r.ok()) {
+      std::fprintf(stderr, "%s\n", r.message);
+      return 1;
+    }
+    mask = download_mask(view);
+  }
+  // Kept pairs, counted exactly.
+  int64_t pairs = 0;
+  const int64_t patterns = topk ? B * H : 1;
+  for (int64_t p = 0; p < patterns; ++p)
+    for (int64_t i = 0; i < qb; ++i) {
+      const int64_t rows = std::min<int64_t>(128, S - i * 128);
+      auto count_block = [&](int64_t j) {
+        const int64_t cols = std::min<int64_t>(128, S - j * 128);
+        if (!causal) return rows * cols;
+        int64_t n = 0;
+        for (int64_t r = 0; r < rows; ++r) n += std::max<int64_t>(0, std::min(cols, i * 128 + r - j * 128 + 1));
+        return n;
+      };
+      if (topk) {
+        for (int32_t x = mask.row_ptr[size_t(p * qb + i)]; x < mask.row_ptr[size_t(p * qb + i + 1)]; ++x)
+          pairs += count_block(mask.col_idx[size_t(x)]);
+      } else {
+        for (int64_t j = 0; j < qb; ++j) pairs += count_block(j);
+      }
+    }
+  if (!topk) pairs *= B * H;
+  sparsek::AttentionOptions opt;
+  opt.causal = causal;
+  const BlockMaskView* mp = topk ? &view : nullptr;
+  sparsek::Result r = sparsek::attention(q.view(), k.view(), v.view(), o.view(), d_lse, mp, opt, nullptr);
+  if (!r.ok()) {
+    std::fprintf(stderr, "%s\n", r.message);
+    return 1;
+  }
+  std::vector<float> times;
+  for (int rep = 0; rep < 5; ++rep) {
+    CUDA_CHECK(cudaEventRecord(e0));
+    for (int it = 0; it < iters; ++it)
+      r = sparsek::attention(q.view(), k.view(), v.view(), o.view(), d_lse, mp, opt, nullptr);
+    CUDA_CHECK(cudaEventRecord(e1));
+    CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    times.push_back(ms / float(iters));
+  }
+  CUDA_CHECK(cudaGetLastError());
+  std::sort(times.begin(), times.end());
+  const double ms = times[2];
+  const double tflops = 4.0 * double(pairs) * double(D) / (ms * 1e-3) / 1e12;
+  std::printf("{\"impl\":\"sparsek\",\"mask\":\"%s\",\"dtype\":\"%s\",\"batch\":%lld,\"heads\":%lld,\"seq\":%lld,"
+              "\"head_dim\":%lld,\"kept_pairs\":%lld,\"ms\":%.5f,\"tflops\":%.2f",
+              mask_kind.c_str(), name(t), (long long)B, (long long)H, (long long)S, (long long)D, (long long)pairs, ms,
+              tflops);
+  if (gating_ms >= 0) std::printf(",\"gating_ms\":%.5f", gating_ms);
+  std::printf("}\n");
+  // The mask for the peers' script.
+  FILE* f = std::fopen(argv[9], "w");
+  if (f == nullptr) {
+    std::fprintf(stderr, "cannot write %s\n", argv[9]);
+    return 1;
+  }
+  std::fprintf(f, "{\"block_q\":128,\"block_k\":128,\"q_blocks\":%lld,\"k_blocks\":%lld,\"patterns\":%lld,"
+               "\"causal\":%s,\"row_ptr\":[",
+               (long long)qb, (long long)qb, (long long)(topk ? B * H : 0), causal ? "true" : "false");
+  if (topk)
+    for (size_t i = 0; i < mask.row_ptr.size(); ++i) std::fprintf(f, "%s%d", i ? "," : "", mask.row_ptr[i]);
+  std::fprintf(f, "],\"col_idx\":[");
+  if (topk)
+    for (size_t i = 0; i < mask.col_idx.size(); ++i) std::fprintf(f, "%s%d", i ? "," : "", mask.col_idx[i]);
+  std::fprintf(f, "]}\n");
+  std::fclose(f);
+  cudaFree(d_lse);
+  cudaFree(row);
+  cudaFree(col);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "--time") == 0) return time_case(argc, argv);
+  int dev = 0;
+  cudaDeviceProp prop;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
+  std::printf("device: %s (cc %d.%d)\n", prop.name, prop.major, prop.minor);
+  const DType H = DType::F16, B = DType::BF16;
+  using K = MaskKind;
+  const Case cases[] = {
+      // batch heads seq_q seq_k d  dtype mask      causal per_head bshd  scale density
+      {1, 2, 256, 256, 128, B, K::None, false, false, false, 0, 0},
+      {1, 2, 256, 256, 64, H, K::None, false, false, false, 0, 0},
+      {2, 2, 300, 300, 128, B, K::None, true, false, false, 0, 0},
+      {1, 3, 333, 200, 64, B, K::None, true, false, false, 0.2f, 0},
+      {2, 2, 400, 520, 128, H, K::Random, false, true, false, 0, 0.5},
+      {2, 2, 400, 520, 64, B, K::Random, false, false, false, 0, 0.5},
+      {2, 3, 384, 384, 128, B, K::Random, true, true, false, 0, 0.6},
+      {1, 2, 250, 250, 64, H, K::Random, true, true, true, 0, 0.6},
+      {2, 2, 500, 500, 128, B, K::Random, false, true, true, 0.05f, 0.4},
+      {1, 2, 640, 640, 128, B, K::TopK, false, false, false, 0, 2},
+      {1, 2, 700, 700, 64, H, K::TopK, true, false, false, 0, 3},
+      {2, 1, 512, 1000, 128, H, K::TopK, false, false, true, 0, 4},
+      {1, 1, 1, 1, 128, B, K::None, false, false, false, 0, 0},
+      {1, 1, 5, 0, 64, B, K::None, false, false, false, 0, 0},
+      {1, 2, 130, 7, 128, H, K::None, true, false, false, 0, 0},
+      {3, 1, 129, 129, 128, B, K::Random, false, true, false, 0, 0.5},
+  };
+  int passed = 0, failed = 0;
+  uint64_t seed = 1;
+  for (const Case& c : cases) (run(c, seed++) ? passed : failed)++;
+  (determinism() ? passed : failed)++;
+  struct G {
+    int64_t b, h, sq, sk, d;
+    DType t;
+    int k;
+    bool causal, given;
+  };
+  const G gates[] = {
+      {2, 3, 1000, 1300, 128, B, 4, false, false}, {1, 2, 900, 900, 64, H, 3, true, false},
+      {2, 2, 2048, 2048, 128, B, 16, false, false}, {1, 1, 300, 300, 40, H, 9, false, false},
+      {2, 3, 1000, 1300, 0, B, 4, false, true},     {1, 2, 1500, 1500, 0, B, 5, true, true},
+      {1, 2, 700, 800, 0, B, 0, false, true},      {1, 2, 700, 800, 0, B, 40, false, true},
+  };
+  for (const G& g : gates)
+    (gating_case(g.b, g.h, g.sq, g.sk, g.given ? 64 : g.d, g.t, g.k, g.causal, g.given, seed++) ? passed : failed)++;
+  refusals(passed, failed);
+  std::printf("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}

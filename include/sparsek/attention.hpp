@@ -1,0 +1,131 @@
+// sparsek: block-sparse attention (forward) on NVIDIA Hopper GPUs.
+//
+//   O[b,h] = softmax(scale * Q[b,h] * K[b,h]^T + M[b,h]) * V[b,h]
+//   LSE[b,h,i] = log(sum_j exp(scale * Q[b,h,i] . K[b,h,j] + M[b,h,i,j]))   (natural log)
+//
+// Q is [batch, heads, seq_q, head_dim], K and V [batch, heads, seq_k, head_dim], O like Q;
+// f16 or bf16 (all four the same), head_dim 64 or 128, fp32 softmax and accumulation. The
+// mask M is 0 for kept (query, key) pairs and -inf for the others:
+//   - a block mask (BlockMaskView): query block i (rows i*block_q ..) keeps key block j
+//     (keys j*block_k ..) when j is listed in row i of its pattern;
+//   - causal: query i keeps key j only when j <= i (top-left aligned, as PyTorch's
+//     is_causal; with seq_q != seq_k the first query sees the first key);
+//   - or both: a pair is kept when both keep it.
+// A query row that keeps no key (an empty mask row, or every listed key out of range)
+// gets O = 0 and LSE = -inf. The last blocks may be partial: sequences need not be a
+// multiple of the block.
+//
+// Deterministic: each output row is computed by one CTA, keys in ascending block order.
+// Every pointer is a device pointer. Rust: sparsek::attention (src/attention.rs).
+#pragma once
+
+#include <sparsek/sparsek.hpp>
+
+namespace sparsek {
+
+// A [batch, heads, seq, head_dim] tensor. Strides are in elements; head_dim is contiguous
+// (stride 1). Packed: stride_s = head_dim, stride_h = seq*head_dim, stride_b =
+// heads*seq*head_dim; [batch, seq, heads, head_dim] storage (e.g. a fused QKV projection)
+// is stride_s = heads*head_dim, stride_h = head_dim. The Hopper kernels read with TMA:
+// data 16-byte aligned, every stride a multiple of 8 elements.
+struct HeadsView {
+  void* data = nullptr;
+  int64_t batch = 0, heads = 0, seq = 0, head_dim = 0;
+  int64_t stride_b = 0, stride_h = 0, stride_s = 0;
+  DType dtype = DType::F16;
+};
+
+// The packed view of `data` (see HeadsView).
+inline HeadsView packed_heads(void* data, int64_t batch, int64_t heads, int64_t seq, int64_t head_dim,
+                              DType dtype) {
+  HeadsView v;
+  v.data = data;
+  v.batch = batch;
+  v.heads = heads;
+  v.seq = seq;
+  v.head_dim = head_dim;
+  v.stride_s = head_dim;
+  v.stride_h = seq * head_dim;
+  v.stride_b = heads * seq * head_dim;
+  v.dtype = dtype;
+  return v;
+}
+
+// Block patterns over (query blocks x key blocks), stacked as one BSR pattern: pattern p
+// is block-rows p*q_blocks .. (p+1)*q_blocks - 1. `patterns` is 1 (one pattern for every
+// (batch, head)) or batch*heads (pattern b*heads + h for head h of batch b).
+// q_blocks = ceil(seq_q / block_q), k_blocks = ceil(seq_k / block_k). `row_ptr` has
+// patterns*q_blocks + 1 entries (from 0, non-decreasing, ending at nnzb), `col_idx` nnzb
+// entries, each < k_blocks, sorted and unique within a block-row. The Hopper kernels take
+// block_q = block_k = 128.
+struct BlockMaskView {
+  int32_t block_q = 128, block_k = 128;
+  int64_t q_blocks = 0, k_blocks = 0;
+  int64_t patterns = 1;
+  int64_t nnzb = 0;
+  const int32_t* row_ptr = nullptr;
+  const int32_t* col_idx = nullptr;
+};
+
+struct AttentionOptions {
+  // The softmax scale; 0 means 1/sqrt(head_dim).
+  float scale = 0.0f;
+  bool causal = false;
+  // Auto or Cutlass (the Hopper kernels, sm_90a); the other backends have no attention.
+  Backend backend = Backend::Auto;
+  // As SpmmOptions::check_indices: the mask's row_ptr/col_idx checked on the device first
+  // (synchronizes with the stream); a defect gives InvalidArgument, nothing else launched.
+  bool check_indices = false;
+};
+
+// Whether `attention` would run this problem (and with which backend). `mask` may be null
+// (dense, or causal only). Launches nothing, reads no device memory.
+Result can_implement(const HeadsView& q, const HeadsView& k, const HeadsView& v, const HeadsView& o,
+                     const float* lse, const BlockMaskView* mask, const AttentionOptions& options,
+                     Backend* chosen = nullptr);
+
+// Enqueues the attention forward on `stream`: writes O and, when `lse` is non-null, LSE
+// (batch*heads*seq_q floats, [batch, heads, seq_q] packed). Validates everything first; on
+// any error nothing is launched and O, LSE are untouched.
+Result attention(const HeadsView& q, const HeadsView& k, const HeadsView& v, const HeadsView& o, float* lse,
+                 const BlockMaskView* mask, const AttentionOptions& options, cudaStream_t stream);
+
+// ---- Top-k key-block gating ------------------------------------------------------------
+//
+// Builds a top-k-per-query-block mask in one launch: for each (batch, head) and query block
+// i, the `top_k` key blocks j with the highest score s[i][j], as a BlockMaskView with
+// patterns = batch*heads (column indices ascending within each row).
+//   Scores: given by the caller (f32, [batch, heads, q_blocks, k_blocks] packed), or
+//   pooled: s[i][j] = mean(Q block i) . mean(K block j), where mean(X block) is, per
+//   column d, the f32 sum of the block's rows in ascending order (only rows < seq) divided
+//   (IEEE, round-to-nearest) by the row count, and the dot product is the fused
+//   multiply-add chain acc = fma(a[d], b[d], acc) from acc = 0, d ascending. The CPU
+//   reference (sparsek::gating in Rust) computes the same bits, so both masks are equal.
+//   Ranking: higher score first; equal scores (+0 == -0) by lower j first; NaN below every
+//   number (NaNs by lower j). With `causal`, only key blocks j with j*block_k <=
+//   (i+1)*block_q - 1 (some key not after the block's last query) are candidates.
+//   Row i keeps min(top_k, candidates) blocks; its row_ptr offsets are therefore known
+//   before the launch (block_topk_row_ptr).
+struct TopkGatingOptions {
+  int32_t top_k = 1;
+  bool causal = false;
+  int32_t block_q = 128, block_k = 128;
+};
+
+// The number of mask blocks block_topk writes for these dims (nnzb of its BlockMaskView).
+// Errors (InvalidArgument) on dims that overflow.
+Result block_topk_nnzb(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_k, const TopkGatingOptions& options,
+                       int64_t* nnzb);
+
+// Top-k from pooled Q and K (q, k as for `attention`). `row_ptr` (batch*heads*q_blocks + 1
+// ints) and `col_idx` (block_topk_nnzb ints) are device buffers the call fills; `*mask`
+// gets the view of them. One launch on `stream`.
+Result block_topk(const HeadsView& q, const HeadsView& k, const TopkGatingOptions& options, int32_t* row_ptr,
+                  int32_t* col_idx, BlockMaskView* mask, cudaStream_t stream);
+
+// Top-k from caller scores: `scores` is batch*heads*q_blocks*k_blocks device floats.
+Result block_topk_scores(const float* scores, int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_k,
+                         const TopkGatingOptions& options, int32_t* row_ptr, int32_t* col_idx, BlockMaskView* mask,
+                         cudaStream_t stream);
+
+}  // namespace sparsek
