@@ -30,6 +30,7 @@ for line in sys.stdin:
   executables cargo test --release --features cuda --test device_bsr --no-run
   executables cargo test --release --features cuda --test gpu_products --no-run
   executables cargo test --release --features cuda --test gpu_sddmm --no-run
+  executables cargo test --release --features cuda --test gpu_attention --no-run
   executables cargo build --release --features cuda --examples
   executables cargo bench -p sparsek-bench --features cuda --bench spmm --no-run
   executables cargo build --release -p sparsek-bench --features cuda --bin bench_report
@@ -39,6 +40,7 @@ for line in sys.stdin:
     device_bsr) dest=device_bsr_tests ;;
     gpu_products) dest=gpu_products_tests ;;
     gpu_sddmm) dest=gpu_sddmm_tests ;;
+    gpu_attention) dest=gpu_attention_tests ;;
     spmm) dest=spmm_bench ;;
     *) dest="$name" ;;
   esac
@@ -58,7 +60,7 @@ for line in sys.stdin:
 ')
 nvcc="$PWD/third_party/py/nvidia/cu13/bin/nvcc"
 for prog in examples/cpp/quickstart.cpp:quickstart_cpp examples/cpp/spmm_check.cpp:spmm_check examples/cpp/sddmm_check.cpp:sddmm_check \
-            tests/cpp/api_errors.cpp:cpp_api_errors tests/cpp/index_check.cpp:cpp_index_check \
+            examples/cpp/attention_check.cpp:attention_check tests/cpp/api_errors.cpp:cpp_api_errors tests/cpp/index_check.cpp:cpp_index_check \
             cpp/decode/check_decode.cu:check_decode; do
   src=${prog%%:*} dest=${prog##*:}
   [ -f "$src" ] || continue

@@ -4,8 +4,8 @@
 //
 // One CTA per (batch*head, chunk of kRowsPerCta query blocks):
 //   1. pooled scores only: the mean of every K block and of the chunk's Q blocks into shared
-//      memory, one thread per (block, column) summing the block's rows in ascending order
-//      (f32 adds, then an IEEE division by the row count);
+//      memory, one thread per (block, column) pair summing the block's rows in ascending
+//      order (f32 adds, then an IEEE division by the row count);
 //   2. per query block: its score against every key block (a fused multiply-add chain over
 //      d ascending, or the caller's score), then each candidate's rank counted against all
 //      others (higher score first, ties by lower block, NaN last) and the kept ones written in
@@ -23,20 +23,47 @@ namespace sparsek::detail {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kRowsPerCta = 8;
+constexpr int kRowsPerCta = 16;
 
 __device__ inline float to_float(__half x) { return __half2float(x); }
 __device__ inline float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 
-// The mean of rows [r0, r0 + rows) of one head's [seq, d] view, column by column, into out[d].
-// One thread per column (threads of `lane0 .. lane0 + stride`).
+// The means of blocks first .. first + count - 1 of one head's [seq, d] view (rows of
+// `block`, the last one possibly short), column by column, into out[(j - first) * ld + c]. One
+// thread per (block, column) pair: its rows summed in ascending order, then divided by the row
+// count. A thread carries kPairs pairs at once so that many loads are in flight (the sums
+// are dependent chains; their loads are not).
 template <class T>
-__device__ void pool_block(const T* base, int64_t stride_s, int64_t r0, int64_t rows, int32_t d, float* out,
-                           int32_t tid, int32_t nthreads) {
-  for (int32_t c = tid; c < d; c += nthreads) {
-    float sum = 0.0f;
-    for (int64_t r = 0; r < rows; ++r) sum = __fadd_rn(sum, to_float(base[(r0 + r) * stride_s + c]));
-    out[c] = __fdiv_rn(sum, float(rows));
+__device__ void pool_blocks(const T* base, int64_t stride_s, int64_t seq, int64_t block, int64_t first,
+                            int32_t count, int32_t d, float* out, int32_t ld, int32_t tid, int32_t nthreads) {
+  constexpr int kPairs = 4;
+  const int64_t pairs = int64_t(count) * d;
+  for (int64_t x0 = tid; x0 < pairs; x0 += int64_t(kPairs) * nthreads) {
+    const T* col[kPairs];
+    int64_t n[kPairs];
+    float sum[kPairs];
+    int64_t longest = 0;
+#pragma unroll
+    for (int k = 0; k < kPairs; ++k) {
+      const int64_t x = x0 + int64_t(k) * nthreads;
+      const int64_t r0 = (first + x / d) * block;
+      n[k] = x < pairs ? (seq - r0 < block ? seq - r0 : block) : 0;
+      col[k] = base + (x < pairs ? r0 * stride_s + x % d : 0);
+      sum[k] = 0.0f;
+      longest = n[k] > longest ? n[k] : longest;
+    }
+#pragma unroll 4
+    for (int64_t r = 0; r < longest; ++r) {
+#pragma unroll
+      for (int k = 0; k < kPairs; ++k)
+        if (r < n[k]) sum[k] = __fadd_rn(sum[k], to_float(__ldg(col[k] + r * stride_s)));
+    }
+#pragma unroll
+    for (int k = 0; k < kPairs; ++k)
+      if (n[k] > 0) {
+        const int64_t x = x0 + int64_t(k) * nthreads;
+        out[(x / d) * ld + x % d] = __fdiv_rn(sum[k], float(n[k]));
+      }
   }
 }
 
@@ -84,24 +111,18 @@ __global__ void __launch_bounds__(kThreads) gating_kernel(const GatingParams p) 
   const int32_t d = p.head_dim;
   float* score = shared;                                  // k_blocks
   int32_t* keep_flag = reinterpret_cast<int32_t*>(score + p.k_blocks);  // k_blocks
-  float* pooled_k = reinterpret_cast<float*>(keep_flag + p.k_blocks);  // k_blocks * d
-  float* pooled_q = pooled_k + int64_t(p.k_blocks) * d;                // kRowsPerCta * d
+  // Pooled K rows padded to d + 1 floats: the threads of a warp read 32 different rows at
+  // once in the scores loop, which would all hit one bank at a stride of d = 64 or 128.
+  float* pooled_k = reinterpret_cast<float*>(keep_flag + p.k_blocks);  // k_blocks * (d + 1)
+  float* pooled_q = pooled_k + int64_t(p.k_blocks) * (d + 1);          // kRowsPerCta * d
   const int32_t tid = int32_t(threadIdx.x);
 
   if constexpr (kPooled) {
     const int64_t b = bh / p.heads, h = bh % p.heads;
     const T* kb = static_cast<const T*>(p.k) + b * p.k_stride_b + h * p.k_stride_h;
     const T* qb = static_cast<const T*>(p.q) + b * p.q_stride_b + h * p.q_stride_h;
-    for (int64_t j = 0; j < p.k_blocks; ++j) {
-      const int64_t r0 = j * p.block_k;
-      const int64_t n = p.seq_k - r0 < p.block_k ? p.seq_k - r0 : p.block_k;
-      pool_block(kb, p.k_stride_s, r0, n, d, pooled_k + j * d, tid, kThreads);
-    }
-    for (int32_t r = 0; r < rows; ++r) {
-      const int64_t r0 = int64_t(i0 + r) * p.block_q;
-      const int64_t n = p.seq_q - r0 < p.block_q ? p.seq_q - r0 : p.block_q;
-      pool_block(qb, p.q_stride_s, r0, n, d, pooled_q + int64_t(r) * d, tid, kThreads);
-    }
+    pool_blocks(kb, p.k_stride_s, p.seq_k, p.block_k, 0, p.k_blocks, d, pooled_k, d + 1, tid, kThreads);
+    pool_blocks(qb, p.q_stride_s, p.seq_q, p.block_q, i0, rows, d, pooled_q, d, tid, kThreads);
   }
 
   // row_ptr of the chunk's rows: the pattern's offset plus the rows before (a short loop).
@@ -123,7 +144,7 @@ __global__ void __launch_bounds__(kThreads) gating_kernel(const GatingParams p) 
       float s;
       if constexpr (kPooled) {
         const float* a = pooled_q + int64_t(r) * d;
-        const float* c = pooled_k + int64_t(j) * d;
+        const float* c = pooled_k + int64_t(j) * (d + 1);
         s = 0.0f;
         for (int32_t x = 0; x < d; ++x) s = __fmaf_rn(a[x], c[x], s);
       } else {
@@ -163,7 +184,7 @@ cudaError_t launch_typed(const GatingProblem& g, const GatingParams& params, uns
 // Shared memory of one CTA: scores and flags per key block, plus the pooled means.
 int64_t gating_smem(const GatingProblem& p) {
   int64_t bytes = p.k_blocks * 8;
-  if (p.pooled) bytes += (p.k_blocks + kRowsPerCta) * p.q.head_dim * 4;
+  if (p.pooled) bytes += (p.k_blocks * (p.q.head_dim + 1) + kRowsPerCta * p.q.head_dim) * 4;
   return bytes;
 }
 

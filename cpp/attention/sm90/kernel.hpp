@@ -136,7 +136,7 @@ template <int kRow>
 struct KernelOf {
   static constexpr AttentionSm90Variant kVariant = kAttentionSm90Variants[kRow];
   using Element = typename ElementOf<kVariant.input>::type;
-  using Mainloop = AttentionMainloop<Element, kVariant.head_dim, kVariant.stages>;
+  using Mainloop = AttentionMainloop<Element, kVariant.head_dim, kVariant.stages, kVariant.turns>;
   using type = AttentionKernel<Mainloop, AttentionEpilogue<Mainloop>>;
 };
 

@@ -14,6 +14,11 @@
 // pipelining does: for block n they issue S_n = Q K_n^T, then O += P_{n-1} V_{n-1}, wait only
 // for S_n, run block n's softmax while P_{n-1} V_{n-1} is on the tensor cores, then wait for it.
 // O is rescaled for block n-1's max just before P_{n-1} V_{n-1} is issued.
+//
+// With kTurns, the two warpgroups also take turns issuing their WGMMAs (FlashAttention-3's
+// warpgroup ping-pong, through two named barriers): while one issues, the other runs its
+// softmax, so the tensor cores see one warpgroup's GEMMs at a time and the exp2s of the
+// other fill the gaps. Without, each warpgroup issues as soon as its data is ready.
 #pragma once
 
 #include <cstdint>
@@ -36,11 +41,15 @@ using namespace cute;
 using HeadsShape = Shape<int32_t, int32_t, int32_t, int32_t>;
 using HeadsStride = Stride<int64_t, _1, int64_t, int64_t>;
 
-template <class Element_, int kHeadDim_, int kStages_>
+template <class Element_, int kHeadDim_, int kStages_, bool kTurns_>
 struct AttentionMainloop {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kStages = kStages_;
+  static constexpr bool kTurns = kTurns_;
+  // Named barriers of the turns: warpgroup w waits on kTurnBarrier + w (id 0 is the
+  // epilogue's, epilogue.hpp).
+  static constexpr uint32_t kTurnBarrier = 1;
   static constexpr int kConsumerThreads = 256;  // two warpgroups
   using TileM = Int<kBlockM>;
   using TileN = Int<kBlockN>;
@@ -183,13 +192,30 @@ struct AttentionMainloop {
           convert(*reinterpret_cast<cutlass::Array<float, kN> const*>(raw_pointer_cast(tSrS.data())));
     };
 
+    // The turns: wait for ours before issuing, pass the turn on after. Warpgroup 0 goes
+    // first (warpgroup 1 hands it the first turn); both issue count + 1 times, and warpgroup
+    // 1's last hand-over is skipped so no arrival is left pending at exit.
+    const int wg = thread / cutlass::NumThreadsPerWarpGroup;
+    const int32_t count = range.count();
+    auto take_turn = [&]() {
+      if constexpr (kTurns) cutlass::arch::NamedBarrier::sync(kConsumerThreads, kTurnBarrier + wg);
+    };
+    auto pass_turn = [&](bool last) {
+      if constexpr (kTurns)
+        if (!(last && wg == 1)) cutlass::arch::NamedBarrier::arrive(kConsumerThreads, kTurnBarrier + (1 - wg));
+    };
+    if constexpr (kTurns)
+      if (wg == 1) cutlass::arch::NamedBarrier::arrive(kConsumerThreads, kTurnBarrier);
+
     KeyBlockIterator it(range, col_idx, thread % 32);
     PipelineState read_k, read_v;
     float o_scale[2];
     cutlass::arch::ClusterTransactionBarrier::wait(q_barrier, 0);
 
     pipe_k.consumer_wait(read_k);
+    take_turn();
     issue_qk(read_k.index());
+    pass_turn(false);
     warpgroup_wait<0>();
     pipe_k.consumer_release(read_k);
     ++read_k;
@@ -197,15 +223,16 @@ struct AttentionMainloop {
     ++it;
     convert_p();
 
-    const int32_t count = range.count();
     for (int32_t n = 1; n < count; ++n) {
       const int32_t kb = it.block();
       ++it;
       pipe_k.consumer_wait(read_k);
+      take_turn();
       issue_qk(read_k.index());
       if (n > 1) scale_rows(o_rows, o_scale);
       pipe_v.consumer_wait(read_v);
       issue_pv(read_v.index(), n == 1);
+      pass_turn(false);
       warpgroup_wait<1>();  // S_n is ready; P_{n-1} V_{n-1} may still run
       pipe_k.consumer_release(read_k);
       ++read_k;
@@ -218,7 +245,9 @@ struct AttentionMainloop {
     }
     if (count > 1) scale_rows(o_rows, o_scale);
     pipe_v.consumer_wait(read_v);
+    take_turn();
     issue_pv(read_v.index(), count == 1);
+    pass_turn(true);
     warpgroup_wait<0>();
     warpgroup_fence_operand(tOrO);
     pipe_v.consumer_release(read_v);
