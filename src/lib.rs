@@ -37,7 +37,9 @@
 //! [`sparsek::rand`](rand), whatever `rand` your crate uses.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-// Module order is dependency order: each module uses only those above it.
+// Module order is dependency order: each module uses only those above it (the device
+// path of `attention` is in `gpu`, which the entry dispatches to).
+pub mod attention;
 mod cpu;
 pub mod dense;
 pub mod element;
@@ -50,13 +52,17 @@ pub mod linear;
 pub mod options;
 pub mod spmm;
 
+pub use attention::{
+    attention, attention_into, AttentionOptions, BlockPatterns, Heads, HeadsMut, HeadsShape,
+    LseMut, MaskOperand, TopkOptions,
+};
 pub use dense::{Dense, DenseMut, DenseShape, Layout};
 pub use element::{DType, Element};
 pub use epilogue::{Activation, Epilogue, Vector};
 pub use error::{BsrError, Error};
 pub use format::{validate_parts, BlockMask, BlockRow, BlockShape, BsrMatrix, TransposeIndex};
 #[cfg(feature = "cuda")]
-pub use gpu::DeviceBsr;
+pub use gpu::{DeviceBlockPatterns, DeviceBsr};
 pub use half::{bf16, f16};
 pub use linear::SparseLinear;
 pub use options::{Backend, SpmmOptions};

@@ -8,7 +8,7 @@
 //      order (f32 adds, then an IEEE division by the row count);
 //   2. per query block: its score against every key block (a fused multiply-add chain over
 //      d ascending, or the caller's score), then each candidate's rank counted against all
-//      others (higher score first, ties by lower block, NaN last) and the kept ones written in
+//      others (rank_key: higher first, ties by lower block, NaN as -inf) and the kept ones written in
 //      ascending block order. Counting instead of sorting keeps the result independent of
 //      thread order.
 // row_ptr is known before the launch (gating_row_keep); the chunk's CTA writes its rows.
@@ -67,12 +67,17 @@ __device__ void pool_blocks(const T* base, int64_t stride_s, int64_t seq, int64_
   }
 }
 
-// Whether candidate (sa, a) ranks above (sb, b).
+// The ranking key of a score: NaN as -inf, then IEEE 754's total order as an integer order
+// (the sign-magnitude bits, negatives flipped), as Rust's f32::total_cmp.
+__device__ inline int32_t rank_key(float s) {
+  const int32_t bits = __float_as_int(isnan(s) ? -INFINITY : s);
+  return bits ^ int32_t(uint32_t(bits >> 31) >> 1);
+}
+
+// Whether candidate (sa, a) ranks above (sb, b): the higher key, then the lower block.
 __device__ inline bool ranks_above(float sa, int32_t a, float sb, int32_t b) {
-  const bool na = isnan(sa), nb = isnan(sb);
-  if (na != nb) return nb;
-  if (!na && sa != sb) return sa > sb;
-  return a < b;
+  const int32_t ka = rank_key(sa), kb = rank_key(sb);
+  return ka != kb ? ka > kb : a < b;
 }
 
 struct GatingParams {

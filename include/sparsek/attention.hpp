@@ -101,8 +101,9 @@ Result attention(const HeadsView& q, const HeadsView& k, const HeadsView& v, con
 //   (IEEE, round-to-nearest) by the row count, and the dot product is the fused
 //   multiply-add chain acc = fma(a[d], b[d], acc) from acc = 0, d ascending. The CPU
 //   reference (sparsek::gating in Rust) computes the same bits, so both masks are equal.
-//   Ranking: higher score first; equal scores (+0 == -0) by lower j first; NaN below every
-//   number (NaNs by lower j). With `causal`, only key blocks j with j*block_k <=
+//   Ranking (the rule of the Rust BlockMask::topk_per_row): NaN counts as -inf, then the
+//   IEEE 754 total order, higher first (so +0 above -0); equal keys by lower j first. With
+//   `causal`, only key blocks j with j*block_k <=
 //   (i+1)*block_q - 1 (some key not after the block's last query) are candidates.
 //   Row i keeps min(top_k, candidates) blocks; its row_ptr offsets are therefore known
 //   before the launch (block_topk_row_ptr).

@@ -55,7 +55,7 @@ fn topk_error(k: usize, cols: usize) -> BsrError {
 /// Marks in `out` the `k` highest entries of `row` (ties to the lower index, NaN lowest);
 /// `order` is scratch space with room for `row.len()` entries. `k <= row.len()` and
 /// `out.len() == row.len()`.
-fn select_top(row: &[f32], k: usize, order: &mut Vec<usize>, out: &mut [bool]) {
+pub(crate) fn select_top(row: &[f32], k: usize, order: &mut Vec<usize>, out: &mut [bool]) {
     order.clear();
     order.extend(0..row.len());
     let key = |c: &usize| {

@@ -73,7 +73,7 @@ pub(crate) struct DeviceTransposeIndex {
 }
 
 /// Uploads `data`, allocating at least one element (CUDA refuses empty allocations).
-fn upload_slice<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
+pub(super) fn upload_slice<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
     data: &[T],
     stream: &Arc<CudaStream>,
 ) -> Result<CudaSlice<T>, Error> {
@@ -86,7 +86,7 @@ fn upload_slice<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>
 
 /// The first `len` elements of `src`, copied to the host on `stream` (empty for `len = 0`,
 /// without touching the buffer). `len <= src.len()`.
-fn download_prefix<T: cudarc::driver::DeviceRepr>(
+pub(super) fn download_prefix<T: cudarc::driver::DeviceRepr>(
     src: &CudaSlice<T>,
     len: usize,
     stream: &Arc<CudaStream>,

@@ -12,7 +12,7 @@ use crate::epilogue::Activation;
 use crate::error::Error;
 use crate::options::{Backend, SpmmOptions};
 
-fn dtype(t: DType) -> sys::DType {
+pub(super) fn dtype(t: DType) -> sys::DType {
     match t {
         DType::F16 => sys::DType::F16,
         DType::Bf16 => sys::DType::BF16,
@@ -36,7 +36,7 @@ fn activation(a: Activation) -> sys::Activation {
     }
 }
 
-fn backend(b: Backend) -> Result<sys::Backend, Error> {
+pub(super) fn backend(b: Backend) -> Result<sys::Backend, Error> {
     match b {
         Backend::Auto => Ok(sys::Backend::Auto),
         Backend::Wmma => Ok(sys::Backend::Wmma),
@@ -58,11 +58,11 @@ fn backend_from(b: sys::Backend) -> Backend {
     }
 }
 
-fn to_i64(what: &'static str, v: usize) -> Result<i64, Error> {
+pub(super) fn to_i64(what: &'static str, v: usize) -> Result<i64, Error> {
     i64::try_from(v).map_err(|_| Error::InvalidArgument(format!("{what} = {v} overflows int64")))
 }
 
-fn to_i32(what: &'static str, v: usize) -> Result<i32, Error> {
+pub(super) fn to_i32(what: &'static str, v: usize) -> Result<i32, Error> {
     i32::try_from(v).map_err(|_| Error::InvalidArgument(format!("{what} = {v} overflows int32")))
 }
 
@@ -123,7 +123,7 @@ fn transpose_buffers<'a, T: Element>(
 }
 
 /// The family that ran, or the error the C++ side reported.
-fn check(status: sys::FfiStatus, requested: Backend) -> Result<Backend, Error> {
+pub(super) fn check(status: sys::FfiStatus, requested: Backend) -> Result<Backend, Error> {
     match status.status {
         sys::Status::Success => Ok(backend_from(status.backend)),
         sys::Status::InvalidArgument => Err(Error::InvalidArgument(status.message)),

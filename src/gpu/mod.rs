@@ -17,6 +17,7 @@
 //! # Ok::<(), sparsek::cudarc::driver::DriverError>(())
 //! ```
 
+pub(crate) mod attention;
 mod device_bsr;
 pub(crate) mod launch;
 mod sys;
@@ -27,6 +28,7 @@ use cudarc::driver::{CudaContext, DriverError};
 
 use crate::error::Error;
 
+pub use attention::{block_topk, block_topk_scores, DeviceBlockPatterns};
 pub use device_bsr::DeviceBsr;
 pub use launch::{can_implement, can_implement_sddmm};
 

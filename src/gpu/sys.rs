@@ -438,22 +438,14 @@ pub(crate) fn sddmm<T, O>(
     unsafe { ffi::sddmm(&problem) }
 }
 
-/// A tensor of an attention problem on the device: its buffer and where the view lies in it.
-pub(crate) struct HeadsBuffer<'a, T> {
-    /// The buffer (its view was checked to fit by the caller).
-    pub data: &'a CudaSlice<T>,
-    /// The descriptor, `data` filled in here.
-    pub desc: HeadsDesc,
-}
-
 /// The device buffers of one attention forward, all used on `stream`.
 pub(crate) struct AttentionBuffers<'a, T> {
-    /// Q, K and V, read only.
-    pub q: HeadsBuffer<'a, T>,
-    /// K.
-    pub k: HeadsBuffer<'a, T>,
-    /// V.
-    pub v: HeadsBuffer<'a, T>,
+    /// Q, read only (its view, `problem.q`, was checked to fit).
+    pub q: &'a CudaSlice<T>,
+    /// K, read only.
+    pub k: &'a CudaSlice<T>,
+    /// V, read only.
+    pub v: &'a CudaSlice<T>,
     /// O, written.
     pub o: &'a mut CudaSlice<T>,
     /// The LSE, written when present.
@@ -474,9 +466,9 @@ pub(crate) fn attention<T>(
     stream: &CudaStream,
     run: bool,
 ) -> FfiStatus {
-    let (q, _g0) = bufs.q.data.device_ptr(stream);
-    let (k, _g1) = bufs.k.data.device_ptr(stream);
-    let (v, _g2) = bufs.v.data.device_ptr(stream);
+    let (q, _g0) = bufs.q.device_ptr(stream);
+    let (k, _g1) = bufs.k.device_ptr(stream);
+    let (v, _g2) = bufs.v.device_ptr(stream);
     let (o, _g3) = bufs.o.device_ptr_mut(stream);
     let (lse, _g4) = match bufs.lse {
         Some(l) => {
@@ -494,9 +486,9 @@ pub(crate) fn attention<T>(
         guards.push(g);
         guards.push(h);
     }
-    problem.q = HeadsDesc { data: q, ..bufs.q.desc };
-    problem.k = HeadsDesc { data: k, ..bufs.k.desc };
-    problem.v = HeadsDesc { data: v, ..bufs.v.desc };
+    problem.q.data = q;
+    problem.k.data = k;
+    problem.v.data = v;
     problem.o.data = o;
     problem.lse = lse;
     problem.stream = stream.cu_stream() as u64;

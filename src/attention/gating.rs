@@ -1,0 +1,268 @@
+//! Top-k key-block gating: from block scores to a top-k-per-query-block mask
+//! ([`BlockPatterns`], one pattern per (batch, head)).
+//!
+//! The contract, shared bit for bit with the device (`gpu::block_topk`, one launch; the C++
+//! `sparsek::block_topk`, include/sparsek/attention.hpp):
+//! - pooled scores: `s[i][j] = mean(Q block i) · mean(K block j)`, where the mean of a block
+//!   is, per column, the f32 sum of its rows (only rows below `seq`) in ascending order,
+//!   divided (IEEE f32 division) by the row count, and the dot product is the fused
+//!   multiply-add chain `acc = a[d].mul_add(b[d], acc)` from 0, `d` ascending;
+//! - ranking (as [`BlockMask::topk_per_row`](crate::BlockMask::topk_per_row)): NaN counts
+//!   as `-inf`, then IEEE 754's total order, higher first (`+0` above `-0`); equal keys go
+//!   to the lower block;
+//! - with `causal`, only key blocks `j` with `j·block_k <= (i+1)·block_q - 1` (some key not
+//!   after the query block's last query) are candidates; row `i` keeps `min(top_k,
+//!   candidates)` blocks, listed in ascending order.
+//!
+//! ```
+//! use sparsek::attention::{block_topk_scores, TopkOptions};
+//!
+//! // 1 batch, 1 head, 2 query blocks x 3 key blocks of 128.
+//! let scores = [0.5, f32::NAN, 0.5, /* row 1: */ -0.0, 0.0, 1.0];
+//! let mask = block_topk_scores(&scores, 1, 1, 256, 384, &TopkOptions::new(2))?;
+//! assert_eq!(mask.row(0, 0), [0, 2]); // the tie of 0.5s keeps both; NaN ranks last
+//! assert_eq!(mask.row(0, 1), [1, 2]); // +0 ranks above -0
+//! # Ok::<(), sparsek::Error>(())
+//! ```
+
+use super::{BlockPatterns, Heads, HeadsShape};
+use crate::dense::Storage;
+use crate::element::Element;
+use crate::error::Error;
+use crate::format::mask::select_top;
+
+/// How many key blocks each query block keeps, and the block shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TopkOptions {
+    top_k: usize,
+    causal: bool,
+    block_q: usize,
+    block_k: usize,
+}
+
+impl TopkOptions {
+    /// `top_k` blocks per query block, 128×128 blocks, not causal.
+    pub fn new(top_k: usize) -> Self {
+        Self {
+            top_k,
+            causal: false,
+            block_q: 128,
+            block_k: 128,
+        }
+    }
+    /// Only key blocks with a key not after the query block's last query are candidates.
+    pub fn causal(mut self, causal: bool) -> Self {
+        self.causal = causal;
+        self
+    }
+    /// Rows per query block and keys per key block.
+    pub fn blocks(mut self, block_q: usize, block_k: usize) -> Self {
+        self.block_q = block_q;
+        self.block_k = block_k;
+        self
+    }
+    /// Blocks kept per query block (fewer where there are fewer candidates).
+    pub fn top_k(&self) -> usize {
+        self.top_k
+    }
+    /// Whether the candidates are causal.
+    pub fn get_causal(&self) -> bool {
+        self.causal
+    }
+    /// Rows per query block.
+    pub fn block_q(&self) -> usize {
+        self.block_q
+    }
+    /// Keys per key block.
+    pub fn block_k(&self) -> usize {
+        self.block_k
+    }
+
+    /// Candidates of query block `i` among `k_blocks` (the blocks were checked to be ≥ 1).
+    fn candidates(&self, i: usize, k_blocks: usize) -> usize {
+        if !self.causal {
+            return k_blocks;
+        }
+        // (i + 1) * block_q fits: i < q_blocks and q_blocks * block_q < seq_q + block_q.
+        (((i + 1).saturating_mul(self.block_q) - 1) / self.block_k + 1).min(k_blocks)
+    }
+}
+
+/// Query and key blocks of the gating of these dims, checked: blocks ≥ 1, counts and the
+/// mask's row offsets within `i32`.
+fn gating_dims(
+    batch: usize,
+    heads: usize,
+    seq_q: usize,
+    seq_k: usize,
+    opts: &TopkOptions,
+) -> Result<(usize, usize, usize), Error> {
+    if opts.block_q == 0 || opts.block_k == 0 {
+        return Err(Error::InvalidArgument(format!(
+            "gating blocks {} x {} are not positive",
+            opts.block_q, opts.block_k
+        )));
+    }
+    let (q_blocks, k_blocks) = (seq_q.div_ceil(opts.block_q), seq_k.div_ceil(opts.block_k));
+    let patterns = batch
+        .checked_mul(heads)
+        .ok_or(Error::InvalidArgument("batch * heads overflows".into()))?;
+    let rows = patterns
+        .checked_mul(q_blocks)
+        .filter(|&r| r < i32::MAX as usize && k_blocks <= i32::MAX as usize)
+        .ok_or(Error::InvalidArgument(
+            "gating: batch * heads * query blocks and the key blocks must fit i32".into(),
+        ))?;
+    Ok((q_blocks, k_blocks, rows))
+}
+
+/// The number of blocks the gating keeps for these dims (what the device allocates).
+pub fn topk_nnzb(
+    batch: usize,
+    heads: usize,
+    seq_q: usize,
+    seq_k: usize,
+    opts: &TopkOptions,
+) -> Result<usize, Error> {
+    let (q_blocks, k_blocks, _) = gating_dims(batch, heads, seq_q, seq_k, opts)?;
+    let per_pattern: usize = (0..q_blocks)
+        .map(|i| opts.top_k.min(opts.candidates(i, k_blocks)))
+        .sum();
+    per_pattern
+        .checked_mul(batch * heads)
+        .filter(|&n| n <= i32::MAX as usize)
+        .ok_or(Error::InvalidArgument(
+            "gating: the kept blocks do not fit i32".into(),
+        ))
+}
+
+/// The per-column means of the blocks of one head, `[blocks, head_dim]`.
+fn pool<T: Element>(data: &[T], s: &HeadsShape, b: usize, h: usize, block: usize) -> Vec<f32> {
+    let d = s.head_dim;
+    let blocks = s.seq.div_ceil(block);
+    let mut out = vec![0f32; blocks * d];
+    for j in 0..blocks {
+        let rows = (j * block..((j + 1) * block).min(s.seq)).len();
+        for c in 0..d {
+            let mut sum = 0f32;
+            for r in j * block..j * block + rows {
+                sum += data[s.offset(b, h, r, c)].to_f32();
+            }
+            out[j * d + c] = sum / rows as f32;
+        }
+    }
+    out
+}
+
+/// Pooled block scores of host Q and K, `[batch, heads, q_blocks, k_blocks]` packed.
+pub fn pooled_scores<T: Element>(
+    q: &Heads<'_, T>,
+    k: &Heads<'_, T>,
+    block_q: usize,
+    block_k: usize,
+) -> Result<Vec<f32>, Error> {
+    let (Storage::Host(qd), Storage::Host(kd)) = (&q.data, &k.data) else {
+        return Err(Error::MixedLocations(
+            "pooled_scores takes host Q and K (gpu::block_topk: device)",
+        ));
+    };
+    let (qs, ks) = (q.shape, k.shape);
+    for (what, expected, got) in [
+        ("batch of K (= batch of Q)", qs.batch, ks.batch),
+        ("heads of K (= heads of Q)", qs.heads, ks.heads),
+        ("head_dim of K (= head_dim of Q)", qs.head_dim, ks.head_dim),
+    ] {
+        if expected != got {
+            return Err(Error::ShapeMismatch {
+                what,
+                expected,
+                got,
+            });
+        }
+    }
+    if qs.head_dim == 0 {
+        return Err(Error::InvalidArgument("head_dim must be at least 1".into()));
+    }
+    super::check_buffer("Q", &qs, qd.len())?;
+    super::check_buffer("K", &ks, kd.len())?;
+    let opts = TopkOptions::new(0).blocks(block_q, block_k);
+    let (q_blocks, k_blocks, rows) = gating_dims(qs.batch, qs.heads, qs.seq, ks.seq, &opts)?;
+    let len = rows.checked_mul(k_blocks).ok_or(Error::InvalidArgument(
+        "gating: the score matrix overflows".into(),
+    ))?;
+    let mut scores = crate::format::try_vec("block scores", len)?;
+    let d = qs.head_dim;
+    for b in 0..qs.batch {
+        for h in 0..qs.heads {
+            let (pq, pk) = (pool(qd, &qs, b, h, block_q), pool(kd, &ks, b, h, block_k));
+            for i in 0..q_blocks {
+                for j in 0..k_blocks {
+                    let (a, c) = (&pq[i * d..(i + 1) * d], &pk[j * d..(j + 1) * d]);
+                    scores.push(a.iter().zip(c).fold(0f32, |acc, (x, y)| x.mul_add(*y, acc)));
+                }
+            }
+        }
+    }
+    Ok(scores)
+}
+
+/// The top-k mask of given scores (`[batch, heads, q_blocks, k_blocks]` packed).
+pub fn block_topk_scores(
+    scores: &[f32],
+    batch: usize,
+    heads: usize,
+    seq_q: usize,
+    seq_k: usize,
+    opts: &TopkOptions,
+) -> Result<BlockPatterns, Error> {
+    let (q_blocks, k_blocks, rows) = gating_dims(batch, heads, seq_q, seq_k, opts)?;
+    let needed = rows.checked_mul(k_blocks).ok_or(Error::InvalidArgument(
+        "gating: the score matrix overflows".into(),
+    ))?;
+    if scores.len() != needed {
+        return Err(Error::ShapeMismatch {
+            what: "length of scores (batch * heads * q_blocks * k_blocks)",
+            expected: needed,
+            got: scores.len(),
+        });
+    }
+    let nnzb = topk_nnzb(batch, heads, seq_q, seq_k, opts)?;
+    let mut row_ptr = crate::format::try_vec("row_ptr", rows + 1)?;
+    let mut col_idx = crate::format::try_vec("col_idx", nnzb)?;
+    row_ptr.push(0i32);
+    let (mut order, mut keep) = (Vec::new(), vec![false; k_blocks]);
+    for r in 0..rows {
+        let cand = opts.candidates(r % q_blocks.max(1), k_blocks);
+        let row = &scores[r * k_blocks..r * k_blocks + cand];
+        keep.iter_mut().for_each(|x| *x = false);
+        select_top(row, opts.top_k.min(cand), &mut order, &mut keep[..cand]);
+        // Columns < k_blocks <= i32::MAX and at most nnzb <= i32::MAX of them (gating_dims).
+        col_idx.extend(
+            keep.iter()
+                .enumerate()
+                .filter(|(_, &k)| k)
+                .map(|(j, _)| j as i32),
+        );
+        row_ptr.push(col_idx.len() as i32);
+    }
+    BlockPatterns::from_parts(
+        opts.block_q,
+        opts.block_k,
+        q_blocks,
+        k_blocks,
+        batch * heads,
+        row_ptr,
+        col_idx,
+    )
+}
+
+/// The top-k mask of host Q and K's pooled scores ([`pooled_scores`]).
+pub fn block_topk_pooled<T: Element>(
+    q: &Heads<'_, T>,
+    k: &Heads<'_, T>,
+    opts: &TopkOptions,
+) -> Result<BlockPatterns, Error> {
+    let scores = pooled_scores(q, k, opts.block_q, opts.block_k)?;
+    let (qs, ks) = (q.shape, k.shape);
+    block_topk_scores(&scores, qs.batch, qs.heads, qs.seq, ks.seq, opts)
+}

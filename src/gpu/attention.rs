@@ -1,0 +1,399 @@
+//! Attention and top-k gating on the device: [`DeviceBlockPatterns`] (a validated mask in
+//! device memory), the device path of [`crate::attention::attention_into`], and the device
+//! gating ([`block_topk`], [`block_topk_scores`]), one launch each.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream};
+
+use super::device_bsr::{download_prefix, upload_slice};
+use super::launch::{backend, check, dtype, to_i32, to_i64};
+use super::sys;
+use crate::attention::{AttentionOptions, BlockPatterns, Heads, HeadsShape, TopkOptions};
+use crate::dense::Storage;
+use crate::element::{DType, Element};
+use crate::error::Error;
+use crate::options::Backend;
+
+/// A validated attention mask ([`BlockPatterns`]) in device memory: its `row_ptr` and
+/// `col_idx` in cudarc buffers, freed on drop. Built by [`upload`](Self::upload) or by the
+/// device gating ([`block_topk`]); either way every pattern invariant holds.
+///
+/// ```no_run
+/// use sparsek::cudarc::driver::CudaContext;
+/// use sparsek::gpu::DeviceBlockPatterns;
+/// use sparsek::{BlockMask, BlockPatterns};
+///
+/// let mask = BlockMask::from_fn(4, 4, |r, c| c <= r)?;
+/// let patterns = BlockPatterns::from_block_masks(128, 128, &[mask])?;
+/// let stream = CudaContext::new(0)?.default_stream();
+/// let on_device = DeviceBlockPatterns::upload(&patterns, &stream)?;
+/// assert_eq!(on_device.download()?.col_idx(), patterns.col_idx());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct DeviceBlockPatterns {
+    pub(crate) block_q: usize,
+    pub(crate) block_k: usize,
+    pub(crate) q_blocks: usize,
+    pub(crate) k_blocks: usize,
+    pub(crate) patterns: usize,
+    pub(crate) nnzb: usize,
+    pub(crate) row_ptr: CudaSlice<i32>,
+    pub(crate) col_idx: CudaSlice<i32>,
+}
+
+impl DeviceBlockPatterns {
+    /// Copies validated patterns to the device on `stream`.
+    pub fn upload(p: &BlockPatterns, stream: &Arc<CudaStream>) -> Result<Self, Error> {
+        Ok(Self {
+            block_q: p.block_q(),
+            block_k: p.block_k(),
+            q_blocks: p.q_blocks(),
+            k_blocks: p.k_blocks(),
+            patterns: p.patterns(),
+            nnzb: p.nnzb(),
+            row_ptr: upload_slice(p.row_ptr(), stream)?,
+            col_idx: upload_slice(p.col_idx(), stream)?,
+        })
+    }
+
+    /// Copies the patterns back to the host (on the buffers' stream).
+    pub fn download(&self) -> Result<BlockPatterns, Error> {
+        let stream = self.row_ptr.stream().clone();
+        let rows = self.patterns * self.q_blocks + 1;
+        let row_ptr = download_prefix(&self.row_ptr, rows, &stream)?;
+        let col_idx = download_prefix(&self.col_idx, self.nnzb, &stream)?;
+        BlockPatterns::from_parts(
+            self.block_q,
+            self.block_k,
+            self.q_blocks,
+            self.k_blocks,
+            self.patterns,
+            row_ptr,
+            col_idx,
+        )
+    }
+
+    /// Rows of a query block.
+    pub fn block_q(&self) -> usize {
+        self.block_q
+    }
+    /// Keys of a key block.
+    pub fn block_k(&self) -> usize {
+        self.block_k
+    }
+    /// Query blocks per pattern.
+    pub fn q_blocks(&self) -> usize {
+        self.q_blocks
+    }
+    /// Key blocks per pattern row.
+    pub fn k_blocks(&self) -> usize {
+        self.k_blocks
+    }
+    /// Patterns: 1 (shared by every (batch, head)) or batch·heads.
+    pub fn patterns(&self) -> usize {
+        self.patterns
+    }
+    /// Kept blocks over all patterns.
+    pub fn nnzb(&self) -> usize {
+        self.nnzb
+    }
+}
+
+fn heads_desc(s: &HeadsShape) -> Result<sys::HeadsDesc, Error> {
+    Ok(sys::HeadsDesc {
+        data: 0,
+        batch: to_i64("batch", s.batch)?,
+        heads: to_i64("heads", s.heads)?,
+        seq: to_i64("seq", s.seq)?,
+        head_dim: to_i64("head_dim", s.head_dim)?,
+        stride_b: to_i64("stride_b", s.stride_b)?,
+        stride_h: to_i64("stride_h", s.stride_h)?,
+        stride_s: to_i64("stride_s", s.stride_s)?,
+    })
+}
+
+fn gpu_dtype<T: Element>(backend: Backend) -> Result<sys::DType, Error> {
+    match T::DTYPE {
+        DType::F16 | DType::Bf16 => Ok(dtype(T::DTYPE)),
+        other => Err(Error::UnsupportedTypes {
+            backend,
+            input: other,
+            output: other,
+        }),
+    }
+}
+
+/// The device operands of one attention forward, validated by `crate::attention`.
+pub(crate) struct AttentionOperands<'a, 'b, T> {
+    pub q: &'b Heads<'a, T>,
+    pub k: &'b Heads<'a, T>,
+    pub v: &'b Heads<'a, T>,
+    /// O's buffer and view.
+    pub o: (&'a mut CudaSlice<T>, HeadsShape),
+    /// `batch*heads*seq_q` floats when present (checked by the caller).
+    pub lse: Option<&'a mut CudaSlice<f32>>,
+    pub mask: Option<&'a DeviceBlockPatterns>,
+}
+
+/// Device attention, after `crate::attention` validated shapes, buffers and the mask's dims.
+/// Runs on O's stream.
+pub(crate) fn run_attention<T: Element>(
+    ops: AttentionOperands<'_, '_, T>,
+    opts: &AttentionOptions,
+) -> Result<(), Error> {
+    let (Storage::Device(q), Storage::Device(k), Storage::Device(v)) =
+        (&ops.q.data, &ops.k.data, &ops.v.data)
+    else {
+        return Err(Error::MixedLocations(
+            "attention takes Q, K, V and O all on the device",
+        ));
+    };
+    let (o, o_shape) = ops.o;
+    let requested = opts.get_backend();
+    let problem = attention_problem::<T>(ops.q, ops.k, ops.v, &o_shape, ops.mask, opts)?;
+    let stream = o.stream().clone();
+    stream.context().bind_to_thread()?;
+    let bufs = sys::AttentionBuffers {
+        q,
+        k,
+        v,
+        o,
+        lse: ops.lse,
+        mask: ops.mask.map(|m| (&m.row_ptr, &m.col_idx)),
+    };
+    check(sys::attention(problem, bufs, &stream, true), requested).map(|_| ())
+}
+
+fn attention_problem<T: Element>(
+    q: &Heads<'_, T>,
+    k: &Heads<'_, T>,
+    v: &Heads<'_, T>,
+    o: &HeadsShape,
+    mask: Option<&DeviceBlockPatterns>,
+    opts: &AttentionOptions,
+) -> Result<sys::AttentionProblem, Error> {
+    let requested = opts.get_backend();
+    let (has_mask, block_q, block_k, q_blocks, k_blocks, patterns, nnzb) = match mask {
+        Some(m) => (
+            true, m.block_q, m.block_k, m.q_blocks, m.k_blocks, m.patterns, m.nnzb,
+        ),
+        None => (false, 128, 128, 0, 0, 0, 0),
+    };
+    Ok(sys::AttentionProblem {
+        q: heads_desc(&q.shape)?,
+        k: heads_desc(&k.shape)?,
+        v: heads_desc(&v.shape)?,
+        o: heads_desc(o)?,
+        dtype: gpu_dtype::<T>(requested)?,
+        lse: 0,
+        has_mask,
+        block_q: to_i32("block_q", block_q)?,
+        block_k: to_i32("block_k", block_k)?,
+        q_blocks: to_i64("q_blocks", q_blocks)?,
+        k_blocks: to_i64("k_blocks", k_blocks)?,
+        patterns: to_i64("patterns", patterns)?,
+        nnzb: to_i64("nnzb", nnzb)?,
+        row_ptr: 0,
+        col_idx: 0,
+        causal: opts.get_causal(),
+        scale: opts.get_scale(q.shape.head_dim),
+        backend: backend(requested)?,
+        stream: 0,
+    })
+}
+
+/// The device gating's output: row offsets known before the launch, columns filled by it.
+fn gating_output(
+    stream: &Arc<CudaStream>,
+    rows: usize,
+    nnzb: usize,
+) -> Result<(CudaSlice<i32>, CudaSlice<i32>), Error> {
+    Ok((
+        stream.alloc_zeros::<i32>(rows + 1)?,
+        stream.alloc_zeros::<i32>(nnzb.max(1))?,
+    ))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn gating_problem(
+    pooled: bool,
+    q: &HeadsShape,
+    k: &HeadsShape,
+    t: sys::DType,
+    (batch, heads, seq_q, seq_k): (usize, usize, usize, usize),
+    opts: &TopkOptions,
+    (q_blocks, k_blocks, nnzb): (usize, usize, usize),
+) -> Result<sys::GatingProblem, Error> {
+    Ok(sys::GatingProblem {
+        pooled,
+        q: heads_desc(q)?,
+        k: heads_desc(k)?,
+        dtype: t,
+        scores: 0,
+        batch: to_i64("batch", batch)?,
+        heads: to_i64("heads", heads)?,
+        seq_q: to_i64("seq_q", seq_q)?,
+        seq_k: to_i64("seq_k", seq_k)?,
+        top_k: to_i32("top_k", opts.top_k())?,
+        causal: opts.get_causal(),
+        block_q: to_i32("block_q", opts.block_q())?,
+        block_k: to_i32("block_k", opts.block_k())?,
+        q_blocks: to_i64("q_blocks", q_blocks)?,
+        k_blocks: to_i64("k_blocks", k_blocks)?,
+        nnzb: to_i32("nnzb", nnzb).map(i64::from)?,
+        row_ptr: 0,
+        col_idx: 0,
+        stream: 0,
+    })
+}
+
+/// Q and K of the pooled gating agree (batch, heads, head_dim >= 1) and fit their buffers.
+fn check_gating_inputs(
+    q: &HeadsShape,
+    q_len: usize,
+    k: &HeadsShape,
+    k_len: usize,
+) -> Result<(), Error> {
+    for (what, expected, got) in [
+        ("batch of K (= batch of Q)", q.batch, k.batch),
+        ("heads of K (= heads of Q)", q.heads, k.heads),
+        ("head_dim of K (= head_dim of Q)", q.head_dim, k.head_dim),
+    ] {
+        if expected != got {
+            return Err(Error::ShapeMismatch {
+                what,
+                expected,
+                got,
+            });
+        }
+    }
+    if q.head_dim == 0 {
+        return Err(Error::InvalidArgument("head_dim must be at least 1".into()));
+    }
+    for (operand, shape, len) in [("Q", q, q_len), ("K", k, k_len)] {
+        let needed = shape.required_len().ok_or(Error::InvalidArgument(format!(
+            "{operand}: its view's extent overflows usize"
+        )))?;
+        if len < needed {
+            return Err(Error::BufferTooSmall {
+                operand,
+                needed,
+                got: len,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Top-k key-block gating on the device from mean-pooled Q and K (one launch on K's
+/// stream): the same mask, bit for bit, as the CPU's
+/// [`block_topk_pooled`](crate::attention::block_topk_pooled) (the contract, ties and NaN
+/// included, is there and in include/sparsek/attention.hpp).
+pub fn block_topk<T: Element>(
+    q: &Heads<'_, T>,
+    k: &Heads<'_, T>,
+    opts: &TopkOptions,
+) -> Result<DeviceBlockPatterns, Error> {
+    let (Storage::Device(qd), Storage::Device(kd)) = (&q.data, &k.data) else {
+        return Err(Error::MixedLocations(
+            "block_topk takes Q and K on the device",
+        ));
+    };
+    let (qs, ks) = (q.shape(), k.shape());
+    check_gating_inputs(&qs, qd.len(), &ks, kd.len())?;
+    let dims = (qs.batch, qs.heads, qs.seq, ks.seq);
+    let nnzb = crate::attention::topk_nnzb(qs.batch, qs.heads, qs.seq, ks.seq, opts)?;
+    let (q_blocks, k_blocks) = (
+        qs.seq.div_ceil(opts.block_q()),
+        ks.seq.div_ceil(opts.block_k()),
+    );
+    let problem = gating_problem(
+        true,
+        &qs,
+        &ks,
+        gpu_dtype::<T>(Backend::Auto)?,
+        dims,
+        opts,
+        (q_blocks, k_blocks, nnzb),
+    )?;
+    let stream = kd.stream().clone();
+    stream.context().bind_to_thread()?;
+    let rows = qs.batch * qs.heads * q_blocks; // < 2^31: checked by topk_nnzb
+    let (mut row_ptr, mut col_idx) = gating_output(&stream, rows, nnzb)?;
+    let bufs = sys::GatingBuffers {
+        qk: Some((qd, kd)),
+        scores: None,
+        row_ptr: &mut row_ptr,
+        col_idx: &mut col_idx,
+    };
+    check(sys::block_topk(problem, bufs, &stream), Backend::Auto)?;
+    Ok(DeviceBlockPatterns {
+        block_q: opts.block_q(),
+        block_k: opts.block_k(),
+        q_blocks,
+        k_blocks,
+        patterns: qs.batch * qs.heads,
+        nnzb,
+        row_ptr,
+        col_idx,
+    })
+}
+
+/// Top-k key-block gating on the device from the caller's scores (`batch*heads*q_blocks*
+/// k_blocks` floats, `[batch, heads, q_blocks, k_blocks]` packed), one launch on their
+/// stream; the same mask as the CPU's
+/// [`block_topk_scores`](crate::attention::block_topk_scores).
+pub fn block_topk_scores(
+    scores: &CudaSlice<f32>,
+    (batch, heads, seq_q, seq_k): (usize, usize, usize, usize),
+    opts: &TopkOptions,
+) -> Result<DeviceBlockPatterns, Error> {
+    let nnzb = crate::attention::topk_nnzb(batch, heads, seq_q, seq_k, opts)?;
+    let (q_blocks, k_blocks) = (
+        seq_q.div_ceil(opts.block_q()),
+        seq_k.div_ceil(opts.block_k()),
+    );
+    let rows = batch * heads * q_blocks; // < 2^31: checked by topk_nnzb
+    let needed = rows.checked_mul(k_blocks).ok_or(Error::InvalidArgument(
+        "batch * heads * q_blocks * k_blocks overflows".into(),
+    ))?;
+    if scores.len() < needed {
+        return Err(Error::BufferTooSmall {
+            operand: "scores",
+            needed,
+            got: scores.len(),
+        });
+    }
+    let empty = HeadsShape::packed(0, 0, 0, 1);
+    let mut problem = gating_problem(
+        false,
+        &empty,
+        &empty,
+        sys::DType::F16,
+        (batch, heads, seq_q, seq_k),
+        opts,
+        (q_blocks, k_blocks, nnzb),
+    )?;
+    problem.scores = 0;
+    let stream = scores.stream().clone();
+    stream.context().bind_to_thread()?;
+    let (mut row_ptr, mut col_idx) = gating_output(&stream, rows, nnzb)?;
+    let bufs = sys::GatingBuffers::<f32> {
+        qk: None,
+        scores: Some(scores),
+        row_ptr: &mut row_ptr,
+        col_idx: &mut col_idx,
+    };
+    check(sys::block_topk(problem, bufs, &stream), Backend::Auto)?;
+    Ok(DeviceBlockPatterns {
+        block_q: opts.block_q(),
+        block_k: opts.block_k(),
+        q_blocks,
+        k_blocks,
+        patterns: batch * heads,
+        nnzb,
+        row_ptr,
+        col_idx,
+    })
+}
