@@ -161,10 +161,14 @@ pub fn pooled_scores<T: Element>(
     block_q: usize,
     block_k: usize,
 ) -> Result<Vec<f32>, Error> {
-    let (Storage::Host(qd), Storage::Host(kd)) = (&q.data, &k.data) else {
-        return Err(Error::MixedLocations(
-            "pooled_scores takes host Q and K (gpu::block_topk: device)",
-        ));
+    let (qd, kd) = match (&q.data, &k.data) {
+        (Storage::Host(qd), Storage::Host(kd)) => (*qd, *kd),
+        #[cfg(feature = "cuda")]
+        _ => {
+            return Err(Error::MixedLocations(
+                "pooled_scores takes host Q and K (gpu::block_topk: device)",
+            ))
+        }
     };
     let (qs, ks) = (q.shape, k.shape);
     for (what, expected, got) in [

@@ -187,3 +187,101 @@ pub fn device(test: &str) -> Option<std::sync::Arc<cudarc::driver::CudaContext>>
         }
     }
 }
+
+/// Naive attention in f64 of `[batch, heads, seq, d]` views (`HeadsShape` strides):
+/// `(O packed [b, h, seq_q, d], LSE [b, h, seq_q])`, O = 0 and LSE = -inf for rows that keep
+/// no key. `kept(p, qb, kb)`: whether pattern `p` keeps block (qb, kb) (128-row/key blocks of
+/// `block`), `None` for no mask.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_reference<T: Element>(
+    q: (&[T], &sparsek::HeadsShape),
+    k: (&[T], &sparsek::HeadsShape),
+    v: (&[T], &sparsek::HeadsShape),
+    mask: Option<&sparsek::BlockPatterns>,
+    causal: bool,
+    scale: f64,
+) -> (Vec<f64>, Vec<f64>) {
+    let (qd, qs) = q;
+    let (kd, ks) = k;
+    let (vd, vs) = v;
+    let at = |s: &sparsek::HeadsShape, b: usize, h: usize, i: usize, c: usize| {
+        b * s.stride_b + h * s.stride_h + i * s.stride_s + c
+    };
+    let (bn, hn, sq, sk, d) = (qs.batch, qs.heads, qs.seq, ks.seq, qs.head_dim);
+    let mut o = vec![0f64; bn * hn * sq * d];
+    let mut lse = vec![f64::NEG_INFINITY; bn * hn * sq];
+    for b in 0..bn {
+        for h in 0..hn {
+            let p = mask.map(|m| if m.patterns() == 1 { 0 } else { b * hn + h });
+            for i in 0..sq {
+                let mut s = Vec::new();
+                for j in 0..sk {
+                    let listed = match (mask, p) {
+                        (Some(m), Some(p)) => m
+                            .row(p, i / m.block_q())
+                            .contains(&((j / m.block_k()) as i32)),
+                        _ => true,
+                    };
+                    if !listed || (causal && j > i) {
+                        continue;
+                    }
+                    let mut dot = 0f64;
+                    for c in 0..d {
+                        dot += qd[at(qs, b, h, i, c)].to_f32() as f64
+                            * kd[at(ks, b, h, j, c)].to_f32() as f64;
+                    }
+                    s.push((j, dot * scale));
+                }
+                if s.is_empty() {
+                    continue;
+                }
+                let max = s.iter().fold(f64::NEG_INFINITY, |m, &(_, x)| m.max(x));
+                let mut sum = 0f64;
+                let row = ((b * hn + h) * sq + i) * d;
+                for &(j, x) in &s {
+                    let e = (x - max).exp();
+                    sum += e;
+                    for c in 0..d {
+                        o[row + c] += e * vd[at(vs, b, h, j, c)].to_f32() as f64;
+                    }
+                }
+                for c in 0..d {
+                    o[row + c] /= sum;
+                }
+                lse[(b * hn + h) * sq + i] = max + sum.ln();
+            }
+        }
+    }
+    (o, lse)
+}
+
+/// A random stacked block mask: each row empty with probability 1/6, full with 1/6, else
+/// each block kept with probability `density`.
+pub fn random_patterns(
+    rng: &mut StdRng,
+    patterns: usize,
+    q_blocks: usize,
+    k_blocks: usize,
+    block: usize,
+    density: f64,
+) -> sparsek::BlockPatterns {
+    let masks: Vec<BlockMask> = (0..patterns)
+        .map(|_| {
+            let kinds: Vec<f64> = (0..q_blocks).map(|_| rng.random_range(0.0..1.0)).collect();
+            let bits: Vec<bool> = (0..q_blocks * k_blocks)
+                .map(|x| {
+                    let u = kinds[x / k_blocks.max(1)];
+                    if u < 1.0 / 6.0 {
+                        false
+                    } else if u < 2.0 / 6.0 {
+                        true
+                    } else {
+                        rng.random_range(0.0..1.0) < density
+                    }
+                })
+                .collect();
+            BlockMask::new(q_blocks, k_blocks, bits).unwrap()
+        })
+        .collect();
+    sparsek::BlockPatterns::from_block_masks(block, block, &masks).unwrap()
+}
