@@ -7,6 +7,7 @@
 #   run.sh report [ARGS]   # bench_report run ARGS (table, --json, --png, --baseline gate)
 #   run.sh products [ARGS] # bench_report products ARGS (A^T*B and D*A beside A*B)
 #   run.sh sddmm           # the SDDMM sweep beside torch.sparse.sampled_addmm (cuSPARSE)
+#   run.sh attention       # attention beside PyTorch SDPA and FlexAttention (same masks), table
 #   run.sh sanitize        # GPU tests under compute-sanitizer memcheck and racecheck
 set -u
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -85,6 +86,23 @@ case "${1:-test}" in
     for dt in f16 bf16; do python3 "$here/sddmm_torch.py" "$pattern" 8192 8192 8192 $dt row col --iters 5 | grep ceiling; done
     rm -f "$pattern"
     ;;
+  attention)
+    # bf16 and f16 at batch 4, heads 16, seq 8192, head_dim 128 (and 64 for bf16): sparsek's
+    # timer writes each case and its mask, the peers run the same masks, bench_report tabulates.
+    out="${OUT:-/tmp}/attention"
+    mkdir -p "$out"
+    : > "$out/attention.jsonl"
+    cases=()
+    for spec in "bf16 128 causal" "bf16 128 topk16" "bf16 128 dense" "bf16 128 topk16_causal" \
+                "f16 128 causal" "f16 128 topk16" "bf16 64 causal" "bf16 64 topk16"; do
+      set -- $spec
+      case_file="$out/$1_d$2_$3.json"
+      "$here/attention_check" --time "$3" "$1" 4 16 8192 "$2" 10 "$case_file" >> "$out/attention.jsonl" || exit 1
+      cases+=("$case_file")
+    done
+    python3 "$here/attention_torch.py" --iters 10 "${cases[@]}" >> "$out/attention.jsonl" || exit 1
+    exec "$here/bench_report" attention "$out/attention.jsonl" --json "$out/attention.json"
+    ;;
   sanitize)
     fail=0
     # A representative subset: small sweeps keep the sanitizers' slowdown bearable.
@@ -115,7 +133,7 @@ case "${1:-test}" in
     exit $fail
     ;;
   *)
-    echo "usage: run.sh [test | bench [ARGS] | report [ARGS] | products [ARGS] | sddmm | sanitize]" >&2
+    echo "usage: run.sh [test | bench [ARGS] | report [ARGS] | products [ARGS] | sddmm | attention | sanitize]" >&2
     exit 2
     ;;
 esac

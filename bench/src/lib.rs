@@ -1,7 +1,8 @@
 //! Shared pieces of sparsek's benchmarks (`benches/spmm.rs`) and report
-//! (`src/bin/bench_report.rs`): the plot font, the roofline arithmetic and, with `cuda`,
+//! (`src/bin/bench_report.rs`): the attention table, the plot font, the roofline arithmetic and, with `cuda`,
 //! the dense baselines and the bandwidth ceilings.
 
+pub mod attention;
 pub mod plot_font;
 pub mod roofline;
 

@@ -20,7 +20,8 @@
 //                          query block, from the device gating on the random Q and K).
 //                          Times ITERS launches (CUDA events, median of 5 repeats) and prints
 //                          one JSON line (TFLOPS on kept pairs: 4 * pairs * head_dim FLOPs);
-//                          writes the mask to MASK_JSON for bench/peers/attention_torch.py.
+//                          writes the case and its mask to MASK_JSON for
+//                          bench/peers/attention_torch.py (dims, kept pairs, stacked BSR).
 // Exit status 0 only when everything passed.
 #include <sparsek/attention.hpp>
 
@@ -721,8 +722,10 @@ int time_case(int argc, char** argv) {
     std::fprintf(stderr, "cannot write %s\n", argv[9]);
     return 1;
   }
-  std::fprintf(f, "{\"block_q\":128,\"block_k\":128,\"q_blocks\":%lld,\"k_blocks\":%lld,\"patterns\":%lld,"
-               "\"causal\":%s,\"row_ptr\":[",
+  std::fprintf(f, "{\"mask\":\"%s\",\"dtype\":\"%s\",\"batch\":%lld,\"heads\":%lld,\"seq\":%lld,\"head_dim\":%lld,"
+               "\"kept_pairs\":%lld,\"block_q\":128,\"block_k\":128,\"q_blocks\":%lld,\"k_blocks\":%lld,"
+               "\"patterns\":%lld,\"causal\":%s,\"row_ptr\":[",
+               mask_kind.c_str(), name(t), (long long)B, (long long)H, (long long)S, (long long)D, (long long)pairs,
                (long long)qb, (long long)qb, (long long)(topk ? B * H : 0), causal ? "true" : "false");
   if (topk)
     for (size_t i = 0; i < mask.row_ptr.size(); ++i) std::fprintf(f, "%s%d", i ? "," : "", mask.row_ptr[i]);

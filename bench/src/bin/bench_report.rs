@@ -14,13 +14,16 @@
 //! bench_report products [--m 8192 --n 8192 --k 8192] [--blocks 128x128,64x64]
 //!                    [--densities 1/8,1/4] [--dtypes f16,bf16] [--repeats 7] [--iters 20]
 //!                    [--json products.json]
+//! bench_report attention FILE.jsonl... [--json OUT]
 //! bench_report check REPORT.json BASELINE.json [--tolerance 0.05]
 //! bench_report plot  REPORT.json OUT.png
 //! bench_report markdown REPORT.json OUT.md
 //! ```
 //!
-//! `run`, `decode` and `products` need the `cuda` feature and a GPU; `check`, `plot` and
-//! `markdown` run anywhere.
+//! `run`, `decode` and `products` need the `cuda` feature and a GPU; `attention`, `check`,
+//! `plot` and `markdown` run anywhere (`attention` tabulates the JSON lines that
+//! `run.sh attention` collects on the GPU machine: sparsek's `attention_check --time` beside
+//! `bench/peers/attention_torch.py`, same run).
 //! `run` first measures its ceilings: the L2 and HBM read bandwidth (kernels/bandwidth.cu)
 //! and, per dtype, dense cuBLAS at the full M, N, K. Each row's floor is the largest of its
 //! FLOPs at dense cuBLAS's rate, B's L2 traffic at the L2 rate and its A + B + C bytes at
@@ -144,12 +147,38 @@ impl Report {
     }
 }
 
+/// `bench_report attention FILE.jsonl... [--json OUT]`: the attention table (markdown) of
+/// sparsek's and the peers' JSON lines (`run.sh attention`); `--json` writes the rows.
+fn attention(args: &[String]) -> Result<()> {
+    let mut rows = Vec::new();
+    let mut files = args.iter();
+    let mut json_out = None;
+    while let Some(a) = files.next() {
+        if a == "--json" {
+            json_out = files.next();
+            continue;
+        }
+        rows.extend(sparsek_bench::attention::parse(&std::fs::read_to_string(
+            a,
+        )?));
+    }
+    if rows.is_empty() {
+        bail!("usage: bench_report attention FILE.jsonl... [--json OUT] (no rows read)");
+    }
+    print!("{}", sparsek_bench::attention::table(&rows));
+    if let Some(out) = json_out {
+        std::fs::write(out, serde_json::to_string_pretty(&rows)?)?;
+    }
+    Ok(())
+}
+
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("run") => run(&args[1..]),
         Some("decode") => decode(&args[1..]),
         Some("products") => products(&args[1..]),
+        Some("attention") => attention(&args[1..]),
         Some("check") => {
             let (report, baseline) = match (args.get(1), args.get(2)) {
                 (Some(r), Some(b)) => (r, b),
@@ -169,7 +198,7 @@ fn main() -> Result<()> {
             (Some(r), Some(out)) => write_markdown(&load(r)?, out),
             _ => bail!("usage: bench_report markdown REPORT.json OUT.md"),
         },
-        _ => bail!("usage: bench_report run|decode|products|check|plot|markdown ... (see the doc comment of src/bin/bench_report.rs)"),
+        _ => bail!("usage: bench_report run|decode|products|attention|check|plot|markdown ... (see the doc comment of src/bin/bench_report.rs)"),
     }
 }
 
