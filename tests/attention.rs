@@ -275,11 +275,15 @@ fn cpu_pooled_scores_follow_the_documented_order() {
     let got = pooled_scores(&qh, &kh, 128, 64).unwrap();
     let mean = |x: &[bf16], seq: usize, b: usize, h: usize, blk: usize, bs: usize, c: usize| {
         let rows = (blk * bs..((blk + 1) * bs).min(seq)).len();
-        let mut s = 0f32;
-        for r in blk * bs..blk * bs + rows {
-            s += x[((b * heads + h) * seq + r) * d + c].to_f32();
+        let mut total = 0f32;
+        for g in (0..rows).step_by(16) {
+            let mut part = 0f32;
+            for r in blk * bs + g..blk * bs + (g + 16).min(rows) {
+                part += x[((b * heads + h) * seq + r) * d + c].to_f32();
+            }
+            total += part;
         }
-        s / rows as f32
+        total / rows as f32
     };
     let (qb, kb) = (seq_q.div_ceil(128), seq_k.div_ceil(64));
     for b in 0..batch {

@@ -14,7 +14,9 @@ pairs * head_dim FLOPs):
                        blocks full, diagonal blocks partial when causal), causal through
                        create_block_mask;
     sdpa_flash_dense   SDPA's flash backend without a mask, and
-    sdpa_flash_causal  with is_causal: the dense ceilings of this shape (their own pairs).
+    sdpa_flash_causal  with is_causal: the dense ceilings of this shape (their own pairs);
+    sdpa_cudnn_dense   the same on SDPA's cuDNN backend (Hopper's fastest dense attention in
+    sdpa_cudnn_causal  PyTorch), when this build has it.
 
 Times are CUDA events around each call after warm-up, median of N. Exit status non-zero when
 torch or FlexAttention is missing.
@@ -119,15 +121,20 @@ def main():
         pairs = case["kept_pairs"]
         key = (case["dtype"], b, h, s, d)
         if key not in ceilings:
-            with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-                dense_ms = median_ms(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v), args.iters)
-                causal_ms = median_ms(
-                    lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True), args.iters)
             causal_pairs = b * h * sum(min(i + 1, s) for i in range(s))
-            ceilings[key] = (dense_ms, causal_ms, b * h * s * s, causal_pairs)
-        dense_ms, causal_ms, dense_pairs, causal_pairs = ceilings[key]
-        line(case, "sdpa_flash_dense", dense_ms, dense_pairs)
-        line(case, "sdpa_flash_causal", causal_ms, causal_pairs)
+            rows = []
+            for name, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+                try:
+                    with sdpa_kernel(backend):
+                        sdpa = torch.nn.functional.scaled_dot_product_attention
+                        rows.append((f"sdpa_{name}_dense", median_ms(lambda: sdpa(q, k, v), args.iters), b * h * s * s))
+                        rows.append((f"sdpa_{name}_causal", median_ms(lambda: sdpa(q, k, v, is_causal=True), args.iters),
+                                     causal_pairs))
+                except RuntimeError as e:  # no such backend for this shape or build
+                    print(f"attention_torch.py: SDPA {name}: {str(e)[:200]}", file=sys.stderr)
+            ceilings[key] = rows
+        for impl, ms, pairs_of in ceilings[key]:
+            line(case, impl, ms, pairs_of)
         try:
             if case["patterns"] > 0:
                 bm = block_mask_from_bsr(case, dev)

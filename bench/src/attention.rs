@@ -2,7 +2,7 @@
 //! (`attention_check --time`) and the PyTorch peers (`bench/peers/attention_torch.py`), all
 //! from one run on the GPU machine (`run.sh attention`).
 //!
-//! Each line: `impl` (sparsek, flex, sdpa_flash_dense, sdpa_flash_causal), the case (mask,
+//! Each line: `impl` (sparsek, flex, sdpa_{flash,cudnn}_{dense,causal}), the case (mask,
 //! dtype, batch, heads, seq, head_dim), `kept_pairs`, `ms`, `tflops` (4·pairs·head_dim FLOPs),
 //! and `gating_ms` for sparsek's top-k masks. A line with `error` (a peer that failed) is
 //! shown as such.
@@ -87,8 +87,9 @@ pub fn table(rows: &[Row]) -> String {
     };
     let mut out = String::from(
         "| mask | dtype | batch×heads×seq, d | kept pairs | sparsek ms | sparsek TFLOPS | FlexAttention TFLOPS | \
-         sparsek ÷ Flex | SDPA flash dense / causal TFLOPS | gating ms | target |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|\n",
+         sparsek ÷ Flex | SDPA flash dense / causal TFLOPS | SDPA cuDNN dense / causal TFLOPS | \
+         gating ms | target |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for key in &order {
         let m = &by[key];
@@ -104,7 +105,7 @@ pub fn table(rows: &[Row]) -> String {
             _ => "—".into(),
         };
         out += &format!(
-            "| {} | {} | {}×{}×{}, {} | {} | {} | {} | {} | {} | {} / {} | {} | {} |\n",
+            "| {} | {} | {}×{}×{}, {} | {} | {} | {} | {} | {} | {} / {} | {} / {} | {} | {} |\n",
             key.0,
             key.1,
             key.2,
@@ -118,6 +119,8 @@ pub fn table(rows: &[Row]) -> String {
             ratio,
             tf(m.get("sdpa_flash_dense")),
             tf(m.get("sdpa_flash_causal")),
+            tf(m.get("sdpa_cudnn_dense")),
+            tf(m.get("sdpa_cudnn_causal")),
             ours.and_then(|o| o.gating_ms)
                 .map_or("—".into(), |g| format!("{g:.3}")),
             target(key, ours, flex),
@@ -148,7 +151,10 @@ mod tests {
             lines[2].starts_with("| causal | bf16 | 4×16×8192, 128 | 0.500 |"),
             "{t}"
         );
-        assert!(lines[2].contains("| 610 | 400 | 1.52 | 630 / — |"), "{t}");
+        assert!(
+            lines[2].contains("| 610 | 400 | 1.52 | 630 / — | — / — |"),
+            "{t}"
+        );
         assert!(lines[2].ends_with("| met (≥ 500, ≥ 1.3×) |"), "{t}");
         assert!(lines[3].contains("| 590 | failed | — |"), "{t}");
         assert!(lines[3].contains("| 0.200 | — |"), "{t}");

@@ -4,8 +4,8 @@
 //
 // One CTA per (batch*head, chunk of kRowsPerCta query blocks):
 //   1. pooled scores only: the mean of every K block and of the chunk's Q blocks into shared
-//      memory, one thread per (block, column) pair summing the block's rows in ascending
-//      order (f32 adds, then an IEEE division by the row count);
+//      memory, one thread per (block, column) pair (pool_blocks: the documented order of
+//      the sums, 16-row groups, then an IEEE division by the row count);
 //   2. per query block: its score against every key block (a fused multiply-add chain over
 //      d ascending, or the caller's score), then each candidate's rank counted against all
 //      others (rank_key: higher first, ties by lower block, NaN as -inf) and the kept ones written in
@@ -22,7 +22,7 @@
 namespace sparsek::detail {
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = 512;
 constexpr int kRowsPerCta = 16;
 
 __device__ inline float to_float(__half x) { return __half2float(x); }
@@ -30,40 +30,30 @@ __device__ inline float to_float(__nv_bfloat16 x) { return __bfloat162float(x); 
 
 // The means of blocks first .. first + count - 1 of one head's [seq, d] view (rows of
 // `block`, the last one possibly short), column by column, into out[(j - first) * ld + c]. One
-// thread per (block, column) pair: its rows summed in ascending order, then divided by the row
-// count. A thread carries kPairs pairs at once so that many loads are in flight (the sums
-// are dependent chains; their loads are not).
+// thread per (block, column) pair. The documented order: groups of kGroup rows, each summed
+// from 0 in ascending order, the group sums added in order, then one division by the row
+// count. A group's loads are all in flight together (only its adds are a chain).
+constexpr int kGroup = 16;
 template <class T>
 __device__ void pool_blocks(const T* base, int64_t stride_s, int64_t seq, int64_t block, int64_t first,
                             int32_t count, int32_t d, float* out, int32_t ld, int32_t tid, int32_t nthreads) {
-  constexpr int kPairs = 4;
   const int64_t pairs = int64_t(count) * d;
-  for (int64_t x0 = tid; x0 < pairs; x0 += int64_t(kPairs) * nthreads) {
-    const T* col[kPairs];
-    int64_t n[kPairs];
-    float sum[kPairs];
-    int64_t longest = 0;
+  for (int64_t x = tid; x < pairs; x += nthreads) {
+    const int64_t r0 = (first + x / d) * block;
+    const int64_t n = seq - r0 < block ? seq - r0 : block;
+    const T* col = base + r0 * stride_s + x % d;
+    float total = 0.0f;
+    for (int64_t g = 0; g < n; g += kGroup) {
+      float v[kGroup];
 #pragma unroll
-    for (int k = 0; k < kPairs; ++k) {
-      const int64_t x = x0 + int64_t(k) * nthreads;
-      const int64_t r0 = (first + x / d) * block;
-      n[k] = x < pairs ? (seq - r0 < block ? seq - r0 : block) : 0;
-      col[k] = base + (x < pairs ? r0 * stride_s + x % d : 0);
-      sum[k] = 0.0f;
-      longest = n[k] > longest ? n[k] : longest;
+      for (int t = 0; t < kGroup; ++t) v[t] = g + t < n ? to_float(__ldg(col + (g + t) * stride_s)) : 0.0f;
+      // Rows past n add +0.0f, which leaves a sum begun at +0.0f unchanged (it is never -0).
+      float part = 0.0f;
+#pragma unroll
+      for (int t = 0; t < kGroup; ++t) part = __fadd_rn(part, v[t]);
+      total = __fadd_rn(total, part);
     }
-#pragma unroll 4
-    for (int64_t r = 0; r < longest; ++r) {
-#pragma unroll
-      for (int k = 0; k < kPairs; ++k)
-        if (r < n[k]) sum[k] = __fadd_rn(sum[k], to_float(__ldg(col[k] + r * stride_s)));
-    }
-#pragma unroll
-    for (int k = 0; k < kPairs; ++k)
-      if (n[k] > 0) {
-        const int64_t x = x0 + int64_t(k) * nthreads;
-        out[(x / d) * ld + x % d] = __fdiv_rn(sum[k], float(n[k]));
-      }
+    out[(x / d) * ld + x % d] = __fdiv_rn(total, float(n));
   }
 }
 

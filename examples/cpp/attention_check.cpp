@@ -207,9 +207,13 @@ std::vector<float> pooled(const Heads& x, int64_t b, int64_t h, int64_t block) {
   for (int64_t i = 0; i < blocks; ++i) {
     const int64_t n = std::min(block, x.seq - i * block);
     for (int64_t c = 0; c < x.d; ++c) {
-      float sum = 0.0f;
-      for (int64_t r = 0; r < n; ++r) sum += x.get(b, h, i * block + r, c);
-      out[size_t(i * x.d + c)] = sum / float(n);
+      float total = 0.0f;  // 16-row groups, as the header documents
+      for (int64_t g = 0; g < n; g += 16) {
+        float part = 0.0f;
+        for (int64_t r = g; r < std::min<int64_t>(g + 16, n); ++r) part += x.get(b, h, i * block + r, c);
+        total += part;
+      }
+      out[size_t(i * x.d + c)] = total / float(n);
     }
   }
   return out;

@@ -97,8 +97,9 @@ Result attention(const HeadsView& q, const HeadsView& k, const HeadsView& v, con
 // patterns = batch*heads (column indices ascending within each row).
 //   Scores: given by the caller (f32, [batch, heads, q_blocks, k_blocks] packed), or
 //   pooled: s[i][j] = mean(Q block i) . mean(K block j), where mean(X block) is, per
-//   column d, the f32 sum of the block's rows in ascending order (only rows < seq) divided
-//   (IEEE, round-to-nearest) by the row count, and the dot product is the fused
+//   column d, an f32 sum divided (IEEE, round-to-nearest) by the block's row count (only rows
+//   < seq): the rows in groups of 16, each group summed from 0 in ascending order, the group
+//   sums added from 0 in order; the dot product is the fused
 //   multiply-add chain acc = fma(a[d], b[d], acc) from acc = 0, d ascending. The CPU
 //   reference (sparsek::gating in Rust) computes the same bits, so both masks are equal.
 //   Ranking (the rule of the Rust BlockMask::topk_per_row): NaN counts as -inf, then the

@@ -4,9 +4,11 @@
 //! The contract, shared bit for bit with the device (`gpu::block_topk`, one launch; the C++
 //! `sparsek::block_topk`, include/sparsek/attention.hpp):
 //! - pooled scores: `s[i][j] = mean(Q block i) · mean(K block j)`, where the mean of a block
-//!   is, per column, the f32 sum of its rows (only rows below `seq`) in ascending order,
-//!   divided (IEEE f32 division) by the row count, and the dot product is the fused
-//!   multiply-add chain `acc = a[d].mul_add(b[d], acc)` from 0, `d` ascending;
+//!   is, per column, an f32 sum divided (IEEE f32 division) by its row count (only rows below
+//!   `seq`): the rows in groups of 16, each group summed from 0 in ascending order, the group
+//!   sums added from 0 in order (the device keeps a group's loads in flight together); the
+//!   dot product is the fused multiply-add chain `acc = a[d].mul_add(b[d], acc)` from 0, `d`
+//!   ascending;
 //! - ranking (as [`BlockMask::topk_per_row`](crate::BlockMask::topk_per_row)): NaN counts
 //!   as `-inf`, then IEEE 754's total order, higher first (`+0` above `-0`); equal keys go
 //!   to the lower block;
@@ -136,6 +138,9 @@ pub fn topk_nnzb(
         ))
 }
 
+/// Rows per group of the pooled sums (the device's too: cpp/attention/gating.cu).
+const POOL_GROUP: usize = 16;
+
 /// The per-column means of the blocks of one head, `[blocks, head_dim]`.
 fn pool<T: Element>(data: &[T], s: &HeadsShape, b: usize, h: usize, block: usize) -> Vec<f32> {
     let d = s.head_dim;
@@ -144,11 +149,13 @@ fn pool<T: Element>(data: &[T], s: &HeadsShape, b: usize, h: usize, block: usize
     for j in 0..blocks {
         let rows = (j * block..((j + 1) * block).min(s.seq)).len();
         for c in 0..d {
-            let mut sum = 0f32;
-            for r in j * block..j * block + rows {
-                sum += data[s.offset(b, h, r, c)].to_f32();
+            let (mut total, end) = (0f32, j * block + rows);
+            for g in (j * block..end).step_by(POOL_GROUP) {
+                let part = (g..(g + POOL_GROUP).min(end))
+                    .fold(0f32, |acc, r| acc + data[s.offset(b, h, r, c)].to_f32());
+                total += part;
             }
-            out[j * d + c] = sum / rows as f32;
+            out[j * d + c] = total / rows as f32;
         }
     }
     out
