@@ -34,23 +34,10 @@ struct Case {
     bshd: bool,
 }
 
-/// `[batch, seq, heads, d]` storage with 3 elements of padding after each head's row (a
-/// gap that must stay untouched in O), or packed.
+/// The case's view of a `seq`-long tensor: `[batch, seq, heads, d]` with 3 elements of
+/// padding per head row when `bshd` (CPU: any padding), else packed.
 fn shape(c: &Case, seq: usize) -> HeadsShape {
-    if c.bshd {
-        let sh = c.d + 3;
-        HeadsShape {
-            batch: c.batch,
-            heads: c.heads,
-            seq,
-            head_dim: c.d,
-            stride_s: c.heads * sh,
-            stride_h: sh,
-            stride_b: seq * c.heads * sh,
-        }
-    } else {
-        HeadsShape::packed(c.batch, c.heads, seq, c.d)
-    }
+    common::heads_shape(c.batch, c.heads, seq, c.d, c.bshd.then_some(3))
 }
 
 fn heads<'a, T>(data: &'a [T], s: &HeadsShape) -> Heads<'a, T> {

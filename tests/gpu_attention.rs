@@ -39,23 +39,10 @@ struct Case {
     bshd: bool,
 }
 
-/// `[batch, seq, heads, d]` storage with 8 elements of padding after each head's row (TMA
-/// needs 16-byte strides), or packed.
+/// The case's view of a `seq`-long tensor: `[batch, seq, heads, d]` with 8 elements of
+/// padding per head row when `bshd` (TMA needs 16-byte strides), else packed.
 fn shape(c: &Case, seq: usize) -> HeadsShape {
-    if c.bshd {
-        let sh = c.d + 8;
-        HeadsShape {
-            batch: c.batch,
-            heads: c.heads,
-            seq,
-            head_dim: c.d,
-            stride_s: c.heads * sh,
-            stride_h: sh,
-            stride_b: seq * c.heads * sh,
-        }
-    } else {
-        HeadsShape::packed(c.batch, c.heads, seq, c.d)
-    }
+    common::heads_shape(c.batch, c.heads, seq, c.d, c.bshd.then_some(8))
 }
 
 fn on_device<'a, T>(data: &'a CudaSlice<T>, s: &HeadsShape) -> Heads<'a, T> {

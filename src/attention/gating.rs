@@ -161,6 +161,34 @@ fn pool<T: Element>(data: &[T], s: &HeadsShape, b: usize, h: usize, block: usize
     out
 }
 
+/// Q and K of the pooled gating agree (batch, heads, head_dim >= 1) and their buffers hold
+/// their views: the one check of the pooled gating's inputs, host and device.
+pub(crate) fn check_gating_inputs(
+    q: &HeadsShape,
+    q_len: usize,
+    k: &HeadsShape,
+    k_len: usize,
+) -> Result<(), Error> {
+    for (what, expected, got) in [
+        ("batch of K (= batch of Q)", q.batch, k.batch),
+        ("heads of K (= heads of Q)", q.heads, k.heads),
+        ("head_dim of K (= head_dim of Q)", q.head_dim, k.head_dim),
+    ] {
+        if expected != got {
+            return Err(Error::ShapeMismatch {
+                what,
+                expected,
+                got,
+            });
+        }
+    }
+    if q.head_dim == 0 {
+        return Err(Error::InvalidArgument("head_dim must be at least 1".into()));
+    }
+    super::check_buffer("Q", q, q_len)?;
+    super::check_buffer("K", k, k_len)
+}
+
 /// Pooled block scores of host Q and K, `[batch, heads, q_blocks, k_blocks]` packed.
 pub fn pooled_scores<T: Element>(
     q: &Heads<'_, T>,
@@ -178,24 +206,7 @@ pub fn pooled_scores<T: Element>(
         }
     };
     let (qs, ks) = (q.shape, k.shape);
-    for (what, expected, got) in [
-        ("batch of K (= batch of Q)", qs.batch, ks.batch),
-        ("heads of K (= heads of Q)", qs.heads, ks.heads),
-        ("head_dim of K (= head_dim of Q)", qs.head_dim, ks.head_dim),
-    ] {
-        if expected != got {
-            return Err(Error::ShapeMismatch {
-                what,
-                expected,
-                got,
-            });
-        }
-    }
-    if qs.head_dim == 0 {
-        return Err(Error::InvalidArgument("head_dim must be at least 1".into()));
-    }
-    super::check_buffer("Q", &qs, qd.len())?;
-    super::check_buffer("K", &ks, kd.len())?;
+    check_gating_inputs(&qs, qd.len(), &ks, kd.len())?;
     let opts = TopkOptions::new(0).blocks(block_q, block_k);
     let (q_blocks, k_blocks, rows) = gating_dims(qs.batch, qs.heads, qs.seq, ks.seq, &opts)?;
     let len = rows.checked_mul(k_blocks).ok_or(Error::InvalidArgument(

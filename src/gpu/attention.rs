@@ -203,32 +203,41 @@ fn attention_problem<T: Element>(
     })
 }
 
-/// The device gating's output: row offsets known before the launch, columns filled by it.
-fn gating_output(
-    stream: &Arc<CudaStream>,
-    rows: usize,
-    nnzb: usize,
-) -> Result<(CudaSlice<i32>, CudaSlice<i32>), Error> {
-    Ok((
-        stream.alloc_zeros::<i32>(rows + 1)?,
-        stream.alloc_zeros::<i32>(nnzb.max(1))?,
-    ))
+/// The gating's inputs on the device: Q and K to pool, or given scores.
+enum GatingInput<'a, T> {
+    Pooled(&'a CudaSlice<T>, &'a CudaSlice<T>, HeadsShape, HeadsShape),
+    Scores(&'a CudaSlice<f32>),
 }
 
-#[allow(clippy::too_many_arguments)]
-fn gating_problem(
-    pooled: bool,
-    q: &HeadsShape,
-    k: &HeadsShape,
-    t: sys::DType,
+/// The one gating launch of both entries, after their checks: the problem for C++, the
+/// output arrays (row offsets known before the launch, columns filled by it) and the launch
+/// on the inputs' stream.
+fn run_gating<T: Element>(
+    input: GatingInput<'_, T>,
     (batch, heads, seq_q, seq_k): (usize, usize, usize, usize),
     opts: &TopkOptions,
-    (q_blocks, k_blocks, nnzb): (usize, usize, usize),
-) -> Result<sys::GatingProblem, Error> {
-    Ok(sys::GatingProblem {
+) -> Result<DeviceBlockPatterns, Error> {
+    let nnzb = crate::attention::topk_nnzb(batch, heads, seq_q, seq_k, opts)?;
+    let (q_blocks, k_blocks) = (
+        seq_q.div_ceil(opts.block_q()),
+        seq_k.div_ceil(opts.block_k()),
+    );
+    let rows = batch * heads * q_blocks; // < 2^31: checked by topk_nnzb
+    let empty = HeadsShape::packed(0, 0, 0, 1);
+    let (pooled, qs, ks, t, stream) = match &input {
+        GatingInput::Pooled(_, kd, qs, ks) => (
+            true,
+            *qs,
+            *ks,
+            gpu_dtype::<T>(Backend::Auto)?,
+            kd.stream().clone(),
+        ),
+        GatingInput::Scores(s) => (false, empty, empty, sys::DType::F16, s.stream().clone()),
+    };
+    let problem = sys::GatingProblem {
         pooled,
-        q: heads_desc(q)?,
-        k: heads_desc(k)?,
+        q: heads_desc(&qs)?,
+        k: heads_desc(&ks)?,
         dtype: t,
         scores: 0,
         batch: to_i64("batch", batch)?,
@@ -241,49 +250,35 @@ fn gating_problem(
         block_k: to_i32("block_k", opts.block_k())?,
         q_blocks: to_i64("q_blocks", q_blocks)?,
         k_blocks: to_i64("k_blocks", k_blocks)?,
-        nnzb: to_i32("nnzb", nnzb).map(i64::from)?,
+        nnzb: to_i64("nnzb", nnzb)?,
         row_ptr: 0,
         col_idx: 0,
         stream: 0,
+    };
+    stream.context().bind_to_thread()?;
+    let mut row_ptr = stream.alloc_zeros::<i32>(rows + 1)?;
+    let mut col_idx = stream.alloc_zeros::<i32>(nnzb.max(1))?;
+    let (qk, scores) = match input {
+        GatingInput::Pooled(q, k, _, _) => (Some((q, k)), None),
+        GatingInput::Scores(s) => (None, Some(s)),
+    };
+    let bufs = sys::GatingBuffers {
+        qk,
+        scores,
+        row_ptr: &mut row_ptr,
+        col_idx: &mut col_idx,
+    };
+    check(sys::block_topk(problem, bufs, &stream), Backend::Auto)?;
+    Ok(DeviceBlockPatterns {
+        block_q: opts.block_q(),
+        block_k: opts.block_k(),
+        q_blocks,
+        k_blocks,
+        patterns: batch * heads,
+        nnzb,
+        row_ptr,
+        col_idx,
     })
-}
-
-/// Q and K of the pooled gating agree (batch, heads, head_dim >= 1) and fit their buffers.
-fn check_gating_inputs(
-    q: &HeadsShape,
-    q_len: usize,
-    k: &HeadsShape,
-    k_len: usize,
-) -> Result<(), Error> {
-    for (what, expected, got) in [
-        ("batch of K (= batch of Q)", q.batch, k.batch),
-        ("heads of K (= heads of Q)", q.heads, k.heads),
-        ("head_dim of K (= head_dim of Q)", q.head_dim, k.head_dim),
-    ] {
-        if expected != got {
-            return Err(Error::ShapeMismatch {
-                what,
-                expected,
-                got,
-            });
-        }
-    }
-    if q.head_dim == 0 {
-        return Err(Error::InvalidArgument("head_dim must be at least 1".into()));
-    }
-    for (operand, shape, len) in [("Q", q, q_len), ("K", k, k_len)] {
-        let needed = shape.required_len().ok_or(Error::InvalidArgument(format!(
-            "{operand}: its view's extent overflows usize"
-        )))?;
-        if len < needed {
-            return Err(Error::BufferTooSmall {
-                operand,
-                needed,
-                got: len,
-            });
-        }
-    }
-    Ok(())
 }
 
 /// Top-k key-block gating on the device from mean-pooled Q and K (one launch on K's
@@ -301,43 +296,12 @@ pub fn block_topk<T: Element>(
         ));
     };
     let (qs, ks) = (q.shape(), k.shape());
-    check_gating_inputs(&qs, qd.len(), &ks, kd.len())?;
-    let dims = (qs.batch, qs.heads, qs.seq, ks.seq);
-    let nnzb = crate::attention::topk_nnzb(qs.batch, qs.heads, qs.seq, ks.seq, opts)?;
-    let (q_blocks, k_blocks) = (
-        qs.seq.div_ceil(opts.block_q()),
-        ks.seq.div_ceil(opts.block_k()),
-    );
-    let problem = gating_problem(
-        true,
-        &qs,
-        &ks,
-        gpu_dtype::<T>(Backend::Auto)?,
-        dims,
+    crate::attention::gating::check_gating_inputs(&qs, qd.len(), &ks, kd.len())?;
+    run_gating(
+        GatingInput::Pooled(qd, kd, qs, ks),
+        (qs.batch, qs.heads, qs.seq, ks.seq),
         opts,
-        (q_blocks, k_blocks, nnzb),
-    )?;
-    let stream = kd.stream().clone();
-    stream.context().bind_to_thread()?;
-    let rows = qs.batch * qs.heads * q_blocks; // < 2^31: checked by topk_nnzb
-    let (mut row_ptr, mut col_idx) = gating_output(&stream, rows, nnzb)?;
-    let bufs = sys::GatingBuffers {
-        qk: Some((qd, kd)),
-        scores: None,
-        row_ptr: &mut row_ptr,
-        col_idx: &mut col_idx,
-    };
-    check(sys::block_topk(problem, bufs, &stream), Backend::Auto)?;
-    Ok(DeviceBlockPatterns {
-        block_q: opts.block_q(),
-        block_k: opts.block_k(),
-        q_blocks,
-        k_blocks,
-        patterns: qs.batch * qs.heads,
-        nnzb,
-        row_ptr,
-        col_idx,
-    })
+    )
 }
 
 /// Top-k key-block gating on the device from the caller's scores (`batch*heads*q_blocks*
@@ -346,18 +310,16 @@ pub fn block_topk<T: Element>(
 /// [`block_topk_scores`](crate::attention::block_topk_scores).
 pub fn block_topk_scores(
     scores: &CudaSlice<f32>,
-    (batch, heads, seq_q, seq_k): (usize, usize, usize, usize),
+    dims: (usize, usize, usize, usize),
     opts: &TopkOptions,
 ) -> Result<DeviceBlockPatterns, Error> {
-    let nnzb = crate::attention::topk_nnzb(batch, heads, seq_q, seq_k, opts)?;
-    let (q_blocks, k_blocks) = (
-        seq_q.div_ceil(opts.block_q()),
-        seq_k.div_ceil(opts.block_k()),
-    );
-    let rows = batch * heads * q_blocks; // < 2^31: checked by topk_nnzb
-    let needed = rows.checked_mul(k_blocks).ok_or(Error::InvalidArgument(
-        "batch * heads * q_blocks * k_blocks overflows".into(),
-    ))?;
+    let (batch, heads, seq_q, seq_k) = dims;
+    crate::attention::topk_nnzb(batch, heads, seq_q, seq_k, opts)?; // the dims' checks
+    let needed = (batch * heads * seq_q.div_ceil(opts.block_q()))
+        .checked_mul(seq_k.div_ceil(opts.block_k()))
+        .ok_or(Error::InvalidArgument(
+            "batch * heads * q_blocks * k_blocks overflows".into(),
+        ))?;
     if scores.len() < needed {
         return Err(Error::BufferTooSmall {
             operand: "scores",
@@ -365,35 +327,5 @@ pub fn block_topk_scores(
             got: scores.len(),
         });
     }
-    let empty = HeadsShape::packed(0, 0, 0, 1);
-    let mut problem = gating_problem(
-        false,
-        &empty,
-        &empty,
-        sys::DType::F16,
-        (batch, heads, seq_q, seq_k),
-        opts,
-        (q_blocks, k_blocks, nnzb),
-    )?;
-    problem.scores = 0;
-    let stream = scores.stream().clone();
-    stream.context().bind_to_thread()?;
-    let (mut row_ptr, mut col_idx) = gating_output(&stream, rows, nnzb)?;
-    let bufs = sys::GatingBuffers::<f32> {
-        qk: None,
-        scores: Some(scores),
-        row_ptr: &mut row_ptr,
-        col_idx: &mut col_idx,
-    };
-    check(sys::block_topk(problem, bufs, &stream), Backend::Auto)?;
-    Ok(DeviceBlockPatterns {
-        block_q: opts.block_q(),
-        block_k: opts.block_k(),
-        q_blocks,
-        k_blocks,
-        patterns: batch * heads,
-        nnzb,
-        row_ptr,
-        col_idx,
-    })
+    run_gating::<f32>(GatingInput::Scores(scores), dims, opts)
 }

@@ -285,3 +285,29 @@ pub fn random_patterns(
         .collect();
     sparsek::BlockPatterns::from_block_masks(block, block, &masks).unwrap()
 }
+
+/// `[batch, seq, heads, d]` storage with `pad` elements after each head's row (a gap that
+/// must stay untouched in O), or the packed shape when `pad` is `None`.
+pub fn heads_shape(
+    batch: usize,
+    heads: usize,
+    seq: usize,
+    d: usize,
+    pad: Option<usize>,
+) -> sparsek::HeadsShape {
+    match pad {
+        Some(pad) => {
+            let sh = d + pad;
+            sparsek::HeadsShape {
+                batch,
+                heads,
+                seq,
+                head_dim: d,
+                stride_s: heads * sh,
+                stride_h: sh,
+                stride_b: seq * heads * sh,
+            }
+        }
+        None => sparsek::HeadsShape::packed(batch, heads, seq, d),
+    }
+}
