@@ -169,19 +169,11 @@ pub(crate) fn check_gating_inputs(
     k: &HeadsShape,
     k_len: usize,
 ) -> Result<(), Error> {
-    for (what, expected, got) in [
+    super::check_agree(&[
         ("batch of K (= batch of Q)", q.batch, k.batch),
         ("heads of K (= heads of Q)", q.heads, k.heads),
         ("head_dim of K (= head_dim of Q)", q.head_dim, k.head_dim),
-    ] {
-        if expected != got {
-            return Err(Error::ShapeMismatch {
-                what,
-                expected,
-                got,
-            });
-        }
-    }
+    ])?;
     if q.head_dim == 0 {
         return Err(Error::InvalidArgument("head_dim must be at least 1".into()));
     }

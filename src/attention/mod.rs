@@ -515,6 +515,18 @@ impl AttentionOptions {
     }
 }
 
+/// The first of `(what, expected, got)` whose sizes differ, as `ShapeMismatch`.
+pub(crate) fn check_agree(list: &[(&'static str, usize, usize)]) -> Result<(), Error> {
+    match list.iter().find(|(_, expected, got)| expected != got) {
+        Some(&(what, expected, got)) => Err(Error::ShapeMismatch {
+            what,
+            expected,
+            got,
+        }),
+        None => Ok(()),
+    }
+}
+
 fn check_buffer(operand: &'static str, shape: &HeadsShape, len: usize) -> Result<(), Error> {
     let needed = shape.required_len().ok_or(Error::InvalidArgument(format!(
         "{operand}: its view's extent overflows usize"
@@ -542,7 +554,7 @@ fn check_operands(
     mask: Option<(usize, usize, usize, usize, usize)>,
     opts: &AttentionOptions,
 ) -> Result<(), Error> {
-    for (what, expected, got) in [
+    check_agree(&[
         ("batch of K (= batch of Q)", q.batch, k.batch),
         ("batch of V (= batch of Q)", q.batch, v.batch),
         ("batch of O (= batch of Q)", q.batch, o.batch),
@@ -554,15 +566,7 @@ fn check_operands(
         ("head_dim of O (= head_dim of Q)", q.head_dim, o.head_dim),
         ("seq of V (= seq of K)", k.seq, v.seq),
         ("seq of O (= seq of Q)", q.seq, o.seq),
-    ] {
-        if expected != got {
-            return Err(Error::ShapeMismatch {
-                what,
-                expected,
-                got,
-            });
-        }
-    }
+    ])?;
     if q.head_dim == 0 {
         return Err(Error::InvalidArgument("head_dim must be at least 1".into()));
     }
