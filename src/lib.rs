@@ -29,6 +29,12 @@
 //! # Ok::<(), sparsek::Error>(())
 //! ```
 //!
+//! Block-sparse attention: [`attention`] / [`attention_into`] (`O = softmax(scale·Q·Kᵀ +
+//! M)·V` and its log-sum-exp, the mask `M` a per-head block pattern ([`BlockPatterns`]),
+//! causal, or both), with top-k key-block gating to build the pattern
+//! ([`attention::gating`]); the CPU reference on host operands, the Hopper kernel on device
+//! ones.
+//!
 //! Other entry points: [`BsrMatrix::from_csr`] and [`from_coo`](BsrMatrix::from_coo) for
 //! matrices from elsewhere, [`SparseLinear`] for a pruned linear layer, and with the `cuda`
 //! feature `DeviceBsr` and `gpu` (device operands; memory and streams are

@@ -65,6 +65,8 @@ Result validate(const HeadsView& q, const HeadsView& k, const HeadsView& v, cons
   if (__builtin_mul_overflow(q.batch, q.heads, &rows) || __builtin_mul_overflow(rows, q.seq, &rows) ||
       rows > INT64_MAX / 4)
     return make_result(Status::InvalidArgument, "batch * heads * seq_q overflows (LSE)");
+  if (reinterpret_cast<uintptr_t>(lse) % alignof(float) != 0)
+    return make_result(Status::InvalidArgument, "lse is not 4-byte aligned");
   if (!std::isfinite(options.scale) || options.scale < 0.0f)
     return make_result(Status::InvalidArgument, "scale = %g: must be finite and >= 0 (0: 1/sqrt(head_dim))",
                        double(options.scale));
@@ -91,6 +93,9 @@ Result validate(const HeadsView& q, const HeadsView& k, const HeadsView& v, cons
     if (m.nnzb < 0 || m.nnzb > INT32_MAX || m.nnzb > row_ptr_len * m.k_blocks)
       return make_result(Status::InvalidArgument, "mask.nnzb = %lld is out of range", (long long)m.nnzb);
     if (m.row_ptr == nullptr) return make_result(Status::InvalidArgument, "mask.row_ptr is null");
+    if (reinterpret_cast<uintptr_t>(m.row_ptr) % alignof(int32_t) != 0 ||
+        reinterpret_cast<uintptr_t>(m.col_idx) % alignof(int32_t) != 0)
+      return make_result(Status::InvalidArgument, "mask.row_ptr or mask.col_idx is not 4-byte aligned");
     if (m.nnzb > 0 && m.col_idx == nullptr) return make_result(Status::InvalidArgument, "mask.col_idx is null");
   }
   AttentionProblem p;
@@ -145,6 +150,9 @@ Result gating_dims(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_k, c
 Result run_gating(GatingProblem& g, int32_t* row_ptr, int32_t* col_idx, BlockMaskView* mask, cudaStream_t stream) {
   if (row_ptr == nullptr || (g.nnzb > 0 && col_idx == nullptr))
     return make_result(Status::InvalidArgument, "gating: row_ptr or col_idx is null");
+  if (reinterpret_cast<uintptr_t>(row_ptr) % alignof(int32_t) != 0 ||
+      reinterpret_cast<uintptr_t>(col_idx) % alignof(int32_t) != 0)
+    return make_result(Status::InvalidArgument, "gating: row_ptr or col_idx is not 4-byte aligned");
   if (mask == nullptr) return make_result(Status::InvalidArgument, "gating: mask (the output view) is null");
   g.row_ptr = row_ptr;
   g.col_idx = col_idx;
@@ -222,6 +230,8 @@ Result block_topk_scores(const float* scores, int64_t batch, int64_t heads, int6
   Result r = detail::gating_dims(batch, heads, seq_q, seq_k, options, &g);
   if (r.ok() && scores == nullptr && batch * heads * g.q_blocks * g.k_blocks > 0)
     r = detail::make_result(Status::InvalidArgument, "scores is null");
+  if (r.ok() && reinterpret_cast<uintptr_t>(scores) % alignof(float) != 0)
+    r = detail::make_result(Status::InvalidArgument, "scores is not 4-byte aligned");
   g.scores = scores;
   if (r.ok()) r = detail::run_gating(g, row_ptr, col_idx, mask, stream);
   return detail::finish(r);
