@@ -4,7 +4,8 @@
 // combination is unsupported) and a message that starts with exactly one "sparsek: " and
 // names the defect; nothing may be touched. Each case is a defect the old API accepted or
 // mishandled (negative n, enum values outside their range, int64 overflow of block counts,
-// value counts and dense spans, ...).
+// value counts and dense spans, ...), then the same of dense_spmm, sddmm, attention and the
+// top-k gating.
 //
 // The "device" pointers point into host buffers filled with a poison pattern: a refused
 // call must not read or write them (checked after every call). The test hides every GPU
@@ -15,12 +16,14 @@
 // failure.
 //
 //   cmake --build build --target sparsek_test_api_errors && (cd build && ctest -R api_errors)
+#include <sparsek/attention.hpp>
 #include <sparsek/dense_sparse.hpp>
 #include <sparsek/sddmm.hpp>
 #include <sparsek/sparsek.hpp>
 
 #include <cctype>
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -413,6 +416,73 @@ int main() {
     s.nnzb = 2;
     o.backend = static_cast<Backend>(7);
     expect("sddmm: backend = 7", sparsek::can_implement(a, b, s, o, nullptr), bad_status(), "backend");
+  }
+  {
+    // Attention (attention.hpp): Q, K, V, O [1, 2, 8, 64] packed in the arena, one 128-row
+    // block each way.
+    using sparsek::HeadsView;
+    const HeadsView q = sparsek::packed_heads(mem.b.data(), 1, 2, 8, 64, DType::BF16);
+    const HeadsView kv = sparsek::packed_heads(mem.values.data(), 1, 2, 8, 64, DType::BF16);
+    const HeadsView o = sparsek::packed_heads(mem.c.data(), 1, 2, 8, 64, DType::BF16);
+    sparsek::BlockMaskView m;
+    m.q_blocks = 1, m.k_blocks = 1, m.patterns = 1, m.nnzb = 1;
+    m.row_ptr = reinterpret_cast<const int32_t*>(mem.row_ptr.data());
+    m.col_idx = reinterpret_cast<const int32_t*>(mem.col_idx.data());
+    float* lse = reinterpret_cast<float*>(mem.row_ptr.data() + 64);
+    sparsek::AttentionOptions opt;
+    auto run = [&](HeadsView q_, HeadsView k_, HeadsView o_, float* l, const sparsek::BlockMaskView* mk,
+                   sparsek::AttentionOptions op) { return sparsek::attention(q_, k_, k_, o_, l, mk, op, nullptr); };
+    expect("attention: control", run(q, kv, o, lse, &m, opt), Status::CudaError, "device");
+    HeadsView bad = kv;
+    bad.head_dim = 32;
+    expect("attention: K head_dim != Q's", run(q, bad, o, lse, &m, opt), bad_status(), "K is");
+    bad = o;
+    bad.dtype = DType::F32;
+    expect("attention: f32 O", run(q, kv, bad, lse, &m, opt), bad_status(), "dtype");
+    bad = q;
+    bad.stride_s = -64;
+    expect("attention: negative stride", run(bad, kv, o, lse, &m, opt), bad_status(), "negative");
+    bad = q;
+    bad.stride_b = kHuge;
+    bad.batch = 4;
+    HeadsView kv4 = kv, o4 = o;
+    kv4.batch = o4.batch = 4;
+    expect("attention: Q's extent overflows", run(bad, kv4, o4, lse, nullptr, opt), bad_status(), "overflow");
+    sparsek::BlockMaskView bm = m;
+    bm.k_blocks = 2;
+    expect("attention: mask of the wrong size", run(q, kv, o, lse, &bm, opt), bad_status(), "mask is");
+    bm = m;
+    bm.patterns = 3;
+    expect("attention: 3 patterns for 2 heads", run(q, kv, o, lse, &bm, opt), bad_status(), "patterns");
+    bm = m;
+    bm.block_q = 0;
+    expect("attention: mask block 0", run(q, kv, o, lse, &bm, opt), bad_status(), "blocks");
+    expect("attention: misaligned LSE",
+           run(q, kv, o, reinterpret_cast<float*>(mem.row_ptr.data() + 66), &m, opt), bad_status(), "aligned");
+    sparsek::AttentionOptions nan = opt;
+    nan.scale = NAN;
+    expect("attention: NaN scale", run(q, kv, o, lse, &m, nan), bad_status(), "scale");
+    sparsek::AttentionOptions be = opt;
+    be.backend = static_cast<Backend>(7);
+    expect("attention: backend = 7", run(q, kv, o, lse, &m, be), bad_status(), "backend");
+    int64_t nnzb = -1;
+    sparsek::TopkGatingOptions go;
+    go.top_k = -1;
+    expect("block_topk_nnzb: top_k -1", sparsek::block_topk_nnzb(1, 2, 8, 8, go, &nnzb), bad_status(), "top_k");
+    go.top_k = 4;
+    expect("block_topk_nnzb: batch*heads*blocks overflow", sparsek::block_topk_nnzb(kHuge, 4, 8, 8, go, &nnzb),
+           bad_status(), "int32");
+    sparsek::BlockMaskView out;
+    expect("block_topk_scores: null scores",
+           sparsek::block_topk_scores(nullptr, 1, 2, 256, 256, go, reinterpret_cast<int32_t*>(mem.row_ptr.data()),
+                                      reinterpret_cast<int32_t*>(mem.col_idx.data()), &out, nullptr),
+           bad_status(), "scores");
+    bad = kv;
+    bad.dtype = DType::F16;
+    expect("block_topk: Q and K of two dtypes",
+           sparsek::block_topk(q, bad, go, reinterpret_cast<int32_t*>(mem.row_ptr.data()),
+                               reinterpret_cast<int32_t*>(mem.col_idx.data()), &out, nullptr),
+           bad_status(), "dtype");
   }
   std::printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
