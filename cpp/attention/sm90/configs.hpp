@@ -11,7 +11,6 @@
 //   turns       the consumer warpgroups take turns issuing WGMMAs (mainloop.hpp, the _turns
 //               rows: tuning candidates); the automatic rows issue as soon as their data is
 //               ready.
-//   persistent  one CTA per SM looping over the tiles (kernel.hpp), else one CTA per tile.
 //   automatic   Auto may pick it; chosen_by: the measurement that chose the row.
 //
 // Every row: a CTA owns one 128-row query block of one (batch, head); a producer warp loads Q
@@ -33,7 +32,6 @@ struct AttentionSm90Variant {
   int head_dim;
   int stages;
   bool turns;
-  bool persistent;
   bool automatic;
   const char* chosen_by;
 };
@@ -48,20 +46,17 @@ constexpr DType BF16 = DType::BF16;
 constexpr const char* kRun2 =
     "session 15 run 2 (bench/NOTES.md), bf16 d128 at seq 8192: without turns causal 619 TFLOPS vs 586 with, "
     "top-k 596 vs 598, dense 605 vs 607; d64 causal 411 vs 410";
-constexpr const char* kDesignPersistent = "design: a candidate, not yet measured";
 constexpr const char* kLikeBf16 = "as its bf16 row (session 15 run 2; f16 d128 causal 551 TFLOPS with turns)";
 
 // clang-format off
 inline constexpr AttentionSm90Variant kAttentionSm90Variants[] = {
-    // name                          input head_dim stages turns  persist automatic chosen_by
-    {"attn_sm90_bf16_d128",          BF16, 128,     2,     false, false,  true,     kRun2},
-    {"attn_sm90_f16_d128",           F16,  128,     2,     false, false,  true,     kLikeBf16},
-    {"attn_sm90_bf16_d64",           BF16,  64,     3,     false, false,  true,     kRun2},
-    {"attn_sm90_f16_d64",            F16,   64,     3,     false, false,  true,     kLikeBf16},
-    {"attn_sm90_bf16_d128_turns",    BF16, 128,     2,     true,  false,  false,    kRun2},
-    {"attn_sm90_bf16_d64_turns",     BF16,  64,     3,     true,  false,  false,    kRun2},
-    {"attn_sm90_bf16_d128_persist",  BF16, 128,     2,     false, true,   false,    kDesignPersistent},
-    {"attn_sm90_bf16_d64_persist",   BF16,  64,     3,     false, true,   false,    kDesignPersistent},
+    // name                       input head_dim stages turns  automatic chosen_by
+    {"attn_sm90_bf16_d128",       BF16, 128,     2,     false, true,     kRun2},
+    {"attn_sm90_f16_d128",        F16,  128,     2,     false, true,     kLikeBf16},
+    {"attn_sm90_bf16_d64",        BF16,  64,     3,     false, true,     kRun2},
+    {"attn_sm90_f16_d64",         F16,   64,     3,     false, true,     kLikeBf16},
+    {"attn_sm90_bf16_d128_turns", BF16, 128,     2,     true,  false,    kRun2},
+    {"attn_sm90_bf16_d64_turns",  BF16,  64,     3,     true,  false,    kRun2},
 };
 // clang-format on
 }  // namespace table

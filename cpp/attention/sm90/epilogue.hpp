@@ -1,7 +1,5 @@
-// sparsek attention SM90: the epilogue of one tile: O = O / rowsum in the output type, through
-// shared memory (stmatrix) to one TMA store of the 128 x d tile, and the rows' LSE. The
-// store runs on while the CTA goes on to its next tile (persistent rows); the next
-// epilogue, and the CTA's exit (finish), wait for it.
+// sparsek attention SM90: the epilogue of one CTA: O = O / rowsum in the output type, through
+// shared memory (stmatrix) to one TMA store of the 128 x d tile, and the rows' LSE.
 //
 // TMA clips the store to O's view: rows past seq_q and the gaps of a strided O are never
 // written. A query block that kept no key writes zeros (its accumulators were never
@@ -62,9 +60,6 @@ struct AttentionEpilogue {
           convert(*reinterpret_cast<cutlass::Array<float, kN> const*>(raw_pointer_cast(tOrO.data())));
     }
 
-    // The previous tile's store (a persistent CTA runs several) must have read sO.
-    if (thread == 0) tma_store_wait<0>();
-    cutlass::arch::NamedBarrier::sync(Mainloop::kConsumerThreads, kStoreBarrier);
     Tensor sO = make_tensor(make_smem_ptr(smem.o.data()), SmemLayoutO{});
     auto copy_o = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, mma_pv);
     auto thr_copy = copy_o.get_thread_slice(thread);
@@ -88,11 +83,7 @@ struct AttentionEpilogue {
         if (row < seq_q) ep.lse[bh * seq_q + row] = lse[r];
       }
     }
-  }
-
-  // Before the CTA exits: shared memory stays until the last store has read it.
-  CUTE_DEVICE static void finish(int thread) {
-    if (thread == 0) tma_store_wait<0>();
+    if (thread == 0) tma_store_wait<0>();  // shared memory stays until the store has read it
   }
 };
 

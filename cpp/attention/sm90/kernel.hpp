@@ -6,13 +6,11 @@
 //   warpgroups 1 and 2    consumers: 64 query rows each, S = Q K^T and O += P V on WGMMA,
 //                         online softmax in registers (mainloop.hpp, softmax.hpp), then the
 //                         epilogue (epilogue.hpp).
-// Producers give registers to the consumers (setmaxnreg: 40 / 232).
+// Producers give registers to the consumers (setmaxnreg: 24 / 240).
 //
-// Tile order: t = (batch*heads + head) * q_blocks + (q_blocks - 1 - qb): the tiles of one
-// head run together (its K and V stay in L2 for all its query blocks), the longest causal
-// rows first. One CTA per tile, or (the persistent rows) one CTA per SM taking tiles
-// blockIdx.x, + gridDim.x, ...: its producer loads the next tile's Q and first K, V blocks
-// while the consumers finish the current one (Q is released when its last Q*K^T is done).
+// Grid order: blockIdx.x = (batch*heads + head) * q_blocks + (q_blocks - 1 - qb): the CTAs of
+// one head run together (its K and V stay in L2 for all its query blocks), the longest
+// causal rows first.
 //
 // Deterministic: each output row is computed by one CTA, its key blocks in ascending order.
 //
@@ -69,18 +67,15 @@ struct AttentionKernel {
   using Epilogue = Epilogue_;
   using Pipeline = typename Mainloop::Pipeline;
   static constexpr int kThreads = 384;
-  // The producer keeps its tile loop's state: 40 registers (24 spill it), as CUTLASS's
-  // ping-pong kernel.
-  static constexpr uint32_t kProducerRegisters = 40;
-  static constexpr uint32_t kConsumerRegisters = 232;
+  static constexpr uint32_t kProducerRegisters = 24;
+  static constexpr uint32_t kConsumerRegisters = 240;
 
   struct SharedStorage {
     typename Mainloop::SharedStorage mainloop;
     typename Epilogue::SharedStorage epilogue;
     alignas(16) typename Pipeline::SharedStorage pipe_k;
     alignas(16) typename Pipeline::SharedStorage pipe_v;
-    alignas(8) uint64_t q_full;
-    alignas(8) uint64_t q_empty;
+    alignas(8) uint64_t q_barrier;
   };
 
   struct Params {
@@ -89,34 +84,20 @@ struct AttentionKernel {
     const int32_t* row_ptr;  // the mask (has_mask), stacked patterns
     const int32_t* col_idx;
     int32_t seq_q, seq_k, heads, q_blocks, k_blocks;
-    int64_t batch_heads;
     bool has_mask, per_head_mask, causal;
     float scale;
   };
 
-  // The tile t (query block qb of head bh): bh-major, the longest causal rows first.
-  struct Tile {
-    int64_t bh;
-    int32_t qb, h, b;
-    KeyBlockRange range;
-  };
-  CUTE_DEVICE static Tile tile(Params const& p, int64_t t) {
-    Tile x;
-    x.bh = t / p.q_blocks;
-    x.qb = p.q_blocks - 1 - int32_t(t % p.q_blocks);
-    x.h = int32_t(x.bh % p.heads);
-    x.b = int32_t(x.bh / p.heads);
-    const int64_t mask_row = (p.per_head_mask ? x.bh * p.q_blocks : 0) + x.qb;
-    // 128 x 128 tiles: the last key block with a key <= the block's last query is qb.
-    x.range = key_block_range(p.row_ptr, p.col_idx, p.has_mask, p.causal, mask_row, p.k_blocks, x.qb);
-    return x;
-  }
-
-  // Tiles blockIdx.x, blockIdx.x + gridDim.x, ...: one per CTA (grid = tiles) or several
-  // (persistent rows: grid = SMs), the pipelines' states carried from tile to tile.
   CUTE_DEVICE static void run(Params const& p, char* smem_raw) {
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(smem_raw);
     const int warp_group = int(threadIdx.x) / cutlass::NumThreadsPerWarpGroup;
+    const int64_t bh = int64_t(blockIdx.x) / p.q_blocks;
+    const int32_t qb = p.q_blocks - 1 - int32_t(int64_t(blockIdx.x) % p.q_blocks);
+    const int32_t h = int32_t(bh % p.heads), b = int32_t(bh / p.heads);
+    const int64_t mask_row = (p.per_head_mask ? bh * p.q_blocks : 0) + qb;
+    // 128 x 128 tiles: the last key block with a key <= the block's last query is qb.
+    const KeyBlockRange range =
+        key_block_range(p.row_ptr, p.col_idx, p.has_mask, p.causal, mask_row, p.k_blocks, qb);
 
     typename Pipeline::Params pipe;
     pipe.transaction_bytes = Mainloop::kBytesKV;
@@ -125,47 +106,29 @@ struct AttentionKernel {
     pipe.num_consumers = Mainloop::kConsumerThreads;
     Pipeline pipe_k(smem.pipe_k, pipe, Shape<_1, _1, _1>{});
     Pipeline pipe_v(smem.pipe_v, pipe, Shape<_1, _1, _1>{});
-    if (threadIdx.x == 0) {
-      cutlass::arch::ClusterTransactionBarrier::init(&smem.q_full, 1);
-      cutlass::arch::ClusterBarrier::init(&smem.q_empty, Mainloop::kConsumerThreads);
-    }
+    if (threadIdx.x == 0) cutlass::arch::ClusterTransactionBarrier::init(&smem.q_barrier, 1);
     cutlass::arch::fence_barrier_init();
     __syncthreads();
 
-    const int64_t tiles = int64_t(p.q_blocks) * p.batch_heads;
-    typename Mainloop::QBarriers q_bar{&smem.q_full, &smem.q_empty, 0};
     if (warp_group == 0) {
       cutlass::arch::warpgroup_reg_dealloc<kProducerRegisters>();
-      if (threadIdx.x >= 32) return;
-      typename Mainloop::PipelineState write = cutlass::make_producer_start_state<Pipeline>();
-      for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-        const Tile x = tile(p, t);
-        if (x.range.count() == 0) continue;
-        Mainloop::load(p.mainloop, pipe_k, pipe_v, write, smem.mainloop, q_bar, x.range, p.col_idx, x.qb, x.h, x.b,
+      if (threadIdx.x < 32 && range.count() > 0)
+        Mainloop::load(p.mainloop, pipe_k, pipe_v, smem.mainloop, &smem.q_barrier, range, p.col_idx, qb, h, b,
                        int(threadIdx.x));
-        ++q_bar.tile;
-      }
       return;
     }
     cutlass::arch::warpgroup_reg_alloc<kConsumerRegisters>();
     const int thread = int(threadIdx.x) - cutlass::NumThreadsPerWarpGroup;
-    typename Mainloop::PipelineState read_k, read_v;
-    for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-      const Tile x = tile(p, t);
-      typename Mainloop::TiledMmaPV mma_pv;
-      Tensor tOrO = partition_fragment_C(mma_pv, Shape<typename Mainloop::TileM, typename Mainloop::HeadDim>{});
-      OnlineSoftmax<2> softmax(p.scale);
-      const bool empty = x.range.count() == 0;
-      if (!empty) {
-        Mainloop::mma(pipe_k, pipe_v, read_k, read_v, smem.mainloop, q_bar, x.range, p.col_idx, thread,
-                      x.qb * kBlockM, p.seq_k, p.causal, tOrO, softmax);
-        ++q_bar.tile;
-      }
-      float inv_sum[2], lse[2];
-      softmax.finish(inv_sum, lse);
-      Epilogue::store(p.epilogue, smem.epilogue, tOrO, inv_sum, lse, empty, thread, x.qb, x.h, x.b, x.bh, p.seq_q);
-    }
-    Epilogue::finish(thread);
+    typename Mainloop::TiledMmaPV mma_pv;
+    Tensor tOrO = partition_fragment_C(mma_pv, Shape<typename Mainloop::TileM, typename Mainloop::HeadDim>{});
+    OnlineSoftmax<2> softmax(p.scale);
+    const bool empty = range.count() == 0;
+    if (!empty)
+      Mainloop::mma(pipe_k, pipe_v, smem.mainloop, &smem.q_barrier, range, p.col_idx, thread, qb * kBlockM, p.seq_k,
+                    p.causal, tOrO, softmax);
+    float inv_sum[2], lse[2];
+    softmax.finish(inv_sum, lse);
+    Epilogue::store(p.epilogue, smem.epilogue, tOrO, inv_sum, lse, empty, thread, qb, h, b, bh, p.seq_q);
   }
 };
 
@@ -227,7 +190,6 @@ cudaError_t launch_row(const AttentionProblem& p, cudaStream_t stream) {
   params.seq_q = int32_t(p.seq_q());
   params.seq_k = int32_t(p.seq_k());
   params.heads = int32_t(p.heads());
-  params.batch_heads = p.batch() * p.heads();
   params.q_blocks = int32_t((p.seq_q() + kBlockM - 1) / kBlockM);
   params.k_blocks = int32_t((p.seq_k() + kBlockN - 1) / kBlockN);
   params.has_mask = p.has_mask;
@@ -239,11 +201,7 @@ cudaError_t launch_row(const AttentionProblem& p, cudaStream_t stream) {
   const void* kernel = probe_kernel<kRow>();
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e != cudaSuccess) return e;
-  // One CTA per tile, or (persistent rows) one per SM looping over the tiles.
-  const int64_t tiles = int64_t(params.q_blocks) * p.batch() * p.heads();  // <= INT32_MAX (family.cu)
-  const int64_t grid = KernelOf<kRow>::kVariant.persistent && p.device.sm_count > 0 && p.device.sm_count < tiles
-                           ? int64_t(p.device.sm_count)
-                           : tiles;
+  const int64_t grid = int64_t(params.q_blocks) * p.batch() * p.heads();  // <= INT32_MAX (family.cu)
   attention_sm90_kernel<kRow><<<dim3(uint32_t(grid)), dim3(Kernel::kThreads), size_t(smem), stream>>>(params);
   return cudaGetLastError();
 }

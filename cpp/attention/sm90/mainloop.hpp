@@ -94,21 +94,10 @@ struct AttentionMainloop {
     HeadsShape shape_q, shape_k;
   };
 
-  // Q's barriers: q_full completes when a tile's Q has landed (TMA transaction bytes),
-  // q_empty when the consumers no longer read it (all their threads arrive). The n-th tile
-  // with key blocks that a CTA runs uses phase n & 1 of both.
-  struct QBarriers {
-    uint64_t* full;
-    uint64_t* empty;
-    uint32_t tile;  // tiles with key blocks this CTA ran before this one
-  };
-
-  // The producer warp (all 32 lanes; lane 0 issues): the tile's Q, once the consumers are
-  // done with the previous tile's, then K and V of each key block. `write` carries on from
-  // tile to tile.
-  CUTE_DEVICE static void load(Params const& mp, Pipeline& pipe_k, Pipeline& pipe_v, PipelineState& write,
-                               SharedStorage& smem, QBarriers const& qb_bar, KeyBlockRange const& range,
-                               const int32_t* col_idx, int32_t qb, int32_t h, int32_t b, int lane) {
+  // The producer warp (all 32 lanes; lane 0 issues): Q once, then K and V of each key block.
+  CUTE_DEVICE static void load(Params const& mp, Pipeline& pipe_k, Pipeline& pipe_v, SharedStorage& smem,
+                               uint64_t* q_barrier, KeyBlockRange const& range, const int32_t* col_idx, int32_t qb,
+                               int32_t h, int32_t b, int lane) {
     Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), SmemLayoutQ{});
     Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), SmemLayoutKV{});
     Tensor sV = make_tensor(make_smem_ptr(smem.v.data()), SmemLayoutKV{});
@@ -123,11 +112,11 @@ struct AttentionMainloop {
     auto [tVgV, tVsV] = tma_partition(mp.tma_v, Int<0>{}, cute::Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
 
     KeyBlockIterator it(range, col_idx, lane);
-    if (qb_bar.tile > 0) cutlass::arch::ClusterBarrier::wait(qb_bar.empty, (qb_bar.tile - 1) & 1);
     if (lane == 0) {
-      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(qb_bar.full, kBytesQ);
-      copy(mp.tma_q.with(*qb_bar.full), tQgQ, tQsQ);
+      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(q_barrier, kBytesQ);
+      copy(mp.tma_q.with(*q_barrier), tQgQ, tQsQ);
     }
+    PipelineState write = cutlass::make_producer_start_state<Pipeline>();
     for (int32_t n = 0; n < range.count(); ++n) {
       const int32_t kb = it.block();
       if (lane == 0) {
@@ -144,12 +133,10 @@ struct AttentionMainloop {
   // The consumer warpgroups (thread 0..255): the query block's S, softmax and O over its key
   // blocks (range.count() > 0). `q0`: the block's first query row. Leaves O unnormalized
   // (the epilogue divides by the row sums, softmax.finish()).
-  // `read_k`, `read_v` carry on from tile to tile; Q is released (q_empty) at the end.
   template <class FragO>
-  CUTE_DEVICE static void mma(Pipeline& pipe_k, Pipeline& pipe_v, PipelineState& read_k, PipelineState& read_v,
-                              SharedStorage& smem, QBarriers const& qb_bar, KeyBlockRange const& range,
-                              const int32_t* col_idx, int thread, int32_t q0, int32_t seq_k, bool causal, FragO& tOrO,
-                              OnlineSoftmax<2>& softmax) {
+  CUTE_DEVICE static void mma(Pipeline& pipe_k, Pipeline& pipe_v, SharedStorage& smem, uint64_t* q_barrier,
+                              KeyBlockRange const& range, const int32_t* col_idx, int thread, int32_t q0,
+                              int32_t seq_k, bool causal, FragO& tOrO, OnlineSoftmax<2>& softmax) {
     TiledMmaQK mma_qk;
     TiledMmaPV mma_pv;
     auto thr_qk = mma_qk.get_thread_slice(thread);
@@ -221,8 +208,9 @@ struct AttentionMainloop {
       if (wg == 1) cutlass::arch::NamedBarrier::arrive(kConsumerThreads, kTurnBarrier);
 
     KeyBlockIterator it(range, col_idx, thread % 32);
+    PipelineState read_k, read_v;
     float o_scale[2];
-    cutlass::arch::ClusterTransactionBarrier::wait(qb_bar.full, qb_bar.tile & 1);
+    cutlass::arch::ClusterTransactionBarrier::wait(q_barrier, 0);
 
     pipe_k.consumer_wait(read_k);
     take_turn();
@@ -255,8 +243,6 @@ struct AttentionMainloop {
       ++read_v;
       convert_p();
     }
-    // Every Q*K^T of the tile has completed: the producer may load the next tile's Q.
-    cutlass::arch::ClusterBarrier::arrive(qb_bar.empty);
     if (count > 1) scale_rows(o_rows, o_scale);
     pipe_v.consumer_wait(read_v);
     take_turn();
@@ -265,7 +251,6 @@ struct AttentionMainloop {
     warpgroup_wait<0>();
     warpgroup_fence_operand(tOrO);
     pipe_v.consumer_release(read_v);
-    ++read_v;
   }
 };
 
