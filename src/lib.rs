@@ -29,7 +29,7 @@
 //! # Ok::<(), sparsek::Error>(())
 //! ```
 //!
-//! Block-sparse attention: [`attention`] / [`attention_into`] (`O = softmax(scale·Q·Kᵀ +
+//! Block-sparse attention: [`attention()`] / [`attention_into`] (`O = softmax(scale·Q·Kᵀ +
 //! M)·V` and its log-sum-exp, the mask `M` a per-head block pattern ([`BlockPatterns`]),
 //! causal, or both), with top-k key-block gating to build the pattern
 //! ([`attention::gating`]); the CPU reference on host operands, the Hopper kernel on device
