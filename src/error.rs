@@ -223,10 +223,11 @@ pub enum Error {
         /// Leading dimension of the view, in elements.
         ld: usize,
     },
-    /// A dense view's leading dimension is below its contiguous extent (or below 1).
+    /// A dense view's leading dimension (a heads view's row stride) is below its
+    /// contiguous extent (or below 1): its rows would overlap.
     #[error("{operand}: leading dimension {ld} is smaller than {min}")]
     LeadingDimension {
-        /// The operand: `"B"` or `"C"`.
+        /// The operand: `"B"`, `"C"`, or a heads view (`"Q"`, `"K"`, `"V"`, `"O"`).
         operand: &'static str,
         /// The leading dimension given, in elements.
         ld: usize,
@@ -269,6 +270,25 @@ pub enum Error {
     /// `SPARSEK_VARIANT`), or a size that does not fit the kernels' integer types.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// An output view overlaps itself (`other == output`: two of its elements share an
+    /// address, e.g. a head stride of 0 with several heads) or an input: the result would
+    /// depend on the order of the writes, so the call is refused.
+    #[error("{output} overlaps {}", if output == other { "itself" } else { other })]
+    Overlap {
+        /// The output view.
+        output: &'static str,
+        /// The operand it overlaps (the output itself for a self-overlapping view).
+        other: &'static str,
+    },
+    /// A device operand belongs to another CUDA context (another device) than the stream
+    /// the call launches on: its pointer would mean nothing there.
+    #[error("{operand} is in another CUDA context than the launch stream ({detail})")]
+    ContextMismatch {
+        /// The operand.
+        operand: &'static str,
+        /// The two contexts' devices.
+        detail: String,
+    },
     /// A CUDA call failed (driver, allocation, launch); the message says which.
     #[error("CUDA error: {0}")]
     Cuda(String),

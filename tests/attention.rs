@@ -51,10 +51,10 @@ fn run_case<T: Element>(c: Case, rng: &mut StdRng) {
     let k: Vec<T> = random_vec(ks.required_len().unwrap(), rng);
     let v: Vec<T> = random_vec(ks.required_len().unwrap(), rng);
     let (qb, kb) = (c.seq_q.div_ceil(c.block), c.seq_k.div_ceil(c.block));
-    let patterns = if c.per_head { c.batch * c.heads } else { 1 };
+    let per_head = c.per_head.then_some((c.batch, c.heads));
     let mask = match c.mask {
         MaskKind::None => None,
-        MaskKind::Random => Some(random_patterns(rng, patterns, qb, kb, c.block, 0.5)),
+        MaskKind::Random => Some(random_patterns(rng, per_head, qb, kb, c.block, 0.5)),
         MaskKind::TopK(top) => Some(
             block_topk_pooled(
                 &heads(&q, &qs),

@@ -78,12 +78,12 @@ fn run_case<T: Element + cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZer
         upload(&stream, &k),
         upload(&stream, &v),
     );
-    let patterns = if c.per_head { c.batch * c.heads } else { 1 };
+    let per_head = c.per_head.then_some((c.batch, c.heads));
     let (qb, kb) = (c.seq_q.div_ceil(128), c.seq_k.div_ceil(128));
     let mask: Option<DeviceBlockPatterns> = match c.mask {
         MaskKind::None => None,
         MaskKind::Random => Some(
-            DeviceBlockPatterns::upload(&random_patterns(rng, patterns, qb, kb, 128, 0.5), &stream)
+            DeviceBlockPatterns::upload(&random_patterns(rng, per_head, qb, kb, 128, 0.5), &stream)
                 .unwrap(),
         ),
         MaskKind::TopK(top) => Some(
@@ -256,9 +256,11 @@ fn attention_is_deterministic() {
         upload(&stream, &random_vec::<bf16>(x.len(), &mut rng)),
         upload(&stream, &random_vec::<bf16>(x.len(), &mut rng)),
     );
-    let mask =
-        DeviceBlockPatterns::upload(&random_patterns(&mut rng, b * h, 8, 8, 128, 0.5), &stream)
-            .unwrap();
+    let mask = DeviceBlockPatterns::upload(
+        &random_patterns(&mut rng, Some((b, h)), 8, 8, 128, 0.5),
+        &stream,
+    )
+    .unwrap();
     let mut o = stream.alloc_zeros::<bf16>(x.len()).unwrap();
     let mut lse = stream.alloc_zeros::<f32>(b * h * s).unwrap();
     let mut first: Option<(Vec<bf16>, Vec<f32>)> = None;

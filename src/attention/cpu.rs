@@ -1,6 +1,8 @@
 //! The CPU reference of attention: per (batch, head, query row), the kept keys' scores in
 //! f32 (inputs widened exactly), the softmax with the row max subtracted, O = Σ p·v / Σ p in
-//! f32, rounded once. Rows run in parallel over (batch, head) pairs on scoped threads.
+//! f32, rounded once. (Batch, head) pairs run in parallel on rayon's pool.
+
+use rayon::prelude::*;
 
 use super::{AttentionOptions, BlockPatterns, HeadsShape};
 use crate::element::Element;
@@ -84,14 +86,28 @@ pub(super) fn attention<T: Element>(
     let qs = *ops.q.1;
     let (o, os) = (ops.o.0, *ops.o.1);
     let (batch, heads, seq, d) = (qs.batch, qs.heads, qs.seq, qs.head_dim);
-    if batch == 0 || heads == 0 || seq == 0 {
+    // The entry checked O: its view fits its buffer and addresses each element once, so
+    // batch·heads·seq·d <= o.len(): every size below is bounded by O's buffer.
+    let elements = os.elements().ok_or(Error::InvalidArgument(
+        "batch * heads * seq * head_dim overflows".into(),
+    ))?;
+    if elements == 0 {
         return Ok(());
     }
-    let scale = opts.get_scale(d);
     let pairs = batch * heads;
-    // Each (batch, head) computes into its own buffers; the strided O is written afterwards
-    // (O's views of different heads may interleave in memory).
-    let compute = |bh: usize| {
+    let scale = opts.get_scale(d);
+    let threads = rayon::current_num_threads().clamp(1, pairs);
+    // Every buffer before the first write (so an allocation failure leaves O untouched):
+    // one (rows, LSE) pair per thread, reused wave after wave.
+    let mut buffers: Vec<HeadResult> = Vec::new();
+    for _ in 0..threads {
+        let mut rows = crate::format::try_vec("attention rows", seq * d)?;
+        rows.resize(seq * d, 0f32);
+        let mut lses = crate::format::try_vec("attention LSE rows", seq)?;
+        lses.resize(seq, 0f32);
+        buffers.push((rows, lses));
+    }
+    let compute = |bh: usize, (rows, lses): &mut HeadResult| {
         let (b, h) = (bh / heads, bh % heads);
         let head = Head {
             b,
@@ -103,51 +119,31 @@ pub(super) fn attention<T: Element>(
             causal: opts.get_causal(),
             scale,
         };
-        let mut rows = vec![0f32; seq * d];
-        let mut lses = vec![0f32; seq];
+        // K's rows are disjoint (checked at the entry): at most K's buffer of scores.
         let mut scores = Vec::new();
         for i in 0..seq {
             lses[i] = head.row(i, &mut scores, &mut rows[i * d..(i + 1) * d]);
         }
-        (rows, lses)
     };
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(pairs);
-    let mut results: Vec<HeadResult> = Vec::with_capacity(pairs);
-    if threads <= 1 {
-        results.extend((0..pairs).map(compute));
-    } else {
-        let per = pairs.div_ceil(threads);
-        let compute = &compute;
-        let chunks: Vec<Option<Vec<HeadResult>>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..threads)
-                .map(|t| {
-                    scope.spawn(move || {
-                        (t * per..((t + 1) * per).min(pairs))
-                            .map(compute)
-                            .collect::<Vec<_>>()
-                    })
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().ok()).collect()
-        });
-        for chunk in chunks {
-            results.extend(chunk.ok_or(Error::InvalidArgument(
-                "a CPU attention worker thread failed".into(),
-            ))?);
-        }
-    }
     let mut lse = lse;
-    for (bh, (rows, lses)) in results.into_iter().enumerate() {
-        let (b, h) = (bh / heads, bh % heads);
-        for i in 0..seq {
-            for c in 0..d {
-                o[os.offset(b, h, i, c)] = T::from_f32(rows[i * d + c]);
+    // Waves of `threads` (batch, head) pairs: each computes into its thread's buffers, then
+    // the wave is written (O's views of different heads may interleave in memory).
+    for first in (0..pairs).step_by(threads) {
+        let wave = first..(first + threads).min(pairs);
+        let bufs = &mut buffers[..wave.len()];
+        bufs.par_iter_mut()
+            .enumerate()
+            .for_each(|(t, buf)| compute(first + t, buf));
+        for (bh, (rows, lses)) in wave.zip(bufs.iter()) {
+            let (b, h) = (bh / heads, bh % heads);
+            for i in 0..seq {
+                for c in 0..d {
+                    o[os.offset(b, h, i, c)] = T::from_f32(rows[i * d + c]);
+                }
             }
-        }
-        if let Some(l) = lse.as_deref_mut() {
-            l[bh * seq..(bh + 1) * seq].copy_from_slice(&lses);
+            if let Some(l) = lse.as_deref_mut() {
+                l[bh * seq..(bh + 1) * seq].copy_from_slice(lses);
+            }
         }
     }
     Ok(())

@@ -127,25 +127,82 @@ pub fn topk_nnzb(
     opts: &TopkOptions,
 ) -> Result<usize, Error> {
     let (q_blocks, k_blocks, _) = gating_dims(batch, heads, seq_q, seq_k, opts)?;
-    let per_pattern: usize = (0..q_blocks)
-        .map(|i| opts.top_k.min(opts.candidates(i, k_blocks)))
-        .sum();
-    per_pattern
-        .checked_mul(batch * heads)
-        .filter(|&n| n <= i32::MAX as usize)
+    // gating_dims checked batch * heads.
+    let patterns = batch * heads;
+    if patterns == 0 {
+        return Ok(0);
+    }
+    kept_per_pattern(opts, q_blocks, k_blocks)
+        .checked_mul(patterns as u128)
+        .filter(|&n| n <= i32::MAX as u128)
+        .map(|n| n as usize)
         .ok_or(Error::InvalidArgument(
             "gating: the kept blocks do not fit i32".into(),
         ))
 }
 
+/// `Σ_{i < q_blocks} min(top_k, candidates(i))`, in closed form (no loop over the query
+/// blocks, which may number 2^31).
+fn kept_per_pattern(opts: &TopkOptions, q_blocks: usize, k_blocks: usize) -> u128 {
+    let (n, kb) = (q_blocks as u128, k_blocks as u128);
+    let t = (opts.top_k as u128).min(kb);
+    if !opts.causal || t == 0 {
+        return n * t;
+    }
+    // Causal: candidates(i) = min(kb, f(i)), f(i) = ((i+1)·bq - 1) / bk + 1, non-decreasing;
+    // min(t, candidates(i)) = min(t, f(i)) since t <= kb. f(i) >= t from
+    // i0 = ceil(((t-1)·bk + 1) / bq) - 1 on.
+    let (bq, bk) = (opts.block_q as u128, opts.block_k as u128);
+    let i0 = ((t - 1) * bk + 1).div_ceil(bq) - 1;
+    let below = i0.min(n);
+    // Σ_{i < below} f(i) = below + Σ_{i < below} floor((bq·i + bq - 1) / bk).
+    below + floor_sum(below, bk, bq, bq - 1) + (n - below) * t
+}
+
+/// `Σ_{i < n} floor((a·i + b) / m)` for `m >= 1` (the Euclidean-like reduction).
+fn floor_sum(mut n: u128, mut m: u128, mut a: u128, mut b: u128) -> u128 {
+    let mut sum = 0u128;
+    loop {
+        if n == 0 {
+            return sum;
+        }
+        if a >= m {
+            sum += n * (n - 1) / 2 * (a / m);
+            a %= m;
+        }
+        if b >= m {
+            sum += n * (b / m);
+            b %= m;
+        }
+        let y = a * n + b;
+        if y < m {
+            return sum;
+        }
+        n = y / m;
+        b = y % m;
+        std::mem::swap(&mut m, &mut a);
+    }
+}
+
 /// Rows per group of the pooled sums (the device's too: cpp/attention/gating.cu).
 const POOL_GROUP: usize = 16;
 
-/// The per-column means of the blocks of one head, `[blocks, head_dim]`.
-fn pool<T: Element>(data: &[T], s: &HeadsShape, b: usize, h: usize, block: usize) -> Vec<f32> {
+/// The per-column means of the blocks of one head, `[blocks, head_dim]` (a fallible
+/// allocation: a broadcast view, stride 0, may address far fewer elements than it pools).
+fn pool<T: Element>(
+    data: &[T],
+    s: &HeadsShape,
+    b: usize,
+    h: usize,
+    block: usize,
+) -> Result<Vec<f32>, Error> {
     let d = s.head_dim;
     let blocks = s.seq.div_ceil(block);
-    let mut out = vec![0f32; blocks * d];
+    let len = blocks.checked_mul(d).ok_or(Error::InvalidArgument(
+        "gating: blocks * head_dim overflows".into(),
+    ))?;
+    let mut out = crate::format::try_vec("pooled block means", len)?;
+    out.resize(len, 0f32);
     for j in 0..blocks {
         let rows = (j * block..((j + 1) * block).min(s.seq)).len();
         for c in 0..d {
@@ -158,7 +215,7 @@ fn pool<T: Element>(data: &[T], s: &HeadsShape, b: usize, h: usize, block: usize
             out[j * d + c] = total / rows as f32;
         }
     }
-    out
+    Ok(out)
 }
 
 /// Q and K of the pooled gating agree (batch, heads, head_dim >= 1) and their buffers hold
@@ -208,7 +265,7 @@ pub fn pooled_scores<T: Element>(
     let d = qs.head_dim;
     for b in 0..qs.batch {
         for h in 0..qs.heads {
-            let (pq, pk) = (pool(qd, &qs, b, h, block_q), pool(kd, &ks, b, h, block_k));
+            let (pq, pk) = (pool(qd, &qs, b, h, block_q)?, pool(kd, &ks, b, h, block_k)?);
             for i in 0..q_blocks {
                 for j in 0..k_blocks {
                     let (a, c) = (&pq[i * d..(i + 1) * d], &pk[j * d..(j + 1) * d]);
@@ -244,7 +301,9 @@ pub fn block_topk_scores(
     let mut row_ptr = crate::format::try_vec("row_ptr", rows + 1)?;
     let mut col_idx = crate::format::try_vec("col_idx", nnzb)?;
     row_ptr.push(0i32);
-    let (mut order, mut keep) = (Vec::new(), vec![false; k_blocks]);
+    // k_blocks <= scores.len() unless there are no rows.
+    let mut keep = vec![false; if rows == 0 { 0 } else { k_blocks }];
+    let mut order = Vec::new();
     for r in 0..rows {
         let cand = opts.candidates(r % q_blocks.max(1), k_blocks);
         let row = &scores[r * k_blocks..r * k_blocks + cand];
@@ -267,7 +326,8 @@ pub fn block_topk_scores(
         batch * heads,
         row_ptr,
         col_idx,
-    )
+    )?
+    .with_heads(batch, heads)
 }
 
 /// The top-k mask of host Q and K's pooled scores ([`pooled_scores`]).

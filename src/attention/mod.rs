@@ -98,6 +98,50 @@ impl HeadsShape {
             .checked_add(self.head_dim)
     }
 
+    /// Elements the view addresses logically, `batch·heads·seq·head_dim`, or `None` on
+    /// overflow.
+    pub fn elements(&self) -> Option<usize> {
+        self.batch
+            .checked_mul(self.heads)?
+            .checked_mul(self.seq)?
+            .checked_mul(self.head_dim)
+    }
+
+    /// Whether no two elements of the view share an address: taking the dims of extent > 1
+    /// by ascending stride, each stride is at least the span of the dims before it (`head_dim`
+    /// contiguous first). Packed and `[batch, seq, heads, head_dim]` views are; a stride of
+    /// 0 over several heads, or `stride_s < head_dim` over several rows, is not. (A view that
+    /// interleaves its dims in another way is refused too, as if it overlapped.) An output
+    /// must not overlap itself: its writes would race on the device.
+    pub fn is_disjoint(&self) -> bool {
+        if self.elements() == Some(0) {
+            return true;
+        }
+        let mut dims = [
+            (self.stride_s, self.seq),
+            (self.stride_h, self.heads),
+            (self.stride_b, self.batch),
+        ];
+        dims.sort_unstable();
+        let mut span = self.head_dim;
+        for (stride, extent) in dims {
+            if extent <= 1 {
+                continue;
+            }
+            if stride < span {
+                return false;
+            }
+            match stride
+                .checked_mul(extent - 1)
+                .and_then(|x| x.checked_add(span))
+            {
+                Some(s) => span = s,
+                None => return false,
+            }
+        }
+        true
+    }
+
     /// Offset of element `(b, h, s, d)` of a view whose `required_len` was checked.
     #[inline]
     pub(crate) fn offset(&self, b: usize, h: usize, s: usize, d: usize) -> usize {
@@ -199,6 +243,10 @@ impl<'a, T> HeadsMut<'a, T> {
 /// pattern `p` is block-rows `p·q_blocks .. (p+1)·q_blocks`. `patterns` is 1 (one pattern
 /// for every (batch, head)) or `batch·heads` (pattern `b·heads + h`). Column indices are
 /// ascending and unique within a row, every one below `k_blocks`.
+///
+/// A per-head set (`patterns > 1`) records the `(batch, heads)` it was made for
+/// ([`with_heads`](Self::with_heads); the gating records it): attention takes it only for
+/// that `(batch, heads)`, so a set made for (2, 3) is not silently read as (3, 2).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BlockPatterns {
     block_q: usize,
@@ -206,6 +254,8 @@ pub struct BlockPatterns {
     q_blocks: usize,
     k_blocks: usize,
     patterns: usize,
+    /// The (batch, heads) a per-head set was made for ([`BlockPatterns::with_heads`]).
+    heads: Option<(usize, usize)>,
     row_ptr: Vec<i32>,
     col_idx: Vec<i32>,
 }
@@ -297,11 +347,13 @@ impl BlockPatterns {
                 col_idx.len()
             )));
         }
+        // Every offset first (non-decreasing from 0 to nnzb, so within col_idx), then the
+        // rows they delimit.
+        if let Some(r) = (0..rows).find(|&r| row_ptr[r + 1] < row_ptr[r]) {
+            return Err(pattern_error(format!("row_ptr decreases at row {r}")));
+        }
         for r in 0..rows {
             let (a, b) = (row_ptr[r], row_ptr[r + 1]);
-            if b < a {
-                return Err(pattern_error(format!("row_ptr decreases at row {r}")));
-            }
             let row = &col_idx[a as usize..b as usize];
             for (i, &c) in row.iter().enumerate() {
                 if c < 0 || c as usize >= k_blocks {
@@ -323,9 +375,24 @@ impl BlockPatterns {
             q_blocks,
             k_blocks,
             patterns,
+            heads: None,
             row_ptr,
             col_idx,
         })
+    }
+
+    /// Records the `(batch, heads)` a per-head set was made for: `patterns` must equal
+    /// `batch·heads`. Attention then takes the set only for that `(batch, heads)`; a set of
+    /// more than one pattern must say it (a single pattern serves every head).
+    pub fn with_heads(mut self, batch: usize, heads: usize) -> Result<Self, Error> {
+        check_pattern_heads(self.patterns, batch, heads)?;
+        self.heads = Some((batch, heads));
+        Ok(self)
+    }
+
+    /// The `(batch, heads)` recorded by [`with_heads`](Self::with_heads), if any.
+    pub fn heads(&self) -> Option<(usize, usize)> {
+        self.heads
     }
 
     /// Rows of a query block.
@@ -378,24 +445,58 @@ impl BlockPatterns {
         seq_q: usize,
         seq_k: usize,
     ) -> Result<(), Error> {
-        check_mask_dims(
-            (
-                self.block_q,
-                self.block_k,
-                self.q_blocks,
-                self.k_blocks,
-                self.patterns,
-            ),
-            (batch, heads, seq_q, seq_k),
-        )
+        check_mask_dims(self.dims(), (batch, heads, seq_q, seq_k))
     }
+
+    /// What [`check_mask_dims`] compares.
+    pub(crate) fn dims(&self) -> MaskDims {
+        MaskDims {
+            block_q: self.block_q,
+            block_k: self.block_k,
+            q_blocks: self.q_blocks,
+            k_blocks: self.k_blocks,
+            patterns: self.patterns,
+            heads: self.heads,
+        }
+    }
+}
+
+/// `patterns = batch·heads`, checked.
+pub(crate) fn check_pattern_heads(
+    patterns: usize,
+    batch: usize,
+    heads: usize,
+) -> Result<(), Error> {
+    let pairs = batch
+        .checked_mul(heads)
+        .ok_or(Error::InvalidArgument("batch * heads overflows".into()))?;
+    check_agree(&[("patterns of the mask (= batch * heads)", pairs, patterns)])
+}
+
+/// The dims of a mask (host or device) that an attention problem is checked against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct MaskDims {
+    pub block_q: usize,
+    pub block_k: usize,
+    pub q_blocks: usize,
+    pub k_blocks: usize,
+    pub patterns: usize,
+    pub heads: Option<(usize, usize)>,
 }
 
 /// The dims check of [`BlockPatterns::check_dims`], for the host and the device patterns.
 pub(crate) fn check_mask_dims(
-    (block_q, block_k, q_blocks, k_blocks, patterns): (usize, usize, usize, usize, usize),
+    mask: MaskDims,
     (batch, heads, seq_q, seq_k): (usize, usize, usize, usize),
 ) -> Result<(), Error> {
+    let MaskDims {
+        block_q,
+        block_k,
+        q_blocks,
+        k_blocks,
+        patterns,
+        heads: made_for,
+    } = mask;
     if q_blocks != seq_q.div_ceil(block_q) {
         return Err(Error::ShapeMismatch {
             what: "query blocks of the mask (= ceil(seq_q / block_q))",
@@ -419,6 +520,17 @@ pub(crate) fn check_mask_dims(
             expected: pairs,
             got: patterns,
         });
+    }
+    if patterns != 1 {
+        let (b, h) = made_for.ok_or(Error::InvalidArgument(
+            "a per-head mask must record the (batch, heads) it was made for \
+             (BlockPatterns::with_heads)"
+                .into(),
+        ))?;
+        check_agree(&[
+            ("batch the per-head mask was made for", batch, b),
+            ("heads the per-head mask was made for", heads, h),
+        ])?;
     }
     Ok(())
 }
@@ -527,6 +639,9 @@ pub(crate) fn check_agree(list: &[(&'static str, usize, usize)]) -> Result<(), E
     }
 }
 
+/// The buffer holds the view, and the view's rows do not overlap (`stride_s >= head_dim`
+/// over several rows): an input may repeat a head (`stride_h = 0`) or a batch, never rows
+/// within a head, so every per-head size is bounded by the buffer.
 fn check_buffer(operand: &'static str, shape: &HeadsShape, len: usize) -> Result<(), Error> {
     let needed = shape.required_len().ok_or(Error::InvalidArgument(format!(
         "{operand}: its view's extent overflows usize"
@@ -536,6 +651,13 @@ fn check_buffer(operand: &'static str, shape: &HeadsShape, len: usize) -> Result
             operand,
             needed,
             got: len,
+        });
+    }
+    if shape.seq > 1 && shape.stride_s < shape.head_dim {
+        return Err(Error::LeadingDimension {
+            operand,
+            ld: shape.stride_s,
+            min: shape.head_dim,
         });
     }
     Ok(())
@@ -551,7 +673,7 @@ fn check_operands(
     o: &HeadsShape,
     lens: [usize; 4],
     lse_len: Option<usize>,
-    mask: Option<(usize, usize, usize, usize, usize)>,
+    mask: Option<MaskDims>,
     opts: &AttentionOptions,
 ) -> Result<(), Error> {
     check_agree(&[
@@ -577,6 +699,14 @@ fn check_operands(
         ("O", o, lens[3]),
     ] {
         check_buffer(operand, shape, len)?;
+    }
+    // O's writes must not race: no two of its elements may share an address. (In safe Rust
+    // an output cannot alias an input: `&mut` against `&`.)
+    if !o.is_disjoint() {
+        return Err(Error::Overlap {
+            output: "O",
+            other: "O",
+        });
     }
     if let Some(len) = lse_len {
         let needed = q
@@ -619,15 +749,9 @@ pub fn attention_into<T: Element>(
     opts: &AttentionOptions,
 ) -> Result<(), Error> {
     let mask_dims = mask.as_ref().map(|m| match m {
-        MaskOperand::Host(p) => (p.block_q, p.block_k, p.q_blocks, p.k_blocks, p.patterns),
+        MaskOperand::Host(p) => p.dims(),
         #[cfg(feature = "cuda")]
-        MaskOperand::Device(p) => (
-            p.block_q(),
-            p.block_k(),
-            p.q_blocks(),
-            p.k_blocks(),
-            p.patterns(),
-        ),
+        MaskOperand::Device(p) => p.dims(),
     });
     check_operands(
         &q.shape,

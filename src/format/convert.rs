@@ -152,6 +152,9 @@ impl<T: Element> BsrMatrix<T> {
             });
         }
         // row_ptr: 0 first, non-decreasing, nnz last; every entry then lies in 0..=nnz.
+        // Each index is converted once, here: the arrays below are the only ones read
+        // (a conversion need not give the same value twice).
+        let mut ptr = try_vec::<usize>("CSR row_ptr", rows)?;
         let mut prev = 0usize;
         for (i, &p) in row_ptr.iter().enumerate() {
             let wide: i128 = p.try_into().unwrap_or(i128::MAX);
@@ -167,6 +170,7 @@ impl<T: Element> BsrMatrix<T> {
                 return Err(ragged(format!("decreases from {prev} to {v}")));
             }
             prev = v;
+            ptr.push(v);
         }
         if prev != nnz {
             return Err(BsrError::CsrRowPtr {
@@ -175,14 +179,10 @@ impl<T: Element> BsrMatrix<T> {
             });
         }
         // Columns in range, in input order, so the first bad entry is the one reported.
+        let mut cols = try_vec::<usize>("CSR col_idx", nnz)?;
         for (e, &c) in col_idx.iter().enumerate() {
-            index(e, "column", c, k)?;
+            cols.push(index(e, "column", c, k)?);
         }
-        // Validated above: every row_ptr entry converts exactly and lies in 0..=nnz.
-        let at = |i: usize| -> usize {
-            let wide: i128 = row_ptr[i].try_into().unwrap_or(0);
-            wide as usize
-        };
         let (bm, bk) = (block.rows, block.cols);
         assemble(
             m,
@@ -190,18 +190,16 @@ impl<T: Element> BsrMatrix<T> {
             block,
             block_rows,
             |br, scratch| {
-                // br * bm + r < m, and the entries of those rows are row_ptr[br * bm] ..
-                // row_ptr[(br + 1) * bm].
-                let count = at((br + 1) * bm) - at(br * bm);
+                // br * bm + r < m, and the entries of those rows are ptr[br * bm] ..
+                // ptr[(br + 1) * bm] (non-decreasing, checked above).
+                let count = ptr[(br + 1) * bm] - ptr[br * bm];
                 try_grow(scratch, "block-row entries", count)?;
                 for r in 0..bm {
-                    let (first, end) = (at(br * bm + r), at(br * bm + r + 1));
-                    for (e, &c) in col_idx[first..end].iter().enumerate() {
-                        let e = first + e;
-                        let c = index(e, "column", c, k)?;
+                    let (first, end) = (ptr[br * bm + r], ptr[br * bm + r + 1]);
+                    for (e, &c) in cols[first..end].iter().enumerate() {
                         scratch.push(Placed {
                             block_col: c / bk,
-                            entry: e,
+                            entry: first + e,
                             offset: r * bk + c % bk,
                         });
                     }
@@ -260,13 +258,17 @@ impl<T: Element> BsrMatrix<T> {
                 got: values.len(),
             });
         }
+        // Each index converted once, here; only these arrays are read below (a conversion
+        // need not give the same value twice).
+        let mut at = try_vec::<(usize, usize)>("COO entries", nnz)?;
+        for (e, (&r, &c)) in rows.iter().zip(cols).enumerate() {
+            at.push((index(e, "row", r, m)?, index(e, "column", c, k)?));
+        }
         // Group the entries by block-row (a counting sort): start[br] .. start[br + 1] of
         // `order` are block-row br's entries, in input order.
         let mut start = try_vec::<usize>("block-row counts", block_rows + 1)?;
         start.resize(block_rows + 1, 0);
-        for (e, (&r, &c)) in rows.iter().zip(cols).enumerate() {
-            let r = index(e, "row", r, m)?;
-            index(e, "column", c, k)?;
+        for &(r, _) in &at {
             start[r / block.rows + 1] += 1;
         }
         for br in 0..block_rows {
@@ -276,9 +278,8 @@ impl<T: Element> BsrMatrix<T> {
         order.resize(nnz, 0);
         let mut next = try_vec::<usize>("block-row cursors", block_rows)?;
         next.extend_from_slice(&start[..block_rows]);
-        for (e, &r) in rows.iter().enumerate() {
-            // Validated above: r lies in 0..m.
-            let br = index(e, "row", r, m)? / block.rows;
+        for (e, &(r, _)) in at.iter().enumerate() {
+            let br = r / block.rows;
             order[next[br]] = e;
             next[br] += 1;
         }
@@ -292,8 +293,7 @@ impl<T: Element> BsrMatrix<T> {
                 let entries = &order[start[br]..start[br + 1]];
                 try_grow(scratch, "block-row entries", entries.len())?;
                 for &e in entries {
-                    let r = index(e, "row", rows[e], m)?;
-                    let c = index(e, "column", cols[e], k)?;
+                    let (r, c) = at[e];
                     scratch.push(Placed {
                         block_col: c / bk,
                         entry: e,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream};
 
 use super::device_bsr::{download_prefix, upload_slice};
-use super::launch::{backend, check, dtype, to_i32, to_i64};
+use super::launch::{backend, check, check_contexts, dtype, to_i32, to_i64};
 use super::sys;
 use crate::attention::{AttentionOptions, BlockPatterns, Heads, HeadsShape, TopkOptions};
 use crate::dense::Storage;
@@ -37,6 +37,8 @@ pub struct DeviceBlockPatterns {
     pub(crate) q_blocks: usize,
     pub(crate) k_blocks: usize,
     pub(crate) patterns: usize,
+    /// The (batch, heads) a per-head set was made for (see [`BlockPatterns::heads`]).
+    pub(crate) heads: Option<(usize, usize)>,
     pub(crate) nnzb: usize,
     pub(crate) row_ptr: CudaSlice<i32>,
     pub(crate) col_idx: CudaSlice<i32>,
@@ -51,6 +53,7 @@ impl DeviceBlockPatterns {
             q_blocks: p.q_blocks(),
             k_blocks: p.k_blocks(),
             patterns: p.patterns(),
+            heads: p.heads(),
             nnzb: p.nnzb(),
             row_ptr: upload_slice(p.row_ptr(), stream)?,
             col_idx: upload_slice(p.col_idx(), stream)?,
@@ -60,10 +63,11 @@ impl DeviceBlockPatterns {
     /// Copies the patterns back to the host (on the buffers' stream).
     pub fn download(&self) -> Result<BlockPatterns, Error> {
         let stream = self.row_ptr.stream().clone();
+        // patterns * q_blocks < i32::MAX: checked when the set was made.
         let rows = self.patterns * self.q_blocks + 1;
         let row_ptr = download_prefix(&self.row_ptr, rows, &stream)?;
         let col_idx = download_prefix(&self.col_idx, self.nnzb, &stream)?;
-        BlockPatterns::from_parts(
+        let p = BlockPatterns::from_parts(
             self.block_q,
             self.block_k,
             self.q_blocks,
@@ -71,7 +75,28 @@ impl DeviceBlockPatterns {
             self.patterns,
             row_ptr,
             col_idx,
-        )
+        )?;
+        match self.heads {
+            Some((batch, heads)) => p.with_heads(batch, heads),
+            None => Ok(p),
+        }
+    }
+
+    /// The (batch, heads) a per-head set was made for, if recorded.
+    pub fn heads(&self) -> Option<(usize, usize)> {
+        self.heads
+    }
+
+    /// What an attention problem is checked against.
+    pub(crate) fn dims(&self) -> crate::attention::MaskDims {
+        crate::attention::MaskDims {
+            block_q: self.block_q,
+            block_k: self.block_k,
+            q_blocks: self.q_blocks,
+            k_blocks: self.k_blocks,
+            patterns: self.patterns,
+            heads: self.heads,
+        }
     }
 
     /// Rows of a query block.
@@ -153,6 +178,22 @@ pub(crate) fn run_attention<T: Element>(
     let requested = opts.get_backend();
     let problem = attention_problem::<T>(ops.q, ops.k, ops.v, &o_shape, ops.mask, opts)?;
     let stream = o.stream().clone();
+    check_contexts(
+        &stream,
+        &[("Q", q.stream()), ("K", k.stream()), ("V", v.stream())],
+    )?;
+    if let Some(lse) = &ops.lse {
+        check_contexts(&stream, &[("LSE", lse.stream())])?;
+    }
+    if let Some(m) = ops.mask {
+        check_contexts(
+            &stream,
+            &[
+                ("mask row_ptr", m.row_ptr.stream()),
+                ("mask col_idx", m.col_idx.stream()),
+            ],
+        )?;
+    }
     stream.context().bind_to_thread()?;
     let bufs = sys::AttentionBuffers {
         q,
@@ -180,6 +221,7 @@ fn attention_problem<T: Element>(
         ),
         None => (false, 128, 128, 0, 0, 0, 0),
     };
+    let (mask_batch, mask_heads) = mask.and_then(|m| m.heads).unwrap_or((0, 0));
     Ok(sys::AttentionProblem {
         q: heads_desc(&q.shape)?,
         k: heads_desc(&k.shape)?,
@@ -194,6 +236,8 @@ fn attention_problem<T: Element>(
         k_blocks: to_i64("k_blocks", k_blocks)?,
         patterns: to_i64("patterns", patterns)?,
         nnzb: to_i64("nnzb", nnzb)?,
+        mask_batch: to_i64("batch of the mask", mask_batch)?,
+        mask_heads: to_i64("heads of the mask", mask_heads)?,
         row_ptr: 0,
         col_idx: 0,
         causal: opts.get_causal(),
@@ -234,6 +278,9 @@ fn run_gating<T: Element>(
         ),
         GatingInput::Scores(s) => (false, empty, empty, sys::DType::F16, s.stream().clone()),
     };
+    if let GatingInput::Pooled(qd, ..) = &input {
+        check_contexts(&stream, &[("Q", qd.stream())])?;
+    }
     let problem = sys::GatingProblem {
         pooled,
         q: heads_desc(&qs)?,
@@ -275,6 +322,7 @@ fn run_gating<T: Element>(
         q_blocks,
         k_blocks,
         patterns: batch * heads,
+        heads: Some((batch, heads)),
         nnzb,
         row_ptr,
         col_idx,

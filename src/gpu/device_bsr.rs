@@ -182,12 +182,10 @@ impl<T: Element> DeviceBsr<T> {
             }
             .into());
         }
-        let ctx = row_ptr.stream().context();
-        if col_idx.stream().context() != ctx || values.stream().context() != ctx {
-            return Err(Error::InvalidArgument(
-                "row_ptr, col_idx and values belong to different CUDA contexts".into(),
-            ));
-        }
+        super::launch::check_contexts(
+            row_ptr.stream(),
+            &[("col_idx", col_idx.stream()), ("values", values.stream())],
+        )?;
         let stream = row_ptr.stream().clone();
         let rp = stream.clone_dtoh(&row_ptr)?;
         stream.synchronize()?;

@@ -2,7 +2,7 @@
 //! problem description that crosses to C++ from operands that `crate::spmm` validated,
 //! and turns C++ statuses into `Error`s.
 
-use cudarc::driver::CudaSlice;
+use cudarc::driver::{CudaSlice, CudaStream};
 
 use super::device_bsr::DeviceBsr;
 use super::sys;
@@ -55,6 +55,53 @@ fn backend_from(b: sys::Backend) -> Backend {
         sys::Backend::Cutlass => Backend::Cutlass,
         sys::Backend::Decode => Backend::Decode,
         _ => Backend::Auto,
+    }
+}
+
+/// Every device operand in the launch stream's context: a pointer of another context
+/// (another device, or a second context of the same device, `CudaContext::new_non_primary`)
+/// means nothing in the launch's, so the call is refused before anything is enqueued or
+/// recorded. The one check of it, for every device entry.
+pub(super) fn check_contexts(
+    stream: &CudaStream,
+    operands: &[(&'static str, &CudaStream)],
+) -> Result<(), Error> {
+    let ctx = stream.context();
+    for &(operand, other) in operands {
+        let theirs = other.context();
+        if theirs.cu_ctx() != ctx.cu_ctx() {
+            return Err(Error::ContextMismatch {
+                operand,
+                detail: format!(
+                    "a context of device {}, the stream's of device {}",
+                    theirs.ordinal(),
+                    ctx.ordinal()
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The context check of an spmm's operands against C's stream.
+fn check_spmm_contexts<T>(
+    a: &DeviceBsr<T>,
+    b: &CudaSlice<T>,
+    bias: Option<&CudaSlice<T>>,
+    stream: &CudaStream,
+) -> Result<(), Error> {
+    check_contexts(
+        stream,
+        &[
+            ("A.row_ptr", a.row_ptr.stream()),
+            ("A.col_idx", a.col_idx.stream()),
+            ("A.values", a.values.stream()),
+            ("B", b.stream()),
+        ],
+    )?;
+    match bias {
+        Some(bias) => check_contexts(stream, &[("bias", bias.stream())]),
+        None => Ok(()),
     }
 }
 
@@ -161,6 +208,7 @@ pub(crate) fn spmm<T: Element, O: Element>(
     let mut problem = problem::<T, O>(ops.a, ops.b_shape, ops.c_shape, options)?;
     problem.activation = activation(act);
     let stream = ops.c.stream().clone();
+    check_spmm_contexts(ops.a, ops.b, ops.bias, &stream)?;
     stream.context().bind_to_thread()?;
     let transpose = transpose_buffers(ops.a, options)?;
     let bufs = sys::SpmmBuffers {
@@ -200,6 +248,7 @@ pub fn can_implement<T: Element, O: Element>(
     crate::spmm::check_gpu_types::<T, O>(options.backend)?;
     let problem = problem::<T, O>(a, &b.shape, &c.shape, options)?;
     let stream = c_data.stream().clone();
+    check_spmm_contexts(a, b_data, None, &stream)?;
     stream.context().bind_to_thread()?;
     let bufs = sys::SpmmBufferRefs {
         row_ptr: &a.row_ptr,
@@ -259,6 +308,24 @@ fn sddmm_problem<T: Element, O: Element>(
     })
 }
 
+/// The context check of an SDDMM's operands against S's values stream.
+fn check_sddmm_contexts<T, O>(
+    a: &CudaSlice<T>,
+    b: &CudaSlice<T>,
+    s: &DeviceBsr<O>,
+    stream: &CudaStream,
+) -> Result<(), Error> {
+    check_contexts(
+        stream,
+        &[
+            ("A", a.stream()),
+            ("B", b.stream()),
+            ("S.row_ptr", s.row_ptr.stream()),
+            ("S.col_idx", s.col_idx.stream()),
+        ],
+    )
+}
+
 /// Device `sddmm`, after `crate::sddmm` validated the operands. Runs on S's values
 /// buffer's stream.
 pub(crate) fn sddmm<T: Element, O: Element>(
@@ -268,6 +335,7 @@ pub(crate) fn sddmm<T: Element, O: Element>(
     let s = ops.s;
     let problem = sddmm_problem::<T, O>(ops.a_shape, ops.b_shape, s, options)?;
     let stream = s.values.stream().clone();
+    check_sddmm_contexts(ops.a, ops.b, s, &stream)?;
     stream.context().bind_to_thread()?;
     let bufs = sys::SddmmBuffers {
         a: ops.a,
@@ -302,6 +370,7 @@ pub fn can_implement_sddmm<T: Element, O: Element>(
     crate::spmm::check_gpu_types::<T, O>(options.backend)?;
     let problem = sddmm_problem::<T, O>(&a.shape, &b.shape, s, options)?;
     let stream = s.values.stream().clone();
+    check_sddmm_contexts(a_data, b_data, s, &stream)?;
     stream.context().bind_to_thread()?;
     let bufs = sys::SddmmBuffers {
         a: a_data,

@@ -150,6 +150,9 @@ mod ffi {
         k_blocks: i64,
         patterns: i64,
         nnzb: i64,
+        /// The (batch, heads) a per-head mask was made for (0, 0 when not recorded).
+        mask_batch: i64,
+        mask_heads: i64,
         row_ptr: u64,
         col_idx: u64,
         causal: bool,
@@ -318,8 +321,9 @@ pub(crate) fn spmm<T, O>(
     // SAFETY: every pointer is a live cudarc allocation borrowed for this call (C
     // mutably), sized for its view as crate::spmm checked (B, C, the bias's m values) and
     // as DeviceBsr's validating constructors guarantee (row_ptr, col_idx,
-    // values, and the transpose index DeviceBsr built from those validated arrays); the
-    // stream belongs to the same context, which launch::spmm bound to this thread.
+    // values, and the transpose index DeviceBsr built from those validated arrays); every
+    // buffer belongs to the stream's context (launch::check_contexts), which launch::spmm
+    // bound to this thread.
     unsafe { ffi::spmm(&problem) }
 }
 
@@ -433,8 +437,9 @@ pub(crate) fn sddmm<T, O>(
     }
     // SAFETY: every pointer is a live cudarc allocation borrowed for this call (S's values
     // mutably), sized for its view as crate::sddmm checked (A, B) and as DeviceBsr's
-    // validating constructors guarantee (row_ptr, col_idx, values); the stream belongs to
-    // the same context, which launch::sddmm bound to this thread.
+    // validating constructors guarantee (row_ptr, col_idx, values); every buffer belongs
+    // to the stream's context (launch::check_contexts), which launch::sddmm bound to this
+    // thread.
     unsafe { ffi::sddmm(&problem) }
 }
 
@@ -498,7 +503,8 @@ pub(crate) fn attention<T>(
     // SAFETY: every pointer is a live cudarc allocation borrowed for this call (O and the
     // LSE mutably), sized for its view as gpu::attention checked; the mask arrays come from
     // a DeviceBlockPatterns (validated on upload, or written by the gating kernel with the
-    // sizes it promises); the stream belongs to the same context, bound to this thread.
+    // sizes it promises); every buffer belongs to the stream's context
+    // (launch::check_contexts), bound to this thread.
     unsafe { ffi::attention(&problem) }
 }
 
@@ -542,7 +548,8 @@ pub(crate) fn block_topk<T>(
     problem.col_idx = col_idx;
     problem.stream = stream.cu_stream() as u64;
     // SAFETY: every pointer is a live cudarc allocation borrowed for this call (the output
-    // arrays mutably) and sized as gpu::block_topk checked; the stream belongs to the same
-    // context, bound to this thread.
+    // arrays mutably) and sized as gpu::block_topk checked; every buffer belongs to the
+    // stream's context (launch::check_contexts; the outputs are allocated on it), bound to
+    // this thread.
     unsafe { ffi::block_topk(&problem) }
 }

@@ -256,15 +256,17 @@ pub fn attention_reference<T: Element>(
 }
 
 /// A random stacked block mask: each row empty with probability 1/6, full with 1/6, else
-/// each block kept with probability `density`.
+/// each block kept with probability `density`. One pattern for every head (`per_head`
+/// None), or one per (batch, head) of `per_head = Some((batch, heads))`, recorded.
 pub fn random_patterns(
     rng: &mut StdRng,
-    patterns: usize,
+    per_head: Option<(usize, usize)>,
     q_blocks: usize,
     k_blocks: usize,
     block: usize,
     density: f64,
 ) -> sparsek::BlockPatterns {
+    let patterns = per_head.map_or(1, |(b, h)| b * h);
     let masks: Vec<BlockMask> = (0..patterns)
         .map(|_| {
             let kinds: Vec<f64> = (0..q_blocks).map(|_| rng.random_range(0.0..1.0)).collect();
@@ -283,7 +285,11 @@ pub fn random_patterns(
             BlockMask::new(q_blocks, k_blocks, bits).unwrap()
         })
         .collect();
-    sparsek::BlockPatterns::from_block_masks(block, block, &masks).unwrap()
+    let set = sparsek::BlockPatterns::from_block_masks(block, block, &masks).unwrap();
+    match per_head {
+        Some((b, h)) => set.with_heads(b, h).unwrap(),
+        None => set,
+    }
 }
 
 /// `[batch, seq, heads, d]` storage with `pad` elements after each head's row (a gap that
