@@ -31,6 +31,7 @@ for line in sys.stdin:
   executables cargo test --release --features cuda --test gpu_products --no-run
   executables cargo test --release --features cuda --test gpu_sddmm --no-run
   executables cargo test --release --features cuda --test gpu_attention --no-run
+  executables cargo test --release --features cuda --test gpu_hardening --no-run
   executables cargo build --release --features cuda --examples
   executables cargo bench -p sparsek-bench --features cuda --bench spmm --no-run
   executables cargo build --release -p sparsek-bench --features cuda --bin bench_report
@@ -41,6 +42,7 @@ for line in sys.stdin:
     gpu_products) dest=gpu_products_tests ;;
     gpu_sddmm) dest=gpu_sddmm_tests ;;
     gpu_attention) dest=gpu_attention_tests ;;
+    gpu_hardening) dest=gpu_hardening_tests ;;
     spmm) dest=spmm_bench ;;
     *) dest="$name" ;;
   esac

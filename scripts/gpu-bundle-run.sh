@@ -45,6 +45,8 @@ case "${1:-test}" in
     # Attention and top-k gating: the Rust device path, then the C++ checker (f64 reference).
     "$here/gpu_attention_tests" --test-threads=1 --nocapture || fail=1
     "$here/attention_check" || fail=1
+    # Operands of another context and overlapping outputs: refused, typed, nothing written.
+    "$here/gpu_hardening_tests" --test-threads=1 --nocapture || fail=1
     # The rows Auto does not take (warpgroups taking turns), forced on the C++ checker's cases.
     for row in attn_sm90_bf16_d128_turns attn_sm90_bf16_d64_turns; do
       SPARSEK_VARIANT=$row "$here/attention_check" --quick || fail=1
@@ -125,6 +127,8 @@ case "${1:-test}" in
       SPARSEK_VARIANT=sm90_f16_bm128_brow_crow_pp compute-sanitizer --tool "$tool" --error-exitcode 9 \
         "$here/spmm_check" --m 1024 --k 1024 --n 520 --bm 128 --bk 64 --density 0.3 --empty-rows 0.2 \
         --beta 0.5 --backend cutlass || fail=1
+      # The refusals of foreign-context operands and overlapping outputs.
+      compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/gpu_hardening_tests" --test-threads=1 || fail=1
       # Attention (two warpgroups sharing Q, K, V stages and the O tile) and the gating kernel.
       compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/attention_check" --quick || fail=1
       SPARSEK_VARIANT=attn_sm90_bf16_d128_turns compute-sanitizer --tool "$tool" --error-exitcode 9 \
