@@ -7,6 +7,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include "tma_status.hpp"
+
 namespace sparsek::detail {
 namespace {
 
@@ -169,6 +171,12 @@ template <class P>
 Result launch_row(const P& p, const SelectionOf<P>& s, cudaStream_t stream) {
   if (p.empty_output()) return Result{};  // nothing to compute or write
   const cudaError_t e = s.family->launch(p, s.row, stream);
+  // A TMA descriptor that could not be encoded: the launch enqueued nothing (tma_status.hpp).
+  if (const char* operand = tma_encode_failure(e))
+    return make_result(Status::InvalidArgument,
+                       "the TMA descriptor of %s could not be encoded (its address, strides or extents are outside "
+                       "what TMA takes); nothing was launched",
+                       operand);
   if (e != cudaSuccess)
     return make_result(Status::CudaError, "%s launch of %s failed: %s", s.family->name, s.family->info(s.row).name,
                        cudaGetErrorString(e));

@@ -11,7 +11,9 @@
 //   fits(p, row)    - why row `row` of its table cannot run p (nullptr when it can);
 // and launches:
 //   launch(p, row, stream) - enqueues row `row` for p, returning the first CUDA error
-//                     (launch errors included). Called only after supports and fits.
+//                     (launch errors included), or tma_encode_error(operand) when a TMA
+//                     descriptor could not be encoded, having enqueued nothing (cpp/tma_status.hpp;
+//                     launch() reports it as InvalidArgument). Called only after supports and fits.
 //
 // Selection (select() in cpp/registry.cu), the documented rule:
 //   1. SPARSEK_VARIANT=<row name> in the environment (a measuring knob, read once) forces

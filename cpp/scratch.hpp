@@ -49,7 +49,7 @@ inline cudaError_t scratch_alloc(int device, size_t bytes, size_t zero_bytes, cu
   if (e != cudaSuccess) return e;
   e = cudaMallocFromPoolAsync(out, bytes, pool, stream);
   if (e != cudaSuccess) return e;
-  e = cudaMemsetAsync(*out, 0, zero_bytes, stream);
+  if (zero_bytes > 0) e = cudaMemsetAsync(*out, 0, zero_bytes, stream);
   if (e != cudaSuccess) {
     (void)cudaFreeAsync(*out, stream);
     *out = nullptr;

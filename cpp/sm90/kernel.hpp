@@ -63,6 +63,7 @@
 #include "family_util.hpp"
 #include "scratch.hpp"
 #include "split.hpp"
+#include "tma_status.hpp"
 #include "epilogue.hpp"
 #include "direct_epilogue.hpp"
 #include "scheduler.hpp"
@@ -268,10 +269,11 @@ struct BsrGemm {
                       flag_bytes + pieces * kTileFloats * 4 > kMaxScratchBytes)) {
       split = 1;  // only a forced split gets here (choose_split keeps tiles * split <= SMs)
     }
+    // The flags are zeroed by launch(), once the TMA descriptors are known to be good.
     void* scratch = nullptr;
     if (split > 1) {
       const cudaError_t e = detail::scratch_alloc(p.device.id, size_t(flag_bytes + pieces * kTileFloats * 4),
-                                                  size_t(flag_bytes), stream, &scratch);
+                                                  /*zero_bytes=*/0, stream, &scratch);
       if (e != cudaSuccess) return e;
       scheduler.split = split;
       scheduler.flags = static_cast<uint32_t*>(scratch);
@@ -295,12 +297,29 @@ struct BsrGemm {
         return e;
       }
     }
-    const cudaError_t err = launch(args, split > 1, stream);
+    const cudaError_t err = launch(args, split > 1, scratch, size_t(split > 1 ? flag_bytes : 0), stream);
     const cudaError_t freed = detail::scratch_free(scratch, stream);
     return err != cudaSuccess ? err : freed;
   }
 
-  static cudaError_t launch(typename GemmKernel::Arguments const& args, bool cooperative, cudaStream_t stream) {
+  // Whether every TMA descriptor in params was encoded (tma_status.hpp), else the error
+  // naming the first operand whose descriptor was not.
+  static cudaError_t tma_status(typename GemmKernel::Params const& params) {
+    // GEMM A and B: the sparse operand is A's values, the dense one B (swapped when SparseIsB).
+    if (!detail::tma_encoded(params.mainloop.tma_load_a))
+      return detail::tma_encode_error(SparseIsB ? detail::TmaOperand::B : detail::TmaOperand::A);
+    if (!detail::tma_encoded(params.mainloop.tma_load_b))
+      return detail::tma_encode_error(SparseIsB ? detail::TmaOperand::A : detail::TmaOperand::B);
+    if constexpr (Epi != EpilogueKind::Direct) {  // CUTLASS's TMA epilogue: loads C, stores D = C
+      if (!detail::tma_encoded(params.epilogue.tma_load_c) || !detail::tma_encoded(params.epilogue.tma_store_d))
+        return detail::tma_encode_error(detail::TmaOperand::C);
+    }
+    return cudaSuccess;
+  }
+
+  // `zero`, `zero_bytes`: the split tiles' flags, zeroed on the stream before the launch.
+  static cudaError_t launch(typename GemmKernel::Arguments const& args, bool cooperative, void* zero,
+                            size_t zero_bytes, cudaStream_t stream) {
     if (!GemmKernel::can_implement(args)) {
       return cudaErrorInvalidValue;  // kSm90Family's supports() should have refused it
     }
@@ -308,10 +327,16 @@ struct BsrGemm {
       return cudaErrorInvalidValue;  // none of our pieces asks CUTLASS for one
     }
     typename GemmKernel::Params params = GemmKernel::to_underlying_arguments(args, nullptr);
+    cudaError_t err = tma_status(params);
+    if (err != cudaSuccess) return err;  // nothing enqueued
+    if (zero_bytes > 0) {
+      err = cudaMemsetAsync(zero, 0, zero_bytes, stream);
+      if (err != cudaSuccess) return err;
+    }
 
     const int smem = GemmKernel::SharedStorageSize;
     auto kernel = &cutlass::device_kernel<GemmKernel>;
-    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) {
       return err;
     }

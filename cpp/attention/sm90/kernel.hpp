@@ -44,6 +44,7 @@
 #include "attention/sm90/epilogue.hpp"
 #include "attention/sm90/key_blocks.hpp"
 #include "attention/sm90/mainloop.hpp"
+#include "tma_status.hpp"
 
 #define SPARSEK_ATTENTION_SM90_INSTANTIATE(NAME)                                                     \
   static_assert(::sparsek::detail::attention_sm90::attention_sm90_row(NAME) >= 0,                    \
@@ -184,6 +185,11 @@ cudaError_t launch_row(const AttentionProblem& p, cudaStream_t stream) {
   params.mainloop.shape_k = heads_tensor<Element const>(k).shape();
   params.epilogue.tma_o = make_tma_copy(SM90_TMA_STORE{}, heads_tensor<Element>(p.o), typename Epilogue::SmemLayoutO{});
   params.epilogue.shape_o = heads_tensor<Element>(p.o).shape();
+  // A descriptor cuTensorMapEncodeTiled refused is all zeros (tma_status.hpp): launch nothing.
+  if (!tma_encoded(params.mainloop.tma_q)) return tma_encode_error(TmaOperand::Q);
+  if (!tma_encoded(params.mainloop.tma_k)) return tma_encode_error(TmaOperand::K);
+  if (!tma_encoded(params.mainloop.tma_v)) return tma_encode_error(TmaOperand::V);
+  if (!tma_encoded(params.epilogue.tma_o)) return tma_encode_error(TmaOperand::O);
   params.epilogue.lse = p.lse;
   params.row_ptr = p.has_mask ? p.mask.row_ptr : nullptr;
   params.col_idx = p.has_mask ? p.mask.col_idx : nullptr;

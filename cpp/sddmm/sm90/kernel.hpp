@@ -62,6 +62,7 @@
 
 #include "scratch.hpp"
 #include "sddmm/sm90/mainloop.hpp"
+#include "tma_status.hpp"
 
 // The explicit instantiation of one row's launch and probe (one per file of instantiations/).
 #define SPARSEK_SDDMM_SM90_INSTANTIATE(NAME)                                                            \
@@ -144,23 +145,29 @@ struct SddmmGemm {
     const int32_t block_rows = int32_t(p.block_rows());
     if (nnzb == 0) return cudaSuccess;  // nothing to write (the registry does not call us then)
 
-    // coords in scratch, written by the coords kernel ahead of the GEMM on the stream.
+    // coords in scratch, written by the coords kernel ahead of the GEMM on the stream. The
+    // GEMM's parameters (its TMA descriptors checked) come first: a failure launches nothing.
     void* scratch = nullptr;
     cudaError_t err =
         detail::scratch_alloc(p.device.id, size_t(nnzb) * sizeof(int2), /*zero_bytes=*/0, stream, &scratch);
     if (err != cudaSuccess) return err;
     auto* coords = static_cast<int2*>(scratch);
-    constexpr int64_t kRowsPerCta = kCoordsThreads / 32;
-    const unsigned coord_ctas = unsigned((int64_t(block_rows) + kRowsPerCta - 1) / kRowsPerCta);
-    sddmm_block_coords<kRow><<<coord_ctas, kCoordsThreads, 0, stream>>>(p.s.row_ptr, p.s.col_idx, block_rows, coords);
-    err = cudaGetLastError();
-    if (err == cudaSuccess) err = launch_gemm(p, m, n, k, nnzb, coords, stream);
+    typename GemmKernel::Params params;
+    err = gemm_params(p, m, n, k, nnzb, coords, &params);
+    if (err == cudaSuccess) {
+      constexpr int64_t kRowsPerCta = kCoordsThreads / 32;
+      const unsigned coord_ctas = unsigned((int64_t(block_rows) + kRowsPerCta - 1) / kRowsPerCta);
+      sddmm_block_coords<kRow>
+          <<<coord_ctas, kCoordsThreads, 0, stream>>>(p.s.row_ptr, p.s.col_idx, block_rows, coords);
+      err = cudaGetLastError();
+    }
+    if (err == cudaSuccess) err = launch_gemm(params, stream);
     const cudaError_t freed = detail::scratch_free(scratch, stream);
     return err != cudaSuccess ? err : freed;
   }
 
-  static cudaError_t launch_gemm(const SddmmProblem& p, int m, int n, int k, int nnzb, const int2* coords,
-                                 cudaStream_t stream) {
+  static cudaError_t gemm_params(const SddmmProblem& p, int m, int n, int k, int nnzb, const int2* coords,
+                                 typename GemmKernel::Params* out) {
     using StrideA = typename BaseMainloop::StrideA;
     using StrideB = typename BaseMainloop::StrideB;
     using StrideC = typename CollectiveEpilogue::StrideC;
@@ -210,8 +217,16 @@ struct SddmmGemm {
     if (GemmKernel::get_workspace_size(args) != 0) {
       return cudaErrorInvalidValue;  // none of these pieces asks CUTLASS for one
     }
-    typename GemmKernel::Params params = GemmKernel::to_underlying_arguments(args, nullptr);
+    *out = GemmKernel::to_underlying_arguments(args, nullptr);
+    // A descriptor cuTensorMapEncodeTiled refused is all zeros (tma_status.hpp).
+    if (!tma_encoded(out->mainloop.tma_load_a)) return tma_encode_error(TmaOperand::A);
+    if (!tma_encoded(out->mainloop.tma_load_b)) return tma_encode_error(TmaOperand::B);
+    if (!tma_encoded(out->epilogue.tma_load_c) || !tma_encoded(out->epilogue.tma_store_d))
+      return tma_encode_error(TmaOperand::S);
+    return cudaSuccess;
+  }
 
+  static cudaError_t launch_gemm(typename GemmKernel::Params const& params, cudaStream_t stream) {
     const int smem = GemmKernel::SharedStorageSize;
     auto kernel = &cutlass::device_kernel<GemmKernel>;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
