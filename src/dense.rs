@@ -8,6 +8,9 @@
 
 #[cfg(feature = "cuda")]
 use cudarc::driver::CudaSlice;
+use rayon::prelude::*;
+
+use crate::element::Element;
 
 /// Storage order of a dense matrix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -257,4 +260,21 @@ impl<'a, T> DenseMut<'a, T> {
             shape: self.shape.t(),
         }
     }
+}
+
+/// A dense view once as packed row-major f32 (`rows x cols`): every layout and type then
+/// shares one inner loop. The view was checked (`spmm::check::check_view`), so every offset is
+/// below its buffer's length.
+pub(crate) fn packed_f32<T: Element>(data: &[T], shape: &DenseShape) -> Vec<f32> {
+    let (rows, cols) = (shape.rows, shape.cols);
+    let mut out = vec![0f32; rows * cols];
+    if cols == 0 {
+        return out;
+    }
+    out.par_chunks_mut(cols).enumerate().for_each(|(i, row)| {
+        for (j, v) in row.iter_mut().enumerate() {
+            *v = data[shape.layout.offset_in_view(i, j, shape.ld)].to_f32();
+        }
+    });
+    out
 }

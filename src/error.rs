@@ -293,3 +293,15 @@ pub enum Error {
     #[error("CUDA error: {0}")]
     Cuda(String),
 }
+
+/// The first of `(what, expected, got)` whose sizes differ, as `ShapeMismatch`.
+pub(crate) fn check_agree(list: &[(&'static str, usize, usize)]) -> Result<(), Error> {
+    match list.iter().find(|(_, expected, got)| expected != got) {
+        Some(&(what, expected, got)) => Err(Error::ShapeMismatch {
+            what,
+            expected,
+            got,
+        }),
+        None => Ok(()),
+    }
+}

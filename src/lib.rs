@@ -46,7 +46,6 @@
 // Module order is dependency order: each module uses only those above it (the device
 // path of `attention` is in `gpu`, which the entry dispatches to).
 pub mod attention;
-mod cpu;
 pub mod dense;
 pub mod element;
 pub mod epilogue;
@@ -56,6 +55,7 @@ pub mod format;
 pub mod gpu;
 pub mod linear;
 pub mod options;
+mod sddmm;
 pub mod spmm;
 
 pub use attention::{
@@ -72,7 +72,8 @@ pub use gpu::{DeviceBlockPatterns, DeviceBsr};
 pub use half::{bf16, f16};
 pub use linear::SparseLinear;
 pub use options::{Backend, SpmmOptions};
-pub use spmm::{dense_spmm, sddmm, spmm, spmm_fused, BsrOperand, BsrOperandMut};
+pub use sddmm::{sddmm, BsrOperandMut};
+pub use spmm::{dense_spmm, spmm, spmm_fused, BsrOperand};
 
 /// Whether this build has the GPU backends (the `cuda` feature).
 pub const HAS_CUDA: bool = cfg!(feature = "cuda");

@@ -4,7 +4,9 @@
 
 use rayon::prelude::*;
 
-use super::{AttentionOptions, BlockPatterns, HeadsShape};
+use super::heads::HeadsShape;
+use super::options::AttentionOptions;
+use super::patterns::BlockPatterns;
 use crate::element::Element;
 use crate::error::Error;
 

@@ -27,10 +27,12 @@
 //! # Ok::<(), sparsek::Error>(())
 //! ```
 
-use super::{BlockPatterns, Heads, HeadsShape};
+use super::check::check_buffer;
+use super::heads::{Heads, HeadsShape};
+use super::patterns::BlockPatterns;
 use crate::dense::Storage;
 use crate::element::Element;
-use crate::error::Error;
+use crate::error::{check_agree, Error};
 use crate::format::mask::select_top;
 
 /// How many key blocks each query block keeps, and the block shape.
@@ -226,7 +228,7 @@ pub(crate) fn check_gating_inputs(
     k: &HeadsShape,
     k_len: usize,
 ) -> Result<(), Error> {
-    super::check_agree(&[
+    check_agree(&[
         ("batch of K (= batch of Q)", q.batch, k.batch),
         ("heads of K (= heads of Q)", q.heads, k.heads),
         ("head_dim of K (= head_dim of Q)", q.head_dim, k.head_dim),
@@ -234,8 +236,8 @@ pub(crate) fn check_gating_inputs(
     if q.head_dim == 0 {
         return Err(Error::InvalidArgument("head_dim must be at least 1".into()));
     }
-    super::check_buffer("Q", q, q_len)?;
-    super::check_buffer("K", k, k_len)
+    check_buffer("Q", q, q_len)?;
+    check_buffer("K", k, k_len)
 }
 
 /// Pooled block scores of host Q and K, `[batch, heads, q_blocks, k_blocks]` packed.

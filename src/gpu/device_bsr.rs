@@ -73,7 +73,7 @@ pub(crate) struct DeviceTransposeIndex {
 }
 
 /// Uploads `data`, allocating at least one element (CUDA refuses empty allocations).
-pub(super) fn upload_slice<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
+pub(crate) fn upload_slice<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
     data: &[T],
     stream: &Arc<CudaStream>,
 ) -> Result<CudaSlice<T>, Error> {
@@ -86,7 +86,7 @@ pub(super) fn upload_slice<T: cudarc::driver::DeviceRepr + cudarc::driver::Valid
 
 /// The first `len` elements of `src`, copied to the host on `stream` (empty for `len = 0`,
 /// without touching the buffer). `len <= src.len()`.
-pub(super) fn download_prefix<T: cudarc::driver::DeviceRepr>(
+pub(crate) fn download_prefix<T: cudarc::driver::DeviceRepr>(
     src: &CudaSlice<T>,
     len: usize,
     stream: &Arc<CudaStream>,
@@ -182,7 +182,7 @@ impl<T: Element> DeviceBsr<T> {
             }
             .into());
         }
-        super::launch::check_contexts(
+        super::result::check_contexts(
             row_ptr.stream(),
             &[("col_idx", col_idx.stream()), ("values", values.stream())],
         )?;

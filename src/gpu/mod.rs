@@ -1,8 +1,10 @@
 //! The GPU backends (`cuda` feature).
 //!
 //! Three layers, as in cudarc: `sys` is the raw cxx seam to the C++ kernel registry (every
-//! `unsafe` of the library is there), `launch` the checked calls, and `DeviceBsr` the safe
-//! RAII type. Device memory and streams are cudarc's (re-exported as
+//! `unsafe` of the library is there), `result` the checked calls over it (conversions,
+//! statuses, the context check), and the safe RAII types (`DeviceBsr`, and each
+//! operation's device path in its own folder: `spmm/gpu.rs`, `sddmm/gpu.rs`,
+//! `attention/gpu.rs` with `DeviceBlockPatterns`). Device memory and streams are cudarc's (re-exported as
 //! [`sparsek::cudarc`](crate::cudarc)): bring your `CudaContext`/`CudaStream`, upload with
 //! [`DeviceBsr::upload`] (or take buffers already on the GPU with
 //! [`DeviceBsr::from_device_parts`]), wrap B and C with `Dense::device`/`DenseMut::device`.
@@ -17,10 +19,9 @@
 //! # Ok::<(), sparsek::cudarc::driver::DriverError>(())
 //! ```
 
-pub(crate) mod attention;
-mod device_bsr;
-pub(crate) mod launch;
-mod sys;
+pub(crate) mod device_bsr;
+pub(crate) mod result;
+pub(crate) mod sys;
 
 use std::sync::Arc;
 
@@ -28,9 +29,10 @@ use cudarc::driver::{CudaContext, DriverError};
 
 use crate::error::Error;
 
-pub use attention::{block_topk, block_topk_scores, DeviceBlockPatterns};
+pub use crate::attention::gpu::{block_topk, block_topk_scores, DeviceBlockPatterns};
+pub use crate::sddmm::gpu::can_implement_sddmm;
+pub use crate::spmm::gpu::can_implement;
 pub use device_bsr::DeviceBsr;
-pub use launch::{can_implement, can_implement_sddmm};
 
 impl From<DriverError> for Error {
     fn from(e: DriverError) -> Self {

@@ -292,7 +292,7 @@ fn set_pointers(
 
 /// Fills the pointers of `problem` from `bufs` and enqueues the kernel on `stream`.
 ///
-/// The caller (`launch::spmm`) has validated the scalar fields of `problem` against the
+/// The caller (`spmm::gpu::spmm`) has validated the scalar fields of `problem` against the
 /// buffers: B and C hold their views, and `row_ptr`/`col_idx`/`values` come from a
 /// `DeviceBsr`, which holds only validated BSR arrays.
 pub(crate) fn spmm<T, O>(
@@ -322,7 +322,7 @@ pub(crate) fn spmm<T, O>(
     // mutably), sized for its view as crate::spmm checked (B, C, the bias's m values) and
     // as DeviceBsr's validating constructors guarantee (row_ptr, col_idx,
     // values, and the transpose index DeviceBsr built from those validated arrays); every
-    // buffer belongs to the stream's context (launch::check_contexts), which launch::spmm
+    // buffer belongs to the stream's context (result::check_contexts), which spmm::gpu::spmm
     // bound to this thread.
     unsafe { ffi::spmm(&problem) }
 }
@@ -410,7 +410,7 @@ pub(crate) enum SddmmValues<'a, O> {
 /// Fills the pointers of `problem` from `bufs` and enqueues the SDDMM on `stream`
 /// (`SddmmValues::Write`), or only selects its variant (`SddmmValues::Look`).
 ///
-/// The caller (`launch::sddmm`) has validated the scalar fields of `problem` against the
+/// The caller (`sddmm::gpu::sddmm`) has validated the scalar fields of `problem` against the
 /// buffers: A and B hold their views, and S's arrays come from a `DeviceBsr`, which holds
 /// only validated BSR arrays.
 pub(crate) fn sddmm<T, O>(
@@ -438,7 +438,7 @@ pub(crate) fn sddmm<T, O>(
     // SAFETY: every pointer is a live cudarc allocation borrowed for this call (S's values
     // mutably), sized for its view as crate::sddmm checked (A, B) and as DeviceBsr's
     // validating constructors guarantee (row_ptr, col_idx, values); every buffer belongs
-    // to the stream's context (launch::check_contexts), which launch::sddmm bound to this
+    // to the stream's context (result::check_contexts), which sddmm::gpu::sddmm bound to this
     // thread.
     unsafe { ffi::sddmm(&problem) }
 }
@@ -504,7 +504,7 @@ pub(crate) fn attention<T>(
     // LSE mutably), sized for its view as gpu::attention checked; the mask arrays come from
     // a DeviceBlockPatterns (validated on upload, or written by the gating kernel with the
     // sizes it promises); every buffer belongs to the stream's context
-    // (launch::check_contexts), bound to this thread.
+    // (result::check_contexts), bound to this thread.
     unsafe { ffi::attention(&problem) }
 }
 
@@ -549,7 +549,7 @@ pub(crate) fn block_topk<T>(
     problem.stream = stream.cu_stream() as u64;
     // SAFETY: every pointer is a live cudarc allocation borrowed for this call (the output
     // arrays mutably) and sized as gpu::block_topk checked; every buffer belongs to the
-    // stream's context (launch::check_contexts; the outputs are allocated on it), bound to
+    // stream's context (result::check_contexts; the outputs are allocated on it), bound to
     // this thread.
     unsafe { ffi::block_topk(&problem) }
 }

@@ -1,18 +1,21 @@
 //! Attention and top-k gating on the device: [`DeviceBlockPatterns`] (a validated mask in
-//! device memory), the device path of [`crate::attention::attention_into`], and the device
+//! device memory), the device path of [`attention_into`](super::attention_into), and the device
 //! gating ([`block_topk`], [`block_topk_scores`]), one launch each.
 
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream};
 
-use super::device_bsr::{download_prefix, upload_slice};
-use super::launch::{backend, check, check_contexts, dtype, to_i32, to_i64};
-use super::sys;
-use crate::attention::{AttentionOptions, BlockPatterns, Heads, HeadsShape, TopkOptions};
+use super::gating::{check_gating_inputs, topk_nnzb, TopkOptions};
+use super::heads::{Heads, HeadsShape};
+use super::options::AttentionOptions;
+use super::patterns::{BlockPatterns, MaskDims};
 use crate::dense::Storage;
 use crate::element::{DType, Element};
 use crate::error::Error;
+use crate::gpu::device_bsr::{download_prefix, upload_slice};
+use crate::gpu::result::{backend, check, check_contexts, dtype, to_i32, to_i64};
+use crate::gpu::sys;
 use crate::options::Backend;
 
 /// A validated attention mask ([`BlockPatterns`]) in device memory: its `row_ptr` and
@@ -88,8 +91,8 @@ impl DeviceBlockPatterns {
     }
 
     /// What an attention problem is checked against.
-    pub(crate) fn dims(&self) -> crate::attention::MaskDims {
-        crate::attention::MaskDims {
+    pub(crate) fn dims(&self) -> MaskDims {
+        MaskDims {
             block_q: self.block_q,
             block_k: self.block_k,
             q_blocks: self.q_blocks,
@@ -261,7 +264,7 @@ fn run_gating<T: Element>(
     (batch, heads, seq_q, seq_k): (usize, usize, usize, usize),
     opts: &TopkOptions,
 ) -> Result<DeviceBlockPatterns, Error> {
-    let nnzb = crate::attention::topk_nnzb(batch, heads, seq_q, seq_k, opts)?;
+    let nnzb = topk_nnzb(batch, heads, seq_q, seq_k, opts)?;
     let (q_blocks, k_blocks) = (
         seq_q.div_ceil(opts.block_q()),
         seq_k.div_ceil(opts.block_k()),
@@ -344,7 +347,7 @@ pub fn block_topk<T: Element>(
         ));
     };
     let (qs, ks) = (q.shape(), k.shape());
-    crate::attention::gating::check_gating_inputs(&qs, qd.len(), &ks, kd.len())?;
+    check_gating_inputs(&qs, qd.len(), &ks, kd.len())?;
     run_gating(
         GatingInput::Pooled(qd, kd, qs, ks),
         (qs.batch, qs.heads, qs.seq, ks.seq),
@@ -362,7 +365,7 @@ pub fn block_topk_scores(
     opts: &TopkOptions,
 ) -> Result<DeviceBlockPatterns, Error> {
     let (batch, heads, seq_q, seq_k) = dims;
-    crate::attention::topk_nnzb(batch, heads, seq_q, seq_k, opts)?; // the dims' checks
+    topk_nnzb(batch, heads, seq_q, seq_k, opts)?; // the dims' checks
     let needed = (batch * heads * seq_q.div_ceil(opts.block_q()))
         .checked_mul(seq_k.div_ceil(opts.block_k()))
         .ok_or(Error::InvalidArgument(

@@ -1,0 +1,217 @@
+//! The products, one entry point each for every backend: `C = α·op(A)·B + β·C`
+//! ([`spmm`], [`spmm_fused`]) and `C = α·D·op(A) + β·C` ([`dense_spmm`]). (The sampled
+//! product is [`sddmm`](crate::sddmm()).)
+
+pub(crate) mod check;
+mod cpu;
+#[cfg(feature = "cuda")]
+pub(crate) mod gpu;
+
+use crate::dense::{Dense, DenseMut, Storage, StorageMut};
+use crate::element::Element;
+use crate::epilogue::{Epilogue, Vector};
+use crate::error::Error;
+use crate::format::BsrMatrix;
+#[cfg(feature = "cuda")]
+use crate::gpu::DeviceBsr;
+use crate::options::{Backend, SpmmOptions};
+use check::{check_operands, check_view, same};
+
+/// The sparse operand: a host `BsrMatrix` or a `DeviceBsr`.
+pub enum BsrOperand<'a, T> {
+    /// A matrix in host memory (CPU backend).
+    Host(&'a BsrMatrix<T>),
+    /// A matrix in device memory (GPU backends).
+    #[cfg(feature = "cuda")]
+    Device(&'a DeviceBsr<T>),
+}
+
+impl<'a, T> From<&'a BsrMatrix<T>> for BsrOperand<'a, T> {
+    fn from(a: &'a BsrMatrix<T>) -> Self {
+        BsrOperand::Host(a)
+    }
+}
+
+#[cfg(feature = "cuda")]
+impl<'a, T> From<&'a DeviceBsr<T>> for BsrOperand<'a, T> {
+    fn from(a: &'a DeviceBsr<T>) -> Self {
+        BsrOperand::Device(a)
+    }
+}
+
+/// `m`, `k` and block shape of the sparse operand, wherever it lives.
+pub(crate) fn bsr_dims<T>(a: &BsrOperand<'_, T>) -> (usize, usize) {
+    match a {
+        BsrOperand::Host(a) => (a.m(), a.k()),
+        #[cfg(feature = "cuda")]
+        BsrOperand::Device(a) => (a.m(), a.k()),
+    }
+}
+
+/// `C = α·op(A)·B + β·C` with f32 accumulation.
+///
+/// `A` is `m x k` BSR, `B` is `k x n`, `C` is `m x n`; `B` and `C` each row- or
+/// column-major. With [`SpmmOptions::transpose_a`], `op(A) = Aᵀ`: `B` is `m x n` and `C`
+/// `k x n`. Host operands run on the CPU backend; device operands (`DeviceBsr` and
+/// `Dense::device`) run on a GPU backend, enqueued on `C`'s stream (the call returns
+/// once the work is enqueued; a `DeviceBsr`'s first `Aᵀ` product first builds its
+/// transpose index, `DeviceBsr::prepare_transpose`). Every check runs before anything is launched or written;
+/// on error `C` is untouched.
+///
+/// ```
+/// use sparsek::{bf16, spmm, BlockShape, BsrMatrix, Dense, DenseMut, Error, Layout, SpmmOptions};
+///
+/// // A = [[1, 0], [0, 2]] as 1 x 1 blocks; B = [[1, 2], [3, 4]]; C starts at all ones.
+/// let a = BsrMatrix::from_dense(&[1.0, 0.0, 0.0, 2.0].map(bf16::from_f32), 2, 2, BlockShape::new(1, 1))?;
+/// let b = [1.0, 2.0, 3.0, 4.0].map(bf16::from_f32);
+/// let mut c = [1.0f32; 4];
+/// // C = 1·A·B + 0.5·C, accumulated in f32, written as f32.
+/// spmm(&a, Dense::host(&b, 2, 2, Layout::RowMajor), DenseMut::host(&mut c, 2, 2, Layout::RowMajor),
+///      &SpmmOptions::new().beta(0.5))?;
+/// assert_eq!(c, [1.5, 2.5, 6.5, 8.5]);
+///
+/// // Shapes are checked before anything runs: B must have k = 2 rows.
+/// let e = spmm(&a, Dense::host(&b, 1, 4, Layout::RowMajor), DenseMut::host(&mut c, 2, 4, Layout::RowMajor),
+///              &SpmmOptions::new());
+/// assert!(matches!(e, Err(Error::ShapeMismatch { .. })));
+/// # Ok::<(), Error>(())
+/// ```
+pub fn spmm<'a, T: Element, O: Element>(
+    a: impl Into<BsrOperand<'a, T>>,
+    b: Dense<'_, T>,
+    c: DenseMut<'_, O>,
+    options: &SpmmOptions,
+) -> Result<(), Error> {
+    spmm_fused(a, b, c, &Epilogue::new(), options)
+}
+
+/// [`spmm`] with the fused linear-layer epilogue: `C = act(α·op(A)·B + bias + β·C)`, with
+/// `bias` (if any) holding one value per row of `C` (where the operands live).
+pub fn spmm_fused<'a, T: Element, O: Element>(
+    a: impl Into<BsrOperand<'a, T>>,
+    b: Dense<'_, T>,
+    c: DenseMut<'_, O>,
+    epilogue: &Epilogue<'_, T>,
+    options: &SpmmOptions,
+) -> Result<(), Error> {
+    let a = a.into();
+    let transpose = options.transpose_a;
+    check_operands(
+        bsr_dims(&a),
+        transpose,
+        &b.shape,
+        b.data.len(),
+        &c.shape,
+        c.data.len(),
+    )?;
+    if let Some(bias) = &epilogue.bias {
+        if bias.len() != c.shape.rows {
+            return Err(Error::ShapeMismatch {
+                what: "bias length (= rows of C)",
+                expected: c.shape.rows,
+                got: bias.len(),
+            });
+        }
+    }
+
+    match (a, b.data, c.data) {
+        (BsrOperand::Host(a), Storage::Host(b_data), StorageMut::Host(c_data)) => {
+            if !matches!(options.backend, Backend::Auto | Backend::Cpu) {
+                return Err(Error::BackendUnavailable {
+                    backend: options.backend,
+                    reason: "operands are on the host; upload them (DeviceBsr, Dense::device)"
+                        .into(),
+                });
+            }
+            let bias = match epilogue.bias {
+                None => None,
+                Some(Vector::Host(bias)) => Some(bias),
+                #[cfg(feature = "cuda")]
+                Some(Vector::Device(_)) => {
+                    return Err(Error::MixedLocations(
+                        "the bias must be where A, B and C are",
+                    ))
+                }
+            };
+            cpu::spmm(
+                a,
+                transpose,
+                b_data,
+                &b.shape,
+                c_data,
+                &c.shape,
+                cpu::Scalars {
+                    alpha: options.alpha,
+                    beta: options.beta,
+                    bias,
+                    activation: epilogue.activation,
+                },
+            )?;
+            Ok(())
+        }
+        #[cfg(feature = "cuda")]
+        (BsrOperand::Device(a), Storage::Device(b_data), StorageMut::Device(c_data)) => {
+            check::check_gpu_types::<T, O>(options.backend)?;
+            let bias = match epilogue.bias {
+                None => None,
+                Some(Vector::Device(bias)) => Some(bias),
+                Some(Vector::Host(_)) => {
+                    return Err(Error::MixedLocations(
+                        "the bias must be where A, B and C are",
+                    ))
+                }
+            };
+            let operands = gpu::Operands {
+                a,
+                b: b_data,
+                b_shape: &b.shape,
+                c: c_data,
+                c_shape: &c.shape,
+                bias,
+            };
+            gpu::spmm(operands, epilogue.activation, options)
+        }
+        #[cfg(feature = "cuda")]
+        _ => Err(Error::MixedLocations(
+            "A, B and C must be all host or all device",
+        )),
+    }
+}
+
+/// `C = α·D·op(A) + β·C` with f32 accumulation: a dense matrix times a sparse one.
+///
+/// `D` is `p x m`, `A` `m x k` BSR, `C` `p x k` (`op(A) = Aᵀ` with
+/// [`SpmmOptions::transpose_a`]: `D` `p x k`, `C` `p x m`). It runs as the transposed
+/// product `Cᵀ = op(A)ᵀ·Dᵀ` on transposed views of the same buffers ([`Dense::t`]), so
+/// nothing is copied; the checks and backends are [`spmm`]'s.
+///
+/// ```
+/// use sparsek::{dense_spmm, f16, BlockShape, BsrMatrix, Dense, DenseMut, Layout, SpmmOptions};
+///
+/// // Weights stored `in x out` (A: 4 x 2, 2x1 blocks, the top block only), x: 1 x 4.
+/// let a = BsrMatrix::from_dense(&[1.0, 0.0, 2.0, 0.0, 0.0, 0.0, 0.0, 0.0].map(f16::from_f32), 4, 2,
+///                               BlockShape::new(2, 1))?;
+/// let x = [1.0, 1.0, 1.0, 1.0].map(f16::from_f32);
+/// let mut y = [0f32; 2];
+/// dense_spmm(Dense::host(&x, 1, 4, Layout::RowMajor), &a, DenseMut::host(&mut y, 1, 2, Layout::RowMajor),
+///            &SpmmOptions::new())?;
+/// assert_eq!(y, [3.0, 0.0]);
+/// # Ok::<(), sparsek::Error>(())
+/// ```
+pub fn dense_spmm<'a, T: Element, O: Element>(
+    d: Dense<'_, T>,
+    a: impl Into<BsrOperand<'a, T>>,
+    c: DenseMut<'_, O>,
+    options: &SpmmOptions,
+) -> Result<(), Error> {
+    let a = a.into();
+    let (m, k) = bsr_dims(&a);
+    let (op_rows, op_cols) = if options.transpose_a { (k, m) } else { (m, k) };
+    same("columns of D (= rows of op(A))", op_rows, d.shape.cols)?;
+    same("rows of C (= rows of D)", d.shape.rows, c.shape.rows)?;
+    same("columns of C (= columns of op(A))", op_cols, c.shape.cols)?;
+    check_view("D", &d.shape, d.data.len())?;
+    check_view("C", &c.shape, c.data.len())?;
+    let transposed = options.transpose_a(!options.transpose_a);
+    spmm(a, d.t(), c.t(), &transposed)
+}
