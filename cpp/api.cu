@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "index_check.hpp"
+#include "overlap.hpp"
 #include "problem.hpp"
 #include "registry.hpp"
 
@@ -102,6 +103,14 @@ Result check_dense(const char* name, const DenseView& v) {
   return Result{};
 }
 
+// The bytes of a dense view that passed check_dense (empty when it has no element).
+ByteRange dense_bytes(const DenseView& v) {
+  if (v.rows == 0 || v.cols == 0) return ByteRange{};
+  const bool row = v.layout == Layout::RowMajor;
+  const int64_t extent = row ? v.cols : v.rows, outer = row ? v.rows : v.cols;
+  return elements(v.data, (outer - 1) * v.ld + extent, element_bytes(v.dtype));  // fits: check_dense
+}
+
 // A BSR view (`name`: "A", or "S" for the SDDMM's output, whose k is n and bk is bn).
 Result check_bsr(const BsrView& a, const char* name = "A") {
   if (!valid(a.dtype)) return make_result(Status::InvalidArgument, "%s.dtype = %d is not a DType", name, int(a.dtype));
@@ -127,7 +136,8 @@ Result check_bsr(const BsrView& a, const char* name = "A") {
                        (long long)a.nnzb, a.bm, a.bk);
   if (a.row_ptr == nullptr) return make_result(Status::InvalidArgument, "%s.row_ptr is null", name);
   if (a.nnzb > 0 && (a.col_idx == nullptr || a.values == nullptr))
-    return make_result(Status::InvalidArgument, "A.col_idx or A.values is null with nnzb = %lld", (long long)a.nnzb);
+    return make_result(Status::InvalidArgument, "%s.col_idx or %s.values is null with nnzb = %lld", name, name,
+                       (long long)a.nnzb);
   return Result{};
 }
 
@@ -171,6 +181,26 @@ Result validate(const BsrView& a, const DenseView& b, const DenseView& c, const 
       return make_result(Status::InvalidArgument, "transpose_index.row_idx or block_id is null with nnzb = %lld",
                          (long long)a.nnzb);
   }
+  // C is written: it may not overlap an input (C itself cannot overlap: ld covers its
+  // contiguous extent, check_dense). Every count below fits int64 bytes (check_bsr).
+  {
+    const TransposeIndexView& ti = options.transpose_index;
+    const int64_t rows = a.m / a.bm, cols = a.k / a.bk;
+    const ByteRange inputs[] = {
+        elements(a.values, a.nnzb * a.bm * a.bk, element_bytes(a.dtype)),
+        elements(a.row_ptr, rows + 1, 4),
+        elements(a.col_idx, a.nnzb, 4),
+        dense_bytes(b),
+        elements(options.bias, c.rows, element_bytes(a.dtype)),
+        t ? elements(ti.col_ptr, cols + 1, 4) : ByteRange{},
+        t ? elements(ti.row_idx, a.nnzb, 4) : ByteRange{},
+        t ? elements(ti.block_id, a.nnzb, 4) : ByteRange{},
+    };
+    const char* const names[] = {"A.values", "A.row_ptr", "A.col_idx", "B", "the bias",
+                                 "transpose_index.col_ptr", "transpose_index.row_idx", "transpose_index.block_id"};
+    r = check_disjoint("C", dense_bytes(c), inputs, names);
+    if (!r.ok()) return r;
+  }
   if ((a.dtype != DType::F16 && a.dtype != DType::BF16) || b.dtype != a.dtype)
     return make_result(Status::NotSupported, "inputs must be f16 or bf16 and equal (A is %s, B is %s)",
                        dtype_name(a.dtype), dtype_name(b.dtype));
@@ -207,6 +237,15 @@ Result validate(const DenseView& a, const DenseView& b, const BsrMutView& s, con
   if (b.rows != a.cols)
     return make_result(Status::InvalidArgument, "B has %lld rows, A has %lld columns", (long long)b.rows,
                        (long long)a.cols);
+  // S's values are written: they may not overlap A, B or S's own index arrays (every count
+  // fits int64 bytes, check_bsr).
+  {
+    const ByteRange inputs[] = {dense_bytes(a), dense_bytes(b), elements(s.row_ptr, s.m / s.bm + 1, 4),
+                                elements(s.col_idx, s.nnzb, 4)};
+    const char* const names[] = {"A", "B", "S.row_ptr", "S.col_idx"};
+    r = check_disjoint("S.values", elements(s.values, s.nnzb * s.bm * s.bn, element_bytes(s.dtype)), inputs, names);
+    if (!r.ok()) return r;
+  }
   if ((a.dtype != DType::F16 && a.dtype != DType::BF16) || b.dtype != a.dtype)
     return make_result(Status::NotSupported, "inputs must be f16 or bf16 and equal (A is %s, B is %s)",
                        dtype_name(a.dtype), dtype_name(b.dtype));

@@ -76,6 +76,8 @@ detail::AttentionProblem to_problem(const AttentionProblem& x, const detail::Dev
   m.q_blocks = x.q_blocks;
   m.k_blocks = x.k_blocks;
   m.patterns = x.patterns;
+  m.batch = x.mask_batch;
+  m.heads = x.mask_heads;
   m.nnzb = x.nnzb;
   m.row_ptr = reinterpret_cast<const int32_t*>(x.row_ptr);
   m.col_idx = reinterpret_cast<const int32_t*>(x.col_idx);

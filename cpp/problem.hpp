@@ -16,6 +16,8 @@
 //   - row_ptr is non-null; col_idx and values are non-null when nnzb > 0;
 //   - B is k x n and C is m x n; data is non-null when the view is non-empty;
 //     ld >= max(1, contiguous extent) and (outer - 1)*ld + extent fits int64 (elements);
+//   - C's bytes overlap none of A's arrays (values, row_ptr, col_idx, and for op(A) = A^T
+//     the transpose index), B or the bias;
 //   - A and B are F16 or BF16 and equal; C is the input type or F32;
 //     layouts are RowMajor or ColMajor; the backend is a Backend value, the activation
 //     an Activation value; bias is null or 16-byte aligned (m values of the input type);

@@ -7,6 +7,7 @@
 #include "attention/gating.hpp"
 #include "attention/problem.hpp"
 #include "index_check.hpp"
+#include "overlap.hpp"
 #include "registry.hpp"
 
 namespace sparsek {
@@ -37,6 +38,47 @@ Result check_heads(const char* name, const HeadsView& t, int64_t batch, int64_t 
   return Result{};
 }
 
+// The bytes of a view that passed check_heads: from data to its last element (empty when the
+// view has no element).
+ByteRange heads_bytes(const HeadsView& t) {
+  if (t.batch == 0 || t.heads == 0 || t.seq == 0) return ByteRange{};
+  // Fits int64 bytes (check_heads).
+  const int64_t last = (t.batch - 1) * t.stride_b + (t.heads - 1) * t.stride_h + (t.seq - 1) * t.stride_s;
+  return elements(t.data, last + t.head_dim, 2);
+}
+
+// An output view must not overlap itself: with head_dim contiguous, the dims of extent > 1
+// taken by stride ascending, each stride must be at least the span (in elements) of the
+// dims inside it (head_dim: span head_dim). So stride_h = 0 with heads > 1, or stride_s <
+// head_dim with seq > 1, is refused. `t` passed check_heads.
+Result check_no_self_overlap(const char* name, const HeadsView& t) {
+  struct Dim {
+    const char* name;
+    int64_t extent, stride;
+  };
+  Dim dims[3] = {{"stride_s", t.seq, t.stride_s}, {"stride_h", t.heads, t.stride_h}, {"stride_b", t.batch, t.stride_b}};
+  if (t.seq == 0 || t.heads == 0 || t.batch == 0) return Result{};
+  // Insertion sort by stride (stable: ties keep seq, heads, batch order).
+  for (int i = 1; i < 3; ++i)
+    for (int j = i; j > 0 && dims[j].stride < dims[j - 1].stride; --j) {
+      const Dim x = dims[j];
+      dims[j] = dims[j - 1];
+      dims[j - 1] = x;
+    }
+  int64_t span = t.head_dim;
+  for (const Dim& d : dims) {
+    if (d.extent <= 1) continue;
+    if (d.stride < span)
+      return make_result(Status::InvalidArgument,
+                         "%s overlaps itself: its %s = %lld is below the %lld elements it steps over (extent %lld)",
+                         name, d.name, (long long)d.stride, (long long)span, (long long)d.extent);
+    int64_t step = 0;
+    if (__builtin_mul_overflow(d.stride, d.extent - 1, &step) || __builtin_add_overflow(span, step, &span))
+      return make_result(Status::InvalidArgument, "%s: its extent overflows int64", name);
+  }
+  return Result{};
+}
+
 bool valid(Backend b) {
   return b == Backend::Auto || b == Backend::Wmma || b == Backend::Cutlass || b == Backend::Decode;
 }
@@ -61,8 +103,8 @@ Result validate(const HeadsView& q, const HeadsView& k, const HeadsView& v, cons
   if (!r.ok()) return r;
   if (k.dtype != q.dtype || v.dtype != q.dtype || o.dtype != q.dtype)
     return make_result(Status::InvalidArgument, "Q, K, V and O must have one dtype (Q is %s)", dtype_name(q.dtype));
-  int64_t rows = 0;
-  if (__builtin_mul_overflow(q.batch, q.heads, &rows) || __builtin_mul_overflow(rows, q.seq, &rows) ||
+  int64_t heads = 0, rows = 0;  // batch * heads, and * seq_q: LSE's floats
+  if (__builtin_mul_overflow(q.batch, q.heads, &heads) || __builtin_mul_overflow(heads, q.seq, &rows) ||
       rows > INT64_MAX / 4)
     return make_result(Status::InvalidArgument, "batch * heads * seq_q overflows (LSE)");
   if (reinterpret_cast<uintptr_t>(lse) % alignof(float) != 0)
@@ -84,9 +126,16 @@ Result validate(const HeadsView& q, const HeadsView& k, const HeadsView& v, cons
                          "mask is %lld x %lld blocks; seq_q %lld and seq_k %lld in %dx%d blocks need %lld x %lld",
                          (long long)m.q_blocks, (long long)m.k_blocks, (long long)q.seq, (long long)k.seq, m.block_q,
                          m.block_k, (long long)qb, (long long)kb);
-    if (m.patterns != 1 && m.patterns != q.batch * q.heads)
+    if (m.patterns != 1 && m.patterns != heads)
       return make_result(Status::InvalidArgument, "mask.patterns = %lld: must be 1 or batch * heads = %lld",
-                         (long long)m.patterns, (long long)(q.batch * q.heads));
+                         (long long)m.patterns, (long long)heads);
+    // Per-head patterns are for one (batch, heads): a set made for (2, 3) is not (3, 2)'s.
+    if (m.patterns > 1 && (m.batch != q.batch || m.heads != q.heads))
+      return make_result(Status::InvalidArgument,
+                         "mask has %lld per-head patterns made for (batch, heads) = (%lld, %lld); Q is (%lld, %lld) "
+                         "(set mask.batch and mask.heads)",
+                         (long long)m.patterns, (long long)m.batch, (long long)m.heads, (long long)q.batch,
+                         (long long)q.heads);
     int64_t row_ptr_len = 0;
     if (__builtin_mul_overflow(m.patterns, m.q_blocks, &row_ptr_len) || row_ptr_len >= INT32_MAX)
       return make_result(Status::InvalidArgument, "patterns * q_blocks + 1 row_ptr entries must fit int32");
@@ -97,6 +146,29 @@ Result validate(const HeadsView& q, const HeadsView& k, const HeadsView& v, cons
         reinterpret_cast<uintptr_t>(m.col_idx) % alignof(int32_t) != 0)
       return make_result(Status::InvalidArgument, "mask.row_ptr or mask.col_idx is not 4-byte aligned");
     if (m.nnzb > 0 && m.col_idx == nullptr) return make_result(Status::InvalidArgument, "mask.col_idx is null");
+  }
+  // O and LSE are written: O may not overlap itself, and neither may overlap an input or the
+  // other (every count below fits int64 bytes: check_heads, rows, the mask's checks).
+  r = check_no_self_overlap("O", o);
+  if (!r.ok()) return r;
+  {
+    const ByteRange lse_bytes = elements(lse, rows, 4);
+    const bool masked = mask != nullptr;
+    const ByteRange inputs[] = {
+        heads_bytes(q),
+        heads_bytes(k),
+        heads_bytes(v),
+        masked ? elements(mask->row_ptr, mask->patterns * mask->q_blocks + 1, 4) : ByteRange{},
+        masked ? elements(mask->col_idx, mask->nnzb, 4) : ByteRange{},
+        lse_bytes,
+    };
+    const char* const names[] = {"Q", "K", "V", "mask.row_ptr", "mask.col_idx", "LSE"};
+    r = check_disjoint("O", heads_bytes(o), inputs, names);
+    if (!r.ok()) return r;
+    const ByteRange lse_inputs[] = {inputs[0], inputs[1], inputs[2], inputs[3], inputs[4]};
+    const char* const lse_names[] = {"Q", "K", "V", "mask.row_ptr", "mask.col_idx"};
+    r = check_disjoint("LSE", lse_bytes, lse_inputs, lse_names);
+    if (!r.ok()) return r;
   }
   AttentionProblem p;
   p.q = q;
@@ -130,8 +202,8 @@ Result gating_dims(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_k, c
       __builtin_mul_overflow(batch, heads, &patterns) || __builtin_mul_overflow(patterns, qb, &rows) ||
       rows >= INT32_MAX)
     return make_result(Status::InvalidArgument, "gating: batch * heads * query blocks must fit int32");
-  int64_t per_pattern = 0;
-  for (int64_t i = 0; i < qb; ++i) per_pattern += gating_row_keep(o, i, kb);
+  // Closed form (qb may be 2^31 - 1 with no pattern at all): at most qb * kb < 2^62.
+  const int64_t per_pattern = gating_pattern_keep(o, qb, kb);
   int64_t nnzb = 0;
   if (__builtin_mul_overflow(per_pattern, patterns, &nnzb) || nnzb > INT32_MAX)
     return make_result(Status::InvalidArgument, "gating: the mask's %lld * %lld blocks do not fit int32",
@@ -147,13 +219,29 @@ Result gating_dims(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_k, c
   return Result{};
 }
 
-Result run_gating(GatingProblem& g, int32_t* row_ptr, int32_t* col_idx, BlockMaskView* mask, cudaStream_t stream) {
+// `scores`: the caller's scores' range (empty when pooled: then Q and K are the inputs).
+Result run_gating(GatingProblem& g, const ByteRange& scores, int32_t* row_ptr, int32_t* col_idx, BlockMaskView* mask,
+                  cudaStream_t stream) {
   if (row_ptr == nullptr || (g.nnzb > 0 && col_idx == nullptr))
     return make_result(Status::InvalidArgument, "gating: row_ptr or col_idx is null");
   if (reinterpret_cast<uintptr_t>(row_ptr) % alignof(int32_t) != 0 ||
       reinterpret_cast<uintptr_t>(col_idx) % alignof(int32_t) != 0)
     return make_result(Status::InvalidArgument, "gating: row_ptr or col_idx is not 4-byte aligned");
   if (mask == nullptr) return make_result(Status::InvalidArgument, "gating: mask (the output view) is null");
+  // The outputs may not overlap each other nor an input (batch * heads * q_blocks + 1 < 2^31
+  // and nnzb < 2^31 entries: gating_dims).
+  {
+    const ByteRange rows = elements(row_ptr, g.batch * g.heads * g.q_blocks + 1, 4);
+    const ByteRange cols = elements(col_idx, g.nnzb, 4);
+    const ByteRange inputs[] = {g.pooled ? heads_bytes(g.q) : ByteRange{}, g.pooled ? heads_bytes(g.k) : ByteRange{},
+                                scores};
+    const char* const names[] = {"Q", "K", "scores"};
+    const ByteRange row_inputs[] = {cols, inputs[0], inputs[1], inputs[2]};
+    const char* const row_names[] = {"col_idx", "Q", "K", "scores"};
+    Result r = check_disjoint("gating: row_ptr", rows, row_inputs, row_names);
+    if (r.ok()) r = check_disjoint("gating: col_idx", cols, inputs, names);
+    if (!r.ok()) return r;
+  }
   g.row_ptr = row_ptr;
   g.col_idx = col_idx;
   Result r = current_device(&g.device);
@@ -166,6 +254,8 @@ Result run_gating(GatingProblem& g, int32_t* row_ptr, int32_t* col_idx, BlockMas
   mask->q_blocks = g.q_blocks;
   mask->k_blocks = g.k_blocks;
   mask->patterns = g.batch * g.heads;
+  mask->batch = g.batch;
+  mask->heads = g.heads;
   mask->nnzb = g.nnzb;
   mask->row_ptr = row_ptr;
   mask->col_idx = col_idx;
@@ -219,7 +309,7 @@ Result block_topk(const HeadsView& q, const HeadsView& k, const TopkGatingOption
   g.pooled = true;
   g.q = q;
   g.k = k;
-  if (r.ok()) r = detail::run_gating(g, row_ptr, col_idx, mask, stream);
+  if (r.ok()) r = detail::run_gating(g, detail::ByteRange{}, row_ptr, col_idx, mask, stream);
   return detail::finish(r);
 }
 
@@ -228,12 +318,18 @@ Result block_topk_scores(const float* scores, int64_t batch, int64_t heads, int6
                          cudaStream_t stream) {
   detail::GatingProblem g;
   Result r = detail::gating_dims(batch, heads, seq_q, seq_k, options, &g);
-  if (r.ok() && scores == nullptr && batch * heads * g.q_blocks * g.k_blocks > 0)
-    r = detail::make_result(Status::InvalidArgument, "scores is null");
+  // batch * heads * q_blocks * k_blocks floats (gating_dims bounds the first three factors'
+  // product below 2^31 and k_blocks by 2^31; checked all the same).
+  int64_t count = 0, bytes = 0;
+  if (r.ok() &&
+      (__builtin_mul_overflow(g.batch, g.heads, &count) || __builtin_mul_overflow(count, g.q_blocks, &count) ||
+       __builtin_mul_overflow(count, g.k_blocks, &count) || __builtin_mul_overflow(count, int64_t(4), &bytes)))
+    r = detail::make_result(Status::InvalidArgument, "gating: the scores' batch * heads * q_blocks * k_blocks overflow");
+  if (r.ok() && scores == nullptr && count > 0) r = detail::make_result(Status::InvalidArgument, "scores is null");
   if (r.ok() && reinterpret_cast<uintptr_t>(scores) % alignof(float) != 0)
     r = detail::make_result(Status::InvalidArgument, "scores is not 4-byte aligned");
   g.scores = scores;
-  if (r.ok()) r = detail::run_gating(g, row_ptr, col_idx, mask, stream);
+  if (r.ok()) r = detail::run_gating(g, detail::byte_range(scores, bytes), row_ptr, col_idx, mask, stream);
   return detail::finish(r);
 }
 

@@ -15,6 +15,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <climits>
 #include <cstdint>
 
 #include "attention/gating.hpp"
@@ -177,9 +178,16 @@ cudaError_t launch_typed(const GatingProblem& g, const GatingParams& params, uns
 }
 
 // Shared memory of one CTA: scores and flags per key block, plus the pooled means.
+// INT64_MAX when it overflows (head_dim is bounded only by Q's extent).
 int64_t gating_smem(const GatingProblem& p) {
-  int64_t bytes = p.k_blocks * 8;
-  if (p.pooled) bytes += (p.k_blocks * (p.q.head_dim + 1) + kRowsPerCta * p.q.head_dim) * 4;
+  int64_t bytes = p.k_blocks * 8;  // k_blocks < 2^31
+  if (!p.pooled) return bytes;
+  int64_t pooled = 0, q = 0;
+  if (__builtin_add_overflow(p.q.head_dim, int64_t(1), &pooled) ||
+      __builtin_mul_overflow(pooled, p.k_blocks, &pooled) ||
+      __builtin_mul_overflow(p.q.head_dim, int64_t(kRowsPerCta), &q) || __builtin_add_overflow(pooled, q, &pooled) ||
+      __builtin_mul_overflow(pooled, int64_t(4), &pooled) || __builtin_add_overflow(bytes, pooled, &bytes))
+    return INT64_MAX;
   return bytes;
 }
 
@@ -227,8 +235,7 @@ Result launch_gating(const GatingProblem& g, cudaStream_t stream) {
   p.causal = g.options.causal;
   p.row_ptr = g.row_ptr;
   p.col_idx = g.col_idx;
-  p.per_pattern = 0;
-  for (int64_t i = 0; i < g.q_blocks; ++i) p.per_pattern += gating_row_keep(g.options, i, g.k_blocks);
+  p.per_pattern = gating_pattern_keep(g.options, g.q_blocks, g.k_blocks);
   const unsigned grid = unsigned(int64_t(p.chunks) * g.batch * g.heads);
   const size_t smem = size_t(gating_smem(g));
   const bool bf16 = g.pooled && g.q.dtype == DType::BF16;

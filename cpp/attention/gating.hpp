@@ -14,7 +14,7 @@ namespace sparsek::detail {
 // batch*heads*q_blocks + 1 and nnzb fit int32; pooled: q and k are valid HeadsViews of
 // [batch, heads, seq_q | seq_k, head_dim] (F16 or BF16, the same), scores null; else
 // scores holds batch*heads*q_blocks*k_blocks floats; row_ptr non-null, col_idx non-null
-// when nnzb > 0.
+// when nnzb > 0; row_ptr and col_idx overlap neither each other nor the inputs.
 struct GatingProblem {
   bool pooled = false;  // scores from q and k (else from `scores`)
   HeadsView q, k;
@@ -35,6 +35,44 @@ inline int64_t gating_row_keep(const TopkGatingOptions& o, int64_t i, int64_t k_
     cand = last + 1 < k_blocks ? last + 1 : k_blocks;
   }
   return o.top_k < cand ? o.top_k : cand;
+}
+
+// The blocks one pattern keeps: the sum of gating_row_keep over query blocks 0 .. q_blocks - 1,
+// in closed form (q_blocks may be 2^31 - 1; no loop over them). The Rust reference
+// (src/attention/gating.rs, kept_per_pattern) computes the same. With T = min(top_k,
+// k_blocks): without `causal` every row keeps T; with it, row i's candidates f(i) =
+// ((i+1)*block_q - 1)/block_k + 1 never decrease, the first floor((T-1)*block_k/block_q)
+// rows (at most q_blocks) have f(i) < T and keep f(i), the others keep T; the sum of f over
+// the first rows is a floor sum. Needs 0 <= q_blocks, k_blocks <= INT32_MAX, 1 <= block_q,
+// block_k and top_k >= 0; the result is at most q_blocks * k_blocks < 2^62.
+inline int64_t gating_pattern_keep(const TopkGatingOptions& o, int64_t q_blocks, int64_t k_blocks) {
+  using u128 = unsigned __int128;
+  const u128 n = u128(q_blocks), t = u128(o.top_k < k_blocks ? int64_t(o.top_k) : k_blocks);
+  if (!o.causal || t == 0) return int64_t(n * t);
+  const u128 bq = u128(o.block_q), bk = u128(o.block_k);
+  const u128 below_all = (t - 1) * bk / bq;  // rows with f(i) < T (before the cap at q_blocks)
+  const u128 below = below_all < n ? below_all : n;
+  // floor_sum = sum over i < below of floor((bq*i + bq - 1) / bk), by the Euclidean-like
+  // reduction of sum_{i<c} floor((a*i + b) / m): O(log) steps, every value below 2^96.
+  u128 sum = 0, c = below, m = bk, a = bq, b = bq - 1;
+  while (c > 0) {
+    if (a >= m) {
+      sum += c * (c - 1) / 2 * (a / m);
+      a %= m;
+    }
+    if (b >= m) {
+      sum += c * (b / m);
+      b %= m;
+    }
+    const u128 y = a * c + b;
+    if (y < m) break;
+    c = y / m;
+    b = y % m;
+    const u128 x = m;
+    m = a;
+    a = x;
+  }
+  return int64_t(below + sum + (n - below) * t);
 }
 
 // Why the gating kernel cannot run p (shared memory for the pooled K), or nullptr.

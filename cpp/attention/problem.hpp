@@ -11,10 +11,14 @@
 //     all four F16 or all four BF16;
 //   - lse is null or holds batch*heads*seq_q floats;
 //   - has_mask: 1 <= block_q, block_k; q_blocks = ceil(seq_q/block_q), k_blocks =
-//     ceil(seq_k/block_k), both fit int32; patterns is 1 or batch*heads;
-//     patterns*q_blocks + 1 row_ptr entries and nnzb fit int32; row_ptr non-null, col_idx
+//     ceil(seq_k/block_k), both fit int32; patterns is 1 or batch*heads, and with
+//     patterns > 1 the mask's (batch, heads) are q's; patterns*q_blocks + 1 row_ptr
+//     entries and nnzb fit int32; row_ptr non-null, col_idx
 //     non-null when nnzb > 0; the index arrays valid (host-checked by Rust, device-checked
 //     with check_indices, or trusted);
+//   - o does not overlap itself (its dims of extent > 1, by stride ascending, each step over
+//     the span of those inside it); o and lse overlap neither each other nor q, k, v or the
+//     mask's arrays;
 //   - scale is finite and > 0 (0 in the options was resolved to 1/sqrt(head_dim));
 //   - `device` describes the current device.
 #pragma once

@@ -12,6 +12,7 @@
 //     check_indices, or trusted);
 //   - A is m x k and B is k x n (k >= 0); views as in cpp/problem.hpp (ld, spans, data
 //     non-null when non-empty); A and B are F16 or BF16 and equal, S is that type or F32;
+//   - S's values overlap neither A, B nor S's row_ptr and col_idx;
 //   - `device` describes the current device.
 #pragma once
 

@@ -141,6 +141,7 @@ struct Heads {
 // A host block mask: stacked BSR (see BlockMaskView).
 struct Mask {
   int64_t q_blocks = 0, k_blocks = 0, patterns = 0;
+  int64_t batch = 0, heads = 0;  // what per-head patterns were made for (patterns > 1)
   std::vector<int32_t> row_ptr{0}, col_idx;
   bool listed(int64_t p, int64_t i, int64_t j) const {
     const int64_t r = p * q_blocks + i;
@@ -178,6 +179,8 @@ struct DeviceMask {
     view.q_blocks = m.q_blocks;
     view.k_blocks = m.k_blocks;
     view.patterns = m.patterns;
+    view.batch = m.batch;
+    view.heads = m.heads;
     view.nnzb = int64_t(m.col_idx.size());
     view.row_ptr = row_ptr;
     view.col_idx = col_idx;
@@ -193,6 +196,8 @@ Mask download_mask(const BlockMaskView& v) {
   m.q_blocks = v.q_blocks;
   m.k_blocks = v.k_blocks;
   m.patterns = v.patterns;
+  m.batch = v.batch;
+  m.heads = v.heads;
   m.row_ptr.resize(size_t(v.patterns * v.q_blocks + 1));
   m.col_idx.resize(size_t(v.nnzb));
   CUDA_CHECK(cudaMemcpy(m.row_ptr.data(), v.row_ptr, m.row_ptr.size() * 4, cudaMemcpyDeviceToHost));
@@ -349,6 +354,8 @@ bool run(const Case& c, uint64_t seed) {
   DeviceMask* dm = nullptr;
   if (c.mask == MaskKind::Random) {
     mask = random_mask(rng, c.per_head ? c.batch * c.heads : 1, qb, kb, c.density);
+    mask.batch = c.batch;
+    mask.heads = c.heads;
     dm = new DeviceMask(mask);
     view = dm->view;
   } else if (c.mask == MaskKind::TopK) {
@@ -453,7 +460,9 @@ bool determinism() {
   k.upload();
   v.upload();
   o.upload();
-  const Mask mask = random_mask(rng, B * H, 8, 8, 0.5);
+  Mask mask = random_mask(rng, B * H, 8, 8, 0.5);
+  mask.batch = B;
+  mask.heads = H;
   DeviceMask dm(mask);
   float* d_lse = nullptr;
   CUDA_CHECK(cudaMalloc(&d_lse, size_t(B * H * S) * 4));
@@ -522,7 +531,8 @@ bool gating_case(int64_t B, int64_t H, int64_t sq, int64_t sk, int64_t d, DType 
     r = given ? sparsek::block_topk_scores(d_scores, B, H, sq, sk, go, row, col, &view, nullptr)
               : sparsek::block_topk(q.view(), k.view(), go, row, col, &view, nullptr);
   CUDA_CHECK(cudaDeviceSynchronize());
-  bool ok = r.ok() && nnzb == int64_t(want.col_idx.size());
+  // The view records the (batch, heads) its per-head patterns were made for.
+  bool ok = r.ok() && nnzb == int64_t(want.col_idx.size()) && view.batch == B && view.heads == H;
   if (ok) {
     const Mask got = download_mask(view);
     ok = got.row_ptr == want.row_ptr && got.col_idx == want.col_idx;

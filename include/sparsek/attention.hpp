@@ -58,10 +58,14 @@ inline HeadsView packed_heads(void* data, int64_t batch, int64_t heads, int64_t 
 // patterns*q_blocks + 1 entries (from 0, non-decreasing, ending at nnzb), `col_idx` nnzb
 // entries, each < k_blocks, sorted and unique within a block-row. The Hopper kernels take
 // block_q = block_k = 128.
+// (batch, heads): the (batch, heads) the per-head patterns were made for. Required when
+// patterns > 1, and then equal to Q's (a set made for (2, 3) is refused for (3, 2)); ignored
+// when patterns == 1. block_topk and block_topk_scores fill them.
 struct BlockMaskView {
   int32_t block_q = 128, block_k = 128;
   int64_t q_blocks = 0, k_blocks = 0;
   int64_t patterns = 1;
+  int64_t batch = 0, heads = 0;
   int64_t nnzb = 0;
   const int32_t* row_ptr = nullptr;
   const int32_t* col_idx = nullptr;
@@ -86,7 +90,10 @@ Result can_implement(const HeadsView& q, const HeadsView& k, const HeadsView& v,
 
 // Enqueues the attention forward on `stream`: writes O and, when `lse` is non-null, LSE
 // (batch*heads*seq_q floats, [batch, heads, seq_q] packed). Validates everything first; on
-// any error nothing is launched and O, LSE are untouched.
+// any error nothing is launched and O, LSE are untouched. O must not overlap itself (its
+// dims of extent > 1, taken by stride ascending, each stride at least the span of the dims
+// inside it: no stride_h = 0 with heads > 1, no stride_s < head_dim with seq > 1), and O and
+// LSE must overlap neither each other nor Q, K, V or the mask's arrays (InvalidArgument).
 Result attention(const HeadsView& q, const HeadsView& k, const HeadsView& v, const HeadsView& o, float* lse,
                  const BlockMaskView* mask, const AttentionOptions& options, cudaStream_t stream);
 
@@ -120,8 +127,9 @@ Result block_topk_nnzb(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_
                        int64_t* nnzb);
 
 // Top-k from pooled Q and K (q, k as for `attention`). `row_ptr` (batch*heads*q_blocks + 1
-// ints) and `col_idx` (block_topk_nnzb ints) are device buffers the call fills; `*mask`
-// gets the view of them. One launch on `stream`.
+// ints) and `col_idx` (block_topk_nnzb ints) are device buffers the call fills (they must
+// overlap neither each other nor Q, K or the scores); `*mask` gets the view of them, with its
+// (batch, heads). One launch on `stream`.
 Result block_topk(const HeadsView& q, const HeadsView& k, const TopkGatingOptions& options, int32_t* row_ptr,
                   int32_t* col_idx, BlockMaskView* mask, cudaStream_t stream);
 

@@ -16,12 +16,14 @@
 namespace sparsek {
 
 // The same matrix seen transposed: rows and columns swapped, the layout flipped, the same
-// data and ld.
+// data and ld. A layout that is not a Layout value stays as it is (spmm refuses it).
 inline DenseView transposed(const DenseView& v) {
   DenseView t = v;
   t.rows = v.cols;
   t.cols = v.rows;
-  t.layout = v.layout == Layout::RowMajor ? Layout::ColMajor : Layout::RowMajor;
+  t.layout = v.layout == Layout::RowMajor   ? Layout::ColMajor
+             : v.layout == Layout::ColMajor ? Layout::RowMajor
+                                            : v.layout;
   return t;
 }
 

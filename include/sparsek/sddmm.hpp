@@ -44,7 +44,8 @@ Result can_implement(const DenseView& a, const DenseView& b, const BsrMutView& s
                      Backend* chosen = nullptr);
 
 // Enqueues S = alpha * (A*B) ⊙ mask + beta * S on `stream`. Validates everything first
-// (once); on any error nothing is launched and S is untouched. S's indices are trusted
+// (once); on any error nothing is launched and S is untouched. S's values must overlap
+// neither A, B nor S's row_ptr and col_idx (InvalidArgument). S's indices are trusted
 // unless options.check_indices is set.
 Result sddmm(const DenseView& a, const DenseView& b, const BsrMutView& s, const SddmmOptions& options,
              cudaStream_t stream);

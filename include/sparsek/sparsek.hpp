@@ -112,7 +112,8 @@ Result can_implement(const BsrView& a, const DenseView& b, const DenseView& c,
                      const SpmmOptions& options, Backend* chosen = nullptr);
 
 // Enqueues C = alpha*op(A)*B + beta*C on `stream`. Validates everything first (once); on any
-// error nothing is launched and C is untouched. The BSR index arrays are trusted unless
+// error nothing is launched and C is untouched. C's bytes must not overlap A's arrays (values,
+// row_ptr, col_idx, the transpose index), B or the bias (InvalidArgument). The BSR index arrays are trusted unless
 // options.check_indices is set (or validate them on the host with
 // sparsek::rust::validate_bsr from <sparsek/rust.h>, CMake option SPARSEK_WITH_RUST).
 Result spmm(const BsrView& a, const DenseView& b, const DenseView& c,
