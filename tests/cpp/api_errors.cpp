@@ -21,7 +21,9 @@
 #include <sparsek/sddmm.hpp>
 #include <sparsek/sparsek.hpp>
 
+#include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -44,7 +46,7 @@ using sparsek::SpmmOptions;
 using sparsek::Status;
 
 constexpr uint8_t kPoison = 0xA5;
-constexpr size_t kArenaBytes = 1 << 14;
+constexpr size_t kArenaBytes = 1 << 16;  // every view of a case fits its arena
 constexpr int64_t kHuge = int64_t(1) << 62;
 
 // Host memory standing in for device buffers; no refused call may touch it.
@@ -89,6 +91,11 @@ void shape(Views& v, int64_t m, int64_t k, int64_t n, int32_t bm, int32_t bk, in
   v.a.m = m, v.a.k = k, v.a.bm = bm, v.a.bk = bk, v.a.nnzb = nnzb;
   v.b.rows = k, v.b.cols = n, v.b.ld = n;
   v.c.rows = m, v.c.cols = n, v.c.ld = n;
+}
+
+// `p` moved by `bytes` as an address (it may leave its buffer: the pointer is never used).
+void* shifted(const void* p, int64_t bytes) {
+  return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(bytes));
 }
 
 struct Case {
@@ -243,6 +250,55 @@ std::vector<Case> cases() {
   add("C.rows != m", bad, "rows", [](Views& v) { v.c.rows = 64; });
   add("C.cols != B.cols", bad, "columns", [](Views& v) { v.c.cols = 32; });
 
+  // C is written: its bytes may not overlap an input's. With n = 8, B and C take 2 KiB, so
+  // every view of these cases lies inside the arenas (the arenas' own order is unknown).
+  auto narrow = [](Views& v) { shape(v, 128, 128, 8, 64, 64, 2); };
+  add("C overlaps B (the same buffer)", bad, "C overlaps B", [=](Views& v) {
+    narrow(v);
+    v.c.data = v.b.data;
+  });
+  add("C's last element on B's first", bad, "C overlaps B", [=](Views& v) {
+    narrow(v);
+    v.b.data = shifted(v.b.data, 8192);
+    v.c.data = shifted(v.b.data, -(128 * 8 - 1) * 2);
+  });
+  add("C overlaps A.values", bad, "A.values", [=](Views& v) {
+    narrow(v);
+    v.c.data = const_cast<void*>(v.a.values);
+  });
+  add("C overlaps A.row_ptr", bad, "A.row_ptr", [=](Views& v) {
+    narrow(v);
+    v.c.data = shifted(v.a.row_ptr, 8);
+  });
+  add("C overlaps A.col_idx", bad, "A.col_idx", [=](Views& v) {
+    narrow(v);
+    v.c.data = shifted(v.a.col_idx, 4);
+  });
+  add("C overlaps the bias", bad, "bias", [=](Views& v) {
+    narrow(v);
+    v.options.bias = v.c.data;
+  });
+  add("C's first element on A's last value, column-major C with padded ld", bad, "A.values", [=](Views& v) {
+    narrow(v);
+    v.c.layout = Layout::ColMajor, v.c.ld = 136;
+    v.c.data = shifted(v.a.values, 2 * 64 * 64 * 2 - 2);
+  });
+  // ... but an empty C, or one that only touches an input's end, overlaps nothing.
+  add("control: C just past B's last byte", Status::CudaError, "device", [=](Views& v) {
+    narrow(v);
+    v.c.data = shifted(v.b.data, 128 * 8 * 2);
+  });
+  add("control: C ending just before B", Status::CudaError, "device", [=](Views& v) {
+    narrow(v);
+    v.b.data = shifted(v.b.data, 8192);
+    v.c.data = shifted(v.b.data, -128 * 8 * 2);
+  });
+  add("control: empty C (n = 0) at B's address", Status::CudaError, "device", [](Views& v) {
+    v.b.cols = v.c.cols = 0;
+    v.b.ld = v.c.ld = 1;
+    v.c.data = v.b.data;
+  });
+
   // Valid views whose dtype combination is merely unsupported.
   add("f32 inputs", unsupported, "f32", [](Views& v) { v.a.dtype = v.b.dtype = v.c.dtype = DType::F32; });
   add("A f16, B bf16", unsupported, "bf16", [](Views& v) { v.b.dtype = DType::BF16; });
@@ -322,6 +378,11 @@ std::vector<Case> cases() {
     transposed(v);
     v.a.nnzb = 0;
     v.options.transpose_index.row_idx = v.options.transpose_index.block_id = nullptr;
+  });
+  add("A^T: C overlaps transpose_index.block_id", bad, "block_id", [=](Views& v) {
+    transposed(v);
+    v.b.cols = v.c.cols = v.b.ld = v.c.ld = 8;  // C: 4 KiB, inside its arena
+    v.options.transpose_index.block_id = static_cast<const int32_t*>(v.c.data);
   });
   return v;
 }
@@ -416,6 +477,22 @@ int main() {
     s.nnzb = 2;
     o.backend = static_cast<Backend>(7);
     expect("sddmm: backend = 7", sparsek::can_implement(a, b, s, o, nullptr), bad_status(), "backend");
+    o.backend = Backend::Auto;
+    // S's values are written: they may overlap neither A, B nor S's index arrays.
+    sparsek::BsrMutView so = s;
+    so.values = a.data;
+    expect("sddmm: S overlaps A", sparsek::sddmm(a, b, so, o, nullptr), bad_status(), "S.values overlaps A");
+    // One block (8 KiB of values): every S below lies inside an arena.
+    so.nnzb = 1;
+    so.values = shifted(b.data, 64);
+    expect("sddmm: S overlaps B", sparsek::can_implement(a, b, so, o, nullptr), bad_status(), "S.values overlaps B");
+    so.values = shifted(s.col_idx, 2);
+    expect("sddmm: S overlaps S.col_idx", sparsek::sddmm(a, b, so, o, nullptr), bad_status(), "S.col_idx");
+    so.values = shifted(s.row_ptr, 4);
+    expect("sddmm: S overlaps S.row_ptr", sparsek::sddmm(a, b, so, o, nullptr), bad_status(), "S.row_ptr");
+    so.values = shifted(s.col_idx, 4);
+    expect("sddmm: control, S just past S.col_idx (one entry)", sparsek::sddmm(a, b, so, o, nullptr),
+           Status::CudaError, "device");
   }
   {
     // Attention (attention.hpp): Q, K, V, O [1, 2, 8, 64] packed in the arena, one 128-row
@@ -465,6 +542,69 @@ int main() {
     sparsek::AttentionOptions be = opt;
     be.backend = static_cast<Backend>(7);
     expect("attention: backend = 7", run(q, kv, o, lse, &m, be), bad_status(), "backend");
+
+    // O may not overlap itself ...
+    bad = o;
+    bad.stride_h = 0;  // both heads on one [8, 64] tile
+    expect("attention: O with stride_h = 0 and 2 heads", run(q, kv, bad, lse, &m, opt), bad_status(),
+           "O overlaps itself");
+    bad = o;
+    bad.stride_s = 32;  // rows of 64 elements 32 apart
+    bad.stride_h = 8 * 64;
+    expect("attention: O with stride_s < head_dim", run(q, kv, bad, lse, &m, opt), bad_status(),
+           "O overlaps itself");
+    bad = o;
+    bad.stride_h = 7 * 64;  // head 1's first row on head 0's last
+    expect("attention: O's heads overlapping by one row", run(q, kv, bad, lse, &m, opt), bad_status(),
+           "O overlaps itself");
+    bad = o;
+    bad.stride_s = 2 * 64, bad.stride_h = 64;  // [seq, heads, d] storage: interleaved, not overlapping
+    expect("attention: control, O as [seq, heads, d]", run(q, kv, bad, lse, &m, opt), Status::CudaError, "device");
+    bad = o;
+    bad.stride_h = 0, bad.heads = 1;  // a stride of extent 1 is never stepped
+    {
+      HeadsView q1 = q, k1 = kv;
+      q1.heads = k1.heads = 1;
+      expect("attention: control, stride_h = 0 with one head", run(q1, k1, bad, lse, nullptr, opt),
+             Status::CudaError, "device");
+    }
+    // ... nor an input, nor LSE; neither may LSE.
+    bad = o;
+    bad.data = shifted(q.data, 64);
+    expect("attention: O overlaps Q", run(q, kv, bad, lse, &m, opt), bad_status(), "O overlaps Q");
+    bad.data = kv.data;
+    expect("attention: O is K (and V)", run(q, kv, bad, lse, &m, opt), bad_status(), "O overlaps K");
+    expect("attention: O overlaps LSE", run(q, kv, o, reinterpret_cast<float*>(shifted(o.data, 1024)), &m, opt),
+           bad_status(), "O overlaps LSE");
+    bad.data = const_cast<int32_t*>(m.row_ptr);
+    expect("attention: O overlaps mask.row_ptr", run(q, kv, bad, nullptr, &m, opt), bad_status(), "mask.row_ptr");
+    expect("attention: LSE overlaps K", run(q, kv, o, reinterpret_cast<float*>(shifted(kv.data, 4)), &m, opt),
+           bad_status(), "LSE overlaps K");
+    expect("attention: control, LSE just past O",
+           run(q, kv, o, reinterpret_cast<float*>(shifted(o.data, 2 * 8 * 64 * 2)), &m, opt), Status::CudaError,
+           "device");
+
+    // Per-head patterns carry the (batch, heads) they were made for.
+    {
+      const HeadsView q32 = sparsek::packed_heads(mem.b.data(), 3, 2, 8, 64, DType::BF16);
+      const HeadsView kv32 = sparsek::packed_heads(mem.values.data(), 3, 2, 8, 64, DType::BF16);
+      const HeadsView o32 = sparsek::packed_heads(mem.c.data(), 3, 2, 8, 64, DType::BF16);
+      sparsek::BlockMaskView ph = m;
+      ph.patterns = 6, ph.nnzb = 6;
+      ph.batch = 2, ph.heads = 3;
+      expect("attention: per-head mask made for (2, 3), Q is (3, 2)", run(q32, kv32, o32, nullptr, &ph, opt),
+             bad_status(), "made for");
+      ph.batch = ph.heads = 0;
+      expect("attention: per-head mask with batch/heads unset", run(q32, kv32, o32, nullptr, &ph, opt), bad_status(),
+             "made for");
+      ph.batch = 3, ph.heads = 2;
+      expect("attention: control, per-head mask made for (3, 2)", run(q32, kv32, o32, nullptr, &ph, opt),
+             Status::CudaError, "device");
+      sparsek::BlockMaskView one = m;
+      one.batch = 5, one.heads = 7;  // ignored with one pattern
+      expect("attention: control, one pattern, batch/heads ignored", run(q32, kv32, o32, nullptr, &one, opt),
+             Status::CudaError, "device");
+    }
     int64_t nnzb = -1;
     sparsek::TopkGatingOptions go;
     go.top_k = -1;
@@ -472,6 +612,86 @@ int main() {
     go.top_k = 4;
     expect("block_topk_nnzb: batch*heads*blocks overflow", sparsek::block_topk_nnzb(kHuge, 4, 8, 8, go, &nnzb),
            bad_status(), "int32");
+    expect("block_topk_nnzb: batch*heads overflows int64", sparsek::block_topk_nnzb(INT64_MAX, 2, 8, 8, go, &nnzb),
+           bad_status(), "int32");
+    {
+      int32_t* rp = reinterpret_cast<int32_t*>(mem.row_ptr.data());
+      int32_t* ci = reinterpret_cast<int32_t*>(mem.col_idx.data());
+      sparsek::BlockMaskView out_view;
+      // 2^31 * 2^31 patterns of two query blocks: the scores' count overflows int64.
+      const int64_t half = int64_t(1) << 31;
+      expect("block_topk_scores: batch*heads*q_blocks*k_blocks overflows",
+             sparsek::block_topk_scores(reinterpret_cast<const float*>(mem.b.data()), half, half, 256, 256, go, rp,
+                                        ci, &out_view, nullptr),
+             bad_status(), "int32");
+      expect("block_topk_scores: batch*heads overflows int64",
+             sparsek::block_topk_scores(reinterpret_cast<const float*>(mem.b.data()), INT64_MAX, INT64_MAX, 256, 256,
+                                        go, rp, ci, &out_view, nullptr),
+             bad_status(), "int32");
+      // The outputs may overlap neither each other nor an input.
+      const float* scores = reinterpret_cast<const float*>(mem.b.data());
+      expect("block_topk_scores: row_ptr overlaps col_idx",
+             sparsek::block_topk_scores(scores, 1, 2, 256, 256, go, rp, rp + 2, &out_view, nullptr), bad_status(),
+             "row_ptr overlaps col_idx");
+      expect("block_topk_scores: col_idx overlaps the scores",
+             sparsek::block_topk_scores(scores, 1, 2, 256, 256, go, rp, reinterpret_cast<int32_t*>(mem.b.data()) + 4,
+                                        &out_view, nullptr),
+             bad_status(), "col_idx overlaps scores");
+      expect("block_topk: row_ptr overlaps Q",
+             sparsek::block_topk(q, kv, go, reinterpret_cast<int32_t*>(q.data), ci, &out_view, nullptr), bad_status(),
+             "row_ptr overlaps Q");
+      expect("block_topk: col_idx overlaps K",
+             sparsek::block_topk(q, kv, go, rp, reinterpret_cast<int32_t*>(kv.data) + 8, &out_view, nullptr),
+             bad_status(), "col_idx overlaps K");
+      expect("block_topk_scores: control", sparsek::block_topk_scores(scores, 1, 2, 256, 256, go, rp, ci, &out_view,
+                                                                      nullptr),
+             Status::CudaError, "device");
+    }
+    // block_topk_nnzb sums the kept blocks in closed form: no loop over 2^30 query blocks.
+    {
+      sparsek::TopkGatingOptions big;
+      big.causal = true;
+      big.top_k = INT32_MAX;
+      big.block_q = big.block_k = 1024;
+      const int64_t seq = int64_t(1) << 40;  // 2^30 blocks each way
+      struct Timed {
+        const char* name;
+        int64_t batch, heads;
+        Status want;
+        int64_t nnzb;
+      };
+      const Timed timed[] = {
+          {"block_topk_nnzb: batch 0, seq_q 2^40 (2^30 query blocks)", 0, 3, Status::Success, 0},
+          {"block_topk_nnzb: heads 0, seq_q 2^40", 5, 0, Status::Success, 0},
+          {"block_topk_nnzb: one head, 2^30 causal rows (2^59 blocks)", 1, 1, Status::InvalidArgument, -1},
+      };
+      for (const Timed& t : timed) {
+        int64_t got = -1;
+        const auto t0 = std::chrono::steady_clock::now();
+        const sparsek::Result r = sparsek::block_topk_nnzb(t.batch, t.heads, seq, seq, big, &got);
+        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        std::string why;
+        if (r.status != t.want) why = std::string("returned ") + status_name(r.status) + ": " + r.message;
+        else if (t.want == Status::Success && got != t.nnzb) why = "nnzb = " + std::to_string(got);
+        else if (t.want != Status::Success && std::strncmp(r.message, "sparsek: ", 9) != 0) why = "no prefix";
+        else if (secs > 0.25) why = "took " + std::to_string(secs) + " s";
+        std::printf("%s %s: %s (%.6f s)\n", why.empty() ? "PASS" : "FAIL", t.name,
+                    why.empty() ? r.message : why.c_str(), secs);
+        (why.empty() ? passed : failed)++;
+      }
+      // The closed form against the row-by-row sum (causal, unequal blocks, small top_k).
+      sparsek::TopkGatingOptions small;
+      small.causal = true, small.top_k = 3, small.block_q = 96, small.block_k = 160;
+      int64_t got = -1, want = 0;
+      const int64_t sq = 5000, sk = 3000, qb = (sq + 95) / 96, kb = (sk + 159) / 160;
+      for (int64_t i = 0; i < qb; ++i)
+        want += std::min<int64_t>(small.top_k, std::min<int64_t>(kb, ((i + 1) * 96 - 1) / 160 + 1));
+      const sparsek::Result r = sparsek::block_topk_nnzb(2, 3, sq, sk, small, &got);
+      const bool ok = r.ok() && got == 6 * want;
+      std::printf("%s block_topk_nnzb: closed form = row sum (%lld, want %lld)\n", ok ? "PASS" : "FAIL",
+                  (long long)got, (long long)(6 * want));
+      (ok ? passed : failed)++;
+    }
     sparsek::BlockMaskView out;
     expect("block_topk_scores: null scores",
            sparsek::block_topk_scores(nullptr, 1, 2, 256, 256, go, reinterpret_cast<int32_t*>(mem.row_ptr.data()),

@@ -1,0 +1,1091 @@
+// A fuzz target of the C++ API's validation, without a GPU: random problems (seeded; the
+// seed is printed and SPARSEK_FUZZ_SEED=<seed> replays a run) for every entry point —
+// spmm, can_implement, dense_spmm, can_implement_dense_spmm, sddmm and its can_implement,
+// attention and its can_implement, block_topk_nnzb, block_topk, block_topk_scores — with
+// huge, zero, negative and INT64_MIN/MAX sizes, strides and leading dimensions, enum values
+// outside their range, null, misaligned, wild and overlapping pointers, and mismatched dims.
+//
+// Every pointer is null, wild (never mapped) or points into a poisoned host arena of one page;
+// the arenas sit 2 MiB apart in a reserved region whose other pages are inaccessible, so a
+// call that wrote into an arena would break its poison (checked after every call) and one that
+// touched a view past an arena's page would crash.
+// GPUs are hidden (CUDA_VISIBLE_DEVICES="" before the first CUDA call): a call that passes
+// validation stops at the device query with Status::CudaError.
+//
+// Each case is also judged by a model of the documented rules written here, independently
+// of the library (__int128 arithmetic: dims, block counts, overflow of every size, enums,
+// null and misaligned pointers, output overlap): the library must return InvalidArgument
+// exactly where the model finds a malformed view, NotSupported where only the dtype
+// combination is unsupported, and CudaError (the device query) everywhere else. Checked as
+// well: every status is a Status value, every failure's message starts with exactly one
+// "sparsek: ", outputs (*chosen, *nnzb, *mask) are written only on success, and
+// block_topk_nnzb's count equals the model's. One line per entry point, then
+// "N passed, N failed"; exit status 1 on any failure.
+//
+//   SPARSEK_FUZZ_SEED=<u64>   replay a run;  SPARSEK_FUZZ_ITERS=<n>   draws per entry point
+//   (default 100000);  SPARSEK_FUZZ_VERBOSE=1   count the messages (digits dropped).
+#include <sparsek/attention.hpp>
+#include <sparsek/dense_sparse.hpp>
+#include <sparsek/sddmm.hpp>
+#include <sparsek/sparsek.hpp>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using sparsek::Activation;
+using sparsek::Backend;
+using sparsek::BlockMaskView;
+using sparsek::BsrMutView;
+using sparsek::BsrView;
+using sparsek::DenseView;
+using sparsek::DType;
+using sparsek::HeadsView;
+using sparsek::Layout;
+using sparsek::Result;
+using sparsek::SpmmOptions;
+using sparsek::Status;
+using i128 = __int128;
+
+constexpr i128 kI64Max = INT64_MAX;
+constexpr i128 kI32Max = INT32_MAX;
+
+// ---- the arenas ------------------------------------------------------------------------
+
+constexpr int kSlots = 8;
+constexpr size_t kArena = 4096;                // poisoned, readable and writable
+constexpr size_t kSlotStride = size_t(2) << 20;  // the rest of each slot is PROT_NONE
+constexpr uint8_t kPoison = 0xA5;
+
+struct Arenas {
+  uint8_t* base = nullptr;
+  uint8_t poison[kArena];
+  Arenas() {
+    void* p = mmap(nullptr, kSlots * kSlotStride, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+      std::perror("mmap");
+      std::exit(2);
+    }
+    base = static_cast<uint8_t*>(p);
+    std::memset(poison, kPoison, sizeof(poison));
+    for (int i = 0; i < kSlots; ++i) {
+      if (mprotect(slot(i), kArena, PROT_READ | PROT_WRITE) != 0) {
+        std::perror("mprotect");
+        std::exit(2);
+      }
+      std::memcpy(slot(i), poison, kArena);
+    }
+  }
+  uint8_t* slot(int i) const { return base + size_t(i) * kSlotStride; }
+  bool intact() const {
+    for (int i = 0; i < kSlots; ++i)
+      if (std::memcmp(slot(i), poison, kArena) != 0) return false;
+    return true;
+  }
+  void repair() {
+    for (int i = 0; i < kSlots; ++i) std::memcpy(slot(i), poison, kArena);
+  }
+};
+
+// ---- random values ---------------------------------------------------------------------
+
+struct Rng {
+  std::mt19937_64 g;
+  explicit Rng(uint64_t seed) : g(seed) {}
+  uint64_t bits() { return g(); }
+  // Uniform in [lo, hi].
+  int64_t range(int64_t lo, int64_t hi) { return lo + int64_t(bits() % uint64_t(hi - lo + 1)); }
+  bool chance(double p) { return std::uniform_real_distribution<double>(0.0, 1.0)(g) < p; }
+  template <class T, size_t N>
+  T pick(const T (&xs)[N]) {
+    return xs[bits() % N];
+  }
+
+  int64_t wild64() {
+    static const int64_t kEdges[] = {0, 1, 2, 3, 7, 8, 15, 16, 17, 63, 64, 65, 127, 128, 129, 255, 256, 1000, 65536,
+                                     INT32_MAX - 1, INT32_MAX, int64_t(INT32_MAX) + 1, int64_t(1) << 32,
+                                     int64_t(1) << 40, int64_t(1) << 47, int64_t(1) << 61, int64_t(1) << 62,
+                                     INT64_MAX / 2, INT64_MAX / 2 + 1, INT64_MAX - 1, INT64_MAX, -1, -2, -128,
+                                     INT32_MIN, INT64_MIN + 1, INT64_MIN};
+    switch (bits() % 5) {
+      case 0:
+      case 1: return pick(kEdges);
+      case 2: return range(0, 300);
+      case 3: {  // a power of two, +- 1
+        const int64_t p = int64_t(1) << range(0, 62);
+        return p + range(-1, 1);
+      }
+      default: return int64_t(bits());
+    }
+  }
+  int32_t wild32() {
+    static const int32_t kEdges[] = {0,   1,   2,   3,   7,       8,       15,            16,        17, 32, 64, 96,
+                                     127, 128, 129, 256, 1 << 20, 1 << 30, INT32_MAX - 1, INT32_MAX, -1, -64, INT32_MIN};
+    switch (bits() % 4) {
+      case 0:
+      case 1: return pick(kEdges);
+      case 2: return int32_t(range(0, 300));
+      default: return int32_t(uint32_t(bits()));
+    }
+  }
+  template <class E>
+  E wild_enum() {
+    static const int32_t kValues[] = {0, 1, 2, 3, 4, 5, 7, -1, INT32_MIN, INT32_MAX, 0x5a5a};
+    return static_cast<E>(pick(kValues));
+  }
+  float wild_float() {
+    static const float kValues[] = {0.0f, -0.0f, 1.0f, 0.125f, -1.0f, 1e30f, 1e-40f, NAN, INFINITY, -INFINITY};
+    return chance(0.7) ? float(range(0, 100)) / 64.0f : pick(kValues);
+  }
+};
+
+uintptr_t addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+// x clamped to int64 (the draws' arithmetic on wild values never overflows).
+int64_t sat(i128 x) { return int64_t(std::max<i128>(std::min<i128>(x, INT64_MAX), INT64_MIN)); }
+void* at(uintptr_t a) { return reinterpret_cast<void*>(a); }
+
+// A pointer: null, into an arena (16-byte aligned or not), near another operand's, or wild.
+void* wild_ptr(Rng& rng, const Arenas& mem, const std::vector<const void*>& others) {
+  static const uintptr_t kWild[] = {1, 2, 4, 16, 4096, uintptr_t(1) << 47, uintptr_t(1) << 63, UINTPTR_MAX,
+                                    UINTPTR_MAX - 1, UINTPTR_MAX - 15, UINTPTR_MAX & ~uintptr_t(4095),
+                                    (UINTPTR_MAX & ~uintptr_t(4095)) - (uintptr_t(1) << 20)};
+  const uint64_t r = rng.bits() % 20;
+  if (r < 3) return nullptr;
+  if (r < 10) return mem.slot(int(rng.bits() % kSlots)) + (rng.bits() % kArena) / 16 * 16;
+  if (r < 12) return mem.slot(int(rng.bits() % kSlots)) + rng.bits() % kArena;
+  if (r < 17 && !others.empty()) {
+    const void* o = others[rng.bits() % others.size()];
+    const int64_t delta = rng.chance(0.5) ? 2 * rng.range(-64, 64) : rng.range(-4096, 4096);
+    return at(addr(o) + uintptr_t(delta));
+  }
+  return at(rng.pick(kWild));
+}
+
+// The base pointer of an arena at a random 16-byte aligned offset in its first half.
+void* in_slot(Rng& rng, const Arenas& mem, int slot) {
+  return mem.slot(slot) + (rng.bits() % (kArena / 2)) / 16 * 16;
+}
+
+// ---- the model: the documented rules, in __int128 --------------------------------------
+
+enum class Want { Invalid, Unsupported, Reached };
+
+const char* want_name(Want w) {
+  switch (w) {
+    case Want::Invalid: return "InvalidArgument";
+    case Want::Unsupported: return "NotSupported";
+    case Want::Reached: return "the device query (CudaError; block_topk_nnzb: Success)";
+  }
+  return "?";
+}
+
+struct Range {
+  i128 begin = 0, end = 0;  // [begin, end); empty when begin >= end
+};
+// `bytes` from `p` (empty for null or none), ending at the top of the address space at most.
+Range range_of(const void* p, i128 bytes) {
+  if (p == nullptr || bytes <= 0) return Range{};
+  const i128 b = i128(addr(p));
+  i128 e = b + bytes;
+  if (e > i128(UINTPTR_MAX)) e = i128(UINTPTR_MAX);
+  return Range{b, e};
+}
+bool overlaps(const Range& x, const Range& y) {
+  return x.begin < x.end && y.begin < y.end && x.begin < y.end && y.begin < x.end;
+}
+
+bool valid_dtype(DType t) { return t == DType::F16 || t == DType::BF16 || t == DType::F32; }
+bool valid_backend(Backend b) { return int32_t(b) >= 0 && int32_t(b) <= 3; }
+bool valid_activation(Activation a) { return int32_t(a) >= 0 && int32_t(a) <= 3; }
+bool half(DType t) { return t == DType::F16 || t == DType::BF16; }
+i128 bytes_of(DType t) { return t == DType::F32 ? 4 : 2; }
+bool misaligned(const void* p, uintptr_t n) { return addr(p) % n != 0; }
+
+// A dense view: well-formed, and its bytes.
+bool dense_ok(const DenseView& v, Range* bytes) {
+  *bytes = Range{};
+  if (v.layout != Layout::RowMajor && v.layout != Layout::ColMajor) return false;
+  if (!valid_dtype(v.dtype)) return false;
+  if (v.rows < 0 || v.cols < 0 || v.ld < 0) return false;
+  const bool row = v.layout == Layout::RowMajor;
+  const i128 extent = row ? v.cols : v.rows, outer = row ? v.rows : v.cols;
+  if (i128(v.ld) < std::max<i128>(extent, 1)) return false;
+  if (v.rows == 0 || v.cols == 0) return true;
+  if (v.data == nullptr) return false;
+  const i128 span = (outer - 1) * i128(v.ld) + extent;  // < 2^127: factors below 2^63
+  if (span > kI64Max || span * bytes_of(v.dtype) > kI64Max) return false;
+  *bytes = range_of(v.data, span * bytes_of(v.dtype));
+  return true;
+}
+
+// A BSR pattern of m x k in bm x bk blocks with values of `t`: well-formed, and its bytes.
+struct BsrBytes {
+  Range values, row_ptr, col_idx;
+};
+bool bsr_ok(int64_t m, int64_t k, int32_t bm, int32_t bk, int64_t nnzb, const void* row_ptr, const void* col_idx,
+            const void* values, DType t, BsrBytes* out) {
+  if (!valid_dtype(t) || bm <= 0 || bk <= 0 || m < 0 || k < 0 || nnzb < 0) return false;
+  if (m % bm != 0 || k % bk != 0) return false;
+  const i128 rows = m / bm, cols = k / bk;
+  if (rows > kI32Max || cols > kI32Max) return false;
+  if (nnzb > rows * cols || nnzb > kI32Max) return false;
+  const i128 value_bytes = i128(nnzb) * bm * bk * bytes_of(t);
+  if (value_bytes > kI64Max) return false;
+  if (row_ptr == nullptr || (nnzb > 0 && (col_idx == nullptr || values == nullptr))) return false;
+  out->values = range_of(values, value_bytes);
+  out->row_ptr = range_of(row_ptr, (rows + 1) * 4);
+  out->col_idx = range_of(col_idx, i128(nnzb) * 4);
+  return true;
+}
+
+Want model_spmm(const BsrView& a, const DenseView& b, const DenseView& c, const SpmmOptions& o) {
+  if (!valid_backend(o.backend) || !valid_activation(o.activation) || misaligned(o.bias, 16)) return Want::Invalid;
+  BsrBytes ab;
+  Range bb, cb;
+  if (!bsr_ok(a.m, a.k, a.bm, a.bk, a.nnzb, a.row_ptr, a.col_idx, a.values, a.dtype, &ab)) return Want::Invalid;
+  if (!dense_ok(b, &bb) || !dense_ok(c, &cb)) return Want::Invalid;
+  const bool t = o.transpose_a;
+  const int64_t op_rows = t ? a.k : a.m, op_cols = t ? a.m : a.k;
+  if (b.rows != op_cols || c.rows != op_rows || c.cols != b.cols) return Want::Invalid;
+  const sparsek::TransposeIndexView& ti = o.transpose_index;
+  if (t && (ti.col_ptr == nullptr || (a.nnzb > 0 && (ti.row_idx == nullptr || ti.block_id == nullptr))))
+    return Want::Invalid;
+  // C is written: it overlaps no input.
+  const Range inputs[] = {ab.values,
+                          ab.row_ptr,
+                          ab.col_idx,
+                          bb,
+                          range_of(o.bias, i128(c.rows) * bytes_of(a.dtype)),
+                          t ? range_of(ti.col_ptr, (i128(a.k) / a.bk + 1) * 4) : Range{},
+                          t ? range_of(ti.row_idx, i128(a.nnzb) * 4) : Range{},
+                          t ? range_of(ti.block_id, i128(a.nnzb) * 4) : Range{}};
+  for (const Range& r : inputs)
+    if (overlaps(cb, r)) return Want::Invalid;
+  if (!half(a.dtype) || b.dtype != a.dtype || (c.dtype != a.dtype && c.dtype != DType::F32)) return Want::Unsupported;
+  return Want::Reached;
+}
+
+Want model_sddmm(const DenseView& a, const DenseView& b, const BsrMutView& s, const sparsek::SddmmOptions& o) {
+  if (!valid_backend(o.backend)) return Want::Invalid;
+  BsrBytes sb;
+  Range ab, bb;
+  if (!bsr_ok(s.m, s.n, s.bm, s.bn, s.nnzb, s.row_ptr, s.col_idx, s.values, s.dtype, &sb)) return Want::Invalid;
+  if (!dense_ok(a, &ab) || !dense_ok(b, &bb)) return Want::Invalid;
+  if (a.rows != s.m || b.cols != s.n || b.rows != a.cols) return Want::Invalid;
+  if (overlaps(sb.values, ab) || overlaps(sb.values, bb) || overlaps(sb.values, sb.row_ptr) ||
+      overlaps(sb.values, sb.col_idx))
+    return Want::Invalid;
+  if (!half(a.dtype) || b.dtype != a.dtype || (s.dtype != a.dtype && s.dtype != DType::F32)) return Want::Unsupported;
+  return Want::Reached;
+}
+
+// A [batch, heads, seq, head_dim] view with these dims: well-formed, and its bytes.
+bool heads_ok(const HeadsView& t, int64_t batch, int64_t heads, int64_t seq, int64_t head_dim, Range* bytes) {
+  *bytes = Range{};
+  if (!half(t.dtype)) return false;
+  if (t.batch != batch || t.heads != heads || t.seq != seq || t.head_dim != head_dim) return false;
+  if (t.stride_b < 0 || t.stride_h < 0 || t.stride_s < 0) return false;
+  if (t.batch == 0 || t.heads == 0 || t.seq == 0) return true;
+  if (t.data == nullptr) return false;
+  // Each term is below 2^126; their sum is checked term by term (it could pass 2^127).
+  i128 extent = t.head_dim;
+  const i128 terms[] = {i128(t.batch - 1) * t.stride_b, i128(t.heads - 1) * t.stride_h, i128(t.seq - 1) * t.stride_s};
+  for (const i128 term : terms) {
+    extent += term;
+    if (extent > kI64Max) return false;
+  }
+  if (extent * 2 > kI64Max) return false;
+  *bytes = range_of(t.data, extent * 2);
+  return true;
+}
+
+// No element of the view is addressed twice (head_dim contiguous): the documented rule.
+bool no_self_overlap(const HeadsView& t) {
+  if (t.batch == 0 || t.heads == 0 || t.seq == 0) return true;
+  std::vector<std::pair<i128, i128>> dims;  // (stride, extent), extent > 1
+  if (t.seq > 1) dims.push_back({t.stride_s, t.seq});
+  if (t.heads > 1) dims.push_back({t.stride_h, t.heads});
+  if (t.batch > 1) dims.push_back({t.stride_b, t.batch});
+  std::sort(dims.begin(), dims.end());
+  i128 span = t.head_dim;
+  for (const auto& d : dims) {
+    if (d.first < span) return false;
+    span += d.first * (d.second - 1);
+  }
+  return true;
+}
+
+i128 ceil_div(i128 a, i128 b) { return (a + b - 1) / b; }
+
+Want model_attention(const HeadsView& q, const HeadsView& k, const HeadsView& v, const HeadsView& o,
+                     const float* lse, const BlockMaskView* mask, const sparsek::AttentionOptions& opt) {
+  if (q.batch < 0 || q.heads < 0 || q.seq < 0 || k.seq < 0 || q.head_dim < 1) return Want::Invalid;
+  Range qr, kr, vr, orr;
+  if (!heads_ok(q, q.batch, q.heads, q.seq, q.head_dim, &qr) ||
+      !heads_ok(k, q.batch, q.heads, k.seq, q.head_dim, &kr) ||
+      !heads_ok(v, q.batch, q.heads, k.seq, q.head_dim, &vr) ||
+      !heads_ok(o, q.batch, q.heads, q.seq, q.head_dim, &orr))
+    return Want::Invalid;
+  if (k.dtype != q.dtype || v.dtype != q.dtype || o.dtype != q.dtype) return Want::Invalid;
+  const i128 bh = i128(q.batch) * q.heads;
+  if (bh > kI64Max) return Want::Invalid;
+  const i128 rows = bh * q.seq;  // < 2^126
+  if (rows > kI64Max / 4) return Want::Invalid;
+  if (misaligned(lse, 4)) return Want::Invalid;
+  if (!std::isfinite(opt.scale) || opt.scale < 0.0f) return Want::Invalid;
+  if (!valid_backend(opt.backend)) return Want::Invalid;
+  Range rp, ci;
+  if (mask != nullptr) {
+    const BlockMaskView& m = *mask;
+    if (m.block_q < 1 || m.block_k < 1) return Want::Invalid;
+    const i128 qb = ceil_div(q.seq, m.block_q), kb = ceil_div(k.seq, m.block_k);
+    if (qb > kI32Max || kb > kI32Max) return Want::Invalid;
+    if (m.q_blocks != qb || m.k_blocks != kb) return Want::Invalid;
+    if (m.patterns != 1 && i128(m.patterns) != bh) return Want::Invalid;
+    if (m.patterns > 1 && (m.batch != q.batch || m.heads != q.heads)) return Want::Invalid;
+    const i128 rows_len = i128(m.patterns) * m.q_blocks;
+    if (rows_len >= kI32Max) return Want::Invalid;
+    if (m.nnzb < 0 || m.nnzb > kI32Max || m.nnzb > rows_len * m.k_blocks) return Want::Invalid;
+    if (m.row_ptr == nullptr || misaligned(m.row_ptr, 4) || misaligned(m.col_idx, 4)) return Want::Invalid;
+    if (m.nnzb > 0 && m.col_idx == nullptr) return Want::Invalid;
+    rp = range_of(m.row_ptr, (rows_len + 1) * 4);
+    ci = range_of(m.col_idx, i128(m.nnzb) * 4);
+  }
+  if (!no_self_overlap(o)) return Want::Invalid;
+  const Range lr = range_of(lse, rows * 4);
+  for (const Range& r : {qr, kr, vr, rp, ci, lr})
+    if (overlaps(orr, r)) return Want::Invalid;
+  for (const Range& r : {qr, kr, vr, rp, ci})
+    if (overlaps(lr, r)) return Want::Invalid;
+  return Want::Reached;
+}
+
+// sum over i < n of floor((a*i + b) / m), m >= 1, a, b >= 0 (the Euclidean-like reduction).
+i128 floor_sum(i128 n, i128 m, i128 a, i128 b) {
+  if (n == 0) return 0;
+  i128 sum = 0;
+  if (a >= m) sum += n * (n - 1) / 2 * (a / m), a %= m;
+  if (b >= m) sum += n * (b / m), b %= m;
+  const i128 y = a * n + b;
+  return y < m ? sum : sum + floor_sum(y / m, a, m, y % m);
+}
+
+// The gating's dims: Invalid, or Reached (valid: the counts and nnzb set).
+struct Gating {
+  i128 q_blocks = 0, k_blocks = 0, patterns = 0, nnzb = 0;
+};
+Want model_gating_dims(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_k,
+                       const sparsek::TopkGatingOptions& o, Gating* g) {
+  if (batch < 0 || heads < 0 || seq_q < 0 || seq_k < 0) return Want::Invalid;
+  if (o.block_q < 1 || o.block_k < 1 || o.top_k < 0) return Want::Invalid;
+  const i128 qb = ceil_div(seq_q, o.block_q), kb = ceil_div(seq_k, o.block_k);
+  const i128 bh = i128(batch) * heads;
+  if (qb > kI32Max || kb > kI32Max || bh > kI64Max) return Want::Invalid;
+  if (bh * qb >= kI32Max) return Want::Invalid;  // < 2^95
+  g->q_blocks = qb, g->k_blocks = kb, g->patterns = bh;
+  if (bh == 0) {
+    g->nnzb = 0;
+    return Want::Reached;
+  }
+  // The blocks one pattern keeps: row i keeps min(top_k, candidates(i)), candidates(i) =
+  // f(i) = ((i+1)*block_q - 1)/block_k + 1 (causal, at most k_blocks) or k_blocks. Summed
+  // row by row when the rows are few; else by candidate count (sum over c < T of the rows with
+  // f(i) > c: f never decreases and #{i : f(i) <= c} = min(q_blocks, c*block_k/block_q)) when
+  // T = min(top_k, k_blocks) is small; else in closed form (floor_sum).
+  const i128 t = std::min<i128>(o.top_k, kb), bq = o.block_q, bk = o.block_k;
+  i128 per = 0;
+  constexpr i128 kLoop = 4096;
+  if (!o.causal) {
+    per = qb * t;
+  } else if (qb <= kLoop) {
+    for (i128 i = 0; i < qb; ++i) per += std::min(t, std::min(kb, ((i + 1) * bq - 1) / bk + 1));
+  } else if (t <= kLoop) {
+    for (i128 c = 0; c < t; ++c) per += qb - std::min<i128>(qb, c * bk / bq);
+  } else {
+    const i128 below = std::min<i128>(qb, (t - 1) * bk / bq);  // the rows with f(i) < T
+    per = below + floor_sum(below, bk, bq, bq - 1) + (qb - below) * t;
+  }
+  if (per * bh > kI32Max) return Want::Invalid;
+  g->nnzb = per * bh;
+  return Want::Reached;
+}
+
+// run_gating's checks: the output pointers and their overlap with the inputs.
+Want model_gating_outputs(const Gating& g, const int32_t* row_ptr, const int32_t* col_idx, const BlockMaskView* out,
+                          const Range& in1, const Range& in2) {
+  if (row_ptr == nullptr || (g.nnzb > 0 && col_idx == nullptr)) return Want::Invalid;
+  if (misaligned(row_ptr, 4) || misaligned(col_idx, 4) || out == nullptr) return Want::Invalid;
+  const Range rp = range_of(row_ptr, (g.patterns * g.q_blocks + 1) * 4), ci = range_of(col_idx, g.nnzb * 4);
+  if (overlaps(rp, ci) || overlaps(rp, in1) || overlaps(rp, in2) || overlaps(ci, in1) || overlaps(ci, in2))
+    return Want::Invalid;
+  return Want::Reached;
+}
+
+// ---- judging one call ------------------------------------------------------------------
+
+struct Tally {
+  const char* name;
+  long calls = 0, failures = 0;
+  long by_status[4] = {};
+  std::map<std::string, long> reasons;  // SPARSEK_FUZZ_VERBOSE: messages, digits dropped
+};
+
+struct Judge {
+  Arenas& mem;
+  bool verbose = false;
+  int printed = 0;
+  long total_failures = 0;
+
+  // What is wrong with r ("" when nothing): its status against the model's, its message.
+  // `reached`: the status of a call the model finds valid (CudaError: the device query).
+  std::string check(const Result& r, Want want, Status reached) {
+    const int32_t s = int32_t(r.status);
+    if (s < 0 || s > 3) return "status " + std::to_string(s) + " is not a Status";
+    if (std::memchr(r.message, '\0', sizeof(r.message)) == nullptr) return "unterminated message";
+    if (r.status == Status::Success) {
+      if (r.message[0] != '\0') return std::string("a message on success: ") + r.message;
+    } else {
+      if (std::strncmp(r.message, "sparsek: ", 9) != 0) return std::string("no \"sparsek: \" prefix: ") + r.message;
+      if (std::strstr(r.message + 1, "sparsek: ") != nullptr || std::strncmp(r.message + 9, "sparsek", 7) == 0)
+        return std::string("the prefix more than once: ") + r.message;
+      if (r.message[9] == '\0') return "only the prefix";
+    }
+    if (!mem.intact()) return "the arenas were touched";
+    const Status expected = want == Want::Invalid       ? Status::InvalidArgument
+                            : want == Want::Unsupported ? Status::NotSupported
+                                                        : reached;
+    if (r.status != expected)
+      return std::string("want ") + want_name(want) + ", got status " + std::to_string(s) + " \"" + r.message + "\"";
+    return "";
+  }
+
+  void record(Tally& t, long index, const char* call, const Result& r, Want want, std::string extra = "",
+              Status reached = Status::CudaError) {
+    ++t.calls;
+    const int32_t s = int32_t(r.status);
+    if (s >= 0 && s <= 3) ++t.by_status[s];
+    if (verbose) {
+      std::string reason;
+      for (const char* c = r.message; *c != '\0' && reason.size() < 70; ++c)
+        if (*c < '0' || *c > '9') reason += *c;
+      ++t.reasons[reason];
+    }
+    std::string why = check(r, want, reached);
+    if (why.empty()) why = extra;
+    if (why.empty()) return;
+    ++t.failures;
+    ++total_failures;
+    if (printed++ < 25) std::printf("FAIL %s draw %ld, %s: %s\n", t.name, index, call, why.c_str());
+    if (!mem.intact()) mem.repair();
+  }
+};
+
+// ---- the draws -------------------------------------------------------------------------
+
+struct SpmmCase {
+  BsrView a;
+  DenseView b, c;
+  SpmmOptions o;
+  std::vector<const void*> pointers() const {
+    return {a.row_ptr, a.col_idx, a.values, b.data, c.data, o.bias, o.transpose_index.col_ptr};
+  }
+};
+
+int64_t contiguous(const DenseView& v) { return v.layout == Layout::RowMajor ? v.cols : v.rows; }
+
+// A well-formed product (most of the time; a few dtypes are unsupported) in the arenas.
+SpmmCase spmm_base(Rng& rng, const Arenas& mem) {
+  static const int32_t kBm[] = {1, 8, 16, 32, 64, 128};
+  static const int32_t kBk[] = {16, 32, 64};
+  static const int64_t kN[] = {0, 1, 8, 16, 64, 72};
+  SpmmCase x;
+  x.a.bm = rng.pick(kBm), x.a.bk = rng.pick(kBk);
+  const int64_t rows = rng.range(0, 8), cols = rng.range(0, 8);
+  x.a.m = rows * x.a.bm, x.a.k = cols * x.a.bk;
+  x.a.nnzb = rng.range(0, rows * cols);
+  x.a.dtype = rng.chance(0.5) ? DType::F16 : DType::BF16;
+  if (rng.chance(0.05)) x.a.dtype = DType::F32;
+  x.a.row_ptr = static_cast<const int32_t*>(in_slot(rng, mem, 0));
+  x.a.col_idx = static_cast<const int32_t*>(in_slot(rng, mem, 1));
+  x.a.values = in_slot(rng, mem, 2);
+  x.o.transpose_a = rng.chance(0.3);
+  const int64_t op_rows = x.o.transpose_a ? x.a.k : x.a.m, op_cols = x.o.transpose_a ? x.a.m : x.a.k;
+  const int64_t n = rng.pick(kN);
+  x.b = DenseView{in_slot(rng, mem, 3), op_cols, n, 0, rng.chance(0.5) ? Layout::RowMajor : Layout::ColMajor,
+                  x.a.dtype};
+  x.c = DenseView{in_slot(rng, mem, 4), op_rows, n, 0, rng.chance(0.5) ? Layout::RowMajor : Layout::ColMajor,
+                  rng.chance(0.7) ? x.a.dtype : DType::F32};
+  if (rng.chance(0.03)) x.b.dtype = x.a.dtype == DType::F16 ? DType::BF16 : DType::F16;
+  for (DenseView* v : {&x.b, &x.c}) v->ld = std::max<int64_t>(contiguous(*v), 1) + (rng.chance(0.8) ? 0 : 8);
+  if (rng.chance(0.3)) x.o.bias = in_slot(rng, mem, 5);
+  if (rng.chance(0.3)) x.o.activation = static_cast<Activation>(rng.range(0, 3));
+  x.o.backend = static_cast<Backend>(rng.range(0, 3));
+  x.o.alpha = rng.wild_float(), x.o.beta = rng.wild_float();
+  x.o.check_indices = rng.chance(0.5);
+  if (x.o.transpose_a || rng.chance(0.2)) {
+    x.o.transpose_index.col_ptr = static_cast<const int32_t*>(in_slot(rng, mem, 6));
+    x.o.transpose_index.row_idx = static_cast<const int32_t*>(in_slot(rng, mem, 7));
+    x.o.transpose_index.block_id = static_cast<const int32_t*>(static_cast<void*>(mem.slot(7) + kArena / 2));
+  }
+  return x;
+}
+
+// One random defect (or a consistent change of size) of a product.
+void spmm_mutate(Rng& rng, const Arenas& mem, SpmmCase& x) {
+  const std::vector<const void*> others = x.pointers();
+  auto dense = [&](DenseView& v) {
+    switch (rng.bits() % 6) {
+      case 0: v.rows = rng.wild64(); break;
+      case 1: v.cols = rng.wild64(); break;
+      case 2: v.ld = rng.chance(0.5) ? rng.wild64() : sat(i128(contiguous(v)) + rng.range(-2, 2)); break;
+      case 3: v.layout = rng.wild_enum<Layout>(); break;
+      case 4: v.dtype = rng.wild_enum<DType>(); break;
+      default: v.data = wild_ptr(rng, mem, others); break;
+    }
+  };
+  switch (rng.bits() % 20) {
+    case 0: x.a.m = rng.wild64(); break;
+    case 1: x.a.k = rng.wild64(); break;
+    case 2: (rng.chance(0.5) ? x.a.bm : x.a.bk) = rng.wild32(); break;
+    case 3: x.a.nnzb = rng.wild64(); break;
+    case 4: x.a.dtype = rng.wild_enum<DType>(); break;
+    case 5: {
+      const void* p = wild_ptr(rng, mem, others);
+      switch (rng.bits() % 3) {
+        case 0: x.a.row_ptr = static_cast<const int32_t*>(p); break;
+        case 1: x.a.col_idx = static_cast<const int32_t*>(p); break;
+        default: x.a.values = p; break;
+      }
+      break;
+    }
+    case 6: dense(x.b); break;
+    case 7: dense(x.c); break;
+    case 8:
+      switch (rng.bits() % 4) {
+        case 0: x.o.backend = rng.wild_enum<Backend>(); break;
+        case 1: x.o.activation = rng.wild_enum<Activation>(); break;
+        case 2: x.o.bias = wild_ptr(rng, mem, others); break;
+        default: x.o.transpose_a = !x.o.transpose_a; break;
+      }
+      break;
+    case 9: {
+      const int32_t* p = static_cast<const int32_t*>(wild_ptr(rng, mem, others));
+      switch (rng.bits() % 3) {
+        case 0: x.o.transpose_index.col_ptr = p; break;
+        case 1: x.o.transpose_index.row_idx = p; break;
+        default: x.o.transpose_index.block_id = p; break;
+      }
+      break;
+    }
+    case 10:
+    case 11: {  // n, consistently (B, C and their lds)
+      const int64_t n = rng.chance(0.5) ? rng.wild64() : rng.range(0, 4096);
+      x.b.cols = x.c.cols = n;
+      for (DenseView* v : {&x.b, &x.c}) v->ld = std::max<int64_t>(contiguous(*v), 1);
+      break;
+    }
+    case 12:
+    case 13: {  // m or k, consistently (a multiple of the block, mostly)
+      const bool is_m = rng.chance(0.5);
+      const int64_t block = is_m ? x.a.bm : x.a.bk;
+      const int64_t w = rng.wild64();
+      const int64_t size = rng.chance(0.7) && block > 0 && w / block != 0 ? w / block * block : w;
+      (is_m ? x.a.m : x.a.k) = size;
+      DenseView& bv = x.b;
+      DenseView& cv = x.c;
+      const bool rows_of_c = is_m != x.o.transpose_a;  // op(A)'s rows are C's
+      (rows_of_c ? cv.rows : bv.rows) = size;
+      for (DenseView* v : {&x.b, &x.c}) v->ld = std::max<int64_t>(contiguous(*v), 1);
+      break;
+    }
+    case 14:
+    case 15: {  // C on an input (or next to it)
+      static const int64_t kDelta[] = {0, 0, 2, -2, 16, -16, 64, -64, 4096, -4096};
+      const void* target = others[rng.bits() % others.size()];
+      if (target != nullptr) x.c.data = at(addr(target) + uintptr_t(rng.pick(kDelta)));
+      break;
+    }
+    case 16: {  // an input on C
+      static const int64_t kDelta[] = {0, 2, -2, 16, -16, 256, -256};
+      void* p = at(addr(x.c.data) + uintptr_t(rng.pick(kDelta)));
+      switch (rng.bits() % 5) {
+        case 0: x.b.data = p; break;
+        case 1: x.a.values = p; break;
+        case 2: x.o.bias = p; break;
+        case 3: x.a.row_ptr = static_cast<const int32_t*>(p); break;
+        default: x.o.transpose_index.block_id = static_cast<const int32_t*>(p); break;
+      }
+      break;
+    }
+    case 17: {  // a block of 1 x 1 or INT32_MAX high, sizes kept
+      x.a.bm = rng.chance(0.5) ? 1 : INT32_MAX;
+      break;
+    }
+    case 18: {  // no block, or every block
+      x.a.nnzb = rng.chance(0.5) ? 0 : sat(i128(x.a.m / std::max(1, x.a.bm)) * (x.a.k / std::max(1, x.a.bk)));
+      break;
+    }
+    default: x.c.dtype = rng.wild_enum<DType>(); break;
+  }
+}
+
+struct AttnCase {
+  HeadsView q, k, v, o;
+  float* lse = nullptr;
+  bool has_mask = false;
+  BlockMaskView mask;
+  sparsek::AttentionOptions opt;
+  std::vector<const void*> pointers() const {
+    return {q.data, k.data, v.data, o.data, lse, mask.row_ptr, mask.col_idx};
+  }
+};
+
+// A view of [batch, heads, seq, d] packed, or as [batch, seq, heads, d].
+HeadsView heads_view(void* data, int64_t batch, int64_t heads, int64_t seq, int64_t d, DType t, bool bshd) {
+  HeadsView v = sparsek::packed_heads(data, batch, heads, seq, d, t);
+  if (bshd) v.stride_s = heads * d, v.stride_h = d, v.stride_b = seq * heads * d;
+  return v;
+}
+
+AttnCase attention_base(Rng& rng, const Arenas& mem) {
+  static const int64_t kD[] = {64, 128, 64, 128, 1, 8};
+  AttnCase x;
+  const int64_t batch = rng.range(0, 2), heads = rng.range(0, 3), sq = rng.range(0, 300), sk = rng.range(0, 300);
+  const int64_t d = rng.pick(kD);
+  const DType t = rng.chance(0.5) ? DType::F16 : DType::BF16;
+  x.q = heads_view(in_slot(rng, mem, 0), batch, heads, sq, d, t, rng.chance(0.3));
+  x.k = heads_view(in_slot(rng, mem, 1), batch, heads, sk, d, t, rng.chance(0.3));
+  x.v = rng.chance(0.2) ? x.k : heads_view(in_slot(rng, mem, 2), batch, heads, sk, d, t, rng.chance(0.3));
+  x.o = heads_view(in_slot(rng, mem, 3), batch, heads, sq, d, t, rng.chance(0.3));
+  if (rng.chance(0.6)) x.lse = static_cast<float*>(in_slot(rng, mem, 4));
+  x.opt.causal = rng.chance(0.5);
+  x.opt.scale = rng.chance(0.8) ? 0.0f : rng.wild_float();
+  x.opt.backend = rng.chance(0.8) ? Backend::Auto : static_cast<Backend>(rng.range(0, 3));
+  x.opt.check_indices = rng.chance(0.3);
+  x.has_mask = rng.chance(0.7);
+  BlockMaskView& m = x.mask;
+  m.block_q = rng.chance(0.8) ? 128 : int32_t(rng.range(1, 200));
+  m.block_k = rng.chance(0.8) ? 128 : int32_t(rng.range(1, 200));
+  m.q_blocks = (sq + m.block_q - 1) / m.block_q, m.k_blocks = (sk + m.block_k - 1) / m.block_k;
+  const bool per_head = rng.chance(0.5) && batch * heads > 1;
+  m.patterns = per_head ? batch * heads : 1;
+  if (per_head || rng.chance(0.3)) m.batch = batch, m.heads = heads;
+  m.nnzb = rng.range(0, m.patterns * m.q_blocks * m.k_blocks);
+  m.row_ptr = static_cast<const int32_t*>(in_slot(rng, mem, 5));
+  m.col_idx = static_cast<const int32_t*>(in_slot(rng, mem, 6));
+  return x;
+}
+
+void attention_mutate(Rng& rng, const Arenas& mem, AttnCase& x) {
+  const std::vector<const void*> others = x.pointers();
+  HeadsView* views[] = {&x.q, &x.k, &x.v, &x.o};
+  HeadsView& h = *views[rng.bits() % 4];
+  switch (rng.bits() % 22) {
+    case 0: h.batch = rng.wild64(); break;
+    case 1: h.heads = rng.wild64(); break;
+    case 2: h.seq = rng.wild64(); break;
+    case 3: h.head_dim = rng.chance(0.5) ? rng.wild64() : rng.range(-1, 3); break;
+    case 4: h.stride_b = rng.wild64(); break;
+    case 5: h.stride_h = rng.chance(0.5) ? rng.wild64() : sat(i128(rng.range(0, 2)) * h.head_dim); break;
+    case 6: h.stride_s = rng.chance(0.5) ? rng.wild64() : sat(i128(h.head_dim) + rng.range(-2, 1)); break;
+    case 7: h.dtype = rng.wild_enum<DType>(); break;
+    case 8: h.data = wild_ptr(rng, mem, others); break;
+    case 9: x.lse = static_cast<float*>(wild_ptr(rng, mem, others)); break;
+    case 10: {  // every view's dim, consistently
+      const int64_t w = rng.chance(0.5) ? rng.wild64() : rng.range(0, 5);
+      const int which = int(rng.bits() % 3);
+      for (HeadsView* v : views) (which == 0 ? v->batch : which == 1 ? v->heads : v->head_dim) = w;
+      break;
+    }
+    case 11: {  // the sequence of Q and O, or of K and V, consistently
+      const int64_t w = rng.chance(0.5) ? rng.wild64() : rng.range(0, 1000);
+      if (rng.chance(0.5)) x.q.seq = x.o.seq = w;
+      else x.k.seq = x.v.seq = w;
+      break;
+    }
+    case 12: {  // O on an input or LSE (or next to it)
+      static const int64_t kDelta[] = {0, 2, -2, 64, -64, 1024, -1024};
+      const void* target = others[rng.bits() % others.size()];
+      if (target != nullptr) x.o.data = at(addr(target) + uintptr_t(rng.pick(kDelta)));
+      break;
+    }
+    case 13: {  // LSE on an input or O
+      static const int64_t kDelta[] = {0, 4, -4, 64, -64};
+      const void* target = others[rng.bits() % others.size()];
+      if (target != nullptr) x.lse = static_cast<float*>(at(addr(target) + uintptr_t(rng.pick(kDelta))));
+      break;
+    }
+    case 14: {  // O overlapping itself, or just not
+      static const int64_t kMul[] = {0, 1, 2, 7, 8};
+      switch (rng.bits() % 3) {
+        case 0: x.o.stride_h = sat(i128(rng.pick(kMul)) * x.o.head_dim); break;
+        case 1: x.o.stride_s = rng.chance(0.5) ? sat(i128(x.o.head_dim) - rng.range(0, 1)) : 0; break;
+        default: x.o.stride_b = sat(i128(rng.pick(kMul)) * x.o.head_dim); break;
+      }
+      break;
+    }
+    case 15:
+      switch (rng.bits() % 4) {
+        case 0: x.opt.scale = rng.wild_float(); break;
+        case 1: x.opt.backend = rng.wild_enum<Backend>(); break;
+        case 2: x.has_mask = !x.has_mask; break;
+        default: x.opt.causal = !x.opt.causal; break;
+      }
+      break;
+    case 16: (rng.chance(0.5) ? x.mask.block_q : x.mask.block_k) = rng.wild32(); break;
+    case 17: (rng.chance(0.5) ? x.mask.q_blocks : x.mask.k_blocks) = rng.wild64(); break;
+    case 18:
+      switch (rng.bits() % 3) {
+        case 0: x.mask.patterns = rng.chance(0.5) ? rng.wild64() : sat(i128(x.q.batch) * x.q.heads); break;
+        case 1: x.mask.batch = rng.chance(0.5) ? rng.wild64() : x.q.heads; break;
+        default: x.mask.heads = rng.chance(0.5) ? rng.wild64() : x.q.batch; break;
+      }
+      break;
+    case 19: x.mask.nnzb = rng.wild64(); break;
+    case 20: {
+      const int32_t* p = static_cast<const int32_t*>(wild_ptr(rng, mem, others));
+      (rng.chance(0.5) ? x.mask.row_ptr : x.mask.col_idx) = p;
+      break;
+    }
+    default: {  // mask blocks matching new sizes
+      x.mask.q_blocks = x.mask.block_q > 0 ? sat((i128(x.q.seq) + x.mask.block_q - 1) / x.mask.block_q) : 0;
+      x.mask.k_blocks = x.mask.block_k > 0 ? sat((i128(x.k.seq) + x.mask.block_k - 1) / x.mask.block_k) : 0;
+      break;
+    }
+  }
+}
+
+struct SddmmCase {
+  DenseView a, b;
+  BsrMutView s;
+  sparsek::SddmmOptions o;
+  std::vector<const void*> pointers() const { return {a.data, b.data, s.row_ptr, s.col_idx, s.values}; }
+};
+
+SddmmCase sddmm_base(Rng& rng, const Arenas& mem) {
+  static const int32_t kB[] = {1, 16, 32, 64, 128};
+  SddmmCase x;
+  x.s.bm = rng.pick(kB), x.s.bn = rng.pick(kB);
+  const int64_t rows = rng.range(0, 6), cols = rng.range(0, 6), k = rng.range(0, 200);
+  x.s.m = rows * x.s.bm, x.s.n = cols * x.s.bn;
+  x.s.nnzb = rng.range(0, rows * cols);
+  const DType t = rng.chance(0.5) ? DType::F16 : DType::BF16;
+  x.s.dtype = rng.chance(0.7) ? t : DType::F32;
+  x.s.row_ptr = static_cast<const int32_t*>(in_slot(rng, mem, 0));
+  x.s.col_idx = static_cast<const int32_t*>(in_slot(rng, mem, 1));
+  x.s.values = in_slot(rng, mem, 2);
+  x.a = DenseView{in_slot(rng, mem, 3), x.s.m, k, 0, rng.chance(0.5) ? Layout::RowMajor : Layout::ColMajor, t};
+  x.b = DenseView{in_slot(rng, mem, 4), k, x.s.n, 0, rng.chance(0.5) ? Layout::RowMajor : Layout::ColMajor, t};
+  if (rng.chance(0.03)) x.b.dtype = DType::F32;
+  for (DenseView* v : {&x.a, &x.b}) v->ld = std::max<int64_t>(contiguous(*v), 1) + (rng.chance(0.8) ? 0 : 8);
+  x.o.backend = static_cast<Backend>(rng.range(0, 3));
+  x.o.check_indices = rng.chance(0.5);
+  return x;
+}
+
+void sddmm_mutate(Rng& rng, const Arenas& mem, SddmmCase& x) {
+  const std::vector<const void*> others = x.pointers();
+  DenseView& v = rng.chance(0.5) ? x.a : x.b;
+  switch (rng.bits() % 14) {
+    case 0: v.rows = rng.wild64(); break;
+    case 1: v.cols = rng.wild64(); break;
+    case 2: v.ld = rng.chance(0.5) ? rng.wild64() : sat(i128(contiguous(v)) + rng.range(-2, 2)); break;
+    case 3: v.layout = rng.wild_enum<Layout>(); break;
+    case 4: (rng.chance(0.5) ? v.dtype : x.s.dtype) = rng.wild_enum<DType>(); break;
+    case 5: v.data = wild_ptr(rng, mem, others); break;
+    case 6: (rng.chance(0.5) ? x.s.m : x.s.n) = rng.wild64(); break;
+    case 7: (rng.chance(0.5) ? x.s.bm : x.s.bn) = rng.wild32(); break;
+    case 8: x.s.nnzb = rng.wild64(); break;
+    case 9: {
+      const void* p = wild_ptr(rng, mem, others);
+      switch (rng.bits() % 3) {
+        case 0: x.s.row_ptr = static_cast<const int32_t*>(p); break;
+        case 1: x.s.col_idx = static_cast<const int32_t*>(p); break;
+        default: x.s.values = const_cast<void*>(p); break;
+      }
+      break;
+    }
+    case 10: x.o.backend = rng.wild_enum<Backend>(); break;
+    case 11: {  // k, consistently
+      const int64_t k = rng.chance(0.5) ? rng.wild64() : rng.range(0, 5000);
+      x.a.cols = x.b.rows = k;
+      for (DenseView* w : {&x.a, &x.b}) w->ld = std::max<int64_t>(contiguous(*w), 1);
+      break;
+    }
+    case 12: {  // S's values on an input (or next to it)
+      static const int64_t kDelta[] = {0, 2, -2, 64, -64, 4096, -4096};
+      const void* target = others[rng.bits() % others.size()];
+      if (target != nullptr) x.s.values = at(addr(target) + uintptr_t(rng.pick(kDelta)));
+      break;
+    }
+    default: {  // m or n, consistently
+      const bool is_m = rng.chance(0.5);
+      const int32_t block = is_m ? x.s.bm : x.s.bn;
+      const int64_t w = rng.wild64();
+      const int64_t size = rng.chance(0.7) && block > 0 && w / block != 0 ? w / block * block : w;
+      if (is_m) x.s.m = x.a.rows = size;
+      else x.s.n = x.b.cols = size;
+      for (DenseView* w2 : {&x.a, &x.b}) w2->ld = std::max<int64_t>(contiguous(*w2), 1);
+      break;
+    }
+  }
+}
+
+struct GatingCase {
+  int64_t batch = 0, heads = 0, seq_q = 0, seq_k = 0;
+  sparsek::TopkGatingOptions o;
+  HeadsView q, k;
+  const float* scores = nullptr;
+  int32_t* row_ptr = nullptr;
+  int32_t* col_idx = nullptr;
+  bool null_mask = false;
+  std::vector<const void*> pointers() const { return {q.data, k.data, scores, row_ptr, col_idx}; }
+};
+
+GatingCase gating_base(Rng& rng, const Arenas& mem) {
+  GatingCase x;
+  x.batch = rng.range(0, 3), x.heads = rng.range(0, 4);
+  x.seq_q = rng.range(0, 2000), x.seq_k = rng.range(0, 2000);
+  x.o.top_k = int32_t(rng.range(0, 10));
+  x.o.causal = rng.chance(0.5);
+  x.o.block_q = rng.chance(0.7) ? 128 : int32_t(rng.range(1, 300));
+  x.o.block_k = rng.chance(0.7) ? 128 : int32_t(rng.range(1, 300));
+  const int64_t d = rng.chance(0.5) ? 64 : rng.range(1, 130);
+  const DType t = rng.chance(0.5) ? DType::F16 : DType::BF16;
+  x.q = heads_view(in_slot(rng, mem, 0), x.batch, x.heads, x.seq_q, d, t, rng.chance(0.3));
+  x.k = heads_view(in_slot(rng, mem, 1), x.batch, x.heads, x.seq_k, d, t, rng.chance(0.3));
+  x.scores = static_cast<const float*>(in_slot(rng, mem, 2));
+  x.row_ptr = static_cast<int32_t*>(in_slot(rng, mem, 3));
+  x.col_idx = static_cast<int32_t*>(in_slot(rng, mem, 4));
+  return x;
+}
+
+void gating_mutate(Rng& rng, const Arenas& mem, GatingCase& x) {
+  const std::vector<const void*> others = x.pointers();
+  switch (rng.bits() % 16) {
+    case 0: x.batch = x.q.batch = x.k.batch = rng.wild64(); break;
+    case 1: x.heads = x.q.heads = x.k.heads = rng.wild64(); break;
+    case 2: x.seq_q = x.q.seq = rng.chance(0.5) ? rng.wild64() : rng.range(0, int64_t(1) << 41); break;
+    case 3: x.seq_k = x.k.seq = rng.chance(0.5) ? rng.wild64() : rng.range(0, int64_t(1) << 41); break;
+    case 4: x.o.top_k = rng.wild32(); break;
+    case 5: (rng.chance(0.5) ? x.o.block_q : x.o.block_k) = rng.wild32(); break;
+    case 6: x.o.causal = !x.o.causal; break;
+    case 7: {
+      HeadsView& h = rng.chance(0.5) ? x.q : x.k;
+      switch (rng.bits() % 6) {
+        case 0: h.head_dim = rng.chance(0.5) ? rng.wild64() : rng.range(-1, 2); break;
+        case 5: (rng.chance(0.5) ? h.batch : h.heads) = rng.range(0, 4); break;
+        case 1: h.stride_s = rng.wild64(); break;
+        case 2: h.stride_b = rng.wild64(); break;
+        case 3: h.dtype = rng.wild_enum<DType>(); break;
+        default: h.data = wild_ptr(rng, mem, others); break;
+      }
+      break;
+    }
+    case 8: x.scores = static_cast<const float*>(wild_ptr(rng, mem, others)); break;
+    case 9: x.row_ptr = static_cast<int32_t*>(wild_ptr(rng, mem, others)); break;
+    case 10: x.col_idx = static_cast<int32_t*>(wild_ptr(rng, mem, others)); break;
+    case 11: x.null_mask = true; break;
+    case 12: {  // an output on an input or the other output
+      static const int64_t kDelta[] = {0, 4, -4, 64, -64};
+      const void* target = others[rng.bits() % others.size()];
+      int32_t* p = static_cast<int32_t*>(at(addr(target) + uintptr_t(rng.pick(kDelta))));
+      if (target != nullptr) (rng.chance(0.5) ? x.row_ptr : x.col_idx) = p;
+      break;
+    }
+    case 13: {  // huge sequences, blocks to match (2^20 .. 2^31 blocks)
+      const int32_t block = int32_t(1) << rng.range(0, 12);
+      x.o.block_q = x.o.block_k = block;
+      x.seq_q = x.q.seq = int64_t(block) * rng.range(0, INT32_MAX);
+      x.seq_k = x.k.seq = int64_t(block) * rng.range(0, INT32_MAX);
+      if (rng.chance(0.5)) x.batch = x.q.batch = x.k.batch = 0;
+      x.o.top_k = rng.chance(0.5) ? INT32_MAX : int32_t(rng.range(0, 1000));
+      break;
+    }
+    case 14: x.batch = x.q.batch = x.k.batch = rng.range(0, int64_t(1) << 33); break;
+    default: x.heads = x.q.heads = x.k.heads = rng.range(0, int64_t(1) << 33); break;
+  }
+}
+
+int mutations(Rng& rng) {
+  const uint64_t r = rng.bits() % 20;
+  return r < 6 ? 0 : r < 13 ? 1 : r < 17 ? 2 : int(r) - 14;
+}
+
+uint64_t env_u64(const char* name, uint64_t fallback, bool* given = nullptr) {
+  const char* s = std::getenv(name);
+  if (given != nullptr) *given = s != nullptr && *s != '\0';
+  if (s == nullptr || *s == '\0') return fallback;
+  return std::strtoull(s, nullptr, 0);
+}
+
+}  // namespace
+
+int main() {
+  // Hide every GPU before the first CUDA call: a call that passes validation fails at the
+  // device query, with or without a GPU.
+  setenv("CUDA_VISIBLE_DEVICES", "", 1);
+  bool given = false;
+  const uint64_t seed = env_u64(
+      "SPARSEK_FUZZ_SEED", uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()) ^ uint64_t(getpid()),
+      &given);
+  const long iters = long(env_u64("SPARSEK_FUZZ_ITERS", 100000));
+  std::printf("seed %llu%s (SPARSEK_FUZZ_SEED=%llu replays this run), %ld draws per entry point\n",
+              (unsigned long long)seed, given ? " (given)" : "", (unsigned long long)seed, iters);
+  std::fflush(stdout);
+  Arenas mem;
+  Judge judge{mem};
+  judge.verbose = env_u64("SPARSEK_FUZZ_VERBOSE", 0) != 0;
+  Rng rng(seed);
+  std::vector<Tally> tallies;
+  const auto t0 = std::chrono::steady_clock::now();
+
+  // spmm / can_implement / dense_spmm / can_implement_dense_spmm.
+  {
+    Tally spmm{"spmm"}, dense{"dense_spmm"};
+    for (long i = 0; i < iters; ++i) {
+      SpmmCase x = spmm_base(rng, mem);
+      for (int j = mutations(rng); j > 0; --j) spmm_mutate(rng, mem, x);
+      const Want want = model_spmm(x.a, x.b, x.c, x.o);
+      const Backend sentinel = static_cast<Backend>(0x5a5a);
+      Backend chosen = sentinel;
+      Result r = sparsek::can_implement(x.a, x.b, x.c, x.o, &chosen);
+      judge.record(spmm, i, "can_implement", r, want, chosen != sentinel ? "*chosen written on failure" : "");
+      r = sparsek::spmm(x.a, x.b, x.c, x.o, nullptr);
+      judge.record(spmm, i, "spmm", r, want);
+      // dense_spmm: D * op(A) on the views transposed (it runs spmm on their transposes).
+      const DenseView d = sparsek::transposed(x.b), c = sparsek::transposed(x.c);
+      SpmmOptions flipped = x.o;
+      flipped.transpose_a = !x.o.transpose_a;
+      chosen = sentinel;
+      r = sparsek::can_implement_dense_spmm(d, x.a, c, flipped, &chosen);
+      judge.record(dense, i, "can_implement_dense_spmm", r, want, chosen != sentinel ? "*chosen written" : "");
+      r = sparsek::dense_spmm(d, x.a, c, flipped, nullptr);
+      judge.record(dense, i, "dense_spmm", r, want);
+    }
+    tallies.push_back(spmm);
+    tallies.push_back(dense);
+  }
+  // sddmm / can_implement.
+  {
+    Tally t{"sddmm"};
+    for (long i = 0; i < iters; ++i) {
+      SddmmCase x = sddmm_base(rng, mem);
+      for (int j = mutations(rng); j > 0; --j) sddmm_mutate(rng, mem, x);
+      const Want want = model_sddmm(x.a, x.b, x.s, x.o);
+      const Backend sentinel = static_cast<Backend>(0x5a5a);
+      Backend chosen = sentinel;
+      Result r = sparsek::can_implement(x.a, x.b, x.s, x.o, &chosen);
+      judge.record(t, i, "can_implement", r, want, chosen != sentinel ? "*chosen written on failure" : "");
+      r = sparsek::sddmm(x.a, x.b, x.s, x.o, nullptr);
+      judge.record(t, i, "sddmm", r, want);
+    }
+    tallies.push_back(t);
+  }
+  // attention / can_implement.
+  {
+    Tally t{"attention"};
+    for (long i = 0; i < iters; ++i) {
+      AttnCase x = attention_base(rng, mem);
+      for (int j = mutations(rng); j > 0; --j) attention_mutate(rng, mem, x);
+      const BlockMaskView* mask = x.has_mask ? &x.mask : nullptr;
+      const Want want = model_attention(x.q, x.k, x.v, x.o, x.lse, mask, x.opt);
+      const Backend sentinel = static_cast<Backend>(0x5a5a);
+      Backend chosen = sentinel;
+      Result r = sparsek::can_implement(x.q, x.k, x.v, x.o, x.lse, mask, x.opt, &chosen);
+      judge.record(t, i, "can_implement", r, want, chosen != sentinel ? "*chosen written on failure" : "");
+      r = sparsek::attention(x.q, x.k, x.v, x.o, x.lse, mask, x.opt, nullptr);
+      judge.record(t, i, "attention", r, want);
+    }
+    tallies.push_back(t);
+  }
+  // block_topk_nnzb, block_topk, block_topk_scores.
+  {
+    Tally tn{"block_topk_nnzb"}, tp{"block_topk"}, ts{"block_topk_scores"};
+    for (long i = 0; i < iters; ++i) {
+      GatingCase x = gating_base(rng, mem);
+      for (int j = mutations(rng); j > 0; --j) gating_mutate(rng, mem, x);
+      Gating g;
+      const Want dims = model_gating_dims(x.batch, x.heads, x.seq_q, x.seq_k, x.o, &g);
+      // block_topk_nnzb: Success with the model's count (CudaError is not reached: no device).
+      int64_t nnzb = -7;
+      Result r = sparsek::block_topk_nnzb(x.batch, x.heads, x.seq_q, x.seq_k, x.o, &nnzb);
+      std::string extra;
+      if (dims == Want::Reached && r.ok() && i128(nnzb) != g.nnzb)
+        extra = "nnzb " + std::to_string(nnzb) + ", want " + std::to_string((long long)g.nnzb);
+      if (!r.ok() && nnzb != -7) extra = "*nnzb written on failure";
+      judge.record(tn, i, "block_topk_nnzb", r, dims, extra, Status::Success);
+
+      BlockMaskView out;
+      out.block_q = -7;
+      BlockMaskView* mask = x.null_mask ? nullptr : &out;
+      // block_topk: the dims, Q and K, then the outputs.
+      Want want = dims;
+      Range qr, kr;
+      if (want == Want::Reached) {
+        if (x.q.head_dim < 1 || !heads_ok(x.q, x.q.batch, x.q.heads, x.q.seq, x.q.head_dim, &qr) ||
+            !heads_ok(x.k, x.q.batch, x.q.heads, x.k.seq, x.q.head_dim, &kr) || x.k.dtype != x.q.dtype)
+          want = Want::Invalid;
+        else
+          want = model_gating_outputs(g, x.row_ptr, x.col_idx, mask, qr, kr);
+      }
+      // block_topk takes its dims from Q and K: the model's used x.batch etc.; they agree
+      // unless a mutation of Q or K alone changed them, then judged from Q and K's.
+      const bool same_dims =
+          x.q.batch == x.batch && x.q.heads == x.heads && x.q.seq == x.seq_q && x.k.seq == x.seq_k;
+      if (same_dims) {
+        r = sparsek::block_topk(x.q, x.k, x.o, x.row_ptr, x.col_idx, mask, nullptr);
+        judge.record(tp, i, "block_topk", r, want, !r.ok() && out.block_q != -7 ? "*mask written on failure" : "");
+      }
+      // block_topk_scores: the dims, the scores, then the outputs.
+      want = dims;
+      if (want == Want::Reached) {
+        const i128 count = g.patterns * g.q_blocks * g.k_blocks;
+        if ((x.scores == nullptr && count > 0) || misaligned(x.scores, 4))
+          want = Want::Invalid;
+        else
+          want = model_gating_outputs(g, x.row_ptr, x.col_idx, mask, range_of(x.scores, count * 4), Range{});
+      }
+      out.block_q = -7;
+      r = sparsek::block_topk_scores(x.scores, x.batch, x.heads, x.seq_q, x.seq_k, x.o, x.row_ptr, x.col_idx, mask,
+                                     nullptr);
+      judge.record(ts, i, "block_topk_scores", r, want, !r.ok() && out.block_q != -7 ? "*mask written on failure" : "");
+    }
+    tallies.push_back(tn);
+    tallies.push_back(tp);
+    tallies.push_back(ts);
+  }
+
+  // Each entry point must have seen both refusals and calls that reached the device query
+  // (else the draws are degenerate and test nothing).
+  int passed = 0, failed = 0;
+  for (const Tally& t : tallies) {
+    const long invalid = t.by_status[int(Status::InvalidArgument)], reached = t.by_status[int(Status::CudaError)];
+    const bool varied = invalid * 20 >= t.calls && (reached + t.by_status[int(Status::Success)]) * 20 >= t.calls;
+    const bool ok = t.failures == 0 && varied;
+    std::printf("%s %s: %ld calls, %ld InvalidArgument, %ld NotSupported, %ld reached the device query, %ld "
+                "Success%s, %ld failures\n",
+                ok ? "PASS" : "FAIL", t.name, t.calls, invalid, t.by_status[int(Status::NotSupported)], reached,
+                t.by_status[int(Status::Success)], varied ? "" : " (too few of a kind: degenerate draws)",
+                t.failures);
+    (ok ? passed : failed)++;
+    for (const auto& [reason, count] : t.reasons) std::printf("    %8ld  %s\n", count, reason.c_str());
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("%.1f s; seed %llu\n%d passed, %d failed\n", secs, (unsigned long long)seed, passed, failed);
+  return failed == 0 ? 0 : 1;
+}
