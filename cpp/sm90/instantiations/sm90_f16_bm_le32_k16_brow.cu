@@ -1,4 +1,0 @@
-// The kernel of row sm90_f16_bm_le32_k16_brow of kSm90Variants (cpp/sm90/configs.hpp).
-#include "sm90/kernel.hpp"
-
-SPARSEK_SM90_INSTANTIATE("sm90_f16_bm_le32_k16_brow")

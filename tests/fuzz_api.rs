@@ -1,0 +1,1120 @@
+//! Fuzz of the public entry points on host operands: attention, the gating, block
+//! patterns, the products (spmm, spmm_fused, dense_spmm, sddmm), the CSR / COO
+//! converters and `SparseLinear`. One `#[test]` per entry point, each drawing random
+//! problems, tiny ones that must be accepted mixed with huge, zero, overlapping and
+//! mismatched sizes, strides and buffers. Every case must
+//! - not panic (each runs under `catch_unwind`; the first failing input is reported),
+//! - not abort: a global allocator refuses any single allocation above `ALLOC_LIMIT`
+//!   (16 MiB) and counts it; a refused allocation is allowed only when the call returns
+//!   `Err` (an infallible one aborts the process: that is a bug),
+//! - finish within `CASE_LIMIT` (a watchdog aborts a case that hangs, naming it),
+//! - agree with an independent oracle on accept / reject where one is easy,
+//! - on `Err`, leave every output bitwise untouched (outputs are poisoned with a sentinel
+//!   first); on `Ok`, write every element the output view addresses and nothing else, and
+//!   match a naive f64 reference written here (bit for bit where the contract says so).
+//!
+//! `SPARSEK_FUZZ_SEED=<u64>` replays a run (the seed is printed; random by default),
+//! `SPARSEK_FUZZ_CASES=<n>` sets the number of cases per test (100 000 by default),
+//! `SPARSEK_FUZZ_ONLY=<i>` runs case `i` alone.
+
+use std::alloc::{GlobalAlloc, Layout as AllocLayout, System};
+use std::fmt::Debug;
+use std::io::Write;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rand::{Rng, RngCore};
+use sparsek::{
+    attention, attention_into, bf16, f16, AttentionOptions, BlockMask, BlockPatterns, Element,
+    Heads, HeadsMut, LseMut, MaskOperand,
+};
+
+// ---------------------------------------------------------------------------------------
+// The allocation guard.
+
+/// Largest single allocation let through; a larger one gets null.
+const ALLOC_LIMIT: usize = 16 << 20;
+
+static REFUSED: AtomicUsize = AtomicUsize::new(0);
+static LARGEST: AtomicUsize = AtomicUsize::new(0);
+static CASE: AtomicU64 = AtomicU64::new(u64::MAX);
+static REPORTED: AtomicBool = AtomicBool::new(false);
+
+struct Guard;
+
+impl Guard {
+    /// Whether an allocation of `size` bytes may go ahead; records it either way.
+    fn admit(size: usize) -> bool {
+        if size > ALLOC_LIMIT {
+            REFUSED.fetch_add(1, Ordering::Relaxed);
+            // Said once, without allocating: an infallible allocation aborts right after.
+            if !REPORTED.swap(true, Ordering::Relaxed) {
+                let case = CASE.load(Ordering::Relaxed);
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "fuzz_api: case {case} asked for {size} bytes (limit {ALLOC_LIMIT}): \
+                     refused (reported once)"
+                );
+            }
+            false
+        } else {
+            LARGEST.fetch_max(size, Ordering::Relaxed);
+            true
+        }
+    }
+}
+
+// SAFETY: forwards to `System`, or returns null (allowed: an allocation failure).
+unsafe impl GlobalAlloc for Guard {
+    unsafe fn alloc(&self, layout: AllocLayout) -> *mut u8 {
+        if Self::admit(layout.size()) {
+            unsafe { System.alloc(layout) }
+        } else {
+            std::ptr::null_mut()
+        }
+    }
+    unsafe fn alloc_zeroed(&self, layout: AllocLayout) -> *mut u8 {
+        if Self::admit(layout.size()) {
+            unsafe { System.alloc_zeroed(layout) }
+        } else {
+            std::ptr::null_mut()
+        }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: AllocLayout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: AllocLayout, new_size: usize) -> *mut u8 {
+        if Self::admit(new_size) {
+            unsafe { System.realloc(ptr, layout, new_size) }
+        } else {
+            std::ptr::null_mut()
+        }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Guard = Guard;
+
+// ---------------------------------------------------------------------------------------
+// The driver: one per test, the tests one at a time (the guard's counters, the panic hook
+// and the watchdog are process-wide).
+
+/// Longest a case may take.
+const CASE_LIMIT: Duration = Duration::from_millis(500);
+/// A case still running after this is a hang: the watchdog names it and aborts.
+const HANG_LIMIT: Duration = Duration::from_secs(30);
+
+static SERIAL: Mutex<()> = Mutex::new(());
+static LAST_PANIC: Mutex<Option<String>> = Mutex::new(None);
+
+/// SplitMix64: a fast generator (ChaCha is slow in debug builds, where CI runs this too),
+/// seeded per case so any case replays on its own.
+struct FuzzRng(u64);
+
+impl FuzzRng {
+    fn new(seed: u64) -> Self {
+        Self(seed)
+    }
+}
+
+impl RngCore for FuzzRng {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn next_u32(&mut self) -> u32 {
+        (self.next_u64() >> 32) as u32
+    }
+    fn fill_bytes(&mut self, dst: &mut [u8]) {
+        for chunk in dst.chunks_mut(8) {
+            let v = self.next_u64().to_le_bytes();
+            chunk.copy_from_slice(&v[..chunk.len()]);
+        }
+    }
+}
+
+fn env_u64(name: &str) -> Option<u64> {
+    let v = std::env::var(name).ok()?;
+    Some(
+        v.trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={v} is not a u64")),
+    )
+}
+
+/// What a case's call did.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Outcome {
+    /// Returned `Ok` (and its output checked).
+    Accepted,
+    /// Returned `Err` (and its outputs untouched).
+    Rejected,
+}
+
+type Check = Result<Outcome, String>;
+
+macro_rules! ensure {
+    ($cond:expr, $($fmt:tt)*) => {
+        let holds: bool = $cond;
+        if !holds {
+            return Err(format!($($fmt)*));
+        }
+    };
+}
+
+/// Runs `cases` cases of one target: `gen` draws the input (printed on failure), `run`
+/// calls the entry point and checks it (it may draw the data from the same generator).
+fn fuzz<C: Debug>(
+    name: &str,
+    salt: u64,
+    gen: impl Fn(&mut FuzzRng) -> C + Sync,
+    run: impl Fn(&C, &mut FuzzRng) -> Check + Sync,
+) {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let seed = env_u64("SPARSEK_FUZZ_SEED").unwrap_or_else(|| rand::rng().random());
+    let cases = env_u64("SPARSEK_FUZZ_CASES").unwrap_or(100_000);
+    let only = env_u64("SPARSEK_FUZZ_ONLY");
+    println!("{name}: seed {seed} (replay with SPARSEK_FUZZ_SEED={seed}), {cases} cases");
+
+    // Panics are caught per case; the hook keeps the message instead of printing it.
+    let hook = panic::take_hook();
+    panic::set_hook(Box::new(|info| {
+        *LAST_PANIC.lock().unwrap_or_else(|e| e.into_inner()) = Some(info.to_string());
+    }));
+    // The watchdog: a case past HANG_LIMIT is a hang, named before the abort.
+    let started = Instant::now();
+    let case_start_ms = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    let watchdog = {
+        let (case_start_ms, done, name) = (case_start_ms.clone(), done.clone(), name.to_owned());
+        std::thread::spawn(move || {
+            while !done.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(100));
+                let now = started.elapsed().as_millis() as u64;
+                let at = case_start_ms.load(Ordering::Relaxed);
+                if now.saturating_sub(at) > HANG_LIMIT.as_millis() as u64 {
+                    let case = CASE.load(Ordering::Relaxed);
+                    eprintln!(
+                        "{name}: case {case} has run {} ms: a hang (SPARSEK_FUZZ_SEED={seed} \
+                         SPARSEK_FUZZ_ONLY={case})",
+                        now - at
+                    );
+                    std::process::abort();
+                }
+            }
+        })
+    };
+    // Three workers: attention's waves of (batch, head) pairs and the products' parallel
+    // loops run as on a small machine; calls from a worker avoid the injection latency.
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(3)
+        .build()
+        .expect("a rayon pool");
+
+    let (mut accepted, mut rejected, mut refused_err, mut failures) = (0u64, 0u64, 0u64, 0u64);
+    let mut slowest = (Duration::ZERO, 0u64);
+    let mut first_failure: Option<String> = None;
+    let range = match only {
+        Some(i) => i..i + 1,
+        None => 0..cases,
+    };
+    let ran = range.end - range.start;
+    pool.install(|| {
+        for i in range {
+            CASE.store(i, Ordering::Relaxed);
+            let case_seed = (seed ^ salt.wrapping_mul(0xD6E8_FEB8_6659_FD93))
+                ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            let rng = &mut FuzzRng::new(case_seed);
+            let case = match panic::catch_unwind(AssertUnwindSafe(|| gen(rng))) {
+                Ok(case) => case,
+                Err(_) => {
+                    let msg = LAST_PANIC.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                    first_failure.get_or_insert(format!(
+                        "case {i}: the generator panicked (a bug of the fuzz): {msg:?}"
+                    ));
+                    failures += 1;
+                    continue;
+                }
+            };
+            if only.is_some() {
+                println!("{name}: case {i}: {case:?}");
+            }
+            let refused_before = REFUSED.load(Ordering::Relaxed);
+            case_start_ms.store(started.elapsed().as_millis() as u64, Ordering::Relaxed);
+            let t = Instant::now();
+            let result = panic::catch_unwind(AssertUnwindSafe(|| run(&case, rng)));
+            let took = t.elapsed();
+            let refused = REFUSED.load(Ordering::Relaxed) - refused_before;
+            if took > slowest.0 {
+                slowest = (took, i);
+            }
+            let failure = match result {
+                Ok(Ok(_)) if took > CASE_LIMIT => Some(format!("took {took:?}")),
+                Ok(Ok(Outcome::Accepted)) if refused > 0 => Some(format!(
+                    "returned Ok after {refused} refused allocations above {ALLOC_LIMIT} bytes"
+                )),
+                Ok(Ok(Outcome::Accepted)) => {
+                    accepted += 1;
+                    None
+                }
+                Ok(Ok(Outcome::Rejected)) => {
+                    rejected += 1;
+                    refused_err += (refused > 0) as u64;
+                    None
+                }
+                Ok(Err(why)) => Some(why),
+                Err(_) => {
+                    let msg = LAST_PANIC.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                    Some(format!("panic: {}", msg.unwrap_or_default()))
+                }
+            };
+            if let Some(why) = failure {
+                failures += 1;
+                first_failure.get_or_insert(format!(
+                    "case {i} (SPARSEK_FUZZ_SEED={seed} SPARSEK_FUZZ_ONLY={i}): {why}\n\
+                     input: {case:?}"
+                ));
+            }
+        }
+    });
+    done.store(true, Ordering::Relaxed);
+    let _ = watchdog.join();
+    CASE.store(u64::MAX, Ordering::Relaxed);
+    panic::set_hook(hook);
+
+    println!(
+        "{name}: {ran} cases, {accepted} accepted, {rejected} rejected ({refused_err} after a \
+         refused allocation), {failures} failed; slowest case {} ({:.2?}); largest allocation \
+         {} bytes; {:.2?}",
+        slowest.1,
+        slowest.0,
+        LARGEST.load(Ordering::Relaxed),
+        started.elapsed()
+    );
+    if let Some(first) = &first_failure {
+        println!("{name}: first failure (seed {seed}): {first}");
+    }
+    assert!(
+        failures == 0,
+        "{name} (seed {seed}): {failures} failed cases; first: {}",
+        first_failure.unwrap_or_default()
+    );
+    if only.is_none() && cases >= 1000 {
+        assert!(
+            accepted > cases / 20 && rejected > cases / 20,
+            "{name}: the fuzz lost its mix ({accepted} accepted, {rejected} rejected)"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Inputs shared by the targets.
+
+/// Largest buffer (elements) a case materializes.
+const CAP: usize = 4096;
+
+const I32_MAX: usize = i32::MAX as usize;
+
+/// Huge sizes: every one at least 2^31, so a buffer of that many elements is refused by
+/// the guard (an accepted problem stays tiny), or wraps when multiplied.
+const HUGE: [usize; 14] = [
+    I32_MAX,
+    I32_MAX + 1,
+    1 << 32,
+    (1 << 32) + 16,
+    (1 << 60) - (1 << 32) + 16,
+    1 << 40,
+    1 << 62,
+    (1 << 63) - 1,
+    1 << 63,
+    usize::MAX - 1,
+    usize::MAX,
+    0xAAAA_AAAA_AAAA_AAAB,
+    3 << 61,
+    1 << 33,
+];
+
+fn huge(rng: &mut FuzzRng) -> usize {
+    if rng.random_bool(0.1) {
+        rng.random::<u64>() as usize | (1 << 31)
+    } else {
+        HUGE[rng.random_range(0..HUGE.len())]
+    }
+}
+
+/// A dimension: `0..=small` mostly, huge with probability `p_huge`.
+fn dim(rng: &mut FuzzRng, small: usize, p_huge: f64) -> usize {
+    if rng.random_bool(p_huge) {
+        huge(rng)
+    } else {
+        rng.random_range(0..=small)
+    }
+}
+
+/// Element types of the fuzz: f32 mostly.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Ty {
+    F32,
+    Bf16,
+    F16,
+}
+
+fn ty(rng: &mut FuzzRng) -> Ty {
+    match rng.random_range(0..10) {
+        0 => Ty::Bf16,
+        1 => Ty::F16,
+        _ => Ty::F32,
+    }
+}
+
+/// Tolerance on ‖out − ref‖ / ‖ref‖ of an output of this type.
+fn tolerance(t: Ty) -> f64 {
+    match t {
+        Ty::F32 => 1e-4,
+        Ty::Bf16 => 2e-2,
+        Ty::F16 => 2e-3,
+    }
+}
+
+/// The value outputs are poisoned with: exact in every type, never a result here
+/// (inputs are in [-1, 1]; results that could reach it get another sentinel).
+const SENTINEL: f32 = 7.25;
+
+fn random_values<T: Element>(rng: &mut FuzzRng, n: usize) -> Vec<T> {
+    (0..n)
+        .map(|_| T::from_f32(rng.random_range(-1.0f32..1.0)))
+        .collect()
+}
+
+fn same_bits<T: Element>(a: T, b: T) -> bool {
+    // Every element type converts to f32 exactly, NaN payloads aside (never here).
+    a.to_f32().to_bits() == b.to_f32().to_bits()
+}
+
+/// Buffer length for a view needing `needed` elements (`None`: more than usize): exact
+/// mostly, sometimes longer, sometimes (unless `clean`) one to three short; a view beyond
+/// `CAP` gets a short buffer.
+fn buffer_len(rng: &mut FuzzRng, needed: Option<u128>, clean: bool) -> usize {
+    match needed {
+        Some(n) if n <= CAP as u128 => {
+            let n = n as usize;
+            match rng.random_range(0..if clean { 17 } else { 20 }) {
+                0..=13 => n,
+                14..=16 => n + rng.random_range(1..=5),
+                _ => n.saturating_sub(rng.random_range(1..=3)),
+            }
+        }
+        _ => rng.random_range(0..=64),
+    }
+}
+
+/// The exact product of sizes, `None` beyond u128.
+fn product(xs: &[usize]) -> Option<u128> {
+    xs.iter().try_fold(1u128, |p, &x| p.checked_mul(x as u128))
+}
+
+/// ‖out − ref‖ / max(‖ref‖, floor·√n): relative, with an absolute floor for outputs that
+/// are small by cancellation.
+fn rel_err(pairs: &[(f64, f64)], floor: f64) -> f64 {
+    let (mut num, mut den) = (0f64, 0f64);
+    for &(o, r) in pairs {
+        num += (o - r) * (o - r);
+        den += r * r;
+    }
+    num.sqrt()
+        / den
+            .sqrt()
+            .max(floor * (pairs.len() as f64).sqrt())
+            .max(1e-30)
+}
+
+// ---------------------------------------------------------------------------------------
+// Target 1: attention / attention_into.
+
+/// A `[batch, heads, seq, head_dim]` view and its buffer's length.
+#[derive(Debug, Clone, Copy)]
+struct View {
+    batch: usize,
+    heads: usize,
+    seq: usize,
+    d: usize,
+    sb: usize,
+    sh: usize,
+    ss: usize,
+    len: usize,
+}
+
+impl View {
+    /// Elements the buffer must hold (last offset + 1), exactly; `None` beyond u128.
+    fn needed(&self) -> Option<u128> {
+        if self.batch == 0 || self.heads == 0 || self.seq == 0 || self.d == 0 {
+            return Some(0);
+        }
+        let w = |x: usize| x as u128;
+        (w(self.batch - 1) * w(self.sb))
+            .checked_add(w(self.heads - 1) * w(self.sh))?
+            .checked_add(w(self.seq - 1) * w(self.ss))?
+            .checked_add(w(self.d))
+    }
+    fn fits(&self) -> bool {
+        self.needed().is_some_and(|n| n <= usize::MAX as u128) && self.needed_usize() <= self.len
+    }
+    fn needed_usize(&self) -> usize {
+        self.needed()
+            .map_or(usize::MAX, |n| n.min(usize::MAX as u128) as usize)
+    }
+    /// Rows of a head do not overlap.
+    fn rows_ok(&self) -> bool {
+        self.seq <= 1 || self.ss >= self.d
+    }
+    fn offset(&self, b: usize, h: usize, s: usize, c: usize) -> usize {
+        b * self.sb + h * self.sh + s * self.ss + c
+    }
+    fn heads<'a, T>(&self, data: &'a [T]) -> Heads<'a, T> {
+        Heads::host(data, self.batch, self.heads, self.seq, self.d)
+            .with_strides(self.sb, self.sh, self.ss)
+    }
+    fn heads_mut<'a, T>(&self, data: &'a mut [T]) -> HeadsMut<'a, T> {
+        HeadsMut::host(data, self.batch, self.heads, self.seq, self.d)
+            .with_strides(self.sb, self.sh, self.ss)
+    }
+    /// The documented disjointness rule of an output (`HeadsShape::is_disjoint`): the
+    /// dims of extent > 1 by ascending stride, each stride at least the span before it.
+    fn disjoint_rule(&self) -> bool {
+        let elements = (self.batch as u128)
+            .checked_mul(self.heads as u128)
+            .and_then(|x| x.checked_mul(self.seq as u128))
+            .and_then(|x| x.checked_mul(self.d as u128));
+        if elements == Some(0) {
+            return true;
+        }
+        let mut dims = [
+            (self.ss, self.seq),
+            (self.sh, self.heads),
+            (self.sb, self.batch),
+        ];
+        dims.sort_unstable();
+        let mut span = self.d as u128;
+        for (stride, extent) in dims {
+            if extent <= 1 {
+                continue;
+            }
+            if (stride as u128) < span {
+                return false;
+            }
+            span += stride as u128 * (extent as u128 - 1);
+            if span > usize::MAX as u128 {
+                return false;
+            }
+        }
+        true
+    }
+    /// Every offset the view addresses, when they are few.
+    fn offsets(&self) -> Option<Vec<usize>> {
+        let n = product(&[self.batch, self.heads, self.seq, self.d]).unwrap_or(u128::MAX);
+        if n > CAP as u128 * 4 || !self.fits() {
+            return None;
+        }
+        let mut out = Vec::with_capacity(n as usize);
+        if n == 0 {
+            return Some(out);
+        }
+        for b in 0..self.batch {
+            for h in 0..self.heads {
+                for s in 0..self.seq {
+                    for c in 0..self.d {
+                        out.push(self.offset(b, h, s, c));
+                    }
+                }
+            }
+        }
+        Some(out)
+    }
+}
+
+/// Strides for a view of these dims: packed, `[b, s, h, d]`, padded, broadcast, garbage,
+/// huge, overlapping rows.
+/// `clean`: a valid layout (a broadcast one only for an input).
+fn gen_strides(
+    rng: &mut FuzzRng,
+    (h, s, d): (usize, usize, usize),
+    clean: bool,
+    output: bool,
+) -> (usize, usize, usize) {
+    let m = |x: usize, y: usize| x.saturating_mul(y);
+    let choice = match (clean, output) {
+        (false, _) => rng.random_range(0..20),
+        (true, true) => rng.random_range(0..13),
+        (true, false) => rng.random_range(0..14),
+    };
+    match choice {
+        0..=7 => (m(h, m(s, d)), m(s, d), d),
+        8..=10 => (m(s, m(h.max(1), d)), d, m(h.max(1), d)),
+        11 | 12 => {
+            let ss = d.saturating_add(rng.random_range(0..3));
+            let sh = m(s, ss).saturating_add(rng.random_range(0..3));
+            (m(h, sh).saturating_add(rng.random_range(0..3)), sh, ss)
+        }
+        13 => {
+            // Broadcast: a head or batch stride of 0 (fine for inputs, an overlap for O).
+            let (sb, sh, ss) = (m(h, m(s, d)), m(s, d), d);
+            match rng.random_range(0..3) {
+                0 => (sb, 0, ss),
+                1 => (0, sh, ss),
+                _ => (0, 0, ss),
+            }
+        }
+        14 | 15 => (
+            rng.random_range(0..=24),
+            rng.random_range(0..=24),
+            rng.random_range(0..=12),
+        ),
+        16 => {
+            let mut st = [m(h, m(s, d)), m(s, d), d];
+            st[rng.random_range(0..3)] = huge(rng);
+            (st[0], st[1], st[2])
+        }
+        17 => (
+            m(h, m(s, d)),
+            m(s, d),
+            d.saturating_sub(rng.random_range(1..=2)),
+        ),
+        18 => (m(h, m(s, d)), 1, d),
+        _ => (0, 0, 0),
+    }
+}
+
+fn gen_view(rng: &mut FuzzRng, [b, h, s, d]: [usize; 4], clean: bool, output: bool) -> View {
+    let (sb, sh, ss) = gen_strides(rng, (h, s, d), clean, output);
+    let mut v = View {
+        batch: b,
+        heads: h,
+        seq: s,
+        d,
+        sb,
+        sh,
+        ss,
+        len: 0,
+    };
+    v.len = buffer_len(rng, v.needed(), clean);
+    v
+}
+
+/// A mask: per pattern, `q_blocks x k_blocks` bits, row-major.
+#[derive(Debug, Clone)]
+struct MaskSpec {
+    block_q: usize,
+    block_k: usize,
+    q_blocks: usize,
+    k_blocks: usize,
+    bits: Vec<Vec<bool>>,
+    /// `with_heads(batch, heads)`, if called.
+    with_heads: Option<(usize, usize)>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum AttnCall {
+    /// `attention_into`, with an LSE of this length if any.
+    Into { lse: Option<usize> },
+    /// `attention` (allocating O and LSE).
+    Alloc,
+}
+
+#[derive(Debug, Clone)]
+struct AttnCase {
+    /// Drawn without defects (shown in the failure report).
+    #[allow(dead_code)]
+    clean: bool,
+    ty: Ty,
+    q: View,
+    k: View,
+    v: View,
+    o: View,
+    call: AttnCall,
+    mask: Option<MaskSpec>,
+    causal: bool,
+    scale: Option<f32>,
+}
+
+fn gen_block(rng: &mut FuzzRng) -> usize {
+    match rng.random_range(0..20) {
+        0 => 0,
+        1 => huge(rng),
+        _ => rng.random_range(1..=8),
+    }
+}
+
+fn gen_mask_spec(
+    rng: &mut FuzzRng,
+    batch: usize,
+    heads: usize,
+    seq_q: usize,
+    seq_k: usize,
+    clean: bool,
+) -> MaskSpec {
+    let gen_block = |rng: &mut FuzzRng| {
+        if clean {
+            rng.random_range(1..=8)
+        } else {
+            gen_block(rng)
+        }
+    };
+    let (block_q, block_k) = (gen_block(rng), gen_block(rng));
+    let blocks = |seq: usize, block: usize| if block == 0 { 1 } else { seq.div_ceil(block) };
+    let (mut q_blocks, mut k_blocks) = (blocks(seq_q, block_q), blocks(seq_k, block_k));
+    match rng.random_range(if clean { 4 } else { 0 }..12) {
+        0 => q_blocks = q_blocks.saturating_add(1),
+        1 => q_blocks = q_blocks.saturating_sub(1),
+        2 => k_blocks = k_blocks.saturating_add(1),
+        3 => k_blocks = k_blocks.saturating_sub(1),
+        _ => {}
+    }
+    // A grid larger than the fuzz materializes: a small wrong one instead.
+    if q_blocks > 64 || k_blocks > 64 {
+        q_blocks = rng.random_range(0..=4);
+        k_blocks = rng.random_range(0..=4);
+    }
+    let pairs = batch.saturating_mul(heads);
+    let per_head = rng.random_bool(0.4) && pairs <= 16;
+    let count = match rng.random_range(0..12) {
+        0 if !clean => rng.random_range(0..=4),
+        _ if per_head && (pairs > 0 || !clean) => pairs,
+        _ => 1,
+    };
+    let p: f64 = [0.0, 0.3, 0.7, 1.0][rng.random_range(0..4)];
+    let bits = (0..count)
+        .map(|_| {
+            (0..q_blocks * k_blocks)
+                .map(|_| rng.random_bool(p))
+                .collect()
+        })
+        .collect();
+    let with_heads = match rng.random_range(0..10) {
+        0 if !clean => None,
+        1 if !clean => Some((dim(rng, 3, 0.2), dim(rng, 3, 0.2))),
+        2 if !clean => Some((heads, batch)),
+        _ if count > 1 || rng.random_bool(0.3) => Some((batch, heads)),
+        _ => None,
+    };
+    MaskSpec {
+        block_q,
+        block_k,
+        q_blocks,
+        k_blocks,
+        bits,
+        with_heads,
+    }
+}
+
+fn gen_attention(rng: &mut FuzzRng) -> AttnCase {
+    let ty = ty(rng);
+    // Half the cases clean (valid but for chance), half with defects.
+    let clean = rng.random_bool(0.5);
+    let p_huge = if clean { 0.0 } else { 0.06 };
+    let batch = dim(rng, 3, p_huge);
+    let heads = dim(rng, 3, p_huge);
+    let seq_q = dim(rng, 10, p_huge);
+    let seq_k = dim(rng, 10, p_huge);
+    let d = if rng.random_bool(p_huge) {
+        huge(rng)
+    } else {
+        rng.random_range(clean as usize..=8)
+    };
+    let mut dims = [
+        [batch, heads, seq_q, d],
+        [batch, heads, seq_k, d],
+        [batch, heads, seq_k, d],
+        [batch, heads, seq_q, d],
+    ];
+    // Mismatched dims: one dim of one of K, V, O.
+    if !clean && rng.random_bool(0.2) {
+        let (t, i) = (rng.random_range(0..4), rng.random_range(0..4));
+        dims[t][i] = if rng.random_bool(0.5) {
+            dims[t][i] ^ 1
+        } else {
+            dim(rng, 4, 0.3)
+        };
+    }
+    let views: Vec<View> = (0..4)
+        .map(|t| gen_view(rng, dims[t], clean, t == 3))
+        .collect();
+    let call = if rng.random_bool(0.2) {
+        AttnCall::Alloc
+    } else {
+        let needed = batch.saturating_mul(heads).saturating_mul(seq_q);
+        AttnCall::Into {
+            lse: match rng.random_range(0..10) {
+                0..=2 => None,
+                3 if !clean => Some(needed.saturating_sub(1).min(CAP)),
+                4 => Some((needed.min(CAP) + rng.random_range(1..=3)).min(CAP)),
+                _ => Some(needed.min(CAP)),
+            },
+        }
+    };
+    let mask = rng
+        .random_bool(0.5)
+        .then(|| gen_mask_spec(rng, batch, heads, seq_q, seq_k, clean));
+    let scale = match rng.random_range(if clean { 5 } else { 0 }..20) {
+        0 => Some(0.0),
+        1 => Some(-0.5),
+        2 => Some(f32::NAN),
+        3 => Some(f32::INFINITY),
+        4 => Some(-0.0),
+        5 => Some(1e-30),
+        6 => Some(f32::MIN_POSITIVE),
+        7..=10 => Some(rng.random_range(0.05f32..4.0)),
+        _ => None,
+    };
+    AttnCase {
+        clean,
+        ty,
+        q: views[0],
+        k: views[1],
+        v: views[2],
+        o: views[3],
+        call,
+        mask,
+        causal: rng.random_bool(0.5),
+        scale,
+    }
+}
+
+/// Whether attention must accept (given the mask was built), from the documented rules.
+fn attention_valid(c: &AttnCase, o: &View, lse: Option<usize>, mask: Option<&MaskSpec>) -> bool {
+    let (q, k, v) = (&c.q, &c.k, &c.v);
+    let same = |a: &View, b: &View| (a.batch, a.heads, a.d) == (b.batch, b.heads, b.d);
+    if !(same(q, k) && same(q, v) && same(q, o) && k.seq == v.seq && q.seq == o.seq) {
+        return false;
+    }
+    if q.d == 0 {
+        return false;
+    }
+    if ![q, k, v, o].iter().all(|x| x.fits() && x.rows_ok()) {
+        return false;
+    }
+    if !o.disjoint_rule() {
+        return false;
+    }
+    let w = |x: usize| x as u128;
+    let max = usize::MAX as u128;
+    if let Some(len) = lse {
+        let needed = product(&[q.batch, q.heads, q.seq]).unwrap_or(u128::MAX);
+        if needed > max || w(len) < needed {
+            return false;
+        }
+    }
+    let scale = c.scale.unwrap_or(1.0 / (q.d as f32).sqrt());
+    if !(scale.is_finite() && scale > 0.0) {
+        return false;
+    }
+    // The element count, multiplied in order, must fit usize.
+    let bh = w(q.batch) * w(q.heads);
+    if bh > max
+        || bh * w(q.seq) > max
+        || (bh * w(q.seq)).checked_mul(w(q.d)).is_none_or(|e| e > max)
+    {
+        return false;
+    }
+    if let Some(m) = mask {
+        if m.q_blocks != q.seq.div_ceil(m.block_q) || m.k_blocks != k.seq.div_ceil(m.block_k) {
+            return false;
+        }
+        let pairs = bh as usize;
+        let count = m.bits.len();
+        if count != 1 && (count != pairs || m.with_heads != Some((q.batch, q.heads))) {
+            return false;
+        }
+    }
+    true
+}
+
+/// The naive f64 attention: per (b, h, i), a softmax over the kept keys. `(O packed, LSE)`.
+fn attention_reference<T: Element>(
+    c: &AttnCase,
+    (qd, kd, vd): (&[T], &[T], &[T]),
+    mask: Option<&MaskSpec>,
+    scale: f32,
+) -> (Vec<f64>, Vec<f64>) {
+    let (q, k, v) = (&c.q, &c.k, &c.v);
+    let (batch, heads, sq, sk, d) = (q.batch, q.heads, q.seq, k.seq, q.d);
+    let mut o = vec![0f64; batch * heads * sq * d];
+    let mut lse = vec![f64::NEG_INFINITY; batch * heads * sq];
+    if o.is_empty() {
+        // Nothing to compute: loop over nothing, however long the other dims.
+        return (o, lse);
+    }
+    let x = |data: &[T], at: usize| data[at].to_f32() as f64;
+    for b in 0..batch {
+        for h in 0..heads {
+            let bits = mask.map(|m| &m.bits[if m.bits.len() == 1 { 0 } else { b * heads + h }]);
+            for i in 0..sq {
+                let kept = |j: usize| {
+                    let in_mask = match (mask, bits) {
+                        (Some(m), Some(bits)) => bits[(i / m.block_q) * m.k_blocks + j / m.block_k],
+                        _ => true,
+                    };
+                    in_mask && (!c.causal || j <= i)
+                };
+                let scores: Vec<(usize, f64)> = (0..sk)
+                    .filter(|&j| kept(j))
+                    .map(|j| {
+                        let dot: f64 = (0..d)
+                            .map(|t| x(qd, q.offset(b, h, i, t)) * x(kd, k.offset(b, h, j, t)))
+                            .sum();
+                        (j, dot * scale as f64)
+                    })
+                    .collect();
+                if scores.is_empty() {
+                    continue;
+                }
+                let max = scores.iter().fold(f64::NEG_INFINITY, |m, s| m.max(s.1));
+                let sum: f64 = scores.iter().map(|s| (s.1 - max).exp()).sum();
+                let row = ((b * heads + h) * sq + i) * d;
+                for &(j, s) in &scores {
+                    let p = (s - max).exp() / sum;
+                    for t in 0..d {
+                        o[row + t] += p * x(vd, v.offset(b, h, j, t));
+                    }
+                }
+                lse[(b * heads + h) * sq + i] = max + sum.ln();
+            }
+        }
+    }
+    (o, lse)
+}
+
+/// LSE sentinel: no LSE of inputs in [-1, 1] comes near it.
+const LSE_SENTINEL: f32 = -1.0e30;
+
+fn check_lse(got: &[f32], want: &[f64]) -> Result<(), String> {
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        if w == f64::NEG_INFINITY {
+            ensure!(
+                g == f32::NEG_INFINITY,
+                "LSE[{i}] = {g}, a row with no key: -inf"
+            );
+        } else {
+            ensure!(
+                (g as f64 - w).abs() <= 1e-4 * w.abs().max(1.0),
+                "LSE[{i}] = {g}, the reference {w}"
+            );
+        }
+    }
+    Ok(())
+}
+
+fn run_attention<T: Element>(c: &AttnCase, rng: &mut FuzzRng) -> Check {
+    let q: Vec<T> = random_values(rng, c.q.len);
+    let k: Vec<T> = random_values(rng, c.k.len);
+    let v: Vec<T> = random_values(rng, c.v.len);
+    // The mask, built as the caller would; a refusal here is checked against its rule.
+    let mut mask_spec = c.mask.clone();
+    if let Some(m) = mask_spec.as_mut().filter(|m| m.bits.is_empty()) {
+        // No mask to take the grid from: the set is 0 x 0 blocks.
+        (m.q_blocks, m.k_blocks) = (0, 0);
+    }
+    let patterns = match &c.mask {
+        None => None,
+        Some(m) => {
+            let masks: Vec<BlockMask> = m
+                .bits
+                .iter()
+                .map(|b| BlockMask::new(m.q_blocks, m.k_blocks, b.clone()).expect("a small mask"))
+                .collect();
+            let built = BlockPatterns::from_block_masks(m.block_q, m.block_k, &masks);
+            ensure!(
+                built.is_ok() == (m.block_q >= 1 && m.block_k >= 1),
+                "from_block_masks with blocks {} x {} gave {:?}",
+                m.block_q,
+                m.block_k,
+                built.as_ref().err()
+            );
+            let Ok(p) = built else {
+                return Ok(Outcome::Rejected);
+            };
+            let p = match m.with_heads {
+                None => p,
+                Some((b, h)) => {
+                    let r = p.with_heads(b, h);
+                    let want = b.checked_mul(h) == Some(m.bits.len());
+                    ensure!(
+                        r.is_ok() == want,
+                        "with_heads({b}, {h}) of {} patterns gave {:?}",
+                        m.bits.len(),
+                        r.as_ref().err()
+                    );
+                    match r {
+                        Ok(p) => p,
+                        Err(_) => {
+                            // Not recorded: attention sees the set without (batch, heads).
+                            mask_spec.as_mut().expect("a mask").with_heads = None;
+                            BlockPatterns::from_block_masks(m.block_q, m.block_k, &masks)
+                                .expect("built once")
+                        }
+                    }
+                }
+            };
+            Some(p)
+        }
+    };
+    let opts = {
+        let o = AttentionOptions::new().causal(c.causal);
+        match c.scale {
+            Some(s) => o.scale(s),
+            None => o,
+        }
+    };
+    let scale = c.scale.unwrap_or(1.0 / (c.q.d as f32).sqrt());
+    match c.call {
+        AttnCall::Into { lse: lse_len } => {
+            let sentinel = T::from_f32(SENTINEL);
+            let mut o = vec![sentinel; c.o.len];
+            let mut lse = vec![LSE_SENTINEL; lse_len.unwrap_or(0)];
+            let r = attention_into(
+                c.q.heads(&q),
+                c.k.heads(&k),
+                c.v.heads(&v),
+                c.o.heads_mut(&mut o),
+                lse_len.map(|_| LseMut::Host(&mut lse)),
+                patterns.as_ref().map(MaskOperand::Host),
+                &opts,
+            );
+            let valid = attention_valid(c, &c.o, lse_len, mask_spec.as_ref());
+            ensure!(
+                r.is_ok() == valid,
+                "attention_into gave {:?}, the oracle says valid = {valid}",
+                r.as_ref().err()
+            );
+            if r.is_err() {
+                ensure!(
+                    o.iter().all(|&x| same_bits(x, sentinel)),
+                    "O written by a call that failed ({:?})",
+                    r.err()
+                );
+                ensure!(
+                    lse.iter().all(|&x| x.to_bits() == LSE_SENTINEL.to_bits()),
+                    "LSE written by a call that failed"
+                );
+                return Ok(Outcome::Rejected);
+            }
+            // Every addressed element once (the rule above implies it).
+            let offsets =
+                c.o.offsets()
+                    .ok_or("an accepted O with too many elements")?;
+            let mut sorted = offsets.clone();
+            sorted.sort_unstable();
+            ensure!(
+                sorted.windows(2).all(|w| w[0] != w[1]),
+                "an accepted O addresses an element twice"
+            );
+            let (want_o, want_lse) =
+                attention_reference(c, (&q, &k, &v), mask_spec.as_ref(), scale);
+            let mut addressed = vec![false; o.len()];
+            let mut pairs = Vec::with_capacity(offsets.len());
+            for (&off, &w) in offsets.iter().zip(&want_o) {
+                addressed[off] = true;
+                ensure!(
+                    !same_bits(o[off], sentinel),
+                    "O[{off}] addressed but not written"
+                );
+                pairs.push((o[off].to_f32() as f64, w));
+            }
+            for (i, &x) in o.iter().enumerate() {
+                ensure!(
+                    addressed[i] || same_bits(x, sentinel),
+                    "O[{i}] outside the view written"
+                );
+            }
+            let err = rel_err(&pairs, 0.1);
+            ensure!(
+                err <= tolerance(c.ty),
+                "O off the reference by {err:e} (tolerance {:e})",
+                tolerance(c.ty)
+            );
+            if lse_len.is_some() {
+                let n = want_lse.len();
+                check_lse(&lse[..n], &want_lse)?;
+                ensure!(
+                    lse[n..]
+                        .iter()
+                        .all(|&x| x.to_bits() == LSE_SENTINEL.to_bits()),
+                    "LSE past batch * heads * seq_q written"
+                );
+            }
+            Ok(Outcome::Accepted)
+        }
+        AttnCall::Alloc => {
+            let r = attention(
+                c.q.heads(&q),
+                c.k.heads(&k),
+                c.v.heads(&v),
+                patterns.as_ref(),
+                &opts,
+            );
+            // O is packed [batch, heads, seq_q, head_dim] of Q's dims.
+            let qv = &c.q;
+            let packed = View {
+                sb: qv.heads.saturating_mul(qv.seq.saturating_mul(qv.d)),
+                sh: qv.seq.saturating_mul(qv.d),
+                ss: qv.d,
+                ..*qv
+            };
+            let elements = packed.needed().unwrap_or(u128::MAX);
+            let lse_len = product(&[qv.batch, qv.heads, qv.seq]).unwrap_or(u128::MAX);
+            let fits = elements <= usize::MAX as u128 && lse_len <= usize::MAX as u128;
+            // Outputs beyond the guard's limit are refused (an allocation error).
+            let small = elements <= (ALLOC_LIMIT / std::mem::size_of::<T>()) as u128
+                && lse_len <= (ALLOC_LIMIT / 4) as u128;
+            let mut o_view = packed;
+            o_view.len = packed.needed_usize();
+            let valid = fits
+                && small
+                && attention_valid(c, &o_view, Some(lse_len as usize), mask_spec.as_ref());
+            ensure!(
+                r.is_ok() == valid,
+                "attention gave {:?}, the oracle says valid = {valid}",
+                r.as_ref().err()
+            );
+            let Ok((o, lse)) = r else {
+                return Ok(Outcome::Rejected);
+            };
+            let (want_o, want_lse) =
+                attention_reference(c, (&q, &k, &v), mask_spec.as_ref(), scale);
+            ensure!(
+                o.len() == want_o.len() && lse.len() == want_lse.len(),
+                "attention returned {} and {} values, {} and {} expected",
+                o.len(),
+                lse.len(),
+                want_o.len(),
+                want_lse.len()
+            );
+            let pairs: Vec<(f64, f64)> = o
+                .iter()
+                .zip(&want_o)
+                .map(|(x, &w)| (x.to_f32() as f64, w))
+                .collect();
+            let err = rel_err(&pairs, 0.1);
+            ensure!(
+                err <= tolerance(c.ty),
+                "O off the reference by {err:e} (tolerance {:e})",
+                tolerance(c.ty)
+            );
+            check_lse(&lse, &want_lse)?;
+            Ok(Outcome::Accepted)
+        }
+    }
+}
+
+#[test]
+fn fuzz_attention() {
+    fuzz("attention", 1, gen_attention, |c, rng| match c.ty {
+        Ty::F32 => run_attention::<f32>(c, rng),
+        Ty::Bf16 => run_attention::<bf16>(c, rng),
+        Ty::F16 => run_attention::<f16>(c, rng),
+    });
+}
