@@ -26,7 +26,10 @@ for line in sys.stdin:
 }
 
 {
-  executables cargo test --release --features cuda --test gpu --no-run
+  executables cargo test --release --features cuda --test gpu_sm90 --no-run
+  executables cargo test --release --features cuda --test gpu_wmma --no-run
+  executables cargo test --release --features cuda --test gpu_decode --no-run
+  executables cargo test --release --features cuda --test gpu_families --no-run
   executables cargo test --release --features cuda --test device_bsr --no-run
   executables cargo test --release --features cuda --test gpu_products --no-run
   executables cargo test --release --features cuda --test gpu_sddmm --no-run
@@ -37,7 +40,10 @@ for line in sys.stdin:
   executables cargo build --release -p sparsek-bench --features cuda --bin bench_report
 } | while read -r name path; do
   case "$name" in
-    gpu) dest=gpu_tests ;;
+    gpu_sm90) dest=gpu_sm90_tests ;;
+    gpu_wmma) dest=gpu_wmma_tests ;;
+    gpu_decode) dest=gpu_decode_tests ;;
+    gpu_families) dest=gpu_families_tests ;;
     device_bsr) dest=device_bsr_tests ;;
     gpu_products) dest=gpu_products_tests ;;
     gpu_sddmm) dest=gpu_sddmm_tests ;;

@@ -21,11 +21,16 @@ done
 case "${1:-test}" in
   test)
     fail=0
-    "$here/gpu_tests" --test-threads=1 --nocapture || fail=1
+    "$here/gpu_sm90_tests" --test-threads=1 --nocapture || fail=1
+    "$here/gpu_wmma_tests" --test-threads=1 --nocapture || fail=1
+    "$here/gpu_decode_tests" --test-threads=1 --nocapture || fail=1
+    "$here/gpu_families_tests" --test-threads=1 --nocapture || fail=1
     # Every Hopper launch of a row with split tiles in 3 pieces (cpp/sm90/split.hpp:
     # SPARSEK_SM90_SPLIT); Auto then takes the split rows (configs.hpp `split`) everywhere.
-    SPARSEK_SM90_SPLIT=3 "$here/gpu_tests" --test-threads=1 --nocapture cutlass_matches split_tiles skewed \
-      any_block_sanitized epilogue_on_every_family || fail=1
+    SPARSEK_SM90_SPLIT=3 "$here/gpu_sm90_tests" --test-threads=1 --nocapture cutlass_matches split_tiles \
+      any_block_sanitized || fail=1
+    SPARSEK_SM90_SPLIT=3 "$here/gpu_families_tests" --test-threads=1 --nocapture skewed \
+      epilogue_on_every_family || fail=1
     # The rows Auto takes only on some problems (ping-pong, clusters, split tiles), each forced
     # (SPARSEK_VARIANT) on cases it fits, and 100 repeats bitwise; the split rows split every launch.
     for row in sm90_f16_bm128_brow_crow_pp sm90_f16_bm64_brow_crow_pp sm90_bf16_bm128_brow_crow_pp \
@@ -33,8 +38,8 @@ case "${1:-test}" in
                sm90_f16_bm128_brow_crow_split sm90_f16_bm64_bcol_ccol_split \
                sm90_bf16_bm128_bcol_ccol_split sm90_bf16_bm64_brow_crow_split; do
       case $row in *_split) split=3 ;; *) split= ;; esac
-      SPARSEK_SM90_SPLIT=$split SPARSEK_VARIANT=$row "$here/gpu_tests" --test-threads=1 --nocapture forced_row \
-        || fail=1
+      SPARSEK_SM90_SPLIT=$split SPARSEK_VARIANT=$row "$here/gpu_sm90_tests" --test-threads=1 --nocapture \
+        forced_row || fail=1
     done
     "$here/device_bsr_tests" --test-threads=1 --nocapture || fail=1
     # op(A) = A^T (transpose_a) and D*op(A) (dense_spmm) on the device.
@@ -109,8 +114,12 @@ case "${1:-test}" in
     fail=0
     # A representative subset: small sweeps keep the sanitizers' slowdown bearable.
     for tool in memcheck racecheck; do
-      compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/gpu_tests" --test-threads=1 \
-        skewed_pattern device_errors decode_sanitized any_block_sanitized || fail=1
+      compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/gpu_families_tests" --test-threads=1 \
+        skewed_pattern device_errors || fail=1
+      compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/gpu_decode_tests" --test-threads=1 \
+        decode_sanitized || fail=1
+      compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/gpu_sm90_tests" --test-threads=1 \
+        any_block_sanitized || fail=1
       compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/cpp_index_check" || fail=1
       # A^T*B and D*op(A): refused calls, and a few small cases of both products.
       compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/gpu_products_tests" --test-threads=1 \
@@ -121,8 +130,10 @@ case "${1:-test}" in
       compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/gpu_sddmm_tests" --test-threads=1 \
         sddmm_errors sddmm_sanitized || fail=1
       # Split tiles: every Hopper launch in 3 pieces (partial sums through global memory).
-      SPARSEK_SM90_SPLIT=3 compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/gpu_tests" \
-        --test-threads=1 skewed_pattern any_block_sanitized || fail=1
+      SPARSEK_SM90_SPLIT=3 compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/gpu_families_tests" \
+        --test-threads=1 skewed_pattern || fail=1
+      SPARSEK_SM90_SPLIT=3 compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/gpu_sm90_tests" \
+        --test-threads=1 any_block_sanitized || fail=1
       # The ping-pong kernel (two consumer warpgroups taking turns on shared memory).
       SPARSEK_VARIANT=sm90_f16_bm128_brow_crow_pp compute-sanitizer --tool "$tool" --error-exitcode 9 \
         "$here/spmm_check" --m 1024 --k 1024 --n 520 --bm 128 --bk 64 --density 0.3 --empty-rows 0.2 \

@@ -1,14 +1,13 @@
 //! Shared pieces of sparsek's benchmarks (`benches/spmm.rs`) and report
-//! (`src/bin/bench_report.rs`): the attention table, the plot font, the roofline arithmetic and, with `cuda`,
-//! the dense baselines and the bandwidth ceilings.
+//! (`src/bin/bench_report.rs`): the report's subcommands (`report`, one module each), the
+//! plot font, the roofline arithmetic and, with `cuda`, the dense baselines and the bandwidth
+//! ceilings.
 
-pub mod attention;
 pub mod plot_font;
+pub mod report;
 pub mod roofline;
 
 #[cfg(feature = "cuda")]
 pub mod baseline;
 #[cfg(feature = "cuda")]
 pub mod ceilings;
-#[cfg(feature = "cuda")]
-pub mod decode;

@@ -317,3 +317,7 @@ pub fn heads_shape(
         None => sparsek::HeadsShape::packed(batch, heads, seq, d),
     }
 }
+
+/// The `C = α·A·B + β·C` cases the GPU test files share (`tests/gpu_*.rs`).
+#[cfg(feature = "cuda")]
+pub mod gpu_spmm;

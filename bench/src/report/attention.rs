@@ -9,7 +9,31 @@
 
 use std::collections::BTreeMap;
 
+use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
+
+/// `bench_report attention FILE.jsonl... [--json OUT]`: the attention table (markdown) of
+/// sparsek's and the peers' JSON lines (`run.sh attention`); `--json` writes the rows.
+pub fn command(args: &[String]) -> Result<()> {
+    let mut rows = Vec::new();
+    let mut files = args.iter();
+    let mut json_out = None;
+    while let Some(a) = files.next() {
+        if a == "--json" {
+            json_out = files.next();
+            continue;
+        }
+        rows.extend(parse(&std::fs::read_to_string(a)?));
+    }
+    if rows.is_empty() {
+        bail!("usage: bench_report attention FILE.jsonl... [--json OUT] (no rows read)");
+    }
+    print!("{}", table(&rows));
+    if let Some(out) = json_out {
+        std::fs::write(out, serde_json::to_string_pretty(&rows)?)?;
+    }
+    Ok(())
+}
 
 /// One timed implementation on one case.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

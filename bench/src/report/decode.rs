@@ -9,19 +9,27 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use anyhow::{bail, Context, Result};
-use cudarc::cublas::CudaBlas;
-use cudarc::driver::{sys::CUevent_flags, CudaSlice, CudaStream};
+use anyhow::{bail, Result};
+use cudarc::driver::{CudaSlice, CudaStream};
 use half::f16;
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use sparsek::{
-    gpu, spmm, Backend, BlockMask, BlockShape, BsrMatrix, Dense, DenseMut, DeviceBsr, Layout,
-    SpmmOptions,
+    gpu, spmm, Backend, BlockShape, BsrMatrix, Dense, DenseMut, DeviceBsr, Layout, SpmmOptions,
 };
 
-use crate::ceilings;
+use super::device::{backend_name, device_us, mask, open, parse_pair, random_device};
+use super::{flag, list, median, write_json};
 use crate::roofline::Problem;
+use crate::{baseline, ceilings};
+
+/// `bench_report decode [--shapes 4096x4096,14336x4096,4096x14336] [--ns 1,8,16,32,64,128,256]
+/// [--densities 0.25,0.5] [--blocks 128x128,64x64,32x32] [--repeats 5] [--iters 20]
+/// [--json decode.json]`: the header, the table row by row, and the report as JSON.
+pub fn command(args: &[String]) -> Result<()> {
+    print_header();
+    write_json(args, &run(args)?)
+}
 
 /// Bytes of weights every timed loop cycles through (3× an H100's 50 MB L2).
 const CYCLE_BYTES: usize = 160 << 20;
@@ -53,89 +61,41 @@ pub struct DecodeReport {
     pub rows: Vec<DecodeRow>,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 /// Median µs per call over `repeats` timings of `iters` calls, after a warm-up;
 /// `op(i)` is call number i (to cycle through weight copies).
 fn time(
     stream: &Arc<CudaStream>,
     repeats: usize,
     iters: usize,
-    mut op: impl FnMut(usize) -> Result<()>,
+    op: impl FnMut(usize) -> Result<()>,
 ) -> Result<f64> {
-    for i in 0..3 {
-        op(i)?;
-    }
-    let flags = Some(CUevent_flags::CU_EVENT_DEFAULT);
-    let mut runs = Vec::with_capacity(repeats);
-    for _ in 0..repeats {
-        let start = stream.record_event(flags)?;
-        for i in 0..iters {
-            op(i)?;
-        }
-        let end = stream.record_event(flags)?;
-        end.synchronize()?;
-        runs.push(start.elapsed_ms(&end)? as f64 * 1e3 / iters as f64);
-    }
-    Ok(median(runs))
+    Ok(median(device_us(stream, repeats, iters, iters, op)?))
 }
 
-fn random_device(stream: &Arc<CudaStream>, len: usize, rng: &mut StdRng) -> Result<CudaSlice<f16>> {
-    let host: Vec<f16> = (0..len)
-        .map(|_| f16::from_f32(rng.random_range(-1.0..1.0)))
-        .collect();
-    Ok(stream.clone_htod(&host)?)
-}
-
-fn parse_pair(s: &str) -> Result<(usize, usize)> {
-    let (a, b) = s.split_once('x').context("sizes are written AxB")?;
-    Ok((a.parse()?, b.parse()?))
-}
-
-/// A backend as the reports name it (`decode`, `cutlass`, `wmma`).
-pub fn backend_name(b: Backend) -> &'static str {
-    match b {
-        Backend::Decode => "decode",
-        Backend::Cutlass => "cutlass",
-        Backend::Wmma => "wmma",
-        Backend::Cpu => "cpu",
-        _ => "auto",
-    }
+/// `AxB` sizes.
+fn parse_size(s: &str) -> Result<(usize, usize)> {
+    parse_pair(s, "sizes are written AxB")
 }
 
 /// Runs the sweep (arguments as `bench_report decode --help` shows) and prints the table.
-pub fn run(args: &[String], flag: impl Fn(&str) -> Option<String>) -> Result<DecodeReport> {
-    let list = |name: &str, default: &str| -> Vec<String> {
-        flag(name)
-            .unwrap_or_else(|| default.to_string())
-            .split(',')
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-            .collect()
-    };
-    let _ = args;
-    let shapes = list("--shapes", "4096x4096,14336x4096,4096x14336");
-    let ns = list("--ns", "1,8,16,32,64,128,256");
-    let densities = list("--densities", "0.25,0.5");
-    let blocks = list("--blocks", "128x128,64x64,32x32");
-    let repeats: usize = flag("--repeats")
+pub fn run(args: &[String]) -> Result<DecodeReport> {
+    let shapes = list(args, "--shapes", "4096x4096,14336x4096,4096x14336");
+    let ns = list(args, "--ns", "1,8,16,32,64,128,256");
+    let densities = list(args, "--densities", "0.25,0.5");
+    let blocks = list(args, "--blocks", "128x128,64x64,32x32");
+    let repeats: usize = flag(args, "--repeats")
         .map(|v| v.parse())
         .transpose()?
         .unwrap_or(5);
-    let iters: usize = flag("--iters")
+    let iters: usize = flag(args, "--iters")
         .map(|v| v.parse())
         .transpose()?
         .unwrap_or(20);
 
-    let ctx = gpu::open_device().map_err(anyhow::Error::msg)?;
-    let stream = ctx.default_stream();
-    let blas = CudaBlas::new(stream.clone())?;
+    let (device, stream, blas) = open()?;
     let hbm = ceilings::hbm_read(&stream)?;
     let mut report = DecodeReport {
-        device: ctx.name()?,
+        device,
         hbm_gbs: hbm / 1e9,
         rows: Vec::new(),
     };
@@ -145,23 +105,23 @@ pub fn run(args: &[String], flag: impl Fn(&str) -> Option<String>) -> Result<Dec
     );
     let mut rng = StdRng::seed_from_u64(11);
     for shape in &shapes {
-        let (out_f, in_f) = parse_pair(shape)?;
+        let (out_f, in_f) = parse_size(shape)?;
         // Dense cuBLAS on the full W, per n: copies of W to cycle through.
         let w_bytes = out_f * in_f * 2;
         let copies = CYCLE_BYTES.div_ceil(w_bytes).max(1);
         let mut dense_us = BTreeMap::new();
         {
             let ws: Vec<CudaSlice<f16>> = (0..copies)
-                .map(|_| random_device(&stream, out_f * in_f, &mut rng))
+                .map(|_| random_device::<f16>(&stream, out_f * in_f, &mut rng))
                 .collect::<Result<_>>()?;
             for n in &ns {
                 let n: usize = n.parse()?;
-                let x = random_device(&stream, in_f * n, &mut rng)?;
+                let x = random_device::<f16>(&stream, in_f * n, &mut rng)?;
                 let mut y = stream.alloc_zeros::<f16>(out_f * n)?;
                 // Row-major y (n x out) = x (n x in) · Wᵀ  <=>  column-major yᵀ = W·xᵀ; the
                 // baseline computes the same FLOPs as row-major C (out x n) = W (out x in) · B.
                 let us = time(&stream, repeats, iters, |i| {
-                    Ok(crate::baseline::dense_gemm(
+                    Ok(baseline::dense_gemm(
                         &blas,
                         (out_f, n, in_f),
                         &ws[i % copies],
@@ -173,13 +133,11 @@ pub fn run(args: &[String], flag: impl Fn(&str) -> Option<String>) -> Result<Dec
             }
         }
         for block in &blocks {
-            let (bm, bk) = parse_pair(block)?;
+            let (bm, bk) = parse_size(block)?;
             let block = BlockShape::new(bm, bk);
             for density in &densities {
                 let density: f64 = density.parse()?;
-                let (rows, cols) = (out_f / bm, in_f / bk);
-                let per_row = ((cols as f64 * density).round() as usize).clamp(1, cols);
-                let mask = BlockMask::random_per_row(rows, cols, per_row, &mut rng)?;
+                let mask = mask("topk", out_f / bm, in_f / bk, density, &mut rng)?;
                 let a = BsrMatrix::from_block_mask(&mask, block, |_, _| {
                     f16::from_f32(rng.random_range(-1.0..1.0))
                 })?;
@@ -190,7 +148,7 @@ pub fn run(args: &[String], flag: impl Fn(&str) -> Option<String>) -> Result<Dec
                     .collect::<Result<_, _>>()?;
                 for n in &ns {
                     let n: usize = n.parse()?;
-                    let x = random_device(&stream, in_f * n, &mut rng)?;
+                    let x = random_device::<f16>(&stream, in_f * n, &mut rng)?;
                     let mut y = stream.alloc_zeros::<f16>(out_f * n)?;
                     let mut families_us = BTreeMap::new();
                     let mut timed = |backend: Backend| -> Result<Option<(f64, Backend)>> {

@@ -1,0 +1,254 @@
+//! The report of `bench_report run` (a row per configuration with a timing per backend and
+//! its roofline floor against the ceilings of the same run) as its JSON holds it, loaded back
+//! by `check`, `plot` and `markdown`, and its table on stdout.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::Timing;
+use crate::roofline::{Ceilings, Floor};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Row {
+    /// Unique key, e.g. `128x128 d=0.125 topk f16 row/row`.
+    pub config: String,
+    pub block: String,
+    pub density: f64,
+    pub pattern: String,
+    pub dtype: String,
+    pub layout: String,
+    pub flops: f64,
+    /// cuBLAS on the gathered dense problem (same M, N; K = mean nnz per block-row × bk).
+    pub cublas_gathered: Option<Timing>,
+    /// By backend name (`cutlass`, `wmma`).
+    pub backends: BTreeMap<String, Timing>,
+    /// The roofline floor against this run's ceilings (absent in reports without them).
+    #[serde(default)]
+    pub floor: Option<Floor>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Report {
+    pub device: String,
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub repeats: usize,
+    pub iters: usize,
+    pub slowdown: usize,
+    /// Dense cuBLAS at the full K, per dtype: the compute ceiling of the floors.
+    pub cublas_full: BTreeMap<String, Timing>,
+    /// L2 read bandwidth of this run, TB/s (absent in reports before the ceilings).
+    #[serde(default)]
+    pub l2_tbs: Option<f64>,
+    /// HBM read bandwidth of this run, TB/s (absent in reports before the ceilings).
+    #[serde(default)]
+    pub hbm_tbs: Option<f64>,
+    pub rows: Vec<Row>,
+}
+
+impl Report {
+    /// The ceilings of this run for rows of `dtype`, where all three were measured.
+    pub fn ceilings(&self, dtype: &str) -> Option<Ceilings> {
+        Some(Ceilings {
+            dense_tflops: self.cublas_full.get(dtype)?.tflops,
+            l2_tbs: self.l2_tbs?,
+            hbm_tbs: self.hbm_tbs?,
+        })
+    }
+
+    /// Backend names over all rows, in order.
+    pub fn backend_names(&self) -> Vec<String> {
+        let names: std::collections::BTreeSet<&String> =
+            self.rows.iter().flat_map(|r| r.backends.keys()).collect();
+        names.into_iter().cloned().collect()
+    }
+
+    /// The ceilings of this run on one line, `sep` between them.
+    pub fn ceilings_line(&self, sep: &str) -> String {
+        let dense: Vec<String> = self
+            .cublas_full
+            .iter()
+            .map(|(dtype, t)| format!("{dtype} {:.0} TFLOPS", t.tflops))
+            .collect();
+        let tbs =
+            |v: Option<f64>| v.map_or_else(|| "not measured".into(), |v| format!("{v:.2} TB/s"));
+        format!(
+            "dense cuBLAS {}{sep}L2 read {}{sep}HBM read {}",
+            if dense.is_empty() {
+                "not measured".into()
+            } else {
+                dense.join(", ")
+            },
+            tbs(self.l2_tbs),
+            tbs(self.hbm_tbs)
+        )
+    }
+}
+
+/// The report in the JSON file `path`.
+pub fn load(path: &str) -> Result<Report> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
+    serde_json::from_str(&text).with_context(|| format!("parsing {path}"))
+}
+
+/// The table: per row the floor and the bound that sets it, then per backend the median
+/// µs, TFLOPS and E; dense cuBLAS on the gathered K beside.
+pub fn print_table(r: &Report) {
+    println!(
+        "\nsparsek report: {} | M={} N={} K={} | {} repeats x {} launches{}",
+        r.device,
+        r.m,
+        r.n,
+        r.k,
+        r.repeats,
+        r.iters,
+        if r.slowdown > 1 {
+            format!(" | SLOWED x{}", r.slowdown)
+        } else {
+            String::new()
+        }
+    );
+    println!("ceilings (this run): {}", r.ceilings_line(" | "));
+    let names = r.backend_names();
+    let mut header = format!("{:<36} {:>9} {:<7}", "config", "floor us", "set by");
+    for name in &names {
+        header += &format!(" | {:>12} {:>6} {:>5}", format!("{name} us"), "TFLOPS", "E");
+    }
+    header += &format!(" | {:>8} {:>8} {:>8}", "cublas_g", "best/cbG", "best/cbF");
+    println!("{header}");
+    for row in &r.rows {
+        let mut line = match &row.floor {
+            Some(f) => format!("{:<36} {:>9.1} {:<7}", row.config, f.us, f.bound),
+            None => format!("{:<36} {:>9} {:<7}", row.config, "-", "-"),
+        };
+        for name in &names {
+            line += &match row.backends.get(name) {
+                Some(t) => format!(
+                    " | {:>12.1} {:>6.0} {:>5}",
+                    t.median_us,
+                    t.tflops,
+                    row.floor.map_or_else(
+                        || "-".into(),
+                        |f| format!("{:.2}", f.efficiency(t.median_us))
+                    )
+                ),
+                None => format!(" | {:>12} {:>6} {:>5}", "-", "-", "-"),
+            };
+        }
+        let best = row
+            .backends
+            .values()
+            .map(|t| t.tflops)
+            .fold(f64::NAN, f64::max);
+        let full = r.cublas_full.get(&row.dtype).map_or(f64::NAN, |t| t.tflops);
+        line += &match &row.cublas_gathered {
+            Some(cg) => format!(" | {:>8.0} {:>8.2}", cg.tflops, best / cg.tflops),
+            None => format!(" | {:>8} {:>8}", "-", "-"),
+        };
+        line += &format!(" {:>8.2}", best / full);
+        println!("{line}");
+    }
+    println!(
+        "(medians; floor = the largest of FLOPs on nonzero blocks / dense cuBLAS, B's L2 \
+         traffic / L2 read, A + B + C bytes / HBM read; E = floor / measured; cbG / cbF: \
+         best TFLOPS / dense cuBLAS on the gathered / full K)"
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::gate::check;
+    use crate::report::markdown::markdown;
+    use crate::roofline::{Bound, Problem};
+
+    const BASELINE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/baseline/h100.json");
+
+    fn timed(us: f64, flops: f64) -> Timing {
+        Timing {
+            median_us: us,
+            min_us: us,
+            runs_us: vec![us],
+            tflops: flops / (us * 1e-6) / 1e12,
+        }
+    }
+
+    /// A report of one 128x128, 1/8 row at M = N = K = 8192, with ceilings.
+    fn one_row() -> Report {
+        let p = Problem {
+            m: 8192,
+            n: 8192,
+            k: 8192,
+            bm: 128,
+            bk: 128,
+            nnzb: 512,
+            in_bytes: 2,
+            out_bytes: 2,
+            reads_c: false,
+        };
+        let dense_flops = 2.0 * 8192f64.powi(3);
+        let mut r = Report {
+            device: "Test GPU".into(),
+            m: 8192,
+            n: 8192,
+            k: 8192,
+            repeats: 1,
+            iters: 1,
+            slowdown: 1,
+            cublas_full: BTreeMap::from([("f16".into(), timed(dense_flops / 710e6, dense_flops))]),
+            l2_tbs: Some(7.6),
+            hbm_tbs: Some(3.1),
+            rows: Vec::new(),
+        };
+        let floor = p.floor(&r.ceilings("f16").unwrap());
+        r.rows.push(Row {
+            config: "128x128 d=0.1250 topk f16 row/row".into(),
+            block: "128x128".into(),
+            density: 0.125,
+            pattern: "topk".into(),
+            dtype: "f16".into(),
+            layout: "row/row".into(),
+            flops: p.flops(),
+            cublas_gathered: None,
+            backends: BTreeMap::from([("cutlass".into(), timed(2.0 * floor.us, p.flops()))]),
+            floor: Some(floor),
+        });
+        r
+    }
+
+    #[test]
+    fn old_reports_load_without_ceilings_and_still_gate() {
+        let base = load(BASELINE).unwrap();
+        assert!(base.l2_tbs.is_none() && base.hbm_tbs.is_none());
+        assert!(base.rows.iter().all(|r| r.floor.is_none()));
+        assert!(base.ceilings("f16").is_none());
+        print_table(&base);
+        assert!(check(&base, &base, 0.05));
+        let md = markdown(&base);
+        assert!(md.contains("L2 read not measured"));
+        assert!(md.contains("| blocks | density | pattern | backend | TFLOPS | floor set by | E |"));
+        assert!(md.contains("| 32×32 | 1/16 | topk | CUTLASS | refused | – | – |"));
+    }
+
+    #[test]
+    fn new_reports_round_trip_and_render_e() {
+        let r = one_row();
+        let f = r.rows[0].floor.unwrap();
+        assert_eq!(f.bound, Bound::Compute);
+        let back: Report = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert_eq!(back.l2_tbs, Some(7.6));
+        assert_eq!(back.rows[0].floor, Some(f));
+        print_table(&back);
+        let md = markdown(&back);
+        assert!(md.starts_with("Test GPU, M = 8192, N = 8192, K = 8192; ceilings measured"));
+        assert!(md.contains("dense cuBLAS f16 710 TFLOPS, L2 read 7.60 TB/s, HBM read 3.10 TB/s"));
+        assert!(md.contains("| blocks | density | backend | TFLOPS | floor set by | E |\n|---|---|---|---|---|---|\n"));
+        assert!(
+            md.contains("| 128×128 | 1/8 | CUTLASS | 355 | compute | 0.50 |"),
+            "{md}"
+        );
+    }
+}
