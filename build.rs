@@ -189,41 +189,82 @@ mod cuda {
         cmd_line: String,
     }
 
-    /// The sources of cpp/sources.txt with their arch class; a path ending in `dir/*.cu`
-    /// stands for every `.cu` directly in `dir`, sorted.
-    fn expand_sources(root: &Path, lines: &[String]) -> Vec<(String, String)> {
-        let mut out = Vec::new();
-        for line in lines {
-            let mut parts = line.split_whitespace();
-            let (Some(src), Some(class), None) = (parts.next(), parts.next(), parts.next()) else {
-                fail(format!("cpp/sources.txt: malformed line `{line}`"));
-            };
-            if let Some(dir) = src.strip_suffix("/*.cu") {
-                let abs = root.join(dir);
-                println!("cargo:rerun-if-changed={}", abs.display());
-                let mut names: Vec<String> = fs::read_dir(&abs)
-                    .unwrap_or_else(|e| fail(format!("cpp/sources.txt: reading {dir}: {e}")))
-                    .filter_map(|e| e.ok())
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .filter(|n| n.ends_with(".cu"))
-                    .collect();
-                names.sort();
-                if names.is_empty() {
-                    fail(format!("cpp/sources.txt: {src} matches no file"));
-                }
-                out.extend(
-                    names
-                        .into_iter()
-                        .map(|n| (format!("{dir}/{n}"), class.to_string())),
-                );
-            } else {
-                if !root.join(src).is_file() {
-                    fail(format!("cpp/sources.txt lists {src}, which does not exist"));
-                }
-                out.push((src.to_string(), class.to_string()));
-            }
+    /// The cargo features that pick what is compiled (cpp/core/features.hpp), as the
+    /// comma-separated names the units program takes.
+    fn build_features() -> String {
+        const NAMES: [&str; 6] = [
+            "bf16",
+            "transpose",
+            "any-block",
+            "tuning",
+            "sddmm",
+            "attention",
+        ];
+        NAMES
+            .iter()
+            .filter(|n| {
+                let var = format!("CARGO_FEATURE_{}", n.to_uppercase().replace('-', "_"));
+                env::var_os(var).is_some()
+            })
+            .copied()
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// The units of libsparsek_kernels for these features: cpp/core/units.cpp (the one
+    /// reader of cpp/sources.txt and of the row tables, CMake runs it too) compiled for the
+    /// host and run; it writes the row units into `gen` and prints every unit with its arch
+    /// class, after the value of -DSPARSEK_FEATURES.
+    fn list_units(
+        nvcc: &Path,
+        root: &Path,
+        out: &Path,
+        gen: &Path,
+        features: &str,
+    ) -> (String, Vec<(String, String)>) {
+        let exe = out.join("sparsek-units");
+        let status = Command::new(nvcc)
+            .args(["-std=c++17", "-O1", "-x", "c++"])
+            .arg(format!("-I{}", root.join("include").display()))
+            .arg(format!("-I{}", root.join("cpp").display()))
+            .arg(root.join("cpp/core/units.cpp"))
+            .arg("-o")
+            .arg(&exe)
+            .status()
+            .unwrap_or_else(|e| fail(format!("running nvcc on cpp/core/units.cpp: {e}")));
+        if !status.success() {
+            fail("compiling cpp/core/units.cpp failed".into());
         }
-        out
+        fs::create_dir_all(gen)
+            .unwrap_or_else(|e| fail(format!("creating {}: {e}", gen.display())));
+        let output = Command::new(&exe)
+            .arg(root.join("cpp"))
+            .arg(gen)
+            .arg(if features.is_empty() { "-" } else { features })
+            .output()
+            .unwrap_or_else(|e| fail(format!("running {}: {e}", exe.display())));
+        if !output.status.success() {
+            fail(format!(
+                "cpp/core/units.cpp: {}",
+                String::from_utf8_lossy(&output.stderr)
+            ));
+        }
+        let text = String::from_utf8_lossy(&output.stdout).into_owned();
+        let mut lines = text.lines();
+        let bits = lines
+            .next()
+            .and_then(|l| l.strip_prefix("features "))
+            .unwrap_or_else(|| fail("cpp/core/units.cpp printed no feature line".into()))
+            .to_string();
+        let units = lines
+            .map(|l| {
+                let (path, class) = l
+                    .split_once(' ')
+                    .unwrap_or_else(|| fail(format!("cpp/core/units.cpp: bad line `{l}`")));
+                (path.to_string(), class.to_string())
+            })
+            .collect();
+        (bits, units)
     }
 
     /// Where objects are kept: beside the profile directories of the target dir, so the
@@ -361,15 +402,22 @@ mod cuda {
         }
 
         let flags = read_list(&root.join("cpp/nvcc_flags.txt"));
-        let sources = expand_sources(&root, &read_list(&root.join("cpp/sources.txt")));
         println!("cargo:rerun-if-changed=cpp");
         println!("cargo:rerun-if-changed=include");
 
         let obj_dir = object_dir(&out);
         fs::create_dir_all(&obj_dir)
             .unwrap_or_else(|e| fail(format!("creating {}: {e}", obj_dir.display())));
+        // Row units go beside the objects, at one path for every profile and feature set:
+        // a unit's text (and so its object) depends only on its rows.
+        let gen = obj_dir.join("gen");
+        let features = build_features();
+        let (feature_bits, sources) = list_units(&nvcc, &root, &out, &gen, &features);
         let mut jobs = Vec::new();
         for (src, arch_kind) in &sources {
+            // The hand-written units select rows: they see the feature set; the row units
+            // do not depend on it.
+            let generated = Path::new(src).starts_with(&gen);
             // Hopper-only sources (CUTLASS SM90) build for sm_90a alone, whatever the list.
             let file_archs: Vec<&String> = match arch_kind.as_str() {
                 "all" => archs.iter().collect(),
@@ -379,6 +427,9 @@ mod cuda {
                 )),
             };
             let mut args: Vec<String> = flags.clone();
+            if !generated {
+                args.push(format!("-DSPARSEK_FEATURES={feature_bits}u"));
+            }
             if file_archs.is_empty() {
                 // Built without sm_90a: the file still provides its host functions, which
                 // report the missing architecture.
@@ -394,6 +445,18 @@ mod cuda {
                 args.push(format!("-I{}", inc.display()));
             }
             args.extend(["-c".into(), root.join(src).display().to_string()]);
+            // Stable names for generated units (their absolute path is the cache's too).
+            let src = &if generated {
+                format!(
+                    "gen/{}",
+                    Path::new(src)
+                        .file_name()
+                        .unwrap_or_default()
+                        .to_string_lossy()
+                )
+            } else {
+                src.clone()
+            };
             let cmd_line = format!("{} {}", nvcc.display(), args.join(" "));
             let stem = format!(
                 "{}-{:016x}",
@@ -427,6 +490,7 @@ mod cuda {
 
         cxx_build::bridge("src/gpu/sys.rs")
             .file("cpp/bridge.cc")
+            .define("SPARSEK_FEATURES", format!("{feature_bits}u").as_str())
             .include(root.join("include"))
             .include(root.join("cpp"))
             .include(&cuda_include)

@@ -3,8 +3,8 @@
 #include <sparsek/sparsek.hpp>
 
 #include "attention/gating.hpp"
-#include "problem.hpp"
-#include "registry.hpp"
+#include "spmm/problem.hpp"
+#include "core/registry.hpp"
 #include "sparsek/src/gpu/sys.rs.h"
 
 namespace sparsek::ffi {

@@ -7,7 +7,7 @@
 #include <climits>
 #include <cstdint>
 
-#include "problem.hpp"  // make_result
+#include "spmm/problem.hpp"  // make_result
 
 namespace sparsek::detail {
 
@@ -44,8 +44,8 @@ Result check_disjoint(const char* out_name, const ByteRange& out, const ByteRang
                       const char* const (&names)[N]) {
   for (int i = 0; i < N; ++i)
     if (overlap(out, inputs[i]))
-      return make_result(Status::InvalidArgument, "%s overlaps %s (an output may not share memory with another operand)",
-                         out_name, names[i]);
+      return make_result(Status::InvalidArgument,
+                         "%s overlaps %s (an output may not share memory with another operand)", out_name, names[i]);
   return Result{};
 }
 

@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
-# Builds dist/spmm_check, a standalone test/benchmark executable, from every CUDA source in
-# cpp/sources.txt plus examples/cpp/spmm_check.cpp, with the shared flags of
+# Builds dist/spmm_check, a standalone test/benchmark executable, from every unit of the
+# kernel library (cpp/core/units.cpp lists them) plus examples/cpp/spmm_check.cpp, with the shared flags of
 # cpp/nvcc_flags.txt. No cargo and no CMake involved: the quickest way to run the kernels.
 #
 #   scripts/build-cpp-check.sh                 # build (objects are reused when up to date)
 #   SPARSEK_PTXAS_VERBOSE=1 scripts/build-cpp-check.sh   # also keep ptxas -v reports in dist/obj/*.ptxas.log
 #   SPARSEK_CUDA_ARCHS=80 scripts/build-cpp-check.sh     # one architecture: a much shorter build
 #
-# cpp/sources.txt: `path class` per line; a path may end in a glob (`dir/*.cu`: every .cu
-# directly in dir, sorted). Class `all` builds for every arch of SPARSEK_CUDA_ARCHS, `sm90a`
+# Each unit has an arch class: `all` builds for every arch of SPARSEK_CUDA_ARCHS, `sm90a`
 # for 90a alone, or, when 90a is not in the list, for the first arch with -DSPARSEK_NO_SM90A
 # (as build.rs and CMake do).
 #
@@ -101,37 +100,22 @@ compile() {  # source object extra-args...
   printf '%s' "$cmd" > "$obj.cmd"
 }
 
-# The sources, globs expanded (sorted, byte order), each with its gencode flags.
+# The units: cpp/core/units.cpp (the one reader of cpp/sources.txt and the row tables, as
+# for build.rs and CMake) writes the row units into dist/obj/gen and lists every unit with
+# its arch class, after the -DSPARSEK_FEATURES value. SPARSEK_FEATURES (names, comma-
+# separated; default every one) picks the set.
+features="${SPARSEK_FEATURES:-bf16,transpose,any-block,tuning,sddmm,attention}"
+mkdir -p "$obj_dir/gen"
+"$nvcc" -std=c++17 -O1 -x c++ -I include -I cpp cpp/core/units.cpp -o "$obj_dir/units"
 srcs=()
 classes=()
-while read -r path class extra; do
-  [[ -z "$path" || "$path" == \#* ]] && continue
-  if [[ -z "$class" || ( -n "$extra" && "$extra" != \#* ) ]]; then
-    echo "build-cpp-check: cpp/sources.txt: malformed line '$path $class $extra' (want: path class)" >&2
-    exit 1
-  fi
-  case "$class" in
-    all | sm90a) ;;
-    *) echo "build-cpp-check: cpp/sources.txt: unknown arch class '$class' for $path" >&2; exit 1 ;;
-  esac
-  if [[ "$path" == *[\*\?\[]* ]]; then
-    mapfile -t matched < <(compgen -G "$path" | LC_ALL=C sort)
-    if [[ ${#matched[@]} -eq 0 ]]; then
-      echo "build-cpp-check: cpp/sources.txt: $path matches no file" >&2
-      exit 1
-    fi
-  elif [[ -f "$path" ]]; then
-    matched=("$path")
-  else
-    echo "build-cpp-check: cpp/sources.txt lists $path, which does not exist" >&2
-    exit 1
-  fi
-  for m in "${matched[@]}"; do
-    [[ -f "$m" ]] || continue
-    srcs+=("$m")
-    classes+=("$class")
-  done
-done < cpp/sources.txt
+bits=
+while read -r path class; do
+  if [[ "$path" == features ]]; then bits="$class"; continue; fi
+  srcs+=("$path")
+  classes+=("$class")
+done < <("$obj_dir/units" cpp "$obj_dir/gen" "$features")
+flags+=("-DSPARSEK_FEATURES=${bits}u")
 echo "build-cpp-check: ${#srcs[@]} sources, SPARSEK_CUDA_ARCHS=${SPARSEK_CUDA_ARCHS:-90a,80}, $jobs at a time"
 
 # Compile, $jobs at a time (waiting on each job by pid: `wait PID` keeps the status of a job

@@ -26,16 +26,16 @@ for line in sys.stdin:
 }
 
 {
-  executables cargo test --release --features cuda --test gpu_sm90 --no-run
-  executables cargo test --release --features cuda --test gpu_wmma --no-run
-  executables cargo test --release --features cuda --test gpu_decode --no-run
-  executables cargo test --release --features cuda --test gpu_families --no-run
-  executables cargo test --release --features cuda --test device_bsr --no-run
-  executables cargo test --release --features cuda --test gpu_products --no-run
-  executables cargo test --release --features cuda --test gpu_sddmm --no-run
-  executables cargo test --release --features cuda --test gpu_attention --no-run
-  executables cargo test --release --features cuda --test gpu_hardening --no-run
-  executables cargo build --release --features cuda --examples
+  executables cargo test --release --features full --test gpu_sm90 --no-run
+  executables cargo test --release --features full --test gpu_wmma --no-run
+  executables cargo test --release --features full --test gpu_decode --no-run
+  executables cargo test --release --features full --test gpu_families --no-run
+  executables cargo test --release --features full --test device_bsr --no-run
+  executables cargo test --release --features full --test gpu_products --no-run
+  executables cargo test --release --features full --test gpu_sddmm --no-run
+  executables cargo test --release --features full --test gpu_attention --no-run
+  executables cargo test --release --features full --test gpu_hardening --no-run
+  executables cargo build --release --features full --examples
   executables cargo bench -p sparsek-bench --features cuda --bench spmm --no-run
   executables cargo build --release -p sparsek-bench --features cuda --bin bench_report
 } | while read -r name path; do
@@ -58,7 +58,7 @@ done
 # The C++ side: the C++ tests and examples, linked against the very kernel library cargo
 # built above (build.rs's libsparsek_kernels.a), so no kernel is compiled twice. CMake
 # builds the same programs from source (CI does, for sm_80).
-kernels_dir=$(cargo build --release --features cuda --message-format=json 2>/dev/null | python3 -c '
+kernels_dir=$(cargo build --release --features full --message-format=json 2>/dev/null | python3 -c '
 import json, sys
 for line in sys.stdin:
     try: msg = json.loads(line)
@@ -69,7 +69,7 @@ for line in sys.stdin:
 nvcc="$PWD/third_party/py/nvidia/cu13/bin/nvcc"
 for prog in examples/cpp/quickstart.cpp:quickstart_cpp examples/cpp/spmm_check.cpp:spmm_check examples/cpp/sddmm_check.cpp:sddmm_check \
             examples/cpp/attention_check.cpp:attention_check tests/cpp/api_errors.cpp:cpp_api_errors tests/cpp/index_check.cpp:cpp_index_check \
-            cpp/decode/check_decode.cu:check_decode; do
+            tests/cpp/check_decode.cu:check_decode; do
   src=${prog%%:*} dest=${prog##*:}
   [ -f "$src" ] || continue
   "$nvcc" -std=c++17 -O2 -Iinclude -Icpp -x cu -c "$src" -o "$out/$dest.o"

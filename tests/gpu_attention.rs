@@ -2,7 +2,7 @@
 //! attention and the CPU gating. Without a GPU each test says SKIPPED and returns; with
 //! SPARSEK_REQUIRE_GPU=1 (the bundle's run script) a missing GPU fails. On a GPU that is not
 //! Hopper the kernels refuse (NotSupported), which the tests check instead.
-#![cfg(feature = "cuda")]
+#![cfg(feature = "full")]
 
 mod common;
 

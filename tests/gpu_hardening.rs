@@ -3,7 +3,7 @@
 //! one) and overlapping outputs are refused with typed errors before anything is
 //! enqueued, outputs untouched, and the context still works afterwards. Without a GPU each
 //! test says SKIPPED and returns; with SPARSEK_REQUIRE_GPU=1 a missing GPU fails.
-#![cfg(feature = "cuda")]
+#![cfg(feature = "full")]
 
 mod common;
 

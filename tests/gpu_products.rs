@@ -3,7 +3,7 @@
 //! operands, against a naive f64 oracle written here over A's blocks (independent of the
 //! CPU backend). Without a GPU each test says SKIPPED and returns; with
 //! SPARSEK_REQUIRE_GPU=1 (the bundle's run script) a missing GPU is a failure instead.
-#![cfg(feature = "cuda")]
+#![cfg(feature = "full")]
 
 mod common;
 

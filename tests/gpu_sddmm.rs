@@ -1,7 +1,7 @@
 //! GPU tests of the SDDMM `S = α·(A·B) ⊙ mask + β·S` (`--features cuda`), against a naive
 //! f64 product on S's pattern. Without a GPU each test says SKIPPED and returns; with
 //! SPARSEK_REQUIRE_GPU=1 (the bundle's run script) a missing GPU fails.
-#![cfg(feature = "cuda")]
+#![cfg(feature = "full")]
 
 mod common;
 

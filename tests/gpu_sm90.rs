@@ -4,7 +4,7 @@
 //! Without a GPU each test says SKIPPED on stdout and stderr and returns; with
 //! SPARSEK_REQUIRE_GPU=1 (set by the bundle's run script on the GPU machine) a missing GPU
 //! is a failure instead. On a GPU other than sm_90 each test says SKIPPED and returns.
-#![cfg(feature = "cuda")]
+#![cfg(feature = "full")]
 
 mod common;
 

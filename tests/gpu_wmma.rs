@@ -3,7 +3,7 @@
 //! cases: `common::gpu_spmm`). Without a GPU each test says SKIPPED on stdout and stderr
 //! and returns; with SPARSEK_REQUIRE_GPU=1 (set by the bundle's run script on the GPU
 //! machine) a missing GPU is a failure instead.
-#![cfg(feature = "cuda")]
+#![cfg(feature = "full")]
 
 mod common;
 

@@ -6,9 +6,9 @@
 
 #include "attention/gating.hpp"
 #include "attention/problem.hpp"
-#include "index_check.hpp"
+#include "core/index_check.hpp"
 #include "overlap.hpp"
-#include "registry.hpp"
+#include "core/registry.hpp"
 
 namespace sparsek {
 namespace detail {
@@ -324,7 +324,7 @@ Result block_topk_scores(const float* scores, int64_t batch, int64_t heads, int6
   if (r.ok() &&
       (__builtin_mul_overflow(g.batch, g.heads, &count) || __builtin_mul_overflow(count, g.q_blocks, &count) ||
        __builtin_mul_overflow(count, g.k_blocks, &count) || __builtin_mul_overflow(count, int64_t(4), &bytes)))
-    r = detail::make_result(Status::InvalidArgument, "gating: the scores' batch * heads * q_blocks * k_blocks overflow");
+    r = detail::make_result(Status::InvalidArgument, "gating: batch * heads * q_blocks * k_blocks scores overflow");
   if (r.ok() && scores == nullptr && count > 0) r = detail::make_result(Status::InvalidArgument, "scores is null");
   if (r.ok() && reinterpret_cast<uintptr_t>(scores) % alignof(float) != 0)
     r = detail::make_result(Status::InvalidArgument, "scores is not 4-byte aligned");

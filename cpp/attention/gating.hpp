@@ -5,7 +5,8 @@
 
 #include <sparsek/attention.hpp>
 
-#include "../problem.hpp"
+#include "core/features.hpp"
+#include "spmm/problem.hpp"
 
 namespace sparsek::detail {
 
@@ -76,9 +77,20 @@ inline int64_t gating_pattern_keep(const TopkGatingOptions& o, int64_t q_blocks,
 }
 
 // Why the gating kernel cannot run p (shared memory for the pooled K), or nullptr.
+#if SPARSEK_FEATURES & SPARSEK_FEATURE_ATTENTION
 const char* gating_supports(const GatingProblem& p);
 
 // Enqueues the one gating launch (nothing when there is no query block).
 Result launch_gating(const GatingProblem& p, cudaStream_t stream);
+#else
+// Built without the feature `attention` (gating.cu not compiled): every gating is refused.
+inline const char* gating_supports(const GatingProblem&) {
+  return "sparsek was built without attention: enable the feature `attention` (cargo feature; CMake "
+         "SPARSEK_WITH_ATTENTION)";
+}
+inline Result launch_gating(const GatingProblem&, cudaStream_t) {
+  return make_result(Status::NotSupported, "%s", gating_supports(GatingProblem{}));
+}
+#endif
 
 }  // namespace sparsek::detail

@@ -25,7 +25,7 @@
 
 #include <sparsek/attention.hpp>
 
-#include "../problem.hpp"  // DeviceInfo, make_result
+#include "spmm/problem.hpp"  // DeviceInfo, make_result
 
 namespace sparsek::detail {
 

@@ -6,7 +6,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "problem.hpp"
+#include "spmm/problem.hpp"
 
 namespace sparsek::detail {
 

@@ -2,7 +2,7 @@
 // C++ callers whose row_ptr / col_idx come from an untrusted source.
 #pragma once
 
-#include "problem.hpp"
+#include "spmm/problem.hpp"
 
 namespace sparsek::detail {
 

@@ -14,8 +14,23 @@ namespace {
 
 // Auto's preference order, per operation.
 const Family* const kFamilies[] = {&kDecodeFamily, &kSm90Family, &kWmmaFamily};
+// An operation whose feature is not built has no family (its sources are not compiled): the
+// list holds a null, and select names the feature.
+#if SPARSEK_FEATURES & SPARSEK_FEATURE_SDDMM
 const SddmmFamily* const kSddmmFamilies[] = {&kSddmmSm90Family, &kSddmmWmmaFamily};
+#else
+const SddmmFamily* const kSddmmFamilies[] = {nullptr};
+#endif
+#if SPARSEK_FEATURES & SPARSEK_FEATURE_ATTENTION
 const AttentionFamily* const kAttentionFamilies[] = {&kAttentionSm90Family};
+#else
+const AttentionFamily* const kAttentionFamilies[] = {nullptr};
+#endif
+
+// The feature an operation needs (0: none) and its name in messages.
+constexpr uint32_t operation_needs(const Problem*) { return 0; }
+constexpr uint32_t operation_needs(const SddmmProblem*) { return kFeatureSddmm; }
+constexpr uint32_t operation_needs(const AttentionProblem*) { return kFeatureAttention; }
 
 template <class P>
 struct Families;
@@ -71,7 +86,7 @@ bool allowed(const FamilyOf<P>& f, Backend requested) {
 template <class P>
 bool names_row(const char* name) {
   for (int fi = 0; fi < Families<P>::count; ++fi)
-    for (int row = 0; row < Families<P>::list[fi]->rows; ++row)
+    for (int row = 0; Families<P>::list[fi] != nullptr && row < Families<P>::list[fi]->rows; ++row)
       if (std::strcmp(Families<P>::list[fi]->info(row).name, name) == 0) return true;
   return false;
 }
@@ -84,9 +99,29 @@ bool names_other_row(const char* name) {
          (!std::is_same_v<P, AttentionProblem> && names_row<AttentionProblem>(name));
 }
 
+// The rows of `f` that fit p but are not built: the first one's missing feature, or null.
+template <class P>
+const char* unbuilt_fit(const FamilyOf<P>& f, const P& p) {
+  for (int row = 0; row < f.rows; ++row) {
+    const VariantInfo info = f.info(row);
+    if (!built(info.needs) && info.automatic && f.fits(p, row) == nullptr) return missing_feature(info.needs);
+  }
+  return nullptr;
+}
+
 template <class P>
 Result select_row(const P& p, SelectionOf<P>* out) {
   using F = FamilyOf<P>;
+  constexpr uint32_t kOperationNeeds = operation_needs(static_cast<const P*>(nullptr));
+  if (!built(kOperationNeeds))
+    return make_result(Status::NotSupported,
+                       "sparsek was built without this operation: enable the feature `%s` (cargo feature; CMake "
+                       "SPARSEK_WITH_*)",
+                       missing_feature(kOperationNeeds));
+  if (p.input() == DType::BF16 && !built(kFeatureBf16))
+    return make_result(Status::NotSupported,
+                       "sparsek was built without bf16 inputs: enable the feature `bf16` (cargo feature; CMake "
+                       "SPARSEK_WITH_BF16)");
   const F* const* const kList = Families<P>::list;
   constexpr int kNumFamilies = Families<P>::count;
   // A forced row of another operation leaves this one to the rule.
@@ -97,6 +132,9 @@ Result select_row(const P& p, SelectionOf<P>* out) {
       const F* f = kList[fi];
       for (int row = 0; row < f->rows; ++row) {
         if (std::strcmp(f->info(row).name, forced) != 0) continue;
+        if (!built(f->info(row).needs))
+          return make_result(Status::NotSupported, "SPARSEK_VARIANT=%s is not built: enable the feature `%s`", forced,
+                             missing_feature(f->info(row).needs));
         if (!allowed(*f, p.backend))
           return make_result(Status::NotSupported, "SPARSEK_VARIANT=%s is a %s row, but another backend was requested",
                              forced, f->name);
@@ -112,6 +150,7 @@ Result select_row(const P& p, SelectionOf<P>* out) {
 
   // Reasons per family, for the message when nothing runs the problem.
   const char* why[kMaxFamilies] = {};
+  char with_feature[kMaxFamilies][160];
   const F* last = nullptr;
   int tried = 0;
   for (int fi = 0; fi < kNumFamilies; ++fi) {
@@ -122,6 +161,7 @@ Result select_row(const P& p, SelectionOf<P>* out) {
     if (reason == nullptr) {
       for (int row = 0; row < f->rows; ++row) {
         const VariantInfo info = f->info(row);
+        if (!built(info.needs)) continue;
         if (!info.automatic || (info.max_n > 0 && p.n() > info.max_n)) continue;
         if (info.max_row_depth > 0 && deeper_than(p, info.max_row_depth)) continue;
         if (f->auto_skips != nullptr && f->auto_skips(p, row)) continue;
@@ -134,6 +174,12 @@ Result select_row(const P& p, SelectionOf<P>* out) {
         last_fit_failure = row;
       }
       if (reason == nullptr) reason = "no variant in the table";
+      // A row this build left out would have run it: say which feature brings it.
+      if (const char* feature = unbuilt_fit(*f, p)) {
+        std::snprintf(with_feature[tried], sizeof(with_feature[tried]),
+                      "its rows for this problem need the feature `%s` (not built)", feature);
+        reason = with_feature[tried];
+      }
     }
     why[tried++] = reason;
     last = f;
@@ -143,7 +189,7 @@ Result select_row(const P& p, SelectionOf<P>* out) {
     const F* f = kList[fi];
     if (!allowed(*f, p.backend) || family_refuses(*f, p) != nullptr) continue;
     for (int row = 0; row < f->rows; ++row) {
-      if (f->info(row).fallback && f->fits(p, row) == nullptr) {
+      if (f->info(row).fallback && built(f->info(row).needs) && f->fits(p, row) == nullptr) {
         *out = SelectionOf<P>{f, row};
         return Result{};
       }

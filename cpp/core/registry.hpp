@@ -33,7 +33,9 @@
 
 #include <cuda_runtime_api.h>
 
-#include "problem.hpp"
+#include "core/features.hpp"
+
+#include "spmm/problem.hpp"
 #include "sddmm/problem.hpp"
 #include "attention/problem.hpp"
 
@@ -49,6 +51,10 @@ struct VariantInfo {
   // > 0: automatic only when the block-rows' average depth (nonzero blocks * bk) is at most
   // this: rows that win on short block-rows (where the epilogue is a large share).
   int64_t max_row_depth = 0;
+  // The build features the row needs (core/features.hpp): a row whose features are not all
+  // built is not compiled; the registry passes over it and names the feature when only it
+  // would have run the problem.
+  uint32_t needs = 0;
 };
 
 // A family of kernels for problems of type P (Problem or SddmmProblem).

@@ -18,7 +18,7 @@
 
 #include <sparsek/sddmm.hpp>
 
-#include "../problem.hpp"  // the product's Problem, DeviceInfo (this directory has its own problem.hpp)
+#include "spmm/problem.hpp"  // the product's Problem, DeviceInfo (this directory has its own problem.hpp)
 
 namespace sparsek::detail {
 

@@ -7,10 +7,10 @@
 #include <cstdio>
 #include <cstring>
 
-#include "index_check.hpp"
+#include "core/index_check.hpp"
 #include "overlap.hpp"
 #include "problem.hpp"
-#include "registry.hpp"
+#include "core/registry.hpp"
 
 namespace sparsek {
 namespace detail {

@@ -134,7 +134,8 @@ struct Rng {
   }
   int32_t wild32() {
     static const int32_t kEdges[] = {0,   1,   2,   3,   7,       8,       15,            16,        17, 32, 64, 96,
-                                     127, 128, 129, 256, 1 << 20, 1 << 30, INT32_MAX - 1, INT32_MAX, -1, -64, INT32_MIN};
+                                     127, 128, 129, 256, 1 << 20, 1 << 30, INT32_MAX - 1, INT32_MAX, -1, -64,
+                                     INT32_MIN};
     switch (bits() % 4) {
       case 0:
       case 1: return pick(kEdges);

@@ -23,6 +23,7 @@
 #include <cuda_runtime_api.h>
 
 #include "attention/problem.hpp"
+#include "core/features.hpp"
 
 namespace sparsek::detail::attention_sm90 {
 
@@ -68,6 +69,12 @@ inline constexpr int kAttentionSm90Rows = int(sizeof(kAttentionSm90Variants) / s
 constexpr bool attention_sm90_same(const char* a, const char* b) {
   while (*a != '\0' && *a == *b) ++a, ++b;
   return *a == *b;
+}
+
+// The build features a row needs (core/features.hpp).
+constexpr uint32_t needs(const AttentionSm90Variant& v) {
+  return (v.input == DType::BF16 ? uint32_t(detail::kFeatureBf16) : 0u) |
+         (v.automatic ? 0u : uint32_t(detail::kFeatureTuning));
 }
 
 // The row called `name`, or -1.

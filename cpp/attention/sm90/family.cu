@@ -9,8 +9,8 @@
 #include <cstdint>
 
 #include "attention/sm90/configs.hpp"
-#include "family_util.hpp"
-#include "registry.hpp"
+#include "core/family_util.hpp"
+#include "core/registry.hpp"
 
 #ifndef SPARSEK_NO_SM90A
 #include <array>
@@ -23,7 +23,9 @@ namespace {
 
 VariantInfo info(int row) {
   const AttentionSm90Variant& v = kAttentionSm90Variants[row];
-  return VariantInfo{v.name, v.automatic, v.chosen_by};
+  VariantInfo i{v.name, v.automatic, v.chosen_by};
+  i.needs = needs(v);
+  return i;
 }
 
 const char* fits(const AttentionProblem& p, int row) {
@@ -76,9 +78,18 @@ const char* supports(const AttentionProblem& p) {
 }
 
 using LaunchFn = cudaError_t (*)(const AttentionProblem&, cudaStream_t);
+// Row kRow's launch_row where the build compiled the row (core/features.hpp), else null:
+// the registry never launches a row that is not built.
+template <int kRow>
+constexpr LaunchFn row_launch() {
+  if constexpr (detail::built(needs(kAttentionSm90Variants[kRow])))
+    return &launch_row<kRow>;
+  else
+    return nullptr;
+}
 template <std::size_t... kRows>
 constexpr std::array<LaunchFn, sizeof...(kRows)> launch_table(std::index_sequence<kRows...>) {
-  return {{&launch_row<int(kRows)>...}};
+  return {{row_launch<int(kRows)>()...}};
 }
 constexpr auto kLaunch = launch_table(std::make_index_sequence<kAttentionSm90Rows>{});
 

@@ -44,7 +44,7 @@
 #include "attention/sm90/epilogue.hpp"
 #include "attention/sm90/key_blocks.hpp"
 #include "attention/sm90/mainloop.hpp"
-#include "tma_status.hpp"
+#include "core/tma_status.hpp"
 
 #define SPARSEK_ATTENTION_SM90_INSTANTIATE(NAME)                                                     \
   static_assert(::sparsek::detail::attention_sm90::attention_sm90_row(NAME) >= 0,                    \

@@ -15,7 +15,7 @@
 
 #include <cute/config.hpp>
 
-#include "sm90/tile_iterator.hpp"
+#include "spmm/sm90/tile_iterator.hpp"
 
 namespace sparsek::detail::attention_sm90 {
 

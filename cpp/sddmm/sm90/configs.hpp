@@ -33,6 +33,7 @@
 #include <cuda_runtime_api.h>
 
 #include "sddmm/problem.hpp"
+#include "core/features.hpp"
 
 namespace sparsek::detail::sddmm_sm90 {
 
@@ -91,6 +92,12 @@ inline constexpr int kSddmmSm90Rows = int(sizeof(kSddmmSm90Variants) / sizeof(kS
 constexpr bool sddmm_sm90_same(const char* a, const char* b) {
   while (*a != '\0' && *a == *b) ++a, ++b;
   return *a == *b;
+}
+
+// The build features a row needs (core/features.hpp).
+constexpr uint32_t needs(const SddmmSm90Variant& v) {
+  return (v.input == DType::BF16 ? uint32_t(detail::kFeatureBf16) : 0u) |
+         (v.automatic ? 0u : uint32_t(detail::kFeatureTuning));
 }
 
 // The row called `name`, or -1.

@@ -9,8 +9,8 @@
 #include <climits>
 #include <cstdint>
 
-#include "registry.hpp"
-#include "family_util.hpp"
+#include "core/registry.hpp"
+#include "core/family_util.hpp"
 #include "sddmm/sm90/configs.hpp"
 
 #ifndef SPARSEK_NO_SM90A
@@ -24,7 +24,9 @@ namespace {
 
 VariantInfo info(int row) {
   const SddmmSm90Variant& v = kSddmmSm90Variants[row];
-  return VariantInfo{v.name, v.automatic, v.chosen_by};
+  VariantInfo i{v.name, v.automatic, v.chosen_by};
+  i.needs = needs(v);
+  return i;
 }
 
 // Why row `row` cannot run p: its dtypes, block and layouts are fixed.
@@ -86,9 +88,18 @@ const char* supports(const SddmmProblem& p) {
 
 // launch_row<0>, launch_row<1>, ...: one per row, each defined in its instantiation file.
 using LaunchFn = cudaError_t (*)(const SddmmProblem&, cudaStream_t);
+// Row kRow's launch_row where the build compiled the row (core/features.hpp), else null:
+// the registry never launches a row that is not built.
+template <int kRow>
+constexpr LaunchFn row_launch() {
+  if constexpr (detail::built(needs(kSddmmSm90Variants[kRow])))
+    return &launch_row<kRow>;
+  else
+    return nullptr;
+}
 template <std::size_t... kRows>
 constexpr std::array<LaunchFn, sizeof...(kRows)> launch_table(std::index_sequence<kRows...>) {
-  return {{&launch_row<int(kRows)>...}};
+  return {{row_launch<int(kRows)>()...}};
 }
 constexpr auto kLaunch = launch_table(std::make_index_sequence<kSddmmSm90Rows>{});
 

@@ -60,9 +60,9 @@
 #include "cutlass/epilogue/fusion/operations.hpp"
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
 
-#include "scratch.hpp"
+#include "core/split_workspace.hpp"
 #include "sddmm/sm90/mainloop.hpp"
-#include "tma_status.hpp"
+#include "core/tma_status.hpp"
 
 // The explicit instantiation of one row's launch and probe (one per file of instantiations/).
 #define SPARSEK_SDDMM_SM90_INSTANTIATE(NAME)                                                            \

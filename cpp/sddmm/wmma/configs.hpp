@@ -13,6 +13,7 @@
 #include <cuda_runtime_api.h>
 
 #include "sddmm/problem.hpp"
+#include "core/features.hpp"
 
 namespace sparsek::detail::sddmm_wmma {
 
@@ -40,6 +41,11 @@ constexpr bool sddmm_wmma_same(const char* a, const char* b) {
   while (*a != '\0' && *a == *b) ++a, ++b;
   return *a == *b;
 }
+// The build features a row needs (core/features.hpp).
+constexpr uint32_t needs(const SddmmWmmaVariant& v) {
+  return v.automatic ? 0u : uint32_t(detail::kFeatureTuning);
+}
+
 constexpr int sddmm_wmma_row(const char* name) {
   for (int i = 0; i < kSddmmWmmaRows; ++i)
     if (sddmm_wmma_same(kSddmmWmmaVariants[i].name, name)) return i;

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <utility>
 
-#include "registry.hpp"
-#include "family_util.hpp"
+#include "core/registry.hpp"
+#include "core/family_util.hpp"
 #include "sddmm/wmma/configs.hpp"
 
 namespace sparsek::detail {
@@ -21,7 +21,9 @@ const char* missing_image(const SddmmProblem& p) {
 
 VariantInfo info(int row) {
   const SddmmWmmaVariant& v = kSddmmWmmaVariants[row];
-  return VariantInfo{v.name, v.automatic, v.chosen_by};
+  VariantInfo i{v.name, v.automatic, v.chosen_by};
+  i.needs = needs(v);
+  return i;
 }
 
 // Every SddmmProblem has f16/bf16 A and B and S of that type or f32: all run here.
@@ -49,9 +51,18 @@ const char* fits(const SddmmProblem& p, int row) {
 }
 
 using LaunchFn = cudaError_t (*)(const SddmmProblem&, cudaStream_t);
-template <size_t... I>
-constexpr std::array<LaunchFn, sizeof...(I)> launch_table(std::index_sequence<I...>) {
-  return {{&launch_row<static_cast<int>(I)>...}};
+// Row kRow's launch_row where the build compiled the row (core/features.hpp), else null:
+// the registry never launches a row that is not built.
+template <int kRow>
+constexpr LaunchFn row_launch() {
+  if constexpr (detail::built(needs(kSddmmWmmaVariants[kRow])))
+    return &launch_row<kRow>;
+  else
+    return nullptr;
+}
+template <std::size_t... kRows>
+constexpr std::array<LaunchFn, sizeof...(kRows)> launch_table(std::index_sequence<kRows...>) {
+  return {{row_launch<int(kRows)>()...}};
 }
 constexpr std::array<LaunchFn, kSddmmWmmaRows> kLaunch = launch_table(std::make_index_sequence<kSddmmWmmaRows>{});
 

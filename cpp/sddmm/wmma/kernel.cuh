@@ -26,8 +26,8 @@
 
 #include "sddmm/problem.hpp"
 #include "sddmm/wmma/configs.hpp"
-#include "vec8.cuh"
-#include "wmma/cp_async.cuh"
+#include "core/vec8.cuh"
+#include "spmm/wmma/cp_async.cuh"
 
 namespace sparsek::detail::sddmm_wmma {
 namespace wmma = nvcuda::wmma;

@@ -31,6 +31,7 @@
 #pragma once
 
 #include <cstdint>
+#include "core/features.hpp"
 
 namespace sparsek::detail::decode_impl {
 
@@ -94,6 +95,12 @@ inline constexpr int kDecodeRows = sizeof(kDecodeVariants) / sizeof(kDecodeVaria
 constexpr bool decode_same_name(const char* a, const char* b) {
   while (*a != '\0' && *a == *b) ++a, ++b;
   return *a == *b;
+}
+
+// The build features a row needs (core/features.hpp).
+constexpr uint32_t needs(const DecodeVariant& v) {
+  // The chunked row is no candidate but the fallback of wide problems: always built.
+  return v.automatic || v.chunked ? 0u : uint32_t(detail::kFeatureTuning);
 }
 
 // The index of the row named `name`, or -1.

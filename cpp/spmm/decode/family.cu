@@ -9,9 +9,9 @@
 #include <cstdint>
 #include <utility>
 
-#include "decode/launch.hpp"
-#include "family_util.hpp"
-#include "registry.hpp"
+#include "spmm/decode/launch.hpp"
+#include "core/family_util.hpp"
+#include "core/registry.hpp"
 
 namespace sparsek::detail {
 namespace decode_impl {
@@ -25,7 +25,9 @@ const char* missing_image(const Problem& p) {
 
 VariantInfo info(int row) {
   const DecodeVariant& v = kDecodeVariants[row];
-  return VariantInfo{v.name, v.automatic, v.chosen_by, v.chunked};
+  VariantInfo i{v.name, v.automatic, v.chosen_by, v.chunked};
+  i.needs = needs(v);
+  return i;
 }
 
 // The dtypes need no check: every Problem has f16 or bf16 inputs and C of the input type
@@ -57,9 +59,18 @@ const char* fits(const Problem& p, int row) {
 
 using LaunchFn = cudaError_t (*)(const Problem&, cudaStream_t);
 
-template <size_t... I>
-constexpr std::array<LaunchFn, sizeof...(I)> launch_table(std::index_sequence<I...>) {
-  return {{&launch_row<static_cast<int>(I)>...}};
+// Row kRow's launch_row where the build compiled the row (core/features.hpp), else null:
+// the registry never launches a row that is not built.
+template <int kRow>
+constexpr LaunchFn row_launch() {
+  if constexpr (detail::built(needs(kDecodeVariants[kRow])))
+    return &launch_row<kRow>;
+  else
+    return nullptr;
+}
+template <std::size_t... kRows>
+constexpr std::array<LaunchFn, sizeof...(kRows)> launch_table(std::index_sequence<kRows...>) {
+  return {{row_launch<int(kRows)>()...}};
 }
 
 // Row i's launch_row, defined by cpp/decode/instantiations/<row i's name>.cu.

@@ -88,10 +88,10 @@
 #include <cstdlib>
 #include <type_traits>
 
-#include "decode/configs.hpp"
-#include "decode/launch.hpp"
-#include "activation.cuh"
-#include "problem.hpp"
+#include "spmm/decode/configs.hpp"
+#include "spmm/decode/launch.hpp"
+#include "core/activation.cuh"
+#include "spmm/problem.hpp"
 
 namespace sparsek::detail {
 namespace decode_impl {

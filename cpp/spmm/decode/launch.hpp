@@ -8,8 +8,8 @@
 
 #include <cuda_runtime_api.h>
 
-#include "decode/configs.hpp"
-#include "problem.hpp"
+#include "spmm/decode/configs.hpp"
+#include "spmm/problem.hpp"
 
 namespace sparsek::detail::decode_impl {
 

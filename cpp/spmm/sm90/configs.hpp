@@ -73,7 +73,8 @@
 
 #include <initializer_list>
 
-#include "problem.hpp"
+#include "core/features.hpp"
+#include "spmm/problem.hpp"
 
 namespace sparsek::sm90 {
 
@@ -371,6 +372,19 @@ inline constexpr int kSm90Rows = int(sizeof(kSm90Variants) / sizeof(kSm90Variant
 constexpr bool same_name(const char* a, const char* b) {
   while (*a != '\0' && *a == *b) ++a, ++b;
   return *a == *b;
+}
+
+// The build features a row needs (core/features.hpp): bf16 rows need `bf16`, op(A) = A^T
+// rows `transpose`, any-block rows other than the 64/128-high tile_k-64 ones (which serve
+// f32 output and 64/128 blocks) `any-block`, tuning candidates `tuning`.
+constexpr uint32_t needs(const Sm90Variant& v) {
+  uint32_t n = 0;
+  if (v.input == DType::BF16) n |= detail::kFeatureBf16;
+  if (v.a_transposed) n |= detail::kFeatureTranspose;
+  if (v.epilogue == EpilogueKind::Direct && !v.a_transposed && !((v.bm == 64 || v.bm == 128) && v.tile_k == 64))
+    n |= detail::kFeatureAnyBlock;
+  if (!v.automatic) n |= detail::kFeatureTuning;
+  return n;
 }
 
 // The row called `name`, or -1.

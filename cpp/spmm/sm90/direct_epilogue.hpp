@@ -37,9 +37,9 @@
 #include "cutlass/epilogue/collective/detail.hpp"
 #include "cute/tensor.hpp"
 
-#include "activation.cuh"
-#include "problem.hpp"
-#include "vec8.cuh"
+#include "core/activation.cuh"
+#include "spmm/problem.hpp"
+#include "core/vec8.cuh"
 
 namespace sparsek::sm90 {
 

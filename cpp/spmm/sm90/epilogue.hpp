@@ -44,8 +44,8 @@
 #include "cutlass/functional.h"
 #include "cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp"
 
-#include "activation.cuh"
-#include "problem.hpp"
+#include "core/activation.cuh"
+#include "spmm/problem.hpp"
 
 namespace sparsek::sm90 {
 

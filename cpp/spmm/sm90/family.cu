@@ -14,9 +14,9 @@
 #include <climits>
 #include <cstdint>
 
-#include "registry.hpp"
-#include "sm90/configs.hpp"
-#include "sm90/split.hpp"
+#include "core/registry.hpp"
+#include "spmm/sm90/configs.hpp"
+#include "spmm/sm90/split.hpp"
 
 #ifndef SPARSEK_NO_SM90A
 #include <array>
@@ -31,7 +31,9 @@ using detail::VariantInfo;
 
 VariantInfo info(int row) {
   const Sm90Variant& v = kSm90Variants[row];
-  return VariantInfo{v.name, v.automatic, v.chosen_by, /*fallback=*/false, v.max_n, v.max_row_depth};
+  VariantInfo i{v.name, v.automatic, v.chosen_by, /*fallback=*/false, v.max_n, v.max_row_depth};
+  i.needs = needs(v);
+  return i;
 }
 
 const char* takes_input(DType t) {
@@ -173,9 +175,18 @@ const char* supports(const Problem& p) {
 
 // launch_row<0>, launch_row<1>, ...: one per row, each defined in its instantiation file.
 using LaunchFn = cudaError_t (*)(const Problem&, cudaStream_t);
+// Row kRow's launch_row where the build compiled the row (core/features.hpp), else null:
+// the registry never launches a row that is not built.
+template <int kRow>
+constexpr LaunchFn row_launch() {
+  if constexpr (detail::built(needs(kSm90Variants[kRow])))
+    return &launch_row<kRow>;
+  else
+    return nullptr;
+}
 template <std::size_t... kRows>
 constexpr std::array<LaunchFn, sizeof...(kRows)> launch_table(std::index_sequence<kRows...>) {
-  return {{&launch_row<int(kRows)>...}};
+  return {{row_launch<int(kRows)>()...}};
 }
 constexpr auto kLaunch = launch_table(std::make_index_sequence<kSm90Rows>{});
 

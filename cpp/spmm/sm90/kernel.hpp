@@ -29,7 +29,7 @@
 // (scratch.hpp), and the launch is cooperative so every CTA is resident.
 //
 // Each row's kernel is compiled in its own translation unit, instantiations/<row name>.cu:
-//     #include "sm90/kernel.hpp"
+//     #include "spmm/sm90/kernel.hpp"
 //     SPARSEK_SM90_INSTANTIATE("sm90_f16_bm128_brow_crow")
 // family.cu checks what the kernels need (kSm90Family::supports / fits) before launch_row.
 // Built without sm_90a (SPARSEK_NO_SM90A), the macro only checks that the row exists.
@@ -60,10 +60,10 @@
 #include "cutlass/gemm/collective/collective_builder.hpp"
 #include "cutlass/epilogue/collective/collective_builder.hpp"
 
-#include "family_util.hpp"
-#include "scratch.hpp"
+#include "core/family_util.hpp"
+#include "core/split_workspace.hpp"
 #include "split.hpp"
-#include "tma_status.hpp"
+#include "core/tma_status.hpp"
 #include "epilogue.hpp"
 #include "direct_epilogue.hpp"
 #include "scheduler.hpp"

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "problem.hpp"
+#include "spmm/problem.hpp"
 
 namespace sparsek::sm90 {
 

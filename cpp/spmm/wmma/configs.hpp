@@ -64,6 +64,7 @@
 #pragma once
 
 #include <cstdint>
+#include "core/features.hpp"
 
 namespace sparsek::detail::wmma_impl {
 
@@ -145,6 +146,11 @@ inline constexpr int kWmmaRows = sizeof(kWmmaVariants) / sizeof(kWmmaVariants[0]
 constexpr bool wmma_same_name(const char* a, const char* b) {
   while (*a != '\0' && *a == *b) ++a, ++b;
   return *a == *b;
+}
+
+// The build features a row needs (core/features.hpp).
+constexpr uint32_t needs(const WmmaVariant& v) {
+  return v.automatic ? 0u : uint32_t(detail::kFeatureTuning);
 }
 
 // The index of the row named `name`, or -1.

@@ -8,9 +8,9 @@
 #include <cstdint>
 #include <utility>
 
-#include "family_util.hpp"
-#include "registry.hpp"
-#include "wmma/launch.hpp"
+#include "core/family_util.hpp"
+#include "core/registry.hpp"
+#include "spmm/wmma/launch.hpp"
 
 namespace sparsek::detail {
 namespace wmma_impl {
@@ -24,7 +24,9 @@ const char* missing_image(const Problem& p) {
 
 VariantInfo info(int row) {
   const WmmaVariant& v = kWmmaVariants[row];
-  return VariantInfo{v.name, v.automatic, v.chosen_by};
+  VariantInfo i{v.name, v.automatic, v.chosen_by};
+  i.needs = needs(v);
+  return i;
 }
 
 // The dtypes need no check: every Problem has f16 or bf16 inputs and C of the input type
@@ -70,9 +72,18 @@ const char* fits(const Problem& p, int row) {
 
 using LaunchFn = cudaError_t (*)(const Problem&, cudaStream_t);
 
-template <size_t... I>
-constexpr std::array<LaunchFn, sizeof...(I)> launch_table(std::index_sequence<I...>) {
-  return {{&launch_row<static_cast<int>(I)>...}};
+// Row kRow's launch_row where the build compiled the row (core/features.hpp), else null:
+// the registry never launches a row that is not built.
+template <int kRow>
+constexpr LaunchFn row_launch() {
+  if constexpr (detail::built(needs(kWmmaVariants[kRow])))
+    return &launch_row<kRow>;
+  else
+    return nullptr;
+}
+template <std::size_t... kRows>
+constexpr std::array<LaunchFn, sizeof...(kRows)> launch_table(std::index_sequence<kRows...>) {
+  return {{row_launch<int(kRows)>()...}};
 }
 
 // Row i's launch_row, defined by cpp/wmma/instantiations/<row i's name>.cu.

@@ -30,12 +30,12 @@
 #include <cstring>
 #include <type_traits>
 
-#include "activation.cuh"
-#include "vec8.cuh"
-#include "problem.hpp"
-#include "wmma/configs.hpp"
-#include "wmma/cp_async.cuh"
-#include "wmma/launch.hpp"
+#include "core/activation.cuh"
+#include "core/vec8.cuh"
+#include "spmm/problem.hpp"
+#include "spmm/wmma/configs.hpp"
+#include "spmm/wmma/cp_async.cuh"
+#include "spmm/wmma/launch.hpp"
 
 namespace sparsek::detail {
 namespace wmma_impl {

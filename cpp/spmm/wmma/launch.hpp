@@ -7,8 +7,8 @@
 
 #include <cuda_runtime_api.h>
 
-#include "problem.hpp"
-#include "wmma/configs.hpp"
+#include "spmm/problem.hpp"
+#include "spmm/wmma/configs.hpp"
 
 namespace sparsek::detail::wmma_impl {
 

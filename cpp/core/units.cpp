@@ -1,0 +1,187 @@
+// The translation units of libsparsek_kernels, for every build: build.rs, CMake and the
+// scripts run this one program instead of each reading the source list themselves.
+//
+//   units <cpp-dir> <gen-dir> <features>
+//
+// <features> is a comma-separated list of feature names (core/features.hpp: bf16,
+// transpose, any-block, tuning, sddmm, attention; "" or "-" for none). Prints one line per
+// unit, "<path> <arch class>" (all: every architecture of the build; sm90a: Hopper only),
+// after a first line "features <bits>" (the value of -DSPARSEK_FEATURES for this set):
+//   - the hand-written sources of <cpp-dir>/sources.txt whose feature is built;
+//   - the row units, generated into <gen-dir> (a file is rewritten only when its text
+//     changes, so a rebuild recompiles nothing): each family's rows (its configs.hpp table,
+//     the one list of rows) whose features are all built, grouped by the features they
+//     need and a few rows per unit, so a unit's text, and its object, is the same in every
+//     build that has those rows.
+// Exit status 2 with a message on bad arguments or an unreadable list.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "attention/sm90/configs.hpp"
+#include "core/features.hpp"
+#include "sddmm/sm90/configs.hpp"
+#include "sddmm/wmma/configs.hpp"
+#include "spmm/decode/configs.hpp"
+#include "spmm/sm90/configs.hpp"
+#include "spmm/wmma/configs.hpp"
+
+namespace {
+
+using namespace sparsek::detail;
+
+// A family's row table, as the generator sees it: where its kernels are, how a row is
+// instantiated, and each row's name and needed features.
+struct FamilyRows {
+  const char* id;        // the unit names' prefix, e.g. "spmm_sm90"
+  const char* header;    // included by each unit
+  const char* macro;     // MACRO("row name") instantiates one row
+  const char* arch;      // all / sm90a
+  uint32_t needs;        // features the whole family needs
+  int per_unit;          // rows per unit (a unit's headers cost as much as a row or two)
+  int rows;
+  const char* (*name)(int row);
+  uint32_t (*row_needs)(int row);
+};
+
+template <class V, int N>
+constexpr int count(const V (&)[N]) {
+  return N;
+}
+
+const FamilyRows kFamilies[] = {
+    {"spmm_sm90", "spmm/sm90/kernel.hpp", "SPARSEK_SM90_INSTANTIATE", "sm90a", 0, 3,
+     count(sparsek::sm90::kSm90Variants), [](int r) { return sparsek::sm90::kSm90Variants[r].name; },
+     [](int r) { return sparsek::sm90::needs(sparsek::sm90::kSm90Variants[r]); }},
+    {"spmm_wmma", "spmm/wmma/kernel.cuh", "SPARSEK_WMMA_INSTANTIATE", "all", 0, 4,
+     count(wmma_impl::kWmmaVariants), [](int r) { return wmma_impl::kWmmaVariants[r].name; },
+     [](int r) { return wmma_impl::needs(wmma_impl::kWmmaVariants[r]); }},
+    {"spmm_decode", "spmm/decode/kernel.cuh", "SPARSEK_DECODE_INSTANTIATE", "all", 0, 4,
+     count(decode_impl::kDecodeVariants), [](int r) { return decode_impl::kDecodeVariants[r].name; },
+     [](int r) { return decode_impl::needs(decode_impl::kDecodeVariants[r]); }},
+    {"sddmm_sm90", "sddmm/sm90/kernel.hpp", "SPARSEK_SDDMM_SM90_INSTANTIATE", "sm90a", kFeatureSddmm, 3,
+     count(sddmm_sm90::kSddmmSm90Variants), [](int r) { return sddmm_sm90::kSddmmSm90Variants[r].name; },
+     [](int r) { return sddmm_sm90::needs(sddmm_sm90::kSddmmSm90Variants[r]); }},
+    {"sddmm_wmma", "sddmm/wmma/kernel.cuh", "SPARSEK_SDDMM_WMMA_INSTANTIATE", "all", kFeatureSddmm, 4,
+     count(sddmm_wmma::kSddmmWmmaVariants), [](int r) { return sddmm_wmma::kSddmmWmmaVariants[r].name; },
+     [](int r) { return sddmm_wmma::needs(sddmm_wmma::kSddmmWmmaVariants[r]); }},
+    {"attention_sm90", "attention/sm90/kernel.hpp", "SPARSEK_ATTENTION_SM90_INSTANTIATE", "sm90a", kFeatureAttention,
+     2, count(attention_sm90::kAttentionSm90Variants),
+     [](int r) { return attention_sm90::kAttentionSm90Variants[r].name; },
+     [](int r) { return attention_sm90::needs(attention_sm90::kAttentionSm90Variants[r]); }},
+};
+
+[[noreturn]] void fail(const std::string& why) {
+  std::fprintf(stderr, "units: %s\n", why.c_str());
+  std::exit(2);
+}
+
+uint32_t parse_features(const std::string& list) {
+  uint32_t bits = 0;
+  std::stringstream in(list);
+  std::string name;
+  while (std::getline(in, name, ',')) {
+    if (name.empty() || name == "-") continue;
+    bool known = false;
+    for (const FeatureName& f : kFeatureNames)
+      if (name == f.name) bits |= f.bit, known = true;
+    if (!known) fail("unknown feature `" + name + "`");
+  }
+  return bits;
+}
+
+// The feature whose name is `name`, or fail.
+uint32_t feature_bit(const std::string& name) {
+  if (name == "-") return 0;
+  for (const FeatureName& f : kFeatureNames)
+    if (name == f.name) return f.bit;
+  fail("sources.txt: unknown feature `" + name + "`");
+}
+
+// "base" or the needed features' names joined by '_' ('-' as '_'): a unit name's middle.
+std::string needs_tag(uint32_t needs) {
+  std::string tag;
+  for (const FeatureName& f : kFeatureNames) {
+    if ((needs & f.bit) == 0) continue;
+    if (!tag.empty()) tag += '_';
+    for (const char* c = f.name; *c != '\0'; ++c) tag += (*c == '-' ? '_' : *c);
+  }
+  return tag.empty() ? "base" : tag;
+}
+
+void write_if_changed(const std::string& path, const std::string& text) {
+  {
+    std::ifstream old(path, std::ios::binary);
+    if (old) {
+      std::stringstream buf;
+      buf << old.rdbuf();
+      if (buf.str() == text) return;
+    }
+  }
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!(out << text)) fail("cannot write " + tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot rename " + tmp + " to " + path);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 4) fail("usage: units <cpp-dir> <gen-dir> <features>");
+  const std::string cpp = argv[1], gen = argv[2];
+  const uint32_t features = parse_features(argv[3]);
+  const auto has = [&](uint32_t needs) { return (needs & ~features) == 0; };
+  // First line: the bits for -DSPARSEK_FEATURES (the hand-written units select rows by it).
+  std::printf("features %u\n", unsigned(features));
+
+  // Hand-written sources: "path arch-class feature" (path relative to the repository root).
+  std::ifstream list(cpp + "/sources.txt");
+  if (!list) fail("cannot read " + cpp + "/sources.txt");
+  std::string line;
+  while (std::getline(list, line)) {
+    line = line.substr(0, line.find('#'));
+    std::stringstream words(line);
+    std::string path, arch, feature, extra;
+    if (!(words >> path)) continue;
+    if (!(words >> arch >> feature) || (words >> extra)) fail("sources.txt: malformed line `" + line + "`");
+    if (arch != "all" && arch != "sm90a") fail("sources.txt: unknown arch class `" + arch + "`");
+    if (has(feature_bit(feature))) std::printf("%s %s\n", path.c_str(), arch.c_str());
+  }
+
+  // Row units.
+  for (const FamilyRows& f : kFamilies) {
+    if (!has(f.needs)) continue;
+    std::vector<uint32_t> sets;  // the distinct row feature sets, in table order
+    for (int r = 0; r < f.rows; ++r) {
+      const uint32_t n = f.row_needs(r);
+      bool seen = false;
+      for (uint32_t s : sets) seen = seen || s == n;
+      if (!seen) sets.push_back(n);
+    }
+    for (uint32_t set : sets) {
+      if (!has(set)) continue;
+      std::vector<int> rows;
+      for (int r = 0; r < f.rows; ++r)
+        if (f.row_needs(r) == set) rows.push_back(r);
+      const int units = int((rows.size() + size_t(f.per_unit) - 1) / size_t(f.per_unit));
+      for (int u = 0; u < units; ++u) {
+        std::string text = "// Generated by cpp/core/units.cpp: rows of " + std::string(f.id) + " needing " +
+                           needs_tag(set) + " (their table: " + f.header + "'s configs.hpp).\n#include \"" +
+                           f.header + "\"\n\n";
+        // Rows dealt round-robin, so the units of a set are about equally heavy.
+        for (size_t i = size_t(u); i < rows.size(); i += size_t(units))
+          text += std::string(f.macro) + "(\"" + f.name(rows[i]) + "\")\n";
+        const std::string path = gen + "/" + f.id + "_" + needs_tag(set) + "_" + std::to_string(u) + ".cu";
+        write_if_changed(path, text);
+        std::printf("%s %s\n", path.c_str(), f.arch);
+      }
+    }
+  }
+  return 0;
+}
