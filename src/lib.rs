@@ -7,7 +7,7 @@
 //! Backends, chosen with [`SpmmOptions::backend`]:
 //! - [`Backend::Cpu`]: the reference (and what runs without a GPU);
 //! - [`Backend::Wmma`]: a tensor-core kernel for sm_80+ (`cuda` feature);
-//! - [`Backend::Cutlass`]: the Hopper path, TMA + WGMMA (`cuda` feature, sm_90a).
+//! - [`Backend::Hopper`]: the Hopper path, TMA + WGMMA (`cuda` feature, sm_90a).
 //!
 //! ```
 //! use half::f16;

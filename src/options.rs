@@ -10,11 +10,19 @@ pub enum Backend {
     Cpu,
     /// The WMMA tensor-core kernel, sm_80+ (device operands).
     Wmma,
-    /// The CUTLASS SM90 (TMA + WGMMA) path, sm_90a (device operands).
-    Cutlass,
+    /// The Hopper family (sm_90a: TMA + WGMMA on CUTLASS/CuTe), device operands. (Named
+    /// for the architecture, beside which an sm_100 family will stand.)
+    Hopper,
     /// The memory-bound family for few columns of B (decode-sized batches), sm_80+
     /// (device operands).
     Decode,
+}
+
+impl Backend {
+    /// The old name of [`Backend::Hopper`].
+    #[deprecated(since = "0.1.1", note = "Backend::Cutlass is Backend::Hopper")]
+    #[allow(non_upper_case_globals)]
+    pub const Cutlass: Backend = Backend::Hopper;
 }
 
 /// Scalars, `op(A)` and backend of one product: `SpmmOptions::new().alpha(2.0).beta(1.0)`.

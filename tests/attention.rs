@@ -391,7 +391,7 @@ fn attention_refusals_leave_outputs_untouched() {
             HeadsMut::host(&mut o, b, h, s, d),
             None,
             None,
-            &AttentionOptions::new().backend(sparsek::Backend::Cutlass),
+            &AttentionOptions::new().backend(sparsek::Backend::Hopper),
         ),
     );
     // Malformed patterns never become BlockPatterns.

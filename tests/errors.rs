@@ -330,7 +330,7 @@ fn leading_dimension() {
 #[test]
 fn backend_unavailable_for_host_operands() {
     let b = vec![1.0f32; 32 * 8];
-    for backend in [Backend::Wmma, Backend::Cutlass] {
+    for backend in [Backend::Wmma, Backend::Hopper] {
         let e = spmm_err(&b, 32, 32, 8, 8, 256, SpmmOptions::new().backend(backend));
         assert!(
             matches!(e, Error::BackendUnavailable { backend: got, .. } if got == backend),

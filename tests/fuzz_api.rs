@@ -1485,8 +1485,10 @@ fn run_gate<T: Element>(c: &GateCase, gate: Gate, rng: &mut FuzzRng) -> Check {
             let scores = gen_scores(rng, c.scores_len);
             let r = block_topk_scores(&scores, c.batch, c.heads, c.seq_q, c.seq_k, &opts);
             let dims = gating_dims(c, c.seq_q, c.seq_k);
-            let valid =
-                dims.is_some_and(|(_, kb, rows)| rows as u128 * kb as u128 == scores.len() as u128);
+            // The mask's row offsets are allocated whole: beyond the guard's limit, an error.
+            let valid = dims.is_some_and(|(_, kb, rows)| {
+                rows as u128 * kb as u128 == scores.len() as u128 && (rows + 1) * 4 <= ALLOC_LIMIT
+            });
             ensure!(
                 r.is_ok() == valid,
                 "block_topk_scores gave {:?}, the oracle says valid = {valid}",

@@ -43,7 +43,7 @@ fn auto_picks_the_fastest_available() {
         );
         let got = gpu::can_implement(&da, &b, &c, &SpmmOptions::new()).unwrap();
         let want = if want_hopper && is_hopper(&ctx) {
-            Backend::Cutlass
+            Backend::Hopper
         } else {
             Backend::Wmma
         };
@@ -59,8 +59,8 @@ fn skewed_pattern() {
     };
     let mut rng = StdRng::seed_from_u64(seed());
     let stream = ctx.default_stream();
-    for backend in [Backend::Wmma, Backend::Cutlass] {
-        if backend == Backend::Cutlass && !is_hopper(&ctx) {
+    for backend in [Backend::Wmma, Backend::Hopper] {
+        if backend == Backend::Hopper && !is_hopper(&ctx) {
             continue;
         }
         let block = BlockShape::new(128, 64);
@@ -163,13 +163,13 @@ fn device_errors_launch_nothing() {
         &da32,
         Dense::device(&db, 48, 64, Layout::RowMajor),
         DenseMut::device(&mut dc, 64, 64, Layout::RowMajor),
-        &SpmmOptions::new().backend(Backend::Cutlass),
+        &SpmmOptions::new().backend(Backend::Hopper),
     )
     .unwrap_err();
     assert!(matches!(e, Error::NotSupported { .. }), "{e}");
     // One message, one prefix: the family is named once.
     let msg = e.to_string();
-    assert_eq!(msg.matches("cutlass").count(), 1, "{msg}");
+    assert_eq!(msg.matches("hopper").count(), 1, "{msg}");
     assert!(!msg.contains("sparsek: sparsek:"), "{msg}");
     // A leading dimension that breaks 16-byte alignment (odd ld): the tensor-core families
     // refuse it (Auto would run it on the decode family, which takes any ld).
@@ -198,7 +198,7 @@ fn epilogue_on_every_family() {
     let mut rng = StdRng::seed_from_u64(seed());
     let mut families = vec![Backend::Wmma, Backend::Decode];
     if is_hopper(&ctx) {
-        families.push(Backend::Cutlass);
+        families.push(Backend::Hopper);
     }
     let mut ran = 0;
     for (i, &backend) in families.iter().enumerate() {
@@ -217,12 +217,12 @@ fn epilogue_on_every_family() {
                 n: if backend == Backend::Decode { 24 } else { 264 },
                 // Hopper: j = 0, 1 take the fused TMA-epilogue rows (column-major B and C,
                 // the layout of y = x·Wᵀ); j = 2 writes f32 through an any-block row.
-                b_layout: if backend == Backend::Cutlass {
+                b_layout: if backend == Backend::Hopper {
                     [Layout::ColMajor, Layout::ColMajor, Layout::RowMajor][j]
                 } else {
                     common::layouts()[(i + j) % 2]
                 },
-                c_layout: if backend == Backend::Cutlass {
+                c_layout: if backend == Backend::Hopper {
                     Layout::ColMajor
                 } else {
                     common::layouts()[j % 2]
@@ -236,7 +236,7 @@ fn epilogue_on_every_family() {
             };
             match (j, backend) {
                 (0, _) => check_case::<f16, f16>(&ctx, &case, &mut rng),
-                (1, Backend::Cutlass) => check_case::<bf16, bf16>(&ctx, &case, &mut rng),
+                (1, Backend::Hopper) => check_case::<bf16, bf16>(&ctx, &case, &mut rng),
                 _ => check_case::<bf16, f32>(&ctx, &case, &mut rng),
             }
             ran += 1;

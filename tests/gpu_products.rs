@@ -21,9 +21,9 @@ use sparsek::{
 /// test says it skips those cases elsewhere).
 fn backends(test: &str, ctx: &Arc<CudaContext>) -> Vec<Backend> {
     if is_hopper(ctx) {
-        vec![Backend::Auto, Backend::Wmma, Backend::Cutlass]
+        vec![Backend::Auto, Backend::Wmma, Backend::Hopper]
     } else {
-        println!("{test}: Backend::Cutlass cases skipped: not an sm_90 device");
+        println!("{test}: Backend::Hopper cases skipped: not an sm_90 device");
         vec![Backend::Auto, Backend::Wmma]
     }
 }
@@ -363,7 +363,7 @@ fn check_case<T: Element, O: Element>(
     let (err, bad, ran_on) = match run_case::<T, O>(ctx, case, rng) {
         Ok(Outcome::Ran { err, bad, ran_on }) => (err, bad, ran_on),
         Ok(Outcome::Refused(e)) => {
-            let may_refuse = case.backend == Backend::Cutlass
+            let may_refuse = case.backend == Backend::Hopper
                 && runs_transposed(case.op)
                 && !CUTLASS_AT_MUST_RUN.contains(&(case.block.rows, case.block.cols))
                 && matches!(e, Error::NotSupported { .. });
@@ -376,7 +376,7 @@ fn check_case<T: Element, O: Element>(
         // Decode takes op(A) = A with few columns (D·Aᵀ with few rows of D), never Aᵀ.
         Backend::Auto => assert!(
             ran_on == Backend::Wmma
-                || (ran_on == Backend::Cutlass && is_hopper(ctx))
+                || (ran_on == Backend::Hopper && is_hopper(ctx))
                 || (ran_on == Backend::Decode && !runs_transposed(case.op)),
             "{what}: Auto resolved to {ran_on:?}"
         ),
@@ -433,7 +433,7 @@ fn run_all(ctx: &Arc<CudaContext>, list: &[Case], rng: &mut StdRng) -> Tally {
             _ => check_case::<bf16, bf16>(ctx, case, rng),
         };
         match ran_on {
-            Some(Backend::Cutlass) => tally.cutlass += 1,
+            Some(Backend::Hopper) => tally.cutlass += 1,
             Some(_) => tally.wmma += 1,
             None => tally.refused.push(format!(
                 "{}x{} {:?}",
@@ -720,9 +720,9 @@ fn transposed_is_deterministic() {
     let test = "transposed_is_deterministic";
     let Some(ctx) = device(test) else { return };
     let mut ran = vec![];
-    for backend in [Backend::Wmma, Backend::Cutlass] {
-        if backend == Backend::Cutlass && !is_hopper(&ctx) {
-            println!("{test}: Backend::Cutlass skipped: not an sm_90 device");
+    for backend in [Backend::Wmma, Backend::Hopper] {
+        if backend == Backend::Hopper && !is_hopper(&ctx) {
+            println!("{test}: Backend::Hopper skipped: not an sm_90 device");
             continue;
         }
         transposed_repeats(&ctx, backend, BlockShape::new(64, 64));
@@ -809,7 +809,7 @@ fn transposed_errors_launch_nothing() {
     for backend in [
         Backend::Auto,
         Backend::Wmma,
-        Backend::Cutlass,
+        Backend::Hopper,
         Backend::Decode,
     ] {
         let e = spmm(
@@ -838,7 +838,7 @@ fn transposed_errors_launch_nothing() {
     check(e, &dc, shape_mismatch);
     // n not a multiple of 8 with row-major B (leading dimensions fine): neither tensor-core
     // family takes it.
-    for backend in [Backend::Wmma, Backend::Cutlass] {
+    for backend in [Backend::Wmma, Backend::Hopper] {
         let e = spmm(
             &da,
             Dense::device(&db, m, 12, Layout::RowMajor).with_ld(16),
@@ -850,7 +850,7 @@ fn transposed_errors_launch_nothing() {
     // Blocks of 24 (not multiples of 16): neither family runs Aᵀ of them.
     let a24 = common::random_bsr::<f16>(PatternKind::Full, 2, 2, BlockShape::new(24, 24), &mut rng);
     let da24 = DeviceBsr::upload(&a24, &stream).unwrap();
-    for backend in [Backend::Wmma, Backend::Cutlass, Backend::Auto] {
+    for backend in [Backend::Wmma, Backend::Hopper, Backend::Auto] {
         let e = spmm(
             &da24,
             Dense::device(&db, 48, 64, Layout::RowMajor),

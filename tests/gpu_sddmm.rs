@@ -234,7 +234,7 @@ fn sddmm_auto_matches_reference() {
 }
 
 /// The Hopper rows: the blocks and layouts they take (128x128 and 64x64; A row-major with
-/// B column-major, A column-major with B row-major), forced with Backend::Cutlass.
+/// B column-major, A column-major with B row-major), forced with Backend::Hopper.
 #[test]
 fn sddmm_cutlass_matches_reference() {
     let test = "sddmm_cutlass_matches_reference";
@@ -271,7 +271,7 @@ fn sddmm_cutlass_matches_reference() {
                     b_layout,
                     alpha,
                     beta,
-                    backend: Backend::Cutlass,
+                    backend: Backend::Hopper,
                     ld_pad: if i == 2 { 8 } else { 0 },
                 };
                 // The dtypes the rows take: f16/bf16 in, S of the input type; f32 S for
@@ -298,7 +298,7 @@ fn sddmm_sanitized() {
     let mut rng = StdRng::seed_from_u64(seed());
     let mut backends = vec![Backend::Wmma, Backend::Auto];
     if is_hopper(&ctx) {
-        backends.push(Backend::Cutlass);
+        backends.push(Backend::Hopper);
     }
     let mut count = 0;
     for backend in backends {
@@ -335,7 +335,7 @@ fn sddmm_is_deterministic() {
     let stream = ctx.default_stream();
     let mut backends = vec![Backend::Wmma];
     if is_hopper(&ctx) {
-        backends.push(Backend::Cutlass);
+        backends.push(Backend::Hopper);
     }
     for backend in backends {
         let s0 = common::random_bsr::<f16>(

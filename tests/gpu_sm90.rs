@@ -1,4 +1,4 @@
-//! GPU tests of the Hopper family (`Backend::Cutlass`, sm_90; `--features cuda`): the TMA
+//! GPU tests of the Hopper family (`Backend::Hopper`, sm_90; `--features cuda`): the TMA
 //! rows and the any-block rows against the f64 oracle, split tiles, the cluster rows, the
 //! rows `SPARSEK_VARIANT` forces, and bitwise determinism (the cases: `common::gpu_spmm`).
 //! Without a GPU each test says SKIPPED on stdout and stderr and returns; with
@@ -46,7 +46,7 @@ fn cutlass_matches_reference() {
     }
     sweep(
         "cutlass_matches_reference",
-        Backend::Cutlass,
+        Backend::Hopper,
         &cutlass_blocks(),
     );
 }
@@ -79,7 +79,7 @@ fn cutlass_any_block_matches_reference() {
     let test = "cutlass_any_block_matches_reference";
     let Some(ctx) = hopper(test) else { return };
     let mut rng = StdRng::seed_from_u64(seed());
-    let mut list = cases(Backend::Cutlass, &any_blocks(), &mut rng);
+    let mut list = cases(Backend::Hopper, &any_blocks(), &mut rng);
     for (i, case) in list.iter_mut().enumerate() {
         // The any-block rows take the epilogue in every layout: some cases ask for it.
         if i % 3 == 0 {
@@ -112,7 +112,7 @@ fn any_block_sanitized() {
     let mut rng = StdRng::seed_from_u64(seed());
     // 24×48 and 128×112 run a k-tile that reaches past bk (zero-filled, mainloop.hpp).
     let mut list: Vec<Case> = cases(
-        Backend::Cutlass,
+        Backend::Hopper,
         &[
             BlockShape::new(24, 48),
             BlockShape::new(144, 16),
@@ -178,7 +178,7 @@ fn split_tiles_match_reference() {
                 c_layout: common::layouts()[(i + j) % 2],
                 alpha,
                 beta,
-                backend: Backend::Cutlass,
+                backend: Backend::Hopper,
                 ld_pad: 8 * ((i + j) % 2),
                 bias: false,
                 activation: Activation::None,
@@ -198,7 +198,7 @@ fn split_tiles_match_reference() {
     .unwrap();
     // n = 520: not a whole number of cluster groups, so the split (not the cluster) row runs.
     let n = 520;
-    let opts = SpmmOptions::new().backend(Backend::Cutlass);
+    let opts = SpmmOptions::new().backend(Backend::Hopper);
     assert_repeats_bitwise::<f16, f16>(&stream, &a, n, Layout::RowMajor, &opts, &mut rng);
     println!("{test}: 100 split runs bitwise identical");
 }
@@ -227,7 +227,7 @@ fn cluster_rows_match_reference() {
                 c_layout: Layout::RowMajor,
                 alpha,
                 beta,
-                backend: [Backend::Auto, Backend::Cutlass][j % 2],
+                backend: [Backend::Auto, Backend::Hopper][j % 2],
                 ld_pad: 8 * (j % 2),
                 bias: false,
                 activation: Activation::None,
@@ -284,7 +284,7 @@ fn forced_row_matches_reference() {
                 c_layout: layout,
                 alpha,
                 beta,
-                backend: Backend::Cutlass,
+                backend: Backend::Hopper,
                 ld_pad: 8 * ((i + j) % 2),
                 bias: false,
                 activation: Activation::None,
@@ -301,9 +301,9 @@ fn forced_row_matches_reference() {
     }
     println!("{test}: {row}: {} cases passed", list.len());
     if bf16_row {
-        determinism::<bf16>(test, Backend::Cutlass, BlockShape::new(bm, 64), layout);
+        determinism::<bf16>(test, Backend::Hopper, BlockShape::new(bm, 64), layout);
     } else {
-        determinism::<f16>(test, Backend::Cutlass, BlockShape::new(bm, 64), layout);
+        determinism::<f16>(test, Backend::Hopper, BlockShape::new(bm, 64), layout);
     }
 }
 
@@ -313,7 +313,7 @@ fn cutlass_is_deterministic() {
     for (r, c) in [(128, 128), (32, 32), (112, 48)] {
         determinism::<f16>(
             "cutlass_is_deterministic",
-            Backend::Cutlass,
+            Backend::Hopper,
             BlockShape::new(r, c),
             Layout::RowMajor,
         );

@@ -231,7 +231,7 @@ mod gpu_bench {
         });
         drop((ag, bg));
 
-        for backend in [Backend::Cutlass, Backend::Wmma] {
+        for backend in [Backend::Hopper, Backend::Wmma] {
             let opts = SpmmOptions::new().backend(backend);
             let supported = gpu::can_implement(
                 &da,

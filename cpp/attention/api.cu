@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "attention/gating.hpp"
+#include "core/dtype.hpp"
 #include "attention/problem.hpp"
 #include "core/index_check.hpp"
 #include "overlap.hpp"
@@ -14,7 +15,6 @@ namespace sparsek {
 namespace detail {
 namespace {
 
-const char* dtype_name(DType t) { return t == DType::F16 ? "f16" : t == DType::BF16 ? "bf16" : "f32"; }
 
 // A [batch, heads, seq, head_dim] view with the given dims: F16/BF16, non-negative strides,
 // non-null data when non-empty, its extent inside int64 bytes.
@@ -80,7 +80,7 @@ Result check_no_self_overlap(const char* name, const HeadsView& t) {
 }
 
 bool valid(Backend b) {
-  return b == Backend::Auto || b == Backend::Wmma || b == Backend::Cutlass || b == Backend::Decode;
+  return b == Backend::Auto || b == Backend::Wmma || b == Backend::Hopper || b == Backend::Decode;
 }
 
 // ceil(seq / block) into *blocks; false when it does not fit int32.

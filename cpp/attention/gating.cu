@@ -18,6 +18,7 @@
 #include <climits>
 #include <cstdint>
 
+#include "core/dtype_cuda.cuh"
 #include "attention/gating.hpp"
 
 namespace sparsek::detail {
@@ -238,9 +239,12 @@ Result launch_gating(const GatingProblem& g, cudaStream_t stream) {
   p.per_pattern = gating_pattern_keep(g.options, g.q_blocks, g.k_blocks);
   const unsigned grid = unsigned(int64_t(p.chunks) * g.batch * g.heads);
   const size_t smem = size_t(gating_smem(g));
-  const bool bf16 = g.pooled && g.q.dtype == DType::BF16;
-  const cudaError_t e = bf16 ? launch_typed<__nv_bfloat16>(g, p, grid, smem, stream)
-                             : launch_typed<__half>(g, p, grid, smem, stream);
+  // Given scores need no element type (the f16 kernel reads none); pooled Q and K of one
+  // of the attention types (validated by the entry).
+  const DType t = g.pooled ? g.q.dtype : DType::F16;
+  const cudaError_t e = dispatch<DTypeList<DType::F16, DType::BF16>>(
+      t, [&](auto tr) { return launch_typed<DeviceType<decltype(tr)::kDType>>(g, p, grid, smem, stream); },
+      [] { return cudaErrorNotSupported; });
   if (e != cudaSuccess) return make_result(Status::CudaError, "top-k gating launch failed: %s", cudaGetErrorString(e));
   return Result{};
 }

@@ -61,7 +61,7 @@ struct VariantInfo {
 template <class P>
 struct FamilyOf {
   Backend backend;
-  const char* name;  // "cutlass", "wmma": the name in messages
+  const char* name;  // "hopper", "wmma": the name in messages
   int rows;          // rows in the family's table
   bool epilogue;     // takes the fused bias/activation epilogue (P::has_epilogue)
   VariantInfo (*info)(int row);

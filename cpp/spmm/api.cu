@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/dtype.hpp"
 #include "core/index_check.hpp"
 #include "overlap.hpp"
 #include "problem.hpp"
@@ -61,20 +62,12 @@ Result current_device(DeviceInfo* out) {
 
 namespace {
 
-const char* dtype_name(DType t) {
-  switch (t) {
-    case DType::F16: return "f16";
-    case DType::BF16: return "bf16";
-    case DType::F32: return "f32";
-  }
-  return "?";
-}
 
-int64_t element_bytes(DType t) { return t == DType::F32 ? 4 : 2; }
-bool valid(DType t) { return t == DType::F16 || t == DType::BF16 || t == DType::F32; }
+int64_t element_bytes(DType t) { return dtype_bytes(t); }
+bool valid(DType t) { return KnownDTypes::contains(t); }
 bool valid(Layout l) { return l == Layout::RowMajor || l == Layout::ColMajor; }
 bool valid(Backend b) {
-  return b == Backend::Auto || b == Backend::Wmma || b == Backend::Cutlass || b == Backend::Decode;
+  return b == Backend::Auto || b == Backend::Wmma || b == Backend::Hopper || b == Backend::Decode;
 }
 bool valid(Activation a) {
   return a == Activation::None || a == Activation::Relu || a == Activation::GeluTanh || a == Activation::Silu;

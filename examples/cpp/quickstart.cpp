@@ -28,7 +28,7 @@ const char* backend_name(sparsek::Backend b) {
   switch (b) {
     case sparsek::Backend::Auto: return "auto";
     case sparsek::Backend::Wmma: return "wmma";
-    case sparsek::Backend::Cutlass: return "cutlass";
+    case sparsek::Backend::Hopper: return "hopper";
     case sparsek::Backend::Decode: return "decode";
   }
   return "?";

@@ -184,7 +184,7 @@ bool run(const Case& c, uint64_t seed) {
   const double tol = (c.in == DType::BF16 || c.out == DType::BF16) ? 1e-2 : 2e-3;
   const bool ok = bad == 0 && rel <= tol;
   std::printf("%s %s nnzb=%zu backend=%s rel_err=%.3g tol=%.0e non_finite=%lld\n", ok ? "PASS" : "FAIL", desc, nnzb,
-              chosen == Backend::Cutlass ? "cutlass" : chosen == Backend::Wmma ? "wmma" : "?", rel, tol,
+              chosen == Backend::Hopper ? "hopper" : chosen == Backend::Wmma ? "wmma" : "?", rel, tol,
               (long long)bad);
   return ok;
 }
@@ -346,7 +346,7 @@ int time_case(int argc, char** argv) {
   std::printf("sddmm m=%lld n=%lld k=%lld block=%d density=%.4f %s A=%s B=%s backend=%s nnzb=%zu time_us=%.1f "
               "tflops=%.1f\n",
               (long long)m, (long long)n, (long long)k, blk, double(nnzb) / double(rows * cols), argv[7], argv[8],
-              argv[9], chosen == Backend::Cutlass ? "cutlass" : "wmma", nnzb, us[2], flops / us[2] / 1e6);
+              argv[9], chosen == Backend::Hopper ? "hopper" : "wmma", nnzb, us[2], flops / us[2] / 1e6);
   return 0;
 }
 

@@ -123,7 +123,7 @@ const char* backend_name(Backend b) {
   switch (b) {
     case Backend::Auto: return "auto";
     case Backend::Wmma: return "wmma";
-    case Backend::Cutlass: return "cutlass";
+    case Backend::Hopper: return "hopper";
     case Backend::Decode: return "decode";
   }
   return "?";
@@ -679,7 +679,7 @@ bool parse_layout(const char* s, Layout* l) {
 bool parse_backend(const char* s, Backend* b) {
   if (!std::strcmp(s, "auto")) return *b = Backend::Auto, true;
   if (!std::strcmp(s, "wmma")) return *b = Backend::Wmma, true;
-  if (!std::strcmp(s, "cutlass")) return *b = Backend::Cutlass, true;
+  if (!std::strcmp(s, "cutlass") || !std::strcmp(s, "hopper")) return *b = Backend::Hopper, true;
   if (!std::strcmp(s, "decode")) return *b = Backend::Decode, true;
   return false;
 }

@@ -29,12 +29,18 @@ enum class Status : int32_t {
 enum class DType : int32_t { F16 = 0, BF16 = 1, F32 = 2 };
 enum class Layout : int32_t { RowMajor = 0, ColMajor = 1 };
 
-// Which kernel family runs. Auto picks by the registry's rule (cpp/registry.hpp): the
-// first family, in the order Decode, Cutlass, Wmma, that supports the problem.
+// Which kernel family runs. Auto picks by the registry's rule (cpp/core/registry.hpp): the
+// first family, in the order Decode, Hopper, Wmma, that supports the problem.
 //   Wmma    - tensor cores through WMMA, sm_80+;
-//   Cutlass - the Hopper path (TMA + WGMMA, CUTLASS/CuTe), sm_90a;
+//   Hopper  - the sm_90a family (TMA + WGMMA, CUTLASS/CuTe); `Cutlass` is its old name;
 //   Decode  - memory-bound kernels for few columns of B (decode-sized batches), sm_80+.
-enum class Backend : int32_t { Auto = 0, Wmma = 1, Cutlass = 2, Decode = 3 };
+enum class Backend : int32_t {
+  Auto = 0,
+  Wmma = 1,
+  Hopper = 2,
+  Cutlass [[deprecated("Backend::Cutlass is Backend::Hopper")]] = 2,
+  Decode = 3
+};
 
 // The activation of the fused linear-layer epilogue (see SpmmOptions).
 enum class Activation : int32_t { None = 0, Relu = 1, GeluTanh = 2, Silu = 3 };

@@ -39,7 +39,7 @@ pub(crate) fn backend(b: Backend) -> Result<sys::Backend, Error> {
     match b {
         Backend::Auto => Ok(sys::Backend::Auto),
         Backend::Wmma => Ok(sys::Backend::Wmma),
-        Backend::Cutlass => Ok(sys::Backend::Cutlass),
+        Backend::Hopper => Ok(sys::Backend::Hopper),
         Backend::Decode => Ok(sys::Backend::Decode),
         Backend::Cpu => Err(Error::BackendUnavailable {
             backend: Backend::Cpu,
@@ -51,7 +51,7 @@ pub(crate) fn backend(b: Backend) -> Result<sys::Backend, Error> {
 fn backend_from(b: sys::Backend) -> Backend {
     match b {
         sys::Backend::Wmma => Backend::Wmma,
-        sys::Backend::Cutlass => Backend::Cutlass,
+        sys::Backend::Hopper => Backend::Hopper,
         sys::Backend::Decode => Backend::Decode,
         _ => Backend::Auto,
     }

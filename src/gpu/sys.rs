@@ -33,7 +33,7 @@ mod ffi {
     enum Backend {
         Auto = 0,
         Wmma = 1,
-        Cutlass = 2,
+        Hopper = 2,
         Decode = 3,
     }
 

@@ -249,7 +249,7 @@ pub fn assert_repeats_bitwise<T: Element, O: Element>(
 /// The same launch 100 times gives bitwise the same C (inputs and C of type T).
 pub fn determinism<T: Element>(test: &str, backend: Backend, block: BlockShape, layout: Layout) {
     let Some(ctx) = device(test) else { return };
-    if backend == Backend::Cutlass && !is_hopper(&ctx) {
+    if backend == Backend::Hopper && !is_hopper(&ctx) {
         println!("SKIPPED {test}: not an sm_90 device");
         return;
     }

@@ -175,7 +175,7 @@ pub fn run(args: &[String]) -> Result<DecodeReport> {
                     let Some((auto_us, picked)) = timed(Backend::Auto)? else {
                         bail!("{shape} {block} n={n}: Auto runs nothing");
                     };
-                    for b in [Backend::Decode, Backend::Cutlass, Backend::Wmma] {
+                    for b in [Backend::Decode, Backend::Hopper, Backend::Wmma] {
                         if let Some((us, _)) = timed(b)? {
                             families_us.insert(backend_name(b).to_string(), us);
                         }

@@ -200,7 +200,7 @@ pub fn memory_ceilings(stream: &Arc<CudaStream>) -> MemoryCeilings {
 pub fn backend_name(b: Backend) -> &'static str {
     match b {
         Backend::Decode => "decode",
-        Backend::Cutlass => "cutlass",
+        Backend::Hopper => "cutlass",
         Backend::Wmma => "wmma",
         Backend::Cpu => "cpu",
         _ => "auto",

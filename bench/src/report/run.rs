@@ -207,7 +207,7 @@ where
                     };
                     for name in backends {
                         let backend = match name.as_str() {
-                            "cutlass" => Backend::Cutlass,
+                            "cutlass" | "hopper" => Backend::Hopper,
                             "wmma" => Backend::Wmma,
                             other => bail!("backend `{other}`: cutlass or wmma"),
                         };

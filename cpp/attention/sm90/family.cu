@@ -101,8 +101,8 @@ cudaError_t launch(const AttentionProblem& p, int row, cudaStream_t stream) { re
 }  // namespace attention_sm90
 
 extern const AttentionFamily kAttentionSm90Family = {
-    Backend::Cutlass,
-    "cutlass",
+    Backend::Hopper,
+    "hopper",
     attention_sm90::kAttentionSm90Rows,
     /*epilogue=*/false,
     &attention_sm90::info,

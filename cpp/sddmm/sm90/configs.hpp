@@ -23,7 +23,7 @@
 //               warpgroup owns a 64-high tile, one's epilogue under the other's MMAs). The
 //               cooperative kernel needs a tile at least 128 high, so 64 x 64 blocks run
 //               ping-pong.
-//   automatic   Auto / Backend::Cutlass may pick it (the first automatic row that fits wins).
+//   automatic   Auto / Backend::Hopper may pick it (the first automatic row that fits wins).
 //   chosen_by   the measurement that chose the row.
 //
 // The rows are exact: a row fits only its block, dtypes and layouts (family.cu), so their

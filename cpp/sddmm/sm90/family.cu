@@ -9,6 +9,7 @@
 #include <climits>
 #include <cstdint>
 
+#include "core/dtype.hpp"
 #include "core/registry.hpp"
 #include "core/family_util.hpp"
 #include "sddmm/sm90/configs.hpp"
@@ -80,8 +81,8 @@ const char* supports(const SddmmProblem& p) {
   if (!aligned16(p.a.data) || !aligned16(p.b.data) || !aligned16(p.s.values))
     return "A, B and S's values must be 16-byte aligned";
   if (p.a.ld % 8 != 0 || p.b.ld % 8 != 0) return "the leading dimensions of A and B must be multiples of 8";
-  if (!tma_stride_ok(p.a.ld, p.a.layout == Layout::RowMajor ? m : k, 2) ||
-      !tma_stride_ok(p.b.ld, p.b.layout == Layout::RowMajor ? k : n, 2))
+  if (!tma_stride_ok(p.a.ld, p.a.layout == Layout::RowMajor ? m : k, dtype_bytes(p.input())) ||
+      !tma_stride_ok(p.b.ld, p.b.layout == Layout::RowMajor ? k : n, dtype_bytes(p.input())))
     return "A or B too large for TMA strides (2^40 bytes)";
   return nullptr;
 }
@@ -111,8 +112,8 @@ cudaError_t launch(const SddmmProblem& p, int row, cudaStream_t stream) { return
 }  // namespace sddmm_sm90
 
 extern const SddmmFamily kSddmmSm90Family = {
-    Backend::Cutlass,
-    "cutlass",
+    Backend::Hopper,
+    "hopper",
     sddmm_sm90::kSddmmSm90Rows,
     /*epilogue=*/false,
     &sddmm_sm90::info,

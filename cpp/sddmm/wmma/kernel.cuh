@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/dtype_cuda.cuh"
 #include "sddmm/problem.hpp"
 #include "sddmm/wmma/configs.hpp"
 #include "core/vec8.cuh"
@@ -265,8 +266,9 @@ cudaError_t launch_layouts(const SddmmProblem& p, cudaStream_t stream) {
 
 template <int kRow>
 cudaError_t launch_row(const SddmmProblem& p, cudaStream_t stream) {
-  return p.input() == DType::BF16 ? launch_layouts<kRow, __nv_bfloat16>(p, stream)
-                                  : launch_layouts<kRow, __half>(p, stream);
+  return dispatch<DTypeList<DType::F16, DType::BF16>>(
+      p.input(), [&](auto tr) { return launch_layouts<kRow, DeviceType<decltype(tr)::kDType>>(p, stream); },
+      [] { return cudaErrorNotSupported; });
 }
 
 template <int kRow>

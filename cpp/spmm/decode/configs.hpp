@@ -31,9 +31,13 @@
 #pragma once
 
 #include <cstdint>
+#include "core/dtype.hpp"
 #include "core/features.hpp"
 
 namespace sparsek::detail::decode_impl {
+
+// The input types the family takes (core/dtype.hpp); a problem of another type is refused.
+using DecodeDTypes = DTypeList<DType::F16, DType::BF16>;
 
 struct DecodeVariant {
   const char* name;       // the registry's name (SPARSEK_VARIANT)

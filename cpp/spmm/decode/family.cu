@@ -36,6 +36,7 @@ VariantInfo info(int row) {
 // element-wise); bias is 16-byte aligned by the Problem's invariants (the kernel reads it
 // element-wise anyway).
 const char* supports(const Problem& p) {
+  if (!DecodeDTypes::contains(p.input())) return "A and B must be f16 or bf16";
   if (p.device.cc_major < 8) return "needs compute capability >= 8.0 (cp.async, ldmatrix, bf16 mma.sync)";
   if (p.a_transposed) return "op(A) = A^T is not in this family (the Cutlass and Wmma families run it)";
   const int bm = p.a.bm, bk = p.a.bk;
@@ -75,8 +76,6 @@ constexpr std::array<LaunchFn, sizeof...(kRows)> launch_table(std::index_sequenc
 
 // Row i's launch_row, defined by cpp/decode/instantiations/<row i's name>.cu.
 constexpr std::array<LaunchFn, kDecodeRows> kLaunch = launch_table(std::make_index_sequence<kDecodeRows>{});
-
-int64_t dtype_bytes(DType t) { return t == DType::F32 ? 4 : 2; }
 
 // A view of columns [j0, j0 + width) of a dense matrix.
 DenseView columns(const DenseView& v, int64_t j0, int64_t width) {

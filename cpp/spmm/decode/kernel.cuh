@@ -88,6 +88,7 @@
 #include <cstdlib>
 #include <type_traits>
 
+#include "core/dtype_cuda.cuh"
 #include "spmm/decode/configs.hpp"
 #include "spmm/decode/launch.hpp"
 #include "core/activation.cuh"
@@ -728,13 +729,17 @@ inline bool make_tensor_map(CUtensorMap* map, DType t, const void* base, int64_t
   const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
   if (encode == nullptr) return false;
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(outer)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld) * 2};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld) * static_cast<cuuint64_t>(dtype_bytes(t))};
   const cuuint32_t box[2] = {static_cast<cuuint32_t>(kc), static_cast<cuuint32_t>(box_outer)};
   const cuuint32_t unit[2] = {1, 1};
   const CUtensorMapSwizzle swizzle =
       kc == 64 ? CU_TENSOR_MAP_SWIZZLE_128B : kc == 32 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_32B;
-  const CUresult r = encode(map, t == DType::BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-                            2, const_cast<void*>(base), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+  const bool known = dispatch<DecodeDTypes>(t, [](auto) { return true; }, [] { return false; });
+  if (!known) return false;
+  const CUtensorMapDataType type = dispatch<DecodeDTypes>(
+      t, [](auto tr) { return DeviceTypeOf<decltype(tr)::kDType>::kTensorMap; },
+      [] { return CU_TENSOR_MAP_DATA_TYPE_FLOAT16; });  // unreachable: refused above
+  const CUresult r = encode(map, type, 2, const_cast<void*>(base), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS;
 }
@@ -853,8 +858,9 @@ cudaError_t launch_typed(const Problem& p, cudaStream_t stream) {
 
 template <int kRow>
 cudaError_t launch_row(const Problem& p, cudaStream_t stream) {
-  if (p.input() == DType::BF16) return launch_typed<kRow, __nv_bfloat16>(p, stream);
-  return launch_typed<kRow, __half>(p, stream);
+  return dispatch<DecodeDTypes>(
+      p.input(), [&](auto tr) { return launch_typed<kRow, DeviceType<decltype(tr)::kDType>>(p, stream); },
+      [] { return cudaErrorNotSupported; });
 }
 
 template <int kRow>

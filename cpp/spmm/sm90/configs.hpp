@@ -20,7 +20,7 @@
 //   transposed   false: GEMM C = A*B, M tile = one block-row (tile_m == bm);
 //                true:  GEMM C^T = B^T A^T, N tile = one block-row (tile_n == bm). The
 //                cooperative kernel needs an M tile >= 128, hence bm <= 64 runs transposed.
-//   automatic    Backend::Auto / Backend::Cutlass may pick it (the first automatic row that
+//   automatic    Backend::Auto / Backend::Hopper may pick it (the first automatic row that
 //                fits wins, cpp/registry.hpp); false = a tuning candidate, reached only
 //                through SPARSEK_VARIANT.
 //   chosen_by    the measurement that chose the row.
@@ -73,6 +73,7 @@
 
 #include <initializer_list>
 
+#include "core/dtype.hpp"
 #include "core/features.hpp"
 #include "spmm/problem.hpp"
 
@@ -103,6 +104,10 @@ enum class Output {
 };
 // Which C layouts a row writes.
 enum class CLayout { Row, Col, Any };
+
+// The input types the family takes (core/dtype.hpp): its rows' `input`s, checked below.
+using Sm90DTypes = detail::DTypeList<DType::F16, DType::BF16>;
+inline constexpr DType kSm90InputTypes[] = {DType::F16, DType::BF16};
 
 struct Sm90Variant {
   const char* name;
@@ -467,7 +472,7 @@ constexpr bool split_twins() {
   return true;
 }
 constexpr bool one_automatic_row_per_key() {
-  for (DType t : {F16, BF16})
+  for (DType t : kSm90InputTypes)
     for (int bm : {64, 128})
       for (Layout b : {BRow, BCol})
         for (CLayout c : {CRow, CCol})
@@ -477,7 +482,7 @@ constexpr bool one_automatic_row_per_key() {
 // Every block the family's supports() admits (bm <= 256, bk a multiple of 16) has an
 // automatic any-block row for each input dtype and B layout.
 constexpr bool any_block_covered() {
-  for (DType t : {F16, BF16})
+  for (DType t : kSm90InputTypes)
     for (Layout b : {BRow, BCol})
       for (int bm = 1; bm <= 256; ++bm) {
         bool found = false;

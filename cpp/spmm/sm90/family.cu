@@ -14,6 +14,7 @@
 #include <climits>
 #include <cstdint>
 
+#include "core/dtype.hpp"
 #include "core/registry.hpp"
 #include "spmm/sm90/configs.hpp"
 #include "spmm/sm90/split.hpp"
@@ -26,6 +27,7 @@
 namespace sparsek::sm90 {
 namespace {
 
+using detail::dtype_bytes;
 using detail::Problem;
 using detail::VariantInfo;
 
@@ -50,7 +52,7 @@ bool tma_aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 
 // TMA: a global stride (bytes) must be below 2^40.
 bool tma_stride_ok(int64_t ld, int64_t outer, DType t) {
   int64_t bytes = 0;
-  const int64_t size = t == DType::F32 ? 4 : 2;
+  const int64_t size = dtype_bytes(t);
   return !__builtin_mul_overflow(ld, outer, &bytes) && !__builtin_mul_overflow(bytes, size, &bytes) &&
          bytes < (int64_t(1) << 40);
 }
@@ -90,7 +92,7 @@ const char* fits(const Problem& p, int row) {
     // 128x112 370/424/478 vs 205/219/210; 64x112 291/317/332 vs 225/241/246; 128x48
     // 342/422/476 vs 189/211/191; f32 C at 128x128, 64x64 (1/8): 444, 361 vs WMMA's
     // input-type 329, 250 (session 9). Only 16-high blocks stay on WMMA: 16x16 62/67/67 vs
-    // 76/78/78. Backend::Cutlass runs every row.
+    // 76/78/78. Backend::Hopper runs every row.
     if (p.backend == Backend::Auto && p.a.bm <= 16 && wmma_runs(p))
       return "Auto leaves 16-high blocks to WMMA (measured faster than the any-block rows)";
     // bk % 16 == 0 (supports). A k-tile deeper than 16 may reach past the block: TMA
@@ -200,8 +202,8 @@ cudaError_t launch(const Problem& p, int row, cudaStream_t stream) { return kLau
 namespace sparsek::detail {
 
 extern const Family kSm90Family = {
-    Backend::Cutlass,
-    "cutlass",
+    Backend::Hopper,
+    "hopper",
     sm90::kSm90Rows,
     /*epilogue=*/true,  // fused bias/activation in every row (sm90/epilogue.hpp), chosen at run time
     &sm90::info,

@@ -64,9 +64,13 @@
 #pragma once
 
 #include <cstdint>
+#include "core/dtype.hpp"
 #include "core/features.hpp"
 
 namespace sparsek::detail::wmma_impl {
+
+// The input types the family takes (core/dtype.hpp); a problem of another type is refused.
+using WmmaDTypes = DTypeList<DType::F16, DType::BF16>;
 
 struct WmmaVariant {
   const char* name;                        // the registry's name (SPARSEK_VARIANT)

@@ -32,6 +32,7 @@ VariantInfo info(int row) {
 // The dtypes need no check: every Problem has f16 or bf16 inputs and C of the input type
 // or f32, which this family runs in every combination.
 const char* supports(const Problem& p) {
+  if (!WmmaDTypes::contains(p.input())) return "A and B must be f16 or bf16";
   if (p.device.cc_major < 8) return "needs compute capability >= 8.0 (cp.async, bf16 tensor cores)";
   const int bm = p.a.bm, bk = p.a.bk;
   if (bm < 16 || bm > 256 || bm % 16 != 0) return "bm must be a multiple of 16 in [16, 256]";
@@ -42,7 +43,7 @@ const char* supports(const Problem& p) {
   // The Problem's invariants already say so; column-major C reads 8 bias values at once.
   if (p.bias != nullptr && !aligned16(p.bias)) return "bias must be 16-byte aligned";
   if (p.b.ld % 8 != 0) return "B.ld must be a multiple of 8 elements (16 bytes)";
-  const int64_t c_vec = p.output() == DType::F32 ? 4 : 8;  // elements per 16 bytes
+  const int64_t c_vec = 16 / dtype_bytes(p.output());  // elements per 16 bytes
   if (p.c.ld % c_vec != 0) return "C.ld must be a multiple of 16 bytes";
   if ((p.b.layout == Layout::RowMajor || p.c.layout == Layout::RowMajor) && p.n() % 8 != 0)
     return "n must be a multiple of 8 when B or C is row-major (16-byte row vectors)";
@@ -65,7 +66,7 @@ const char* fits(const Problem& p, int row) {
   // op(A) = A^T is compiled into the automatic rows only (kernel.cuh's launch_row).
   if (p.a_transposed && (!v.automatic || v.k_max > 32)) return "op(A) = A^T runs on the automatic rows only";
   const int smem =
-      wmma_smem_bytes(v, p.a.bk, p.input() == DType::BF16, p.b.layout == Layout::ColMajor, p.a_transposed);
+      wmma_smem_bytes(v, p.a.bk, p.input(), p.b.layout == Layout::ColMajor, p.a_transposed);
   if (smem > p.device.smem_optin) return "its shared memory exceeds the device's per-block opt-in limit";
   return nullptr;
 }

@@ -27,6 +27,8 @@
 #include <mma.h>
 
 #include <cstdint>
+
+#include "core/dtype_cuda.cuh"
 #include <cstring>
 #include <type_traits>
 
@@ -542,40 +544,43 @@ cudaError_t launch_kernel(const Problem& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+// The kernel of the problem's input type (one of WmmaDTypes; supports() refused the rest).
 template <int kRow, int kKStep, bool kATrans = false>
-cudaError_t launch_typed(const Problem& p, bool bf16, bool b_col, cudaStream_t stream) {
-  if (bf16)
-    return b_col ? launch_kernel<kRow, kKStep, __nv_bfloat16, true, kATrans>(p, stream)
-                 : launch_kernel<kRow, kKStep, __nv_bfloat16, false, kATrans>(p, stream);
-  return b_col ? launch_kernel<kRow, kKStep, __half, true, kATrans>(p, stream)
-               : launch_kernel<kRow, kKStep, __half, false, kATrans>(p, stream);
+cudaError_t launch_typed(const Problem& p, bool b_col, cudaStream_t stream) {
+  return dispatch<WmmaDTypes>(
+      p.input(),
+      [&](auto tr) {
+        using T = DeviceType<decltype(tr)::kDType>;
+        return b_col ? launch_kernel<kRow, kKStep, T, true, kATrans>(p, stream)
+                     : launch_kernel<kRow, kKStep, T, false, kATrans>(p, stream);
+      },
+      [] { return cudaErrorNotSupported; });
 }
 
 template <int kRow>
 cudaError_t launch_row(const Problem& p, cudaStream_t stream) {
   constexpr WmmaVariant v = kWmmaVariants[kRow];
-  const bool bf16 = p.input() == DType::BF16;
   const bool b_col = p.b.layout == Layout::ColMajor;
-  const int k_step = wmma_k_step(v, p.a.bk, bf16, p.a_transposed);
+  const int k_step = wmma_k_step(v, p.a.bk, p.input(), p.a_transposed);
   // op(A) = A^T: compiled into the automatic rows only (family.cu's fits refuses the rest),
   // with K_STEP 16 or 32 (their k_max is 32; K_STEP <= TILE_M, wmma_k_step).
   if constexpr (v.automatic && v.k_max <= 32) {
     if (p.a_transposed) {
       if constexpr (v.tile_m >= 32) {
-        if (k_step == 32) return launch_typed<kRow, 32, true>(p, bf16, b_col, stream);
+        if (k_step == 32) return launch_typed<kRow, 32, true>(p, b_col, stream);
       }
-      return launch_typed<kRow, 16, true>(p, bf16, b_col, stream);
+      return launch_typed<kRow, 16, true>(p, b_col, stream);
     }
   } else if (p.a_transposed) {
     return cudaErrorInvalidValue;  // fits() refuses it
   }
   if constexpr (v.k_max >= 64) {
-    if (k_step == 64)  // f16 only (wmma_k_step)
-      return b_col ? launch_kernel<kRow, 64, __half, true, false>(p, stream)
-                   : launch_kernel<kRow, 64, __half, false, false>(p, stream);
+    if (k_step == 64)  // f16 only (wmma_k64_type)
+      return b_col ? launch_kernel<kRow, 64, DeviceType<DType::F16>, true, false>(p, stream)
+                   : launch_kernel<kRow, 64, DeviceType<DType::F16>, false, false>(p, stream);
   }
-  if (k_step == 32) return launch_typed<kRow, 32>(p, bf16, b_col, stream);
-  return launch_typed<kRow, 16>(p, bf16, b_col, stream);
+  if (k_step == 32) return launch_typed<kRow, 32>(p, b_col, stream);
+  return launch_typed<kRow, 16>(p, b_col, stream);
 }
 
 template <int kRow>
@@ -586,7 +591,7 @@ const void* probe_kernel() {
 }  // namespace wmma_impl
 }  // namespace sparsek::detail
 
-// The body of cpp/wmma/instantiations/<row>.cu: compiles every kernel of the row NAME
+// A row unit's line (cpp/core/units.cpp): compiles every kernel of the row NAME
 // (each K_STEP it can use, both input types, both B layouts) and its entry points.
 #define SPARSEK_WMMA_INSTANTIATE(NAME)                                                                   \
   namespace sparsek::detail::wmma_impl {                                                                 \

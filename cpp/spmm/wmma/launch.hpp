@@ -18,8 +18,11 @@ namespace sparsek::detail::wmma_impl {
 // ldmatrix, unlike f16), which costs enough registers to spill the 64x64 warp tiles.
 // a_trans (op(A) = A^T): the A stage holds K_STEP rows of TILE_M (+ padding) instead of
 // TILE_M rows of K_STEP, which fits in the same stage size when K_STEP <= TILE_M.
-constexpr int wmma_k_step(const WmmaVariant& v, int bk, bool bf16, bool a_trans = false) {
-  if (v.k_max >= 64 && !bf16 && bk % 64 == 0 && (!a_trans || v.tile_m >= 64)) return 64;
+// K_STEP 64 exists for f16 only (the k64 kernels' fragments): named, so no other type takes it.
+constexpr bool wmma_k64_type(DType t) { return t == DType::F16; }
+
+constexpr int wmma_k_step(const WmmaVariant& v, int bk, DType input, bool a_trans = false) {
+  if (v.k_max >= 64 && wmma_k64_type(input) && bk % 64 == 0 && (!a_trans || v.tile_m >= 64)) return 64;
   return bk % 32 == 0 && (!a_trans || v.tile_m >= 32) ? 32 : 16;
 }
 
@@ -66,8 +69,8 @@ constexpr WmmaSmem wmma_smem(const WmmaVariant& v, int k_step, bool b_col) {
 }
 
 // The shared memory row `v` takes for a problem with this bk, dtype, B layout and op(A).
-constexpr int wmma_smem_bytes(const WmmaVariant& v, int bk, bool bf16, bool b_col, bool a_trans) {
-  return wmma_smem(v, wmma_k_step(v, bk, bf16, a_trans), b_col).bytes;
+constexpr int wmma_smem_bytes(const WmmaVariant& v, int bk, DType input, bool b_col, bool a_trans) {
+  return wmma_smem(v, wmma_k_step(v, bk, input, a_trans), b_col).bytes;
 }
 
 // ---- Compile-time rules on the table's shared memory ----

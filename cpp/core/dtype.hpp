@@ -1,0 +1,88 @@
+// Element types: one traits entry per DType (include/sparsek/sparsek.hpp), the one place that
+// says a type's size, name and the build feature it needs. A family names the types it takes
+// as a DTypeList and reaches the kernel of a run-time DType through dispatch(): a DType
+// outside the list is refused, never sent down another type's path, and a listed DType
+// without a traits entry does not compile (DTypeTraits has no primary definition).
+// The device types (__half, ...) are in core/dtype_cuda.cuh.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+
+#include <sparsek/sparsek.hpp>
+
+#include "core/features.hpp"
+
+namespace sparsek::detail {
+
+template <DType kT>
+struct DTypeTraits;  // every DType a family lists needs an entry below
+
+template <>
+struct DTypeTraits<DType::F16> {
+  static constexpr DType kDType = DType::F16;
+  static constexpr int kBytes = 2;
+  static constexpr const char* kName = "f16";
+  static constexpr uint32_t kNeeds = 0;  // always built
+};
+
+template <>
+struct DTypeTraits<DType::BF16> {
+  static constexpr DType kDType = DType::BF16;
+  static constexpr int kBytes = 2;
+  static constexpr const char* kName = "bf16";
+  static constexpr uint32_t kNeeds = kFeatureBf16;
+};
+
+template <>
+struct DTypeTraits<DType::F32> {
+  static constexpr DType kDType = DType::F32;
+  static constexpr int kBytes = 4;
+  static constexpr const char* kName = "f32";
+  static constexpr uint32_t kNeeds = 0;
+};
+
+// The types a family (or an API) takes.
+template <DType... kTs>
+struct DTypeList {
+  static constexpr bool contains(DType t) { return ((t == kTs) || ...); }
+};
+
+// Every DType with a traits entry: what the validators call "known".
+using KnownDTypes = DTypeList<DType::F16, DType::BF16, DType::F32>;
+
+// f(DTypeTraits<t>{}) for the entry of `t` in List, else missing(). Both must return the
+// same type.
+template <class List, class F, class Missing>
+constexpr auto dispatch(DType t, F&& f, Missing&& missing);
+
+template <DType... kTs, class F, class Missing>
+constexpr auto dispatch_in(DTypeList<kTs...>, DType t, F&& f, Missing&& missing) {
+  using R = decltype(missing());
+  R out = R();
+  bool hit = false;
+  ((!hit && t == kTs ? (out = f(DTypeTraits<kTs>{}), hit = true) : false), ...);
+  return hit ? out : missing();
+}
+
+template <class List, class F, class Missing>
+constexpr auto dispatch(DType t, F&& f, Missing&& missing) {
+  return dispatch_in(List{}, t, std::forward<F>(f), std::forward<Missing>(missing));
+}
+
+// Bytes of an element of `t` (0 for a DType without an entry).
+constexpr int dtype_bytes(DType t) {
+  return dispatch<KnownDTypes>(t, [](auto tr) { return decltype(tr)::kBytes; }, [] { return 0; });
+}
+
+// The name of `t` ("?" for a DType without an entry).
+constexpr const char* dtype_name(DType t) {
+  return dispatch<KnownDTypes>(t, [](auto tr) { return decltype(tr)::kName; }, [] { return "?"; });
+}
+
+// The build features an input of type `t` needs (core/features.hpp).
+constexpr uint32_t dtype_needs(DType t) {
+  return dispatch<KnownDTypes>(t, [](auto tr) { return decltype(tr)::kNeeds; }, [] { return 0u; });
+}
+
+}  // namespace sparsek::detail
