@@ -18,7 +18,7 @@
 #include <climits>
 #include <cstdint>
 
-#include "core/dtype_cuda.cuh"
+#include "core/dtype.hpp"
 #include "attention/gating.hpp"
 
 namespace sparsek::detail {

@@ -3,7 +3,7 @@
 // as a DTypeList and reaches the kernel of a run-time DType through dispatch(): a DType
 // outside the list is refused, never sent down another type's path, and a listed DType
 // without a traits entry does not compile (DTypeTraits has no primary definition).
-// The device types (__half, ...) are in core/dtype_cuda.cuh.
+// With nvcc, the entry's device type (__half, ...) and TMA data type follow (DeviceTypeOf).
 #pragma once
 
 #include <cstdint>
@@ -86,3 +86,36 @@ constexpr uint32_t dtype_needs(DType t) {
 }
 
 }  // namespace sparsek::detail
+
+// The device side of each entry: kernels name their element type through it, so a new
+// DType is one entry above and one here.
+#if defined(__CUDACC__)
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+namespace sparsek::detail {
+
+template <DType kT>
+struct DeviceTypeOf;
+template <>
+struct DeviceTypeOf<DType::F16> {
+  using type = __half;
+  static constexpr CUtensorMapDataType kTensorMap = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+};
+template <>
+struct DeviceTypeOf<DType::BF16> {
+  using type = __nv_bfloat16;
+  static constexpr CUtensorMapDataType kTensorMap = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+};
+template <>
+struct DeviceTypeOf<DType::F32> {
+  using type = float;
+  static constexpr CUtensorMapDataType kTensorMap = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+};
+
+template <DType kT>
+using DeviceType = typename DeviceTypeOf<kT>::type;
+
+}  // namespace sparsek::detail
+#endif  // __CUDACC__

@@ -24,7 +24,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "core/dtype_cuda.cuh"
+#include "core/dtype.hpp"
 #include "sddmm/problem.hpp"
 #include "sddmm/wmma/configs.hpp"
 #include "core/vec8.cuh"

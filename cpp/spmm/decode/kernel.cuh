@@ -88,7 +88,7 @@
 #include <cstdlib>
 #include <type_traits>
 
-#include "core/dtype_cuda.cuh"
+#include "core/dtype.hpp"
 #include "spmm/decode/configs.hpp"
 #include "spmm/decode/launch.hpp"
 #include "core/activation.cuh"

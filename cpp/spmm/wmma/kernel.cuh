@@ -28,7 +28,7 @@
 
 #include <cstdint>
 
-#include "core/dtype_cuda.cuh"
+#include "core/dtype.hpp"
 #include <cstring>
 #include <type_traits>
 
