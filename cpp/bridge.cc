@@ -10,48 +10,64 @@
 namespace sparsek::ffi {
 namespace {
 
-// Rust validated the problem (src/spmm.rs, and DeviceBsr holds only validated arrays), so
-// this is the Rust entry's Problem: no check is repeated here (cpp/problem.hpp).
-detail::Problem to_problem(const SpmmProblem& x, const detail::DeviceInfo& device) {
+DenseView to_dense(const DenseDesc& d) {
+  return DenseView{reinterpret_cast<void*>(d.data), d.rows, d.cols, d.ld, d.layout, d.dtype};
+}
+
+BsrView to_bsr(const BsrDesc& d) {
   BsrView a;
-  a.m = x.m;
-  a.k = x.k;
-  a.bm = x.bm;
-  a.bk = x.bk;
-  a.nnzb = x.nnzb;
-  a.row_ptr = reinterpret_cast<const int32_t*>(x.row_ptr);
-  a.col_idx = reinterpret_cast<const int32_t*>(x.col_idx);
-  a.values = reinterpret_cast<const void*>(x.values);
-  a.dtype = x.input;
+  a.m = d.m;
+  a.k = d.k;
+  a.bm = d.bm;
+  a.bk = d.bk;
+  a.nnzb = d.nnzb;
+  a.row_ptr = reinterpret_cast<const int32_t*>(d.row_ptr);
+  a.col_idx = reinterpret_cast<const int32_t*>(d.col_idx);
+  a.values = reinterpret_cast<const void*>(d.values);
+  a.dtype = d.dtype;
+  return a;
+}
+
+// The room a BsrDesc keeps for scaled and batched matrices: no family takes them yet.
+const char* unsupported(const BsrDesc& d) {
+  if (d.scales != 0) return "scaled BSR values are not supported yet";
+  if (d.batch != 1 || d.batch_stride != 0) return "batched BSR matrices are not supported yet";
+  return nullptr;
+}
+
+// Rust validated the problem (src/spmm/check.rs, and DeviceBsr holds only validated
+// arrays), so this is the Rust entry's Problem: no check is repeated here
+// (cpp/spmm/problem.hpp).
+detail::Problem to_problem(const SpmmProblem& x, const detail::DeviceInfo& device) {
+  const BsrView a = to_bsr(x.a);
   // op(A) = A^T: B is m x n and C k x n, and the families see A^T's view (problem.hpp).
   const bool t = x.transpose_a;
-  const DenseView b{reinterpret_cast<void*>(x.b), t ? x.m : x.k, x.n, x.b_ld, x.b_layout, x.input};
-  const DenseView c{reinterpret_cast<void*>(x.c), t ? x.k : x.m, x.n, x.c_ld, x.c_layout, x.output};
   TransposeIndexView ti;
   ti.col_ptr = reinterpret_cast<const int32_t*>(x.t_col_ptr);
   ti.row_idx = reinterpret_cast<const int32_t*>(x.t_row_idx);
   ti.block_id = reinterpret_cast<const int32_t*>(x.t_block_id);
-  return detail::Problem::from_rust(t ? detail::Problem::transposed_view(a, ti) : a, b, c, x.alpha, x.beta, x.backend,
-                                    reinterpret_cast<const void*>(x.bias), x.activation, device, t,
-                                    t ? ti.block_id : nullptr);
+  return detail::Problem::from_rust(t ? detail::Problem::transposed_view(a, ti) : a, to_dense(x.b), to_dense(x.c),
+                                    x.alpha, x.beta, x.backend, reinterpret_cast<const void*>(x.bias), x.activation,
+                                    device, t, t ? ti.block_id : nullptr);
 }
+const char* unsupported(const SpmmProblem& x) { return unsupported(x.a); }
 
-// The SDDMM of the Rust entry (src/spmm.rs validated it; S comes from a DeviceBsr).
+// The SDDMM of the Rust entry (src/sddmm/check.rs validated it; S comes from a DeviceBsr).
 detail::SddmmProblem to_problem(const SddmmProblem& x, const detail::DeviceInfo& device) {
+  const BsrView v = to_bsr(x.s);
   BsrMutView s;
-  s.m = x.m;
-  s.n = x.n;
-  s.bm = x.bm;
-  s.bn = x.bn;
-  s.nnzb = x.nnzb;
-  s.row_ptr = reinterpret_cast<const int32_t*>(x.row_ptr);
-  s.col_idx = reinterpret_cast<const int32_t*>(x.col_idx);
-  s.values = reinterpret_cast<void*>(x.values);
-  s.dtype = x.output;
-  const DenseView a{reinterpret_cast<void*>(x.a), x.m, x.k, x.a_ld, x.a_layout, x.input};
-  const DenseView b{reinterpret_cast<void*>(x.b), x.k, x.n, x.b_ld, x.b_layout, x.input};
-  return detail::SddmmProblem::from_rust(a, b, s, x.alpha, x.beta, x.backend, device);
+  s.m = v.m;
+  s.n = v.k;
+  s.bm = v.bm;
+  s.bn = v.bk;
+  s.nnzb = v.nnzb;
+  s.row_ptr = v.row_ptr;
+  s.col_idx = v.col_idx;
+  s.values = const_cast<void*>(v.values);  // written by a launch: the Rust side lent it mutably
+  s.dtype = v.dtype;
+  return detail::SddmmProblem::from_rust(to_dense(x.a), to_dense(x.b), s, x.alpha, x.beta, x.backend, device);
 }
+const char* unsupported(const SddmmProblem& x) { return unsupported(x.s); }
 
 HeadsView to_heads(const HeadsDesc& d, DType t) {
   HeadsView v;
@@ -85,6 +101,7 @@ detail::AttentionProblem to_problem(const AttentionProblem& x, const detail::Dev
                                              to_heads(x.o, x.dtype), reinterpret_cast<float*>(x.lse),
                                              x.has_mask ? &m : nullptr, x.causal, x.scale, x.backend, device);
 }
+const char* unsupported(const AttentionProblem&) { return nullptr; }
 
 template <class P>
 FfiStatus status(const Result& r, const detail::SelectionOf<P>& s) {
@@ -93,33 +110,30 @@ FfiStatus status(const Result& r, const detail::SelectionOf<P>& s) {
                    rust::String(chosen ? s.family->info(s.row).name : "")};
 }
 
-// Selects a row for the problem and, when `run`, launches it on the problem's stream.
+// Selects a row for the problem and, with Mode::Launch, launches it on its stream.
 template <class X>
-FfiStatus select_and_run(const X& x, bool run) {
+FfiStatus select_and_run(const X& x) {
   using P = decltype(to_problem(x, detail::DeviceInfo{}));
   detail::SelectionOf<P> s;
+  if (const char* why = unsupported(x)) return status(detail::make_result(Status::NotSupported, "%s", why), s);
+  if (x.mode != Mode::Select && x.mode != Mode::Launch)
+    return status(detail::make_result(Status::InvalidArgument, "unknown mode %d", int(x.mode)), s);
   detail::DeviceInfo device;
   Result r = detail::current_device(&device);
   if (!r.ok()) return status(r, s);
   const P p = to_problem(x, device);
   r = detail::select(p, &s);
-  if (r.ok() && run) r = detail::launch(p, s, reinterpret_cast<cudaStream_t>(x.stream));
+  if (r.ok() && x.mode == Mode::Launch) r = detail::launch(p, s, reinterpret_cast<cudaStream_t>(x.stream));
   return status(r, s);
 }
 
 }  // namespace
 
-FfiStatus select(const SpmmProblem& problem) { return select_and_run(problem, false); }
+FfiStatus spmm(const SpmmProblem& problem) { return select_and_run(problem); }
 
-FfiStatus spmm(const SpmmProblem& problem) { return select_and_run(problem, true); }
+FfiStatus sddmm(const SddmmProblem& problem) { return select_and_run(problem); }
 
-FfiStatus select_sddmm(const SddmmProblem& problem) { return select_and_run(problem, false); }
-
-FfiStatus sddmm(const SddmmProblem& problem) { return select_and_run(problem, true); }
-
-FfiStatus select_attention(const AttentionProblem& problem) { return select_and_run(problem, false); }
-
-FfiStatus attention(const AttentionProblem& problem) { return select_and_run(problem, true); }
+FfiStatus attention(const AttentionProblem& problem) { return select_and_run(problem); }
 
 // Top-k gating of the Rust entry (gpu::block_topk* validated the dims and computed nnzb).
 FfiStatus block_topk(const GatingProblem& x) {

@@ -13,12 +13,10 @@ struct AttentionProblem;
 struct GatingProblem;
 struct FfiStatus;
 
+// Each selects a row and, with Mode::Launch, launches it on the problem's stream.
 FfiStatus spmm(const SpmmProblem& problem);
-FfiStatus select(const SpmmProblem& problem);
 FfiStatus sddmm(const SddmmProblem& problem);
-FfiStatus select_sddmm(const SddmmProblem& problem);
 FfiStatus attention(const AttentionProblem& problem);
-FfiStatus select_attention(const AttentionProblem& problem);
 FfiStatus block_topk(const GatingProblem& problem);
 
 }  // namespace sparsek::ffi

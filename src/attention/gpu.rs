@@ -202,11 +202,11 @@ pub(crate) fn run_attention<T: Element>(
         q,
         k,
         v,
-        o,
+        o: sys::Output::Launch(o),
         lse: ops.lse,
         mask: ops.mask.map(|m| (&m.row_ptr, &m.col_idx)),
     };
-    check(sys::attention(problem, bufs, &stream, true), requested).map(|_| ())
+    check(sys::attention(problem, bufs, &stream), requested).map(|_| ())
 }
 
 fn attention_problem<T: Element>(
@@ -247,6 +247,7 @@ fn attention_problem<T: Element>(
         scale: opts.get_scale(q.shape.head_dim),
         backend: backend(requested)?,
         stream: 0,
+        mode: sys::Mode::Select,
     })
 }
 

@@ -222,6 +222,29 @@ impl<T: Element> DeviceBsr<T> {
         })
     }
 
+    /// The seam's view of this matrix (its addresses filled by `sys`): one unscaled matrix.
+    pub(crate) fn desc(&self) -> Result<super::sys::BsrDesc, Error>
+    where
+        T: crate::element::Element,
+    {
+        use super::result::{dtype, to_i32, to_i64};
+        Ok(super::sys::BsrDesc {
+            m: to_i64("m", self.m)?,
+            k: to_i64("k", self.k)?,
+            bm: to_i32("bm", self.block.rows)?,
+            bk: to_i32("bk", self.block.cols)?,
+            nnzb: to_i64("nnzb", self.nnzb)?,
+            row_ptr: 0,
+            col_idx: 0,
+            values: 0,
+            dtype: dtype(T::DTYPE),
+            scales: 0,
+            scale_per_block: false,
+            batch: 1,
+            batch_stride: 0,
+        })
+    }
+
     /// `nnzb * bm * bk`, or [`BsrError::ValuesLength`] when `got` differs.
     fn check_values_len(&self, got: usize) -> Result<usize, Error> {
         let len = self.values_len();

@@ -5,7 +5,7 @@
 use cudarc::driver::CudaStream;
 
 use super::sys;
-use crate::dense::Layout;
+use crate::dense::{DenseShape, Layout};
 use crate::element::DType;
 use crate::epilogue::Activation;
 use crate::error::Error;
@@ -80,6 +80,18 @@ pub(crate) fn check_contexts(
         }
     }
     Ok(())
+}
+
+/// The seam's view of a dense operand of type `t` (its address filled by `sys`).
+pub(crate) fn dense_desc(shape: &DenseShape, t: DType) -> Result<sys::DenseDesc, Error> {
+    Ok(sys::DenseDesc {
+        data: 0,
+        rows: to_i64("rows", shape.rows)?,
+        cols: to_i64("cols", shape.cols)?,
+        ld: to_i64("ld", shape.ld)?,
+        layout: layout(shape.layout),
+        dtype: dtype(t),
+    })
 }
 
 pub(crate) fn to_i64(what: &'static str, v: usize) -> Result<i64, Error> {

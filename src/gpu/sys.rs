@@ -4,9 +4,11 @@
 //! One problem description crosses the seam: [`SpmmProblem`], whose enums *are*
 //! `sparsek::DType`, `Layout`, `Backend` and `Status` of include/sparsek/sparsek.hpp (the
 //! one definition): cxx emits a `static_assert` for every value declared here, so a value
-//! that disagrees with the C++ header fails the build. Checking and converting statuses
-//! into `Error`s is `launch.rs`'s job; functions here only extract device pointers on the
-//! launch stream and call C++.
+//! that disagrees with the C++ header fails the build. Problems are composed of the same
+//! descriptors (`DenseDesc`, `BsrDesc`, `HeadsDesc`) and carry a `Mode` (select or
+//! launch): one entry per operation. Checking and converting statuses into `Error`s is
+//! `result.rs`'s job; functions here only extract device pointers on the launch stream and
+//! call C++.
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 
@@ -55,39 +57,68 @@ mod ffi {
         CudaError = 3,
     }
 
-    /// One problem, validated by the Rust entry point (`crate::spmm`); C++ turns it into
-    /// its checked `detail::Problem` without re-validating. Pointers are device addresses.
+    /// Select: pick the kernel row and report it, read no device memory, launch nothing;
+    /// Launch: pick it and enqueue it on the problem's stream. One field of every problem,
+    /// so each operation has one entry across the seam.
     #[namespace = "sparsek::ffi"]
-    struct SpmmProblem {
+    #[repr(i32)]
+    enum Mode {
+        Select = 0,
+        Launch = 1,
+    }
+
+    /// A dense matrix view on the device: `rows x cols`, leading dimension `ld` (elements).
+    #[namespace = "sparsek::ffi"]
+    struct DenseDesc {
+        data: u64,
+        rows: i64,
+        cols: i64,
+        ld: i64,
+        layout: Layout,
+        dtype: DType,
+    }
+
+    /// A BSR matrix on the device: `m x k` in `bm x bk` blocks, its three arrays. `scales`
+    /// (0: none; one f32 per block with `scale_per_block`, else one for the tensor) and
+    /// `batch` / `batch_stride` (1 / 0: one matrix) are the room the quantized and batched
+    /// products take; today's families refuse anything else.
+    #[namespace = "sparsek::ffi"]
+    struct BsrDesc {
         m: i64,
         k: i64,
-        n: i64,
         bm: i32,
         bk: i32,
         nnzb: i64,
         row_ptr: u64,
         col_idx: u64,
         values: u64,
-        input: DType,
-        output: DType,
-        b: u64,
-        b_ld: i64,
-        b_layout: Layout,
-        c: u64,
-        c_ld: i64,
-        c_layout: Layout,
+        dtype: DType,
+        scales: u64,
+        scale_per_block: bool,
+        batch: i64,
+        batch_stride: i64,
+    }
+
+    /// One product, validated by the Rust entry point (`crate::spmm`); C++ turns it into
+    /// its checked `detail::Problem` without re-validating. Pointers are device addresses.
+    #[namespace = "sparsek::ffi"]
+    struct SpmmProblem {
+        a: BsrDesc,
+        b: DenseDesc,
+        c: DenseDesc,
         alpha: f32,
         beta: f32,
         backend: Backend,
         bias: u64,
         activation: Activation,
-        stream: u64,
         /// op(A) = Aᵀ: B is `m x n`, C `k x n`, and A is read through its transpose index
         /// (`t_col_ptr`, `t_row_idx`, `t_block_id`, device addresses; zero otherwise).
         transpose_a: bool,
         t_col_ptr: u64,
         t_row_idx: u64,
         t_block_id: u64,
+        stream: u64,
+        mode: Mode,
     }
 
     /// One SDDMM `S = α·(A·B) ⊙ mask + β·S`, validated by the Rust entry point
@@ -95,27 +126,14 @@ mod ffi {
     /// written). Pointers are device addresses.
     #[namespace = "sparsek::ffi"]
     struct SddmmProblem {
-        m: i64,
-        n: i64,
-        k: i64,
-        bm: i32,
-        bn: i32,
-        nnzb: i64,
-        row_ptr: u64,
-        col_idx: u64,
-        values: u64,
-        input: DType,
-        output: DType,
-        a: u64,
-        a_ld: i64,
-        a_layout: Layout,
-        b: u64,
-        b_ld: i64,
-        b_layout: Layout,
+        a: DenseDesc,
+        b: DenseDesc,
+        s: BsrDesc,
         alpha: f32,
         beta: f32,
         backend: Backend,
         stream: u64,
+        mode: Mode,
     }
 
     /// One `[batch, heads, seq, head_dim]` tensor of an attention problem: its device
@@ -159,6 +177,7 @@ mod ffi {
         scale: f32,
         backend: Backend,
         stream: u64,
+        mode: Mode,
     }
 
     /// One top-k gating launch, validated by the Rust entry point (`gpu::block_topk*`):
@@ -206,35 +225,19 @@ mod ffi {
         type Activation;
         type Status;
 
-        /// Selects a kernel variant and enqueues it on `problem.stream`. Unsafe: every
-        /// pointer must address a live device allocation large enough for its view, and
-        /// the BSR arrays must be valid.
+        /// Selects a kernel variant and, with `Mode::Launch`, enqueues it on
+        /// `problem.stream`. Unsafe: to launch, every pointer must address a live device
+        /// allocation large enough for its view, and the BSR arrays must be valid.
         #[namespace = "sparsek::ffi"]
         unsafe fn spmm(problem: &SpmmProblem) -> FfiStatus;
 
-        /// The variant `spmm` would run; reads no device memory, launches nothing.
-        #[namespace = "sparsek::ffi"]
-        fn select(problem: &SpmmProblem) -> FfiStatus;
-
-        /// Selects an SDDMM kernel variant and enqueues it on `problem.stream`. Unsafe as
-        /// `spmm`: every pointer must address a live device allocation large enough for
-        /// its view, and S's index arrays must be valid.
+        /// As `spmm`, for an SDDMM (S's index arrays valid).
         #[namespace = "sparsek::ffi"]
         unsafe fn sddmm(problem: &SddmmProblem) -> FfiStatus;
 
-        /// The variant `sddmm` would run; reads no device memory, launches nothing.
-        #[namespace = "sparsek::ffi"]
-        fn select_sddmm(problem: &SddmmProblem) -> FfiStatus;
-
-        /// Selects an attention kernel variant and enqueues it on `problem.stream`. Unsafe:
-        /// every pointer must address a live device allocation large enough for its view,
-        /// and the mask's arrays must be valid.
+        /// As `spmm`, for attention (the mask's arrays valid).
         #[namespace = "sparsek::ffi"]
         unsafe fn attention(problem: &AttentionProblem) -> FfiStatus;
-
-        /// The variant `attention` would run; reads no device memory, launches nothing.
-        #[namespace = "sparsek::ffi"]
-        fn select_attention(problem: &AttentionProblem) -> FfiStatus;
 
         /// Enqueues the top-k gating launch on `problem.stream`. Unsafe: every pointer must
         /// address a live device allocation large enough for its view.
@@ -244,9 +247,45 @@ mod ffi {
 }
 
 pub(crate) use ffi::{
-    Activation, AttentionProblem, Backend, DType, FfiStatus, GatingProblem, HeadsDesc, Layout,
-    SddmmProblem, SpmmProblem, Status,
+    Activation, AttentionProblem, Backend, BsrDesc, DType, DenseDesc, FfiStatus, GatingProblem,
+    HeadsDesc, Layout, Mode, SddmmProblem, SpmmProblem, Status,
 };
+
+/// An output buffer of one call, and so its mode: written by a launch (`&mut`), or only
+/// looked at (its address) by a selection. The one select-or-launch idiom of every
+/// operation.
+pub(crate) enum Output<'a, T> {
+    /// Launch: the kernel writes it.
+    Launch(&'a mut CudaSlice<T>),
+    /// Select: nothing is read or written.
+    Select(&'a CudaSlice<T>),
+}
+
+type Guard<'a> = cudarc::driver::SyncOnDrop<'a>;
+
+impl<'a, T> Output<'a, T> {
+    /// The mode, the device address on `stream` and the event guard (recorded once the
+    /// call has enqueued its work, so other streams using the buffer wait for it).
+    fn pointer(self, stream: &'a CudaStream) -> (Mode, u64, Guard<'a>) {
+        match self {
+            Output::Launch(buf) => {
+                let (ptr, guard) = buf.device_ptr_mut(stream);
+                (Mode::Launch, ptr, guard)
+            }
+            Output::Select(buf) => {
+                let (ptr, guard) = buf.device_ptr(stream);
+                (Mode::Select, ptr, guard)
+            }
+        }
+    }
+}
+
+/// Read-only device addresses on `stream`, with their guards.
+fn read<'a, T>(buf: &'a CudaSlice<T>, stream: &'a CudaStream, guards: &mut Vec<Guard<'a>>) -> u64 {
+    let (ptr, guard) = buf.device_ptr(stream);
+    guards.push(guard);
+    ptr
+}
 
 /// A's transpose index on the device (`op(A) = Aᵀ`), read only.
 pub(crate) struct TransposeBuffers<'a> {
@@ -258,7 +297,7 @@ pub(crate) struct TransposeBuffers<'a> {
     pub block_id: &'a CudaSlice<i32>,
 }
 
-/// The device buffers of one problem, all used on `stream`.
+/// The device buffers of one product, all used on `stream`.
 pub(crate) struct SpmmBuffers<'a, T, O> {
     /// A's block-row offsets (`m / bm + 1` entries).
     pub row_ptr: &'a CudaSlice<i32>,
@@ -268,31 +307,18 @@ pub(crate) struct SpmmBuffers<'a, T, O> {
     pub values: &'a CudaSlice<T>,
     /// B, read only.
     pub b: &'a CudaSlice<T>,
-    /// C, written (and read when `β != 0`).
-    pub c: &'a mut CudaSlice<O>,
+    /// C, written (and read when `β != 0`) by a launch.
+    pub c: Output<'a, O>,
     /// The bias, one value per row of C, if any (passed as a null pointer otherwise).
     pub bias: Option<&'a CudaSlice<T>>,
     /// A's transpose index when `problem.transpose_a`.
     pub transpose: Option<TransposeBuffers<'a>>,
 }
 
-/// Device addresses of A's three arrays, B and C, in that order, and the stream.
-fn set_pointers(
-    problem: &mut SpmmProblem,
-    [row_ptr, col_idx, values, b, c]: [u64; 5],
-    stream: &CudaStream,
-) {
-    problem.row_ptr = row_ptr;
-    problem.col_idx = col_idx;
-    problem.values = values;
-    problem.b = b;
-    problem.c = c;
-    problem.stream = stream.cu_stream() as u64;
-}
-
-/// Fills the pointers of `problem` from `bufs` and enqueues the kernel on `stream`.
+/// Fills the pointers and mode of `problem` from `bufs` and selects, or enqueues on
+/// `stream`, its kernel.
 ///
-/// The caller (`spmm::gpu::spmm`) has validated the scalar fields of `problem` against the
+/// The caller (`spmm::gpu`) has validated the scalar fields of `problem` against the
 /// buffers: B and C hold their views, and `row_ptr`/`col_idx`/`values` come from a
 /// `DeviceBsr`, which holds only validated BSR arrays.
 pub(crate) fn spmm<T, O>(
@@ -300,88 +326,35 @@ pub(crate) fn spmm<T, O>(
     bufs: SpmmBuffers<'_, T, O>,
     stream: &CudaStream,
 ) -> FfiStatus {
-    // The guards record cudarc's read/write events after the launch is enqueued, so other
-    // streams that use these buffers wait for it.
-    let (row_ptr, _g0) = bufs.row_ptr.device_ptr(stream);
-    let (col_idx, _g1) = bufs.col_idx.device_ptr(stream);
-    let (values, _g2) = bufs.values.device_ptr(stream);
-    let (b, _g3) = bufs.b.device_ptr(stream);
-    let (c, _g4) = bufs.c.device_ptr_mut(stream);
-    let (bias, _g5) = match bufs.bias {
-        Some(bias) => {
-            let (ptr, guard) = bias.device_ptr(stream);
-            (ptr, Some(guard))
-        }
-        None => (0, None),
-    };
-    let (t, _g6) = transpose_pointers(bufs.transpose.as_ref(), stream);
-    set_pointers(&mut problem, [row_ptr, col_idx, values, b, c], stream);
-    [problem.t_col_ptr, problem.t_row_idx, problem.t_block_id] = t;
-    problem.bias = bias;
-    // SAFETY: every pointer is a live cudarc allocation borrowed for this call (C
-    // mutably), sized for its view as crate::spmm checked (B, C, the bias's m values) and
-    // as DeviceBsr's validating constructors guarantee (row_ptr, col_idx,
-    // values, and the transpose index DeviceBsr built from those validated arrays); every
-    // buffer belongs to the stream's context (result::check_contexts), which spmm::gpu::spmm
-    // bound to this thread.
+    let mut guards = Vec::new();
+    problem.a.row_ptr = read(bufs.row_ptr, stream, &mut guards);
+    problem.a.col_idx = read(bufs.col_idx, stream, &mut guards);
+    problem.a.values = read(bufs.values, stream, &mut guards);
+    problem.b.data = read(bufs.b, stream, &mut guards);
+    if let Some(bias) = bufs.bias {
+        problem.bias = read(bias, stream, &mut guards);
+    }
+    if let Some(t) = &bufs.transpose {
+        problem.t_col_ptr = read(t.col_ptr, stream, &mut guards);
+        problem.t_row_idx = read(t.row_idx, stream, &mut guards);
+        problem.t_block_id = read(t.block_id, stream, &mut guards);
+    }
+    let (mode, c, _c) = bufs.c.pointer(stream);
+    problem.c.data = c;
+    problem.mode = mode;
+    problem.stream = stream.cu_stream() as u64;
+    // SAFETY: every pointer is a live cudarc allocation borrowed for this call (C mutably
+    // when it launches; a selection reads and writes nothing), sized for its view as
+    // crate::spmm checked (B, C, the bias's m values) and as DeviceBsr's validating
+    // constructors guarantee (row_ptr, col_idx, values, and the transpose index DeviceBsr
+    // built from those validated arrays); every buffer belongs to the stream's context
+    // (result::check_contexts), which spmm::gpu bound to this thread.
     unsafe { ffi::spmm(&problem) }
 }
 
-/// The transpose index's device addresses (zeros without one) and the guards that record
-/// their reads on `stream`.
-type ReadGuard<'a> = cudarc::driver::SyncOnDrop<'a>;
-
-fn transpose_pointers<'a>(
-    t: Option<&'a TransposeBuffers<'a>>,
-    stream: &'a CudaStream,
-) -> ([u64; 3], Vec<ReadGuard<'a>>) {
-    let Some(t) = t else {
-        return ([0; 3], Vec::new());
-    };
-    let (col_ptr, g0) = t.col_ptr.device_ptr(stream);
-    let (row_idx, g1) = t.row_idx.device_ptr(stream);
-    let (block_id, g2) = t.block_id.device_ptr(stream);
-    ([col_ptr, row_idx, block_id], vec![g0, g1, g2])
-}
-
-/// Whether the CUDA driver library can be loaded (cudarc panics without it).
 pub(crate) fn driver_present() -> bool {
     // SAFETY: only attempts to dlopen libcuda's candidate names; no CUDA call is made.
     unsafe { cudarc::driver::sys::is_culib_present() }
-}
-
-/// The same buffers, read-only: `select` looks at their addresses (alignment), never at
-/// their contents.
-pub(crate) struct SpmmBufferRefs<'a, T, O> {
-    /// A's block-row offsets.
-    pub row_ptr: &'a CudaSlice<i32>,
-    /// A's block-columns.
-    pub col_idx: &'a CudaSlice<i32>,
-    /// A's block values.
-    pub values: &'a CudaSlice<T>,
-    /// B.
-    pub b: &'a CudaSlice<T>,
-    /// C.
-    pub c: &'a CudaSlice<O>,
-    /// A's transpose index when `problem.transpose_a`.
-    pub transpose: Option<TransposeBuffers<'a>>,
-}
-
-/// The variant `spmm` would run for `problem` with these buffers, or why none can.
-pub(crate) fn select<T, O>(
-    mut problem: SpmmProblem,
-    bufs: SpmmBufferRefs<'_, T, O>,
-    stream: &CudaStream,
-) -> FfiStatus {
-    let (row_ptr, _g0) = bufs.row_ptr.device_ptr(stream);
-    let (col_idx, _g1) = bufs.col_idx.device_ptr(stream);
-    let (values, _g2) = bufs.values.device_ptr(stream);
-    let (b, _g3) = bufs.b.device_ptr(stream);
-    let (c, _g4) = bufs.c.device_ptr(stream);
-    let (t, _g5) = transpose_pointers(bufs.transpose.as_ref(), stream);
-    set_pointers(&mut problem, [row_ptr, col_idx, values, b, c], stream);
-    [problem.t_col_ptr, problem.t_row_idx, problem.t_block_id] = t;
-    ffi::select(&problem)
 }
 
 /// The device buffers of one SDDMM, all used on `stream`.
@@ -390,120 +363,82 @@ pub(crate) struct SddmmBuffers<'a, T, O> {
     pub a: &'a CudaSlice<T>,
     /// B, read only.
     pub b: &'a CudaSlice<T>,
-    /// S's block-row offsets (`m / bm + 1` entries).
+    /// S's block-row offsets.
     pub row_ptr: &'a CudaSlice<i32>,
-    /// S's block-columns (`nnzb` entries, at least 1 allocated).
+    /// S's block-columns.
     pub col_idx: &'a CudaSlice<i32>,
-    /// S's values (`nnzb * bm * bn`, at least 1 allocated): written (and read when `β != 0`)
-    /// by a launch; only their address is looked at by a selection.
-    pub values: SddmmValues<'a, O>,
+    /// S's values, written by a launch.
+    pub values: Output<'a, O>,
 }
 
-/// S's values for [`sddmm`]: to write (a launch) or only to look at (a selection).
-pub(crate) enum SddmmValues<'a, O> {
-    /// Launch: the kernel writes them.
-    Write(&'a mut CudaSlice<O>),
-    /// Select only: their address (alignment) is checked, nothing is read.
-    Look(&'a CudaSlice<O>),
-}
-
-/// Fills the pointers of `problem` from `bufs` and enqueues the SDDMM on `stream`
-/// (`SddmmValues::Write`), or only selects its variant (`SddmmValues::Look`).
-///
-/// The caller (`sddmm::gpu::sddmm`) has validated the scalar fields of `problem` against the
-/// buffers: A and B hold their views, and S's arrays come from a `DeviceBsr`, which holds
-/// only validated BSR arrays.
+/// Fills the pointers and mode of `problem` from `bufs` and selects, or enqueues on
+/// `stream`, its kernel. The caller (`sddmm::gpu`) validated the scalar fields against the
+/// buffers.
 pub(crate) fn sddmm<T, O>(
     mut problem: SddmmProblem,
     bufs: SddmmBuffers<'_, T, O>,
     stream: &CudaStream,
 ) -> FfiStatus {
-    let (a, _g0) = bufs.a.device_ptr(stream);
-    let (b, _g1) = bufs.b.device_ptr(stream);
-    let (row_ptr, _g2) = bufs.row_ptr.device_ptr(stream);
-    let (col_idx, _g3) = bufs.col_idx.device_ptr(stream);
-    let (run, (values, _g4)) = match bufs.values {
-        SddmmValues::Write(v) => (true, v.device_ptr_mut(stream)),
-        SddmmValues::Look(v) => (false, v.device_ptr(stream)),
-    };
-    problem.a = a;
-    problem.b = b;
-    problem.row_ptr = row_ptr;
-    problem.col_idx = col_idx;
-    problem.values = values;
+    let mut guards = Vec::new();
+    problem.a.data = read(bufs.a, stream, &mut guards);
+    problem.b.data = read(bufs.b, stream, &mut guards);
+    problem.s.row_ptr = read(bufs.row_ptr, stream, &mut guards);
+    problem.s.col_idx = read(bufs.col_idx, stream, &mut guards);
+    let (mode, values, _s) = bufs.values.pointer(stream);
+    problem.s.values = values;
+    problem.mode = mode;
     problem.stream = stream.cu_stream() as u64;
-    if !run {
-        return ffi::select_sddmm(&problem);
-    }
     // SAFETY: every pointer is a live cudarc allocation borrowed for this call (S's values
-    // mutably), sized for its view as crate::sddmm checked (A, B) and as DeviceBsr's
-    // validating constructors guarantee (row_ptr, col_idx, values); every buffer belongs
-    // to the stream's context (result::check_contexts), which sddmm::gpu::sddmm bound to this
-    // thread.
+    // mutably when it launches), sized for its view as crate::sddmm checked (A, B) and as
+    // DeviceBsr's validating constructors guarantee (row_ptr, col_idx, values); every
+    // buffer belongs to the stream's context (result::check_contexts), which sddmm::gpu
+    // bound to this thread.
     unsafe { ffi::sddmm(&problem) }
 }
 
 /// The device buffers of one attention forward, all used on `stream`.
 pub(crate) struct AttentionBuffers<'a, T> {
-    /// Q, read only (its view, `problem.q`, was checked to fit).
+    /// Q, K, V, read only.
     pub q: &'a CudaSlice<T>,
-    /// K, read only.
     pub k: &'a CudaSlice<T>,
-    /// V, read only.
     pub v: &'a CudaSlice<T>,
-    /// O, written.
-    pub o: &'a mut CudaSlice<T>,
-    /// The LSE, written when present.
+    /// O, written by a launch.
+    pub o: Output<'a, T>,
+    /// The LSE, written by a launch, if asked for.
     pub lse: Option<&'a mut CudaSlice<f32>>,
-    /// The mask's `row_ptr` and `col_idx` (from a `DeviceBlockPatterns`), when masked.
+    /// The mask's `row_ptr` and `col_idx` (a `DeviceBlockPatterns`).
     pub mask: Option<(&'a CudaSlice<i32>, &'a CudaSlice<i32>)>,
 }
 
-/// Fills the pointers of `problem` from `bufs` and enqueues the attention on `stream` (or
-/// only selects its variant when `run` is false).
-///
-/// The caller (`gpu::attention`) has validated the scalar fields of `problem` against the
-/// buffers: every view fits its buffer, and the mask arrays come from a
-/// `DeviceBlockPatterns`, which holds only validated patterns.
+/// Fills the pointers and mode of `problem` from `bufs` and selects, or enqueues on
+/// `stream`, its kernel. The caller (`attention::gpu`) validated the scalar fields against
+/// the buffers.
 pub(crate) fn attention<T>(
     mut problem: AttentionProblem,
     bufs: AttentionBuffers<'_, T>,
     stream: &CudaStream,
-    run: bool,
 ) -> FfiStatus {
-    let (q, _g0) = bufs.q.device_ptr(stream);
-    let (k, _g1) = bufs.k.device_ptr(stream);
-    let (v, _g2) = bufs.v.device_ptr(stream);
-    let (o, _g3) = bufs.o.device_ptr_mut(stream);
-    let (lse, _g4) = match bufs.lse {
-        Some(l) => {
-            let (ptr, guard) = l.device_ptr_mut(stream);
-            (ptr, Some(guard))
-        }
-        None => (0, None),
-    };
     let mut guards = Vec::new();
+    problem.q.data = read(bufs.q, stream, &mut guards);
+    problem.k.data = read(bufs.k, stream, &mut guards);
+    problem.v.data = read(bufs.v, stream, &mut guards);
     if let Some((row_ptr, col_idx)) = bufs.mask {
-        let (r, g) = row_ptr.device_ptr(stream);
-        let (c, h) = col_idx.device_ptr(stream);
-        problem.row_ptr = r;
-        problem.col_idx = c;
-        guards.push(g);
-        guards.push(h);
+        problem.row_ptr = read(row_ptr, stream, &mut guards);
+        problem.col_idx = read(col_idx, stream, &mut guards);
     }
-    problem.q.data = q;
-    problem.k.data = k;
-    problem.v.data = v;
+    let (mode, o, _o) = bufs.o.pointer(stream);
+    let _lse = bufs.lse.map(|l| {
+        let (ptr, guard) = l.device_ptr_mut(stream);
+        problem.lse = ptr;
+        guard
+    });
     problem.o.data = o;
-    problem.lse = lse;
+    problem.mode = mode;
     problem.stream = stream.cu_stream() as u64;
-    if !run {
-        return ffi::select_attention(&problem);
-    }
     // SAFETY: every pointer is a live cudarc allocation borrowed for this call (O and the
-    // LSE mutably), sized for its view as gpu::attention checked; the mask arrays come from
-    // a DeviceBlockPatterns (validated on upload, or written by the gating kernel with the
-    // sizes it promises); every buffer belongs to the stream's context
+    // LSE mutably), sized for its view as attention::check checked; the mask arrays come
+    // from a DeviceBlockPatterns (validated on upload, or written by the gating kernel with
+    // the sizes it promises); every buffer belongs to the stream's context
     // (result::check_contexts), bound to this thread.
     unsafe { ffi::attention(&problem) }
 }
@@ -530,17 +465,11 @@ pub(crate) fn block_topk<T>(
 ) -> FfiStatus {
     let mut guards = Vec::new();
     if let Some((q, k)) = bufs.qk {
-        let (qp, g) = q.device_ptr(stream);
-        let (kp, h) = k.device_ptr(stream);
-        problem.q.data = qp;
-        problem.k.data = kp;
-        guards.push(g);
-        guards.push(h);
+        problem.q.data = read(q, stream, &mut guards);
+        problem.k.data = read(k, stream, &mut guards);
     }
-    if let Some(s) = bufs.scores {
-        let (sp, g) = s.device_ptr(stream);
-        problem.scores = sp;
-        guards.push(g);
+    if let Some(scores) = bufs.scores {
+        problem.scores = read(scores, stream, &mut guards);
     }
     let (row_ptr, _g0) = bufs.row_ptr.device_ptr_mut(stream);
     let (col_idx, _g1) = bufs.col_idx.device_ptr_mut(stream);

@@ -7,7 +7,7 @@ use super::check::check_sddmm;
 use crate::dense::{Dense, DenseShape, Storage};
 use crate::element::Element;
 use crate::error::Error;
-use crate::gpu::result::{backend, check, check_contexts, dtype, layout, to_i32, to_i64};
+use crate::gpu::result::{backend, check, check_contexts, dense_desc};
 use crate::gpu::{sys, DeviceBsr};
 use crate::options::{Backend, SpmmOptions};
 use crate::spmm::check::check_gpu_types;
@@ -35,27 +35,14 @@ fn sddmm_problem<T: Element, O: Element>(
     options: &SpmmOptions,
 ) -> Result<sys::SddmmProblem, Error> {
     Ok(sys::SddmmProblem {
-        m: to_i64("m", s.m)?,
-        n: to_i64("n", s.k)?,
-        k: to_i64("k", a_shape.cols)?,
-        bm: to_i32("bm", s.block.rows)?,
-        bn: to_i32("bn", s.block.cols)?,
-        nnzb: to_i64("nnzb", s.nnzb)?,
-        row_ptr: 0,
-        col_idx: 0,
-        values: 0,
-        input: dtype(T::DTYPE),
-        output: dtype(O::DTYPE),
-        a: 0,
-        a_ld: to_i64("A.ld", a_shape.ld)?,
-        a_layout: layout(a_shape.layout),
-        b: 0,
-        b_ld: to_i64("B.ld", b_shape.ld)?,
-        b_layout: layout(b_shape.layout),
+        a: dense_desc(a_shape, T::DTYPE)?,
+        b: dense_desc(b_shape, T::DTYPE)?,
+        s: s.desc()?,
         alpha: options.alpha,
         beta: options.beta,
         backend: backend(options.backend)?,
         stream: 0,
+        mode: sys::Mode::Select,
     })
 }
 
@@ -93,7 +80,7 @@ pub(crate) fn sddmm<T: Element, O: Element>(
         b: ops.b,
         row_ptr: &s.row_ptr,
         col_idx: &s.col_idx,
-        values: sys::SddmmValues::Write(&mut s.values),
+        values: sys::Output::Launch(&mut s.values),
     };
     check(sys::sddmm(problem, bufs, &stream), options.backend).map(|_| ())
 }
@@ -128,7 +115,7 @@ pub fn can_implement_sddmm<T: Element, O: Element>(
         b: b_data,
         row_ptr: &s.row_ptr,
         col_idx: &s.col_idx,
-        values: sys::SddmmValues::Look(&s.values),
+        values: sys::Output::Select(&s.values),
     };
     check(sys::sddmm(problem, bufs, &stream), options.backend)
 }

@@ -8,9 +8,7 @@ use crate::dense::{Dense, DenseMut, DenseShape, Storage, StorageMut};
 use crate::element::Element;
 use crate::epilogue::Activation;
 use crate::error::Error;
-use crate::gpu::result::{
-    activation, backend, check, check_contexts, dtype, layout, to_i32, to_i64,
-};
+use crate::gpu::result::{activation, backend, check, check_contexts, dense_desc};
 use crate::gpu::{sys, DeviceBsr};
 use crate::options::{Backend, SpmmOptions};
 
@@ -46,33 +44,20 @@ fn problem<T: Element, O: Element>(
     options: &SpmmOptions,
 ) -> Result<sys::SpmmProblem, Error> {
     Ok(sys::SpmmProblem {
-        m: to_i64("m", a.m)?,
-        k: to_i64("k", a.k)?,
-        n: to_i64("n", c.cols)?,
-        bm: to_i32("bm", a.block.rows)?,
-        bk: to_i32("bk", a.block.cols)?,
-        nnzb: to_i64("nnzb", a.nnzb)?,
-        row_ptr: 0,
-        col_idx: 0,
-        values: 0,
-        input: dtype(T::DTYPE),
-        output: dtype(O::DTYPE),
-        b: 0,
-        b_ld: to_i64("B.ld", b.ld)?,
-        b_layout: layout(b.layout),
-        c: 0,
-        c_ld: to_i64("C.ld", c.ld)?,
-        c_layout: layout(c.layout),
+        a: a.desc()?,
+        b: dense_desc(b, T::DTYPE)?,
+        c: dense_desc(c, O::DTYPE)?,
         alpha: options.alpha,
         beta: options.beta,
         backend: backend(options.backend)?,
         bias: 0,
         activation: sys::Activation::None,
-        stream: 0,
         transpose_a: options.transpose_a,
         t_col_ptr: 0,
         t_row_idx: 0,
         t_block_id: 0,
+        stream: 0,
+        mode: sys::Mode::Select,
     })
 }
 
@@ -126,7 +111,7 @@ pub(crate) fn spmm<T: Element, O: Element>(
         col_idx: &ops.a.col_idx,
         values: &ops.a.values,
         b: ops.b,
-        c: ops.c,
+        c: sys::Output::Launch(ops.c),
         bias: ops.bias,
         transpose,
     };
@@ -160,13 +145,14 @@ pub fn can_implement<T: Element, O: Element>(
     let stream = c_data.stream().clone();
     check_spmm_contexts(a, b_data, None, &stream)?;
     stream.context().bind_to_thread()?;
-    let bufs = sys::SpmmBufferRefs {
+    let bufs = sys::SpmmBuffers {
         row_ptr: &a.row_ptr,
         col_idx: &a.col_idx,
         values: &a.values,
         b: b_data,
-        c: c_data,
+        c: sys::Output::Select(c_data),
+        bias: None,
         transpose: transpose_buffers(a, options)?,
     };
-    check(sys::select(problem, bufs, &stream), options.backend)
+    check(sys::spmm(problem, bufs, &stream), options.backend)
 }
