@@ -8,7 +8,7 @@
 #include "core/dtype.hpp"
 #include "attention/problem.hpp"
 #include "core/index_check.hpp"
-#include "overlap.hpp"
+#include "core/overlap.hpp"
 #include "core/registry.hpp"
 
 namespace sparsek {

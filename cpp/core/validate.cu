@@ -1,0 +1,140 @@
+// The checks every operation's C++ entry shares: results and their one prefix, the device
+// query, and the views (dense, BSR) validated by value with checked int64 arithmetic.
+#include <cstdarg>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+
+#include "core/dtype.hpp"
+#include "core/validate.hpp"
+
+namespace sparsek {
+namespace detail {
+
+
+Result make_result(Status s, const char* fmt, ...) {
+  Result r;
+  r.status = s;
+  va_list args;
+  va_start(args, fmt);
+  std::vsnprintf(r.message, sizeof(r.message), fmt, args);
+  va_end(args);
+  return r;
+}
+
+Result current_device(DeviceInfo* out) {
+  int dev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return make_result(Status::CudaError, "querying the current device: %s", cudaGetErrorString(e));
+  DeviceInfo info;
+  info.id = dev;
+  // Device attributes do not change while a process runs: ask once per device. The
+  // cache is published under its mutex, so readers never see a half-written entry.
+  constexpr int kMaxDevices = 64;
+  static std::mutex lock;
+  static bool cached[kMaxDevices] = {};
+  static DeviceInfo cache[kMaxDevices];
+  if (dev >= 0 && dev < kMaxDevices) {
+    std::lock_guard<std::mutex> guard(lock);
+    if (cached[dev]) {
+      *out = cache[dev];
+      return Result{};
+    }
+  }
+  e = cudaDeviceGetAttribute(&info.cc_major, cudaDevAttrComputeCapabilityMajor, dev);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&info.cc_minor, cudaDevAttrComputeCapabilityMinor, dev);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&info.sm_count, cudaDevAttrMultiProcessorCount, dev);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&info.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  if (e != cudaSuccess)
+    return make_result(Status::CudaError, "querying device %d: %s", dev, cudaGetErrorString(e));
+  if (dev >= 0 && dev < kMaxDevices) {
+    std::lock_guard<std::mutex> guard(lock);
+    cache[dev] = info;
+    cached[dev] = true;
+  }
+  *out = info;
+  return Result{};
+}
+
+int64_t element_bytes(DType t) { return dtype_bytes(t); }
+bool valid(DType t) { return KnownDTypes::contains(t); }
+bool valid(Layout l) { return l == Layout::RowMajor || l == Layout::ColMajor; }
+bool valid(Backend b) {
+  return b == Backend::Auto || b == Backend::Wmma || b == Backend::Hopper || b == Backend::Decode;
+}
+bool valid(Activation a) {
+  return a == Activation::None || a == Activation::Relu || a == Activation::GeluTanh || a == Activation::Silu;
+}
+
+// A dense view: non-negative dims, non-null data when non-empty, ld covering the
+// contiguous extent, and its last element's offset (in bytes too) inside int64.
+Result check_dense(const char* name, const DenseView& v) {
+  if (!valid(v.layout)) return make_result(Status::InvalidArgument, "%s.layout = %d is not a Layout", name, int(v.layout));
+  if (!valid(v.dtype)) return make_result(Status::InvalidArgument, "%s.dtype = %d is not a DType", name, int(v.dtype));
+  if (v.rows < 0 || v.cols < 0 || v.ld < 0)
+    return make_result(Status::InvalidArgument, "%s is %lldx%lld with ld %lld: negative", name, (long long)v.rows,
+                       (long long)v.cols, (long long)v.ld);
+  const bool row = v.layout == Layout::RowMajor;
+  const int64_t extent = row ? v.cols : v.rows, outer = row ? v.rows : v.cols;
+  if (v.ld < (extent > 0 ? extent : 1))
+    return make_result(Status::InvalidArgument, "%s.ld = %lld is smaller than its contiguous extent %lld", name,
+                       (long long)v.ld, (long long)(extent > 0 ? extent : 1));
+  if (v.rows == 0 || v.cols == 0) return Result{};
+  if (v.data == nullptr) return make_result(Status::InvalidArgument, "%s.data is null", name);
+  int64_t span = 0, bytes = 0;
+  if (__builtin_mul_overflow(outer - 1, v.ld, &span) || __builtin_add_overflow(span, extent, &span) ||
+      __builtin_mul_overflow(span, element_bytes(v.dtype), &bytes))
+    return make_result(Status::InvalidArgument, "%s: (%lld - 1) * ld %lld + %lld elements overflow int64", name,
+                       (long long)outer, (long long)v.ld, (long long)extent);
+  return Result{};
+}
+
+// The bytes of a dense view that passed check_dense (empty when it has no element).
+ByteRange dense_bytes(const DenseView& v) {
+  if (v.rows == 0 || v.cols == 0) return ByteRange{};
+  const bool row = v.layout == Layout::RowMajor;
+  const int64_t extent = row ? v.cols : v.rows, outer = row ? v.rows : v.cols;
+  return elements(v.data, (outer - 1) * v.ld + extent, element_bytes(v.dtype));  // fits: check_dense
+}
+
+// A BSR view (`name`: "A", or "S" for the SDDMM's output, whose k is n and bk is bn).
+Result check_bsr(const BsrView& a, const char* name) {
+  if (!valid(a.dtype)) return make_result(Status::InvalidArgument, "%s.dtype = %d is not a DType", name, int(a.dtype));
+  if (a.bm <= 0 || a.bk <= 0) return make_result(Status::InvalidArgument, "block shape %dx%d is not positive", a.bm, a.bk);
+  if (a.m < 0 || a.k < 0 || a.nnzb < 0)
+    return make_result(Status::InvalidArgument, "%s is %lldx%lld with nnzb %lld: negative", name, (long long)a.m,
+                       (long long)a.k, (long long)a.nnzb);
+  if (a.m % a.bm != 0 || a.k % a.bk != 0)
+    return make_result(Status::InvalidArgument, "%s is %lldx%lld, not a multiple of the %dx%d block", name, (long long)a.m,
+                       (long long)a.k, a.bm, a.bk);
+  const int64_t rows = a.m / a.bm, cols = a.k / a.bk;
+  if (rows > INT32_MAX || cols > INT32_MAX)
+    return make_result(Status::InvalidArgument, "%s has %lldx%lld blocks; block counts must fit int32", name, (long long)rows,
+                       (long long)cols);
+  const int64_t blocks = rows * cols;  // < 2^62: both factors fit int32
+  if (a.nnzb > blocks || a.nnzb > INT32_MAX)
+    return make_result(Status::InvalidArgument, "nnzb = %lld is out of range (%lld blocks, int32 indices)",
+                       (long long)a.nnzb, (long long)blocks);
+  int64_t values = 0;
+  if (__builtin_mul_overflow(a.nnzb, int64_t(a.bm) * a.bk, &values) ||
+      __builtin_mul_overflow(values, element_bytes(a.dtype), &values))
+    return make_result(Status::InvalidArgument, "nnzb * bm * bk = %lld * %d * %d values overflow int64 bytes",
+                       (long long)a.nnzb, a.bm, a.bk);
+  if (a.row_ptr == nullptr) return make_result(Status::InvalidArgument, "%s.row_ptr is null", name);
+  if (a.nnzb > 0 && (a.col_idx == nullptr || a.values == nullptr))
+    return make_result(Status::InvalidArgument, "%s.col_idx or %s.values is null with nnzb = %lld", name, name,
+                       (long long)a.nnzb);
+  return Result{};
+}
+
+Result finish(Result r) {
+  if (r.ok()) return r;
+  char body[sizeof(r.message)];
+  std::memcpy(body, r.message, sizeof(body));
+  std::snprintf(r.message, sizeof(r.message), "sparsek: %s", body);
+  return r;
+}
+
+}  // namespace detail
+}  // namespace sparsek

@@ -1,0 +1,30 @@
+// The checks every operation's C++ entry shares (core/validate.cu): each view by value,
+// with checked int64 arithmetic, before anything is queried or launched.
+#pragma once
+
+#include <sparsek/sparsek.hpp>
+
+#include "core/overlap.hpp"
+#include "spmm/problem.hpp"
+
+namespace sparsek::detail {
+
+// The result of an entry point, its message given the one "sparsek: " prefix.
+Result finish(Result r);
+
+bool valid(DType t);  // a DType with a traits entry (core/dtype.hpp)
+bool valid(Layout l);
+bool valid(Backend b);
+bool valid(Activation a);
+
+// A dense view: non-negative dims, non-null data when non-empty, ld covering the
+// contiguous extent, and its last element's offset (in bytes too) inside int64.
+Result check_dense(const char* name, const DenseView& v);
+
+// The bytes of a dense view that passed check_dense (empty when it has no element).
+ByteRange dense_bytes(const DenseView& v);
+
+// A BSR view (`name`: "A", or "S" for the SDDMM's output, whose k is n and bk is bn).
+Result check_bsr(const BsrView& a, const char* name = "A");
+
+}  // namespace sparsek::detail

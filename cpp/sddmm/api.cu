@@ -1,0 +1,88 @@
+// The C++ entry of the SDDMM (include/sparsek/sddmm.hpp): validate the views once into a
+// checked SddmmProblem (cpp/sddmm/problem.hpp), optionally check S's indices on the device,
+// select a kernel row (cpp/core/registry.hpp) and launch it.
+#include <climits>
+#include <cstdio>
+
+#include <sparsek/sddmm.hpp>
+
+#include "core/dtype.hpp"
+#include "core/index_check.hpp"
+#include "core/registry.hpp"
+#include "core/validate.hpp"
+#include "sddmm/problem.hpp"
+
+namespace sparsek {
+namespace detail {
+namespace {
+
+int64_t element_bytes(DType t) { return dtype_bytes(t); }
+
+}  // namespace
+
+Result validate(const DenseView& a, const DenseView& b, const BsrMutView& s, const SddmmOptions& options,
+                SddmmProblem* out) {
+  if (!valid(options.backend))
+    return make_result(Status::InvalidArgument, "backend = %d is not a Backend", int(options.backend));
+  // S's checks are a BsrView's, n and bn in the place of k and bk.
+  BsrView pattern;
+  pattern.m = s.m, pattern.k = s.n, pattern.bm = s.bm, pattern.bk = s.bn, pattern.nnzb = s.nnzb;
+  pattern.row_ptr = s.row_ptr, pattern.col_idx = s.col_idx, pattern.values = s.values, pattern.dtype = s.dtype;
+  Result r = check_bsr(pattern, "S");
+  if (r.ok()) r = check_dense("A", a);
+  if (r.ok()) r = check_dense("B", b);
+  if (!r.ok()) return r;
+  if (a.rows != s.m)
+    return make_result(Status::InvalidArgument, "A has %lld rows, S has m = %lld", (long long)a.rows, (long long)s.m);
+  if (b.cols != s.n)
+    return make_result(Status::InvalidArgument, "B has %lld columns, S has n = %lld", (long long)b.cols,
+                       (long long)s.n);
+  if (b.rows != a.cols)
+    return make_result(Status::InvalidArgument, "B has %lld rows, A has %lld columns", (long long)b.rows,
+                       (long long)a.cols);
+  // S's values are written: they may not overlap A, B or S's own index arrays (every count
+  // fits int64 bytes, check_bsr).
+  {
+    const ByteRange inputs[] = {dense_bytes(a), dense_bytes(b), elements(s.row_ptr, s.m / s.bm + 1, 4),
+                                elements(s.col_idx, s.nnzb, 4)};
+    const char* const names[] = {"A", "B", "S.row_ptr", "S.col_idx"};
+    r = check_disjoint("S.values", elements(s.values, s.nnzb * s.bm * s.bn, element_bytes(s.dtype)), inputs, names);
+    if (!r.ok()) return r;
+  }
+  if ((a.dtype != DType::F16 && a.dtype != DType::BF16) || b.dtype != a.dtype)
+    return make_result(Status::NotSupported, "inputs must be f16 or bf16 and equal (A is %s, B is %s)",
+                       dtype_name(a.dtype), dtype_name(b.dtype));
+  if (s.dtype != a.dtype && s.dtype != DType::F32)
+    return make_result(Status::NotSupported, "S must be %s or f32, not %s", dtype_name(a.dtype), dtype_name(s.dtype));
+  DeviceInfo device;
+  r = current_device(&device);
+  if (!r.ok()) return r;
+  *out = SddmmProblem(a, b, s, options.alpha, options.beta, options.backend, device);
+  return Result{};
+}
+
+}  // namespace detail
+
+Result can_implement(const DenseView& a, const DenseView& b, const BsrMutView& s, const SddmmOptions& options,
+                     Backend* chosen) {
+  detail::SddmmProblem p;
+  Result r = detail::validate(a, b, s, options, &p);
+  detail::SddmmSelection sel;
+  if (r.ok()) r = detail::select(p, &sel);
+  if (r.ok() && chosen != nullptr) *chosen = sel.family->backend;
+  return detail::finish(r);
+}
+
+Result sddmm(const DenseView& a, const DenseView& b, const BsrMutView& s, const SddmmOptions& options,
+             cudaStream_t stream) {
+  detail::SddmmProblem p;
+  Result r = detail::validate(a, b, s, options, &p);
+  detail::SddmmSelection sel;
+  if (r.ok()) r = detail::select(p, &sel);
+  if (r.ok() && options.check_indices) r = detail::check_pattern(p.s.row_ptr, p.s.col_idx, p.block_rows(),
+                                                                  p.block_cols(), p.s.nnzb, stream, "S");
+  if (r.ok()) r = detail::launch(p, sel, stream);
+  return detail::finish(r);
+}
+
+}  // namespace sparsek
