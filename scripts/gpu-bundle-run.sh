@@ -3,6 +3,8 @@
 # with a GPU and the CUDA driver; no Rust or CUDA toolkit needed.
 #
 #   run.sh                 # GPU tests + the Rust and C++ quickstarts; non-zero exit if any fails
+#   run.sh test-spmm       # its first half: the products' families, quickstarts, C++ checks
+#   run.sh test-ops        # its second half: A^T, SDDMM, attention, hardening, linear_backward
 #   run.sh bench [ARGS]    # the criterion bench (ARGS passed on, e.g. a filter)
 #   run.sh report [ARGS]   # bench_report run ARGS (table, --json, --png, --baseline gate)
 #   run.sh products [ARGS] # bench_report products ARGS (A^T*B and D*A beside A*B)
@@ -20,6 +22,13 @@ done
 
 case "${1:-test}" in
   test)
+    # Both halves (each fits a 10-minute device call on an H100).
+    "$0" test-spmm; a=$?
+    "$0" test-ops; b=$?
+    [ $a = 0 ] && [ $b = 0 ]
+    exit $?
+    ;;
+  test-spmm)
     fail=0
     "$here/gpu_sm90_tests" --test-threads=1 --nocapture || fail=1
     "$here/gpu_wmma_tests" --test-threads=1 --nocapture || fail=1
@@ -42,6 +51,16 @@ case "${1:-test}" in
         forced_row || fail=1
     done
     "$here/device_bsr_tests" --test-threads=1 --nocapture || fail=1
+    "$here/quickstart" || fail=1
+    "$here/quickstart_cpp" || fail=1
+    "$here/spmm_check" --suite || fail=1
+    "$here/cpp_index_check" || fail=1
+    [ -x "$here/check_decode" ] && { "$here/check_decode" || fail=1; }
+    [ $fail = 0 ] && echo "sparsek GPU bundle (spmm): all passed" || echo "sparsek GPU bundle (spmm): FAILED"
+    exit $fail
+    ;;
+  test-ops)
+    fail=0
     # op(A) = A^T (transpose_a) and D*op(A) (dense_spmm) on the device.
     "$here/gpu_products_tests" --test-threads=1 --nocapture || fail=1
     # The A^T rows with split tiles, every launch in 3 pieces.
@@ -56,15 +75,10 @@ case "${1:-test}" in
     for row in attn_sm90_bf16_d128_turns attn_sm90_bf16_d64_turns; do
       SPARSEK_VARIANT=$row "$here/attention_check" --quick || fail=1
     done
-    "$here/quickstart" || fail=1
     "$here/linear_backward" || fail=1
-    "$here/quickstart_cpp" || fail=1
-    "$here/spmm_check" --suite || fail=1
     "$here/sddmm_check" || fail=1
     "$here/cpp_api_errors" || fail=1
-    "$here/cpp_index_check" || fail=1
-    [ -x "$here/check_decode" ] && { "$here/check_decode" || fail=1; }
-    [ $fail = 0 ] && echo "sparsek GPU bundle: all passed" || echo "sparsek GPU bundle: FAILED"
+    [ $fail = 0 ] && echo "sparsek GPU bundle (ops): all passed" || echo "sparsek GPU bundle (ops): FAILED"
     exit $fail
     ;;
   bench)
