@@ -10,6 +10,7 @@
 
 #include "attention/sm90/configs.hpp"
 #include "core/family_util.hpp"
+#include "core/launch_table.hpp"
 #include "core/registry.hpp"
 
 #ifndef SPARSEK_NO_SM90A
@@ -78,20 +79,18 @@ const char* supports(const AttentionProblem& p) {
 }
 
 using LaunchFn = cudaError_t (*)(const AttentionProblem&, cudaStream_t);
-// Row kRow's launch_row where the build compiled the row (core/features.hpp), else null:
-// the registry never launches a row that is not built.
-template <int kRow>
-constexpr LaunchFn row_launch() {
-  if constexpr (detail::built(needs(kAttentionSm90Variants[kRow])))
+// The rows for the launch table (core/launch_table.hpp): each built row's launch_row.
+struct Rows {
+  template <int kRow>
+  static constexpr LaunchFn launch() {
     return &launch_row<kRow>;
-  else
-    return nullptr;
-}
-template <std::size_t... kRows>
-constexpr std::array<LaunchFn, sizeof...(kRows)> launch_table(std::index_sequence<kRows...>) {
-  return {{row_launch<int(kRows)>()...}};
-}
-constexpr auto kLaunch = launch_table(std::make_index_sequence<kAttentionSm90Rows>{});
+  }
+  template <int kRow>
+  static constexpr uint32_t row_needs() {
+    return needs(kAttentionSm90Variants[kRow]);
+  }
+};
+constexpr auto kLaunch = detail::launch_table<LaunchFn, Rows, kAttentionSm90Rows>();
 
 cudaError_t launch(const AttentionProblem& p, int row, cudaStream_t stream) { return kLaunch[row](p, stream); }
 

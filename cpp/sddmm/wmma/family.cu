@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "core/launch_table.hpp"
 #include "core/registry.hpp"
 #include "core/family_util.hpp"
 #include "sddmm/wmma/configs.hpp"
@@ -51,20 +52,18 @@ const char* fits(const SddmmProblem& p, int row) {
 }
 
 using LaunchFn = cudaError_t (*)(const SddmmProblem&, cudaStream_t);
-// Row kRow's launch_row where the build compiled the row (core/features.hpp), else null:
-// the registry never launches a row that is not built.
-template <int kRow>
-constexpr LaunchFn row_launch() {
-  if constexpr (detail::built(needs(kSddmmWmmaVariants[kRow])))
+// The rows for the launch table (core/launch_table.hpp): each built row's launch_row.
+struct Rows {
+  template <int kRow>
+  static constexpr LaunchFn launch() {
     return &launch_row<kRow>;
-  else
-    return nullptr;
-}
-template <std::size_t... kRows>
-constexpr std::array<LaunchFn, sizeof...(kRows)> launch_table(std::index_sequence<kRows...>) {
-  return {{row_launch<int(kRows)>()...}};
-}
-constexpr std::array<LaunchFn, kSddmmWmmaRows> kLaunch = launch_table(std::make_index_sequence<kSddmmWmmaRows>{});
+  }
+  template <int kRow>
+  static constexpr uint32_t row_needs() {
+    return needs(kSddmmWmmaVariants[kRow]);
+  }
+};
+constexpr auto kLaunch = detail::launch_table<LaunchFn, Rows, kSddmmWmmaRows>();
 
 cudaError_t launch(const SddmmProblem& p, int row, cudaStream_t stream) { return kLaunch[row](p, stream); }
 

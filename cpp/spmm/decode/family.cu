@@ -11,6 +11,7 @@
 
 #include "spmm/decode/launch.hpp"
 #include "core/family_util.hpp"
+#include "core/launch_table.hpp"
 #include "core/registry.hpp"
 
 namespace sparsek::detail {
@@ -60,22 +61,19 @@ const char* fits(const Problem& p, int row) {
 
 using LaunchFn = cudaError_t (*)(const Problem&, cudaStream_t);
 
-// Row kRow's launch_row where the build compiled the row (core/features.hpp), else null:
-// the registry never launches a row that is not built.
-template <int kRow>
-constexpr LaunchFn row_launch() {
-  if constexpr (detail::built(needs(kDecodeVariants[kRow])))
+// The rows for the launch table (core/launch_table.hpp): each built row's launch_row.
+struct Rows {
+  template <int kRow>
+  static constexpr LaunchFn launch() {
     return &launch_row<kRow>;
-  else
-    return nullptr;
-}
-template <std::size_t... kRows>
-constexpr std::array<LaunchFn, sizeof...(kRows)> launch_table(std::index_sequence<kRows...>) {
-  return {{row_launch<int(kRows)>()...}};
-}
+  }
+  template <int kRow>
+  static constexpr uint32_t row_needs() {
+    return needs(kDecodeVariants[kRow]);
+  }
+};
+constexpr auto kLaunch = detail::launch_table<LaunchFn, Rows, kDecodeRows>();
 
-// Row i's launch_row, defined by cpp/decode/instantiations/<row i's name>.cu.
-constexpr std::array<LaunchFn, kDecodeRows> kLaunch = launch_table(std::make_index_sequence<kDecodeRows>{});
 
 // A view of columns [j0, j0 + width) of a dense matrix.
 DenseView columns(const DenseView& v, int64_t j0, int64_t width) {

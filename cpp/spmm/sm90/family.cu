@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "core/dtype.hpp"
+#include "core/launch_table.hpp"
 #include "core/registry.hpp"
 #include "spmm/sm90/configs.hpp"
 #include "spmm/sm90/split.hpp"
@@ -177,20 +178,18 @@ const char* supports(const Problem& p) {
 
 // launch_row<0>, launch_row<1>, ...: one per row, each defined in its instantiation file.
 using LaunchFn = cudaError_t (*)(const Problem&, cudaStream_t);
-// Row kRow's launch_row where the build compiled the row (core/features.hpp), else null:
-// the registry never launches a row that is not built.
-template <int kRow>
-constexpr LaunchFn row_launch() {
-  if constexpr (detail::built(needs(kSm90Variants[kRow])))
+// The rows for the launch table (core/launch_table.hpp): each built row's launch_row.
+struct Rows {
+  template <int kRow>
+  static constexpr LaunchFn launch() {
     return &launch_row<kRow>;
-  else
-    return nullptr;
-}
-template <std::size_t... kRows>
-constexpr std::array<LaunchFn, sizeof...(kRows)> launch_table(std::index_sequence<kRows...>) {
-  return {{row_launch<int(kRows)>()...}};
-}
-constexpr auto kLaunch = launch_table(std::make_index_sequence<kSm90Rows>{});
+  }
+  template <int kRow>
+  static constexpr uint32_t row_needs() {
+    return needs(kSm90Variants[kRow]);
+  }
+};
+constexpr auto kLaunch = detail::launch_table<LaunchFn, Rows, kSm90Rows>();
 
 cudaError_t launch(const Problem& p, int row, cudaStream_t stream) { return kLaunch[row](p, stream); }
 

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "core/family_util.hpp"
+#include "core/launch_table.hpp"
 #include "core/registry.hpp"
 #include "spmm/wmma/launch.hpp"
 
@@ -73,22 +74,19 @@ const char* fits(const Problem& p, int row) {
 
 using LaunchFn = cudaError_t (*)(const Problem&, cudaStream_t);
 
-// Row kRow's launch_row where the build compiled the row (core/features.hpp), else null:
-// the registry never launches a row that is not built.
-template <int kRow>
-constexpr LaunchFn row_launch() {
-  if constexpr (detail::built(needs(kWmmaVariants[kRow])))
+// The rows for the launch table (core/launch_table.hpp): each built row's launch_row.
+struct Rows {
+  template <int kRow>
+  static constexpr LaunchFn launch() {
     return &launch_row<kRow>;
-  else
-    return nullptr;
-}
-template <std::size_t... kRows>
-constexpr std::array<LaunchFn, sizeof...(kRows)> launch_table(std::index_sequence<kRows...>) {
-  return {{row_launch<int(kRows)>()...}};
-}
+  }
+  template <int kRow>
+  static constexpr uint32_t row_needs() {
+    return needs(kWmmaVariants[kRow]);
+  }
+};
+constexpr auto kLaunch = detail::launch_table<LaunchFn, Rows, kWmmaRows>();
 
-// Row i's launch_row, defined by cpp/wmma/instantiations/<row i's name>.cu.
-constexpr std::array<LaunchFn, kWmmaRows> kLaunch = launch_table(std::make_index_sequence<kWmmaRows>{});
 
 cudaError_t launch(const Problem& p, int row, cudaStream_t stream) { return kLaunch[row](p, stream); }
 
