@@ -418,6 +418,11 @@ mod cuda {
             // The hand-written units select rows: they see the feature set; the row units
             // do not depend on it.
             let generated = Path::new(src).starts_with(&gen);
+            // Without sm_90a the Hopper families are stubs that launch nothing: their row
+            // units would compile to nothing.
+            if generated && arch_kind == "sm90a" && !archs.iter().any(|a| a == "90a") {
+                continue;
+            }
             // Hopper-only sources (CUTLASS SM90) build for sm_90a alone, whatever the list.
             let file_archs: Vec<&String> = match arch_kind.as_str() {
                 "all" => archs.iter().collect(),
