@@ -1564,8 +1564,71 @@ fn fuzz_gate(name: &str, salt: u64, gate: Gate) {
     );
 }
 
+/// The inputs the fuzz found hanging `pooled_scores` (and so `block_topk_pooled`): Q and K
+/// as (batch, heads, seq, head_dim, strides, buffer length).
+fn pooled_hang_inputs() -> [(View, View); 2] {
+    let view = |batch, heads, seq, (sb, sh, ss), len| View {
+        batch,
+        heads,
+        seq,
+        d: 1,
+        sb,
+        sh,
+        ss,
+        len,
+    };
+    [
+        // No head: an empty score matrix, and a loop over usize::MAX batches.
+        (
+            view(usize::MAX, 0, 1, (1, 1, 1), 0),
+            view(usize::MAX, 0, 1, (1, 1, 1), 0),
+        ),
+        // No query: 2^40 broadcast heads (stride 0, one element), pooled one by one.
+        (
+            view(1, 1 << 40, 0, (0, 0, 1), 0),
+            view(1, 1 << 40, 1, (0, 0, 1), 1),
+        ),
+    ]
+}
+
+/// Each hang input returns (Ok and empty) within a second.
+fn check_pooled_hang_inputs(gate: Gate) {
+    for (q, k) in pooled_hang_inputs() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let (qd, kd) = (vec![0.5f32; q.len], vec![0.5f32; k.len]);
+            let (qh, kh) = (q.heads(&qd), k.heads(&kd));
+            let r = match gate {
+                Gate::Pooled => sparsek::attention::pooled_scores(&qh, &kh, 1, 1)
+                    .map(|s| s.len())
+                    .map_err(|e| e.to_string()),
+                _ => sparsek::attention::block_topk_pooled(
+                    &qh,
+                    &kh,
+                    &sparsek::TopkOptions::new(1).blocks(1, 1),
+                )
+                .map(|m| m.nnzb())
+                .map_err(|e| e.to_string()),
+            };
+            let _ = tx.send(r);
+        });
+        match rx.recv_timeout(Duration::from_secs(1)) {
+            Ok(r) => assert_eq!(r, Ok(0), "{gate:?} of Q {q:?}, K {k:?}"),
+            Err(_) => panic!("{gate:?} of Q {q:?}, K {k:?}: no answer within 1 s (a hang)"),
+        }
+    }
+}
+
+// BUG (src/attention/gating.rs, `pooled_scores`): when the score matrix is empty (no head,
+// no query block or no key block) it still loops over every (batch, head) pair and pools Q
+// and K for each: `batch = usize::MAX, heads = 0` never returns in debug builds (release
+// drops the empty loop), 2^40 broadcast heads (stride_h = 0) with `seq_q = 0` in neither
+// (`pooled_hang_inputs`). The fuzz draws such problems and
+// its watchdog aborts the process; un-ignore once fixed.
 #[test]
+#[ignore = "bug: pooled_scores loops over batch x heads when the score matrix is empty (a hang)"]
 fn fuzz_pooled_scores() {
+    check_pooled_hang_inputs(Gate::Pooled);
     fuzz_gate("pooled_scores", 2, Gate::Pooled);
 }
 
@@ -1574,8 +1637,12 @@ fn fuzz_block_topk_scores() {
     fuzz_gate("block_topk_scores", 3, Gate::TopkScores);
 }
 
+// BUG: `block_topk_pooled` runs `pooled_scores` first and hangs with it (see
+// fuzz_pooled_scores); un-ignore once fixed.
 #[test]
+#[ignore = "bug: pooled_scores (under block_topk_pooled) hangs when the score matrix is empty"]
 fn fuzz_block_topk_pooled() {
+    check_pooled_hang_inputs(Gate::TopkPooled);
     fuzz_gate("block_topk_pooled", 4, Gate::TopkPooled);
 }
 
