@@ -27,8 +27,9 @@ use std::time::{Duration, Instant};
 
 use rand::{Rng, RngCore};
 use sparsek::{
-    attention, attention_into, bf16, f16, AttentionOptions, BlockMask, BlockPatterns, Element,
-    Heads, HeadsMut, LseMut, MaskOperand,
+    attention, attention_into, bf16, f16, Activation, AttentionOptions, Backend, BlockMask,
+    BlockPatterns, BlockShape, BsrMatrix, Dense, DenseMut, Element, Heads, HeadsMut, Layout,
+    LseMut, MaskOperand, SpmmOptions,
 };
 
 // ---------------------------------------------------------------------------------------
@@ -2136,4 +2137,541 @@ fn fuzz_patterns_from_block_masks() {
         |rng| gen_patterns(rng, true),
         run_patterns,
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// Target 4: the products (spmm, spmm_fused, dense_spmm, sddmm) on host views.
+
+/// A dense `rows x cols` view and its buffer's length.
+#[derive(Debug, Clone, Copy)]
+struct DView {
+    rows: usize,
+    cols: usize,
+    layout: Layout,
+    ld: usize,
+    len: usize,
+}
+
+impl DView {
+    fn extent(&self) -> usize {
+        match self.layout {
+            Layout::RowMajor => self.cols,
+            Layout::ColMajor => self.rows,
+        }
+    }
+    fn outer(&self) -> usize {
+        match self.layout {
+            Layout::RowMajor => self.rows,
+            Layout::ColMajor => self.cols,
+        }
+    }
+    /// Elements the buffer must hold, exactly.
+    fn needed(&self) -> Option<u128> {
+        if self.rows == 0 || self.cols == 0 {
+            return Some(0);
+        }
+        ((self.outer() - 1) as u128 * self.ld as u128).checked_add(self.extent() as u128)
+    }
+    /// The documented rule: `ld >= max(extent, 1)` and the buffer holds the view.
+    fn ok(&self) -> bool {
+        self.ld >= self.extent().max(1)
+            && self
+                .needed()
+                .is_some_and(|n| n <= usize::MAX as u128 && n <= self.len as u128)
+    }
+    fn offset(&self, i: usize, j: usize) -> usize {
+        match self.layout {
+            Layout::RowMajor => i * self.ld + j,
+            Layout::ColMajor => j * self.ld + i,
+        }
+    }
+    fn elements(&self) -> u128 {
+        self.rows as u128 * self.cols as u128
+    }
+    fn dense<'a, T>(&self, data: &'a [T]) -> Dense<'a, T> {
+        Dense::host(data, self.rows, self.cols, self.layout).with_ld(self.ld)
+    }
+    fn dense_mut<'a, T>(&self, data: &'a mut [T]) -> DenseMut<'a, T> {
+        DenseMut::host(data, self.rows, self.cols, self.layout).with_ld(self.ld)
+    }
+}
+
+fn gen_dview(rng: &mut FuzzRng, rows: usize, cols: usize, clean: bool) -> DView {
+    let layout = if rng.random_bool(0.5) {
+        Layout::RowMajor
+    } else {
+        Layout::ColMajor
+    };
+    let extent = match layout {
+        Layout::RowMajor => cols,
+        Layout::ColMajor => rows,
+    };
+    let packed = extent.max(1);
+    let ld = match rng.random_range(0..if clean { 10 } else { 16 }) {
+        0..=6 => packed,
+        7..=9 => packed.saturating_add(rng.random_range(1..=3)),
+        10 | 11 => extent.saturating_sub(1),
+        12 => 0,
+        13 => huge(rng),
+        _ => rng.random_range(0..=8),
+    };
+    let mut v = DView {
+        rows,
+        cols,
+        layout,
+        ld,
+        len: 0,
+    };
+    v.len = buffer_len(rng, v.needed(), clean);
+    v
+}
+
+/// The sparse operand: `br x bc` blocks of `bm x bk`, each kept with probability `p`.
+#[derive(Debug, Clone, Copy)]
+struct BsrSpec {
+    bm: usize,
+    bk: usize,
+    br: usize,
+    bc: usize,
+    p: f64,
+}
+
+impl BsrSpec {
+    fn m(&self) -> usize {
+        self.br * self.bm
+    }
+    fn k(&self) -> usize {
+        self.bc * self.bk
+    }
+}
+
+fn gen_bsr_spec(rng: &mut FuzzRng, clean: bool) -> BsrSpec {
+    if !clean && rng.random_bool(0.1) {
+        // Huge and empty: sides up to i32::MAX, no block stored.
+        let side = |rng: &mut FuzzRng| {
+            if rng.random_bool(0.5) {
+                [1 << 20, 1 << 30, I32_MAX][rng.random_range(0..3)]
+            } else {
+                rng.random_range(1..=4)
+            }
+        };
+        return BsrSpec {
+            bm: side(rng),
+            bk: side(rng),
+            br: rng.random_range(0..=2),
+            bc: rng.random_range(0..=2),
+            p: 0.0,
+        };
+    }
+    BsrSpec {
+        bm: rng.random_range(1..=4),
+        bk: rng.random_range(1..=4),
+        br: rng.random_range(0..=4),
+        bc: rng.random_range(0..=4),
+        p: [0.0, 0.3, 0.6, 1.0][rng.random_range(0..4)],
+    }
+}
+
+fn build_bsr<T: Element>(
+    rng: &mut FuzzRng,
+    s: &BsrSpec,
+    value: impl Fn(&mut FuzzRng) -> T,
+) -> BsrMatrix<T> {
+    let mask = BlockMask::from_fn(s.br, s.bc, |_, _| rng.random_bool(s.p)).expect("a small mask");
+    BsrMatrix::from_block_mask(&mask, BlockShape::new(s.bm, s.bk), |_, _| value(rng))
+        .expect("a valid matrix")
+}
+
+/// Which product a case calls.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Prod {
+    Spmm,
+    Fused,
+    DenseSpmm,
+    Sddmm,
+}
+
+#[derive(Debug, Clone)]
+struct ProdCase {
+    /// Drawn without defects (shown in the failure report).
+    #[allow(dead_code)]
+    clean: bool,
+    tin: Ty,
+    tout: Ty,
+    a: BsrSpec,
+    /// B (spmm), D (dense_spmm), A (sddmm).
+    x: DView,
+    /// C (spmm, dense_spmm), B (sddmm).
+    y: DView,
+    transpose: bool,
+    alpha: f32,
+    beta: f32,
+    /// The bias's length (spmm_fused).
+    bias: Option<usize>,
+    act: Activation,
+    backend: Backend,
+    /// With β = 0, the output's addressed elements start as NaN (never read).
+    nan_poison: bool,
+}
+
+fn gen_prod(rng: &mut FuzzRng, op: Prod) -> ProdCase {
+    let clean = rng.random_bool(0.5);
+    let (tin, tout) = [
+        (Ty::F32, Ty::F32),
+        (Ty::F32, Ty::F32),
+        (Ty::F32, Ty::F32),
+        (Ty::F32, Ty::F32),
+        (Ty::Bf16, Ty::F32),
+        (Ty::F16, Ty::F32),
+        (Ty::Bf16, Ty::Bf16),
+        (Ty::F16, Ty::F16),
+        (Ty::F32, Ty::Bf16),
+    ][rng.random_range(0..9)];
+    let a = gen_bsr_spec(rng, clean);
+    let (m, k) = (a.m(), a.k());
+    let transpose = op != Prod::Sddmm && rng.random_bool(0.4)
+        || (op == Prod::Sddmm && !clean && rng.random_bool(0.1));
+    let (om, ok) = if transpose && op != Prod::Sddmm {
+        (k, m)
+    } else {
+        (m, k)
+    };
+    let n = rng.random_range(0..=6);
+    // (x, y) dims: B, C (spmm); D, C (dense_spmm: D p x om, C p x ok); A, B (sddmm: S m x k,
+    // A m x kk, B kk x k).
+    let mut dims = match op {
+        Prod::Spmm | Prod::Fused => [[ok, n], [om, n]],
+        Prod::DenseSpmm => [[n, om], [n, ok]],
+        Prod::Sddmm => {
+            let kk = rng.random_range(0..=6);
+            [[m, kk], [kk, k]]
+        }
+    };
+    if !clean && rng.random_bool(0.3) {
+        let (t, i) = (rng.random_range(0..2), rng.random_range(0..2));
+        dims[t][i] = match rng.random_range(0..3) {
+            0 => dims[t][i] ^ 1,
+            1 => huge(rng),
+            _ => rng.random_range(0..=6),
+        };
+    }
+    let x = gen_dview(rng, dims[0][0], dims[0][1], clean);
+    let y = gen_dview(rng, dims[1][0], dims[1][1], clean);
+    let alpha = [1.0, 1.0, 0.0, -1.0, 0.5, rng.random_range(-2.0f32..2.0)][rng.random_range(0..6)];
+    let beta = if rng.random_bool(0.3) {
+        [1.0, -0.5, rng.random_range(-2.0f32..2.0)][rng.random_range(0..3)]
+    } else {
+        0.0
+    };
+    let bias = (op == Prod::Fused && rng.random_bool(0.7)).then(|| {
+        if clean || rng.random_bool(0.7) {
+            y.rows.min(CAP)
+        } else {
+            dim(rng, 8, 0.0)
+        }
+    });
+    let act = if op == Prod::Fused {
+        [
+            Activation::None,
+            Activation::Relu,
+            Activation::GeluTanh,
+            Activation::Silu,
+        ][rng.random_range(0..4)]
+    } else {
+        Activation::None
+    };
+    let backend = match rng.random_range(0..if clean { 10 } else { 14 }) {
+        0..=5 => Backend::Auto,
+        6..=9 => Backend::Cpu,
+        10 | 11 => Backend::Wmma,
+        _ => Backend::Decode,
+    };
+    ProdCase {
+        clean,
+        tin,
+        tout,
+        a,
+        x,
+        y,
+        transpose,
+        alpha,
+        beta,
+        bias,
+        act,
+        backend,
+        nan_poison: rng.random_bool(0.3),
+    }
+}
+
+fn act_f64(act: Activation, x: f64) -> f64 {
+    match act {
+        Activation::None => x,
+        Activation::Relu => x.max(0.0),
+        Activation::GeluTanh => {
+            let c = (2.0 / std::f64::consts::PI).sqrt();
+            0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh())
+        }
+        Activation::Silu => x / (1.0 + (-x).exp()),
+    }
+}
+
+/// The documented acceptance of each product, from the shapes alone.
+fn prod_valid(c: &ProdCase, op: Prod) -> bool {
+    let (m, k) = (c.a.m(), c.a.k());
+    let (x, y) = (&c.x, &c.y);
+    if !matches!(c.backend, Backend::Auto | Backend::Cpu) {
+        return false;
+    }
+    let (om, ok) = if c.transpose { (k, m) } else { (m, k) };
+    let shapes = match op {
+        Prod::Spmm | Prod::Fused => x.rows == ok && y.rows == om && y.cols == x.cols,
+        Prod::DenseSpmm => x.cols == om && y.rows == x.rows && y.cols == ok,
+        Prod::Sddmm => !c.transpose && x.rows == m && y.cols == k && y.rows == x.cols,
+    };
+    let bias = match c.bias {
+        Some(len) if op == Prod::Fused => len == y.rows,
+        _ => true,
+    };
+    shapes && bias && x.ok() && y.ok()
+}
+
+fn tol2(a: Ty, b: Ty) -> f64 {
+    tolerance(a).max(tolerance(b))
+}
+
+fn run_prod<T: Element, O: Element>(c: &ProdCase, op: Prod, rng: &mut FuzzRng) -> Check {
+    let a: BsrMatrix<T> = build_bsr(rng, &c.a, |rng| T::from_f32(rng.random_range(-1.0f32..1.0)));
+    let (m, k) = (a.m(), a.k());
+    // A's dense form where it is small (else A stores nothing: all zero).
+    let dense_a: Option<Vec<f64>> = match m.checked_mul(k) {
+        Some(len) if len <= CAP * 4 => Some(
+            a.to_dense()
+                .map_err(|e| format!("to_dense: {e}"))?
+                .iter()
+                .map(|v| v.to_f32() as f64)
+                .collect(),
+        ),
+        _ => {
+            ensure!(a.nnz_blocks() == 0, "a large matrix with blocks");
+            None
+        }
+    };
+    let a_at = |i: usize, j: usize| dense_a.as_ref().map_or(0.0, |d| d[i * k + j]);
+    let op_a = |i: usize, j: usize| if c.transpose { a_at(j, i) } else { a_at(i, j) };
+    let opts = SpmmOptions::new()
+        .alpha(c.alpha)
+        .beta(c.beta)
+        .transpose_a(c.transpose)
+        .backend(c.backend);
+    let valid = prod_valid(c, op);
+    let xd: Vec<T> = random_values(rng, c.x.len);
+    let x_at = |i: usize, j: usize| xd[c.x.offset(i, j)].to_f32() as f64;
+    let sentinel = O::from_f32(SENTINEL);
+    let poison = if c.beta == 0.0 && c.nan_poison {
+        O::from_f32(f32::NAN)
+    } else {
+        sentinel
+    };
+
+    if op == Prod::Sddmm {
+        let yd: Vec<T> = random_values(rng, c.y.len);
+        let y_at = |i: usize, j: usize| yd[c.y.offset(i, j)].to_f32() as f64;
+        // S: A's pattern, its values the old ones (random with β ≠ 0, else poison).
+        let mut s: BsrMatrix<O> = build_bsr(rng, &c.a, |rng| {
+            if c.beta != 0.0 {
+                O::from_f32(rng.random_range(-1.0f32..1.0))
+            } else {
+                poison
+            }
+        });
+        let before = s.clone();
+        let r = sparsek::sddmm(c.x.dense(&xd), c.y.dense(&yd), &mut s, &opts);
+        ensure!(
+            r.is_ok() == valid,
+            "sddmm gave {:?}, the oracle says valid = {valid}",
+            r.as_ref().err()
+        );
+        ensure!(
+            s.row_ptr() == before.row_ptr() && s.col_idx() == before.col_idx(),
+            "sddmm changed S's pattern"
+        );
+        if r.is_err() {
+            ensure!(
+                s.values()
+                    .iter()
+                    .zip(before.values())
+                    .all(|(&x, &y)| x.to_f32().to_bits() == y.to_f32().to_bits()),
+                "S written by a call that failed ({:?})",
+                r.err()
+            );
+            return Ok(Outcome::Rejected);
+        }
+        let (bm, bn) = (c.a.bm, c.a.bk);
+        let kk = c.x.cols;
+        let mut pairs = Vec::new();
+        let mut blk = 0;
+        for (r, w) in before.row_ptr().windows(2).enumerate() {
+            for &col in &before.col_idx()[w[0] as usize..w[1] as usize] {
+                for i in 0..bm {
+                    for j in 0..bn {
+                        let (gi, gj) = (r * bm + i, col as usize * bn + j);
+                        let dot: f64 = (0..kk).map(|l| x_at(gi, l) * y_at(l, gj)).sum();
+                        let at = blk * bm * bn + i * bn + j;
+                        let old = before.values()[at].to_f32() as f64;
+                        let want = c.alpha as f64 * dot
+                            + if c.beta != 0.0 {
+                                c.beta as f64 * old
+                            } else {
+                                0.0
+                            };
+                        let got = s.values()[at];
+                        ensure!(
+                            c.beta != 0.0 || !same_bits(got, poison),
+                            "S value {at} not written"
+                        );
+                        pairs.push((got.to_f32() as f64, want));
+                    }
+                }
+                blk += 1;
+            }
+        }
+        let err = rel_err(&pairs, 0.1);
+        ensure!(err <= tol2(c.tin, c.tout), "S off the reference by {err:e}");
+        return Ok(Outcome::Accepted);
+    }
+
+    // spmm, spmm_fused, dense_spmm: C poisoned outside its view and (β = 0) inside it,
+    // random old values inside it with β ≠ 0.
+    let y = c.y;
+    let mut yd = vec![sentinel; y.len];
+    let addressed: Vec<usize> = if y.ok() && y.elements() > 0 {
+        let mut v = Vec::new();
+        for i in 0..y.rows {
+            for j in 0..y.cols {
+                v.push(y.offset(i, j));
+            }
+        }
+        v
+    } else {
+        Vec::new()
+    };
+    for &off in &addressed {
+        yd[off] = if c.beta != 0.0 {
+            O::from_f32(rng.random_range(-1.0f32..1.0))
+        } else {
+            poison
+        };
+    }
+    let before = yd.clone();
+    let bias: Option<Vec<T>> = c.bias.map(|n| random_values(rng, n));
+    let r = match op {
+        Prod::Spmm => sparsek::spmm(&a, c.x.dense(&xd), y.dense_mut(&mut yd), &opts),
+        Prod::Fused => {
+            let mut e = sparsek::Epilogue::new().activation(c.act);
+            if let Some(b) = &bias {
+                e = e.bias(sparsek::Vector::Host(b));
+            }
+            sparsek::spmm_fused(&a, c.x.dense(&xd), y.dense_mut(&mut yd), &e, &opts)
+        }
+        _ => sparsek::dense_spmm(c.x.dense(&xd), &a, y.dense_mut(&mut yd), &opts),
+    };
+    ensure!(
+        r.is_ok() == valid,
+        "{op:?} gave {:?}, the oracle says valid = {valid}",
+        r.as_ref().err()
+    );
+    if r.is_err() {
+        ensure!(
+            yd.iter()
+                .zip(&before)
+                .all(|(&x, &y)| x.to_f32().to_bits() == y.to_f32().to_bits()),
+            "C written by a call that failed ({:?})",
+            r.err()
+        );
+        return Ok(Outcome::Rejected);
+    }
+    let inner = match op {
+        Prod::DenseSpmm => c.x.cols,
+        _ => c.x.rows,
+    };
+    let mut pairs = Vec::with_capacity(addressed.len());
+    let mut seen = vec![false; yd.len()];
+    for i in 0..y
+        .rows
+        .min(if addressed.is_empty() { 0 } else { usize::MAX })
+    {
+        for j in 0..y.cols {
+            let dot: f64 = (0..inner)
+                .map(|l| match op {
+                    Prod::DenseSpmm => x_at(i, l) * op_a(l, j),
+                    _ => op_a(i, l) * x_at(l, j),
+                })
+                .sum();
+            let off = y.offset(i, j);
+            seen[off] = true;
+            let mut v = c.alpha as f64 * dot;
+            if let Some(b) = &bias {
+                v += b[i].to_f32() as f64;
+            }
+            if c.beta != 0.0 {
+                v += c.beta as f64 * before[off].to_f32() as f64;
+            }
+            let want = act_f64(c.act, v);
+            ensure!(
+                c.beta != 0.0 || !same_bits(yd[off], poison),
+                "C({i}, {j}) not written"
+            );
+            pairs.push((yd[off].to_f32() as f64, want));
+        }
+    }
+    for (i, (&x, &b)) in yd.iter().zip(&before).enumerate() {
+        ensure!(
+            seen[i] || x.to_f32().to_bits() == b.to_f32().to_bits(),
+            "C[{i}] outside the view written"
+        );
+    }
+    let err = rel_err(&pairs, 0.1);
+    ensure!(
+        err <= tol2(c.tin, c.tout),
+        "C off the reference by {err:e} (tolerance {:e})",
+        tol2(c.tin, c.tout)
+    );
+    Ok(Outcome::Accepted)
+}
+
+fn fuzz_prod(name: &str, salt: u64, op: Prod) {
+    fuzz(
+        name,
+        salt,
+        |rng| gen_prod(rng, op),
+        |c, rng| match (c.tin, c.tout) {
+            (Ty::F32, Ty::F32) => run_prod::<f32, f32>(c, op, rng),
+            (Ty::Bf16, Ty::F32) => run_prod::<bf16, f32>(c, op, rng),
+            (Ty::F16, Ty::F32) => run_prod::<f16, f32>(c, op, rng),
+            (Ty::Bf16, Ty::Bf16) => run_prod::<bf16, bf16>(c, op, rng),
+            (Ty::F16, Ty::F16) => run_prod::<f16, f16>(c, op, rng),
+            (Ty::F32, Ty::Bf16) => run_prod::<f32, bf16>(c, op, rng),
+            other => Err(format!("no type pair {other:?} in the fuzz")),
+        },
+    );
+}
+
+#[test]
+fn fuzz_spmm() {
+    fuzz_prod("spmm", 8, Prod::Spmm);
+}
+
+#[test]
+fn fuzz_spmm_fused() {
+    fuzz_prod("spmm_fused", 9, Prod::Fused);
+}
+
+#[test]
+fn fuzz_dense_spmm() {
+    fuzz_prod("dense_spmm", 10, Prod::DenseSpmm);
+}
+
+#[test]
+fn fuzz_sddmm() {
+    fuzz_prod("sddmm", 11, Prod::Sddmm);
 }
