@@ -2923,8 +2923,9 @@ fn run_conv<T: Element, I: Copy + TryInto<i128> + Debug>(
                 && wa.windows(2).all(|w| w[0] <= w[1]);
             ptr_ok && wb.iter().all(|&cl| in_range(cl, k)) && {
                 for r in 0..m {
-                    for e in wa[r] as usize..wa[r + 1] as usize {
-                        entries.push((e, r, wb[e] as usize));
+                    let (first, end) = (wa[r] as usize, wa[r + 1] as usize);
+                    for (e, &cl) in wb.iter().enumerate().take(end).skip(first) {
+                        entries.push((e, r, cl as usize));
                     }
                 }
                 true
