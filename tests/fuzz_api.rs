@@ -181,6 +181,7 @@ fn fuzz<C: Debug>(
     let cases = env_u64("SPARSEK_FUZZ_CASES").unwrap_or(100_000);
     let only = env_u64("SPARSEK_FUZZ_ONLY");
     println!("{name}: seed {seed} (replay with SPARSEK_FUZZ_SEED={seed}), {cases} cases");
+    LARGEST.store(0, Ordering::Relaxed);
 
     // Panics are caught per case; the hook keeps the message instead of printing it.
     let hook = panic::take_hook();
@@ -283,6 +284,7 @@ fn fuzz<C: Debug>(
             }
         }
     });
+    let elapsed = started.elapsed();
     done.store(true, Ordering::Relaxed);
     let _ = watchdog.join();
     CASE.store(u64::MAX, Ordering::Relaxed);
@@ -295,7 +297,7 @@ fn fuzz<C: Debug>(
         slowest.1,
         slowest.0,
         LARGEST.load(Ordering::Relaxed),
-        started.elapsed()
+        elapsed
     );
     if let Some(first) = &first_failure {
         println!("{name}: first failure (seed {seed}): {first}");
@@ -1390,6 +1392,10 @@ fn pooled_reference<T: Element>(
             .collect()
     };
     let mut out = Vec::new();
+    if q.batch == 0 || q.heads == 0 || q.seq == 0 || k.seq == 0 {
+        // An empty score matrix: loop over nothing, however many (batch, head) pairs.
+        return out;
+    }
     for b in 0..q.batch {
         for h in 0..q.heads {
             let (pq, pk) = (means(q, qd, b, h, block_q), means(k, kd, b, h, block_k));
