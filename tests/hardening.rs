@@ -180,12 +180,22 @@ fn decreasing_row_ptr_is_refused_before_slicing() {
 #[test]
 fn gating_of_no_heads_returns_at_once() {
     let opts = TopkOptions::new(1).blocks(1, 1).causal(true);
+    // 2^40 query blocks: refused at once (block counts fit i32, as in C++), not looped over.
     let n = quick(Duration::from_secs(1), || {
         topk_nnzb(0, 1, 1 << 40, 1, &opts)
     });
-    assert_eq!(n.unwrap(), 0);
+    assert!(n.is_err(), "{n:?}");
     let m = quick(Duration::from_secs(1), || {
         block_topk_scores(&[], 0, 7, 1 << 40, 1, &opts)
+    });
+    assert!(m.is_err());
+    // 2^31 - 1 query blocks and no head: 0 blocks, at once.
+    let n = quick(Duration::from_secs(1), || {
+        topk_nnzb(0, 1, (1 << 31) - 1, 1, &opts)
+    });
+    assert_eq!(n.unwrap(), 0);
+    let m = quick(Duration::from_secs(1), || {
+        block_topk_scores(&[], 0, 7, (1 << 31) - 1, 1, &opts)
     })
     .unwrap();
     assert_eq!(m.nnzb(), 0);
@@ -207,6 +217,12 @@ fn gating_of_no_heads_returns_at_once() {
     })
     .unwrap();
     assert_eq!(m.nnzb(), 0);
+    // No query block: nothing to pool, however many heads (a loop over 2^40 heads before).
+    let x = [bf16::from_f32(1.0); 8];
+    let q = Heads::host(&x[..], 1, 1 << 40, 0, 8).with_strides(0, 0, 8);
+    let k = Heads::host(&x[..], 1, 1 << 40, 1, 8).with_strides(0, 0, 8);
+    let s = quick(Duration::from_secs(1), || pooled_scores(&q, &k, 128, 128));
+    assert!(s.unwrap().is_empty());
     // And 2^31 - 2 query blocks of one head are counted, not looped over.
     let big = TopkOptions::new(2).blocks(1, 1).causal(true);
     let n = quick(Duration::from_secs(1), || {

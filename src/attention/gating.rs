@@ -111,9 +111,12 @@ fn gating_dims(
     let patterns = batch
         .checked_mul(heads)
         .ok_or(Error::InvalidArgument("batch * heads overflows".into()))?;
+    // As the C++ entry: the block counts fit i32 whatever batch·heads is.
     let rows = patterns
         .checked_mul(q_blocks)
-        .filter(|&r| r < i32::MAX as usize && k_blocks <= i32::MAX as usize)
+        .filter(|&r| {
+            r < i32::MAX as usize && q_blocks <= i32::MAX as usize && k_blocks <= i32::MAX as usize
+        })
         .ok_or(Error::InvalidArgument(
             "gating: batch * heads * query blocks and the key blocks must fit i32".into(),
         ))?;
@@ -264,6 +267,10 @@ pub fn pooled_scores<T: Element>(
         "gating: the score matrix overflows".into(),
     ))?;
     let mut scores = crate::format::try_vec("block scores", len)?;
+    if len == 0 {
+        // No query or no key block: nothing to pool (batch·heads may be huge).
+        return Ok(scores);
+    }
     let d = qs.head_dim;
     for b in 0..qs.batch {
         for h in 0..qs.heads {

@@ -207,6 +207,10 @@ pub fn attention<T: Element>(
     opts: &AttentionOptions,
 ) -> Result<(Vec<T>, Vec<f32>), Error> {
     let s = q.shape;
+    // The inputs' buffers first: nothing is allocated for views their buffers do not hold.
+    for (operand, h) in [("Q", &q), ("K", &k), ("V", &v)] {
+        check::check_buffer(operand, &h.shape, h.data.len())?;
+    }
     let o_len = HeadsShape::packed(s.batch, s.heads, s.seq, s.head_dim)
         .required_len()
         .ok_or(Error::InvalidArgument("O's size overflows usize".into()))?;

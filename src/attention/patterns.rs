@@ -37,7 +37,18 @@ impl BlockPatterns {
         masks: &[BlockMask],
     ) -> Result<Self, Error> {
         let (q_blocks, k_blocks) = masks.first().map_or((0, 0), |m| (m.rows(), m.cols()));
-        let mut row_ptr = vec![0i32];
+        // The counts from_parts checks, before anything is sized by them.
+        let rows = masks
+            .len()
+            .checked_mul(q_blocks)
+            .filter(|&r| r < i32::MAX as usize && k_blocks <= i32::MAX as usize)
+            .ok_or_else(|| {
+                pattern_error(
+                    "patterns * q_blocks + 1 row offsets and k_blocks must fit i32".into(),
+                )
+            })?;
+        let mut row_ptr = crate::format::try_vec("row_ptr", rows + 1)?;
+        row_ptr.push(0i32);
         let mut col_idx = Vec::new();
         for (p, m) in masks.iter().enumerate() {
             if (m.rows(), m.cols()) != (q_blocks, k_blocks) {
