@@ -386,7 +386,7 @@ mod cuda {
                 ))
             });
         let cutlass = cutlass_includes(&toolchain.cutlass);
-        let norm = Normalizer::new(&root, toolchain.py.as_deref());
+
         let version = nvcc_version(&nvcc);
 
         println!("cargo:rerun-if-env-changed=SPARSEK_CUDA_ARCHS");
@@ -411,6 +411,9 @@ mod cuda {
         // Row units go beside the objects, at one path for every profile and feature set:
         // a unit's text (and so its object) depends only on its rows.
         let gen = obj_dir.join("gen");
+        // A row unit's path is the same for every checkout sharing the target dir: named so,
+        // another checkout's build reuses its object (buildscript/shared_objects.rs).
+        let norm = Normalizer::new(&root, toolchain.py.as_deref()).with(&gen, "@GEN@");
         let features = build_features();
         let (feature_bits, sources) = list_units(&nvcc, &root, &out, &gen, &features);
         let mut jobs = Vec::new();

@@ -41,6 +41,14 @@ impl Normalizer {
         Self { subs }
     }
 
+    /// Also replace `path` by `placeholder` (e.g. the generated units' directory, which lies
+    /// in the shared target dir, outside this checkout's root).
+    pub fn with(mut self, path: &Path, placeholder: &'static str) -> Self {
+        self.subs.push((path.display().to_string(), placeholder));
+        self.subs.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
+        self
+    }
+
     /// `text` with every prefix replaced by its placeholder.
     pub fn normalize(&self, text: &str) -> String {
         let mut out = text.to_string();
