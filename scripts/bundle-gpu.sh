@@ -69,10 +69,11 @@ for line in sys.stdin:
 nvcc="$PWD/third_party/py/nvidia/cu13/bin/nvcc"
 for prog in examples/cpp/quickstart.cpp:quickstart_cpp examples/cpp/spmm_check.cpp:spmm_check examples/cpp/sddmm_check.cpp:sddmm_check \
             examples/cpp/attention_check.cpp:attention_check tests/cpp/api_errors.cpp:cpp_api_errors tests/cpp/index_check.cpp:cpp_index_check \
-            tests/cpp/check_decode.cu:check_decode; do
+            tests/cpp/check_decode.cu:check_decode tests/cpp/tma_status.cu:cpp_tma_status; do
   src=${prog%%:*} dest=${prog##*:}
   [ -f "$src" ] || continue
-  "$nvcc" -std=c++17 -O2 -Iinclude -Icpp -x cu -c "$src" -o "$out/$dest.o"
+  "$nvcc" -std=c++17 -O2 -Iinclude -Icpp -Ithird_party/py/cutlass_library/source/include -x cu \
+    -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_80,code=sm_80 -c "$src" -o "$out/$dest.o"
   "$nvcc" "$out/$dest.o" "$kernels_dir/libsparsek_kernels.a" -o "$out/$dest"
   rm "$out/$dest.o"
 done

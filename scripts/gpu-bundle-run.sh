@@ -55,6 +55,7 @@ case "${1:-test}" in
     "$here/quickstart_cpp" || fail=1
     "$here/spmm_check" --suite || fail=1
     "$here/cpp_index_check" || fail=1
+    "$here/cpp_tma_status" || fail=1
     [ -x "$here/check_decode" ] && { "$here/check_decode" || fail=1; }
     [ $fail = 0 ] && echo "sparsek GPU bundle (spmm): all passed" || echo "sparsek GPU bundle (spmm): FAILED"
     exit $fail

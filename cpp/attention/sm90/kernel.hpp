@@ -44,6 +44,7 @@
 #include "attention/sm90/epilogue.hpp"
 #include "attention/sm90/key_blocks.hpp"
 #include "attention/sm90/mainloop.hpp"
+#include "core/tma_encode.hpp"  // a refused TMA encode leaves an all-zero descriptor
 #include "core/tma_status.hpp"
 
 #define SPARSEK_ATTENTION_SM90_INSTANTIATE(NAME)                                                     \

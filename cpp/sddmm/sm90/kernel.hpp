@@ -62,6 +62,7 @@
 
 #include "core/split_workspace.hpp"
 #include "sddmm/sm90/mainloop.hpp"
+#include "core/tma_encode.hpp"  // a refused TMA encode leaves an all-zero descriptor
 #include "core/tma_status.hpp"
 
 // The explicit instantiation of one row's launch and probe (one per file of instantiations/).

@@ -63,6 +63,7 @@
 #include "core/family_util.hpp"
 #include "core/split_workspace.hpp"
 #include "split.hpp"
+#include "core/tma_encode.hpp"  // a refused TMA encode leaves an all-zero descriptor
 #include "core/tma_status.hpp"
 #include "epilogue.hpp"
 #include "direct_epilogue.hpp"
