@@ -34,7 +34,7 @@ case "${1:-test}" in
     "$here/gpu_wmma_tests" --test-threads=1 --nocapture || fail=1
     "$here/gpu_decode_tests" --test-threads=1 --nocapture || fail=1
     "$here/gpu_families_tests" --test-threads=1 --nocapture || fail=1
-    # Every Hopper launch of a row with split tiles in 3 pieces (cpp/sm90/split.hpp:
+    # Every Hopper launch of a row with split tiles in 3 pieces (cpp/spmm/sm90/split.hpp:
     # SPARSEK_SM90_SPLIT); Auto then takes the split rows (configs.hpp `split`) everywhere.
     SPARSEK_SM90_SPLIT=3 "$here/gpu_sm90_tests" --test-threads=1 --nocapture cutlass_matches split_tiles \
       any_block_sanitized || fail=1

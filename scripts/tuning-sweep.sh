@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Tuning sweep for the GPU machine: times kernel variants (rows of the registry's tables,
-# forced with SPARSEK_VARIANT=<row name>, cpp/registry.hpp) with dist/spmm_check
+# forced with SPARSEK_VARIANT=<row name>, cpp/core/registry.hpp) with dist/spmm_check
 # (scripts/build-cpp-check.sh) at M=N=K=8192, f16 in/out, row-major B/C, and checks the
 # defaults' correctness first. Each timed line is also a correctness check (spmm_check
 # compares with a sampled f64 reference). A forced row that cannot run the problem is
 # refused, never replaced: spmm_check prints SKIP with the reason (and stderr is shown).
-# The tables in cpp/sm90/configs.hpp and cpp/wmma/ cite the run that chose their defaults.
+# The tables in cpp/spmm/sm90/configs.hpp and cpp/spmm/wmma/ cite the run that chose their defaults.
 set -u
 C="${SPMM_CHECK:-dist/spmm_check}"
 R="$C --m 8192 --n 8192 --k 8192 --dtype f16 --out f16 --iters 20"

@@ -141,9 +141,9 @@ fn any_block_sanitized() {
 }
 
 /// Few tiles with long block-rows: the Hopper path splits each tile's k-iterations across
-/// CTAs and adds the pieces in a fixed order (cpp/sm90/scheduler.hpp, "Split tiles").
+/// CTAs and adds the pieces in a fixed order (cpp/spmm/sm90/scheduler.hpp, "Split tiles").
 /// Each shape has fewer tiles than half of an H100's 132 SMs and at least 32 k-iterations per
-/// block-row on average, so `choose_split` (cpp/sm90/kernel.hpp) gives it 2 or more pieces;
+/// block-row on average, so `choose_split` (cpp/spmm/sm90/kernel.hpp) gives it 2 or more pieces;
 /// `run.sh test` runs this test again with SPARSEK_SM90_SPLIT=3 (every launch split).
 #[test]
 fn split_tiles_match_reference() {
@@ -204,7 +204,7 @@ fn split_tiles_match_reference() {
 }
 
 /// The cluster rows (two CTAs share a block-row's sparse tiles by TMA multicast), which Auto
-/// takes for f16, row-major B and C, n <= 2048 in whole cluster groups (cpp/sm90/configs.hpp).
+/// takes for f16, row-major B and C, n <= 2048 in whole cluster groups (cpp/spmm/sm90/configs.hpp).
 #[test]
 fn cluster_rows_match_reference() {
     let test = "cluster_rows_match_reference";

@@ -49,7 +49,7 @@ class AttentionProblem {
   DType output() const { return o.dtype; }
   // Nothing to write: no query row.
   bool empty_output() const { return q.batch == 0 || q.heads == 0 || q.seq == 0; }
-  // The registry's questions (cpp/registry.hpp): no fused epilogue, no n or row-depth bound.
+  // The registry's questions (cpp/core/registry.hpp): no fused epilogue, no n or row-depth bound.
   bool has_epilogue() const { return false; }
   int64_t n() const { return 0; }
 
@@ -77,7 +77,7 @@ class AttentionProblem {
                          const BlockMaskView*, const AttentionOptions&, AttentionProblem*);
 };
 
-// Puts the C++ API's one message prefix ("sparsek: ") in front of a failed Result (cpp/api.cu).
+// Puts the C++ API's one message prefix ("sparsek: ") in front of a failed Result (cpp/core/validate.cu).
 Result finish(Result r);
 
 // The C++ entry's validation (cpp/attention/api.cu): every invariant above, into *out.

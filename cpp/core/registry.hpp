@@ -1,11 +1,11 @@
 // The kernel registry: every kernel family, each a table of variants (one row per tile
 // configuration, see the family's configs.hpp), and the rule that picks one. One registry
 // per operation, the same rule for each: the product C = alpha*op(A)*B + beta*C
-// (Problem, cpp/problem.hpp: Decode, Hopper, WMMA), the SDDMM S = alpha*(A*B) ⊙ mask +
+// (Problem, cpp/spmm/problem.hpp: Decode, Hopper, WMMA), the SDDMM S = alpha*(A*B) ⊙ mask +
 // beta*S (SddmmProblem, cpp/sddmm/problem.hpp: Hopper, WMMA) and attention
 // (AttentionProblem, cpp/attention/problem.hpp: Hopper).
 //
-// A family answers two questions about a checked Problem (cpp/problem.hpp):
+// A family answers two questions about a checked Problem (cpp/spmm/problem.hpp):
 //   supports(p)     - why it cannot run p at all (nullptr when it can): architecture,
 //                     dtypes, alignment, grid limits, anything common to its rows;
 //   fits(p, row)    - why row `row` of its table cannot run p (nullptr when it can);
@@ -15,7 +15,7 @@
 //                     descriptor could not be encoded, having enqueued nothing (cpp/tma_status.hpp;
 //                     launch() reports it as InvalidArgument). Called only after supports and fits.
 //
-// Selection (select() in cpp/registry.cu), the documented rule:
+// Selection (select() in cpp/core/registry.cu), the documented rule:
 //   1. SPARSEK_VARIANT=<row name> in the environment (a measuring knob, read once) forces
 //      that row wherever it is supported and fits; where it does not, the problem is
 //      refused with the reason (so a sweep never silently measures another row). A row of the
@@ -76,7 +76,7 @@ using Family = FamilyOf<Problem>;
 using SddmmFamily = FamilyOf<SddmmProblem>;
 using AttentionFamily = FamilyOf<AttentionProblem>;
 
-// Defined by each family (cpp/decode/family.cu, cpp/sm90/family.cu, cpp/wmma/family.cu;
+// Defined by each family (cpp/spmm/decode/family.cu, cpp/spmm/sm90/family.cu, cpp/spmm/wmma/family.cu;
 // cpp/sddmm/sm90/family.cu, cpp/sddmm/wmma/family.cu; cpp/attention/sm90/family.cu).
 extern const Family kDecodeFamily;
 extern const Family kSm90Family;

@@ -8,7 +8,7 @@
 // built (tma_encoded) before anything is enqueued and, for a failed one, returns
 // tma_encode_error(operand) instead of launching.
 //
-// The families' launch functions return cudaError_t (cpp/registry.hpp). tma_encode_error's
+// The families' launch functions return cudaError_t (cpp/core/registry.hpp). tma_encode_error's
 // codes are not CUDA's: cudaError's enumerators end at cudaErrorApiFailureBase = 10000, so
 // its values run to 16383 (the smallest bit-field that holds them), and these are 16128 +
 // the operand. registry.cu turns one into InvalidArgument naming the operand

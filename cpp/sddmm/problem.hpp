@@ -10,7 +10,7 @@
 //     nnzb*bm*bn elements fit int64 bytes; row_ptr non-null, col_idx and values non-null
 //     when nnzb > 0; the index arrays valid (host-checked by Rust, device-checked with
 //     check_indices, or trusted);
-//   - A is m x k and B is k x n (k >= 0); views as in cpp/problem.hpp (ld, spans, data
+//   - A is m x k and B is k x n (k >= 0); views as in cpp/spmm/problem.hpp (ld, spans, data
 //     non-null when non-empty); A and B are F16 or BF16 and equal, S is that type or F32;
 //   - S's values overlap neither A, B nor S's row_ptr and col_idx;
 //   - `device` describes the current device.
@@ -41,7 +41,7 @@ class SddmmProblem {
   DType output() const { return s.dtype; }
   // Nothing to compute or write: no stored block.
   bool empty_output() const { return s.nnzb == 0; }
-  // The registry's questions (cpp/registry.hpp): no fused epilogue, no row-depth bound.
+  // The registry's questions (cpp/core/registry.hpp): no fused epilogue, no row-depth bound.
   bool has_epilogue() const { return false; }
 
   static SddmmProblem from_rust(const DenseView& a, const DenseView& b, const BsrMutView& s, float alpha, float beta,

@@ -1,4 +1,4 @@
-// The checked problem: what the launch layer (cpp/registry.hpp and the kernel families)
+// The checked problem: what the launch layer (cpp/core/registry.hpp and the kernel families)
 // takes. Not installed; users see include/sparsek/sparsek.hpp.
 //
 // A `Problem` is made in exactly two places, each the validation of one entry point:
@@ -41,7 +41,7 @@
 
 namespace sparsek::detail {
 
-// The current device, queried once per device per process (cpp/api.cu).
+// The current device, queried once per device per process (cpp/core/validate.cu).
 struct DeviceInfo {
   int id = 0;
   int cc_major = 0, cc_minor = 0;
@@ -117,7 +117,7 @@ class Problem {
   friend Result sparsek::spmm(const BsrView&, const DenseView&, const DenseView&, const SpmmOptions&, cudaStream_t);
 };
 
-// The C++ entry's validation (cpp/api.cu): every invariant above, one message each, into
+// The C++ entry's validation (cpp/core/validate.cu): every invariant above, one message each, into
 // *out. Queries the current device.
 Result validate(const BsrView& a, const DenseView& b, const DenseView& c, const SpmmOptions& options, Problem* out);
 

@@ -17,7 +17,7 @@
 // (after a warm-up) and TFLOPS = 2 * n * nnzb * bm * bk / time is printed.
 //
 // SPARSEK_VARIANT=<row name> in the environment forces one kernel row of the registry
-// (cpp/registry.hpp; e.g. wmma_w128x256 or sm90_f16_bm128_brow_crow): a case that row
+// (cpp/core/registry.hpp; e.g. wmma_w128x256 or sm90_f16_bm128_brow_crow): a case that row
 // does not fit is refused (NotSupported) instead of silently measuring another row.
 #include <sparsek/sparsek.hpp>
 

@@ -10,7 +10,7 @@
 //   NVCC=third_party/py/nvidia/cu13/bin/nvcc
 //   $NVCC $(grep -v '^#' cpp/nvcc_flags.txt | tr '\n' ' ') \
 //     -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_80,code=sm_80 -Iinclude \
-//     cpp/decode/check_decode.cu <libsparsek_kernels.a | the objects of cpp/sources.txt> -o check_decode
+//     tests/cpp/check_decode.cu <libsparsek_kernels.a> -o check_decode
 // Usage: ./check_decode [--no-time] [--time-only] [--seed N]
 // SPARSEK_VARIANT=decode_n128 (say) forces one row; cases it does not fit print SKIP.
 #include <cuda_runtime.h>

@@ -1,6 +1,6 @@
 // The Hopper attention family's table of variants (kAttentionSm90Family, family.cu): one
 // row per compiled kernel, each instantiated by its own translation unit,
-// instantiations/<row name>.cu (SPARSEK_ATTENTION_SM90_INSTANTIATE, kernel.hpp). Adding a row
+// a row unit (cpp/core/units.cpp) (SPARSEK_ATTENTION_SM90_INSTANTIATE, kernel.hpp). Adding a row
 // touches this table, one new instantiation file and a test case.
 //
 // Columns:
@@ -84,7 +84,7 @@ constexpr int attention_sm90_row(const char* name) {
   return -1;
 }
 
-// The launch of row kRow (kernel.hpp), explicitly instantiated by instantiations/<name>.cu;
+// The launch of row kRow (kernel.hpp), explicitly instantiated by a row unit (cpp/core/units.cpp);
 // probe_kernel<kRow>: its kernel, for the family's image check.
 template <int kRow>
 cudaError_t launch_row(const AttentionProblem& p, cudaStream_t stream);

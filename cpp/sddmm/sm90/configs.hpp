@@ -1,6 +1,6 @@
 // The Hopper SDDMM family's table of variants (kSddmmSm90Family, family.cu): one row per
 // compiled kernel, each instantiated by its own translation unit,
-// instantiations/<row name>.cu (SPARSEK_SDDMM_SM90_INSTANTIATE, kernel.hpp). Adding a row
+// a row unit (cpp/core/units.cpp) (SPARSEK_SDDMM_SM90_INSTANTIATE, kernel.hpp). Adding a row
 // touches this table, one new instantiation file and a test case.
 //
 // A row runs every stored block of S as one tile of a GEMM whose tile is the block: a CTA
@@ -10,7 +10,7 @@
 //
 // Columns:
 //   name        unique across families; SPARSEK_VARIANT=<name> forces the row
-//               (cpp/registry.hpp). sddmm_sm90_<input>_b<block>_a<row|col>_b<row|col>,
+//               (cpp/core/registry.hpp). sddmm_sm90_<input>_b<block>_a<row|col>_b<row|col>,
 //               _sf32 when S is f32.
 //   input       A and B element type (F16 or BF16).
 //   s_f32       S is f32 (else the input type).
@@ -107,7 +107,7 @@ constexpr int sddmm_sm90_row(const char* name) {
   return -1;
 }
 
-// The launch of row kRow (kernel.hpp), explicitly instantiated by instantiations/<name>.cu
+// The launch of row kRow (kernel.hpp), explicitly instantiated by a row unit (cpp/core/units.cpp)
 // (a missing file is an undefined symbol at link time); probe_kernel<kRow>: its GEMM
 // kernel, for the family's image check.
 template <int kRow>

@@ -27,7 +27,7 @@
 //
 // Each element of S is written by one CTA, its k summed in a fixed order: deterministic.
 //
-// Each row's kernel is compiled in its own translation unit, instantiations/<row name>.cu:
+// Each row's kernel is compiled in its own translation unit, a row unit (cpp/core/units.cpp):
 //     #include "sddmm/sm90/kernel.hpp"
 //     SPARSEK_SDDMM_SM90_INSTANTIATE("sddmm_sm90_f16_b128_arow_bcol")
 // family.cu checks what the kernels need (supports / fits) before launch_row. Built without
@@ -65,7 +65,7 @@
 #include "core/tma_encode.hpp"  // a refused TMA encode leaves an all-zero descriptor
 #include "core/tma_status.hpp"
 
-// The explicit instantiation of one row's launch and probe (one per file of instantiations/).
+// The explicit instantiation of one row's launch and probe (a line of a row unit, cpp/core/units.cpp).
 #define SPARSEK_SDDMM_SM90_INSTANTIATE(NAME)                                                            \
   static_assert(::sparsek::detail::sddmm_sm90::sddmm_sm90_row(NAME) >= 0,                               \
                 "SPARSEK_SDDMM_SM90_INSTANTIATE: no row " NAME " in kSddmmSm90Variants");               \

@@ -1,10 +1,10 @@
 // The WMMA SDDMM family's table of variants (kSddmmWmmaFamily, family.cu): one row per
-// tile, each compiled in its own translation unit (instantiations/<name>.cu). Selection is
-// the registry's rule (cpp/registry.hpp): the first automatic row that fits, i.e. the
+// tile, each compiled in its own translation unit (a row unit (cpp/core/units.cpp)). Selection is
+// the registry's rule (cpp/core/registry.hpp): the first automatic row that fits, i.e. the
 // largest square tile that divides both sides of S's blocks. A CTA computes one tile of one
 // stored block of S over the whole k (kernel.cuh).
 //
-// Why these tiles: the same shapes as the SpMM WMMA family's classes (cpp/wmma/configs.hpp),
+// Why these tiles: the same shapes as the SpMM WMMA family's classes (cpp/spmm/wmma/configs.hpp),
 // square because an S block is bm x bn with no long side to favour; 128 x 128 with 8 warps
 // of 64 x 32 and 3 stages, 64 x 64 with 4 warps of 32 x 32 and 4 stages, 32 x 32 and
 // 16 x 16 for small blocks. Design, not measured.
@@ -63,7 +63,7 @@ constexpr int sddmm_wmma_smem(const SddmmWmmaVariant& v) {
   return ring > epi ? ring : epi;
 }
 
-// The launch of row kRow (kernel.cuh), instantiated by instantiations/<name>.cu.
+// The launch of row kRow (kernel.cuh), instantiated by a row unit (cpp/core/units.cpp).
 template <int kRow>
 cudaError_t launch_row(const SddmmProblem& p, cudaStream_t stream);
 template <int kRow>

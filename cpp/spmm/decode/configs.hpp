@@ -1,12 +1,12 @@
 // The Decode family's table of variants: one row per CTA tile configuration, by the
 // number of columns n of B and C (decode-sized batches). Selection is the registry's rule
-// (cpp/registry.hpp): the first `automatic` row, in table order, that fits; family.cu's
+// (cpp/core/registry.hpp): the first `automatic` row, in table order, that fits; family.cu's
 // fits: n <= n_max and the row's shared memory within the device's per-block opt-in limit.
 // Rows go from the narrowest tile up, so a problem gets the narrowest tile that holds n
 // (the columns past n are zero padding that the tensor cores multiply for nothing).
 // SPARSEK_VARIANT=<name> forces any row, automatic or not, where it fits.
 //
-// Adding a row: its line here, its file cpp/decode/instantiations/<name>.cu (one
+// Adding a row: its line here, its file cpp/spmm/decode/a row unit (cpp/core/units.cpp) (one
 // SPARSEK_DECODE_INSTANTIATE line), and a test case. A row without its instantiation file
 // fails at link time (undefined launch_row<row>); launch.hpp checks every row's numbers
 // at compile time.

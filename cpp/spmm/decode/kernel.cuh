@@ -1,6 +1,6 @@
 // The Decode kernel: C = act(alpha * A*B + bias + beta * C) with A in BSR form and few
 // columns n (decode-sized batches: y = x W^T with A = W, B = x^T, C = y^T), and the
-// per-row launch that cpp/decode/instantiations/<row>.cu instantiates (one row per TU).
+// per-row launch that cpp/spmm/decode/a row unit (cpp/core/units.cpp) instantiates (one row per TU).
 //
 // Why it is built this way. The problem is memory-bound (time = A's nonzero bytes / HBM
 // bandwidth; B and C are small and stay in L2), so everything serves one goal: every SM
@@ -871,11 +871,11 @@ const void* probe_kernel() {
 }  // namespace decode_impl
 }  // namespace sparsek::detail
 
-// The body of cpp/decode/instantiations/<row>.cu: compiles the row NAME's kernels (f16 and
+// The body of cpp/spmm/decode/a row unit (cpp/core/units.cpp): compiles the row NAME's kernels (f16 and
 // bf16 inputs; layouts, output type and epilogue are runtime arguments) and its entry points.
 #define SPARSEK_DECODE_INSTANTIATE(NAME)                                                                      \
   namespace sparsek::detail::decode_impl {                                                                    \
-  static_assert(decode_row(NAME) >= 0, "no row named " NAME " in kDecodeVariants (cpp/decode/configs.hpp)"); \
+  static_assert(decode_row(NAME) >= 0, "no row named " NAME " in kDecodeVariants (cpp/spmm/decode/configs.hpp)"); \
   template cudaError_t launch_row<decode_row(NAME)>(const Problem&, cudaStream_t);                           \
   template const void* probe_kernel<decode_row(NAME)>();                                                     \
   }

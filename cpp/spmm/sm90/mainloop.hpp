@@ -20,7 +20,7 @@
 // both operands end at each block's bk, so a k-tile that reaches past bk (TileK not dividing
 // bk: 112 = 64 + 48) is zero-filled by TMA on both sides and multiplies zeros. (Skipping the
 // empty k-blocks with a branch per k-block made ptxas serialize every WGMMA: C7520.)
-// op(A) = A^T (SparseMN, cpp/problem.hpp): the problem's blocks are A's, listed by its
+// op(A) = A^T (SparseMN, cpp/spmm/problem.hpp): the problem's blocks are A's, listed by its
 // transpose index and stored transposed, so the sparse operand is the MN-major tensor
 // (bm, bk, nnzb) with strides (1, bm, bm*bk) (the TMA box's contiguous side is the tile's
 // sparse extent, rows past bm zero-filled as above); WGMMA reads 16-bit operands MN-major

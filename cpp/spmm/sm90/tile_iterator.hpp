@@ -9,7 +9,7 @@
 //   sparse operand tile : values tensor (bm, bk, nnzb) at (m_sub = 0, k = s, l = j)
 //   dense  operand tile : dense tensor (mn, bk, K/bk)  at (dense tile, k = s, l = col_idx[j])
 //
-// op(A) = A^T (cpp/problem.hpp): row_ptr/col_idx are A's transpose index (col_ptr, row_idx)
+// op(A) = A^T (cpp/spmm/problem.hpp): row_ptr/col_idx are A's transpose index (col_ptr, row_idx)
 // and the j-th listed block is A's block block_id[j]: with kPermuted, sparse_block() returns
 // that, fetched in the same 32-entry chunks as col_idx (without, the identity: the A*B
 // kernels carry nothing of it).

@@ -1,6 +1,6 @@
-// The WMMA kernel family (cpp/registry.hpp): what it supports, when a row of its table
+// The WMMA kernel family (cpp/core/registry.hpp): what it supports, when a row of its table
 // (configs.hpp) fits a problem, and the dispatch to the row's launch (one translation unit
-// per row, cpp/wmma/instantiations/). Sees the kernel only through launch.hpp, so this file
+// per row, the row units (cpp/core/units.cpp)). Sees the kernel only through launch.hpp, so this file
 // compiles no kernel.
 #include <array>
 #include <atomic>

@@ -1,6 +1,6 @@
 // The WMMA tensor-core kernel: C = act(alpha * A * B + bias + beta * C) with A in BSR form
 // (the fused linear-layer epilogue: bias per row of C, optional), and the per-row launch
-// that cpp/wmma/instantiations/<row>.cu instantiates (one row per TU).
+// that a row unit (cpp/core/units.cpp) instantiates (one row per TU).
 //
 // One CTA computes a TILE_M x TILE_N tile of C that lies inside one block-row of A (a
 // slice of it when bm > TILE_M). It walks only the nonzero blocks of that block-row: for
@@ -201,7 +201,7 @@ __device__ __forceinline__ void write_tile_epi(const KernelArgs& args, const flo
 // putting long block-rows first would need a device-side sort of row lengths (an extra
 // pass and buffer), which this launch-only interface does not do.
 //
-// kATrans (op(A) = A^T): the problem's A is A^T's view (cpp/problem.hpp), its block j is A's
+// kATrans (op(A) = A^T): the problem's A is A^T's view (cpp/spmm/problem.hpp), its block j is A's
 // block block_id[j], stored bk x bm row-major. A k-step then copies K_STEP rows of TILE_M
 // contiguous elements into a [K_STEP][TILE_M + 8] stage, and the A fragments load it
 // column-major: the transpose costs nothing but the block_id lookup.
@@ -595,7 +595,7 @@ const void* probe_kernel() {
 // (each K_STEP it can use, both input types, both B layouts) and its entry points.
 #define SPARSEK_WMMA_INSTANTIATE(NAME)                                                                   \
   namespace sparsek::detail::wmma_impl {                                                                 \
-  static_assert(wmma_row(NAME) >= 0, "no row named " NAME " in kWmmaVariants (cpp/wmma/configs.hpp)"); \
+  static_assert(wmma_row(NAME) >= 0, "no row named " NAME " in kWmmaVariants (cpp/spmm/wmma/configs.hpp)"); \
   template cudaError_t launch_row<wmma_row(NAME)>(const Problem&, cudaStream_t);                        \
   template const void* probe_kernel<wmma_row(NAME)>();                                                  \
   }
