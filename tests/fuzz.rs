@@ -13,10 +13,8 @@
 //! `SPARSEK_FUZZ_SEED=<u64>` replays a run (the seed is printed; random by default),
 //! `SPARSEK_FUZZ_CASES=<n>` sets the number of cases (100 000 by default).
 
-use std::alloc::{GlobalAlloc, Layout as AllocLayout, System};
-use std::io::Write;
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -24,68 +22,12 @@ use rand::{Rng, RngCore};
 use sparsek::{validate_parts, BlockMask, BlockShape, BsrError, BsrMatrix};
 
 // ---------------------------------------------------------------------------------------
-// The allocation guard.
+// The allocation guard (tests/common/alloc_guard.rs).
 
-/// Largest single allocation let through; a larger one gets null.
-const ALLOC_LIMIT: usize = 16 << 20;
+#[path = "common/alloc_guard.rs"]
+mod alloc_guard;
 
-static REFUSED: AtomicUsize = AtomicUsize::new(0);
-static REFUSED_SIZE: AtomicUsize = AtomicUsize::new(0);
-static LARGEST: AtomicUsize = AtomicUsize::new(0);
-static CASE: AtomicU64 = AtomicU64::new(u64::MAX);
-static REPORTED: AtomicBool = AtomicBool::new(false);
-
-struct Guard;
-
-impl Guard {
-    /// Whether an allocation of `size` bytes may go ahead; records it either way.
-    fn admit(size: usize) -> bool {
-        if size > ALLOC_LIMIT {
-            REFUSED.fetch_add(1, Ordering::Relaxed);
-            REFUSED_SIZE.fetch_max(size, Ordering::Relaxed);
-            // Said once, without allocating: an infallible allocation aborts right after.
-            if !REPORTED.swap(true, Ordering::Relaxed) {
-                let case = CASE.load(Ordering::Relaxed);
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "fuzz: case {case} asked for {size} bytes (limit {ALLOC_LIMIT}): refused"
-                );
-            }
-            false
-        } else {
-            LARGEST.fetch_max(size, Ordering::Relaxed);
-            true
-        }
-    }
-}
-
-// SAFETY: forwards to `System`, or returns null (allowed: an allocation failure).
-unsafe impl GlobalAlloc for Guard {
-    unsafe fn alloc(&self, layout: AllocLayout) -> *mut u8 {
-        if Self::admit(layout.size()) {
-            unsafe { System.alloc(layout) }
-        } else {
-            std::ptr::null_mut()
-        }
-    }
-    unsafe fn alloc_zeroed(&self, layout: AllocLayout) -> *mut u8 {
-        if Self::admit(layout.size()) {
-            unsafe { System.alloc_zeroed(layout) }
-        } else {
-            std::ptr::null_mut()
-        }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: AllocLayout) {
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: AllocLayout, new_size: usize) -> *mut u8 {
-        if Self::admit(new_size) {
-            unsafe { System.realloc(ptr, layout, new_size) }
-        } else {
-            std::ptr::null_mut()
-        }
-    }
-}
+use alloc_guard::{Guard, ALLOC_LIMIT, CASE, LARGEST, REFUSED, REFUSED_SIZE};
 
 #[global_allocator]
 static GLOBAL: Guard = Guard;

@@ -17,11 +17,10 @@
 //! `SPARSEK_FUZZ_CASES=<n>` sets the number of cases per test (100 000 by default),
 //! `SPARSEK_FUZZ_ONLY=<i>` runs case `i` alone.
 
-use std::alloc::{GlobalAlloc, Layout as AllocLayout, System};
 use std::fmt::Debug;
-use std::io::Write;
+
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -33,67 +32,12 @@ use sparsek::{
 };
 
 // ---------------------------------------------------------------------------------------
-// The allocation guard.
+// The allocation guard (tests/common/alloc_guard.rs).
 
-/// Largest single allocation let through; a larger one gets null.
-const ALLOC_LIMIT: usize = 16 << 20;
+#[path = "common/alloc_guard.rs"]
+mod alloc_guard;
 
-static REFUSED: AtomicUsize = AtomicUsize::new(0);
-static LARGEST: AtomicUsize = AtomicUsize::new(0);
-static CASE: AtomicU64 = AtomicU64::new(u64::MAX);
-static REPORTED: AtomicBool = AtomicBool::new(false);
-
-struct Guard;
-
-impl Guard {
-    /// Whether an allocation of `size` bytes may go ahead; records it either way.
-    fn admit(size: usize) -> bool {
-        if size > ALLOC_LIMIT {
-            REFUSED.fetch_add(1, Ordering::Relaxed);
-            // Said once, without allocating: an infallible allocation aborts right after.
-            if !REPORTED.swap(true, Ordering::Relaxed) {
-                let case = CASE.load(Ordering::Relaxed);
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "fuzz_api: case {case} asked for {size} bytes (limit {ALLOC_LIMIT}): \
-                     refused (reported once)"
-                );
-            }
-            false
-        } else {
-            LARGEST.fetch_max(size, Ordering::Relaxed);
-            true
-        }
-    }
-}
-
-// SAFETY: forwards to `System`, or returns null (allowed: an allocation failure).
-unsafe impl GlobalAlloc for Guard {
-    unsafe fn alloc(&self, layout: AllocLayout) -> *mut u8 {
-        if Self::admit(layout.size()) {
-            unsafe { System.alloc(layout) }
-        } else {
-            std::ptr::null_mut()
-        }
-    }
-    unsafe fn alloc_zeroed(&self, layout: AllocLayout) -> *mut u8 {
-        if Self::admit(layout.size()) {
-            unsafe { System.alloc_zeroed(layout) }
-        } else {
-            std::ptr::null_mut()
-        }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: AllocLayout) {
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: AllocLayout, new_size: usize) -> *mut u8 {
-        if Self::admit(new_size) {
-            unsafe { System.realloc(ptr, layout, new_size) }
-        } else {
-            std::ptr::null_mut()
-        }
-    }
-}
+use alloc_guard::{Guard, ALLOC_LIMIT, CASE, LARGEST, REFUSED};
 
 #[global_allocator]
 static GLOBAL: Guard = Guard;
