@@ -72,7 +72,7 @@ for prog in examples/cpp/quickstart.cpp:quickstart_cpp examples/cpp/spmm_check.c
             tests/cpp/check_decode.cu:check_decode tests/cpp/tma_status.cu:cpp_tma_status; do
   src=${prog%%:*} dest=${prog##*:}
   [ -f "$src" ] || continue
-  "$nvcc" -std=c++17 -O2 -Iinclude -Icpp -Ithird_party/py/cutlass_library/source/include -x cu \
+  "$nvcc" -std=c++17 -O2 --expt-relaxed-constexpr -Iinclude -Icpp -Ithird_party/py/cutlass_library/source/include -x cu \
     -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_80,code=sm_80 -c "$src" -o "$out/$dest.o"
   "$nvcc" "$out/$dest.o" "$kernels_dir/libsparsek_kernels.a" -o "$out/$dest"
   rm "$out/$dest.o"
