@@ -23,6 +23,7 @@ struct DTypeTraits<DType::F16> {
   static constexpr DType kDType = DType::F16;
   static constexpr int kBytes = 2;
   static constexpr const char* kName = "f16";
+  static constexpr const char* kRowTakes = "the row takes f16 inputs";
   static constexpr uint32_t kNeeds = 0;  // always built
 };
 
@@ -31,6 +32,7 @@ struct DTypeTraits<DType::BF16> {
   static constexpr DType kDType = DType::BF16;
   static constexpr int kBytes = 2;
   static constexpr const char* kName = "bf16";
+  static constexpr const char* kRowTakes = "the row takes bf16 inputs";
   static constexpr uint32_t kNeeds = kFeatureBf16;
 };
 
@@ -39,6 +41,7 @@ struct DTypeTraits<DType::F32> {
   static constexpr DType kDType = DType::F32;
   static constexpr int kBytes = 4;
   static constexpr const char* kName = "f32";
+  static constexpr const char* kRowTakes = "the row takes f32 inputs";
   static constexpr uint32_t kNeeds = 0;
 };
 
@@ -78,6 +81,12 @@ constexpr int dtype_bytes(DType t) {
 // The name of `t` ("?" for a DType without an entry).
 constexpr const char* dtype_name(DType t) {
   return dispatch<KnownDTypes>(t, [](auto tr) { return decltype(tr)::kName; }, [] { return "?"; });
+}
+
+// A family's refusal of a problem whose input type is not its row's `t`.
+constexpr const char* row_takes(DType t) {
+  return dispatch<KnownDTypes>(t, [](auto tr) { return decltype(tr)::kRowTakes; },
+                               [] { return "the row takes another input type"; });
 }
 
 // The build features an input of type `t` needs (core/features.hpp).

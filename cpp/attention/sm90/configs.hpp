@@ -23,6 +23,7 @@
 #include <cuda_runtime_api.h>
 
 #include "attention/problem.hpp"
+#include "core/dtype.hpp"
 #include "core/features.hpp"
 
 namespace sparsek::detail::attention_sm90 {
@@ -73,7 +74,7 @@ constexpr bool attention_sm90_same(const char* a, const char* b) {
 
 // The build features a row needs (core/features.hpp).
 constexpr uint32_t needs(const AttentionSm90Variant& v) {
-  return (v.input == DType::BF16 ? uint32_t(detail::kFeatureBf16) : 0u) |
+  return detail::dtype_needs(v.input) |
          (v.automatic ? 0u : uint32_t(detail::kFeatureTuning));
 }
 

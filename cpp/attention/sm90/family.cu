@@ -31,7 +31,7 @@ VariantInfo info(int row) {
 
 const char* fits(const AttentionProblem& p, int row) {
   const AttentionSm90Variant& v = kAttentionSm90Variants[row];
-  if (p.input() != v.input) return v.input == DType::F16 ? "the row takes f16" : "the row takes bf16";
+  if (p.input() != v.input) return detail::row_takes(v.input);
   if (p.head_dim() != v.head_dim) return v.head_dim == 64 ? "the row is for head_dim 64" : "the row is for head_dim 128";
   return nullptr;
 }

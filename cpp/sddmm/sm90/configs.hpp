@@ -33,6 +33,7 @@
 #include <cuda_runtime_api.h>
 
 #include "sddmm/problem.hpp"
+#include "core/dtype.hpp"
 #include "core/features.hpp"
 
 namespace sparsek::detail::sddmm_sm90 {
@@ -96,7 +97,7 @@ constexpr bool sddmm_sm90_same(const char* a, const char* b) {
 
 // The build features a row needs (core/features.hpp).
 constexpr uint32_t needs(const SddmmSm90Variant& v) {
-  return (v.input == DType::BF16 ? uint32_t(detail::kFeatureBf16) : 0u) |
+  return detail::dtype_needs(v.input) |
          (v.automatic ? 0u : uint32_t(detail::kFeatureTuning));
 }
 

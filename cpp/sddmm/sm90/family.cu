@@ -34,7 +34,7 @@ VariantInfo info(int row) {
 // Why row `row` cannot run p: its dtypes, block and layouts are fixed.
 const char* fits(const SddmmProblem& p, int row) {
   const SddmmSm90Variant& v = kSddmmSm90Variants[row];
-  if (p.input() != v.input) return v.input == DType::F16 ? "the row takes f16 A and B" : "the row takes bf16 A and B";
+  if (p.input() != v.input) return row_takes(v.input);
   if (v.s_f32 && p.output() != DType::F32) return "the row writes an f32 S";
   if (!v.s_f32 && p.output() != p.input()) return "the row writes S in the input dtype";
   if (p.s.bm != v.block || p.s.bn != v.block)

@@ -384,7 +384,7 @@ constexpr bool same_name(const char* a, const char* b) {
 // f32 output and 64/128 blocks) `any-block`, tuning candidates `tuning`.
 constexpr uint32_t needs(const Sm90Variant& v) {
   uint32_t n = 0;
-  if (v.input == DType::BF16) n |= detail::kFeatureBf16;
+  n |= detail::dtype_needs(v.input);
   if (v.a_transposed) n |= detail::kFeatureTranspose;
   if (v.epilogue == EpilogueKind::Direct && !v.a_transposed && !((v.bm == 64 || v.bm == 128) && v.tile_k == 64))
     n |= detail::kFeatureAnyBlock;
