@@ -18,7 +18,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 use std::time::Instant;
 
-use rand::{Rng, RngCore};
+use rand::Rng;
 use sparsek::{validate_parts, BlockMask, BlockShape, BsrError, BsrMatrix};
 
 // ---------------------------------------------------------------------------------------
@@ -35,34 +35,10 @@ static GLOBAL: Guard = Guard;
 // ---------------------------------------------------------------------------------------
 // Inputs.
 
-/// SplitMix64: a fast generator (ChaCha is slow in debug builds, where CI runs this too),
-/// seeded per case so any case replays on its own.
-struct FuzzRng(u64);
+#[path = "common/fuzz_rng.rs"]
+mod fuzz_rng;
 
-impl FuzzRng {
-    fn new(seed: u64) -> Self {
-        Self(seed)
-    }
-}
-
-impl RngCore for FuzzRng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn next_u32(&mut self) -> u32 {
-        (self.next_u64() >> 32) as u32
-    }
-    fn fill_bytes(&mut self, dst: &mut [u8]) {
-        for chunk in dst.chunks_mut(8) {
-            let v = self.next_u64().to_le_bytes();
-            chunk.copy_from_slice(&v[..chunk.len()]);
-        }
-    }
-}
+use fuzz_rng::FuzzRng;
 
 /// Largest values / dense / mask sizes the fuzz materializes (elements).
 const SMALL_CAP: usize = 1 << 14;

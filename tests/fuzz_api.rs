@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rand::{Rng, RngCore};
+use rand::Rng;
 use sparsek::{
     attention, attention_into, bf16, f16, Activation, AttentionOptions, Backend, BlockMask,
     BlockPatterns, BlockShape, BsrMatrix, Dense, DenseMut, Element, Heads, HeadsMut, Layout,
@@ -54,34 +54,10 @@ const HANG_LIMIT: Duration = Duration::from_secs(30);
 static SERIAL: Mutex<()> = Mutex::new(());
 static LAST_PANIC: Mutex<Option<String>> = Mutex::new(None);
 
-/// SplitMix64: a fast generator (ChaCha is slow in debug builds, where CI runs this too),
-/// seeded per case so any case replays on its own.
-struct FuzzRng(u64);
+#[path = "common/fuzz_rng.rs"]
+mod fuzz_rng;
 
-impl FuzzRng {
-    fn new(seed: u64) -> Self {
-        Self(seed)
-    }
-}
-
-impl RngCore for FuzzRng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn next_u32(&mut self) -> u32 {
-        (self.next_u64() >> 32) as u32
-    }
-    fn fill_bytes(&mut self, dst: &mut [u8]) {
-        for chunk in dst.chunks_mut(8) {
-            let v = self.next_u64().to_le_bytes();
-            chunk.copy_from_slice(&v[..chunk.len()]);
-        }
-    }
-}
+use fuzz_rng::FuzzRng;
 
 fn env_u64(name: &str) -> Option<u64> {
     let v = std::env::var(name).ok()?;
