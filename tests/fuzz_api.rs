@@ -1264,6 +1264,11 @@ fn topk_reference(
     let key = |v: f32| if v.is_nan() { f32::NEG_INFINITY } else { v };
     for r in 0..rows {
         let cand = candidates(r % qb, kb, c.block_q, c.block_k, c.causal);
+        if c.top_k.min(cand) == 0 {
+            // Nothing kept (rows may number millions with no key block).
+            row_ptr.push(col_idx.len() as i32);
+            continue;
+        }
         let row = &scores[r * kb..(r + 1) * kb];
         let mut order: Vec<usize> = (0..cand).collect();
         order.sort_by(|&a, &b| key(row[b]).total_cmp(&key(row[a])).then(a.cmp(&b)));

@@ -315,6 +315,11 @@ pub fn block_topk_scores(
     let mut order = Vec::new();
     for r in 0..rows {
         let cand = opts.candidates(r % q_blocks.max(1), k_blocks);
+        if opts.top_k == 0 || cand == 0 {
+            // Nothing kept: no ranking (rows may number 2^31 with no key block).
+            row_ptr.push(col_idx.len() as i32);
+            continue;
+        }
         let row = &scores[r * k_blocks..r * k_blocks + cand];
         keep.iter_mut().for_each(|x| *x = false);
         select_top(row, opts.top_k.min(cand), &mut order, &mut keep[..cand]);

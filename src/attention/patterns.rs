@@ -125,12 +125,14 @@ impl BlockPatterns {
         }
         // Every offset first (non-decreasing from 0 to nnzb, so within col_idx), then the
         // rows they delimit.
-        if let Some(r) = (0..rows).find(|&r| row_ptr[r + 1] < row_ptr[r]) {
+        if let Some(r) = row_ptr.windows(2).position(|w| w[1] < w[0]) {
             return Err(pattern_error(format!("row_ptr decreases at row {r}")));
         }
-        for r in 0..rows {
-            let (a, b) = (row_ptr[r], row_ptr[r + 1]);
-            let row = &col_idx[a as usize..b as usize];
+        for (r, w) in row_ptr.windows(2).enumerate() {
+            if w[0] == w[1] {
+                continue;
+            }
+            let row = &col_idx[w[0] as usize..w[1] as usize];
             for (i, &c) in row.iter().enumerate() {
                 if c < 0 || c as usize >= k_blocks {
                     return Err(pattern_error(format!(
