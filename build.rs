@@ -9,6 +9,9 @@
 mod readme;
 
 #[cfg(feature = "cuda")]
+#[path = "buildscript/cutlass_version.rs"]
+mod cutlass_version;
+#[cfg(feature = "cuda")]
 #[path = "buildscript/provision.rs"]
 mod provision;
 #[cfg(feature = "cuda")]
@@ -24,6 +27,8 @@ fn main() {
     #[cfg(feature = "cuda")]
     if std::env::var_os("DOCS_RS").is_none() {
         cuda::build();
+    } else {
+        println!("cargo:rustc-env=SPARSEK_CUTLASS_VERSION=none (documentation build)");
     }
 }
 
@@ -35,6 +40,7 @@ mod cuda {
     use std::process::Command;
     use std::time::SystemTime;
 
+    use super::cutlass_version;
     use super::provision;
     use super::shared_objects::{self, Hashes, Normalizer};
 
@@ -72,8 +78,9 @@ mod cuda {
             .find(|p| p.is_file())
     }
 
-    /// The toolchain: nvcc, the CUTLASS source dir (a 4.2+ checkout or the wheel's), and
-    /// the pip toolchain directory they come from, if they do.
+    /// The toolchain: nvcc, the CUTLASS source dir (checked: version.h within the
+    /// supported range), and the pip toolchain directory one of them comes from, if any
+    /// (a prefix the shared objects' manifests name by placeholder).
     struct Toolchain {
         nvcc: PathBuf,
         cutlass: PathBuf,
@@ -82,40 +89,89 @@ mod cuda {
 
     /// nvcc and CUTLASS: what NVCC/CUDA_HOME/CUDA_PATH/PATH and CUTLASS_DIR give; the
     /// rest from third_party/py when `third_party/setup.sh` ran, else from the toolchain
-    /// cache, installed there first if needed (buildscript/provision.rs).
+    /// cache, where only the missing parts are installed, if they are not there yet
+    /// (buildscript/provision.rs): no CUTLASS wheel when CUTLASS_DIR is set, no CUDA wheel
+    /// when an nvcc is found.
     fn find_toolchain(root: &Path) -> Toolchain {
         println!("cargo:rerun-if-env-changed=CUTLASS_DIR");
-        let nvcc = explicit_nvcc();
-        let cutlass = env::var_os("CUTLASS_DIR").map(PathBuf::from);
-        if let (Some(nvcc), Some(cutlass)) = (&nvcc, &cutlass) {
-            return Toolchain {
-                nvcc: nvcc.clone(),
-                cutlass: cutlass.clone(),
-                py: None,
-            };
-        }
         let third_party = root.join("third_party/py");
-        let py = if provision::has_toolchain(&third_party) {
-            third_party
-        } else {
-            let missing = match (&nvcc, &cutlass) {
-                (None, None) => "no nvcc and no CUTLASS found",
-                (None, Some(_)) => "no nvcc found",
+        let setup = |part: provision::Parts| {
+            provision::has_parts(&third_party, part).then(|| third_party.clone())
+        };
+        let (only_nvcc, only_cutlass) = (
+            provision::Parts {
+                nvcc: true,
+                cutlass: false,
+            },
+            provision::Parts {
+                nvcc: false,
+                cutlass: true,
+            },
+        );
+        let mut nvcc = explicit_nvcc().map(|p| (p, None));
+        let mut cutlass = env::var_os("CUTLASS_DIR").map(|p| (PathBuf::from(p), None));
+        if nvcc.is_none() {
+            nvcc = setup(only_nvcc).map(|d| (provision::nvcc_in(&d), Some(d)));
+        }
+        if cutlass.is_none() {
+            cutlass = setup(only_cutlass).map(|d| (provision::cutlass_in(&d), Some(d)));
+        }
+        let missing = provision::Parts {
+            nvcc: nvcc.is_none(),
+            cutlass: cutlass.is_none(),
+        };
+        if missing.nvcc || missing.cutlass {
+            let what = match (missing.nvcc, missing.cutlass) {
+                (true, true) => "no nvcc and no CUTLASS found",
+                (true, false) => "no nvcc found",
                 _ => "no CUTLASS found (CUTLASS_DIR unset)",
             };
-            let why = format!(
-                "{missing} (NVCC, CUDA_HOME, CUDA_PATH, PATH, CUTLASS_DIR, third_party/py)"
-            );
-            provision::toolchain(root, &why).unwrap_or_else(|e| fail(e))
+            let why =
+                format!("{what} (NVCC, CUDA_HOME, CUDA_PATH, PATH, CUTLASS_DIR, third_party/py)");
+            let dir = provision::toolchain(root, &why, missing).unwrap_or_else(|e| fail(e));
+            if missing.nvcc {
+                nvcc = Some((provision::nvcc_in(&dir), Some(dir.clone())));
+            }
+            if missing.cutlass {
+                cutlass = Some((provision::cutlass_in(&dir), Some(dir)));
+            }
+        }
+        let (Some((nvcc, nvcc_dir)), Some((cutlass, cutlass_dir))) = (nvcc, cutlass) else {
+            fail("the toolchain is incomplete after provisioning".into())
         };
+        let origin = if cutlass_dir.is_none() {
+            "CUTLASS_DIR"
+        } else {
+            "the pinned wheel"
+        };
+        let version = match cutlass_version::check(&cutlass, origin) {
+            Ok(cutlass_version::Support::Tested(v)) => v,
+            Ok(cutlass_version::Support::Newer(v)) => {
+                println!(
+                    "cargo:warning=sparsek: CUTLASS {v} from {origin} ({}) is newer than the \
+                     newest tested ({}): it may not build",
+                    cutlass.display(),
+                    cutlass_version::NEWEST_TESTED,
+                );
+                v
+            }
+            Err(e) => fail(e),
+        };
+        // The build log (cargo -vv, or the build script's output file), and the crate:
+        // sparsek::gpu::CUTLASS_VERSION.
+        println!(
+            "sparsek: CUTLASS {version} from {origin} ({})",
+            cutlass.display()
+        );
+        println!("cargo:rustc-env=SPARSEK_CUTLASS_VERSION={version}");
         Toolchain {
-            nvcc: nvcc.unwrap_or_else(|| provision::nvcc_in(&py)),
-            cutlass: cutlass.unwrap_or_else(|| provision::cutlass_in(&py)),
-            py: Some(py),
+            nvcc,
+            cutlass,
+            py: cutlass_dir.or(nvcc_dir),
         }
     }
 
-    /// CUTLASS include dirs of a CUTLASS source dir.
+    /// CUTLASS include dir of a CUTLASS source dir (sparsek uses no CUTLASS utilities).
     fn cutlass_includes(base: &Path) -> Vec<PathBuf> {
         let inc = base.join("include");
         if !inc.join("cutlass/cutlass.h").is_file() {
@@ -124,7 +180,7 @@ mod cuda {
                 inc.display()
             ));
         }
-        vec![inc, base.join("tools/util/include")]
+        vec![inc]
     }
 
     /// What `nvcc --version` prints (part of the key of shared objects), or "".

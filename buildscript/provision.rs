@@ -1,14 +1,16 @@
 //! The CUDA toolchain build.rs installs itself when it finds none: the wheels of
-//! third_party/wheels.txt marked `build` (nvcc, the CUDA runtime, CUTLASS), installed with
-//! `python3 -m pip install --no-deps --target` into a cache outside the source tree:
+//! third_party/wheels.txt of the parts it is missing (`nvcc`: the compiler and the CUDA
+//! runtime; `cutlass`: the CUTLASS headers), installed with `python3 -m pip install
+//! --no-deps --target` into a cache outside the source tree:
 //!
 //!   $SPARSEK_TOOLCHAIN_DIR, else $XDG_CACHE_HOME/sparsek, else $HOME/.cache/sparsek,
-//!   then `toolchain-<hash of the wheel list>`.
+//!   then `toolchain-<hash of the wheels installed>`.
 //!
-//! A changed list gets a new directory. pip installs into a private temporary directory
-//! that is renamed into place once complete, so concurrent builds never see half a
-//! toolchain (the loser of a race discards its copy). SPARSEK_NO_PROVISION=1 turns the
-//! installation off; PYTHON picks the interpreter (default python3).
+//! A changed list, or another set of parts, gets a new directory. pip installs into a
+//! private temporary directory that is renamed into place once complete, so concurrent
+//! builds never see half a toolchain (the loser of a race discards its copy).
+//! SPARSEK_NO_PROVISION=1 turns the installation off; PYTHON picks the interpreter
+//! (default python3).
 
 use std::env;
 use std::fs;
@@ -23,43 +25,65 @@ pub fn nvcc_in(dir: &Path) -> PathBuf {
     dir.join("nvidia/cu13/bin/nvcc")
 }
 
-/// The CUTLASS source directory (with include/ and tools/util/include/) inside one.
+/// The CUTLASS source directory (with include/) inside one.
 pub fn cutlass_in(dir: &Path) -> PathBuf {
     dir.join("cutlass_library/source")
 }
 
-/// Whether `dir` holds nvcc and the CUTLASS headers.
-pub fn has_toolchain(dir: &Path) -> bool {
-    nvcc_in(dir).is_file() && cutlass_in(dir).join("include/cutlass/cutlass.h").is_file()
+/// The parts of the toolchain a build is missing (what a cache directory holds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Parts {
+    pub nvcc: bool,
+    pub cutlass: bool,
 }
 
-/// The wheels build.rs installs: the `build` lines of third_party/wheels.txt, in order.
-fn build_wheels(root: &Path) -> Result<Vec<String>, String> {
+impl Parts {
+    /// The wheels.txt marks of these parts.
+    fn marks(self) -> Vec<&'static str> {
+        [("nvcc", self.nvcc), ("cutlass", self.cutlass)]
+            .iter()
+            .filter(|(_, on)| *on)
+            .map(|(m, _)| *m)
+            .collect()
+    }
+}
+
+/// Whether `dir` holds the given parts.
+pub fn has_parts(dir: &Path, parts: Parts) -> bool {
+    (!parts.nvcc || nvcc_in(dir).is_file())
+        && (!parts.cutlass || cutlass_in(dir).join("include/cutlass/cutlass.h").is_file())
+}
+
+/// The wheels of `parts`: their lines of third_party/wheels.txt, in order.
+fn wheels_of(root: &Path, parts: Parts) -> Result<Vec<String>, String> {
     let path = root.join("third_party/wheels.txt");
     println!("cargo:rerun-if-changed={}", path.display());
     let text = fs::read_to_string(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-    let mut wheels = Vec::new();
+    let mut lines = Vec::new();
     for line in text.lines() {
         let line = line.split('#').next().unwrap_or("");
         let mut words = line.split_whitespace();
-        let (Some(wheel), Some(used_by), None) = (words.next(), words.next(), words.next()) else {
-            if line.trim().is_empty() {
-                continue;
+        match (words.next(), words.next(), words.next()) {
+            (None, ..) => {}
+            (Some(wheel), Some(used_by), None) => lines.push((wheel, used_by)),
+            _ => {
+                return Err(format!(
+                    "{}: malformed line `{}` (want: wheel==version nvcc|cutlass|cmake)",
+                    path.display(),
+                    line.trim()
+                ))
             }
-            return Err(format!(
-                "{}: malformed line `{}` (want: wheel==version build|cmake)",
-                path.display(),
-                line.trim()
-            ));
-        };
-        if used_by == "build" {
-            wheels.push(wheel.to_string());
         }
     }
-    if wheels.is_empty() {
-        return Err(format!("{} marks no wheel `build`", path.display()));
+    let marks = parts.marks();
+    if let Some(m) = marks.iter().find(|m| !lines.iter().any(|(_, u)| u == *m)) {
+        return Err(format!("{} marks no wheel `{m}`", path.display()));
     }
-    Ok(wheels)
+    Ok(lines
+        .into_iter()
+        .filter(|(_, u)| marks.contains(u))
+        .map(|(w, _)| w.to_string())
+        .collect())
 }
 
 /// FNV-1a, 64 bits: a hash that stays the same across Rust releases (the cache key must).
@@ -108,16 +132,16 @@ fn no_pip(python: &str, why: &str) -> String {
     )
 }
 
-/// The cached toolchain directory, installing it first when it is missing (unless
-/// SPARSEK_NO_PROVISION is set). `why` says what was not found, for the messages.
-pub fn toolchain(root: &Path, why: &str) -> Result<PathBuf, String> {
+/// The cached directory of the toolchain's `parts`, installing them first when missing
+/// (unless SPARSEK_NO_PROVISION is set). `why` says what was not found, for the messages.
+pub fn toolchain(root: &Path, why: &str, parts: Parts) -> Result<PathBuf, String> {
     println!("cargo:rerun-if-env-changed=SPARSEK_NO_PROVISION");
     println!("cargo:rerun-if-env-changed=PYTHON");
-    let wheels = build_wheels(root)?;
+    let wheels = wheels_of(root, parts)?;
     let key = stable_hash(wheels.join("\n").as_bytes());
     let base = cache_base()?;
     let dir = base.join(format!("toolchain-{key:016x}"));
-    if dir.join(COMPLETE).is_file() && has_toolchain(&dir) {
+    if dir.join(COMPLETE).is_file() && has_parts(&dir, parts) {
         return Ok(dir);
     }
     if env::var_os("SPARSEK_NO_PROVISION").is_some_and(|v| !v.is_empty() && v != "0") {
@@ -155,7 +179,7 @@ pub fn toolchain(root: &Path, why: &str) -> Result<PathBuf, String> {
         wheels.join(" "),
         dir.display()
     );
-    let result = install(&python, &wheels, &tmp).and_then(|()| publish(&tmp, &dir));
+    let result = install(&python, &wheels, &tmp, parts).and_then(|()| publish(&tmp, &dir, parts));
     if tmp.exists() {
         let _ = fs::remove_dir_all(&tmp);
     }
@@ -163,7 +187,7 @@ pub fn toolchain(root: &Path, why: &str) -> Result<PathBuf, String> {
 }
 
 /// pip-installs `wheels` into `tmp` and completes it (lib64 link, check, marker).
-fn install(python: &str, wheels: &[String], tmp: &Path) -> Result<(), String> {
+fn install(python: &str, wheels: &[String], tmp: &Path, parts: Parts) -> Result<(), String> {
     let out = Command::new(python)
         .args([
             "-m",
@@ -194,14 +218,14 @@ fn install(python: &str, wheels: &[String], tmp: &Path) -> Result<(), String> {
     }
     // nvcc expects lib64/ in places; the wheels ship lib/ (as third_party/setup.sh does).
     #[cfg(unix)]
-    {
+    if parts.nvcc {
         let lib64 = tmp.join("nvidia/cu13/lib64");
         if !lib64.exists() {
             std::os::unix::fs::symlink("lib", &lib64)
                 .map_err(|e| format!("linking {}: {e}", lib64.display()))?;
         }
     }
-    if !has_toolchain(tmp) {
+    if !has_parts(tmp, parts) {
         return Err(format!(
             "pip installed {} but nvcc or the CUTLASS headers are not where expected \
              (nvidia/cu13/bin/nvcc, cutlass_library/source/include)",
@@ -213,11 +237,11 @@ fn install(python: &str, wheels: &[String], tmp: &Path) -> Result<(), String> {
 }
 
 /// Renames the finished `tmp` to `dir`; a complete `dir` from a concurrent build wins.
-fn publish(tmp: &Path, dir: &Path) -> Result<(), String> {
+fn publish(tmp: &Path, dir: &Path, parts: Parts) -> Result<(), String> {
     if fs::rename(tmp, dir).is_ok() {
         return Ok(());
     }
-    if dir.join(COMPLETE).is_file() && has_toolchain(dir) {
+    if dir.join(COMPLETE).is_file() && has_parts(dir, parts) {
         return Ok(()); // another build finished first; `tmp` is discarded
     }
     // An incomplete leftover (not made by this code, which only renames complete copies):
@@ -225,7 +249,7 @@ fn publish(tmp: &Path, dir: &Path) -> Result<(), String> {
     fs::remove_dir_all(dir).map_err(|e| format!("removing {}: {e}", dir.display()))?;
     match fs::rename(tmp, dir) {
         Ok(()) => Ok(()),
-        Err(_) if dir.join(COMPLETE).is_file() && has_toolchain(dir) => Ok(()),
+        Err(_) if dir.join(COMPLETE).is_file() && has_parts(dir, parts) => Ok(()),
         Err(e) => Err(format!(
             "moving {} to {}: {e}",
             tmp.display(),

@@ -105,7 +105,10 @@ mod gpu {
             &DenseMut::device(&mut dy, OUT, BATCH, Layout::ColMajor),
             &opts,
         )?;
-        println!("backend: {backend:?} (Auto's choice for this problem)");
+        println!(
+            "backend: {backend:?} (Auto's choice for this problem; kernels built with CUTLASS {})",
+            gpu::CUTLASS_VERSION
+        );
 
         // y = W·x, the call that is checked and then timed.
         let forward = |dy: &mut CudaSlice<f32>| {

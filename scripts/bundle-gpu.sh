@@ -36,8 +36,8 @@ for line in sys.stdin:
   executables cargo test --release --features full --test gpu_attention --no-run
   executables cargo test --release --features full --test gpu_hardening --no-run
   executables cargo build --release --features full --examples
-  executables cargo bench -p sparsek-bench --features cuda --bench spmm --no-run
-  executables cargo build --release -p sparsek-bench --features cuda --bin bench_report
+  executables cargo bench --features full --bench families --no-run
+  executables cargo build --release -p sparsek-report --features cuda --bin bench_report
 } | while read -r name path; do
   case "$name" in
     gpu_sm90) dest=gpu_sm90_tests ;;
@@ -49,7 +49,7 @@ for line in sys.stdin:
     gpu_sddmm) dest=gpu_sddmm_tests ;;
     gpu_attention) dest=gpu_attention_tests ;;
     gpu_hardening) dest=gpu_hardening_tests ;;
-    spmm) dest=spmm_bench ;;
+    families) dest=families_bench ;;
     *) dest="$name" ;;
   esac
   cp "$path" "$out/$dest"
@@ -80,6 +80,6 @@ done
 
 strip --strip-debug "$out"/*
 cp scripts/gpu-bundle-run.sh "$out/run.sh"
-cp bench/peers/*.py "$out/"  # the peers' scripts (PyTorch on the GPU machine)
+cp report/peers/*.py "$out/"  # the peers' scripts (PyTorch on the GPU machine)
 chmod +x "$out"/*
 du -sh "$out"/* "$out"

@@ -5,7 +5,7 @@
 #   run.sh                 # GPU tests + the Rust and C++ quickstarts; non-zero exit if any fails
 #   run.sh test-spmm       # its first half: the products' families, quickstarts, C++ checks
 #   run.sh test-ops        # its second half: A^T, SDDMM, attention, hardening, linear_backward
-#   run.sh bench [ARGS]    # the criterion bench (ARGS passed on, e.g. a filter)
+#   run.sh bench [ARGS]    # the criterion bench, benches/families.rs: Hopper vs WMMA vs cuBLAS (ARGS passed on, e.g. a filter)
 #   run.sh report [ARGS]   # bench_report run ARGS (table, --json, --png, --baseline gate)
 #   run.sh products [ARGS] # bench_report products ARGS (A^T*B and D*A beside A*B)
 #   run.sh sddmm           # the SDDMM sweep beside torch.sparse.sampled_addmm (cuSPARSE)
@@ -85,7 +85,7 @@ case "${1:-test}" in
   bench)
     shift
     export CRITERION_HOME="${CRITERION_HOME:-$here/criterion}"
-    exec "$here/spmm_bench" --bench "$@"
+    exec "$here/families_bench" --bench "$@"
     ;;
   report)
     shift
@@ -99,7 +99,7 @@ case "${1:-test}" in
   sddmm)
     # The SDDMM at m = n = k = 8192 beside its peer on the same pattern (torch.sparse.sampled_addmm,
     # which runs cuSPARSE's SDDMM; f32 values where PyTorch has no f16 kernel) and the cuBLAS
-    # ceiling of the same run: one line each (bench/NOTES.md session 14 run 3).
+    # ceiling of the same run: one line each (report/NOTES.md session 14 run 3).
     pattern="$(mktemp)"
     for blk in 128 64; do for d in 0.125 0.25; do for dt in f16 bf16; do for lay in "row col" "col row"; do
       "$here/sddmm_check" --time 8192 8192 8192 $blk $d $dt $lay 10 "$pattern" || exit 1

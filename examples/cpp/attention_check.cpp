@@ -21,7 +21,7 @@
 //                          Times ITERS launches (CUDA events, median of 5 repeats) and prints
 //                          one JSON line (TFLOPS on kept pairs: 4 * pairs * head_dim FLOPs);
 //                          writes the case and its mask to MASK_JSON for
-//                          bench/peers/attention_torch.py (dims, kept pairs, stacked BSR).
+//                          report/peers/attention_torch.py (dims, kept pairs, stacked BSR).
 // Exit status 0 only when everything passed.
 #include <sparsek/attention.hpp>
 

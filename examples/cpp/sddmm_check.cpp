@@ -11,7 +11,7 @@
 //                          type): median of 5 repeats of ITERS launches, CUDA events; the
 //                          pattern is written to PATTERN_FILE (block-rows, block-columns,
 //                          block, then row_ptr and col_idx) for the peers' script
-//                          (bench/peers/sddmm_torch.py) to run the same one.
+//                          (report/peers/sddmm_torch.py) to run the same one.
 //
 // S's values are poisoned with NaN when beta == 0 (they must not be read), so an unwritten
 // or wrongly read value shows as a failure. Exit status 0 only when everything passed.

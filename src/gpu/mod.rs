@@ -40,6 +40,10 @@ impl From<DriverError> for Error {
     }
 }
 
+/// The CUTLASS the kernels were compiled against (`include/cutlass/version.h` of the tree
+/// the build used: the pinned wheel, or `CUTLASS_DIR`).
+pub const CUTLASS_VERSION: &str = env!("SPARSEK_CUTLASS_VERSION");
+
 /// Opens device 0, or says why there is none (no driver library, no device). Never
 /// panics, so a program can fall back to the CPU backend on machines without a GPU.
 pub fn open_device() -> Result<Arc<CudaContext>, String> {

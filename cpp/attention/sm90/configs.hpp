@@ -46,7 +46,7 @@ namespace table {
 constexpr DType F16 = DType::F16;
 constexpr DType BF16 = DType::BF16;
 constexpr const char* kRun2 =
-    "session 15 run 2 (bench/NOTES.md), bf16 d128 at seq 8192: without turns causal 619 TFLOPS vs 586 with, "
+    "session 15 run 2 (report/NOTES.md), bf16 d128 at seq 8192: without turns causal 619 TFLOPS vs 586 with, "
     "top-k 596 vs 598, dense 605 vs 607; d64 causal 411 vs 410";
 constexpr const char* kLikeBf16 = "as its bf16 row (session 15 run 2; f16 d128 causal 551 TFLOPS with turns)";
 

@@ -57,13 +57,13 @@ struct DecodeVariant {
 };
 
 // The thresholds (each row's n_max, and Decode before the tensor-core families in Auto's
-// order) were checked by one H100 run of `bench_report decode`, bench/baseline/h100-decode.json
+// order) were checked by one H100 run of `bench_report decode`, report/baseline/h100-decode.json
 // (2026-11-23): for n <= 64 Decode was the fastest family in every row of the sweep (3
 // shapes x 3 blocks x 2 densities), 1.5-7x faster than CUTLASS/WMMA; at n = 128 it was
 // within 10 % of the best family at 128x128 blocks and 2-4x faster on 4096x4096, but up to
 // 1.5x slower than WMMA on 14336x4096 with 32x32/64x64 blocks (left as is: no single
 // threshold wins both); at n = 256 the tensor-core families win and Decode takes no row.
-#define SPARSEK_DECODE_DESIGN "H100 decode sweep 2026-11-23, bench/baseline/h100-decode.json (see above)"
+#define SPARSEK_DECODE_DESIGN "H100 decode sweep 2026-11-23, report/baseline/h100-decode.json (see above)"
 
 // Shared memory per CTA (launch.hpp; 4 KiB of static memory for the block columns on
 // top): n8 69 KiB, n16 73 KiB, n32 81 KiB, n64 97 KiB, n128 133 KiB (its fp32 tile and

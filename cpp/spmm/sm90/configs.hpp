@@ -48,7 +48,7 @@
 //                each with an Only twin; the other rows keep Where.
 // Stages are derived from the shared memory left after the epilogue (kernel.hpp).
 //
-// Measured by scripts/tuning-sweep.sh on an H100 (2026-11-22, bench/NOTES.md run 3;
+// Measured by scripts/tuning-sweep.sh on an H100 (2026-11-22, report/NOTES.md run 3;
 // M=N=K=8192, f16, row-major B/C; TFLOPS on nonzero work at block density 1/16, 1/8, 1/4;
 // the names are the sweep's, then the rows here):
 //   name            bm   GEMM tile   orientation     1/16  1/8   1/4
@@ -165,47 +165,47 @@ constexpr bool Auto = true;     // automatic
 constexpr bool Tune = false;    // tuning candidate
 
 constexpr const char kSwept128[] =
-    "H100 sweep 2026-11-22 (scripts/tuning-sweep.sh, bench/NOTES.md run 3): coop_128x256 456/571/664 "
+    "H100 sweep 2026-11-22 (scripts/tuning-sweep.sh, report/NOTES.md run 3): coop_128x256 456/571/664 "
     "TFLOPS at density 1/16, 1/8, 1/4, the fastest bm=128 tile at 1/8 and 1/4";
 constexpr const char kSwept64[] =
-    "H100 sweep 2026-11-22 (scripts/tuning-sweep.sh, bench/NOTES.md run 3): coopT_256x64 364/405/427 "
+    "H100 sweep 2026-11-22 (scripts/tuning-sweep.sh, report/NOTES.md run 3): coopT_256x64 364/405/427 "
     "TFLOPS at density 1/16, 1/8, 1/4, the fastest bm=64 tile at every density";
 constexpr const char kSame128[] =
-    "the bm=128 tile of the H100 sweep 2026-11-22 (bench/NOTES.md run 3, f16 row-major B/C: 456/571/664 "
+    "the bm=128 tile of the H100 sweep 2026-11-22 (report/NOTES.md run 3, f16 row-major B/C: 456/571/664 "
     "TFLOPS at 1/16, 1/8, 1/4); this dtype/layout was not swept";
 constexpr const char kSame64[] =
-    "the bm=64 tile of the H100 sweep 2026-11-22 (bench/NOTES.md run 3, f16 row-major B/C: 364/405/427 "
+    "the bm=64 tile of the H100 sweep 2026-11-22 (report/NOTES.md run 3, f16 row-major B/C: 364/405/427 "
     "TFLOPS at 1/16, 1/8, 1/4); this dtype/layout was not swept";
 
 constexpr const char kCluster128[] =
-    "H100 2026-11-23 (bench/NOTES.md session 11 run 2, spmm_check m = k = 8192, f16): the default tile in "
+    "H100 2026-11-23 (report/NOTES.md session 11 run 2, spmm_check m = k = 8192, f16): the default tile in "
     "1x2 clusters, TFLOPS at density 1/16, 1/8, 1/4: n = 1024 360/513/616 vs 348/479/579 (+3-7 %); n = 8192 "
     "423/553/648 vs 439/550/643 (-4 % at 1/16), so only up to n = 2048";
 constexpr const char kCluster64[] =
-    "H100 2026-11-23 (bench/NOTES.md session 11 run 2, spmm_check m = k = 8192, f16): the default tile in "
+    "H100 2026-11-23 (report/NOTES.md session 11 run 2, spmm_check m = k = 8192, f16): the default tile in "
     "2x1 clusters, TFLOPS at density 1/16, 1/8, 1/4: n = 1024 269/339/394 vs 263/330/385 (+2-3 %); n = 8192 "
     "343/399/424 vs 341/396/423 (within 1 %), so only up to n = 2048 like bm = 128";
 
 constexpr const char kPingPong128[] =
-    "H100 2026-11-23 (bench/NOTES.md session 12 run 1, spmm_check m = k = 8192, bk = 128): the ping-pong "
+    "H100 2026-11-23 (report/NOTES.md session 12 run 1, spmm_check m = k = 8192, bk = 128): the ping-pong "
     "kernel, 128x128 per consumer warpgroup, against the cooperative default, f16 TFLOPS at density 1/16, 1/8, "
     "1/4: n = 8192 454/500/536 vs 438/549/639, n = 2048 397/474/507 vs 387/513/617; bf16 n = 8192 1/16 469 vs "
     "447, 1/4 536 vs 669. So only for block-rows of depth <= 512 (1/16 of 8192)";
 constexpr const char kPingPong64[] =
-    "H100 2026-11-23 (bench/NOTES.md session 12 run 1, spmm_check m = k = 8192, bk = 64): the ping-pong "
+    "H100 2026-11-23 (report/NOTES.md session 12 run 1, spmm_check m = k = 8192, bk = 64): the ping-pong "
     "kernel, transposed 256x64 per consumer warpgroup, against the cooperative default, f16 TFLOPS at density "
     "1/16, 1/8, 1/4: n = 8192 384/400/412 vs 339/395/422, n = 2048 322/374/394 vs 295/363/400; bf16 n = 8192 "
     "1/16 386 vs 345, 1/4 411 vs 426. So only for block-rows of depth <= 1024 (1/8 of 8192)";
 
 // The common keys' defaults are Never rows, each with an Only twin: H100 2026-11-23
-// (bench/NOTES.md session 13 run 1; spmm_check m = n = k = 8192, f16, 3 repeats, µs), the
+// (report/NOTES.md session 13 run 1; spmm_check m = n = k = 8192, f16, 3 repeats, µs), the
 // default tile without split tiles vs with them: bm 128 at 1/16 153.3 vs 156.5, 1/8 246.2 vs
 // 251.4; bm 64 at 1/16 191.9 vs 200.6, 1/8 340.7 vs 347.2, 1/4 647.4 vs 648.6. Session 10's
 // build (before split tiles): 151.3, 243.4, 189.0, 339.3, 640.9. ncu, bm 64 at 1/16: 44.5 M
 // instructions executed vs 47.5 M.
 constexpr const char kSplitTwin[] =
     "the default tile with split tiles, automatic only where the launch splits (split.hpp: few tiles with long "
-    "block-rows, 1.4-1.9x faster, bench/NOTES.md session 11 run 2); the split-free twin takes the rest";
+    "block-rows, 1.4-1.9x faster, report/NOTES.md session 11 run 2); the split-free twin takes the rest";
 
 constexpr const char kFused[] =
     "the default tile with the fused bias/activation epilogue, only for problems that ask for it: on plain "
@@ -219,7 +219,7 @@ constexpr const char kTransposed[] =
     "defaults); not yet measured against A*B";
 
 constexpr const char kAnyBlock[] =
-    "H100 2026-11-23 (bench/NOTES.md, session 9): the any-block rows, larger tile_k first (run 1: at 32x32 "
+    "H100 2026-11-23 (report/NOTES.md, session 9): the any-block rows, larger tile_k first (run 1: at 32x32 "
     "k32 161/197 TFLOPS vs k16 122/132 at density 1/8, 1/4); the E table of run 2 rates them";
 
 // clang-format off
@@ -283,16 +283,16 @@ inline constexpr Sm90Variant kSm90Variants[] = {
      Plain, 64, 1, 0, Coop, 0, Never},
     // ---- tuning candidates (SPARSEK_VARIANT only) ----
     {"sm90_f16_bm128_brow_crow_128x192",    F16, Same,  128, BRow, CRow, 128,   192,    N,   Tune,
-     "H100 sweep 2026-11-22 (bench/NOTES.md run 3): coop_128x192 441/551/633 TFLOPS at 1/16, 1/8, 1/4, "
+     "H100 sweep 2026-11-22 (report/NOTES.md run 3): coop_128x192 441/551/633 TFLOPS at 1/16, 1/8, 1/4, "
      "below the default"},
     {"sm90_f16_bm128_brow_crow_128x128",    F16, Same,  128, BRow, CRow, 128,   128,    N,   Tune,
-     "H100 sweep 2026-11-22 (bench/NOTES.md run 3): coop_128x128 454/509/552 TFLOPS at 1/16, 1/8, 1/4, "
+     "H100 sweep 2026-11-22 (report/NOTES.md run 3): coop_128x128 454/509/552 TFLOPS at 1/16, 1/8, 1/4, "
      "below the default"},
     {"sm90_f16_bm128_brow_crow_t256x128",   F16, Same,  128, BRow, CRow, 256,   128,    T,   Tune,
-     "H100 sweep 2026-11-22 (bench/NOTES.md run 3): coopT_256x128 396/496/573 TFLOPS at 1/16, 1/8, 1/4, "
+     "H100 sweep 2026-11-22 (report/NOTES.md run 3): coopT_256x128 396/496/573 TFLOPS at 1/16, 1/8, 1/4, "
      "below the default"},
     {"sm90_f16_bm64_brow_crow_t128x64",     F16, Same,   64, BRow, CRow, 128,    64,    T,   Tune,
-     "H100 sweep 2026-11-22 (bench/NOTES.md run 3): coopT_128x64 345/364/357 TFLOPS at 1/16, 1/8, 1/4, "
+     "H100 sweep 2026-11-22 (report/NOTES.md run 3): coopT_128x64 345/364/357 TFLOPS at 1/16, 1/8, 1/4, "
      "below the default"},
     // ---- the fused linear-layer epilogue, in the layout of y = x*W^T (column-major B and C) ----
     {"sm90_f16_bm128_bcol_ccol_fused",      F16, Same,  128, BCol, CCol, 128,   256,    N,   Auto,      kFused, Fused},

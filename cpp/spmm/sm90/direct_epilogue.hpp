@@ -17,7 +17,7 @@
 // stores of C (two for f32), one bias load, one activation switch per vector (vec8.cuh).
 // Vectors that C's alignment or the tile's edge (bm, n) cut go element by element. A rolled
 // loop, so the code stays small (an unrolled per-accumulator epilogue was 0.4-1 MB of code
-// and instruction-fetch bound: 85 TFLOPS at 128x128, bench/NOTES.md).
+// and instruction-fetch bound: 85 TFLOPS at 128x128, report/NOTES.md).
 //
 // Arithmetic: v = fma(alpha, acc, bias or -0.0f); v = fma(beta, C, v) only when beta != 0
 // (with beta == 0 C is never read, so it may hold NaN); v = act(v); rounded to nearest - the

@@ -88,7 +88,7 @@ const char* fits(const Problem& p, int row) {
     if (p.output() != p.input() && p.output() != DType::F32) return "C must have the input dtype or f32";
     if (p.a.bm > v.bm) return "bm is above the row's tile";
     // Auto takes an any-block row where it measured faster than WMMA, or where WMMA cannot
-    // run the problem. H100, bench/NOTES.md session 10 run 1 (vector epilogue), f16
+    // run the problem. H100, report/NOTES.md session 10 run 1 (vector epilogue), f16
     // TFLOPS at density 1/16, 1/8, 1/4, any-block vs WMMA: 32x32 204/234/245 vs 138/145/148;
     // 128x112 370/424/478 vs 205/219/210; 64x112 291/317/332 vs 225/241/246; 128x48
     // 342/422/476 vs 189/211/191; f32 C at 128x128, 64x64 (1/8): 444, 361 vs WMMA's
@@ -115,7 +115,7 @@ const char* fits(const Problem& p, int row) {
       return "the row's clusters need n a multiple of their dense extent";
     // Cluster and ping-pong launches do not split tiles (kernel.hpp); where a split pays, a
     // cooperative row with split tiles takes the problem (1.4-1.9x on few long block-rows,
-    // bench/NOTES.md session 11).
+    // report/NOTES.md session 11).
     if (launch_split(p, v) > 1) return "few tiles with long block-rows: a cooperative row with split tiles takes them";
   }
   if (p.a.bm != v.bm) return v.bm == 64 ? "the row is for bm = 64" : "the row is for bm = 128";

@@ -160,7 +160,7 @@ struct BsrGemm {
   static constexpr int OrderCap = (LeftoverBytes / 2 < kMaxOrderRows ? LeftoverBytes / 2 : kMaxOrderRows) / 8 * 8;
   // The any-block rows serve the small blocks, where block-rows are many and skewed ones
   // gain most from the longest-first order: their epilogue must leave it room (16x16
-  // skewed ran 2.3x slower without it, bench/NOTES.md session 10).
+  // skewed ran 2.3x slower without it, report/NOTES.md session 10).
   static_assert(Epi != EpilogueKind::Direct || OrderCap == kMaxOrderRows, "any-block row without the block-row order");
 
   using CollectiveMainloop =

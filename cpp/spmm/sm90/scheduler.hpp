@@ -195,6 +195,12 @@ class BsrTileScheduler {
     return args.row_ptr != nullptr && args.kpb >= 1 &&
            (args.split <= 1 || (args.partials != nullptr && args.flags != nullptr));
   }
+  // CUTLASS 4.5 on passes the hardware info too (the kernels' can_implement); before, the
+  // scheduler's arguments alone. Both, here: the one place that spans the supported range.
+  CUTLASS_HOST_DEVICE static bool can_implement(Arguments const& args,
+                                                cutlass::KernelHardwareInfo const&) {
+    return can_implement(args);
+  }
 
   // Work units of a launch: (block-rows) * (dense tiles) * split.
   template <class ProblemShapeMNKL>

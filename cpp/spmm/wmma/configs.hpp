@@ -53,13 +53,13 @@
 // in the same order (block order, then k), so any row gives bitwise-identical output.
 //
 // The measurements: scripts/tuning-sweep.sh on an H100 80GB HBM3, 2026-11-22 (run 3 of
-// bench/NOTES.md: M=N=K=8192, f16 in/out, density 1/8, row-major B/C, block bm x bm;
+// report/NOTES.md: M=N=K=8192, f16 in/out, density 1/8, row-major B/C, block bm x bm;
 // TFLOPS on nonzero work):
 //   bm 128: w128x256 252.8 | p128x256 321.5 | h128x256k64 336.7 | h128x256k32s5 343.5 |
 //           h128x128x4w 303.8 | h128x256k64s3 337.5
 //   bm  64: w64x256 235.2 | h64x256k64 221.6 | h64x256s6 218.3 | h64x256x4w 256.8
 //   bm  32: w32x256 141.0 | h32x256s5 146.1 | h32x256x4w 146.3
-// Run 1 (2026-11-22, same machine, bench/NOTES.md) measured the wide rows as the first
+// Run 1 (2026-11-22, same machine, report/NOTES.md) measured the wide rows as the first
 // defaults: 251 / 215 / 139 TFLOPS at bm 128 / 64 / 32, density 1/8.
 #pragma once
 
@@ -99,7 +99,7 @@ inline constexpr WmmaVariant kWmmaVariants[] = {
      SPARSEK_WMMA_SWEEP "343.5 TFLOPS at bm 128, the fastest bm-128 row (w128x256 252.8, p128x256 321.5, "
      "h128x256k64 336.7, h128x256k64s3 337.5, h128x128x4w 303.8); 132.5 KiB of shared memory (K_STEP 32, row-major B)"},
     {"wmma_w128x256",      128, 256, 2, 4, 32, 0, 3, 5, 1, false, kMinCtasForWide, true,
-     "run 1 2026-11-22 (H100, bench/NOTES.md): 251 TFLOPS at bm 128, density 1/8; " SPARSEK_WMMA_SWEEP
+     "run 1 2026-11-22 (H100, report/NOTES.md): 251 TFLOPS at bm 128, density 1/8; " SPARSEK_WMMA_SWEEP
      "252.8; the bm-128 row within 99 KiB for grids of >= 264 CTAs"},
     {"wmma_w128x128",      128, 128, 2, 4, 32, 0, 4, 6, 2, false, 0,               true,
      "design, not measured: the bm-128 row for grids under 264 CTAs (two CTAs/SM)"},
@@ -108,7 +108,7 @@ inline constexpr WmmaVariant kWmmaVariants[] = {
      SPARSEK_WMMA_SWEEP "256.8 TFLOPS at bm 64, the fastest bm-64 row (w64x256 235.2, h64x256k64 221.6, "
      "h64x256s6 218.3)"},
     {"wmma_w64x256",        64, 256, 2, 4, 32, 0, 3, 6, 2, false, kMinCtasForWide, true,
-     "run 1 2026-11-22 (H100, bench/NOTES.md): 215 TFLOPS at bm 64, density 1/8; " SPARSEK_WMMA_SWEEP
+     "run 1 2026-11-22 (H100, report/NOTES.md): 215 TFLOPS at bm 64, density 1/8; " SPARSEK_WMMA_SWEEP
      "235.2; the bm-64 row within 99 KiB for grids of >= 264 CTAs"},
     {"wmma_w64x128",        64, 128, 2, 2, 32, 0, 4, 6, 3, false, 0,               true,
      "design, not measured: the bm-64 row for grids under 264 CTAs (three CTAs/SM)"},
@@ -116,7 +116,7 @@ inline constexpr WmmaVariant kWmmaVariants[] = {
     {"wmma_h32x256x4w",     32, 256, 1, 4, 32, 0, 5, 8, 2, true,  kMinCtasForWide, true,
      SPARSEK_WMMA_SWEEP "146.3 TFLOPS at bm 32, the fastest bm-32 row (w32x256 141.0, h32x256s5 146.1)"},
     {"wmma_w32x256",        32, 256, 1, 8, 32, 0, 4, 6, 2, false, kMinCtasForWide, true,
-     "run 1 2026-11-22 (H100, bench/NOTES.md): 139 TFLOPS at bm 32, density 1/8; " SPARSEK_WMMA_SWEEP
+     "run 1 2026-11-22 (H100, report/NOTES.md): 139 TFLOPS at bm 32, density 1/8; " SPARSEK_WMMA_SWEEP
      "141.0; the bm-32 row within 99 KiB for grids of >= 264 CTAs"},
     {"wmma_w32x128",        32, 128, 1, 4, 32, 0, 4, 6, 4, false, 0,               true,
      "design, not measured: the bm-32 row for grids under 264 CTAs (four CTAs/SM)"},

@@ -5,7 +5,7 @@
 //! `run` first measures its ceilings: the L2 and HBM read bandwidth (kernels/bandwidth.cu)
 //! and, per dtype, dense cuBLAS at the full M, N, K. Each row's floor is the largest of its
 //! FLOPs at dense cuBLAS's rate, B's L2 traffic at the L2 rate and its A + B + C bytes at
-//! the HBM rate (`sparsek_bench::roofline`); E = floor ÷ measured median time. Timing is
+//! the HBM rate (`sparsek_report::roofline`); E = floor ÷ measured median time. Timing is
 //! device-side (CUDA events around `iters` back-to-back launches), repeated `repeats`
 //! times; the table shows medians. The gate fails a (config, backend) only when even the
 //! fastest repeat is slower than the baseline's median by more than the tolerance, so one

@@ -8,7 +8,7 @@
 //!                    [--dtypes f16,bf16] [--layouts row/row,col/col] [--backends cutlass,wmma]
 //!                    [--repeats 7] [--iters 20] [--json report.json] [--png report.png]
 //!                    [--markdown report.md]
-//!                    [--baseline bench/baseline/h100.json] [--tolerance 0.05] [--slowdown N]
+//!                    [--baseline report/baseline/h100.json] [--tolerance 0.05] [--slowdown N]
 //! bench_report decode [--shapes 4096x4096,14336x4096,4096x14336] [--ns 1,8,16,32,64,128,256]
 //!                    [--densities 0.25,0.5] [--blocks 128x128,64x64,32x32] [--json decode.json]
 //! bench_report products [--m 8192 --n 8192 --k 8192] [--blocks 128x128,64x64]
@@ -23,15 +23,15 @@
 //! `run`, `decode` and `products` need the `cuda` feature and a GPU; `attention`, `check`,
 //! `plot` and `markdown` run anywhere (`attention` tabulates the JSON lines that
 //! `run.sh attention` collects on the GPU machine: sparsek's `attention_check --time` beside
-//! `bench/peers/attention_torch.py`, same run).
+//! `report/peers/attention_torch.py`, same run).
 //!
-//! Each subcommand is a module of `sparsek_bench::report` (`run`, `decode`, `products`,
+//! Each subcommand is a module of `sparsek_report::report` (`run`, `decode`, `products`,
 //! `attention`, `gate` for `check`, `plot`, `markdown`), its details in the module's
 //! documentation; this binary only dispatches.
 
 use anyhow::{bail, Result};
 
-use sparsek_bench::report;
+use sparsek_report::report;
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();

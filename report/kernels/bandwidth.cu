@@ -1,6 +1,6 @@
 // The bandwidth ceilings bench_report measures in the same run as the kernels it rates:
 // streaming reads of a buffer larger than L2 (HBM read bandwidth) or small enough to stay
-// in L2 and read many times (L2 read bandwidth). Compiled to PTX by bench/build.rs and
+// in L2 and read many times (L2 read bandwidth). Compiled to PTX by report/build.rs and
 // loaded through cudarc.
 #include <cstdint>
 

@@ -1,5 +1,5 @@
 //! Plotters draws text through `ab_glyph` with a TTF font registered at run time (no
-//! system font lookup, so nothing to link). Used by the criterion bench's plots and by
+//! system font lookup, so nothing to link). Used by
 //! `bench_report` (src/bin/bench_report.rs).
 
 /// Registers `$SPARSEK_FONT`, or a DejaVu Sans from the system or from matplotlib, as

@@ -1,5 +1,5 @@
 //! `bench_report attention`: the attention table from JSON lines of sparsek's timer
-//! (`attention_check --time`) and the PyTorch peers (`bench/peers/attention_torch.py`), all
+//! (`attention_check --time`) and the PyTorch peers (`report/peers/attention_torch.py`), all
 //! from one run on the GPU machine (`run.sh attention`).
 //!
 //! Each line: `impl` (sparsek, flex, sdpa_{flash,cudnn}_{dense,causal}), the case (mask,
