@@ -66,14 +66,20 @@ for line in sys.stdin:
     if msg.get("reason") == "build-script-executed" and "#sparsek@" in msg.get("package_id", ""):
         print(msg["out_dir"])
 ')
-nvcc="$PWD/third_party/py/nvidia/cu13/bin/nvcc"
+# The nvcc and CUTLASS the library was built with (NVCC / CUTLASS_DIR, as build.rs), and
+# its architectures.
+nvcc="${NVCC:-$PWD/third_party/py/nvidia/cu13/bin/nvcc}"
+cutlass="${CUTLASS_DIR:-$PWD/third_party/py/cutlass_library/source}"
+gencode=()
+IFS=',;' read -r -a archs <<< "${SPARSEK_CUDA_ARCHS:-90a,80}"
+for a in "${archs[@]}"; do [[ -n "${a// /}" ]] && gencode+=("-gencode=arch=compute_${a// /},code=sm_${a// /}"); done
 for prog in examples/cpp/quickstart.cpp:quickstart_cpp examples/cpp/spmm_check.cpp:spmm_check examples/cpp/sddmm_check.cpp:sddmm_check \
             examples/cpp/attention_check.cpp:attention_check tests/cpp/api_errors.cpp:cpp_api_errors tests/cpp/index_check.cpp:cpp_index_check \
             tests/cpp/check_decode.cu:check_decode tests/cpp/tma_status.cu:cpp_tma_status; do
   src=${prog%%:*} dest=${prog##*:}
   [ -f "$src" ] || continue
-  "$nvcc" -std=c++17 -O2 --expt-relaxed-constexpr -Iinclude -Icpp -Ithird_party/py/cutlass_library/source/include -x cu \
-    -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_80,code=sm_80 -c "$src" -o "$out/$dest.o"
+  "$nvcc" -std=c++17 -O2 --expt-relaxed-constexpr -Iinclude -Icpp -I"$cutlass/include" -x cu \
+    "${gencode[@]}" -c "$src" -o "$out/$dest.o"
   "$nvcc" "$out/$dest.o" "$kernels_dir/libsparsek_kernels.a" -o "$out/$dest"
   rm "$out/$dest.o"
 done
