@@ -74,7 +74,6 @@ run_one() {  # unit-index tree-index
   rm -f "$out/$stem.o"
 }
 
-pids=()
 for t in "${!trees[@]}"; do
   for i in "${!srcs[@]}"; do
     while (( $(jobs -rp | wc -l) >= jobs )); do sleep 1; done
