@@ -267,10 +267,21 @@ mod cuda {
             .join(",")
     }
 
+    /// How many nvcc run at once: cargo's NUM_JOBS (the CUTLASS units are memory- and
+    /// CPU-hungry). The row units are cut to it too (cpp/core/units.cpp).
+    fn nvcc_jobs() -> usize {
+        env::var("NUM_JOBS")
+            .ok()
+            .and_then(|n| n.parse::<usize>().ok())
+            .unwrap_or(1)
+            .clamp(1, 4096)
+    }
+
     /// The units of libsparsek_kernels for these features: cpp/core/units.cpp (the one
     /// reader of cpp/sources.txt and of the row tables, CMake runs it too) compiled for the
-    /// host and run; it writes the row units into `gen` and prints every unit with its arch
-    /// class, after the value of -DSPARSEK_FEATURES.
+    /// host and run; it writes the row units into `gen`, as many per group of rows as nvcc
+    /// runs at once, and prints every unit with its arch class, after the value of
+    /// -DSPARSEK_FEATURES.
     fn list_units(
         nvcc: &Path,
         root: &Path,
@@ -297,6 +308,7 @@ mod cuda {
             .arg(root.join("cpp"))
             .arg(gen)
             .arg(if features.is_empty() { "-" } else { features })
+            .arg(nvcc_jobs().to_string())
             .output()
             .unwrap_or_else(|e| fail(format!("running {}: {e}", exe.display())));
         if !output.status.success() {
@@ -369,11 +381,7 @@ mod cuda {
                 stale.push(job);
             }
         }
-        let parallel = env::var("NUM_JOBS")
-            .ok()
-            .and_then(|n| n.parse::<usize>().ok())
-            .unwrap_or(1)
-            .max(1);
+        let parallel = nvcc_jobs();
         let next = std::sync::atomic::AtomicUsize::new(0);
         let failures = std::sync::Mutex::new(Vec::new());
         std::thread::scope(|scope| {
@@ -457,7 +465,13 @@ mod cuda {
             fail("SPARSEK_CUDA_ARCHS lists no architecture".into());
         }
 
-        let flags = read_list(&root.join("cpp/nvcc_flags.txt"));
+        let mut flags = read_list(&root.join("cpp/nvcc_flags.txt"));
+        // Source lines in the kernels, for ncu and compute-sanitizer: opt-in, as it costs
+        // about a tenth of cicc's time (report/NOTES.md session 17).
+        println!("cargo:rerun-if-env-changed=SPARSEK_LINEINFO");
+        if env::var("SPARSEK_LINEINFO").is_ok_and(|v| v == "1") {
+            flags.push("-lineinfo".into());
+        }
         println!("cargo:rerun-if-changed=cpp");
         println!("cargo:rerun-if-changed=include");
 
@@ -465,7 +479,7 @@ mod cuda {
         fs::create_dir_all(&obj_dir)
             .unwrap_or_else(|e| fail(format!("creating {}: {e}", obj_dir.display())));
         // Row units go beside the objects, at one path for every profile and feature set:
-        // a unit's text (and so its object) depends only on its rows.
+        // a unit's text (and so its object) depends only on its rows and the parallelism.
         let gen = obj_dir.join("gen");
         // A row unit's path is the same for every checkout sharing the target dir: named so,
         // another checkout's build reuses its object (buildscript/shared_objects.rs).
@@ -474,8 +488,8 @@ mod cuda {
         let (feature_bits, sources) = list_units(&nvcc, &root, &out, &gen, &features);
         let mut jobs = Vec::new();
         for (src, arch_kind) in &sources {
-            // The hand-written units select rows: they see the feature set; the row units
-            // do not depend on it.
+            // The hand-written units select rows: they see the feature set; a row unit's
+            // text names its rows.
             let generated = Path::new(src).starts_with(&gen);
             // Without sm_90a the Hopper families are stubs that launch nothing: their row
             // units would compile to nothing.

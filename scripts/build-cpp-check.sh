@@ -35,6 +35,7 @@ cuda_lib="$(cd "$(dirname "$nvcc")/.." && pwd)/lib"
 
 # Shared flags, one per line; '#' starts a comment.
 mapfile -t flags < <(sed -e 's/#.*//' -e 's/^[[:space:]]*//' -e 's/[[:space:]]*$//' cpp/nvcc_flags.txt | grep -v '^$')
+[[ "${SPARSEK_LINEINFO:-0}" == 1 ]] && flags+=(-lineinfo)  # source lines for ncu (opt-in, as build.rs)
 includes=(-I include -I cpp -I "$cutlass/include" -I "$cutlass/tools/util/include")
 verbose=()
 [[ "${SPARSEK_PTXAS_VERBOSE:-0}" == 1 ]] && verbose=(-Xptxas=-v)
@@ -114,7 +115,7 @@ while read -r path class; do
   if [[ "$path" == features ]]; then bits="$class"; continue; fi
   srcs+=("$path")
   classes+=("$class")
-done < <("$obj_dir/units" cpp "$obj_dir/gen" "$features")
+done < <("$obj_dir/units" cpp "$obj_dir/gen" "$features" "$jobs")
 flags+=("-DSPARSEK_FEATURES=${bits}u")
 echo "build-cpp-check: ${#srcs[@]} sources, SPARSEK_CUDA_ARCHS=${SPARSEK_CUDA_ARCHS:-90a,80}, $jobs at a time"
 

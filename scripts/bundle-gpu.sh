@@ -8,6 +8,8 @@
 # other builds (target/sparsek-kernels) are reused; compressed fatbins keep it small.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# The bundle is what ncu and compute-sanitizer run: kernels with source lines (build.rs).
+export SPARSEK_LINEINFO="${SPARSEK_LINEINFO:-1}"
 third_party/setup.sh >/dev/null
 out=dist/gpu-bundle
 rm -rf "$out"

@@ -54,7 +54,7 @@ while read -r path class; do
   fi
   srcs+=("$path")
   classes+=("$class")
-done < <("$out/units" cpp "$out/gen" bf16,transpose,any-block,tuning,sddmm,attention)
+done < <("$out/units" cpp "$out/gen" bf16,transpose,any-block,tuning,sddmm,attention "$jobs")
 flags+=("-DSPARSEK_FEATURES=${bits}u")
 echo "check-cutlass: ${#srcs[@]} units x ${#trees[@]} trees (${names[*]}), $jobs at a time, nvcc: $("$nvcc" --version | tail -n 2 | head -n 1)"
 

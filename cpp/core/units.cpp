@@ -1,19 +1,26 @@
 // The translation units of libsparsek_kernels, for every build: build.rs, CMake and the
 // scripts run this one program instead of each reading the source list themselves.
 //
-//   units <cpp-dir> <gen-dir> <features>
+//   units <cpp-dir> <gen-dir> <features> [<jobs>]
 //
 // <features> is a comma-separated list of feature names (core/features.hpp: bf16,
-// transpose, any-block, tuning, sddmm, attention; "" or "-" for none). Prints one line per
-// unit, "<path> <arch class>" (all: every architecture of the build; sm90a: Hopper only),
-// after a first line "features <bits>" (the value of -DSPARSEK_FEATURES for this set):
-//   - the hand-written sources of <cpp-dir>/sources.txt whose feature is built;
+// transpose, any-block, tuning, sddmm, attention; "" or "-" for none); <jobs> is how many
+// nvcc the build runs at once (default 2). Prints one line per unit, "<path> <arch class>"
+// (all: every architecture of the build; sm90a: Hopper only), after a first line
+// "features <bits>" (the value of -DSPARSEK_FEATURES for this set):
 //   - the row units, generated into <gen-dir> (a file is rewritten only when its text
-//     changes, so a rebuild recompiles nothing): each family's rows (its configs.hpp table,
-//     the one list of rows) whose features are all built, grouped by the features they
-//     need and a few rows per unit, so a unit's text, and its object, is the same in every
-//     build that has those rows.
+//     changes, so a rebuild recompiles nothing), heaviest first so a build starts them
+//     first: each family's rows (its configs.hpp table, the one list of rows) whose
+//     features are all built, in two groups: the rows every build has (`base`), and the
+//     rows of the build's features (named by the features those rows need, so one set of
+//     rows has one name in every build). A group is cut into min(<jobs>, rows / 4) units.
+//     A unit's fixed cost is large beside a row's (nvcc 13.0, one sm90 spmm unit on this
+//     2-core machine, report/NOTES.md session 18: 1 row 43 s, 10 rows 101 s: headers and
+//     the templates every row shares take about 37 s), so a build compiles as few units
+//     as its parallelism allows: on 2 cores the 82 Hopper spmm rows of `full` are 4 units.
+//   - the hand-written sources of <cpp-dir>/sources.txt whose feature is built.
 // Exit status 2 with a message on bad arguments or an unreadable list.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -42,7 +49,6 @@ struct FamilyRows {
   const char* macro;     // MACRO("row name") instantiates one row
   const char* arch;      // all / sm90a
   uint32_t needs;        // features the whole family needs
-  int per_unit;          // rows per unit: a unit's headers cost about a row (CI, 2 cores: 3-row sm90 units ~50 s, 2-row ~38 s)
   int rows;
   const char* (*name)(int row);
   uint32_t (*row_needs)(int row);
@@ -54,23 +60,23 @@ constexpr int count(const V (&)[N]) {
 }
 
 const FamilyRows kFamilies[] = {
-    {"spmm_sm90", "spmm/sm90/kernel.hpp", "SPARSEK_SM90_INSTANTIATE", "sm90a", 0, 5,
+    {"spmm_sm90", "spmm/sm90/kernel.hpp", "SPARSEK_SM90_INSTANTIATE", "sm90a", 0,
      count(sparsek::sm90::kSm90Variants), [](int r) { return sparsek::sm90::kSm90Variants[r].name; },
      [](int r) { return sparsek::sm90::needs(sparsek::sm90::kSm90Variants[r]); }},
-    {"spmm_wmma", "spmm/wmma/kernel.cuh", "SPARSEK_WMMA_INSTANTIATE", "all", 0, 4,
+    {"spmm_wmma", "spmm/wmma/kernel.cuh", "SPARSEK_WMMA_INSTANTIATE", "all", 0,
      count(wmma_impl::kWmmaVariants), [](int r) { return wmma_impl::kWmmaVariants[r].name; },
      [](int r) { return wmma_impl::needs(wmma_impl::kWmmaVariants[r]); }},
-    {"spmm_decode", "spmm/decode/kernel.cuh", "SPARSEK_DECODE_INSTANTIATE", "all", 0, 4,
+    {"spmm_decode", "spmm/decode/kernel.cuh", "SPARSEK_DECODE_INSTANTIATE", "all", 0,
      count(decode_impl::kDecodeVariants), [](int r) { return decode_impl::kDecodeVariants[r].name; },
      [](int r) { return decode_impl::needs(decode_impl::kDecodeVariants[r]); }},
-    {"sddmm_sm90", "sddmm/sm90/kernel.hpp", "SPARSEK_SDDMM_SM90_INSTANTIATE", "sm90a", kFeatureSddmm, 6,
+    {"sddmm_sm90", "sddmm/sm90/kernel.hpp", "SPARSEK_SDDMM_SM90_INSTANTIATE", "sm90a", kFeatureSddmm,
      count(sddmm_sm90::kSddmmSm90Variants), [](int r) { return sddmm_sm90::kSddmmSm90Variants[r].name; },
      [](int r) { return sddmm_sm90::needs(sddmm_sm90::kSddmmSm90Variants[r]); }},
-    {"sddmm_wmma", "sddmm/wmma/kernel.cuh", "SPARSEK_SDDMM_WMMA_INSTANTIATE", "all", kFeatureSddmm, 4,
+    {"sddmm_wmma", "sddmm/wmma/kernel.cuh", "SPARSEK_SDDMM_WMMA_INSTANTIATE", "all", kFeatureSddmm,
      count(sddmm_wmma::kSddmmWmmaVariants), [](int r) { return sddmm_wmma::kSddmmWmmaVariants[r].name; },
      [](int r) { return sddmm_wmma::needs(sddmm_wmma::kSddmmWmmaVariants[r]); }},
     {"attention_sm90", "attention/sm90/kernel.hpp", "SPARSEK_ATTENTION_SM90_INSTANTIATE", "sm90a", kFeatureAttention,
-     2, count(attention_sm90::kAttentionSm90Variants),
+     count(attention_sm90::kAttentionSm90Variants),
      [](int r) { return attention_sm90::kAttentionSm90Variants[r].name; },
      [](int r) { return attention_sm90::needs(attention_sm90::kAttentionSm90Variants[r]); }},
 };
@@ -132,13 +138,64 @@ void write_if_changed(const std::string& path, const std::string& text) {
 
 }  // namespace
 
+struct Unit {
+  std::string path;
+  const char* arch;
+  size_t rows;
+};
+
 int main(int argc, char** argv) {
-  if (argc != 4) fail("usage: units <cpp-dir> <gen-dir> <features>");
+  if (argc != 4 && argc != 5) fail("usage: units <cpp-dir> <gen-dir> <features> [<jobs>]");
   const std::string cpp = argv[1], gen = argv[2];
   const uint32_t features = parse_features(argv[3]);
+  size_t jobs = 2;
+  if (argc == 5) {
+    char* end = nullptr;
+    const unsigned long n = std::strtoul(argv[4], &end, 10);
+    if (end == argv[4] || *end != '\0' || n == 0 || n > 4096) fail(std::string("bad <jobs> `") + argv[4] + "`");
+    jobs = size_t(n);
+  }
   const auto has = [&](uint32_t needs) { return (needs & ~features) == 0; };
   // First line: the bits for -DSPARSEK_FEATURES (the hand-written units select rows by it).
   std::printf("features %u\n", unsigned(features));
+
+  // Row units.
+  std::vector<Unit> units;
+  for (const FamilyRows& f : kFamilies) {
+    if (!has(f.needs)) continue;
+    std::vector<int> base, extra;
+    uint32_t extra_needs = 0;  // names the extra rows: the same rows give the same name
+    for (int r = 0; r < f.rows; ++r) {
+      const uint32_t n = f.row_needs(r);
+      if (n == 0) {
+        base.push_back(r);
+      } else if (has(n)) {
+        extra.push_back(r);
+        extra_needs |= n;
+      }
+    }
+    for (const bool is_base : {true, false}) {
+      const std::vector<int>& rows = is_base ? base : extra;
+      if (rows.empty()) continue;
+      const size_t count = std::max<size_t>(1, std::min(jobs, (rows.size() + 3) / 4));
+      const std::string tag = is_base ? "base" : "with_" + needs_tag(extra_needs);
+      for (size_t u = 0; u < count; ++u) {
+        std::string text = "// Generated by cpp/core/units.cpp: rows of " + std::string(f.id) + " (" + tag +
+                           ", unit " + std::to_string(u + 1) + " of " + std::to_string(count) +
+                           "; their table: " + f.header + "'s configs.hpp).\n#include \"" + f.header + "\"\n\n";
+        // Rows dealt round-robin, so the units of a group are about equally heavy.
+        size_t n = 0;
+        for (size_t i = u; i < rows.size(); i += count, ++n)
+          text += std::string(f.macro) + "(\"" + f.name(rows[i]) + "\")\n";
+        const std::string path = gen + "/" + f.id + "_" + tag + "_" + std::to_string(u + 1) + "of" +
+                                 std::to_string(count) + ".cu";
+        write_if_changed(path, text);
+        units.push_back({path, f.arch, n});
+      }
+    }
+  }
+  std::stable_sort(units.begin(), units.end(), [](const Unit& a, const Unit& b) { return a.rows > b.rows; });
+  for (const Unit& u : units) std::printf("%s %s\n", u.path.c_str(), u.arch);
 
   // Hand-written sources: "path arch-class feature" (path relative to the repository root).
   std::ifstream list(cpp + "/sources.txt");
@@ -152,36 +209,6 @@ int main(int argc, char** argv) {
     if (!(words >> arch >> feature) || (words >> extra)) fail("sources.txt: malformed line `" + line + "`");
     if (arch != "all" && arch != "sm90a") fail("sources.txt: unknown arch class `" + arch + "`");
     if (has(feature_bit(feature))) std::printf("%s %s\n", path.c_str(), arch.c_str());
-  }
-
-  // Row units.
-  for (const FamilyRows& f : kFamilies) {
-    if (!has(f.needs)) continue;
-    std::vector<uint32_t> sets;  // the distinct row feature sets, in table order
-    for (int r = 0; r < f.rows; ++r) {
-      const uint32_t n = f.row_needs(r);
-      bool seen = false;
-      for (uint32_t s : sets) seen = seen || s == n;
-      if (!seen) sets.push_back(n);
-    }
-    for (uint32_t set : sets) {
-      if (!has(set)) continue;
-      std::vector<int> rows;
-      for (int r = 0; r < f.rows; ++r)
-        if (f.row_needs(r) == set) rows.push_back(r);
-      const int units = int((rows.size() + size_t(f.per_unit) - 1) / size_t(f.per_unit));
-      for (int u = 0; u < units; ++u) {
-        std::string text = "// Generated by cpp/core/units.cpp: rows of " + std::string(f.id) + " needing " +
-                           needs_tag(set) + " (their table: " + f.header + "'s configs.hpp).\n#include \"" +
-                           f.header + "\"\n\n";
-        // Rows dealt round-robin, so the units of a set are about equally heavy.
-        for (size_t i = size_t(u); i < rows.size(); i += size_t(units))
-          text += std::string(f.macro) + "(\"" + f.name(rows[i]) + "\")\n";
-        const std::string path = gen + "/" + f.id + "_" + needs_tag(set) + "_" + std::to_string(u) + ".cu";
-        write_if_changed(path, text);
-        std::printf("%s %s\n", path.c_str(), f.arch);
-      }
-    }
   }
   return 0;
 }

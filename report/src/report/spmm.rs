@@ -219,18 +219,92 @@ mod tests {
         r
     }
 
+    /// `r` as a report from before the ceilings: no bandwidths, no floors.
+    fn without_ceilings(mut r: Report) -> Report {
+        r.l2_tbs = None;
+        r.hbm_tbs = None;
+        for row in &mut r.rows {
+            row.floor = None;
+        }
+        // Written as the old reports were: without the fields at all.
+        let mut json = serde_json::to_value(&r).unwrap();
+        let o = json.as_object_mut().unwrap();
+        o.remove("l2_tbs");
+        o.remove("hbm_tbs");
+        for row in o["rows"].as_array_mut().unwrap() {
+            row.as_object_mut().unwrap().remove("floor");
+        }
+        serde_json::from_value(json).unwrap()
+    }
+
     #[test]
-    fn old_reports_load_without_ceilings_and_still_gate() {
+    fn the_baseline_loads_with_its_ceilings_and_passes_itself() {
         let base = load(BASELINE).unwrap();
-        assert!(base.l2_tbs.is_none() && base.hbm_tbs.is_none());
-        assert!(base.rows.iter().all(|r| r.floor.is_none()));
-        assert!(base.ceilings("f16").is_none());
+        assert!(base.l2_tbs.is_some() && base.hbm_tbs.is_some());
+        assert!(base.rows.iter().all(|r| r.floor.is_some()));
+        assert!(base.ceilings("f16").is_some());
         print_table(&base);
         assert!(check(&base, &base, 0.05));
         let md = markdown(&base);
-        assert!(md.contains("L2 read not measured"));
-        assert!(md.contains("| blocks | density | pattern | backend | TFLOPS | floor set by | E |"));
-        assert!(md.contains("| 32×32 | 1/16 | topk | CUTLASS | refused | – | – |"));
+        assert!(
+            md.contains(
+                "| blocks | density | pattern | dtype | backend | TFLOPS | floor set by | E |"
+            ),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn old_reports_load_without_ceilings_and_gate_on_time() {
+        let old = without_ceilings(one_row());
+        assert!(old.l2_tbs.is_none() && old.rows[0].floor.is_none());
+        assert!(old.ceilings("f16").is_none());
+        print_table(&old);
+        assert!(check(&old, &old, 0.05));
+        assert!(markdown(&old).contains("L2 read not measured"));
+        // 10 % slower in every repeat: fails on time.
+        let mut slow = old.clone();
+        let t = slow.rows[0].backends.get_mut("cutlass").unwrap();
+        t.median_us *= 1.1;
+        t.min_us *= 1.1;
+        assert!(!check(&slow, &old, 0.05));
+    }
+
+    /// A lease whose clocks run 10 % slower moves cuBLAS (the compute floor) and the kernel
+    /// alike: the gate on E passes it, and still fails a kernel that alone got slower.
+    #[test]
+    fn the_gate_compares_e_where_both_reports_have_floors() {
+        let base = one_row();
+        let mut drift = base.clone();
+        for t in drift.cublas_full.values_mut() {
+            t.median_us *= 1.1;
+            t.min_us *= 1.1;
+            t.tflops /= 1.1;
+        }
+        let row = &mut drift.rows[0];
+        let f = row.floor.as_mut().unwrap();
+        f.us *= 1.1;
+        f.compute_us *= 1.1;
+        let t = row.backends.get_mut("cutlass").unwrap();
+        t.median_us *= 1.1;
+        t.min_us *= 1.1;
+        assert!(check(&drift, &base, 0.05), "uniform drift is no regression");
+        // On time alone the same report fails.
+        assert!(!check(
+            &without_ceilings(drift.clone()),
+            &without_ceilings(base.clone()),
+            0.05
+        ));
+        // The kernel 10 % slower on an unchanged machine: fails.
+        let mut slow = base.clone();
+        let t = slow.rows[0].backends.get_mut("cutlass").unwrap();
+        t.median_us *= 1.1;
+        t.min_us *= 1.1;
+        assert!(!check(&slow, &base, 0.05));
+        // One slow repeat with a fast best: passes (the best repeat decides).
+        let mut noisy = base.clone();
+        noisy.rows[0].backends.get_mut("cutlass").unwrap().median_us *= 1.1;
+        assert!(check(&noisy, &base, 0.05));
     }
 
     #[test]
