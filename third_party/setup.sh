@@ -18,7 +18,17 @@ mapfile -t pkgs < <(sed 's/#.*//' "$here/wheels.txt" | awk 'NF { print $1 }')
 (( ${#pkgs[@]} > 0 )) || { echo "sparsek setup: $here/wheels.txt lists no wheel" >&2; exit 1; }
 stamp="$dest/.sparsek-setup-$(printf '%s\n' "${pkgs[@]}" | sha256sum | cut -c1-16)"
 
+# pip's cmake, ctest and cpack launchers are Python scripts needing the wheel's dir on
+# PYTHONPATH: link the binaries instead, so third_party/py/bin/{cmake,ctest,cpack} run as is.
+link_cmake_tools() {
+  local tool
+  for tool in cmake ctest cpack; do
+    ln -sf "../cmake/data/bin/$tool" "$dest/bin/$tool"
+  done
+}
+
 if [[ -f "$stamp" && -x "$dest/nvidia/cu13/bin/nvcc" ]]; then
+  link_cmake_tools   # an install made before ctest and cpack were linked
   echo "sparsek setup: toolchain already installed in $dest"
   exit 0
 fi
@@ -38,8 +48,8 @@ cu="$dest/nvidia/cu13"
 "$cu/bin/nvcc" --version | tail -n 2
 test -f "$dest/cutlass_library/source/include/cutlass/cutlass.h"
 test -f "$cu/lib/libcudart_static.a"
-# pip's cmake launcher is a Python script needing this dir on PYTHONPATH: link the binary.
-ln -sf ../cmake/data/bin/cmake "$dest/bin/cmake"
+link_cmake_tools
 "$dest/bin/cmake" --version | head -n 1
+"$dest/bin/ctest" --version | head -n 1
 touch "$stamp"
 echo "sparsek setup: done (nvcc: $cu/bin/nvcc, CUTLASS: $dest/cutlass_library/source/include)"
