@@ -119,12 +119,13 @@ FfiStatus select_and_run(const X& x) {
   if (x.mode != Mode::Select && x.mode != Mode::Launch)
     return status(detail::make_result(Status::InvalidArgument, "unknown mode %d", int(x.mode)), s);
   detail::DeviceInfo device;
-  Result r = detail::current_device(&device);
-  if (!r.ok()) return status(r, s);
+  Result r = detail::pending_cuda_error();
+  if (r.ok()) r = detail::current_device(&device);
+  if (!r.ok()) return status(detail::settle(r), s);
   const P p = to_problem(x, device);
   r = detail::select(p, &s);
   if (r.ok() && x.mode == Mode::Launch) r = detail::launch(p, s, reinterpret_cast<cudaStream_t>(x.stream));
-  return status(r, s);
+  return status(detail::settle(r), s);
 }
 
 }  // namespace
@@ -155,10 +156,12 @@ FfiStatus block_topk(const GatingProblem& x) {
   g.nnzb = x.nnzb;
   g.row_ptr = reinterpret_cast<int32_t*>(x.row_ptr);
   g.col_idx = reinterpret_cast<int32_t*>(x.col_idx);
-  Result r = detail::current_device(&g.device);
+  Result r = detail::pending_cuda_error();
+  if (r.ok()) r = detail::current_device(&g.device);
   if (r.ok())
     if (const char* why = detail::gating_supports(g)) r = detail::make_result(Status::NotSupported, "%s", why);
   if (r.ok()) r = detail::launch_gating(g, reinterpret_cast<cudaStream_t>(x.stream));
+  r = detail::settle(r);
   return FfiStatus{r.status, rust::String(r.message), Backend::Auto, rust::String(r.ok() ? "gating" : "")};
 }
 

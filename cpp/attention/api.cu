@@ -267,9 +267,11 @@ Result run_gating(GatingProblem& g, const ByteRange& scores, int32_t* row_ptr, i
 
 Result can_implement(const HeadsView& q, const HeadsView& k, const HeadsView& v, const HeadsView& o, const float* lse,
                      const BlockMaskView* mask, const AttentionOptions& options, Backend* chosen) {
+  if (chosen != nullptr) *chosen = Backend::Auto;
   detail::AttentionProblem p = detail::AttentionProblem::from_rust(q, k, v, o, nullptr, nullptr, false, 1.0f,
                                                                    Backend::Auto, detail::DeviceInfo{});
-  Result r = detail::validate(q, k, v, o, lse, mask, options, &p);
+  Result r = detail::pending_cuda_error();
+  if (r.ok()) r = detail::validate(q, k, v, o, lse, mask, options, &p);
   detail::AttentionSelection s;
   if (r.ok()) r = detail::select(p, &s);
   if (r.ok() && chosen != nullptr) *chosen = s.family->backend;
@@ -280,7 +282,8 @@ Result attention(const HeadsView& q, const HeadsView& k, const HeadsView& v, con
                  const BlockMaskView* mask, const AttentionOptions& options, cudaStream_t stream) {
   detail::AttentionProblem p = detail::AttentionProblem::from_rust(q, k, v, o, nullptr, nullptr, false, 1.0f,
                                                                    Backend::Auto, detail::DeviceInfo{});
-  Result r = detail::validate(q, k, v, o, lse, mask, options, &p);
+  Result r = detail::pending_cuda_error();
+  if (r.ok()) r = detail::validate(q, k, v, o, lse, mask, options, &p);
   detail::AttentionSelection s;
   if (r.ok()) r = detail::select(p, &s);
   if (r.ok() && options.check_indices && p.has_mask)
@@ -301,7 +304,8 @@ Result block_topk_nnzb(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_
 Result block_topk(const HeadsView& q, const HeadsView& k, const TopkGatingOptions& options, int32_t* row_ptr,
                   int32_t* col_idx, BlockMaskView* mask, cudaStream_t stream) {
   detail::GatingProblem g;
-  Result r = detail::gating_dims(q.batch, q.heads, q.seq, k.seq, options, &g);
+  Result r = detail::pending_cuda_error();
+  if (r.ok()) r = detail::gating_dims(q.batch, q.heads, q.seq, k.seq, options, &g);
   if (r.ok() && q.head_dim < 1) r = detail::make_result(Status::InvalidArgument, "Q.head_dim must be >= 1");
   if (r.ok()) r = detail::check_heads("Q", q, q.batch, q.heads, q.seq, q.head_dim);
   if (r.ok()) r = detail::check_heads("K", k, q.batch, q.heads, k.seq, q.head_dim);
@@ -317,7 +321,8 @@ Result block_topk_scores(const float* scores, int64_t batch, int64_t heads, int6
                          const TopkGatingOptions& options, int32_t* row_ptr, int32_t* col_idx, BlockMaskView* mask,
                          cudaStream_t stream) {
   detail::GatingProblem g;
-  Result r = detail::gating_dims(batch, heads, seq_q, seq_k, options, &g);
+  Result r = detail::pending_cuda_error();
+  if (r.ok()) r = detail::gating_dims(batch, heads, seq_q, seq_k, options, &g);
   // batch * heads * q_blocks * k_blocks floats (gating_dims bounds the first three factors'
   // product below 2^31 and k_blocks by 2^31; checked all the same).
   int64_t count = 0, bytes = 0;

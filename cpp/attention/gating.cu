@@ -211,7 +211,7 @@ Result launch_gating(const GatingProblem& g, cudaStream_t stream) {
   if (g.batch * g.heads == 0 || g.q_blocks == 0) {
     // No query block: row_ptr is the one entry 0.
     const cudaError_t e = cudaMemsetAsync(g.row_ptr, 0, sizeof(int32_t), stream);
-    return e == cudaSuccess ? Result{} : make_result(Status::CudaError, "top-k gating: %s", cudaGetErrorString(e));
+    return e == cudaSuccess ? Result{} : with_cuda_error(e, make_result(Status::CudaError, "top-k gating: %s", cudaGetErrorString(e)));
   }
   GatingParams p{};
   p.q = g.q.data;
@@ -245,7 +245,7 @@ Result launch_gating(const GatingProblem& g, cudaStream_t stream) {
   const cudaError_t e = dispatch<DTypeList<DType::F16, DType::BF16>>(
       t, [&](auto tr) { return launch_typed<DeviceType<decltype(tr)::kDType>>(g, p, grid, smem, stream); },
       [] { return cudaErrorNotSupported; });
-  if (e != cudaSuccess) return make_result(Status::CudaError, "top-k gating launch failed: %s", cudaGetErrorString(e));
+  if (e != cudaSuccess) return with_cuda_error(e, make_result(Status::CudaError, "top-k gating launch failed: %s", cudaGetErrorString(e)));
   return Result{};
 }
 

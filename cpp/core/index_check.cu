@@ -89,13 +89,13 @@ Result check_arrays(const int32_t* row_ptr, const int32_t* col_idx, const int32_
   // The check waits for its result, which a stream being captured into a graph cannot do.
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   cudaError_t e = cudaStreamIsCapturing(stream, &capture);
-  if (e != cudaSuccess) return make_result(Status::CudaError, "index check: %s", cudaGetErrorString(e));
+  if (e != cudaSuccess) return with_cuda_error(e, make_result(Status::CudaError, "index check: %s", cudaGetErrorString(e)));
   if (capture != cudaStreamCaptureStatusNone)
     return make_result(Status::InvalidArgument,
                        "check_indices waits for its result and cannot run inside a stream capture");
   unsigned long long* d_status = nullptr;
   e = cudaMallocAsync(&d_status, sizeof(unsigned long long), stream);
-  if (e != cudaSuccess) return make_result(Status::CudaError, "index check: allocating its status: %s", cudaGetErrorString(e));
+  if (e != cudaSuccess) return with_cuda_error(e, make_result(Status::CudaError, "index check: allocating its status: %s", cudaGetErrorString(e)));
   unsigned long long status = ULLONG_MAX;
   e = cudaMemcpyAsync(d_status, &status, sizeof(status), cudaMemcpyHostToDevice, stream);
   if (e == cudaSuccess) {
@@ -110,7 +110,7 @@ Result check_arrays(const int32_t* row_ptr, const int32_t* col_idx, const int32_
   const cudaError_t e_free = cudaFreeAsync(d_status, stream);
   if (e == cudaSuccess) e = e_free;
   if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
-  if (e != cudaSuccess) return make_result(Status::CudaError, "index check: %s", cudaGetErrorString(e));
+  if (e != cudaSuccess) return with_cuda_error(e, make_result(Status::CudaError, "index check: %s", cudaGetErrorString(e)));
   if (status == ULLONG_MAX) return Result{};
   const unsigned long long row = status >> 8, kind = status & 0xff;
   if (kind == kEndNotNnzb) return make_result(Status::InvalidArgument, "%s the device check: %s", what, describe(kind));

@@ -224,8 +224,8 @@ Result launch_row(const P& p, const SelectionOf<P>& s, cudaStream_t stream) {
                        "what TMA takes); nothing was launched",
                        operand);
   if (e != cudaSuccess)
-    return make_result(Status::CudaError, "%s launch of %s failed: %s", s.family->name, s.family->info(s.row).name,
-                       cudaGetErrorString(e));
+    return with_cuda_error(e, make_result(Status::CudaError, "%s launch of %s failed: %s", s.family->name, s.family->info(s.row).name,
+                       cudaGetErrorString(e)));
   return Result{};
 }
 

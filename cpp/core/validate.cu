@@ -26,7 +26,7 @@ Result make_result(Status s, const char* fmt, ...) {
 Result current_device(DeviceInfo* out) {
   int dev = 0;
   cudaError_t e = cudaGetDevice(&dev);
-  if (e != cudaSuccess) return make_result(Status::CudaError, "querying the current device: %s", cudaGetErrorString(e));
+  if (e != cudaSuccess) return with_cuda_error(e, make_result(Status::CudaError, "querying the current device: %s", cudaGetErrorString(e)));
   DeviceInfo info;
   info.id = dev;
   // Device attributes do not change while a process runs: ask once per device. The
@@ -47,7 +47,7 @@ Result current_device(DeviceInfo* out) {
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&info.sm_count, cudaDevAttrMultiProcessorCount, dev);
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&info.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
   if (e != cudaSuccess)
-    return make_result(Status::CudaError, "querying device %d: %s", dev, cudaGetErrorString(e));
+    return with_cuda_error(e, make_result(Status::CudaError, "querying device %d: %s", dev, cudaGetErrorString(e)));
   if (dev >= 0 && dev < kMaxDevices) {
     std::lock_guard<std::mutex> guard(lock);
     cache[dev] = info;
@@ -128,7 +128,38 @@ Result check_bsr(const BsrView& a, const char* name) {
   return Result{};
 }
 
+Result pending_cuda_error() {
+  const cudaError_t e = cudaPeekAtLastError();
+  switch (e) {
+    case cudaSuccess:
+    // The runtime itself cannot start (no driver, no visible device, ...): every CUDA call
+    // returns it, none can clear it, and it is nobody's leftover; the device query reports
+    // it as a CudaError.
+    case cudaErrorInsufficientDriver:
+    case cudaErrorNoDevice:
+    case cudaErrorInitializationError:
+    case cudaErrorStubLibrary:
+    case cudaErrorDevicesUnavailable:
+    case cudaErrorSystemNotReady:
+    case cudaErrorSystemDriverMismatch:
+    case cudaErrorCompatNotSupportedOnDevice:
+      return Result{};
+    default:
+      break;
+  }
+  return with_cuda_error(e, make_result(Status::PendingCudaError,
+                                        "a CUDA error was pending before this call (%s: %s); nothing ran, and it "
+                                        "is left pending for its owner",
+                                        cudaGetErrorName(e), cudaGetErrorString(e)));
+}
+
+Result settle(Result r) {
+  if (r.status == Status::CudaError) (void)cudaGetLastError();
+  return r;
+}
+
 Result finish(Result r) {
+  r = settle(r);
   if (r.ok()) return r;
   char body[sizeof(r.message)];
   std::memcpy(body, r.message, sizeof(body));

@@ -9,7 +9,8 @@
 
 namespace sparsek::detail {
 
-// The result of an entry point, its message given the one "sparsek: " prefix.
+// The result of an entry point (settled, core/validate.cu), its message given the one
+// "sparsek: " prefix.
 Result finish(Result r);
 
 bool valid(DType t);  // a DType with a traits entry (core/dtype.hpp)

@@ -65,8 +65,10 @@ Result validate(const DenseView& a, const DenseView& b, const BsrMutView& s, con
 
 Result can_implement(const DenseView& a, const DenseView& b, const BsrMutView& s, const SddmmOptions& options,
                      Backend* chosen) {
+  if (chosen != nullptr) *chosen = Backend::Auto;
   detail::SddmmProblem p;
-  Result r = detail::validate(a, b, s, options, &p);
+  Result r = detail::pending_cuda_error();
+  if (r.ok()) r = detail::validate(a, b, s, options, &p);
   detail::SddmmSelection sel;
   if (r.ok()) r = detail::select(p, &sel);
   if (r.ok() && chosen != nullptr) *chosen = sel.family->backend;
@@ -76,7 +78,8 @@ Result can_implement(const DenseView& a, const DenseView& b, const BsrMutView& s
 Result sddmm(const DenseView& a, const DenseView& b, const BsrMutView& s, const SddmmOptions& options,
              cudaStream_t stream) {
   detail::SddmmProblem p;
-  Result r = detail::validate(a, b, s, options, &p);
+  Result r = detail::pending_cuda_error();
+  if (r.ok()) r = detail::validate(a, b, s, options, &p);
   detail::SddmmSelection sel;
   if (r.ok()) r = detail::select(p, &sel);
   if (r.ok() && options.check_indices) r = detail::check_pattern(p.s.row_ptr, p.s.col_idx, p.block_rows(),

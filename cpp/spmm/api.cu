@@ -89,8 +89,10 @@ Result validate(const BsrView& a, const DenseView& b, const DenseView& c, const 
 
 Result can_implement(const BsrView& a, const DenseView& b, const DenseView& c, const SpmmOptions& options,
                      Backend* chosen) {
+  if (chosen != nullptr) *chosen = Backend::Auto;
   detail::Problem p;
-  Result r = detail::validate(a, b, c, options, &p);
+  Result r = detail::pending_cuda_error();
+  if (r.ok()) r = detail::validate(a, b, c, options, &p);
   detail::Selection s;
   if (r.ok()) r = detail::select(p, &s);
   if (r.ok() && chosen != nullptr) *chosen = s.family->backend;
@@ -100,7 +102,8 @@ Result can_implement(const BsrView& a, const DenseView& b, const DenseView& c, c
 Result spmm(const BsrView& a, const DenseView& b, const DenseView& c, const SpmmOptions& options,
             cudaStream_t stream) {
   detail::Problem p;
-  Result r = detail::validate(a, b, c, options, &p);
+  Result r = detail::pending_cuda_error();
+  if (r.ok()) r = detail::validate(a, b, c, options, &p);
   detail::Selection s;
   if (r.ok()) r = detail::select(p, &s);
   if (r.ok() && options.check_indices) r = detail::check_indices(p, stream);

@@ -129,4 +129,20 @@ Result current_device(DeviceInfo* out);
 // Rust side shows them as they are.
 Result make_result(Status status, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 
+// `r` carrying the CUDA error behind it (Result::cuda_error).
+inline Result with_cuda_error(cudaError_t e, Result r) {
+  r.cuda_error = e;
+  return r;
+}
+
+// PendingCudaError when the caller left a CUDA error pending (cudaPeekAtLastError, which
+// leaves it so); success otherwise. Every launching entry asks first, so the error a launch
+// path reads back afterwards is its own.
+Result pending_cuda_error();
+
+// `r`, after consuming the error a failed CUDA call of this entry left as the last error
+// (an entry starts with none pending, so it is sparsek's, and must not surface as pending
+// in the caller's next call).
+Result settle(Result r);
+
 }  // namespace sparsek::detail

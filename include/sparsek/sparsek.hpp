@@ -23,7 +23,11 @@ enum class Status : int32_t {
   Success = 0,
   InvalidArgument = 1,   // a view is malformed (null pointer, bad dims, bad indices)
   NotSupported = 2,      // valid, but no kernel (of the chosen backend) takes this case
-  CudaError = 3,         // a CUDA call failed; the message says which and why
+  CudaError = 3,         // a CUDA call failed; the message says which and why, cuda_error its code
+  PendingCudaError = 4,  // a CUDA error was already pending when the call began (cudaPeekAtLastError):
+                         // nothing ran, and the error is left pending for its owner; cuda_error is it.
+                         // Every entry but block_topk_nnzb (which asks nothing of CUDA) checks first.
+                         // A runtime that cannot start (no driver, no device) is a CudaError instead.
 };
 
 enum class DType : int32_t { F16 = 0, BF16 = 1, F32 = 2 };
@@ -104,15 +108,18 @@ struct SpmmOptions {
   TransposeIndexView transpose_index;
 };
 
-// Status plus a readable message (empty on success). Every message starts "sparsek: ".
-struct Result {
+// Status plus a readable message (empty on success). Every message starts "sparsek: ", so
+// print it as it is. [[nodiscard]]: a call whose Result is ignored is a compiler warning.
+struct [[nodiscard]] Result {
   Status status = Status::Success;
+  // The CUDA error behind a CudaError or PendingCudaError status; cudaSuccess otherwise.
+  cudaError_t cuda_error = cudaSuccess;
   char message[512] = {0};
-  bool ok() const { return status == Status::Success; }
+  [[nodiscard]] bool ok() const { return status == Status::Success; }
 };
 
-// Whether `spmm` would run this problem, and with which backend (written to *chosen when
-// non-null). Checks shapes, dtypes, layouts, alignment and the current device. Launches
+// Whether `spmm` would run this problem, and with which backend (*chosen, when non-null, is
+// always written: the backend on success, Backend::Auto otherwise). Checks shapes, dtypes, layouts, alignment and the current device. Launches
 // nothing and reads no device memory (so it does not run the index check).
 Result can_implement(const BsrView& a, const DenseView& b, const DenseView& c,
                      const SpmmOptions& options, Backend* chosen = nullptr);

@@ -55,6 +55,7 @@ mod ffi {
         InvalidArgument = 1,
         NotSupported = 2,
         CudaError = 3,
+        PendingCudaError = 4,
     }
 
     /// Select: pick the kernel row and report it, read no device memory, launch nothing;

@@ -21,6 +21,8 @@
 #include <sparsek/sddmm.hpp>
 #include <sparsek/sparsek.hpp>
 
+#include <cuda_runtime_api.h>
+
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -111,6 +113,7 @@ const char* status_name(Status s) {
     case Status::InvalidArgument: return "InvalidArgument";
     case Status::NotSupported: return "NotSupported";
     case Status::CudaError: return "CudaError";
+    case Status::PendingCudaError: return "PendingCudaError";
   }
   return "?";
 }
@@ -405,7 +408,7 @@ int main() {
     Backend chosen = sentinel;
     sparsek::Result r = sparsek::can_implement(v.a, v.b, v.c, v.options, &chosen);
     why = judge("can_implement", r, c);
-    if (why.empty() && chosen != sentinel) why = "can_implement wrote *chosen on failure";
+    if (why.empty() && chosen != Backend::Auto) why = "can_implement left *chosen other than Auto on failure";
     if (why.empty() && !mem.intact()) why = "can_implement touched the buffers";
     last = r;
 
@@ -703,6 +706,27 @@ int main() {
            sparsek::block_topk(q, bad, go, reinterpret_cast<int32_t*>(mem.row_ptr.data()),
                                reinterpret_cast<int32_t*>(mem.col_idx.data()), &out, nullptr),
            bad_status(), "dtype");
+  }
+  // CUDA errors without a GPU: the device query's refusal carries its cudaError_t, and a
+  // runtime that cannot start (every GPU hidden, or no driver) is reported as that
+  // CudaError, not as an error the caller left pending. The pending-error cases need a GPU
+  // (a clearable error): tests/cpp/index_check.cpp.
+  {
+    Views v = base(mem);
+    auto check = [&](const char* name, bool ok, const std::string& detail) {
+      std::printf("%s %s: %s\n", ok ? "PASS" : "FAIL", name, detail.c_str());
+      (ok ? passed : failed)++;
+    };
+    const sparsek::Result r = sparsek::spmm(v.a, v.b, v.c, v.options, nullptr);
+    check("CudaError carries its cudaError_t",
+          r.status == Status::CudaError && r.cuda_error != cudaSuccess &&
+              std::strstr(r.message, cudaGetErrorString(r.cuda_error)) != nullptr,
+          std::string(r.message) + " (cuda_error " + std::to_string(int(r.cuda_error)) + ")");
+    const sparsek::Result ok{};
+    check("Result{} is success with cudaSuccess", ok.ok() && ok.cuda_error == cudaSuccess && ok.message[0] == 0, "");
+    Backend chosen = Backend::Hopper;
+    const sparsek::Result c = sparsek::can_implement(v.a, v.b, v.c, v.options, &chosen);
+    check("can_implement writes *chosen = Auto on failure", !c.ok() && chosen == Backend::Auto, c.message);
   }
   std::printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;

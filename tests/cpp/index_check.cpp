@@ -56,6 +56,7 @@ const char* status_name(Status s) {
     case Status::InvalidArgument: return "InvalidArgument";
     case Status::NotSupported: return "NotSupported";
     case Status::CudaError: return "CudaError";
+    case Status::PendingCudaError: return "PendingCudaError";
   }
   return "?";
 }
@@ -341,6 +342,40 @@ int main() {
 
   // After all the refusals the library still runs a valid problem.
   valid_case(f, "valid indices after the refusals", rp, ci, DType::F16);
+
+  // An error the caller left pending (a failed call of its own): every entry reports it as
+  // PendingCudaError with its code, runs nothing (C untouched) and leaves it pending; once
+  // the caller consumed it, the same call runs.
+  {
+    const std::string up = f.upload(rp, ci);
+    if (!up.empty()) report(false, "upload", up);
+    std::vector<uint8_t> poison(size_t(kM * kN) * 2, 0xA5), back(poison.size());
+    must(cudaMemcpy(f.d_c, poison.data(), poison.size(), cudaMemcpyHostToDevice), "poison C");
+    const cudaError_t made = cudaSetDevice(1 << 20);
+    report(made == cudaErrorInvalidDevice && cudaPeekAtLastError() == made, "the caller's failed call is pending",
+           cudaGetErrorName(made));
+    sparsek::SpmmOptions options;
+    const char* want = "sparsek: a CUDA error was pending before this call";
+    for (const bool checked : {false, true}) {
+      options.check_indices = checked;
+      const sparsek::Result r = sparsek::spmm(f.a(6), f.bv(), f.cv(DType::F16), options, nullptr);
+      const bool still = cudaPeekAtLastError() == made;
+      const bool pending_ok = r.status == Status::PendingCudaError && r.cuda_error == made &&
+                              std::strncmp(r.message, want, std::strlen(want)) == 0 && still;
+      report(pending_ok, checked ? "spmm(check_indices): the pending error reported, left pending"
+                                 : "spmm: the pending error reported, left pending",
+             std::string(status_name(r.status)) + " \"" + r.message + "\"");
+    }
+    sparsek::Backend chosen = sparsek::Backend::Hopper;
+    const sparsek::Result c = sparsek::can_implement(f.a(6), f.bv(), f.cv(DType::F16), options, &chosen);
+    report(c.status == Status::PendingCudaError && chosen == sparsek::Backend::Auto &&
+               cudaPeekAtLastError() == made,
+           "can_implement: the pending error reported, *chosen = Auto", c.message);
+    const bool copied = cudaMemcpy(back.data(), f.d_c, back.size(), cudaMemcpyDeviceToHost) == cudaSuccess;
+    report(copied && back == poison, "C untouched while an error was pending", copied ? "" : "copying C back failed");
+    report(cudaGetLastError() == made && cudaPeekAtLastError() == cudaSuccess, "the caller consumes its error", "");
+    valid_case(f, "valid indices once the error is consumed", rp, ci, DType::F16);
+  }
 
   std::printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
