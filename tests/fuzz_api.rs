@@ -304,9 +304,22 @@ fn tolerance(t: Ty) -> f64 {
     }
 }
 
-/// The value outputs are poisoned with: exact in every type, never a result here
-/// (inputs are in [-1, 1]; results that could reach it get another sentinel).
+/// The value outputs are poisoned with where no result can reach it (attention: |O| <= 1,
+/// inputs being in [-1, 1]): exact in every type.
 const SENTINEL: f32 = 7.25;
+
+/// A poison value no result of magnitude <= `bound` can round to: 1.25 times the smallest
+/// power of two above twice the bound, at least 8 (so 10; exact in f32, f16 and bf16). With inputs in [-1, 1],
+/// a product's bound is |alpha| * (its reduction length) + |beta| + 1 (a bias, which an
+/// activation never enlarges). 7.25 alone was reachable: a bf16 D*A of 16-long rows with
+/// alpha -1.9 rounded to it exactly (seed 10634251931600340196, case 36527).
+fn sentinel_above(bound: f64) -> f32 {
+    let mut s = 8.0f32;
+    while (s as f64) <= 2.0 * bound && s < 32768.0 {
+        s *= 2.0;
+    }
+    s + s / 4.0
+}
 
 fn random_values<T: Element>(rng: &mut FuzzRng, n: usize) -> Vec<T> {
     (0..n)
@@ -2395,7 +2408,20 @@ fn run_prod<T: Element, O: Element>(c: &ProdCase, op: Prod, rng: &mut FuzzRng) -
     let valid = prod_valid(c, op);
     let xd: Vec<T> = random_values(rng, c.x.len);
     let x_at = |i: usize, j: usize| xd[c.x.offset(i, j)].to_f32() as f64;
-    let sentinel = O::from_f32(SENTINEL);
+    // Every reduction here is over one of these lengths.
+    let longest = [
+        c.a.br * c.a.bm,
+        c.a.bc * c.a.bk,
+        c.x.rows,
+        c.x.cols,
+        c.y.rows,
+        c.y.cols,
+    ]
+    .into_iter()
+    .max()
+    .unwrap_or(0);
+    let bound = c.alpha.abs() as f64 * longest as f64 + c.beta.abs() as f64 + 1.0;
+    let sentinel = O::from_f32(sentinel_above(bound));
     let poison = if c.beta == 0.0 && c.nan_poison {
         O::from_f32(f32::NAN)
     } else {
@@ -3083,7 +3109,8 @@ fn run_linear<T: Element, O: Element>(c: &LinearCase, rng: &mut FuzzRng) -> Chec
     let batch = c.batch;
     // y: random old values inside batch x out where β ≠ 0, else poisoned; sentinel after.
     let inside = (batch as u128 * out_f as u128).min(c.y_len as u128) as usize;
-    let sentinel = O::from_f32(SENTINEL);
+    let bound = alpha.abs() as f64 * in_f.max(out_f) as f64 + beta.abs() as f64 + 1.0;
+    let sentinel = O::from_f32(sentinel_above(bound));
     let poison = if beta == 0.0 && c.nan_poison {
         O::from_f32(f32::NAN)
     } else {
