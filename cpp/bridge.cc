@@ -11,7 +11,12 @@ namespace sparsek::ffi {
 namespace {
 
 DenseView to_dense(const DenseDesc& d) {
-  return DenseView{reinterpret_cast<void*>(d.data), d.rows, d.cols, d.ld, d.layout, d.dtype};
+  return DenseView{reinterpret_cast<const void*>(d.data), d.rows, d.cols, d.ld, d.layout, d.dtype};
+}
+
+// An output: the Rust side lent it mutably.
+DenseMutView to_dense_mut(const DenseDesc& d) {
+  return DenseMutView{reinterpret_cast<void*>(d.data), d.rows, d.cols, d.ld, d.layout, d.dtype};
 }
 
 BsrView to_bsr(const BsrDesc& d) {
@@ -46,7 +51,7 @@ detail::Problem to_problem(const SpmmProblem& x, const detail::DeviceInfo& devic
   ti.col_ptr = reinterpret_cast<const int32_t*>(x.t_col_ptr);
   ti.row_idx = reinterpret_cast<const int32_t*>(x.t_row_idx);
   ti.block_id = reinterpret_cast<const int32_t*>(x.t_block_id);
-  return detail::Problem::from_rust(t ? detail::Problem::transposed_view(a, ti) : a, to_dense(x.b), to_dense(x.c),
+  return detail::Problem::from_rust(t ? detail::Problem::transposed_view(a, ti) : a, to_dense(x.b), to_dense_mut(x.c),
                                     x.alpha, x.beta, x.backend, reinterpret_cast<const void*>(x.bias), x.activation,
                                     device, t, t ? ti.block_id : nullptr);
 }
@@ -69,19 +74,12 @@ detail::SddmmProblem to_problem(const SddmmProblem& x, const detail::DeviceInfo&
 }
 const char* unsupported(const SddmmProblem& x) { return unsupported(x.s); }
 
-HeadsView to_heads(const HeadsDesc& d, DType t) {
-  HeadsView v;
-  v.data = reinterpret_cast<void*>(d.data);
-  v.batch = d.batch;
-  v.heads = d.heads;
-  v.seq = d.seq;
-  v.head_dim = d.head_dim;
-  v.stride_b = d.stride_b;
-  v.stride_h = d.stride_h;
-  v.stride_s = d.stride_s;
-  v.dtype = t;
-  return v;
+// O: the Rust side lent it mutably.
+HeadsMutView to_heads_mut(const HeadsDesc& d, DType t) {
+  return HeadsMutView{reinterpret_cast<void*>(d.data), d.batch, d.heads, d.seq, d.head_dim, d.stride_b, d.stride_h,
+                      d.stride_s, t};
 }
+HeadsView to_heads(const HeadsDesc& d, DType t) { return to_heads_mut(d, t); }
 
 // The attention of the Rust entry (src/attention validated it; the mask comes from a
 // DeviceBlockPatterns).
@@ -98,7 +96,7 @@ detail::AttentionProblem to_problem(const AttentionProblem& x, const detail::Dev
   m.row_ptr = reinterpret_cast<const int32_t*>(x.row_ptr);
   m.col_idx = reinterpret_cast<const int32_t*>(x.col_idx);
   return detail::AttentionProblem::from_rust(to_heads(x.q, x.dtype), to_heads(x.k, x.dtype), to_heads(x.v, x.dtype),
-                                             to_heads(x.o, x.dtype), reinterpret_cast<float*>(x.lse),
+                                             to_heads_mut(x.o, x.dtype), reinterpret_cast<float*>(x.lse),
                                              x.has_mask ? &m : nullptr, x.causal, x.scale, x.backend, device);
 }
 const char* unsupported(const AttentionProblem&) { return nullptr; }

@@ -3,7 +3,9 @@
 # headers; CI runs it):
 #   - every ```cpp block of README.md, as its own file, with -Wall -Wextra -Werror;
 #   - tests/cpp/nodiscard_result.cpp: compiles as it is, and fails with
-#     -Werror=unused-result naming the ignored sparsek::Result ([[nodiscard]]).
+#     -Werror=unused-result naming the ignored sparsek::Result ([[nodiscard]]);
+#   - tests/cpp/output_views.cpp: compiles as it is, and fails when a view of const data
+#     (DenseView, HeadsView) is passed where a call writes (DenseMutView, HeadsMutView).
 # Environment: CXX (default g++), CUDA_INCLUDE (default third_party/py/nvidia/cu13/include).
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -40,5 +42,19 @@ elif grep -q "sparsek::Result" "$work/nodiscard.log" && grep -q "nodiscard\|unus
   echo "PASS ignoring a sparsek::Result is an error under -Werror=unused-result: $(grep -m1 'warning\|error' "$work/nodiscard.log" | sed 's/^.*: error: //')"
 else
   echo "FAIL $src failed for another reason:"; cat "$work/nodiscard.log"; fail=1
+fi
+# Outputs are mutable views: an input view in an output's place is a compile error, one per call.
+src=tests/cpp/output_views.cpp
+if ! "$cxx" "${flags[@]}" -Wall -Wextra -Werror "$src" 2> "$work/views.log"; then
+  echo "FAIL $src does not compile with mutable output views:"; cat "$work/views.log"; fail=1
+elif "$cxx" "${flags[@]}" -DPASS_INPUT_VIEW_AS_OUTPUT "$src" 2> "$work/views_bad.log"; then
+  echo "FAIL $src compiled with input views as outputs: an output view need not be mutable"; fail=1
+else
+  calls=$(grep -c "error:.*\(DenseMutView\|HeadsMutView\)" "$work/views_bad.log")
+  if [[ "$calls" -eq 3 ]]; then
+    echo "PASS an input view where a call writes is a compile error (spmm, dense_spmm, attention: $calls errors)"
+  else
+    echo "FAIL $src: expected 3 errors naming DenseMutView/HeadsMutView, got $calls:"; cat "$work/views_bad.log"; fail=1
+  fi
 fi
 exit $fail

@@ -56,7 +56,7 @@ int main() {
   a.nnzb = static_cast<int64_t>(col_idx.size());
   a.dtype = sparsek::DType::F16;
   sparsek::DenseView bv{nullptr, k, n, n, sparsek::Layout::RowMajor, sparsek::DType::F16};
-  sparsek::DenseView cv{nullptr, m, n, n, sparsek::Layout::RowMajor, sparsek::DType::F32};
+  sparsek::DenseMutView cv{nullptr, m, n, n, sparsek::Layout::RowMajor, sparsek::DType::F32};
   sparsek::SpmmOptions options;  // alpha = 1, beta = 0 (C write-only), Backend::Auto
   sparsek::Result r = sparsek::can_implement(a, bv, cv, options);
   if (r.ok() || std::strncmp(r.message, "sparsek: ", 9) != 0) {

@@ -91,7 +91,7 @@ bool block_count(int64_t seq, int64_t block, int64_t* blocks) {
 
 }  // namespace
 
-Result validate(const HeadsView& q, const HeadsView& k, const HeadsView& v, const HeadsView& o, const float* lse,
+Result validate(const HeadsView& q, const HeadsView& k, const HeadsView& v, const HeadsMutView& o, const float* lse,
                 const BlockMaskView* mask, const AttentionOptions& options, AttentionProblem* out) {
   if (q.batch < 0 || q.heads < 0 || q.seq < 0 || k.seq < 0 || q.head_dim < 1)
     return make_result(Status::InvalidArgument, "Q is [%lld, %lld, %lld, %lld]: dims must be >= 0 and head_dim >= 1",
@@ -265,7 +265,7 @@ Result run_gating(GatingProblem& g, const ByteRange& scores, int32_t* row_ptr, i
 }  // namespace
 }  // namespace detail
 
-Result can_implement(const HeadsView& q, const HeadsView& k, const HeadsView& v, const HeadsView& o, const float* lse,
+Result can_implement(const HeadsView& q, const HeadsView& k, const HeadsView& v, const HeadsMutView& o, const float* lse,
                      const BlockMaskView* mask, const AttentionOptions& options, Backend* chosen) {
   if (chosen != nullptr) *chosen = Backend::Auto;
   detail::AttentionProblem p = detail::AttentionProblem::from_rust(q, k, v, o, nullptr, nullptr, false, 1.0f,
@@ -278,7 +278,7 @@ Result can_implement(const HeadsView& q, const HeadsView& k, const HeadsView& v,
   return detail::finish(r);
 }
 
-Result attention(const HeadsView& q, const HeadsView& k, const HeadsView& v, const HeadsView& o, float* lse,
+Result attention(const HeadsView& q, const HeadsView& k, const HeadsView& v, const HeadsMutView& o, float* lse,
                  const BlockMaskView* mask, const AttentionOptions& options, cudaStream_t stream) {
   detail::AttentionProblem p = detail::AttentionProblem::from_rust(q, k, v, o, nullptr, nullptr, false, 1.0f,
                                                                    Backend::Auto, detail::DeviceInfo{});

@@ -31,7 +31,8 @@ namespace sparsek::detail {
 
 class AttentionProblem {
  public:
-  HeadsView q, k, v, o;
+  HeadsView q, k, v;
+  HeadsMutView o;
   float* lse = nullptr;
   bool has_mask = false;
   BlockMaskView mask;
@@ -53,7 +54,7 @@ class AttentionProblem {
   bool has_epilogue() const { return false; }
   int64_t n() const { return 0; }
 
-  static AttentionProblem from_rust(const HeadsView& q, const HeadsView& k, const HeadsView& v, const HeadsView& o,
+  static AttentionProblem from_rust(const HeadsView& q, const HeadsView& k, const HeadsView& v, const HeadsMutView& o,
                                     float* lse, const BlockMaskView* mask, bool causal, float scale, Backend backend,
                                     const DeviceInfo& device) {
     AttentionProblem p;
@@ -73,7 +74,7 @@ class AttentionProblem {
 
  private:
   AttentionProblem() = default;
-  friend Result validate(const HeadsView&, const HeadsView&, const HeadsView&, const HeadsView&, const float*,
+  friend Result validate(const HeadsView&, const HeadsView&, const HeadsView&, const HeadsMutView&, const float*,
                          const BlockMaskView*, const AttentionOptions&, AttentionProblem*);
 };
 
@@ -81,7 +82,7 @@ class AttentionProblem {
 Result finish(Result r);
 
 // The C++ entry's validation (cpp/attention/api.cu): every invariant above, into *out.
-Result validate(const HeadsView& q, const HeadsView& k, const HeadsView& v, const HeadsView& o, const float* lse,
+Result validate(const HeadsView& q, const HeadsView& k, const HeadsView& v, const HeadsMutView& o, const float* lse,
                 const BlockMaskView* mask, const AttentionOptions& options, AttentionProblem* out);
 
 }  // namespace sparsek::detail

@@ -19,7 +19,7 @@ int64_t element_bytes(DType t) { return dtype_bytes(t); }
 
 }  // namespace
 
-Result validate(const BsrView& a, const DenseView& b, const DenseView& c, const SpmmOptions& options, Problem* out) {
+Result validate(const BsrView& a, const DenseView& b, const DenseMutView& c, const SpmmOptions& options, Problem* out) {
   if (!valid(options.backend))
     return make_result(Status::InvalidArgument, "backend = %d is not a Backend", int(options.backend));
   if (!valid(options.activation))
@@ -87,7 +87,7 @@ Result validate(const BsrView& a, const DenseView& b, const DenseView& c, const 
 
 }  // namespace detail
 
-Result can_implement(const BsrView& a, const DenseView& b, const DenseView& c, const SpmmOptions& options,
+Result can_implement(const BsrView& a, const DenseView& b, const DenseMutView& c, const SpmmOptions& options,
                      Backend* chosen) {
   if (chosen != nullptr) *chosen = Backend::Auto;
   detail::Problem p;
@@ -99,7 +99,7 @@ Result can_implement(const BsrView& a, const DenseView& b, const DenseView& c, c
   return detail::finish(r);
 }
 
-Result spmm(const BsrView& a, const DenseView& b, const DenseView& c, const SpmmOptions& options,
+Result spmm(const BsrView& a, const DenseView& b, const DenseMutView& c, const SpmmOptions& options,
             cudaStream_t stream) {
   detail::Problem p;
   Result r = detail::pending_cuda_error();

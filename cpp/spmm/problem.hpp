@@ -53,7 +53,7 @@ class Problem {
  public:
   BsrView a;
   DenseView b;
-  DenseView c;
+  DenseMutView c;
   float alpha = 1.0f;
   float beta = 0.0f;
   Backend backend = Backend::Auto;
@@ -77,7 +77,7 @@ class Problem {
 
   // The Rust bridge's constructor (see the file comment): the views come from a problem
   // that Rust validated (for op(A) = A^T, `a` is already transposed_view's).
-  static Problem from_rust(const BsrView& a, const DenseView& b, const DenseView& c, float alpha, float beta,
+  static Problem from_rust(const BsrView& a, const DenseView& b, const DenseMutView& c, float alpha, float beta,
                            Backend backend, const void* bias, Activation activation, const DeviceInfo& device,
                            bool a_transposed, const int32_t* a_block_id) {
     Problem p(a, b, c, alpha, beta, backend, bias, activation, device);
@@ -100,7 +100,7 @@ class Problem {
 
  private:
   Problem() = default;
-  Problem(const BsrView& a_, const DenseView& b_, const DenseView& c_, float alpha_, float beta_, Backend backend_,
+  Problem(const BsrView& a_, const DenseView& b_, const DenseMutView& c_, float alpha_, float beta_, Backend backend_,
           const void* bias_, Activation activation_, const DeviceInfo& device_)
       : a(a_),
         b(b_),
@@ -111,15 +111,17 @@ class Problem {
         bias(bias_),
         activation(activation_),
         device(device_) {}
-  friend Result validate(const BsrView&, const DenseView&, const DenseView&, const SpmmOptions&, Problem*);
-  friend Result sparsek::can_implement(const BsrView&, const DenseView&, const DenseView&, const SpmmOptions&,
+  friend Result validate(const BsrView&, const DenseView&, const DenseMutView&, const SpmmOptions&, Problem*);
+  friend Result sparsek::can_implement(const BsrView&, const DenseView&, const DenseMutView&, const SpmmOptions&,
                                        Backend*);
-  friend Result sparsek::spmm(const BsrView&, const DenseView&, const DenseView&, const SpmmOptions&, cudaStream_t);
+  friend Result sparsek::spmm(const BsrView&, const DenseView&, const DenseMutView&, const SpmmOptions&,
+                              cudaStream_t);
 };
 
 // The C++ entry's validation (cpp/core/validate.cu): every invariant above, one message each, into
 // *out. Queries the current device.
-Result validate(const BsrView& a, const DenseView& b, const DenseView& c, const SpmmOptions& options, Problem* out);
+Result validate(const BsrView& a, const DenseView& b, const DenseMutView& c, const SpmmOptions& options,
+                Problem* out);
 
 // The current device's DeviceInfo (cached per device).
 Result current_device(DeviceInfo* out);

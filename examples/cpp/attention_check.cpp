@@ -118,19 +118,9 @@ struct Heads {
     CUDA_CHECK(cudaMemcpy(dev, host.data(), host.size() * 2, cudaMemcpyHostToDevice));
   }
   void download() { CUDA_CHECK(cudaMemcpy(host.data(), dev, host.size() * 2, cudaMemcpyDeviceToHost)); }
-  HeadsView view() const {
-    HeadsView v;
-    v.data = dev;
-    v.batch = batch;
-    v.heads = heads;
-    v.seq = seq;
-    v.head_dim = d;
-    v.stride_b = sb;
-    v.stride_h = sh;
-    v.stride_s = ss;
-    v.dtype = t;
-    return v;
-  }
+  // The tensor to write (O), and to read (Q, K, V).
+  sparsek::HeadsMutView out() const { return sparsek::HeadsMutView{dev, batch, heads, seq, d, sb, sh, ss, t}; }
+  HeadsView view() const { return out(); }
   ~Heads() {
     if (dev != nullptr) cudaFree(dev);
   }
@@ -386,7 +376,7 @@ bool run(const Case& c, uint64_t seed) {
   opt.causal = c.causal;
   opt.check_indices = c.mask == MaskKind::Random;
   const sparsek::BlockMaskView* mp = c.mask == MaskKind::None ? nullptr : &view;
-  sparsek::Result r = sparsek::attention(q.view(), k.view(), v.view(), o.view(), d_lse, mp, opt, nullptr);
+  sparsek::Result r = sparsek::attention(q.view(), k.view(), v.view(), o.out(), d_lse, mp, opt, nullptr);
   CUDA_CHECK(cudaDeviceSynchronize());
   char label[200];
   std::snprintf(label, sizeof(label), "b%lld h%lld sq%lld sk%lld d%lld %s mask=%s%s%s%s scale=%g",
@@ -473,7 +463,7 @@ bool determinism() {
   int differ = 0;
   for (int rep = 0; rep < 100; ++rep) {
     CUDA_CHECK(cudaMemset(o.dev, 0xff, o.host.size() * 2));
-    const sparsek::Result r = sparsek::attention(q.view(), k.view(), v.view(), o.view(), d_lse, &dm.view, opt, nullptr);
+    const sparsek::Result r = sparsek::attention(q.view(), k.view(), v.view(), o.out(), d_lse, &dm.view, opt, nullptr);
     if (!r.ok()) {
       std::printf("FAIL determinism: %s\n", r.message);
       cudaFree(d_lse);
@@ -561,7 +551,7 @@ void refusals(int& passed, int& failed) {
   v.upload();
   o.upload();
   sparsek::AttentionOptions opt;
-  auto expect = [&](const char* what, sparsek::Status want, HeadsView qv, HeadsView kv, HeadsView vv, HeadsView ov,
+  auto expect = [&](const char* what, sparsek::Status want, HeadsView qv, HeadsView kv, HeadsView vv, sparsek::HeadsMutView ov,
                     const BlockMaskView* m, sparsek::AttentionOptions op) {
     const sparsek::Result r = sparsek::attention(qv, kv, vv, ov, nullptr, m, op, nullptr);
     CUDA_CHECK(cudaDeviceSynchronize());
@@ -573,25 +563,25 @@ void refusals(int& passed, int& failed) {
   };
   HeadsView bad = k.view();
   bad.seq = 255;  // V still 256
-  expect("K and V lengths differ", sparsek::Status::InvalidArgument, q.view(), bad, v.view(), o.view(), nullptr, opt);
-  bad = o.view();
-  bad.dtype = DType::F16;
-  expect("O of another dtype", sparsek::Status::InvalidArgument, q.view(), k.view(), v.view(), bad, nullptr, opt);
+  expect("K and V lengths differ", sparsek::Status::InvalidArgument, q.view(), bad, v.view(), o.out(), nullptr, opt);
+  sparsek::HeadsMutView bad_o = o.out();
+  bad_o.dtype = DType::F16;
+  expect("O of another dtype", sparsek::Status::InvalidArgument, q.view(), k.view(), v.view(), bad_o, nullptr, opt);
   bad = q.view();
   bad.data = nullptr;
-  expect("null Q", sparsek::Status::InvalidArgument, bad, k.view(), v.view(), o.view(), nullptr, opt);
+  expect("null Q", sparsek::Status::InvalidArgument, bad, k.view(), v.view(), o.out(), nullptr, opt);
   Mask m = random_mask(rng, 1, 2, 2, 0.5);
   DeviceMask dm(m);
   BlockMaskView mv = dm.view;
   mv.q_blocks = 3;
-  expect("mask of the wrong size", sparsek::Status::InvalidArgument, q.view(), k.view(), v.view(), o.view(), &mv, opt);
+  expect("mask of the wrong size", sparsek::Status::InvalidArgument, q.view(), k.view(), v.view(), o.out(), &mv, opt);
   mv = dm.view;
   mv.block_q = mv.block_k = 64;
   mv.q_blocks = mv.k_blocks = 4;
-  expect("64x64 mask blocks", sparsek::Status::NotSupported, q.view(), k.view(), v.view(), o.view(), &mv, opt);
+  expect("64x64 mask blocks", sparsek::Status::NotSupported, q.view(), k.view(), v.view(), o.out(), &mv, opt);
   mv.patterns = 3;
   expect("patterns neither 1 nor batch*heads", sparsek::Status::InvalidArgument, q.view(), k.view(), v.view(),
-         o.view(), &mv, opt);
+         o.out(), &mv, opt);
   // A col_idx out of range, caught by check_indices.
   Mask broken = m;
   broken.col_idx.assign(broken.col_idx.size(), 7);
@@ -600,23 +590,24 @@ void refusals(int& passed, int& failed) {
     sparsek::AttentionOptions chk;
     chk.check_indices = true;
     expect("col_idx out of range (check_indices)", sparsek::Status::InvalidArgument, q.view(), k.view(), v.view(),
-           o.view(), &db.view, chk);
+           o.out(), &db.view, chk);
   }
   sparsek::AttentionOptions neg;
   neg.scale = -1.0f;
-  expect("negative scale", sparsek::Status::InvalidArgument, q.view(), k.view(), v.view(), o.view(), nullptr, neg);
+  expect("negative scale", sparsek::Status::InvalidArgument, q.view(), k.view(), v.view(), o.out(), nullptr, neg);
   sparsek::AttentionOptions wmma;
   wmma.backend = sparsek::Backend::Wmma;
-  expect("the Wmma backend", sparsek::Status::NotSupported, q.view(), k.view(), v.view(), o.view(), nullptr, wmma);
+  expect("the Wmma backend", sparsek::Status::NotSupported, q.view(), k.view(), v.view(), o.out(), nullptr, wmma);
   bad = q.view();
   bad.head_dim = 96;
-  HeadsView k96 = k.view(), v96 = v.view(), o96 = o.view();
+  HeadsView k96 = k.view(), v96 = v.view();
+  sparsek::HeadsMutView o96 = o.out();
   k96.head_dim = v96.head_dim = o96.head_dim = 96;
   expect("head_dim 96", sparsek::Status::NotSupported, bad, k96, v96, o96, nullptr, opt);
   bad = q.view();
   bad.stride_s = 132;  // not a multiple of 8 elements: TMA cannot read it
   bad.stride_h = 256 * 132;
-  expect("Q rows not 16-byte strided", sparsek::Status::NotSupported, bad, k.view(), v.view(), o.view(), nullptr, opt);
+  expect("Q rows not 16-byte strided", sparsek::Status::NotSupported, bad, k.view(), v.view(), o.out(), nullptr, opt);
 }
 
 // ---- --time ----
@@ -704,7 +695,7 @@ int time_case(int argc, char** argv) {
   sparsek::AttentionOptions opt;
   opt.causal = causal;
   const BlockMaskView* mp = topk ? &view : nullptr;
-  sparsek::Result r = sparsek::attention(q.view(), k.view(), v.view(), o.view(), d_lse, mp, opt, nullptr);
+  sparsek::Result r = sparsek::attention(q.view(), k.view(), v.view(), o.out(), d_lse, mp, opt, nullptr);
   if (!r.ok()) {
     std::fprintf(stderr, "%s\n", r.message);
     return 1;
@@ -713,7 +704,7 @@ int time_case(int argc, char** argv) {
   for (int rep = 0; rep < 5; ++rep) {
     CUDA_CHECK(cudaEventRecord(e0));
     for (int it = 0; it < iters; ++it)
-      r = sparsek::attention(q.view(), k.view(), v.view(), o.view(), d_lse, mp, opt, nullptr);
+      r = sparsek::attention(q.view(), k.view(), v.view(), o.out(), d_lse, mp, opt, nullptr);
     CUDA_CHECK(cudaEventRecord(e1));
     CUDA_CHECK(cudaEventSynchronize(e1));
     float ms = 0;

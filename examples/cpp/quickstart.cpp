@@ -76,7 +76,7 @@ int main() {
   a.dtype = sparsek::DType::F16;
   sparsek::DenseView bv{to_device(b), k, n, n, sparsek::Layout::RowMajor, sparsek::DType::F16};
   std::vector<float> c(m * n, NAN);  // beta = 0: C is write-only, NaN poison shows misses
-  sparsek::DenseView cv{to_device(c), m, n, n, sparsek::Layout::RowMajor, sparsek::DType::F32};
+  sparsek::DenseMutView cv{to_device(c), m, n, n, sparsek::Layout::RowMajor, sparsek::DType::F32};
 
   sparsek::SpmmOptions options;  // alpha = 1, beta = 0, Backend::Auto
   sparsek::Backend chosen = sparsek::Backend::Auto;

@@ -339,7 +339,7 @@ Outcome run_case(const Case& c, Backend backend, int iters, bool refuse_is_failu
   av.values = d_av.p;
   av.dtype = c.dtype;
   sparsek::DenseView bv{d_b.p, c.k, c.n, ldb, c.b_layout, c.dtype};
-  sparsek::DenseView cv{d_c.p, c.m, c.n, ldc, c.c_layout, c.out};
+  sparsek::DenseMutView cv{d_c.p, c.m, c.n, ldc, c.c_layout, c.out};
   sparsek::SpmmOptions opt;
   opt.alpha = c.alpha, opt.beta = c.beta, opt.backend = backend;
   if (c.transpose) {
@@ -559,42 +559,43 @@ int run_bad(Backend backend) {
   CUDA_CHECK(cudaMemset(d_b.p, 0, k * n * 2));
   CUDA_CHECK(cudaMemset(d_c.p, 0xff, m * n * 2));  // 0xffff: a NaN in f16 and bf16
 
-  auto valid = [&](sparsek::BsrView& a, sparsek::DenseView& b, sparsek::DenseView& c) {
+  auto valid = [&](sparsek::BsrView& a, sparsek::DenseView& b, sparsek::DenseMutView& c) {
     a = sparsek::BsrView{};
     a.m = m, a.k = k, a.bm = bm, a.bk = bk, a.nnzb = 2;
     a.row_ptr = static_cast<const int32_t*>(d_rp.p), a.col_idx = static_cast<const int32_t*>(d_ci.p);
     a.values = d_av.p, a.dtype = DType::F16;
     b = sparsek::DenseView{d_b.p, k, n, n, Layout::RowMajor, DType::F16};
-    c = sparsek::DenseView{d_c.p, m, n, n, Layout::RowMajor, DType::F16};
+    c = sparsek::DenseMutView{d_c.p, m, n, n, Layout::RowMajor, DType::F16};
   };
   struct Bad {
     const char* name;
-    void (*apply)(sparsek::BsrView&, sparsek::DenseView&, sparsek::DenseView&, sparsek::SpmmOptions&);
+    void (*apply)(sparsek::BsrView&, sparsek::DenseView&, sparsek::DenseMutView&, sparsek::SpmmOptions&);
   };
   const Bad bads[] = {
       {"bm=24 (not a multiple of 16) on wmma",
-       [](sparsek::BsrView& a, sparsek::DenseView&, sparsek::DenseView&, sparsek::SpmmOptions& o) {
+       [](sparsek::BsrView& a, sparsek::DenseView&, sparsek::DenseMutView&, sparsek::SpmmOptions& o) {
          a.bm = 24, a.nnzb = 2, o.backend = Backend::Wmma;  // 96 / 24 = 4 block-rows; row_ptr is only read on launch
        }},
-      {"null values", [](sparsek::BsrView& a, sparsek::DenseView&, sparsek::DenseView&,
+      {"null values", [](sparsek::BsrView& a, sparsek::DenseView&, sparsek::DenseMutView&,
                          sparsek::SpmmOptions&) { a.values = nullptr; }},
-      {"B rows != k", [](sparsek::BsrView&, sparsek::DenseView& b, sparsek::DenseView&,
+      {"B rows != k", [](sparsek::BsrView&, sparsek::DenseView& b, sparsek::DenseMutView&,
                          sparsek::SpmmOptions&) { b.rows = 80; }},
-      {"C ld < n", [](sparsek::BsrView&, sparsek::DenseView&, sparsek::DenseView& c,
+      {"C ld < n", [](sparsek::BsrView&, sparsek::DenseView&, sparsek::DenseMutView& c,
                       sparsek::SpmmOptions&) { c.ld = 32; }},
       {"misaligned A.values on wmma",
-       [](sparsek::BsrView& a, sparsek::DenseView&, sparsek::DenseView&, sparsek::SpmmOptions& o) {
+       [](sparsek::BsrView& a, sparsek::DenseView&, sparsek::DenseMutView&, sparsek::SpmmOptions& o) {
          a.values = static_cast<const char*>(a.values) + 2, o.backend = Backend::Wmma;
        }},
-      {"C bf16 with f16 inputs", [](sparsek::BsrView&, sparsek::DenseView&, sparsek::DenseView& c,
+      {"C bf16 with f16 inputs", [](sparsek::BsrView&, sparsek::DenseView&, sparsek::DenseMutView& c,
                                     sparsek::SpmmOptions&) { c.dtype = DType::BF16; }},
-      {"m not a multiple of bm", [](sparsek::BsrView& a, sparsek::DenseView&, sparsek::DenseView& c,
+      {"m not a multiple of bm", [](sparsek::BsrView& a, sparsek::DenseView&, sparsek::DenseMutView& c,
                                     sparsek::SpmmOptions&) { a.m = c.rows = 80; }},
   };
   int failures = 0;
   for (const Bad& bad : bads) {
     sparsek::BsrView a;
-    sparsek::DenseView b, c;
+    sparsek::DenseView b;
+    sparsek::DenseMutView c;
     valid(a, b, c);
     sparsek::SpmmOptions o;
     o.backend = backend;
@@ -626,7 +627,8 @@ int run_bad(Backend backend) {
     CUDA_CHECK(cudaMemcpy(d_rp.p, bad.row_ptr, sizeof(bad.row_ptr), cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemcpy(d_ci.p, bad.col_idx, sizeof(bad.col_idx), cudaMemcpyHostToDevice));
     sparsek::BsrView a;
-    sparsek::DenseView b, c;
+    sparsek::DenseView b;
+    sparsek::DenseMutView c;
     valid(a, b, c);
     sparsek::SpmmOptions o;  // Auto: some backend runs the well-formed 48x48-block views
     o.check_indices = true;

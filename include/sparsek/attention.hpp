@@ -23,32 +23,40 @@
 
 namespace sparsek {
 
-// A [batch, heads, seq, head_dim] tensor. Strides are in elements; head_dim is contiguous
-// (stride 1). Packed: stride_s = head_dim, stride_h = seq*head_dim, stride_b =
-// heads*seq*head_dim; [batch, seq, heads, head_dim] storage (e.g. a fused QKV projection)
-// is stride_s = heads*head_dim, stride_h = head_dim. The Hopper kernels read with TMA:
-// data 16-byte aligned, every stride a multiple of 8 elements.
+// A [batch, heads, seq, head_dim] tensor that a call reads (Q, K, V). Strides are in
+// elements; head_dim is contiguous (stride 1). Packed: stride_s = head_dim, stride_h =
+// seq*head_dim, stride_b = heads*seq*head_dim; [batch, seq, heads, head_dim] storage (e.g. a
+// fused QKV projection) is stride_s = heads*head_dim, stride_h = head_dim. The Hopper kernels
+// read with TMA: data 16-byte aligned, every stride a multiple of 8 elements.
 struct HeadsView {
-  void* data = nullptr;
+  const void* data = nullptr;
   int64_t batch = 0, heads = 0, seq = 0, head_dim = 0;
   int64_t stride_b = 0, stride_h = 0, stride_s = 0;
   DType dtype = DType::F16;
 };
 
-// The packed view of `data` (see HeadsView).
-inline HeadsView packed_heads(void* data, int64_t batch, int64_t heads, int64_t seq, int64_t head_dim,
+// A [batch, heads, seq, head_dim] tensor that a call writes (O): HeadsView's fields over
+// mutable data. It converts to a HeadsView.
+struct HeadsMutView {
+  void* data = nullptr;
+  int64_t batch = 0, heads = 0, seq = 0, head_dim = 0;
+  int64_t stride_b = 0, stride_h = 0, stride_s = 0;
+  DType dtype = DType::F16;
+  operator HeadsView() const {
+    return HeadsView{data, batch, heads, seq, head_dim, stride_b, stride_h, stride_s, dtype};
+  }
+};
+
+// The packed view of `data` (see HeadsView), to read.
+inline HeadsView packed_heads(const void* data, int64_t batch, int64_t heads, int64_t seq, int64_t head_dim,
                               DType dtype) {
-  HeadsView v;
-  v.data = data;
-  v.batch = batch;
-  v.heads = heads;
-  v.seq = seq;
-  v.head_dim = head_dim;
-  v.stride_s = head_dim;
-  v.stride_h = seq * head_dim;
-  v.stride_b = heads * seq * head_dim;
-  v.dtype = dtype;
-  return v;
+  return HeadsView{data, batch, heads, seq, head_dim, heads * seq * head_dim, seq * head_dim, head_dim, dtype};
+}
+
+// The packed view of `data`, to write (O).
+inline HeadsMutView packed_heads_mut(void* data, int64_t batch, int64_t heads, int64_t seq, int64_t head_dim,
+                                     DType dtype) {
+  return HeadsMutView{data, batch, heads, seq, head_dim, heads * seq * head_dim, seq * head_dim, head_dim, dtype};
 }
 
 // Block patterns over (query blocks x key blocks), stacked as one BSR pattern: pattern p
@@ -84,7 +92,7 @@ struct AttentionOptions {
 
 // Whether `attention` would run this problem (and with which backend). `mask` may be null
 // (dense, or causal only). Launches nothing, reads no device memory.
-Result can_implement(const HeadsView& q, const HeadsView& k, const HeadsView& v, const HeadsView& o,
+Result can_implement(const HeadsView& q, const HeadsView& k, const HeadsView& v, const HeadsMutView& o,
                      const float* lse, const BlockMaskView* mask, const AttentionOptions& options,
                      Backend* chosen = nullptr);
 
@@ -94,7 +102,7 @@ Result can_implement(const HeadsView& q, const HeadsView& k, const HeadsView& v,
 // dims of extent > 1, taken by stride ascending, each stride at least the span of the dims
 // inside it: no stride_h = 0 with heads > 1, no stride_s < head_dim with seq > 1), and O and
 // LSE must overlap neither each other nor Q, K, V or the mask's arrays (InvalidArgument).
-Result attention(const HeadsView& q, const HeadsView& k, const HeadsView& v, const HeadsView& o, float* lse,
+Result attention(const HeadsView& q, const HeadsView& k, const HeadsView& v, const HeadsMutView& o, float* lse,
                  const BlockMaskView* mask, const AttentionOptions& options, cudaStream_t stream);
 
 // ---- Top-k key-block gating ------------------------------------------------------------

@@ -15,10 +15,10 @@
 
 namespace sparsek {
 
-// The same matrix seen transposed: rows and columns swapped, the layout flipped, the same
-// data and ld. A layout that is not a Layout value stays as it is (spmm refuses it).
-inline DenseView transposed(const DenseView& v) {
-  DenseView t = v;
+namespace detail {
+template <class View>
+View transposed_view(const View& v) {
+  View t = v;
   t.rows = v.cols;
   t.cols = v.rows;
   t.layout = v.layout == Layout::RowMajor   ? Layout::ColMajor
@@ -26,11 +26,17 @@ inline DenseView transposed(const DenseView& v) {
                                             : v.layout;
   return t;
 }
+}  // namespace detail
+
+// The same matrix seen transposed: rows and columns swapped, the layout flipped, the same
+// data and ld. A layout that is not a Layout value stays as it is (spmm refuses it).
+inline DenseView transposed(const DenseView& v) { return detail::transposed_view(v); }
+inline DenseMutView transposed(const DenseMutView& v) { return detail::transposed_view(v); }
 
 // C = alpha * D * op(A) + beta * C: D is p x rows(op(A)), C p x cols(op(A)). A bias, if
 // any, has one value per column of C. Validated by sparsek::spmm (messages name the
 // transposed operands: B is D^T, C is C^T).
-inline Result dense_spmm(const DenseView& d, const BsrView& a, const DenseView& c, const SpmmOptions& options,
+inline Result dense_spmm(const DenseView& d, const BsrView& a, const DenseMutView& c, const SpmmOptions& options,
                          cudaStream_t stream) {
   SpmmOptions flipped = options;
   flipped.transpose_a = !options.transpose_a;
@@ -38,7 +44,7 @@ inline Result dense_spmm(const DenseView& d, const BsrView& a, const DenseView& 
 }
 
 // Whether dense_spmm would run, and with which backend (as sparsek::can_implement).
-inline Result can_implement_dense_spmm(const DenseView& d, const BsrView& a, const DenseView& c,
+inline Result can_implement_dense_spmm(const DenseView& d, const BsrView& a, const DenseMutView& c,
                                        const SpmmOptions& options, Backend* chosen = nullptr) {
   SpmmOptions flipped = options;
   flipped.transpose_a = !options.transpose_a;

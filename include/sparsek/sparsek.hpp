@@ -74,13 +74,23 @@ struct TransposeIndexView {
   const int32_t* block_id = nullptr;
 };
 
-// A dense matrix on the device. `ld` is the leading dimension in elements (the row
-// stride for RowMajor, the column stride for ColMajor).
+// A dense matrix on the device that a call reads (B). `ld` is the leading dimension in
+// elements (the row stride for RowMajor, the column stride for ColMajor).
 struct DenseView {
+  const void* data = nullptr;
+  int64_t rows = 0, cols = 0, ld = 0;
+  Layout layout = Layout::RowMajor;
+  DType dtype = DType::F16;
+};
+
+// A dense matrix on the device that a call writes (C): DenseView's fields over mutable data.
+// It converts to a DenseView, so an output can be the next call's input.
+struct DenseMutView {
   void* data = nullptr;
   int64_t rows = 0, cols = 0, ld = 0;
   Layout layout = Layout::RowMajor;
   DType dtype = DType::F16;
+  operator DenseView() const { return DenseView{data, rows, cols, ld, layout, dtype}; }
 };
 
 struct SpmmOptions {
@@ -121,7 +131,7 @@ struct [[nodiscard]] Result {
 // Whether `spmm` would run this problem, and with which backend (*chosen, when non-null, is
 // always written: the backend on success, Backend::Auto otherwise). Checks shapes, dtypes, layouts, alignment and the current device. Launches
 // nothing and reads no device memory (so it does not run the index check).
-Result can_implement(const BsrView& a, const DenseView& b, const DenseView& c,
+Result can_implement(const BsrView& a, const DenseView& b, const DenseMutView& c,
                      const SpmmOptions& options, Backend* chosen = nullptr);
 
 // Enqueues C = alpha*op(A)*B + beta*C on `stream`. Validates everything first (once); on any
@@ -129,7 +139,7 @@ Result can_implement(const BsrView& a, const DenseView& b, const DenseView& c,
 // row_ptr, col_idx, the transpose index), B or the bias (InvalidArgument). The BSR index arrays are trusted unless
 // options.check_indices is set (or validate them on the host with
 // sparsek::rust::validate_bsr from <sparsek/rust.h>, CMake option SPARSEK_WITH_RUST).
-Result spmm(const BsrView& a, const DenseView& b, const DenseView& c,
+Result spmm(const BsrView& a, const DenseView& b, const DenseMutView& c,
             const SpmmOptions& options, cudaStream_t stream);
 
 }  // namespace sparsek

@@ -41,6 +41,7 @@ namespace {
 using sparsek::Activation;
 using sparsek::Backend;
 using sparsek::BsrView;
+using sparsek::DenseMutView;
 using sparsek::DenseView;
 using sparsek::DType;
 using sparsek::Layout;
@@ -70,7 +71,8 @@ struct Arena {
 
 struct Views {
   BsrView a;
-  DenseView b, c;
+  DenseView b;
+  DenseMutView c;
   SpmmOptions options;
 };
 
@@ -84,7 +86,7 @@ Views base(Arena& mem) {
   v.a.values = mem.values.data();
   v.a.dtype = DType::F16;
   v.b = DenseView{mem.b.data(), 128, 64, 64, Layout::RowMajor, DType::F16};
-  v.c = DenseView{mem.c.data(), 128, 64, 64, Layout::RowMajor, DType::F16};
+  v.c = DenseMutView{mem.c.data(), 128, 64, 64, Layout::RowMajor, DType::F16};
   return v;
 }
 
@@ -258,7 +260,7 @@ std::vector<Case> cases() {
   auto narrow = [](Views& v) { shape(v, 128, 128, 8, 64, 64, 2); };
   add("C overlaps B (the same buffer)", bad, "C overlaps B", [=](Views& v) {
     narrow(v);
-    v.c.data = v.b.data;
+    v.c.data = shifted(v.b.data, 0);
   });
   add("C's last element on B's first", bad, "C overlaps B", [=](Views& v) {
     narrow(v);
@@ -299,7 +301,7 @@ std::vector<Case> cases() {
   add("control: empty C (n = 0) at B's address", Status::CudaError, "device", [](Views& v) {
     v.b.cols = v.c.cols = 0;
     v.b.ld = v.c.ld = 1;
-    v.c.data = v.b.data;
+    v.c.data = shifted(v.b.data, 0);
   });
 
   // Valid views whose dtype combination is merely unsupported.
@@ -449,7 +451,7 @@ int main() {
   {
     Views v = base(mem);  // A 128 x 128: D is p x 128, C p x 128 (both row-major)
     const DenseView d{mem.b.data(), 48, 128, 128, Layout::RowMajor, DType::F16};
-    DenseView c{mem.c.data(), 48, 128, 128, Layout::RowMajor, DType::F16};
+    DenseMutView c{mem.c.data(), 48, 128, 128, Layout::RowMajor, DType::F16};
     SpmmOptions o;
     o.transpose_index.col_ptr = v.a.row_ptr, o.transpose_index.row_idx = v.a.col_idx;
     o.transpose_index.block_id = v.a.col_idx;
@@ -483,7 +485,7 @@ int main() {
     o.backend = Backend::Auto;
     // S's values are written: they may overlap neither A, B nor S's index arrays.
     sparsek::BsrMutView so = s;
-    so.values = a.data;
+    so.values = shifted(a.data, 0);
     expect("sddmm: S overlaps A", sparsek::sddmm(a, b, so, o, nullptr), bad_status(), "S.values overlaps A");
     // One block (8 KiB of values): every S below lies inside an arena.
     so.nnzb = 1;
@@ -500,32 +502,34 @@ int main() {
   {
     // Attention (attention.hpp): Q, K, V, O [1, 2, 8, 64] packed in the arena, one 128-row
     // block each way.
+    using sparsek::HeadsMutView;
     using sparsek::HeadsView;
     const HeadsView q = sparsek::packed_heads(mem.b.data(), 1, 2, 8, 64, DType::BF16);
     const HeadsView kv = sparsek::packed_heads(mem.values.data(), 1, 2, 8, 64, DType::BF16);
-    const HeadsView o = sparsek::packed_heads(mem.c.data(), 1, 2, 8, 64, DType::BF16);
+    const HeadsMutView o = sparsek::packed_heads_mut(mem.c.data(), 1, 2, 8, 64, DType::BF16);
     sparsek::BlockMaskView m;
     m.q_blocks = 1, m.k_blocks = 1, m.patterns = 1, m.nnzb = 1;
     m.row_ptr = reinterpret_cast<const int32_t*>(mem.row_ptr.data());
     m.col_idx = reinterpret_cast<const int32_t*>(mem.col_idx.data());
     float* lse = reinterpret_cast<float*>(mem.row_ptr.data() + 64);
     sparsek::AttentionOptions opt;
-    auto run = [&](HeadsView q_, HeadsView k_, HeadsView o_, float* l, const sparsek::BlockMaskView* mk,
+    auto run = [&](HeadsView q_, HeadsView k_, HeadsMutView o_, float* l, const sparsek::BlockMaskView* mk,
                    sparsek::AttentionOptions op) { return sparsek::attention(q_, k_, k_, o_, l, mk, op, nullptr); };
     expect("attention: control", run(q, kv, o, lse, &m, opt), Status::CudaError, "device");
     HeadsView bad = kv;
     bad.head_dim = 32;
     expect("attention: K head_dim != Q's", run(q, bad, o, lse, &m, opt), bad_status(), "K is");
-    bad = o;
-    bad.dtype = DType::F32;
-    expect("attention: f32 O", run(q, kv, bad, lse, &m, opt), bad_status(), "dtype");
+    HeadsMutView bad_o = o;
+    bad_o.dtype = DType::F32;
+    expect("attention: f32 O", run(q, kv, bad_o, lse, &m, opt), bad_status(), "dtype");
     bad = q;
     bad.stride_s = -64;
     expect("attention: negative stride", run(bad, kv, o, lse, &m, opt), bad_status(), "negative");
     bad = q;
     bad.stride_b = kHuge;
     bad.batch = 4;
-    HeadsView kv4 = kv, o4 = o;
+    HeadsView kv4 = kv;
+    HeadsMutView o4 = o;
     kv4.batch = o4.batch = 4;
     expect("attention: Q's extent overflows", run(bad, kv4, o4, lse, nullptr, opt), bad_status(), "overflow");
     sparsek::BlockMaskView bm = m;
@@ -547,40 +551,40 @@ int main() {
     expect("attention: backend = 7", run(q, kv, o, lse, &m, be), bad_status(), "backend");
 
     // O may not overlap itself ...
-    bad = o;
-    bad.stride_h = 0;  // both heads on one [8, 64] tile
-    expect("attention: O with stride_h = 0 and 2 heads", run(q, kv, bad, lse, &m, opt), bad_status(),
+    bad_o = o;
+    bad_o.stride_h = 0;  // both heads on one [8, 64] tile
+    expect("attention: O with stride_h = 0 and 2 heads", run(q, kv, bad_o, lse, &m, opt), bad_status(),
            "O overlaps itself");
-    bad = o;
-    bad.stride_s = 32;  // rows of 64 elements 32 apart
-    bad.stride_h = 8 * 64;
-    expect("attention: O with stride_s < head_dim", run(q, kv, bad, lse, &m, opt), bad_status(),
+    bad_o = o;
+    bad_o.stride_s = 32;  // rows of 64 elements 32 apart
+    bad_o.stride_h = 8 * 64;
+    expect("attention: O with stride_s < head_dim", run(q, kv, bad_o, lse, &m, opt), bad_status(),
            "O overlaps itself");
-    bad = o;
-    bad.stride_h = 7 * 64;  // head 1's first row on head 0's last
-    expect("attention: O's heads overlapping by one row", run(q, kv, bad, lse, &m, opt), bad_status(),
+    bad_o = o;
+    bad_o.stride_h = 7 * 64;  // head 1's first row on head 0's last
+    expect("attention: O's heads overlapping by one row", run(q, kv, bad_o, lse, &m, opt), bad_status(),
            "O overlaps itself");
-    bad = o;
-    bad.stride_s = 2 * 64, bad.stride_h = 64;  // [seq, heads, d] storage: interleaved, not overlapping
-    expect("attention: control, O as [seq, heads, d]", run(q, kv, bad, lse, &m, opt), Status::CudaError, "device");
-    bad = o;
-    bad.stride_h = 0, bad.heads = 1;  // a stride of extent 1 is never stepped
+    bad_o = o;
+    bad_o.stride_s = 2 * 64, bad_o.stride_h = 64;  // [seq, heads, d] storage: interleaved, not overlapping
+    expect("attention: control, O as [seq, heads, d]", run(q, kv, bad_o, lse, &m, opt), Status::CudaError, "device");
+    bad_o = o;
+    bad_o.stride_h = 0, bad_o.heads = 1;  // a stride of extent 1 is never stepped
     {
       HeadsView q1 = q, k1 = kv;
       q1.heads = k1.heads = 1;
-      expect("attention: control, stride_h = 0 with one head", run(q1, k1, bad, lse, nullptr, opt),
+      expect("attention: control, stride_h = 0 with one head", run(q1, k1, bad_o, lse, nullptr, opt),
              Status::CudaError, "device");
     }
     // ... nor an input, nor LSE; neither may LSE.
-    bad = o;
-    bad.data = shifted(q.data, 64);
-    expect("attention: O overlaps Q", run(q, kv, bad, lse, &m, opt), bad_status(), "O overlaps Q");
-    bad.data = kv.data;
-    expect("attention: O is K (and V)", run(q, kv, bad, lse, &m, opt), bad_status(), "O overlaps K");
+    bad_o = o;
+    bad_o.data = shifted(q.data, 64);
+    expect("attention: O overlaps Q", run(q, kv, bad_o, lse, &m, opt), bad_status(), "O overlaps Q");
+    bad_o.data = shifted(kv.data, 0);
+    expect("attention: O is K (and V)", run(q, kv, bad_o, lse, &m, opt), bad_status(), "O overlaps K");
     expect("attention: O overlaps LSE", run(q, kv, o, reinterpret_cast<float*>(shifted(o.data, 1024)), &m, opt),
            bad_status(), "O overlaps LSE");
-    bad.data = const_cast<int32_t*>(m.row_ptr);
-    expect("attention: O overlaps mask.row_ptr", run(q, kv, bad, nullptr, &m, opt), bad_status(), "mask.row_ptr");
+    bad_o.data = const_cast<int32_t*>(m.row_ptr);
+    expect("attention: O overlaps mask.row_ptr", run(q, kv, bad_o, nullptr, &m, opt), bad_status(), "mask.row_ptr");
     expect("attention: LSE overlaps K", run(q, kv, o, reinterpret_cast<float*>(shifted(kv.data, 4)), &m, opt),
            bad_status(), "LSE overlaps K");
     expect("attention: control, LSE just past O",
@@ -591,7 +595,7 @@ int main() {
     {
       const HeadsView q32 = sparsek::packed_heads(mem.b.data(), 3, 2, 8, 64, DType::BF16);
       const HeadsView kv32 = sparsek::packed_heads(mem.values.data(), 3, 2, 8, 64, DType::BF16);
-      const HeadsView o32 = sparsek::packed_heads(mem.c.data(), 3, 2, 8, 64, DType::BF16);
+      const HeadsMutView o32 = sparsek::packed_heads_mut(mem.c.data(), 3, 2, 8, 64, DType::BF16);
       sparsek::BlockMaskView ph = m;
       ph.patterns = 6, ph.nnzb = 6;
       ph.batch = 2, ph.heads = 3;
@@ -641,10 +645,10 @@ int main() {
                                         &out_view, nullptr),
              bad_status(), "col_idx overlaps scores");
       expect("block_topk: row_ptr overlaps Q",
-             sparsek::block_topk(q, kv, go, reinterpret_cast<int32_t*>(q.data), ci, &out_view, nullptr), bad_status(),
+             sparsek::block_topk(q, kv, go, static_cast<int32_t*>(shifted(q.data, 0)), ci, &out_view, nullptr), bad_status(),
              "row_ptr overlaps Q");
       expect("block_topk: col_idx overlaps K",
-             sparsek::block_topk(q, kv, go, rp, reinterpret_cast<int32_t*>(kv.data) + 8, &out_view, nullptr),
+             sparsek::block_topk(q, kv, go, rp, static_cast<int32_t*>(shifted(kv.data, 32)), &out_view, nullptr),
              bad_status(), "col_idx overlaps K");
       expect("block_topk_scores: control", sparsek::block_topk_scores(scores, 1, 2, 256, 256, go, rp, ci, &out_view,
                                                                       nullptr),

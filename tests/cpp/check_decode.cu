@@ -203,8 +203,8 @@ struct Problem {
     b.data = d_b, b.rows = cs.k, b.cols = cs.n, b.ld = ldb, b.layout = cs.bl, b.dtype = cs.in;
     return b;
   }
-  sparsek::DenseView c_view() const {
-    sparsek::DenseView c;
+  sparsek::DenseMutView c_view() const {
+    sparsek::DenseMutView c;
     c.data = d_c, c.rows = cs.m, c.cols = cs.n, c.ld = ldc, c.layout = cs.cl, c.dtype = cs.out;
     return c;
   }
@@ -458,7 +458,8 @@ void time_case(int64_t m, int64_t k, int n, std::mt19937_64& rng) {
     CUDA_OK(cudaMemcpy(a_copies[i], p.d_a, p.a_bits.size(), cudaMemcpyDeviceToDevice));
     as[i].values = a_copies[i];
   }
-  const sparsek::DenseView b = p.b_view(), c = p.c_view();
+  const sparsek::DenseView b = p.b_view();
+  const sparsek::DenseMutView c = p.c_view();
   const sparsek::SpmmOptions o = p.options();
   for (int i = 0; i < 3; ++i) {
     const sparsek::Result r = sparsek::spmm(as[i % copies], b, c, o, nullptr);

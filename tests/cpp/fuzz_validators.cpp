@@ -495,6 +495,16 @@ struct Judge {
   }
 };
 
+// The output views of a case. Cases keep every view as the input type so that one mutation
+// reaches any of them; the arenas behind them are writable, so an output may point there.
+sparsek::DenseMutView out(const DenseView& v) {
+  return sparsek::DenseMutView{const_cast<void*>(v.data), v.rows, v.cols, v.ld, v.layout, v.dtype};
+}
+sparsek::HeadsMutView out(const HeadsView& v) {
+  return sparsek::HeadsMutView{const_cast<void*>(v.data), v.batch,    v.heads,    v.seq, v.head_dim,
+                               v.stride_b,                v.stride_h, v.stride_s, v.dtype};
+}
+
 // ---- the draws -------------------------------------------------------------------------
 
 struct SpmmCase {
@@ -964,12 +974,13 @@ int main() {
       const Want want = model_spmm(x.a, x.b, x.c, x.o);
       const Backend sentinel = static_cast<Backend>(0x5a5a);
       Backend chosen = sentinel;
-      Result r = sparsek::can_implement(x.a, x.b, x.c, x.o, &chosen);
+      Result r = sparsek::can_implement(x.a, x.b, out(x.c), x.o, &chosen);
       judge.record(spmm, i, "can_implement", r, want, !r.ok() && chosen != Backend::Auto ? "*chosen not Auto after a failure" : "");
-      r = sparsek::spmm(x.a, x.b, x.c, x.o, nullptr);
+      r = sparsek::spmm(x.a, x.b, out(x.c), x.o, nullptr);
       judge.record(spmm, i, "spmm", r, want);
       // dense_spmm: D * op(A) on the views transposed (it runs spmm on their transposes).
-      const DenseView d = sparsek::transposed(x.b), c = sparsek::transposed(x.c);
+      const DenseView d = sparsek::transposed(x.b);
+      const sparsek::DenseMutView c = sparsek::transposed(out(x.c));
       SpmmOptions flipped = x.o;
       flipped.transpose_a = !x.o.transpose_a;
       chosen = sentinel;
@@ -1007,9 +1018,9 @@ int main() {
       const Want want = model_attention(x.q, x.k, x.v, x.o, x.lse, mask, x.opt);
       const Backend sentinel = static_cast<Backend>(0x5a5a);
       Backend chosen = sentinel;
-      Result r = sparsek::can_implement(x.q, x.k, x.v, x.o, x.lse, mask, x.opt, &chosen);
+      Result r = sparsek::can_implement(x.q, x.k, x.v, out(x.o), x.lse, mask, x.opt, &chosen);
       judge.record(t, i, "can_implement", r, want, !r.ok() && chosen != Backend::Auto ? "*chosen not Auto after a failure" : "");
-      r = sparsek::attention(x.q, x.k, x.v, x.o, x.lse, mask, x.opt, nullptr);
+      r = sparsek::attention(x.q, x.k, x.v, out(x.o), x.lse, mask, x.opt, nullptr);
       judge.record(t, i, "attention", r, want);
     }
     tallies.push_back(t);

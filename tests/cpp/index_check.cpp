@@ -157,7 +157,7 @@ struct Fixture {
     return v;
   }
   sparsek::DenseView bv() const { return sparsek::DenseView{d_b, kK, kN, kN, Layout::RowMajor, DType::F16}; }
-  sparsek::DenseView cv(DType out) const { return sparsek::DenseView{d_c, kM, kN, kN, Layout::RowMajor, out}; }
+  sparsek::DenseMutView cv(DType out) const { return sparsek::DenseMutView{d_c, kM, kN, kN, Layout::RowMajor, out}; }
 };
 
 // spmm with check_indices on the default stream, then every CUDA error check: the call's

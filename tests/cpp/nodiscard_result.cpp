@@ -3,7 +3,7 @@
 // below, naming the ignored value; the script asserts both.
 #include <sparsek/sparsek.hpp>
 
-void ignores_the_result(const sparsek::BsrView& a, const sparsek::DenseView& b, const sparsek::DenseView& c,
+void ignores_the_result(const sparsek::BsrView& a, const sparsek::DenseView& b, const sparsek::DenseMutView& c,
                         cudaStream_t stream) {
   sparsek::spmm(a, b, c, sparsek::SpmmOptions{}, stream);  // the ignored Result
 }

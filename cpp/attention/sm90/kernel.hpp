@@ -156,8 +156,8 @@ const void* probe_kernel() {
 
 // TMA's view of a HeadsView. A dimension of extent 1 is never stepped: its stride is set to
 // one TMA accepts (a 16-byte multiple) whatever the caller's is.
-template <class Element>
-auto heads_tensor(const HeadsView& t) {
+template <class Element, class View>
+auto heads_tensor(const View& t) {
   const auto stride = [](int64_t s, int64_t extent) { return extent == 1 ? int64_t(8) : s; };
   return make_tensor(make_gmem_ptr(static_cast<Element*>(t.data)),
                      HeadsShape(int32_t(t.seq), int32_t(t.head_dim), int32_t(t.heads), int32_t(t.batch)),

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <climits>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "spmm/decode/launch.hpp"
@@ -76,10 +77,12 @@ constexpr auto kLaunch = detail::launch_table<LaunchFn, Rows, kDecodeRows>();
 
 
 // A view of columns [j0, j0 + width) of a dense matrix.
-DenseView columns(const DenseView& v, int64_t j0, int64_t width) {
-  DenseView out = v;
+template <class View>
+View columns(const View& v, int64_t j0, int64_t width) {
+  View out = v;
   const int64_t offset = v.layout == Layout::RowMajor ? j0 : j0 * v.ld;  // elements
-  out.data = static_cast<char*>(v.data) + offset * dtype_bytes(v.dtype);
+  using Byte = std::conditional_t<std::is_const_v<std::remove_pointer_t<decltype(v.data)>>, const char, char>;
+  out.data = static_cast<Byte*>(v.data) + offset * dtype_bytes(v.dtype);
   out.cols = width;
   return out;
 }
