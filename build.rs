@@ -248,13 +248,14 @@ mod cuda {
     /// The cargo features that pick what is compiled (cpp/core/features.hpp), as the
     /// comma-separated names the units program takes.
     fn build_features() -> String {
-        const NAMES: [&str; 6] = [
+        const NAMES: [&str; 7] = [
             "bf16",
             "transpose",
             "any-block",
             "tuning",
             "sddmm",
             "attention",
+            "fp8",
         ];
         NAMES
             .iter()

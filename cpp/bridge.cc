@@ -11,7 +11,8 @@ namespace sparsek::ffi {
 namespace {
 
 DenseView to_dense(const DenseDesc& d) {
-  return DenseView{reinterpret_cast<const void*>(d.data), d.rows, d.cols, d.ld, d.layout, d.dtype};
+  return DenseView{reinterpret_cast<const void*>(d.data), d.rows,   d.cols, d.ld, d.layout, d.dtype,
+                   reinterpret_cast<const float*>(d.scales), d.scale_kind};
 }
 
 // An output: the Rust side lent it mutably.
@@ -30,12 +31,13 @@ BsrView to_bsr(const BsrDesc& d) {
   a.col_idx = reinterpret_cast<const int32_t*>(d.col_idx);
   a.values = reinterpret_cast<const void*>(d.values);
   a.dtype = d.dtype;
+  a.scales = reinterpret_cast<const float*>(d.scales);
+  a.scale_kind = d.scale_kind;
   return a;
 }
 
-// The room a BsrDesc keeps for scaled and batched matrices: no family takes them yet.
+// The room a BsrDesc keeps for batched matrices: no family takes them yet.
 const char* unsupported(const BsrDesc& d) {
-  if (d.scales != 0) return "scaled BSR values are not supported yet";
   if (d.batch != 1 || d.batch_stride != 0) return "batched BSR matrices are not supported yet";
   return nullptr;
 }

@@ -1,6 +1,11 @@
-//! The element types sparsek stores and computes with.
+//! The element types sparsek stores and computes with: f16, bf16, f32 and the FP8 types
+//! [`F8E4M3`] and [`F8E5M2`] (the [`fp8`] module: their formats, rounding and saturation).
 
 use half::{bf16, f16};
+
+pub mod fp8;
+
+pub use fp8::{Fp8, F8E4M3, F8E5M2};
 
 /// Which element type a buffer holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -11,6 +16,25 @@ pub enum DType {
     Bf16,
     /// IEEE 754 single precision (`f32`).
     F32,
+    /// OCP FP8 E4M3 ([`F8E4M3`]): read as `stored * scale` in the FP8 products.
+    E4M3,
+    /// OCP FP8 E5M2 ([`F8E5M2`]): read as `stored * scale` in the FP8 products.
+    E5M2,
+}
+
+impl DType {
+    /// Whether this is an FP8 type (`E4M3`, `E5M2`): the types that take scales.
+    pub fn is_fp8(self) -> bool {
+        matches!(self, DType::E4M3 | DType::E5M2)
+    }
+    /// Bytes of one element.
+    pub fn size(self) -> usize {
+        match self {
+            DType::F16 | DType::Bf16 => 2,
+            DType::F32 => 4,
+            DType::E4M3 | DType::E5M2 => 1,
+        }
+    }
 }
 
 impl std::fmt::Display for DType {
@@ -19,6 +43,8 @@ impl std::fmt::Display for DType {
             DType::F16 => "f16",
             DType::Bf16 => "bf16",
             DType::F32 => "f32",
+            DType::E4M3 => "e4m3",
+            DType::E5M2 => "e5m2",
         })
     }
 }
@@ -36,14 +62,16 @@ mod device_bound {
     impl<T> DeviceElement for T {}
 }
 
-mod sealed {
+pub(crate) mod sealed {
     pub trait Sealed {}
     impl Sealed for half::f16 {}
     impl Sealed for half::bf16 {}
     impl Sealed for f32 {}
 }
 
-/// An element of a BSR or dense matrix: `f16`, `bf16` or `f32`. Arithmetic is done in
+/// An element of a BSR or dense matrix: `f16`, `bf16`, `f32`, or an FP8 type ([`F8E4M3`],
+/// [`F8E5M2`]: stored values that the FP8 products read with their scales,
+/// [`spmm_fp8`](crate::spmm_fp8); the other products refuse them). Arithmetic is done in
 /// `f32` (the accumulation type), so an element only needs to convert both ways.
 pub trait Element:
     Copy

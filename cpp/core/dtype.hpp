@@ -3,7 +3,8 @@
 // as a DTypeList and reaches the kernel of a run-time DType through dispatch(): a DType
 // outside the list is refused, never sent down another type's path, and a listed DType
 // without a traits entry does not compile (DTypeTraits has no primary definition).
-// With nvcc, the entry's device type (__half, ...) and TMA data type follow (DeviceTypeOf).
+// With nvcc, the entry's device type (__half, ...), CUTLASS type and TMA data type follow
+// (DeviceTypeOf).
 #pragma once
 
 #include <cstdint>
@@ -45,6 +46,15 @@ struct DTypeTraits<DType::F32> {
   static constexpr uint32_t kNeeds = 0;
 };
 
+template <>
+struct DTypeTraits<DType::E4M3> {
+  static constexpr DType kDType = DType::E4M3;
+  static constexpr int kBytes = 1;
+  static constexpr const char* kName = "e4m3";
+  static constexpr const char* kRowTakes = "the row takes e4m3 inputs";
+  static constexpr uint32_t kNeeds = kFeatureFp8;
+};
+
 // The types a family (or an API) takes.
 template <DType... kTs>
 struct DTypeList {
@@ -52,7 +62,11 @@ struct DTypeList {
 };
 
 // Every DType with a traits entry: what the validators call "known".
-using KnownDTypes = DTypeList<DType::F16, DType::BF16, DType::F32>;
+using KnownDTypes = DTypeList<DType::F16, DType::BF16, DType::F32, DType::E4M3>;
+
+// The 8-bit floats, read as stored * scale (include/sparsek/sparsek.hpp, ScaleKind).
+using Fp8DTypes = DTypeList<DType::E4M3>;
+constexpr bool is_fp8(DType t) { return Fp8DTypes::contains(t); }
 
 // f(DTypeTraits<t>{}) for the entry of `t` in List, else missing(). Both must return the
 // same type.
@@ -102,6 +116,9 @@ constexpr uint32_t dtype_needs(DType t) {
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include "cutlass/numeric_types.h"
 
 namespace sparsek::detail {
 
@@ -110,17 +127,27 @@ struct DeviceTypeOf;
 template <>
 struct DeviceTypeOf<DType::F16> {
   using type = __half;
+  using cutlass_type = cutlass::half_t;
   static constexpr CUtensorMapDataType kTensorMap = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
 };
 template <>
 struct DeviceTypeOf<DType::BF16> {
   using type = __nv_bfloat16;
+  using cutlass_type = cutlass::bfloat16_t;
   static constexpr CUtensorMapDataType kTensorMap = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
 };
 template <>
 struct DeviceTypeOf<DType::F32> {
   using type = float;
+  using cutlass_type = float;
   static constexpr CUtensorMapDataType kTensorMap = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+};
+
+template <>
+struct DeviceTypeOf<DType::E4M3> {
+  using type = __nv_fp8_e4m3;
+  using cutlass_type = cutlass::float_e4m3_t;
+  static constexpr CUtensorMapDataType kTensorMap = CU_TENSOR_MAP_DATA_TYPE_UINT8;  // TMA moves the bits
 };
 
 template <DType kT>

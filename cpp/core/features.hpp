@@ -24,6 +24,7 @@
 #define SPARSEK_FEATURE_TUNING (1u << 3)
 #define SPARSEK_FEATURE_SDDMM (1u << 4)
 #define SPARSEK_FEATURE_ATTENTION (1u << 5)
+#define SPARSEK_FEATURE_FP8 (1u << 6)
 
 namespace sparsek::detail {
 
@@ -34,6 +35,7 @@ enum Feature : uint32_t {
   kFeatureTuning = SPARSEK_FEATURE_TUNING,        // candidate rows Auto never picks (SPARSEK_VARIANT)
   kFeatureSddmm = SPARSEK_FEATURE_SDDMM,          // the SDDMM families
   kFeatureAttention = SPARSEK_FEATURE_ATTENTION,  // attention and the top-k gating
+  kFeatureFp8 = SPARSEK_FEATURE_FP8,              // FP8 (e4m3, e5m2) inputs
 };
 
 struct FeatureName {
@@ -44,6 +46,7 @@ struct FeatureName {
 inline constexpr FeatureName kFeatureNames[] = {
     {kFeatureBf16, "bf16"},   {kFeatureTranspose, "transpose"}, {kFeatureAnyBlock, "any-block"},
     {kFeatureTuning, "tuning"}, {kFeatureSddmm, "sddmm"},         {kFeatureAttention, "attention"},
+    {kFeatureFp8, "fp8"},
 };
 
 inline constexpr uint32_t kBuiltFeatures = uint32_t(SPARSEK_FEATURES);

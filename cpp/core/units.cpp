@@ -4,7 +4,7 @@
 //   units <cpp-dir> <gen-dir> <features> [<jobs>]
 //
 // <features> is a comma-separated list of feature names (core/features.hpp: bf16,
-// transpose, any-block, tuning, sddmm, attention; "" or "-" for none); <jobs> is how many
+// transpose, any-block, tuning, sddmm, attention, fp8; "" or "-" for none); <jobs> is how many
 // nvcc the build runs at once (default 2). Prints one line per unit, "<path> <arch class>"
 // (all: every architecture of the build; sm90a: Hopper only), after a first line
 // "features <bits>" (the value of -DSPARSEK_FEATURES for this set):

@@ -31,6 +31,9 @@ Result validate(const DenseView& a, const DenseView& b, const BsrMutView& s, con
   Result r = check_bsr(pattern, "S");
   if (r.ok()) r = check_dense("A", a);
   if (r.ok()) r = check_dense("B", b);
+  // The SDDMM has no FP8 kind: its operands take no scales.
+  if (r.ok()) r = check_scales("A", a.dtype, a.scale_kind, a.scales, ScaleKind::None);
+  if (r.ok()) r = check_scales("B", b.dtype, b.scale_kind, b.scales, ScaleKind::None);
   if (!r.ok()) return r;
   if (a.rows != s.m)
     return make_result(Status::InvalidArgument, "A has %lld rows, S has m = %lld", (long long)a.rows, (long long)s.m);

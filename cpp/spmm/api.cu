@@ -29,7 +29,12 @@ Result validate(const BsrView& a, const DenseView& b, const DenseMutView& c, con
   Result r = check_bsr(a);
   if (r.ok()) r = check_dense("B", b);
   if (r.ok()) r = check_dense("C", c);
+  if (r.ok()) r = check_scales("A", a.dtype, a.scale_kind, a.scales, ScaleKind::PerBlock);
+  if (r.ok()) r = check_scales("B", b.dtype, b.scale_kind, b.scales, ScaleKind::PerColumn);
   if (!r.ok()) return r;
+  // FP8 A: the bias has C's dtype (include/sparsek/sparsek.hpp).
+  const bool fp8 = is_fp8(a.dtype);
+  const DType bias_type = fp8 ? c.dtype : a.dtype;
   // op(A)'s rows and columns: A's, or A's swapped for A^T.
   const bool t = options.transpose_a;
   const int64_t op_rows = t ? a.k : a.m, op_cols = t ? a.m : a.k;
@@ -59,21 +64,39 @@ Result validate(const BsrView& a, const DenseView& b, const DenseMutView& c, con
         elements(a.row_ptr, rows + 1, 4),
         elements(a.col_idx, a.nnzb, 4),
         dense_bytes(b),
-        elements(options.bias, c.rows, element_bytes(a.dtype)),
+        elements(options.bias, c.rows, element_bytes(bias_type)),
+        elements(a.scales, scale_count(a.scale_kind, a.nnzb), 4),
+        elements(b.scales, scale_count(b.scale_kind, b.cols), 4),
         t ? elements(ti.col_ptr, cols + 1, 4) : ByteRange{},
         t ? elements(ti.row_idx, a.nnzb, 4) : ByteRange{},
         t ? elements(ti.block_id, a.nnzb, 4) : ByteRange{},
     };
-    const char* const names[] = {"A.values", "A.row_ptr", "A.col_idx", "B", "the bias",
+    const char* const names[] = {"A.values", "A.row_ptr", "A.col_idx", "B", "the bias", "A.scales", "B.scales",
                                  "transpose_index.col_ptr", "transpose_index.row_idx", "transpose_index.block_id"};
     r = check_disjoint("C", dense_bytes(c), inputs, names);
     if (!r.ok()) return r;
   }
-  if ((a.dtype != DType::F16 && a.dtype != DType::BF16) || b.dtype != a.dtype)
-    return make_result(Status::NotSupported, "inputs must be f16 or bf16 and equal (A is %s, B is %s)",
-                       dtype_name(a.dtype), dtype_name(b.dtype));
-  if (c.dtype != a.dtype && c.dtype != DType::F32)
-    return make_result(Status::NotSupported, "C must be %s or f32, not %s", dtype_name(a.dtype), dtype_name(c.dtype));
+  if (fp8) {
+    // W8A8 (B of A's FP8 type) or W8A16 (B f16/bf16, unscaled); C f16, bf16 or f32.
+    const bool w8a16 = b.dtype == DType::F16 || b.dtype == DType::BF16;
+    if (b.dtype != a.dtype && !w8a16)
+      return make_result(Status::NotSupported, "an %s A takes B of %s, f16 or bf16, not %s", dtype_name(a.dtype),
+                         dtype_name(a.dtype), dtype_name(b.dtype));
+    if (w8a16 && b.scale_kind != ScaleKind::None)
+      return make_result(Status::InvalidArgument, "B is %s: only FP8 operands take scales", dtype_name(b.dtype));
+    if (c.dtype != DType::F16 && c.dtype != DType::BF16 && c.dtype != DType::F32)
+      return make_result(Status::NotSupported, "C must be f16, bf16 or f32, not %s", dtype_name(c.dtype));
+    if (t)
+      return make_result(Status::NotSupported,
+                         "op(A) = A^T with an FP8 A: FP8 tensor cores read K-major operands only (transpose A's "
+                         "blocks when quantizing)");
+  } else {
+    if ((a.dtype != DType::F16 && a.dtype != DType::BF16) || b.dtype != a.dtype)
+      return make_result(Status::NotSupported, "inputs must be f16 or bf16 and equal (A is %s, B is %s)",
+                         dtype_name(a.dtype), dtype_name(b.dtype));
+    if (c.dtype != a.dtype && c.dtype != DType::F32)
+      return make_result(Status::NotSupported, "C must be %s or f32, not %s", dtype_name(a.dtype), dtype_name(c.dtype));
+  }
   DeviceInfo device;
   r = current_device(&device);
   if (!r.ok()) return r;

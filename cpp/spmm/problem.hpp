@@ -18,7 +18,10 @@
 //     ld >= max(1, contiguous extent) and (outer - 1)*ld + extent fits int64 (elements);
 //   - C's bytes overlap none of A's arrays (values, row_ptr, col_idx, and for op(A) = A^T
 //     the transpose index), B or the bias;
-//   - A and B are F16 or BF16 and equal; C is the input type or F32;
+//   - A and B are F16 or BF16 and equal, and C is the input type or F32; or A is FP8 (E4M3),
+//     B of A's type or F16/BF16, C F16, BF16 or F32, and op(A) = A; scales only on FP8
+//     operands, of a kind the operand takes, null exactly with ScaleKind::None, 16-byte
+//     aligned, and (like the bias, which has C's dtype with FP8 A) not overlapping C;
 //     layouts are RowMajor or ColMajor; the backend is a Backend value, the activation
 //     an Activation value; bias is null or 16-byte aligned (m values of the input type);
 //   - the BSR index arrays are valid (row_ptr from 0, non-decreasing, ends at nnzb;

@@ -8,6 +8,15 @@
 // fp32. Every pointer in the views is a device pointer. When beta == 0, C is not read
 // (it may hold NaN).
 //
+// FP8 (E4M3 / E5M2 A, with scales, see ScaleKind):
+//   C = act(alpha * sum over A's blocks (sa * A_blk * B_blk) * sb + bias + beta * C)
+// where sa is A's scale (its block's with PerBlock) and sb B's (its column's with PerColumn),
+// each product accumulated in fp32 and scaled once per block. Two kinds:
+//   - A and B FP8 of one type (W8A8): the Hopper family; B column-major (K-major, which is
+//     x row-major in y = x * W^T: FP8 WGMMA reads K-major operands only), op(A) = A;
+//   - A FP8, B f16 or bf16 (W8A16, sb = 1, B takes no scale): the Decode family.
+// C is f16, bf16 or f32; the bias, if any, has C's dtype. Non-FP8 operands take no scale.
+//
 // This header is the public C++ API and the one definition of the problem: the Rust
 // crate's bridge (src/gpu/sys.rs) declares these enums as cxx shared enums, and cxx
 // checks at compile time that every value below matches the Rust side. It uses no
@@ -30,7 +39,17 @@ enum class Status : int32_t {
                          // A runtime that cannot start (no driver, no device) is a CudaError instead.
 };
 
-enum class DType : int32_t { F16 = 0, BF16 = 1, F32 = 2 };
+// Element types. E4M3 and E5M2 are the 8-bit floats of NVIDIA's FP8 (OCP FP8: e4m3 finite
+// to +-448 with NaN 0x7f/0xff, e5m2 IEEE-like to +-57344), each read as `stored * scale` (ScaleKind).
+enum class DType : int32_t { F16 = 0, BF16 = 1, F32 = 2, E4M3 = 3, E5M2 = 4 };
+
+// How an FP8 operand's values scale: value = stored * scale, with `scales` f32 device values
+//   None      - no scale (1);
+//   PerTensor - one value for the operand;
+//   PerBlock  - A only: one per nonzero block, in the order of `values` (nnzb values);
+//   PerColumn - B only: one per column of B (n values; a token of x in y = x * W^T).
+// Only FP8 operands take scales; any other dtype takes None.
+enum class ScaleKind : int32_t { None = 0, PerTensor = 1, PerBlock = 2, PerColumn = 3 };
 enum class Layout : int32_t { RowMajor = 0, ColMajor = 1 };
 
 // Which kernel family runs. Auto picks by the registry's rule (cpp/core/registry.hpp): the
@@ -59,6 +78,9 @@ struct BsrView {
   const int32_t* col_idx = nullptr;
   const void* values = nullptr;
   DType dtype = DType::F16;
+  // FP8 values' scales (see ScaleKind): null with None.
+  const float* scales = nullptr;
+  ScaleKind scale_kind = ScaleKind::None;
 };
 
 // The transpose index of a BsrView: its blocks listed by block-column, what op(A) = A^T
@@ -81,6 +103,9 @@ struct DenseView {
   int64_t rows = 0, cols = 0, ld = 0;
   Layout layout = Layout::RowMajor;
   DType dtype = DType::F16;
+  // FP8 values' scales (see ScaleKind): null with None.
+  const float* scales = nullptr;
+  ScaleKind scale_kind = ScaleKind::None;
 };
 
 // A dense matrix on the device that a call writes (C): DenseView's fields over mutable data.
@@ -90,7 +115,7 @@ struct DenseMutView {
   int64_t rows = 0, cols = 0, ld = 0;
   Layout layout = Layout::RowMajor;
   DType dtype = DType::F16;
-  operator DenseView() const { return DenseView{data, rows, cols, ld, layout, dtype}; }
+  operator DenseView() const { return DenseView{data, rows, cols, ld, layout, dtype, nullptr, ScaleKind::None}; }
 };
 
 struct SpmmOptions {
@@ -105,8 +130,8 @@ struct SpmmOptions {
   // indices from an untrusted source; sparsek's Rust side validates on the host instead.
   bool check_indices = false;
   // Fused linear-layer epilogue: C = act(alpha * A*B + bias + beta * C), computed in fp32
-  // before C is rounded. `bias` is null or m device values of A's dtype (one per row of C,
-  // i.e. per output feature of y = x * W^T), 16-byte aligned.
+  // before C is rounded. `bias` is null or m device values of A's dtype (of C's when A is
+  // FP8; one per row of C, i.e. per output feature of y = x * W^T), 16-byte aligned.
   const void* bias = nullptr;
   Activation activation = Activation::None;
   // op(A) = A^T: C = alpha * A^T * B + beta * C, with B m x n and C k x n (bias: k values).

@@ -239,7 +239,7 @@ impl<T: Element> DeviceBsr<T> {
             values: 0,
             dtype: dtype(T::DTYPE),
             scales: 0,
-            scale_per_block: false,
+            scale_kind: super::sys::ScaleKind::None,
             batch: 1,
             batch_stride: 0,
         })

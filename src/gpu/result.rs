@@ -16,6 +16,8 @@ pub(crate) fn dtype(t: DType) -> sys::DType {
         DType::F16 => sys::DType::F16,
         DType::Bf16 => sys::DType::BF16,
         DType::F32 => sys::DType::F32,
+        DType::E4M3 => sys::DType::E4M3,
+        DType::E5M2 => sys::DType::E5M2,
     }
 }
 
@@ -91,6 +93,8 @@ pub(crate) fn dense_desc(shape: &DenseShape, t: DType) -> Result<sys::DenseDesc,
         ld: to_i64("ld", shape.ld)?,
         layout: layout(shape.layout),
         dtype: dtype(t),
+        scales: 0,
+        scale_kind: sys::ScaleKind::None,
     })
 }
 

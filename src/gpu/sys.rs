@@ -21,6 +21,17 @@ mod ffi {
         F16 = 0,
         BF16 = 1,
         F32 = 2,
+        E4M3 = 3,
+        E5M2 = 4,
+    }
+
+    /// How an FP8 operand's values scale (`sparsek::ScaleKind`): value = stored * scale.
+    #[repr(i32)]
+    enum ScaleKind {
+        None = 0,
+        PerTensor = 1,
+        PerBlock = 2,
+        PerColumn = 3,
     }
 
     /// Storage orders (`sparsek::Layout`).
@@ -77,12 +88,14 @@ mod ffi {
         ld: i64,
         layout: Layout,
         dtype: DType,
+        /// FP8 values' scales (f32 device values, 0 with `ScaleKind::None`).
+        scales: u64,
+        scale_kind: ScaleKind,
     }
 
     /// A BSR matrix on the device: `m x k` in `bm x bk` blocks, its three arrays. `scales`
-    /// (0: none; one f32 per block with `scale_per_block`, else one for the tensor) and
-    /// `batch` / `batch_stride` (1 / 0: one matrix) are the room the quantized and batched
-    /// products take; today's families refuse anything else.
+    /// (FP8 values' f32 scales by `scale_kind`; 0 with `ScaleKind::None`) and `batch` /
+    /// `batch_stride` (1 / 0: one matrix; the room the batched products take, refused today).
     #[namespace = "sparsek::ffi"]
     struct BsrDesc {
         m: i64,
@@ -95,7 +108,7 @@ mod ffi {
         values: u64,
         dtype: DType,
         scales: u64,
-        scale_per_block: bool,
+        scale_kind: ScaleKind,
         batch: i64,
         batch_stride: i64,
     }
@@ -249,7 +262,7 @@ mod ffi {
 
 pub(crate) use ffi::{
     Activation, AttentionProblem, Backend, BsrDesc, DType, DenseDesc, FfiStatus, GatingProblem,
-    HeadsDesc, Layout, Mode, SddmmProblem, SpmmProblem, Status,
+    HeadsDesc, Layout, Mode, ScaleKind, SddmmProblem, SpmmProblem, Status,
 };
 
 /// An output buffer of one call, and so its mode: written by a launch (`&mut`), or only

@@ -59,9 +59,10 @@ namespace sparsek::detail::attention_sm90 {
 
 using namespace cute;
 
-template <DType> struct ElementOf;
-template <> struct ElementOf<DType::F16> { using type = cutlass::half_t; };
-template <> struct ElementOf<DType::BF16> { using type = cutlass::bfloat16_t; };
+template <DType kT>
+struct ElementOf {  // the CUTLASS type of the DType's traits entry (core/dtype.hpp)
+  using type = typename detail::DeviceTypeOf<kT>::cutlass_type;
+};
 
 template <class Mainloop_, class Epilogue_>
 struct AttentionKernel {

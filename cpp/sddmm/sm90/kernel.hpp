@@ -79,10 +79,10 @@ namespace sparsek::detail::sddmm_sm90 {
 using namespace cute;
 
 // The CUTLASS element type of a DType.
-template <DType> struct ElementOf;
-template <> struct ElementOf<DType::F16> { using type = cutlass::half_t; };
-template <> struct ElementOf<DType::BF16> { using type = cutlass::bfloat16_t; };
-template <> struct ElementOf<DType::F32> { using type = float; };
+template <DType kT>
+struct ElementOf {  // the CUTLASS type of the DType's traits entry (core/dtype.hpp)
+  using type = typename detail::DeviceTypeOf<kT>::cutlass_type;
+};
 
 // coords[j] = (r, col_idx[j]) for every stored block j of block-row r: one warp per
 // block-row, its lanes over the row's blocks. (Templated on the row: one copy per

@@ -38,6 +38,7 @@ VariantInfo info(int row) {
 // element-wise); bias is 16-byte aligned by the Problem's invariants (the kernel reads it
 // element-wise anyway).
 const char* supports(const Problem& p) {
+  if (detail::is_fp8(p.input())) return "FP8 weights on the Decode family are not built yet (W8A8 runs on Hopper)";
   if (!DecodeDTypes::contains(p.input())) return "A and B must be f16 or bf16";
   if (p.device.cc_major < 8) return "needs compute capability >= 8.0 (cp.async, ldmatrix, bf16 mma.sync)";
   if (p.a_transposed) return "op(A) = A^T is not in this family (the Cutlass and Wmma families run it)";

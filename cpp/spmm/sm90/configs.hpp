@@ -99,14 +99,17 @@ enum class Split {
 };
 // Which C dtypes a row writes.
 enum class Output {
-  Same,      // the input type
-  SameOrF32  // the input type or f32, chosen at run time (Direct rows)
+  Same,       // the input type
+  SameOrF32,  // the input type or f32, chosen at run time (Direct rows)
+  Wide        // f16, bf16 or f32, chosen at run time (the FP8 rows, Direct)
 };
 // Which C layouts a row writes.
 enum class CLayout { Row, Col, Any };
 
 // The input types the family takes (core/dtype.hpp): its rows' `input`s, checked below.
-using Sm90DTypes = detail::DTypeList<DType::F16, DType::BF16>;
+using Sm90DTypes = detail::DTypeList<DType::F16, DType::BF16, DType::E4M3>;
+// The 16-bit inputs, whose every (bm, B, C) key has a TMA-epilogue default and every block an
+// any-block row (checked below); FP8 has the Direct rows only.
 inline constexpr DType kSm90InputTypes[] = {DType::F16, DType::BF16};
 
 struct Sm90Variant {
@@ -143,8 +146,10 @@ struct Sm90Variant {
 namespace table {
 constexpr DType F16 = DType::F16;
 constexpr DType BF16 = DType::BF16;
+constexpr DType E4M3 = DType::E4M3;
 constexpr Output Same = Output::Same;
 constexpr Output OrF32 = Output::SameOrF32;
+constexpr Output Wide = Output::Wide;
 constexpr Layout BRow = Layout::RowMajor;
 constexpr Layout BCol = Layout::ColMajor;
 constexpr CLayout CRow = CLayout::Row;
@@ -217,6 +222,11 @@ constexpr const char kTransposedTma[] =
 constexpr const char kTransposed[] =
     "op(A) = A^T on the any-block rows' tiles with tile_k 64 (the 64- and 128-high blocks' tiles of the A*B "
     "defaults); not yet measured against A*B";
+
+constexpr const char kFp8[] =
+    "FP8 W8A8 (K-major B): 128x128 natural (128x256 spilled 2.7 KB: the promotion's second accumulator "
+    "doubles the registers) and 256x64 transposed (the bm = 64 sweep's tile), tile_k = bk so each k-tile is "
+    "one block (promoted with its scale, mainloop.hpp); not yet swept";
 
 constexpr const char kAnyBlock[] =
     "H100 2026-11-23 (report/NOTES.md, session 9): the any-block rows, larger tile_k first (run 1: at 32x32 "
@@ -366,6 +376,10 @@ inline constexpr Sm90Variant kSm90Variants[] = {
      1, 0, Coop, 0, Where, AT},
     {"sm90_bf16_bm_le64_k64_bcol_at",         BF16,  OrF32,  64, BCol,  CAny,  256,    64,   T,   Auto,      kTransposed,  Direct,  64,
      1, 0, Coop, 0, Where, AT},
+    // ---- FP8 W8A8: K-major B (column-major), C f16/bf16/f32, A's scales per block or tensor,
+    //      B's per tensor or column (direct_epilogue.hpp); bk a multiple of 32 ----
+    {"sm90_e4m3_bm_le128_k128_bcol",          E4M3,  Wide,  128, BCol,  CAny,  128,   128,   N,   Auto,      kFp8,         Direct, 128},
+    {"sm90_e4m3_bm_le64_k64_bcol",            E4M3,  Wide,   64, BCol,  CAny,  256,    64,   T,   Auto,      kFp8,         Direct,  64},
 };
 // clang-format on
 }  // namespace table
@@ -386,7 +400,8 @@ constexpr uint32_t needs(const Sm90Variant& v) {
   uint32_t n = 0;
   n |= detail::dtype_needs(v.input);
   if (v.a_transposed) n |= detail::kFeatureTranspose;
-  if (v.epilogue == EpilogueKind::Direct && !v.a_transposed && !((v.bm == 64 || v.bm == 128) && v.tile_k == 64))
+  if (v.epilogue == EpilogueKind::Direct && !v.a_transposed && !detail::is_fp8(v.input) &&
+      !((v.bm == 64 || v.bm == 128) && v.tile_k == 64))
     n |= detail::kFeatureAnyBlock;
   if (!v.automatic) n |= detail::kFeatureTuning;
   return n;
@@ -415,11 +430,15 @@ constexpr bool names_unique() {
 constexpr int sparse_extent(const Sm90Variant& v) { return v.transposed ? v.tile_n : v.tile_m; }
 constexpr bool well_formed(const Sm90Variant& v) {
   const bool direct = v.epilogue == EpilogueKind::Direct;
-  const bool dtypes = (v.input == F16 || v.input == BF16) && (v.output == Same || direct);
+  // FP8 rows: Direct (C's dtype at run time), K-major B, op(A) = A.
+  const bool fp8 = detail::is_fp8(v.input);
+  const bool dtypes = fp8 ? v.output == Wide && direct && v.b_layout == BCol && !v.a_transposed
+                          : (v.input == F16 || v.input == BF16) && (v.output == Same || (direct && v.output == OrF32));
   const bool layouts = (v.c_layout == CAny) == direct;
   // TMA-epilogue rows: exactly one block height, bk 64 or 128 in k-tiles of 64. Direct rows:
   // any bm up to the sparse extent (WGMMA N: a multiple of 8 up to 256; M: 128 or 256).
-  const bool block = direct ? (v.tile_k == 16 || v.tile_k == 32 || v.tile_k == 64) && v.bm == sparse_extent(v) &&
+  const bool block = direct ? (v.tile_k == 16 || v.tile_k == 32 || v.tile_k == 64 || (fp8 && v.tile_k == 128)) &&
+                                  (!fp8 || v.tile_k % 32 == 0) && v.bm == sparse_extent(v) &&
                                   v.bm % 8 == 0 && v.bm <= 256
                             : (v.bm == 64 || v.bm == 128) && v.tile_k == 64 && sparse_extent(v) == v.bm;
   const bool tile = v.tile_m >= 128 && v.tile_m <= 256 && v.tile_n <= 256 &&  // cooperative: M tile >= 128

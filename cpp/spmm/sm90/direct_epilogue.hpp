@@ -19,6 +19,10 @@
 // loop, so the code stays small (an unrolled per-accumulator epilogue was 0.4-1 MB of code
 // and instruction-fetch bound: 85 TFLOPS at 128x128, report/NOTES.md).
 //
+// FP8 rows: the operands' scales beyond A's per-block ones (which the mainloop applied):
+// alpha becomes alpha * sa * sb with A's and B's per-tensor scales (1 when absent), times B's
+// scale of the column with per-column scales, and the bias has C's dtype.
+//
 // Arithmetic: v = fma(alpha, acc, bias or -0.0f); v = fma(beta, C, v) only when beta != 0
 // (with beta == 0 C is never read, so it may hold NaN); v = act(v); rounded to nearest - the
 // order of the CPU reference and of the other epilogues (epilogue.hpp, WMMA, Decode), with
@@ -56,7 +60,10 @@ struct DirectEpilogueArguments {
   DType out = DType::F16;     // C's dtype: the input type or F32
   float alpha = 1.0f;
   float beta = 0.0f;
-  const void* bias = nullptr;  // null or m values of the input type, one per row of C
+  const void* bias = nullptr;  // null or m values of the input type (C's for FP8), one per row of C
+  const float* scale_a = nullptr;     // FP8: A's per-tensor scale (one value), or null
+  const float* scale_b = nullptr;     // FP8: B's per-tensor scale (one value), or null
+  const float* column_scale = nullptr;  // FP8: B's per-column scales (n values), or null
   int32_t activation = 0;      // an Activation value
   int32_t bm = 0;              // rows of C per block-row
   int64_t n = 0;               // columns of C
@@ -155,12 +162,16 @@ class DirectEpilogueOp {
       case DType::F16: store<__half>(blk_shape, blk_coord, acc, tiled_mma, thread_idx, buf); break;
       case DType::BF16: store<__nv_bfloat16>(blk_shape, blk_coord, acc, tiled_mma, thread_idx, buf); break;
       case DType::F32: store<float>(blk_shape, blk_coord, acc, tiled_mma, thread_idx, buf); break;
+      default: break;  // C is f16, bf16 or f32 (the Problem's invariants)
     }
   }
 
  private:
-  // The bias's element type as CUDA's (vec8.cuh).
-  using BiasT = cute::conditional_t<cute::is_same_v<Element, cutlass::half_t>, __half, __nv_bfloat16>;
+  // The bias's element type as CUDA's (vec8.cuh): the input type's, or C's (Out) for FP8.
+  static constexpr bool kFp8 = cute::sizeof_bits_v<Element> == 8;
+  template <class Out>
+  using BiasT = cute::conditional_t<kFp8, Out,
+                                    cute::conditional_t<cute::is_same_v<Element, cutlass::half_t>, __half, __nv_bfloat16>>;
 
   // Index of chunk element (GEMM row tm, chunk column tn) in the chunk (see SharedStorage).
   CUTLASS_DEVICE static int chunk_index(bool m_fast, int tm, int tn) {
@@ -184,7 +195,14 @@ class DirectEpilogueOp {
     const int64_t row0 = int64_t(block_row) * p.bm;  // first row of C of this block-row
     const int64_t dense0 = int64_t(SparseIsB ? get<0>(blk_coord) : get<1>(blk_coord)) * TileDense;
     Out* c = static_cast<Out*>(p.c);
-    const BiasT* bias = static_cast<const BiasT*>(p.bias);
+    const BiasT<Out>* bias = static_cast<const BiasT<Out>*>(p.bias);
+    // FP8: the per-tensor scales folded into alpha; per-column ones below.
+    float alpha = p.alpha;
+    if constexpr (kFp8) {
+      if (p.scale_a != nullptr) alpha *= *p.scale_a;
+      if (p.scale_b != nullptr) alpha *= *p.scale_b;
+    }
+    const float* col_scale = kFp8 ? p.column_scale : nullptr;
     // C's contiguous dimension is the GEMM's M (m_fastest) or N; along it, a vector of 8
     // covers 8 rows of C (rows_vary) or 8 columns.
     const bool m_fast = m_fastest(p), rows = rows_vary(p);
@@ -242,8 +260,13 @@ class DirectEpilogueOp {
             CUTLASS_PRAGMA_UNROLL
             for (int j = 0; j < kVec; ++j) b[j] = br;
           }
-          CUTLASS_PRAGMA_UNROLL
-          for (int j = 0; j < kVec; ++j) v[j] = fmaf(p.alpha, v[j], b[j]);
+          if (col_scale == nullptr) {
+            CUTLASS_PRAGMA_UNROLL
+            for (int j = 0; j < kVec; ++j) v[j] = fmaf(alpha, v[j], b[j]);
+          } else {
+            CUTLASS_PRAGMA_UNROLL
+            for (int j = 0; j < kVec; ++j) v[j] = fmaf(alpha * col_scale[rows ? col : col + j], v[j], b[j]);
+          }
           if (read_c) {
             float old[kVec];
             detail::load8(c + off, old);
@@ -259,7 +282,8 @@ class DirectEpilogueOp {
             const int64_t cj = rows ? col : col + j;
             if (rj < p.bm && cj < p.n) {
               const int64_t at = (row0 + rj) * p.row_stride + cj * p.col_stride;
-              float v = fmaf(p.alpha, *at_chunk(j), bias != nullptr ? detail::to_float(bias[row0 + rj]) : -0.0f);
+              const float a = col_scale != nullptr ? alpha * col_scale[cj] : alpha;
+              float v = fmaf(a, *at_chunk(j), bias != nullptr ? detail::to_float(bias[row0 + rj]) : -0.0f);
               if (read_c) v = fmaf(p.beta, detail::to_float(c[at]), v);
               c[at] = detail::from_float<Out>(detail::activate(v, p.activation));
             }

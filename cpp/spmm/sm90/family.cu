@@ -39,14 +39,7 @@ VariantInfo info(int row) {
   return i;
 }
 
-const char* takes_input(DType t) {
-  switch (t) {
-    case DType::F16: return "the row takes f16 A and B";
-    case DType::BF16: return "the row takes bf16 A and B";
-    case DType::F32: break;
-  }
-  return "the row takes f32 A and B";
-}
+const char* takes_input(DType t) { return detail::row_takes(t); }
 
 bool tma_aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
@@ -85,7 +78,9 @@ const char* fits(const Problem& p, int row) {
   if (p.b.layout != v.b_layout)
     return v.b_layout == Layout::RowMajor ? "the row is for row-major B" : "the row is for column-major B";
   if (v.epilogue == EpilogueKind::Direct) {
-    if (p.output() != p.input() && p.output() != DType::F32) return "C must have the input dtype or f32";
+    // FP8 rows write f16, bf16 or f32 (the Problem's only outputs for FP8 inputs).
+    if (v.output != Output::Wide && p.output() != p.input() && p.output() != DType::F32)
+      return "C must have the input dtype or f32";
     if (p.a.bm > v.bm) return "bm is above the row's tile";
     // Auto takes an any-block row where it measured faster than WMMA, or where WMMA cannot
     // run the problem. H100, report/NOTES.md session 10 run 1 (vector epilogue), f16
@@ -157,8 +152,16 @@ bool has_input(DType in) {
 
 const char* supports(const Problem& p) {
   if (p.device.cc_major != 9 || p.device.cc_minor != 0) return "needs compute capability 9.0 (Hopper, sm_90a)";
-  if (!has_input(p.input())) return "A and B must be f16 or bf16";
+  if (!has_input(p.input())) return "A and B must be f16, bf16 or e4m3";
   const int bm = p.a.bm, bk = p.a.bk;
+  if (detail::is_fp8(p.input())) {
+    // W8A8 only: FP8 WGMMA reads both operands K-major from shared memory.
+    if (p.b.dtype != p.input()) return "an FP8 A with f16 or bf16 B (W8A16) runs on the Decode family";
+    if (p.b.layout != Layout::ColMajor)
+      return "FP8 needs column-major B (K-major, i.e. x row-major in y = x*W^T): FP8 tensor cores read K-major "
+             "operands only";
+    if (bm > 128 || bk % 32 != 0) return "FP8 blocks must be at most 128 high with bk a multiple of 32";
+  }
   if (bm > 256 || bk % 16 != 0) return "blocks must be at most 256 high with bk a multiple of 16";
   if (p.empty_output()) return nullptr;  // nothing is launched (registry.cu)
   const int64_t m = p.m(), n = p.n(), k = p.k();
@@ -169,8 +172,9 @@ const char* supports(const Problem& p) {
   // a multiple of 16, so the values' strides are too.)
   if (!tma_aligned16(p.b.data) || (p.a.nnzb > 0 && !tma_aligned16(p.a.values)))
     return "A values and B must be 16-byte aligned";
-  if (p.b.ld % 8 != 0) return "the leading dimension of B must be a multiple of 8 elements";
-  if (p.b.layout == Layout::RowMajor && n % 8 != 0) return "n must be a multiple of 8 with row-major B";
+  const int64_t vec = 16 / dtype_bytes(p.input());  // elements of 16 bytes
+  if (p.b.ld % vec != 0) return "the leading dimension of B must be a multiple of 16 bytes";
+  if (p.b.layout == Layout::RowMajor && n % vec != 0) return "n must be a multiple of 16 bytes with row-major B";
   if (!tma_stride_ok(p.b.ld, p.b.layout == Layout::RowMajor ? k : n, p.b.dtype))
     return "B too large for TMA strides (2^40 bytes)";
   return nullptr;

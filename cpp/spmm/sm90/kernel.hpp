@@ -95,11 +95,11 @@ constexpr int kMinOrderBytes = 256;
 // near it; choose_split keeps tiles * split <= SMs).
 constexpr int64_t kMaxScratchBytes = int64_t(1) << 30;
 
-// The CUTLASS element type of a DType.
-template <DType> struct ElementOf;
-template <> struct ElementOf<DType::F16> { using type = cutlass::half_t; };
-template <> struct ElementOf<DType::BF16> { using type = cutlass::bfloat16_t; };
-template <> struct ElementOf<DType::F32> { using type = float; };
+// The CUTLASS element type of a DType (its traits entry, core/dtype.hpp).
+template <DType kT>
+struct ElementOf {
+  using type = typename detail::DeviceTypeOf<kT>::cutlass_type;
+};
 
 // One kernel: Element in (A, B), ElementC out, the layouts of B and C, the GEMM tile
 // TM x TN x 64 and the orientation (SparseIsB: C^T = B^T A^T, see configs.hpp).
@@ -204,6 +204,8 @@ struct BsrGemm {
     // op(A) = A^T (SparseMN rows only, family.cu): the listed blocks' stored indices.
     mainloop.block_id = SparseMN ? (empty ? p.a.row_ptr : p.a_block_id) : nullptr;
     mainloop.dense = static_cast<const Element*>(p.b.data);
+    // FP8: A's per-block scales go with the tiles (mainloop.hpp); the rest to the epilogue.
+    mainloop.scales = !empty && p.a.scale_kind == ScaleKind::PerBlock ? p.a.scales : nullptr;
     const int64_t ldb = p.b.ld, bk = p.a.bk;  // L = block column: bk rows of B further
     if constexpr (BColMajor) {
       mainloop.dDense = DenseStride{ldb, Int<1>{}, bk};
@@ -225,6 +227,9 @@ struct BsrGemm {
       epilogue.activation = static_cast<int32_t>(p.activation);
       epilogue.bm = p.a.bm;
       epilogue.n = n;
+      epilogue.scale_a = p.a.scale_kind == ScaleKind::PerTensor ? p.a.scales : nullptr;
+      epilogue.scale_b = p.b.scale_kind == ScaleKind::PerTensor ? p.b.scales : nullptr;
+      epilogue.column_scale = p.b.scale_kind == ScaleKind::PerColumn ? p.b.scales : nullptr;
     } else {
       using StrideD = typename CollectiveEpilogue::StrideD;
       using StrideC = typename CollectiveEpilogue::StrideC;
@@ -311,6 +316,10 @@ struct BsrGemm {
       return detail::tma_encode_error(SparseIsB ? detail::TmaOperand::B : detail::TmaOperand::A);
     if (!detail::tma_encoded(params.mainloop.tma_load_b))
       return detail::tma_encode_error(SparseIsB ? detail::TmaOperand::A : detail::TmaOperand::B);
+    if constexpr (CollectiveMainloop::kPromote) {  // A's block scales
+      if (params.mainloop.block_scales && !detail::tma_descriptor_encoded(&params.mainloop.scales_map))
+        return detail::tma_encode_error(detail::TmaOperand::A);
+    }
     if constexpr (Epi != EpilogueKind::Direct) {  // CUTLASS's TMA epilogue: loads C, stores D = C
       if (!detail::tma_encoded(params.epilogue.tma_load_c) || !detail::tma_encoded(params.epilogue.tma_store_d))
         return detail::tma_encode_error(detail::TmaOperand::C);

@@ -29,6 +29,14 @@
 // Requirements: bm <= the sparse tile extent TileS (the box's rows past bm are zero-filled),
 // bk % 16 == 0; the GEMM's sparse extent is (block-rows) * TileS.
 //
+// FP8 (8-bit Element): FP8 WGMMA accumulates with fewer bits than fp32 (about 14 of the
+// mantissa's, DeepSeek-V3 section 3.3.2), and each block may carry its own scale, so every
+// k-tile's product goes to a fresh accumulator that is then added, times its block's scale,
+// into the fp32 one (promotion every k-tile, as DeepGEMM does; a k-tile never spans two
+// blocks). The scale rides with the tile: the producer loads it by TMA (a 16-byte box of the
+// scales array at the block's index) into the stage's slot, on the stage's barrier. Both
+// operands must be K-major (family.cu refuses row-major B and op(A) = A^T).
+//
 // Orientation SparseIsB: false -> GEMM A = sparse, B = dense (C = A*B, block-row = M tile).
 //                        true  -> GEMM A = dense B^T, B = sparse A^T (C^T = B^T A^T,
 //                                 block-row = N tile); for bm = 64 (cooperative needs
@@ -73,7 +81,10 @@ struct CollectiveSparseMma {
   static constexpr bool SparseMN = SparseMN_;
   using SparseStride = cute::conditional_t<SparseMN, SparseStrideMN, SparseStrideK>;
   static constexpr int TileK = size<2>(TileShape_{});
-  static constexpr int KBlock = 16;  // WGMMA's K for 16-bit inputs
+  // FP8: per-k-tile promotion with per-block scales (see the file comment).
+  static constexpr bool kPromote = cute::sizeof_bits_v<Element_> == 8;
+  static constexpr int KBlock = kPromote ? 32 : 16;  // WGMMA's K for 8- and 16-bit inputs
+  static_assert(!kPromote || !SparseMN_, "FP8 WGMMA reads K-major operands only");
   static constexpr int Stages = Stages_;
   using ClusterShape = ClusterShape_;
   static_assert(size<SparseIsB_ ? 1 : 0>(ClusterShape{}) == 1 && size<2>(ClusterShape{}) == 1,
@@ -123,13 +134,15 @@ struct CollectiveSparseMma {
   using PipelineParams = typename MainloopPipeline::Params;
   static constexpr int NumProducerThreadEvents = 1;
 
-  // 16-bit types: let TMA move raw bits.
+  // Let TMA move raw bits.
   using InternalElement = cute::uint_bit_t<cute::sizeof_bits_v<Element>>;
 
   struct SharedStorage {
     struct TensorStorage : cute::aligned_struct<128, _0> {
       cute::array_aligned<Element, cute::cosize_v<SmemLayoutA>> smem_A;
       cute::array_aligned<Element, cute::cosize_v<SmemLayoutB>> smem_B;
+      // FP8: each stage's block scale (a 16-byte TMA box, the first value is the block's).
+      cute::array_aligned<float, kPromote ? Stages * 4 : 4, 16> smem_scales;
     } tensors;
     using PipelineStorage = typename MainloopPipeline::SharedStorage;
     PipelineStorage pipeline;
@@ -151,6 +164,7 @@ struct CollectiveSparseMma {
     int32_t const* col_idx = nullptr;
     Element const* dense = nullptr;   // B
     DenseStride dDense{};             // B as (MN, bk, K/bk): block column = L
+    float const* scales = nullptr;    // FP8: one per block (nnzb values, 16-byte aligned), or null (scale 1)
   };
 
   static auto dummy_tensor_a() {
@@ -174,6 +188,9 @@ struct CollectiveSparseMma {
     int32_t kpb = 1;            // k-iterations per block: ceil(bk / TileK)
     int32_t bm = 0, bk = 0, nnzb = 0;
     int32_t block_cols = 0;     // K / bk: first out-of-bounds L of the dense operand
+    // FP8 with per-block scales: the scales array as a 1-D TMA tensor (boxes of 4 floats).
+    bool block_scales = false;
+    CUtensorMap scales_map{};
   };
 
   // k-iterations per block (the scheduler's WorkTileInfo counts with the same value).
@@ -211,6 +228,23 @@ struct CollectiveSparseMma {
     p.bk = args.bk;
     p.nnzb = args.nnzb;
     p.block_cols = int32_t(K) / args.bk;
+    if constexpr (kPromote) {
+      p.block_scales = args.scales != nullptr;
+      if (p.block_scales) {
+        // The scales as a 1-D f32 tensor of nnzb values, read in 16-byte boxes at any index
+        // (past the end zero-filled). A refused encode leaves the map all zero (tma_encode.hpp),
+        // which the launch checks (kernel.hpp).
+        uint64_t dims[1] = {uint64_t(args.nnzb)};
+        uint64_t strides[1] = {4};  // unused at rank 1
+        uint32_t box[1] = {4};
+        uint32_t unit[1] = {1};
+        (void)cutlass::call_cuTensorMapEncodeTiled(
+            &p.scales_map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 1, const_cast<void*>(static_cast<void const*>(args.scales)),
+            dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+            CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+        p.tma_transaction_bytes += 16;
+      }
+    }
     return p;
   }
 
@@ -237,6 +271,21 @@ struct CollectiveSparseMma {
   CUTLASS_DEVICE static void prefetch_tma_descriptors(Params const& p) {
     cute::prefetch_tma_descriptor(p.tma_load_a.get_tma_descriptor());
     cute::prefetch_tma_descriptor(p.tma_load_b.get_tma_descriptor());
+    if constexpr (kPromote) {
+      if (p.block_scales) cute::prefetch_tma_descriptor(&p.scales_map);
+    }
+  }
+
+  // FP8: the 16-byte box of the scales array at `index` into `dst`, on `barrier` (its bytes
+  // are part of the stage's transaction count).
+  CUTLASS_DEVICE static void load_scale(Params const& p, uint64_t* barrier, float* dst, int32_t index) {
+    const uint32_t smem = uint32_t(__cvta_generic_to_shared(dst));
+    const uint32_t bar = uint32_t(__cvta_generic_to_shared(barrier));
+    asm volatile(
+        "cp.async.bulk.tensor.1d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3}], [%2];"
+        :
+        : "r"(smem), "l"(reinterpret_cast<uint64_t>(&p.scales_map)), "r"(bar), "r"(index)
+        : "memory");
   }
 
   // Contract with the kernel layer: get<0> has shape (BLK_M,BLK_K,m,k,l), get<1> has shape
@@ -338,6 +387,12 @@ struct CollectiveSparseMma {
           copy(p.tma_load_a.with(*tma_barrier, mcast_mask_a), tAgA(_, _, _, k, sparse_l), tAsA(_, _, _, stage));
           copy(p.tma_load_b.with(*tma_barrier, mcast_mask_b), tBgB(_, _, _, k, dense_l), tBsB(_, _, _, stage));
         }
+        if constexpr (kPromote) {
+          // Past the end (the zero iteration's nnzb) the box is zero-filled: its tile is zero anyway.
+          if (p.block_scales)
+            load_scale(p, reinterpret_cast<uint64_t*>(tma_barrier), shared_tensors.smem_scales.data() + stage * 4,
+                       sparse_l);
+        }
       }
       ++it;
       ++smem_pipe_write;
@@ -356,8 +411,12 @@ struct CollectiveSparseMma {
   // Consumer: the tile's MMA warpgroups (both in the cooperative kernel, one in ping-pong).
   template <class FrgTensorC>
   CUTLASS_DEVICE void mma(MainloopPipeline pipeline, PipelineState smem_pipe_read, FrgTensorC& accum,
-                          int k_tile_count, int thread_idx, TensorStorage& shared_tensors, Params const&) {
+                          int k_tile_count, int thread_idx, TensorStorage& shared_tensors, Params const& params) {
     static_assert(is_rmem<FrgTensorC>::value, "C tensor must be rmem resident.");
+    if constexpr (kPromote) {
+      mma_promoted(pipeline, smem_pipe_read, accum, k_tile_count, thread_idx, shared_tensors, params);
+      return;
+    }
     // k_tile_count >= 1 always: an empty block-row gets one zero-filled iteration from the
     // producer (SparseTileIterator::k_tile_count), so WGMMA with ScaleOut::Zero clears the
     // accumulators. Do not add a cute::clear() path here: ptxas then serializes all WGMMAs.
@@ -421,8 +480,59 @@ struct CollectiveSparseMma {
     warpgroup_fence_operand(accum);
   }
 
+  // FP8 consumer: each k-tile into `tile` from zero, waited for, then accum += scale * tile in
+  // fp32 (one fma per accumulator, in k order: deterministic), and its stage released at once.
+  // So the WGMMAs of one k-tile do not overlap the next's; the other consumer warpgroup and
+  // the producer's prefetched stages keep the tensor cores fed (DeepGEMM's schedule).
+  template <class FrgTensorC>
+  CUTLASS_DEVICE void mma_promoted(MainloopPipeline pipeline, PipelineState smem_pipe_read, FrgTensorC& accum,
+                                   int k_tile_count, int thread_idx, TensorStorage& shared_tensors,
+                                   Params const& params) {
+    Tensor sA = make_tensor(make_smem_ptr(shared_tensors.smem_A.data()), SmemLayoutA{});
+    Tensor sB = make_tensor(make_smem_ptr(shared_tensors.smem_B.data()), SmemLayoutB{});
+    constexpr int MmaWarpGroups = size(TiledMma{}) / cutlass::NumThreadsPerWarpGroup;
+    auto warp_group_thread_layout = make_layout(Int<MmaWarpGroups>{}, Int<cutlass::NumThreadsPerWarpGroup>{});
+    int warp_group_idx = __shfl_sync(0xFFFFFFFF, thread_idx / cutlass::NumThreadsPerWarpGroup, 0);
+    TiledMma tiled_mma;
+    auto thread_mma = tiled_mma.get_slice(warp_group_thread_layout(warp_group_idx));
+    Tensor tCsA = thread_mma.partition_A(sA);
+    Tensor tCsB = thread_mma.partition_B(sB);
+    Tensor tCrA = thread_mma.make_fragment_A(tCsA);
+    Tensor tCrB = thread_mma.make_fragment_B(tCsB);
+    Tensor tile = make_fragment_like(accum);
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(accum); ++i) accum(i) = 0.0f;
+    const float* scales = shared_tensors.smem_scales.data();
+    CUTLASS_PRAGMA_NO_UNROLL
+    for (; k_tile_count > 0; --k_tile_count) {
+      auto barrier_token = pipeline.consumer_try_wait(smem_pipe_read);
+      pipeline.consumer_wait(smem_pipe_read, barrier_token);
+      const int read_stage = smem_pipe_read.index();
+      tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
+      warpgroup_fence_operand(tile);
+      warpgroup_arrive();
+      CUTLASS_PRAGMA_UNROLL
+      for (int k_block = 0; k_block < size<2>(tCrA); ++k_block) {
+        cute::gemm(tiled_mma, tCrA(_, _, k_block, read_stage), tCrB(_, _, k_block, read_stage), tile);
+        tiled_mma.accumulate_ = GMMA::ScaleOut::One;
+      }
+      warpgroup_commit_batch();
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tile);
+      const float scale = params.block_scales ? scales[read_stage * 4] : 1.0f;
+      pipeline.consumer_release(smem_pipe_read);
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < size(accum); ++i) accum(i) = fmaf(scale, tile(i), accum(i));
+      ++smem_pipe_read;
+    }
+  }
+
   // Consumer tail: wait for the last WGMMAs and release the stages they read.
   CUTLASS_DEVICE void mma_tail(MainloopPipeline pipeline, PipelineState smem_pipe_release, int k_tile_count) {
+    if constexpr (kPromote) {  // mma_promoted released every stage it read
+      warpgroup_wait<0>();
+      return;
+    }
     int prologue = k_tile_count < K_PIPE_MMAS ? k_tile_count : K_PIPE_MMAS;
     // Unconditional, so ptxas sees every path to the epilogue wait for the WGMMAs.
     warpgroup_wait<0>();

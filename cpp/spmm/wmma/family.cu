@@ -33,6 +33,7 @@ VariantInfo info(int row) {
 // The dtypes need no check: every Problem has f16 or bf16 inputs and C of the input type
 // or f32, which this family runs in every combination.
 const char* supports(const Problem& p) {
+  if (detail::is_fp8(p.input())) return "FP8 needs sm_90 tensor cores (the Hopper family; sm_80 has no FP8 MMA)";
   if (!WmmaDTypes::contains(p.input())) return "A and B must be f16 or bf16";
   if (p.device.cc_major < 8) return "needs compute capability >= 8.0 (cp.async, bf16 tensor cores)";
   const int bm = p.a.bm, bk = p.a.bk;
