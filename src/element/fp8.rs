@@ -75,7 +75,7 @@ impl Format {
             while mant >> (p + 1) != 0 {
                 p += 1;
             }
-            let e = 1 - self.bias - m as i32 + p as i32 + 127;
+            let e = 1 - self.bias - m as i32 + p + 127;
             let frac = (mant - (1 << p)) << (23 - p);
             return sign | ((e as u32) << 23) | frac;
         }
@@ -111,12 +111,7 @@ impl Format {
             return sign | (0x7c | payload) as u8;
         }
         if abs == 0x7f80_0000 {
-            return sign
-                | if self.ieee {
-                    0x7c
-                } else {
-                    self.max_code as u8
-                };
+            return sign | if self.ieee { 0x7c } else { self.max_code as u8 };
         }
         let e = (abs >> 23) as i32;
         if e == 0 {
@@ -173,8 +168,7 @@ pub trait Fp8: crate::Element {
 }
 
 macro_rules! fp8_type {
-    ($name:ident, $format:ident, $table:ident, $dtype:ident, $max:expr, $min:expr, $sub:expr,
-     $doc:literal) => {
+    ($name:ident, $format:ident, $table:ident, $dtype:ident, $doc:literal) => {
         #[doc = $doc]
         ///
         /// `Default` is `+0`. Equality compares encodings (`PartialEq` on the bits: `+0 != -0`,
@@ -222,9 +216,9 @@ macro_rules! fp8_type {
         }
 
         impl Fp8 for $name {
-            const MAX: f32 = $max;
-            const MIN_POSITIVE: f32 = $min;
-            const MIN_SUBNORMAL: f32 = $sub;
+            const MAX: f32 = f32::from_bits($table[$format.max_code as usize]);
+            const MIN_POSITIVE: f32 = f32::from_bits($table[1 << $format.mbits]);
+            const MIN_SUBNORMAL: f32 = f32::from_bits($table[1]);
             const MANTISSA_BITS: u32 = $format.mbits;
             fn from_bits(bits: u8) -> Self {
                 Self(bits)
@@ -262,9 +256,6 @@ fp8_type!(
     E4M3,
     E4M3_TABLE,
     E4M3,
-    448.0,
-    0.015625,
-    0.001953125,
     "OCP FP8 E4M3 (`e4m3fn`): 4 exponent bits (bias 7), 3 mantissa bits, finite to ±448, no \
      infinity, NaN `0x7f`/`0xff`; NVIDIA's `__nv_fp8_e4m3`."
 );
@@ -274,9 +265,6 @@ fp8_type!(
     E5M2,
     E5M2_TABLE,
     E5M2,
-    57344.0,
-    0.00006103515625,
-    0.0000152587890625,
     "OCP FP8 E5M2: 5 exponent bits (bias 15), 2 mantissa bits, finite to ±57344, IEEE-like \
      infinity (`0x7c`/`0xfc`) and NaN; NVIDIA's `__nv_fp8_e5m2`."
 );
@@ -348,7 +336,11 @@ mod tests {
         for b in [0x7d, 0x7e, 0x7f, 0xfd, 0xfe, 0xff] {
             assert!(e5(b).is_nan(), "{b:#x}");
         }
-        // The trait's constants agree with the encodings.
+        // The trait's constants agree with the encodings and the formats' definitions.
+        assert_eq!(<F8E4M3 as Fp8>::MAX, 448.0);
+        assert_eq!(<F8E5M2 as Fp8>::MAX, 57344.0);
+        assert_eq!(<F8E4M3 as Fp8>::MIN_SUBNORMAL, 2f32.powi(-9));
+        assert_eq!(<F8E5M2 as Fp8>::MIN_POSITIVE, 2f32.powi(-14));
         assert_eq!(F8E4M3::MAX.to_f32(), <F8E4M3 as Fp8>::MAX);
         assert_eq!(F8E5M2::MAX.to_f32(), <F8E5M2 as Fp8>::MAX);
         assert_eq!(e4(0x08), <F8E4M3 as Fp8>::MIN_POSITIVE);
@@ -400,6 +392,8 @@ mod tests {
             max * 1.0001,
             max * 1.5,
             max * 2.0,
+            // The midpoint of max and the next would-be value (a tie RNE sends past max).
+            max * (1.0 + 2f32.powi(-(Q::MANTISSA_BITS as i32) - 1)),
             1e30,
             f32::MAX,
             // Just past the midpoint of max and the next would-be value.
