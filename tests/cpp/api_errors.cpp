@@ -171,8 +171,8 @@ std::vector<Case> cases() {
   add("B.layout = 7", bad, "layout", [](Views& v) { v.b.layout = static_cast<Layout>(7); });
   add("C.layout = 7", bad, "layout", [](Views& v) { v.c.layout = static_cast<Layout>(7); });
   add("C.layout = -1", bad, "layout", [](Views& v) { v.c.layout = static_cast<Layout>(-1); });
-  add("A.dtype = 3", bad, "dtype", [](Views& v) { v.a.dtype = static_cast<DType>(3); });
-  add("B.dtype = 3", bad, "dtype", [](Views& v) { v.b.dtype = static_cast<DType>(3); });
+  add("A.dtype = 9", bad, "dtype", [](Views& v) { v.a.dtype = static_cast<DType>(9); });
+  add("B.dtype = 9", bad, "dtype", [](Views& v) { v.b.dtype = static_cast<DType>(9); });
   add("C.dtype = -1", bad, "dtype", [](Views& v) { v.c.dtype = static_cast<DType>(-1); });
   add("all dtypes = 7", bad, "dtype",
       [](Views& v) { v.a.dtype = v.b.dtype = v.c.dtype = static_cast<DType>(7); });

@@ -57,6 +57,7 @@ using sparsek::DType;
 using sparsek::HeadsView;
 using sparsek::Layout;
 using sparsek::Result;
+using sparsek::ScaleKind;
 using sparsek::SpmmOptions;
 using sparsek::Status;
 using i128 = __int128;
@@ -66,7 +67,7 @@ constexpr i128 kI32Max = INT32_MAX;
 
 // ---- the arenas ------------------------------------------------------------------------
 
-constexpr int kSlots = 8;
+constexpr int kSlots = 10;
 constexpr size_t kArena = 4096;                // poisoned, readable and writable
 constexpr size_t kSlotStride = size_t(2) << 20;  // the rest of each slot is PROT_NONE
 constexpr uint8_t kPoison = 0xA5;
@@ -209,12 +210,25 @@ bool overlaps(const Range& x, const Range& y) {
   return x.begin < x.end && y.begin < y.end && x.begin < y.end && y.begin < x.end;
 }
 
-bool valid_dtype(DType t) { return t == DType::F16 || t == DType::BF16 || t == DType::F32; }
+bool valid_dtype(DType t) { return t == DType::F16 || t == DType::BF16 || t == DType::F32 || t == DType::E4M3; }
 bool valid_backend(Backend b) { return int32_t(b) >= 0 && int32_t(b) <= 3; }
 bool valid_activation(Activation a) { return int32_t(a) >= 0 && int32_t(a) <= 3; }
 bool half(DType t) { return t == DType::F16 || t == DType::BF16; }
-i128 bytes_of(DType t) { return t == DType::F32 ? 4 : 2; }
+i128 bytes_of(DType t) { return t == DType::F32 ? 4 : t == DType::E4M3 ? 1 : 2; }
+bool fp8(DType t) { return t == DType::E4M3; }
 bool misaligned(const void* p, uintptr_t n) { return addr(p) % n != 0; }
+
+// An operand's scales (ScaleKind): `per_part` is the kind beside PerTensor it takes (PerBlock
+// for A, PerColumn for B, None when it takes none), `parts` how many values that kind holds.
+bool scales_ok(DType t, ScaleKind kind, const float* scales, ScaleKind per_part, i128 parts, Range* bytes) {
+  *bytes = Range{};
+  if (int32_t(kind) < 0 || int32_t(kind) > 3) return false;
+  if (kind == ScaleKind::None) return scales == nullptr;
+  if (!fp8(t) || (kind != ScaleKind::PerTensor && kind != per_part) || scales == nullptr || misaligned(scales, 16))
+    return false;
+  *bytes = range_of(scales, (kind == ScaleKind::PerTensor ? 1 : parts) * 4);
+  return true;
+}
 
 // A dense view: well-formed, and its bytes.
 bool dense_ok(const DenseView& v, Range* bytes) {
@@ -259,6 +273,10 @@ Want model_spmm(const BsrView& a, const DenseView& b, const DenseView& c, const 
   Range bb, cb;
   if (!bsr_ok(a.m, a.k, a.bm, a.bk, a.nnzb, a.row_ptr, a.col_idx, a.values, a.dtype, &ab)) return Want::Invalid;
   if (!dense_ok(b, &bb) || !dense_ok(c, &cb)) return Want::Invalid;
+  Range asb, bsb;
+  if (!scales_ok(a.dtype, a.scale_kind, a.scales, ScaleKind::PerBlock, a.nnzb, &asb) ||
+      !scales_ok(b.dtype, b.scale_kind, b.scales, ScaleKind::PerColumn, b.cols, &bsb))
+    return Want::Invalid;
   const bool t = o.transpose_a;
   const int64_t op_rows = t ? a.k : a.m, op_cols = t ? a.m : a.k;
   if (b.rows != op_cols || c.rows != op_rows || c.cols != b.cols) return Want::Invalid;
@@ -270,13 +288,19 @@ Want model_spmm(const BsrView& a, const DenseView& b, const DenseView& c, const 
                           ab.row_ptr,
                           ab.col_idx,
                           bb,
-                          range_of(o.bias, i128(c.rows) * bytes_of(a.dtype)),
+                          range_of(o.bias, i128(c.rows) * bytes_of(fp8(a.dtype) ? c.dtype : a.dtype)),
+                          asb,
+                          bsb,
                           t ? range_of(ti.col_ptr, (i128(a.k) / a.bk + 1) * 4) : Range{},
                           t ? range_of(ti.row_idx, i128(a.nnzb) * 4) : Range{},
                           t ? range_of(ti.block_id, i128(a.nnzb) * 4) : Range{}};
   for (const Range& r : inputs)
     if (overlaps(cb, r)) return Want::Invalid;
-  if (!half(a.dtype) || b.dtype != a.dtype || (c.dtype != a.dtype && c.dtype != DType::F32)) return Want::Unsupported;
+  if (fp8(a.dtype)) {  // W8A8 or W8A16; C f16, bf16 or f32; op(A) = A
+    if ((b.dtype != a.dtype && !half(b.dtype)) || fp8(c.dtype) || t) return Want::Unsupported;
+  } else if (!half(a.dtype) || b.dtype != a.dtype || (c.dtype != a.dtype && c.dtype != DType::F32)) {
+    return Want::Unsupported;
+  }
   return Want::Reached;
 }
 
@@ -286,6 +310,10 @@ Want model_sddmm(const DenseView& a, const DenseView& b, const BsrMutView& s, co
   Range ab, bb;
   if (!bsr_ok(s.m, s.n, s.bm, s.bn, s.nnzb, s.row_ptr, s.col_idx, s.values, s.dtype, &sb)) return Want::Invalid;
   if (!dense_ok(a, &ab) || !dense_ok(b, &bb)) return Want::Invalid;
+  Range unused;
+  if (!scales_ok(a.dtype, a.scale_kind, a.scales, ScaleKind::None, 0, &unused) ||
+      !scales_ok(b.dtype, b.scale_kind, b.scales, ScaleKind::None, 0, &unused))
+    return Want::Invalid;
   if (a.rows != s.m || b.cols != s.n || b.rows != a.cols) return Want::Invalid;
   if (overlaps(sb.values, ab) || overlaps(sb.values, bb) || overlaps(sb.values, sb.row_ptr) ||
       overlaps(sb.values, sb.col_idx))
@@ -512,7 +540,7 @@ struct SpmmCase {
   DenseView b, c;
   SpmmOptions o;
   std::vector<const void*> pointers() const {
-    return {a.row_ptr, a.col_idx, a.values, b.data, c.data, o.bias, o.transpose_index.col_ptr};
+    return {a.row_ptr, a.col_idx, a.values, b.data, c.data, o.bias, o.transpose_index.col_ptr, a.scales, b.scales};
   }
 };
 
@@ -530,6 +558,8 @@ SpmmCase spmm_base(Rng& rng, const Arenas& mem) {
   x.a.nnzb = rng.range(0, rows * cols);
   x.a.dtype = rng.chance(0.5) ? DType::F16 : DType::BF16;
   if (rng.chance(0.05)) x.a.dtype = DType::F32;
+  const bool fp8_a = rng.chance(0.25);
+  if (fp8_a) x.a.dtype = DType::E4M3;
   x.a.row_ptr = static_cast<const int32_t*>(in_slot(rng, mem, 0));
   x.a.col_idx = static_cast<const int32_t*>(in_slot(rng, mem, 1));
   x.a.values = in_slot(rng, mem, 2);
@@ -541,6 +571,18 @@ SpmmCase spmm_base(Rng& rng, const Arenas& mem) {
   x.c = DenseView{in_slot(rng, mem, 4), op_rows, n, 0, rng.chance(0.5) ? Layout::RowMajor : Layout::ColMajor,
                   rng.chance(0.7) ? x.a.dtype : DType::F32};
   if (rng.chance(0.03)) x.b.dtype = x.a.dtype == DType::F16 ? DType::BF16 : DType::F16;
+  if (fp8_a) {  // W8A8 mostly, with scales in their own slots (8 and 9)
+    if (rng.chance(0.2)) x.b.dtype = rng.chance(0.5) ? DType::F16 : DType::BF16;
+    if (rng.chance(0.3)) x.c.dtype = rng.chance(0.5) ? DType::F16 : DType::BF16;
+    static const ScaleKind kA[] = {ScaleKind::None, ScaleKind::PerTensor, ScaleKind::PerBlock};
+    static const ScaleKind kB[] = {ScaleKind::None, ScaleKind::PerTensor, ScaleKind::PerColumn};
+    x.a.scale_kind = rng.pick(kA);
+    if (x.a.scale_kind != ScaleKind::None) x.a.scales = static_cast<const float*>(in_slot(rng, mem, 8));
+    if (fp8(x.b.dtype)) {
+      x.b.scale_kind = rng.pick(kB);
+      if (x.b.scale_kind != ScaleKind::None) x.b.scales = static_cast<const float*>(in_slot(rng, mem, 9));
+    }
+  }
   for (DenseView* v : {&x.b, &x.c}) v->ld = std::max<int64_t>(contiguous(*v), 1) + (rng.chance(0.8) ? 0 : 8);
   if (rng.chance(0.3)) x.o.bias = in_slot(rng, mem, 5);
   if (rng.chance(0.3)) x.o.activation = static_cast<Activation>(rng.range(0, 3));
@@ -568,7 +610,7 @@ void spmm_mutate(Rng& rng, const Arenas& mem, SpmmCase& x) {
       default: v.data = wild_ptr(rng, mem, others); break;
     }
   };
-  switch (rng.bits() % 20) {
+  switch (rng.bits() % 21) {
     case 0: x.a.m = rng.wild64(); break;
     case 1: x.a.k = rng.wild64(); break;
     case 2: (rng.chance(0.5) ? x.a.bm : x.a.bk) = rng.wild32(); break;
@@ -648,6 +690,20 @@ void spmm_mutate(Rng& rng, const Arenas& mem, SpmmCase& x) {
     }
     case 18: {  // no block, or every block
       x.a.nnzb = rng.chance(0.5) ? 0 : sat(i128(x.a.m / std::max(1, x.a.bm)) * (x.a.k / std::max(1, x.a.bk)));
+      break;
+    }
+    case 19: {  // the scales: a kind (or no kind), a pointer, C on them
+      static const ScaleKind kKinds[] = {ScaleKind::None, ScaleKind::PerTensor, ScaleKind::PerBlock,
+                                         ScaleKind::PerColumn};
+      const bool on_a = rng.chance(0.5);
+      ScaleKind& kind = on_a ? x.a.scale_kind : x.b.scale_kind;
+      const float*& scales = on_a ? x.a.scales : x.b.scales;
+      switch (rng.bits() % 4) {
+        case 0: kind = rng.chance(0.8) ? rng.pick(kKinds) : rng.wild_enum<ScaleKind>(); break;
+        case 1: scales = static_cast<const float*>(wild_ptr(rng, mem, others)); break;
+        case 2: scales = static_cast<const float*>(at(addr(x.c.data) + uintptr_t(rng.range(-8, 8) * 4))); break;
+        default: (on_a ? x.a.dtype : x.b.dtype) = rng.chance(0.5) ? DType::E4M3 : DType::F16; break;
+      }
       break;
     }
     default: x.c.dtype = rng.wild_enum<DType>(); break;

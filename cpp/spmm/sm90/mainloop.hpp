@@ -84,6 +84,7 @@ struct CollectiveSparseMma {
   // FP8: per-k-tile promotion with per-block scales (see the file comment).
   static constexpr bool kPromote = cute::sizeof_bits_v<Element_> == 8;
   static constexpr int KBlock = kPromote ? 32 : 16;  // WGMMA's K for 8- and 16-bit inputs
+  static constexpr int kScaleSlot = 32;               // floats per stage's scale slot (128 bytes)
   static_assert(!kPromote || !SparseMN_, "FP8 WGMMA reads K-major operands only");
   static constexpr int Stages = Stages_;
   using ClusterShape = ClusterShape_;
@@ -141,8 +142,9 @@ struct CollectiveSparseMma {
     struct TensorStorage : cute::aligned_struct<128, _0> {
       cute::array_aligned<Element, cute::cosize_v<SmemLayoutA>> smem_A;
       cute::array_aligned<Element, cute::cosize_v<SmemLayoutB>> smem_B;
-      // FP8: each stage's block scale (a 16-byte TMA box, the first value is the block's).
-      cute::array_aligned<float, kPromote ? Stages * 4 : 4, 16> smem_scales;
+      // FP8: each stage's block scale (a 16-byte TMA box, the first value is the block's), in
+      // a 128-byte slot: a TMA destination in shared memory must be 128-byte aligned.
+      cute::array_aligned<float, kPromote ? Stages * kScaleSlot : 1, 128> smem_scales;
     } tensors;
     using PipelineStorage = typename MainloopPipeline::SharedStorage;
     PipelineStorage pipeline;
@@ -390,7 +392,7 @@ struct CollectiveSparseMma {
         if constexpr (kPromote) {
           // Past the end (the zero iteration's nnzb) the box is zero-filled: its tile is zero anyway.
           if (p.block_scales)
-            load_scale(p, reinterpret_cast<uint64_t*>(tma_barrier), shared_tensors.smem_scales.data() + stage * 4,
+            load_scale(p, reinterpret_cast<uint64_t*>(tma_barrier), shared_tensors.smem_scales.data() + stage * kScaleSlot,
                        sparse_l);
         }
       }
@@ -519,7 +521,7 @@ struct CollectiveSparseMma {
       warpgroup_commit_batch();
       warpgroup_wait<0>();
       warpgroup_fence_operand(tile);
-      const float scale = params.block_scales ? scales[read_stage * 4] : 1.0f;
+      const float scale = params.block_scales ? scales[read_stage * kScaleSlot] : 1.0f;
       pipeline.consumer_release(smem_pipe_read);
       CUTLASS_PRAGMA_UNROLL
       for (int i = 0; i < size(accum); ++i) accum(i) = fmaf(scale, tile(i), accum(i));
