@@ -10,7 +10,8 @@
 use cudarc::driver::CudaSlice;
 use rayon::prelude::*;
 
-use crate::element::Element;
+use crate::element::{Element, Fp8};
+use crate::quant::{ColumnScales, ScaleKind};
 
 /// Storage order of a dense matrix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -165,6 +166,11 @@ impl<T> StorageMut<'_, T> {
 pub struct Dense<'a, T> {
     pub(crate) data: Storage<'a, T>,
     pub(crate) shape: DenseShape,
+    /// An FP8 operand's scales ([`with_scales`](Dense::with_scales)); `None` otherwise.
+    pub(crate) scales: ColumnScales<'a>,
+    /// Whether the view was transposed ([`Dense::t`]) an odd number of times since its
+    /// per-column scales were attached: they then scale its rows, which no product takes.
+    pub(crate) scales_transposed: bool,
 }
 
 /// A writable dense matrix (the `C` operand): a mutable view of a host slice
@@ -199,6 +205,8 @@ impl<'a, T> Dense<'a, T> {
         Self {
             data: Storage::Host(data),
             shape: DenseShape::packed(rows, cols, layout),
+            scales: ColumnScales::None,
+            scales_transposed: false,
         }
     }
     /// A packed device matrix; sparsek runs on this buffer's stream.
@@ -207,7 +215,21 @@ impl<'a, T> Dense<'a, T> {
         Self {
             data: Storage::Device(data),
             shape: DenseShape::packed(rows, cols, layout),
+            scales: ColumnScales::None,
+            scales_transposed: false,
         }
+    }
+    /// Attaches scales to a view of any element type: the entry points refuse them where
+    /// the type is not FP8 (`Error::ScalesNotTaken`).
+    pub(crate) fn with_any_scales(mut self, scales: ColumnScales<'a>) -> Self {
+        self.scales = scales;
+        self.scales_transposed = false;
+        self
+    }
+    /// The kind of the scales attached ([`ScaleKind::None`] unless
+    /// [`with_scales`](Dense::with_scales) attached some).
+    pub fn scale_kind(&self) -> ScaleKind {
+        self.scales.kind()
     }
     /// Sets a leading dimension larger than the packed one (a sub-matrix of a wider one).
     pub fn with_ld(mut self, ld: usize) -> Self {
@@ -219,12 +241,36 @@ impl<'a, T> Dense<'a, T> {
         self.shape
     }
     /// The transposed view of the same buffer: rows and columns swapped, the layout
-    /// flipped, nothing copied.
+    /// flipped, nothing copied. Per-column scales stay with the buffer's columns, which
+    /// are the view's rows now: a product refuses them until the view is transposed back.
     pub fn t(self) -> Self {
+        let flip = self.scales.kind() == ScaleKind::PerColumn;
         Self {
             data: self.data,
             shape: self.shape.t(),
+            scales: self.scales,
+            scales_transposed: self.scales_transposed ^ flip,
         }
+    }
+}
+
+impl<'a, Q: Fp8> Dense<'a, Q> {
+    /// Attaches the scales of an FP8 operand (B of [`spmm_fp8`](crate::spmm_fp8)): one per
+    /// tensor or one per column of this view, host values for a host view and device
+    /// buffers for a device one; their lengths are checked by the product.
+    ///
+    /// ```
+    /// use sparsek::quant::ColumnScales;
+    /// use sparsek::{Dense, Layout, ScaleKind, Vector, F8E4M3};
+    ///
+    /// let x = vec![F8E4M3::from_f32(1.0); 64 * 3]; // 3 tokens of 64, row-major: xᵀ column-major
+    /// let per_token = [0.5f32, 0.25, 2.0];
+    /// let b = Dense::host(&x, 64, 3, Layout::ColMajor)
+    ///     .with_scales(ColumnScales::PerColumn(Vector::Host(&per_token)));
+    /// assert_eq!(b.scale_kind(), ScaleKind::PerColumn);
+    /// ```
+    pub fn with_scales(self, scales: ColumnScales<'a>) -> Self {
+        self.with_any_scales(scales)
     }
 }
 

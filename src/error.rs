@@ -2,6 +2,7 @@
 
 use crate::element::DType;
 use crate::options::Backend;
+use crate::quant::ScaleKind;
 
 /// A malformed BSR matrix or pattern: one variant per defect.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -292,6 +293,55 @@ pub enum Error {
     /// A CUDA call failed (driver, allocation, launch); the message says which.
     #[error("CUDA error: {0}")]
     Cuda(String),
+    /// An operand's scales do not hold the number of values their kind needs: 1 per
+    /// tensor, `nnzb` per block, `n` per column (a device buffer for 0 values may hold 1:
+    /// CUDA has no empty allocations).
+    #[error("{operand}: {kind} scales hold {got} values; {expected} expected")]
+    ScaleLength {
+        /// The operand: `"A"` or `"B"`.
+        operand: &'static str,
+        /// The scales' kind.
+        kind: ScaleKind,
+        /// The values the kind needs.
+        expected: usize,
+        /// The values given.
+        got: usize,
+    },
+    /// Scales of a kind this operand does not take: per block on B, per column on A (or
+    /// on a transposed view, [`Dense::t`](crate::Dense::t), whose columns were rows), or
+    /// any scales on an operand that is not FP8 (or outside [`spmm_fp8`](crate::spmm_fp8)).
+    #[error("{operand}: {kind} scales are not taken here: {reason}")]
+    ScalesNotTaken {
+        /// The operand: `"A"` or `"B"`.
+        operand: &'static str,
+        /// The scales' kind.
+        kind: ScaleKind,
+        /// Why, in words.
+        reason: &'static str,
+    },
+    /// The element types of an FP8 product do not combine: A must be FP8; B of A's FP8
+    /// type (W8A8) or f16/bf16 (W8A16); C f16, bf16 or f32.
+    #[error("an FP8 product of {a} A, {b} B and {c} C: {reason}")]
+    Fp8Types {
+        /// A's element type.
+        a: DType,
+        /// B's element type.
+        b: DType,
+        /// C's element type.
+        c: DType,
+        /// Which rule fails, in words.
+        reason: &'static str,
+    },
+    /// A value to quantize is NaN or infinite: no scale represents it.
+    #[error("{operand}: value {index} is {value}; only finite values quantize")]
+    NonFinite {
+        /// What was being quantized (`"A"`, `"B"`).
+        operand: &'static str,
+        /// Its position in the input slice.
+        index: usize,
+        /// The value.
+        value: f32,
+    },
 }
 
 /// The first of `(what, expected, got)` whose sizes differ, as `ShapeMismatch`.

@@ -55,6 +55,7 @@ pub mod format;
 pub mod gpu;
 pub mod linear;
 pub mod options;
+pub mod quant;
 mod sddmm;
 pub mod spmm;
 
@@ -63,17 +64,21 @@ pub use attention::{
     LseMut, MaskOperand, TopkOptions,
 };
 pub use dense::{Dense, DenseMut, DenseShape, Layout};
-pub use element::{DType, Element};
+pub use element::{DType, Element, Fp8, F8E4M3, F8E5M2};
 pub use epilogue::{Activation, Epilogue, Vector};
 pub use error::{BsrError, Error};
 pub use format::{validate_parts, BlockMask, BlockRow, BlockShape, BsrMatrix, TransposeIndex};
 #[cfg(feature = "cuda")]
-pub use gpu::{DeviceBlockPatterns, DeviceBsr};
+pub use gpu::{DeviceBlockPatterns, DeviceBlockScales, DeviceBsr};
 pub use half::{bf16, f16};
 pub use linear::SparseLinear;
 pub use options::{Backend, SpmmOptions};
+pub use quant::{
+    BlockGranularity, BlockScales, ColumnGranularity, ColumnScales, QuantizedBsr, QuantizedDense,
+    ScaleKind,
+};
 pub use sddmm::{sddmm, BsrOperandMut};
-pub use spmm::{dense_spmm, spmm, spmm_fused, BsrOperand};
+pub use spmm::{dense_spmm, spmm, spmm_fp8, spmm_fused, BsrOperand, Fp8Operand};
 
 /// Whether this build has the GPU backends (the `cuda` feature).
 pub const HAS_CUDA: bool = cfg!(feature = "cuda");

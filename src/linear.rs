@@ -9,17 +9,22 @@
 use cudarc::driver::CudaSlice;
 
 use crate::dense::{Dense, DenseMut, Layout};
-use crate::element::Element;
+use crate::element::{Element, Fp8};
 use crate::epilogue::{Activation, Epilogue, Vector};
 use crate::error::Error;
 use crate::format::BsrMatrix;
 #[cfg(feature = "cuda")]
 use crate::gpu::DeviceBsr;
 use crate::options::SpmmOptions;
-use crate::spmm::{spmm_fused, BsrOperand};
+use crate::quant::{ColumnScales, QuantizedBsr};
+use crate::spmm::{spmm_fp8, spmm_fused, BsrOperand, Fp8Operand};
 
 /// A linear layer with a block-sparse weight, on the host (`W: BsrMatrix<T>`, bias
-/// `Vec<T>`) or on the device (`W: DeviceBsr<T>`, bias `CudaSlice<T>`).
+/// `Vec<T>`) or on the device (`W: DeviceBsr<T>`, bias `CudaSlice<T>`); or with FP8
+/// weights and their scales ([`new_fp8`](SparseLinear::new_fp8): `W: QuantizedBsr<Q>`, bias
+/// `Vec<V>` of the output's type; [`new_fp8_device`](SparseLinear::new_fp8_device): `W:
+/// DeviceBsr<Q>` holding its scales, bias `CudaSlice<V>`), run by
+/// [`spmm_fp8`](crate::spmm_fp8) through [`forward_fp8`](SparseLinear::forward_fp8).
 ///
 /// ```
 /// use sparsek::{f16, Activation, BlockMask, BlockShape, BsrMatrix, SparseLinear};
@@ -108,6 +113,130 @@ impl<T: Element> SparseLinear<BsrMatrix<T>, Vec<T>> {
             Dense::host(x, in_f, batch, Layout::ColMajor),
             DenseMut::host(y, out_f, batch, Layout::ColMajor),
             self.bias.as_deref().map(Vector::Host),
+            self.activation,
+            &self.options,
+        )
+    }
+}
+
+/// `y (batch x out) = act(x (batch x in) · Wᵀ + bias)` for an FP8 weight: `x` row-major is
+/// `xᵀ` column-major, which is the K-major B that W8A8 needs; its per-token scales are per
+/// column of `xᵀ`.
+fn forward_fp8<'a, Q: Fp8, X: Element, V: Element>(
+    weight: impl Into<Fp8Operand<'a, Q>>,
+    x: Dense<'_, X>,
+    y: DenseMut<'_, V>,
+    bias: Option<Vector<'_, V>>,
+    activation: Activation,
+    options: &SpmmOptions,
+) -> Result<(), Error> {
+    let mut epilogue = Epilogue::new().activation(activation);
+    if let Some(bias) = bias {
+        epilogue = epilogue.bias(bias);
+    }
+    spmm_fp8(weight, x, y, &epilogue, &options.transpose_a(false))
+}
+
+impl<Q: Fp8, V: Element> SparseLinear<QuantizedBsr<Q>, Vec<V>> {
+    /// A host layer with FP8 weights (`out x in`, quantized per tensor or per block:
+    /// [`BsrMatrix::quantize_fp8`]); `bias` (if any) has `out` values of the output's type
+    /// `V`.
+    ///
+    /// ```
+    /// use sparsek::quant::{BlockGranularity, ColumnGranularity, QuantizedDense};
+    /// use sparsek::{bf16, Activation, BlockMask, BlockShape, BsrMatrix, ColumnScales, DenseShape,
+    ///               Layout, SparseLinear, F8E4M3};
+    ///
+    /// let mask = BlockMask::from_fn(2, 4, |r, c| c == r || c == r + 2)?;
+    /// let w = BsrMatrix::from_block_mask(&mask, BlockShape::new(32, 32), |_, _| 0.01f32)?;
+    /// let layer = SparseLinear::new_fp8(w.quantize_fp8::<F8E4M3>(BlockGranularity::PerBlock)?,
+    ///                                   Some(vec![0.5f32; 64]), Activation::Relu)?;
+    /// // W8A16: bf16 activations as they are.
+    /// let x = vec![bf16::from_f32(1.0); 3 * 128];
+    /// let mut y = vec![0f32; 3 * 64];
+    /// layer.forward_fp8(&x, ColumnScales::None, 3, &mut y)?;
+    /// assert!((y[0] - (0.5 + 64.0 * 0.01)).abs() < 1e-2);
+    /// // W8A8: activations quantized per token (x row-major = xᵀ column-major, a token per column).
+    /// let xf = vec![1.0f32; 3 * 128];
+    /// let xq = QuantizedDense::<F8E4M3>::quantize(&xf, DenseShape::packed(128, 3, Layout::ColMajor),
+    ///                                               ColumnGranularity::PerColumn)?;
+    /// layer.forward_fp8(xq.values(), xq.column_scales(), 3, &mut y)?;
+    /// assert!((y[0] - (0.5 + 64.0 * 0.01)).abs() < 1e-2);
+    /// # Ok::<(), sparsek::Error>(())
+    /// ```
+    pub fn new_fp8(
+        weight: QuantizedBsr<Q>,
+        bias: Option<Vec<V>>,
+        activation: Activation,
+    ) -> Result<Self, Error> {
+        check_bias(weight.m(), bias.as_ref().map(Vec::len))?;
+        Ok(Self {
+            weight,
+            bias,
+            activation,
+            options: SpmmOptions::new(),
+        })
+    }
+
+    /// `y = act(x·Wᵀ + bias)` for row-major `x` (`batch x in`) and `y` (`batch x out`):
+    /// W8A16 for an f16/bf16 `x` (`x_scales` [`ColumnScales::None`]), W8A8 for an `x` of the
+    /// weight's FP8 type with its scales per tensor or per token (one per row of `x`).
+    /// The checks are [`spmm_fp8`]'s.
+    pub fn forward_fp8<X: Element>(
+        &self,
+        x: &[X],
+        x_scales: ColumnScales<'_>,
+        batch: usize,
+        y: &mut [V],
+    ) -> Result<(), Error> {
+        let (out_f, in_f) = (self.weight.m(), self.weight.k());
+        forward_fp8(
+            &self.weight,
+            Dense::host(x, in_f, batch, Layout::ColMajor).with_any_scales(x_scales),
+            DenseMut::host(y, out_f, batch, Layout::ColMajor),
+            self.bias.as_deref().map(Vector::Host),
+            self.activation,
+            &self.options,
+        )
+    }
+}
+
+#[cfg(feature = "cuda")]
+impl<Q: Fp8, V: Element> SparseLinear<DeviceBsr<Q>, CudaSlice<V>> {
+    /// A device layer with FP8 weights (`out x in`, with their scales:
+    /// [`DeviceBsr::upload_quantized`]); `bias` (if any) has `out` values of the output's
+    /// type `V`.
+    pub fn new_fp8_device(
+        weight: DeviceBsr<Q>,
+        bias: Option<CudaSlice<V>>,
+        activation: Activation,
+    ) -> Result<Self, Error> {
+        check_bias(weight.m(), bias.as_ref().map(CudaSlice::len))?;
+        Ok(Self {
+            weight,
+            bias,
+            activation,
+            options: SpmmOptions::new(),
+        })
+    }
+
+    /// `y = act(x·Wᵀ + bias)` for row-major device `x` (`batch x in`) and `y`
+    /// (`batch x out`), enqueued on `y`'s stream: W8A16 (the Decode family) for an f16/bf16
+    /// `x` without scales, W8A8 (the Hopper family) for an `x` of the weight's FP8 type with
+    /// device scales per tensor or per token. The checks are [`spmm_fp8`]'s.
+    pub fn forward_fp8<X: Element>(
+        &self,
+        x: &CudaSlice<X>,
+        x_scales: ColumnScales<'_>,
+        batch: usize,
+        y: &mut CudaSlice<V>,
+    ) -> Result<(), Error> {
+        let (out_f, in_f) = (self.weight.m(), self.weight.k());
+        forward_fp8(
+            &self.weight,
+            Dense::device(x, in_f, batch, Layout::ColMajor).with_any_scales(x_scales),
+            DenseMut::device(y, out_f, batch, Layout::ColMajor),
+            self.bias.as_ref().map(Vector::Device),
             self.activation,
             &self.options,
         )

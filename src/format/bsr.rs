@@ -520,4 +520,27 @@ impl<T> BsrMatrix<T> {
     pub fn into_parts(self) -> (Vec<i32>, Vec<i32>, Vec<T>) {
         (self.row_ptr, self.col_idx, self.values)
     }
+    /// The same pattern with other values (`values` holds one per stored element, in the
+    /// same order: `BsrError::ValuesLength` otherwise); the index arrays are copied
+    /// (fallibly, `BsrError::Allocation`), not re-validated.
+    pub(crate) fn with_values<U>(&self, values: Vec<U>) -> Result<BsrMatrix<U>, BsrError> {
+        if values.len() != self.values.len() {
+            return Err(BsrError::ValuesLength {
+                expected: self.values.len(),
+                got: values.len(),
+            });
+        }
+        let mut row_ptr = try_vec("row_ptr", self.row_ptr.len())?;
+        row_ptr.extend_from_slice(&self.row_ptr);
+        let mut col_idx = try_vec("col_idx", self.col_idx.len())?;
+        col_idx.extend_from_slice(&self.col_idx);
+        Ok(BsrMatrix {
+            m: self.m,
+            k: self.k,
+            block: self.block,
+            row_ptr,
+            col_idx,
+            values,
+        })
+    }
 }

@@ -4,11 +4,12 @@ use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 
-use crate::element::Element;
+use crate::element::{Element, Fp8};
 use crate::error::{BsrError, Error};
 use crate::format::bsr::{check_grid, values_len_of};
 use crate::format::transpose::transpose_pattern;
 use crate::format::{validate_parts, BlockShape, BsrMatrix};
+use crate::quant::{check_scale_len, BlockScales, QuantizedBsr, ScaleKind};
 
 /// A validated BSR matrix in device memory: the three arrays of [`BsrMatrix`] (see
 /// [`crate::format::bsr`]) in cudarc buffers, freed on drop.
@@ -17,7 +18,13 @@ use crate::format::{validate_parts, BlockShape, BsrMatrix};
 /// [`from_device_parts`](Self::from_device_parts) from buffers already on the GPU, whose
 /// index arrays are checked first; either way its index arrays satisfy every BSR invariant
 /// the kernels rely on, and nothing can change them afterwards (only the values can be
-/// replaced, [`update_values`](Self::update_values)).
+/// replaced, [`update_values`](Self::update_values), and an FP8 matrix's scales,
+/// [`update_scales`](Self::update_scales)).
+///
+/// An FP8 matrix (`DeviceBsr<F8E4M3>`, `DeviceBsr<F8E5M2>`) holds its scales on the device
+/// beside its values ([`DeviceBlockScales`]): [`upload_quantized`](Self::upload_quantized)
+/// copies a [`QuantizedBsr`]'s, [`with_scales`](Self::with_scales) takes device buffers; a
+/// matrix of any other type has none.
 ///
 /// ```no_run
 /// use sparsek::cudarc::driver::CudaContext;
@@ -59,6 +66,47 @@ pub struct DeviceBsr<T> {
     /// ([`prepare_transpose`](Self::prepare_transpose)); the pattern never changes, so it
     /// stays valid for the matrix's life.
     pub(crate) transpose: OnceLock<DeviceTransposeIndex>,
+    /// An FP8 matrix's scales (`None` for every other type), in the values' context, of
+    /// the lengths their kind needs (checked when set).
+    pub(crate) scales: DeviceBlockScales,
+}
+
+/// The scales of an FP8 [`DeviceBsr`] on the device: none, one value per tensor, or one per
+/// stored block (`nnzb` values in the order of the values; a one-element buffer when
+/// `nnzb = 0`, CUDA having no empty allocations).
+pub enum DeviceBlockScales {
+    /// No scale: the stored values are the values.
+    None,
+    /// One scale for every block (a buffer of one value).
+    PerTensor(CudaSlice<f32>),
+    /// One scale per stored block.
+    PerBlock(CudaSlice<f32>),
+}
+
+impl DeviceBlockScales {
+    /// The kind: `None`, `PerTensor` or `PerBlock`.
+    pub fn kind(&self) -> ScaleKind {
+        match self {
+            DeviceBlockScales::None => ScaleKind::None,
+            DeviceBlockScales::PerTensor(_) => ScaleKind::PerTensor,
+            DeviceBlockScales::PerBlock(_) => ScaleKind::PerBlock,
+        }
+    }
+    /// The buffer, if any.
+    pub fn buffer(&self) -> Option<&CudaSlice<f32>> {
+        match self {
+            DeviceBlockScales::None => None,
+            DeviceBlockScales::PerTensor(b) | DeviceBlockScales::PerBlock(b) => Some(b),
+        }
+    }
+    /// Copies host scales to the device on `stream`.
+    fn upload(scales: &BlockScales, stream: &Arc<CudaStream>) -> Result<Self, Error> {
+        Ok(match scales {
+            BlockScales::None => DeviceBlockScales::None,
+            BlockScales::PerTensor(s) => DeviceBlockScales::PerTensor(stream.clone_htod(&[*s])?),
+            BlockScales::PerBlock(v) => DeviceBlockScales::PerBlock(upload_slice(v, stream)?),
+        })
+    }
 }
 
 /// [`TransposeIndex`](crate::TransposeIndex)'s three arrays on the device (each at least
@@ -126,6 +174,7 @@ impl<T: Element> DeviceBsr<T> {
             col_idx: upload_slice(a.col_idx(), stream)?,
             values: upload_slice(a.values(), stream)?,
             transpose: OnceLock::new(),
+            scales: DeviceBlockScales::None,
         })
     }
 
@@ -219,15 +268,17 @@ impl<T: Element> DeviceBsr<T> {
             col_idx,
             values,
             transpose: OnceLock::new(),
+            scales: DeviceBlockScales::None,
         })
     }
 
-    /// The seam's view of this matrix (its addresses filled by `sys`): one unscaled matrix.
+    /// The seam's view of this matrix (its addresses, the scales' too, filled by `sys`):
+    /// one matrix, with its scales' kind.
     pub(crate) fn desc(&self) -> Result<super::sys::BsrDesc, Error>
     where
         T: crate::element::Element,
     {
-        use super::result::{dtype, to_i32, to_i64};
+        use super::result::{dtype, scale_kind, to_i32, to_i64};
         Ok(super::sys::BsrDesc {
             m: to_i64("m", self.m)?,
             k: to_i64("k", self.k)?,
@@ -239,7 +290,7 @@ impl<T: Element> DeviceBsr<T> {
             values: 0,
             dtype: dtype(T::DTYPE),
             scales: 0,
-            scale_kind: super::sys::ScaleKind::None,
+            scale_kind: scale_kind(self.scales.kind()),
             batch: 1,
             batch_stride: 0,
         })
@@ -330,7 +381,93 @@ impl<T: Element> DeviceBsr<T> {
     }
 }
 
+impl<Q: Fp8> DeviceBsr<Q> {
+    /// Copies a quantized matrix to the device on `stream`: its values and pattern as
+    /// [`upload`](Self::upload), and its scales.
+    ///
+    /// ```no_run
+    /// use sparsek::cudarc::driver::CudaContext;
+    /// use sparsek::quant::BlockGranularity;
+    /// use sparsek::{BlockMask, BlockShape, BsrMatrix, DeviceBsr, ScaleKind, F8E4M3};
+    ///
+    /// let mask = BlockMask::from_fn(4, 4, |r, c| r == c)?;
+    /// let w = BsrMatrix::from_block_mask(&mask, BlockShape::new(128, 128), |i, j| (i + j) as f32 * 1e-3)?;
+    /// let wq = w.quantize_fp8::<F8E4M3>(BlockGranularity::PerBlock)?;
+    /// let stream = CudaContext::new(0)?.default_stream();
+    /// let dw = DeviceBsr::upload_quantized(&wq, &stream)?;
+    /// assert_eq!(dw.scale_kind(), ScaleKind::PerBlock);
+    /// assert_eq!(dw.download_quantized()?, wq);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn upload_quantized(a: &QuantizedBsr<Q>, stream: &Arc<CudaStream>) -> Result<Self, Error> {
+        let mut d = Self::upload(a.matrix(), stream)?;
+        d.scales = DeviceBlockScales::upload(a.scales(), stream)?;
+        Ok(d)
+    }
+
+    /// Attaches scales already on the device (e.g. with weights a framework loaded,
+    /// [`from_device_parts`](Self::from_device_parts)), replacing any: one value per tensor,
+    /// or `nnzb` per block (a one-element buffer when `nnzb = 0`); another length is
+    /// [`Error::ScaleLength`], a buffer of another CUDA context than the values'
+    /// [`Error::ContextMismatch`], and the matrix is dropped with the error.
+    pub fn with_scales(mut self, scales: DeviceBlockScales) -> Result<Self, Error> {
+        if let Some(buf) = scales.buffer() {
+            check_scale_len("A", scales.kind(), self.nnzb, buf.len(), true)?;
+            super::result::check_contexts(self.values.stream(), &[("A.scales", buf.stream())])?;
+        }
+        self.scales = scales;
+        Ok(self)
+    }
+
+    /// Replaces the scales with `scales` from the host (per-block ones numbering the stored
+    /// blocks, else [`Error::ScaleLength`] and nothing changes), copied on the values
+    /// buffer's stream: re-quantized weights on the same pattern, with
+    /// [`update_values`](Self::update_values).
+    pub fn update_scales(&mut self, scales: &BlockScales) -> Result<(), Error> {
+        check_scale_len(
+            "A",
+            scales.kind(),
+            self.nnzb,
+            scales.as_slice().len(),
+            false,
+        )?;
+        let stream = self.values.stream().clone();
+        self.scales = DeviceBlockScales::upload(scales, &stream)?;
+        Ok(())
+    }
+
+    /// Copies the matrix and its scales back to the host (on the values buffer's stream,
+    /// then waits for it).
+    pub fn download_quantized(&self) -> Result<QuantizedBsr<Q>, Error> {
+        let matrix = self.download()?;
+        let stream = self.values.stream().clone();
+        let scales = match &self.scales {
+            DeviceBlockScales::None => BlockScales::None,
+            DeviceBlockScales::PerTensor(b) => {
+                let v = download_prefix(b, 1, &stream)?;
+                stream.synchronize()?;
+                BlockScales::PerTensor(v[0])
+            }
+            DeviceBlockScales::PerBlock(b) => {
+                let v = download_prefix(b, self.nnzb, &stream)?;
+                stream.synchronize()?;
+                BlockScales::PerBlock(v)
+            }
+        };
+        QuantizedBsr::new(matrix, scales)
+    }
+}
+
 impl<T> DeviceBsr<T> {
+    /// The kind of the scales ([`ScaleKind::None`] for a matrix that is not FP8, or an FP8
+    /// one without scales).
+    pub fn scale_kind(&self) -> ScaleKind {
+        self.scales.kind()
+    }
+    /// The scales on the device.
+    pub fn scales(&self) -> &DeviceBlockScales {
+        &self.scales
+    }
     /// Rows of the matrix.
     pub fn m(&self) -> usize {
         self.m
@@ -360,8 +497,20 @@ impl<T> DeviceBsr<T> {
     pub fn values(&self) -> &CudaSlice<T> {
         &self.values
     }
-    /// Gives the three buffers back: `(row_ptr, col_idx, values)`.
+    /// Gives the three buffers back: `(row_ptr, col_idx, values)` (an FP8 matrix's scales
+    /// are dropped: [`into_parts_with_scales`](Self::into_parts_with_scales) keeps them).
     pub fn into_parts(self) -> (CudaSlice<i32>, CudaSlice<i32>, CudaSlice<T>) {
         (self.row_ptr, self.col_idx, self.values)
+    }
+    /// Gives the buffers back with the scales: `(row_ptr, col_idx, values, scales)`.
+    pub fn into_parts_with_scales(
+        self,
+    ) -> (
+        CudaSlice<i32>,
+        CudaSlice<i32>,
+        CudaSlice<T>,
+        DeviceBlockScales,
+    ) {
+        (self.row_ptr, self.col_idx, self.values, self.scales)
     }
 }

@@ -31,8 +31,8 @@ use crate::error::Error;
 
 pub use crate::attention::gpu::{block_topk, block_topk_scores, DeviceBlockPatterns};
 pub use crate::sddmm::gpu::can_implement_sddmm;
-pub use crate::spmm::gpu::can_implement;
-pub use device_bsr::DeviceBsr;
+pub use crate::spmm::gpu::{can_implement, can_implement_fp8};
+pub use device_bsr::{DeviceBlockScales, DeviceBsr};
 
 impl From<DriverError> for Error {
     fn from(e: DriverError) -> Self {

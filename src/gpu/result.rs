@@ -10,6 +10,7 @@ use crate::element::DType;
 use crate::epilogue::Activation;
 use crate::error::Error;
 use crate::options::Backend;
+use crate::quant::ScaleKind;
 
 pub(crate) fn dtype(t: DType) -> sys::DType {
     match t {
@@ -18,6 +19,15 @@ pub(crate) fn dtype(t: DType) -> sys::DType {
         DType::F32 => sys::DType::F32,
         DType::E4M3 => sys::DType::E4M3,
         DType::E5M2 => sys::DType::E5M2,
+    }
+}
+
+pub(crate) fn scale_kind(k: ScaleKind) -> sys::ScaleKind {
+    match k {
+        ScaleKind::None => sys::ScaleKind::None,
+        ScaleKind::PerTensor => sys::ScaleKind::PerTensor,
+        ScaleKind::PerBlock => sys::ScaleKind::PerBlock,
+        ScaleKind::PerColumn => sys::ScaleKind::PerColumn,
     }
 }
 
@@ -84,7 +94,8 @@ pub(crate) fn check_contexts(
     Ok(())
 }
 
-/// The seam's view of a dense operand of type `t` (its address filled by `sys`).
+/// The seam's view of a dense operand of type `t` (its address filled by `sys`), without
+/// scales (the FP8 path sets B's kind; `sys` its address).
 pub(crate) fn dense_desc(shape: &DenseShape, t: DType) -> Result<sys::DenseDesc, Error> {
     Ok(sys::DenseDesc {
         data: 0,

@@ -311,20 +311,28 @@ pub(crate) struct TransposeBuffers<'a> {
     pub block_id: &'a CudaSlice<i32>,
 }
 
-/// The device buffers of one product, all used on `stream`.
-pub(crate) struct SpmmBuffers<'a, T, O> {
+/// The device buffers of one product, all used on `stream`: A's values of type `TA`, B of
+/// `TB` (both `T` but for the FP8 W8A16 kind), C of `O`, the bias of `V` (A's type, or C's
+/// with an FP8 A).
+pub(crate) struct SpmmBuffers<'a, TA, TB, O, V> {
     /// A's block-row offsets (`m / bm + 1` entries).
     pub row_ptr: &'a CudaSlice<i32>,
     /// A's block-columns (`nnzb` entries, at least 1 allocated).
     pub col_idx: &'a CudaSlice<i32>,
     /// A's block values (`nnzb * bm * bk` elements, at least 1 allocated).
-    pub values: &'a CudaSlice<T>,
+    pub values: &'a CudaSlice<TA>,
+    /// A's scales when `problem.a.scale_kind` is not `None` (1 or `nnzb` values, at least
+    /// 1 allocated); a null pointer otherwise.
+    pub a_scales: Option<&'a CudaSlice<f32>>,
     /// B, read only.
-    pub b: &'a CudaSlice<T>,
+    pub b: &'a CudaSlice<TB>,
+    /// B's scales when `problem.b.scale_kind` is not `None` (1 or `n` values, at least 1
+    /// allocated); a null pointer otherwise.
+    pub b_scales: Option<&'a CudaSlice<f32>>,
     /// C, written (and read when `β != 0`) by a launch.
     pub c: Output<'a, O>,
     /// The bias, one value per row of C, if any (passed as a null pointer otherwise).
-    pub bias: Option<&'a CudaSlice<T>>,
+    pub bias: Option<&'a CudaSlice<V>>,
     /// A's transpose index when `problem.transpose_a`.
     pub transpose: Option<TransposeBuffers<'a>>,
 }
@@ -335,9 +343,9 @@ pub(crate) struct SpmmBuffers<'a, T, O> {
 /// The caller (`spmm::gpu`) has validated the scalar fields of `problem` against the
 /// buffers: B and C hold their views, and `row_ptr`/`col_idx`/`values` come from a
 /// `DeviceBsr`, which holds only validated BSR arrays.
-pub(crate) fn spmm<T, O>(
+pub(crate) fn spmm<TA, TB, O, V>(
     mut problem: SpmmProblem,
-    bufs: SpmmBuffers<'_, T, O>,
+    bufs: SpmmBuffers<'_, TA, TB, O, V>,
     stream: &CudaStream,
 ) -> FfiStatus {
     let mut guards = Vec::new();
@@ -345,6 +353,14 @@ pub(crate) fn spmm<T, O>(
     problem.a.col_idx = read(bufs.col_idx, stream, &mut guards);
     problem.a.values = read(bufs.values, stream, &mut guards);
     problem.b.data = read(bufs.b, stream, &mut guards);
+    // Null exactly with ScaleKind::None (the C++ validation's rule): the caller passes the
+    // buffer with the kind.
+    if let Some(s) = bufs.a_scales {
+        problem.a.scales = read(s, stream, &mut guards);
+    }
+    if let Some(s) = bufs.b_scales {
+        problem.b.scales = read(s, stream, &mut guards);
+    }
     if let Some(bias) = bufs.bias {
         problem.bias = read(bias, stream, &mut guards);
     }
@@ -359,9 +375,11 @@ pub(crate) fn spmm<T, O>(
     problem.stream = stream.cu_stream() as u64;
     // SAFETY: every pointer is a live cudarc allocation borrowed for this call (C mutably
     // when it launches; a selection reads and writes nothing), sized for its view as
-    // crate::spmm checked (B, C, the bias's m values) and as DeviceBsr's validating
-    // constructors guarantee (row_ptr, col_idx, values, and the transpose index DeviceBsr
-    // built from those validated arrays); every buffer belongs to the stream's context
+    // crate::spmm / crate::spmm_fp8 checked (B, C, the bias's m values, B's scales: 1 or n)
+    // and as DeviceBsr's validating constructors guarantee (row_ptr, col_idx, values, its
+    // scales: 1 or nnzb, and the transpose index DeviceBsr built from those validated
+    // arrays); the dtypes and scale kinds in `problem` are those of these buffers (set
+    // from their Rust types by spmm::gpu); every buffer belongs to the stream's context
     // (result::check_contexts), which spmm::gpu bound to this thread.
     unsafe { ffi::spmm(&problem) }
 }

@@ -43,7 +43,8 @@ impl<'a, T> From<&'a mut DeviceBsr<T>> for BsrOperandMut<'a, T> {
 /// and stays as it is; f32 accumulation, `S`'s values overwritten in place (β = 0 never
 /// reads them). The backward pass of a pruned linear layer needs it: `dW = dYᵀ·X` on `W`'s
 /// pattern. `A` and `B` each row- or column-major (pass a transpose as [`Dense::t`]);
-/// `SpmmOptions::transpose_a` does not apply (`Error::InvalidArgument`). Host operands run
+/// `SpmmOptions::transpose_a` does not apply (`Error::InvalidArgument`); FP8 element types
+/// are `Error::UnsupportedTypes` (and scales `Error::ScalesNotTaken`). Host operands run
 /// on the CPU backend; device operands (a `DeviceBsr` S, `Dense::device` A and B) on the
 /// Cutlass family (sm_90a, where one of its rows takes the blocks and layouts) or the Wmma
 /// family (sm_80+: blocks multiples of 16), enqueued on the stream of S's values.
@@ -79,6 +80,10 @@ pub fn sddmm<'a, T: Element, O: Element>(
         (&b.shape, b.data.len()),
         options,
     )?;
+    // FP8 values mean `stored * scale`: the SDDMM takes none, and no scales.
+    crate::spmm::check::refuse_fp8::<T, O>(options.backend)?;
+    crate::spmm::check::refuse_scales("A", a.scales.kind())?;
+    crate::spmm::check::refuse_scales("B", b.scales.kind())?;
     match (s, a.data, b.data) {
         (BsrOperandMut::Host(s), Storage::Host(a_data), Storage::Host(b_data)) => {
             if !matches!(options.backend, Backend::Auto | Backend::Cpu) {

@@ -2,10 +2,11 @@
 
 use crate::dense::DenseShape;
 #[cfg(feature = "cuda")]
+use crate::dense::Layout;
 use crate::element::{DType, Element};
 use crate::error::Error;
-#[cfg(feature = "cuda")]
 use crate::options::Backend;
+use crate::quant::{check_scale_len, ScaleKind};
 
 /// The view fits its buffer and its rows (columns) do not overlap.
 pub(crate) fn check_view(
@@ -82,7 +83,7 @@ pub(crate) fn check_operands(
     check_view("C", c, c_len)
 }
 
-/// The GPU backends take f16/bf16 in and the same type or f32 out.
+/// The GPU backends take f16/bf16 in and the same type or f32 out (FP8: `spmm_fp8`).
 #[cfg(feature = "cuda")]
 pub(crate) fn check_gpu_types<T: Element, O: Element>(backend: Backend) -> Result<(), Error> {
     let (input, output) = (T::DTYPE, O::DTYPE);
@@ -107,5 +108,233 @@ pub(crate) fn same(what: &'static str, expected: usize, got: usize) -> Result<()
             expected,
             got,
         })
+    }
+}
+
+/// The products other than [`spmm_fp8`](crate::spmm_fp8) take no FP8 operand: its values
+/// mean `stored * scale`, and their bias has A's type where FP8's has C's.
+pub(crate) fn refuse_fp8<T: Element, O: Element>(backend: Backend) -> Result<(), Error> {
+    let (input, output) = (T::DTYPE, O::DTYPE);
+    if input.is_fp8() || output.is_fp8() {
+        return Err(Error::UnsupportedTypes {
+            backend,
+            input,
+            output,
+        });
+    }
+    Ok(())
+}
+
+/// Scales reach only `spmm_fp8`: anywhere else they are refused.
+pub(crate) fn refuse_scales(operand: &'static str, kind: ScaleKind) -> Result<(), Error> {
+    if kind != ScaleKind::None {
+        return Err(Error::ScalesNotTaken {
+            operand,
+            kind,
+            reason: "only spmm_fp8 reads scales",
+        });
+    }
+    Ok(())
+}
+
+/// The two kinds of FP8 product (include/sparsek/sparsek.hpp).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fp8Kind {
+    /// A and B FP8 of one type: the Hopper family on the device.
+    W8A8,
+    /// A FP8, B f16 or bf16 without scales: the Decode family on the device.
+    W8A16,
+}
+
+/// What the checks of an FP8 product look at: the element types, the scales' kinds and
+/// lengths, and the sizes those lengths follow.
+pub(crate) struct Fp8Spec {
+    /// A's element type.
+    pub a: DType,
+    /// A's scales: kind and number of values.
+    pub a_scales: (ScaleKind, usize),
+    /// A's stored blocks.
+    pub nnzb: usize,
+    /// B's element type.
+    pub b: DType,
+    /// B's scales: kind and number of values.
+    pub b_scales: (ScaleKind, usize),
+    /// B's per-column scales belong to its rows (a transposed view).
+    pub b_scales_transposed: bool,
+    /// Columns of B (and C).
+    pub n: usize,
+    /// C's element type.
+    pub c: DType,
+    /// Device operands (a buffer for no scale may hold 1 value).
+    pub device: bool,
+}
+
+/// Every check of an FP8 product's types and scales that holds for every backend
+/// (`spmm_fp8` has checked the shapes): A FP8; C f16, bf16 or f32; B of A's FP8 type
+/// (W8A8) or f16/bf16 (W8A16); A's scales none, per tensor (1 value) or per block (`nnzb`);
+/// B's none, or when B is FP8 per tensor (1) or per column of the view (`n`). Typed errors,
+/// never a panic.
+pub(crate) fn check_fp8(spec: &Fp8Spec) -> Result<Fp8Kind, Error> {
+    let (a, b, c) = (spec.a, spec.b, spec.c);
+    let types = |reason: &'static str| Error::Fp8Types { a, b, c, reason };
+    if !a.is_fp8() {
+        return Err(types("A must be E4M3 or E5M2"));
+    }
+    if !matches!(c, DType::F16 | DType::Bf16 | DType::F32) {
+        return Err(types("C must be f16, bf16 or f32"));
+    }
+    let kind = if b == a {
+        Fp8Kind::W8A8
+    } else if b.is_fp8() {
+        return Err(types("B's FP8 type must be A's (W8A8)"));
+    } else if matches!(b, DType::F16 | DType::Bf16) {
+        Fp8Kind::W8A16
+    } else {
+        return Err(types(
+            "B must be of A's FP8 type (W8A8) or f16/bf16 (W8A16)",
+        ));
+    };
+    let (a_kind, a_len) = spec.a_scales;
+    if a_kind == ScaleKind::PerColumn {
+        return Err(Error::ScalesNotTaken {
+            operand: "A",
+            kind: a_kind,
+            reason: "A takes scales per tensor or per block (per column is B's)",
+        });
+    }
+    check_scale_len("A", a_kind, spec.nnzb, a_len, spec.device)?;
+    let (b_kind, b_len) = spec.b_scales;
+    if b_kind != ScaleKind::None {
+        if kind == Fp8Kind::W8A16 {
+            return Err(Error::ScalesNotTaken {
+                operand: "B",
+                kind: b_kind,
+                reason: "only FP8 operands take scales (W8A16: an f16/bf16 B is read as it is)",
+            });
+        }
+        if b_kind == ScaleKind::PerBlock {
+            return Err(Error::ScalesNotTaken {
+                operand: "B",
+                kind: b_kind,
+                reason: "B takes scales per tensor or per column (per block is A's)",
+            });
+        }
+        if b_kind == ScaleKind::PerColumn && spec.b_scales_transposed {
+            return Err(Error::ScalesNotTaken {
+                operand: "B",
+                kind: b_kind,
+                reason: "the view was transposed (Dense::t) after its per-column scales were \
+                         attached: they scale its rows",
+            });
+        }
+        check_scale_len("B", b_kind, spec.n, b_len, spec.device)?;
+    }
+    Ok(kind)
+}
+
+/// What the device adds to [`check_fp8`]: W8A8 reads B K-major (column-major), since FP8
+/// tensor cores (WGMMA) read K-major operands only.
+#[cfg(feature = "cuda")]
+pub(crate) fn check_fp8_device(
+    kind: Fp8Kind,
+    b_layout: Layout,
+    backend: Backend,
+) -> Result<(), Error> {
+    if kind == Fp8Kind::W8A8 && b_layout != Layout::ColMajor {
+        return Err(Error::NotSupported {
+            backend,
+            reason: "W8A8 (an FP8 B) on the device needs B column-major (K-major: x row-major \
+                     in y = x·Wᵀ): FP8 tensor cores read K-major operands only"
+                .into(),
+        });
+    }
+    Ok(())
+}
+
+/// FP8 products take `op(A) = A` only (on every backend, as the C++ API defines them).
+pub(crate) fn check_fp8_op(transpose: bool, backend: Backend) -> Result<(), Error> {
+    if transpose {
+        return Err(Error::NotSupported {
+            backend,
+            reason: "op(A) = Aᵀ with an FP8 A: FP8 products take op(A) = A only (FP8 tensor \
+                     cores read K-major operands; transpose A's blocks before quantizing)"
+                .into(),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(a: DType, b: DType, c: DType) -> Fp8Spec {
+        Fp8Spec {
+            a,
+            a_scales: (ScaleKind::None, 0),
+            nnzb: 3,
+            b,
+            b_scales: (ScaleKind::None, 0),
+            b_scales_transposed: false,
+            n: 5,
+            c,
+            device: false,
+        }
+    }
+
+    #[test]
+    fn fp8_types() {
+        use DType::*;
+        assert_eq!(check_fp8(&spec(E4M3, E4M3, F32)).unwrap(), Fp8Kind::W8A8);
+        assert_eq!(check_fp8(&spec(E5M2, Bf16, F16)).unwrap(), Fp8Kind::W8A16);
+        for (a, b, c) in [
+            (F16, F16, F32),
+            (E4M3, E5M2, F32),
+            (E4M3, F32, F32),
+            (E4M3, E4M3, E4M3),
+            (E5M2, F16, E5M2),
+        ] {
+            assert!(
+                matches!(check_fp8(&spec(a, b, c)), Err(Error::Fp8Types { .. })),
+                "{a} {b} {c}"
+            );
+        }
+    }
+
+    #[test]
+    fn fp8_scales() {
+        use DType::*;
+        let mut s = spec(E4M3, E4M3, F32);
+        s.a_scales = (ScaleKind::PerBlock, 3);
+        s.b_scales = (ScaleKind::PerColumn, 5);
+        assert!(check_fp8(&s).is_ok());
+        s.b_scales_transposed = true;
+        assert!(matches!(check_fp8(&s), Err(Error::ScalesNotTaken { .. })));
+        s.b_scales_transposed = false;
+        s.a_scales = (ScaleKind::PerColumn, 5);
+        assert!(matches!(check_fp8(&s), Err(Error::ScalesNotTaken { .. })));
+        s.a_scales = (ScaleKind::PerTensor, 2);
+        assert!(matches!(check_fp8(&s), Err(Error::ScaleLength { .. })));
+        s.a_scales = (ScaleKind::PerTensor, 1);
+        s.b_scales = (ScaleKind::PerBlock, 3);
+        assert!(matches!(check_fp8(&s), Err(Error::ScalesNotTaken { .. })));
+        s.b_scales = (ScaleKind::PerColumn, 4);
+        assert!(matches!(check_fp8(&s), Err(Error::ScaleLength { .. })));
+        s.b = F16;
+        s.b_scales = (ScaleKind::PerTensor, 1);
+        assert!(matches!(check_fp8(&s), Err(Error::ScalesNotTaken { .. })));
+        // Device: a buffer for no value may hold one.
+        let mut d = spec(E5M2, E5M2, Bf16);
+        d.nnzb = 0;
+        d.a_scales = (ScaleKind::PerBlock, 1);
+        assert!(check_fp8(&d).is_err());
+        d.device = true;
+        assert!(check_fp8(&d).is_ok());
+        #[cfg(feature = "cuda")]
+        {
+            assert!(check_fp8_device(Fp8Kind::W8A8, Layout::RowMajor, Backend::Auto).is_err());
+            assert!(check_fp8_device(Fp8Kind::W8A16, Layout::RowMajor, Backend::Auto).is_ok());
+        }
+        assert!(check_fp8_op(true, Backend::Cpu).is_err());
     }
 }

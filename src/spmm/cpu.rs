@@ -6,10 +6,11 @@
 use rayon::prelude::*;
 
 use crate::dense::{packed_f32, DenseShape, Layout};
-use crate::element::Element;
+use crate::element::{Element, Fp8};
 use crate::epilogue::Activation;
-use crate::error::BsrError;
+use crate::error::{BsrError, Error};
 use crate::format::{BsrMatrix, TransposeIndex};
+use crate::quant::{dequantize_bsr, BlockScales};
 
 /// The epilogue's scalars and vector: `C = act(α·A·B + bias + β·C)`; `bias` has `m`
 /// values (checked by the caller).
@@ -30,27 +31,80 @@ const N_CHUNK: usize = 256;
 /// cannot overflow; `j * bm * bk` and `r * bk + kk` are below `values.len() = nnzb * bm *
 /// bk` (validated when A was built). `Aᵀ` needs the transpose index: `BsrError::Allocation`
 /// when it cannot be allocated, with C untouched.
-pub(crate) fn spmm<T: Element, O: Element>(
+pub(crate) fn spmm<T: Element, V: Element, O: Element>(
     a: &BsrMatrix<T>,
     transpose: bool,
     b: &[T],
     b_shape: &DenseShape,
     c: &mut [O],
     c_shape: &DenseShape,
-    scalars: Scalars<'_, T>,
+    scalars: Scalars<'_, V>,
 ) -> Result<(), BsrError> {
     let (rows, n) = (c_shape.rows, c_shape.cols);
     if rows == 0 || n == 0 {
         return Ok(());
     }
     let bf = packed_f32(b, b_shape);
+    spmm_packed(a, transpose, &bf, n, c, c_shape, scalars)
+}
+
+/// [`spmm`] from B already packed row-major in f32 (`op(A)`'s columns x `n`).
+pub(crate) fn spmm_packed<T: Element, V: Element, O: Element>(
+    a: &BsrMatrix<T>,
+    transpose: bool,
+    bf: &[f32],
+    n: usize,
+    c: &mut [O],
+    c_shape: &DenseShape,
+    scalars: Scalars<'_, V>,
+) -> Result<(), BsrError> {
+    if c_shape.rows == 0 || n == 0 {
+        return Ok(());
+    }
     let acc = if transpose {
-        accumulate_transposed(a, &a.transpose_index()?, &bf, n)
+        accumulate_transposed(a, &a.transpose_index()?, bf, n)
     } else {
-        accumulate(a, &bf, n)
+        accumulate(a, bf, n)
     };
     epilogue(&acc, c, c_shape, scalars);
     Ok(())
+}
+
+/// The CPU reference of the FP8 products: A dequantized (`stored * scale`, its block's
+/// scale) and B dequantized when FP8 (its column's scale, or the tensor's), both to f32,
+/// then the f32 product and epilogue of [`spmm`] (the bias of C's type). `spmm_fp8` checked
+/// the shapes, types and scales' lengths. `BsrError::Allocation` when the dequantized A
+/// cannot be allocated, with C untouched.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn spmm_fp8<Q: Fp8, TB: Element, O: Element>(
+    a: &BsrMatrix<Q>,
+    a_scales: &BlockScales,
+    b: &[TB],
+    b_shape: &DenseShape,
+    b_scales: Option<&[f32]>,
+    c: &mut [O],
+    c_shape: &DenseShape,
+    scalars: Scalars<'_, O>,
+) -> Result<(), Error> {
+    let n = c_shape.cols;
+    if c_shape.rows == 0 || n == 0 {
+        return Ok(());
+    }
+    let af = dequantize_bsr(a, a_scales)?;
+    let mut bf = packed_f32(b, b_shape);
+    // One scale per tensor (1 value) or per column (n values, checked).
+    if let Some(s) = b_scales {
+        if s.len() == 1 {
+            bf.par_iter_mut().for_each(|v| *v *= s[0]);
+        } else {
+            bf.par_chunks_mut(n).for_each(|row| {
+                for (v, s) in row.iter_mut().zip(s) {
+                    *v *= s;
+                }
+            });
+        }
+    }
+    Ok(spmm_packed(&af, false, &bf, n, c, c_shape, scalars)?)
 }
 
 /// `A·B` in f32 (`m x n`, row-major) from B packed row-major.

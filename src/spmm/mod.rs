@@ -4,8 +4,11 @@
 
 pub(crate) mod check;
 mod cpu;
+mod fp8;
 #[cfg(feature = "cuda")]
 pub(crate) mod gpu;
+
+pub use fp8::{spmm_fp8, Fp8Operand};
 
 use crate::dense::{Dense, DenseMut, Storage, StorageMut};
 use crate::element::Element;
@@ -87,6 +90,10 @@ pub fn spmm<'a, T: Element, O: Element>(
 
 /// [`spmm`] with the fused linear-layer epilogue: `C = act(α·op(A)·B + bias + β·C)`, with
 /// `bias` (if any) holding one value per row of `C` (where the operands live).
+///
+/// FP8 operands (`T` or `O` [`F8E4M3`](crate::F8E4M3) / [`F8E5M2`](crate::F8E5M2)) are
+/// [`Error::UnsupportedTypes`] here, on every backend, as is a B with scales
+/// ([`Error::ScalesNotTaken`]): their products are [`spmm_fp8`]'s.
 pub fn spmm_fused<'a, T: Element, O: Element>(
     a: impl Into<BsrOperand<'a, T>>,
     b: Dense<'_, T>,
@@ -104,15 +111,9 @@ pub fn spmm_fused<'a, T: Element, O: Element>(
         &c.shape,
         c.data.len(),
     )?;
-    if let Some(bias) = &epilogue.bias {
-        if bias.len() != c.shape.rows {
-            return Err(Error::ShapeMismatch {
-                what: "bias length (= rows of C)",
-                expected: c.shape.rows,
-                got: bias.len(),
-            });
-        }
-    }
+    check_bias_len(epilogue.bias.as_ref().map(Vector::len), c.shape.rows)?;
+    check::refuse_fp8::<T, O>(options.backend)?;
+    check::refuse_scales("B", b.scales.kind())?;
 
     match (a, b.data, c.data) {
         (BsrOperand::Host(a), Storage::Host(b_data), StorageMut::Host(c_data)) => {
@@ -175,6 +176,18 @@ pub fn spmm_fused<'a, T: Element, O: Element>(
         _ => Err(Error::MixedLocations(
             "A, B and C must be all host or all device",
         )),
+    }
+}
+
+/// `ShapeMismatch` unless the bias, if any, has one value per row of C.
+pub(crate) fn check_bias_len(len: Option<usize>, rows: usize) -> Result<(), Error> {
+    match len {
+        Some(len) if len != rows => Err(Error::ShapeMismatch {
+            what: "bias length (= rows of C)",
+            expected: rows,
+            got: len,
+        }),
+        _ => Ok(()),
     }
 }
 

@@ -1,0 +1,648 @@
+//! FP8 operands: their scales, the quantized matrices and the host quantizers.
+//!
+//! An FP8 operand ([`F8E4M3`](crate::F8E4M3), [`F8E5M2`](crate::F8E5M2)) is read as
+//! `stored * scale`, its scales f32 values of one of these kinds ([`ScaleKind`]):
+//! - A (the BSR operand, [`BlockScales`]): none (1), one per tensor, or one per stored block
+//!   (`nnzb` values, in the order of the values);
+//! - B (the dense operand, [`ColumnScales`]): none, one per tensor, or one per column of B
+//!   (`n` values: one per token of `x` in `y = x·Wᵀ`).
+//!
+//! The types make the other combinations unrepresentable (a per-column A, a per-block B);
+//! [`spmm_fp8`](crate::spmm_fp8) refuses with a typed [`Error`] what they cannot rule out
+//! (lengths, scales on an operand that is not FP8, a transposed per-column view).
+//!
+//! The quantizers ([`BsrMatrix::quantize_fp8`], [`QuantizedDense::quantize`]) pick each scale
+//! as `amax / MAX`, the largest magnitude of its part over the largest finite FP8 value, so
+//! the part's largest value lands on `±MAX`; a part that is all zeros gets the scale 1. Each
+//! value is stored as `from_f32(v / scale)`: rounded to nearest, ties to even, saturating
+//! (the `f32` quotient of the largest value may land a hair above `MAX`). A scale is never
+//! below `f32::MIN_POSITIVE` (the smallest normal f32), so every scale is positive, finite
+//! and normal. So a dequantized value `stored * scale` is within half an FP8 spacing (at
+//! `v / scale`, scaled back) of `v`: a relative error of at most `2^-(mantissa bits + 1)`
+//! (1/16 for E4M3, 1/8 for E5M2) where `|v / scale|` is at least the smallest normal FP8
+//! value, and an absolute error of at most half the smallest subnormal times the scale
+//! below it; plus the f32 roundings of the division and the product.
+//!
+//! ```
+//! use sparsek::quant::{BlockGranularity, BlockScales};
+//! use sparsek::{BlockShape, BsrMatrix, F8E4M3};
+//!
+//! let a = BsrMatrix::from_dense(&[1.0f32, -2.0, 0.0, 0.0, 0.5, 0.25, 0.0, 0.0], 2, 4, BlockShape::new(2, 2))?;
+//! let q = a.quantize_fp8::<F8E4M3>(BlockGranularity::PerBlock)?;
+//! // One scale per stored block: its largest magnitude over 448.
+//! assert_eq!(q.scales(), &BlockScales::PerBlock(vec![2.0 / 448.0]));
+//! let back = q.dequantize()?;
+//! for (x, y) in back.values().iter().zip(a.values()) {
+//!     assert!((x - y).abs() <= y.abs() / 16.0);
+//! }
+//! # Ok::<(), sparsek::Error>(())
+//! ```
+
+use rayon::prelude::*;
+
+use crate::dense::{Dense, DenseShape};
+use crate::element::{Element, Fp8};
+use crate::epilogue::Vector;
+use crate::error::Error;
+use crate::format::{try_vec, BlockShape, BsrMatrix};
+use crate::spmm::check::check_view;
+
+/// How an operand's values scale (`sparsek::ScaleKind` of the C++ API): `value = stored *
+/// scale`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ScaleKind {
+    /// No scale (1): every operand that is not FP8, or FP8 values read as they are.
+    #[default]
+    None,
+    /// One value for the whole operand.
+    PerTensor,
+    /// A only: one value per stored block, in the order of its values (`nnzb` values).
+    PerBlock,
+    /// B only: one value per column of B (`n` values; a token of `x` in `y = x·Wᵀ`).
+    PerColumn,
+}
+
+impl std::fmt::Display for ScaleKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ScaleKind::None => "no",
+            ScaleKind::PerTensor => "per-tensor",
+            ScaleKind::PerBlock => "per-block",
+            ScaleKind::PerColumn => "per-column",
+        })
+    }
+}
+
+impl ScaleKind {
+    /// How many values scales of this kind hold for an operand of `parts` blocks (A) or
+    /// columns (B): 0, 1 or `parts`.
+    pub fn count(self, parts: usize) -> usize {
+        match self {
+            ScaleKind::None => 0,
+            ScaleKind::PerTensor => 1,
+            ScaleKind::PerBlock | ScaleKind::PerColumn => parts,
+        }
+    }
+}
+
+/// The scales of an FP8 BSR matrix (A), on the host: none, one per tensor, or one per
+/// stored block (`nnzb` values, in the order of the values). A [`QuantizedBsr`] holds them
+/// with its values; [`DeviceBsr`](crate::DeviceBsr) uploads them.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum BlockScales {
+    /// No scale: the stored values are the values.
+    #[default]
+    None,
+    /// One scale for every block.
+    PerTensor(f32),
+    /// One scale per stored block.
+    PerBlock(Vec<f32>),
+}
+
+impl BlockScales {
+    /// The kind: `None`, `PerTensor` or `PerBlock`.
+    pub fn kind(&self) -> ScaleKind {
+        match self {
+            BlockScales::None => ScaleKind::None,
+            BlockScales::PerTensor(_) => ScaleKind::PerTensor,
+            BlockScales::PerBlock(_) => ScaleKind::PerBlock,
+        }
+    }
+    /// The values, as the kernels read them: none, one, or one per block.
+    pub fn as_slice(&self) -> &[f32] {
+        match self {
+            BlockScales::None => &[],
+            BlockScales::PerTensor(s) => std::slice::from_ref(s),
+            BlockScales::PerBlock(v) => v,
+        }
+    }
+    /// The scale of stored block `i`: 1 without scales; `None` past a per-block list.
+    pub fn of_block(&self, i: usize) -> Option<f32> {
+        match self {
+            BlockScales::None => Some(1.0),
+            BlockScales::PerTensor(s) => Some(*s),
+            BlockScales::PerBlock(v) => v.get(i).copied(),
+        }
+    }
+}
+
+/// The scales of a dense FP8 operand (B), wherever it lives: none, one per tensor (a vector
+/// of one value) or one per column of B (`n` values), host slices for host operands and
+/// device buffers for device ones. Attach them with
+/// [`Dense::with_scales`](crate::Dense::with_scales).
+#[derive(Clone, Copy, Default)]
+pub enum ColumnScales<'a> {
+    /// No scale.
+    #[default]
+    None,
+    /// One value for the whole operand (a vector of length 1).
+    PerTensor(Vector<'a, f32>),
+    /// One value per column of B.
+    PerColumn(Vector<'a, f32>),
+}
+
+impl<'a> ColumnScales<'a> {
+    /// The kind: `None`, `PerTensor` or `PerColumn`.
+    pub fn kind(&self) -> ScaleKind {
+        match self {
+            ColumnScales::None => ScaleKind::None,
+            ColumnScales::PerTensor(_) => ScaleKind::PerTensor,
+            ColumnScales::PerColumn(_) => ScaleKind::PerColumn,
+        }
+    }
+    /// The values, if any.
+    pub fn values(&self) -> Option<Vector<'a, f32>> {
+        match self {
+            ColumnScales::None => None,
+            ColumnScales::PerTensor(v) | ColumnScales::PerColumn(v) => Some(*v),
+        }
+    }
+}
+
+/// The granularity of A's scales when quantizing ([`BsrMatrix::quantize_fp8`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BlockGranularity {
+    /// One scale for the matrix.
+    PerTensor,
+    /// One scale per stored block: each block keeps its own range (weights whose blocks
+    /// differ in magnitude lose less).
+    PerBlock,
+}
+
+/// The granularity of B's scales when quantizing ([`QuantizedDense::quantize`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ColumnGranularity {
+    /// One scale for the matrix.
+    PerTensor,
+    /// One scale per column of B (per token of `x` in `y = x·Wᵀ`).
+    PerColumn,
+}
+
+/// The scale that maps a part's largest magnitude `amax` onto the largest finite FP8 value:
+/// `amax / MAX`, 1 for an all-zero part, never below the smallest normal f32.
+pub(crate) fn scale_for<Q: Fp8>(amax: f32) -> f32 {
+    if amax == 0.0 {
+        1.0
+    } else {
+        (amax / Q::MAX).max(f32::MIN_POSITIVE)
+    }
+}
+
+/// The first value that is NaN or infinite, as `Error::NonFinite` (its index in `values`).
+fn check_finite<T: Element>(operand: &'static str, values: &[T]) -> Result<(), Error> {
+    match values.iter().position(|v| !v.to_f32().is_finite()) {
+        Some(index) => Err(Error::NonFinite {
+            operand,
+            index,
+            value: values[index].to_f32(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The largest magnitude of `values` (all finite).
+fn amax<T: Element>(values: &[T]) -> f32 {
+    values.iter().fold(0f32, |m, v| m.max(v.to_f32().abs()))
+}
+
+/// `ScaleLength` unless `got` values are what `kind` needs for `parts` blocks or columns.
+/// `device`: a buffer for no value may hold 1 (CUDA has no empty allocations).
+pub(crate) fn check_scale_len(
+    operand: &'static str,
+    kind: ScaleKind,
+    parts: usize,
+    got: usize,
+    device: bool,
+) -> Result<(), Error> {
+    let expected = kind.count(parts);
+    if kind == ScaleKind::None || got == expected || (device && expected == 0 && got == 1) {
+        Ok(())
+    } else {
+        Err(Error::ScaleLength {
+            operand,
+            kind,
+            expected,
+            got,
+        })
+    }
+}
+
+/// A BSR matrix of FP8 values with its scales ([`BlockScales`]): what
+/// [`BsrMatrix::quantize_fp8`] makes and [`spmm_fp8`](crate::spmm_fp8) takes (on the device:
+/// [`DeviceBsr::upload_quantized`](crate::DeviceBsr::upload_quantized)). Its per-block
+/// scales, if any, number exactly its stored blocks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QuantizedBsr<Q> {
+    matrix: BsrMatrix<Q>,
+    scales: BlockScales,
+}
+
+impl<Q: Fp8> QuantizedBsr<Q> {
+    /// Pairs FP8 values with their scales: [`Error::ScaleLength`] unless per-block scales
+    /// number the stored blocks.
+    pub fn new(matrix: BsrMatrix<Q>, scales: BlockScales) -> Result<Self, Error> {
+        check_scale_len(
+            "A",
+            scales.kind(),
+            matrix.nnz_blocks(),
+            scales.as_slice().len(),
+            false,
+        )?;
+        Ok(Self { matrix, scales })
+    }
+    /// The stored FP8 values and their pattern.
+    pub fn matrix(&self) -> &BsrMatrix<Q> {
+        &self.matrix
+    }
+    /// The scales.
+    pub fn scales(&self) -> &BlockScales {
+        &self.scales
+    }
+    /// Rows of the matrix.
+    pub fn m(&self) -> usize {
+        self.matrix.m()
+    }
+    /// Columns of the matrix.
+    pub fn k(&self) -> usize {
+        self.matrix.k()
+    }
+    /// The block shape.
+    pub fn block(&self) -> BlockShape {
+        self.matrix.block()
+    }
+    /// Number of stored blocks.
+    pub fn nnz_blocks(&self) -> usize {
+        self.matrix.nnz_blocks()
+    }
+    /// Takes the values and the scales back.
+    pub fn into_parts(self) -> (BsrMatrix<Q>, BlockScales) {
+        (self.matrix, self.scales)
+    }
+    /// The values as f32, `stored * scale` (exact: an FP8 value times an f32 scale rounds
+    /// once), on the same pattern. [`crate::BsrError::Allocation`] (as `Error::Bsr`) when
+    /// they cannot be allocated.
+    pub fn dequantize(&self) -> Result<BsrMatrix<f32>, Error> {
+        dequantize_bsr(&self.matrix, &self.scales)
+    }
+}
+
+/// `stored * scale` of every value of `a`, on its pattern. The scales' length is checked
+/// here too (`ScaleLength`).
+pub(crate) fn dequantize_bsr<Q: Fp8>(
+    a: &BsrMatrix<Q>,
+    scales: &BlockScales,
+) -> Result<BsrMatrix<f32>, Error> {
+    let nnzb = a.nnz_blocks();
+    check_scale_len("A", scales.kind(), nnzb, scales.as_slice().len(), false)?;
+    let len = a.values().len();
+    let mut out = try_vec("dequantized values", len)?;
+    out.resize(len, 0f32);
+    // nnzb * bm * bk = len (validated); a block is at least one element.
+    let blk = a.block().len();
+    out.par_chunks_mut(blk)
+        .zip(a.values().par_chunks(blk))
+        .enumerate()
+        .for_each(|(i, (out, q))| {
+            // i < nnzb, and per-block scales number nnzb (checked above).
+            let s = scales.of_block(i).unwrap_or(1.0);
+            for (o, q) in out.iter_mut().zip(q) {
+                *o = q.to_f32() * s;
+            }
+        });
+    Ok(a.with_values(out)?)
+}
+
+impl<T: Element> BsrMatrix<T> {
+    /// Quantizes the values to FP8 `Q` ([`F8E4M3`](crate::F8E4M3) or
+    /// [`F8E5M2`](crate::F8E5M2)) with scales per tensor or per stored block, on the same
+    /// pattern: each scale `amax / Q::MAX` of its part (1 for an all-zero block), each value
+    /// `Q::from_f32(v / scale)`, rounded to nearest even and saturating (see the
+    /// [module docs](crate::quant) for the error bound). A NaN or infinite value is
+    /// [`Error::NonFinite`] (its index in [`values`](Self::values)); a failed allocation
+    /// `Error::Bsr(BsrError::Allocation)`.
+    pub fn quantize_fp8<Q: Fp8>(
+        &self,
+        granularity: BlockGranularity,
+    ) -> Result<QuantizedBsr<Q>, Error> {
+        let values = self.values();
+        check_finite("A", values)?;
+        let blk = self.block().len();
+        let nnzb = self.nnz_blocks();
+        let mut q = try_vec("quantized values", values.len())?;
+        q.resize(values.len(), Q::default());
+        let scales = match granularity {
+            BlockGranularity::PerTensor => {
+                let s = scale_for::<Q>(values.par_chunks(blk).map(amax).reduce(|| 0f32, f32::max));
+                q.par_chunks_mut(blk)
+                    .zip(values.par_chunks(blk))
+                    .for_each(|(q, v)| quantize_into(q, v, s));
+                BlockScales::PerTensor(s)
+            }
+            BlockGranularity::PerBlock => {
+                let mut scales = try_vec("scales", nnzb)?;
+                scales.resize(nnzb, 1f32);
+                q.par_chunks_mut(blk)
+                    .zip(values.par_chunks(blk))
+                    .zip(scales.par_iter_mut())
+                    .for_each(|((q, v), s)| {
+                        *s = scale_for::<Q>(amax(v));
+                        quantize_into(q, v, *s);
+                    });
+                BlockScales::PerBlock(scales)
+            }
+        };
+        QuantizedBsr::new(self.with_values(q)?, scales)
+    }
+}
+
+fn quantize_into<T: Element, Q: Fp8>(out: &mut [Q], values: &[T], scale: f32) {
+    for (o, v) in out.iter_mut().zip(values) {
+        *o = Q::from_f32(v.to_f32() / scale);
+    }
+}
+
+/// A dense FP8 matrix with its scales (per tensor or per column), packed in its layout:
+/// what [`quantize`](Self::quantize) makes of B (or of `x` in `y = x·Wᵀ`, per token), and
+/// what [`view`](Self::view) hands to [`spmm_fp8`](crate::spmm_fp8).
+///
+/// ```
+/// use sparsek::quant::{ColumnGranularity, QuantizedDense};
+/// use sparsek::{DenseShape, F8E4M3, Layout};
+///
+/// // x: 2 tokens of 3 features, row-major; as B = xᵀ it is 3 x 2 column-major, and its
+/// // columns are the tokens: one scale per token.
+/// let x = [1.0f32, 2.0, 4.0, -0.5, 0.25, 0.125];
+/// let xq = QuantizedDense::<F8E4M3>::quantize(&x, DenseShape::packed(3, 2, Layout::ColMajor),
+///                                               ColumnGranularity::PerColumn)?;
+/// assert_eq!(xq.scales(), &[4.0 / 448.0, 0.5 / 448.0]);
+/// assert_eq!(xq.dequantize()?, x); // these values are exact in E4M3 at their scales
+/// # Ok::<(), sparsek::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct QuantizedDense<Q> {
+    values: Vec<Q>,
+    shape: DenseShape,
+    scales: Vec<f32>,
+    granularity: ColumnGranularity,
+}
+
+impl<Q: Fp8> QuantizedDense<Q> {
+    /// Quantizes the `shape` view of `data` (its rows, columns, layout and leading
+    /// dimension; checked against `data` like an operand) to FP8 `Q`, packed in the same
+    /// layout, with one scale per tensor or per column: each `amax / Q::MAX` of its part
+    /// (1 for an all-zero part), each value `Q::from_f32(v / scale)`. A NaN or infinite
+    /// value in the view is [`Error::NonFinite`] (its index in `data`).
+    pub fn quantize<T: Element>(
+        data: &[T],
+        shape: DenseShape,
+        granularity: ColumnGranularity,
+    ) -> Result<Self, Error> {
+        check_view("B", &shape, data.len())?;
+        let (rows, cols) = (shape.rows, shape.cols);
+        let packed = DenseShape::packed(rows, cols, shape.layout);
+        // The view fits data (checked) and ld >= its contiguous extent: rows * cols fits.
+        let len = rows * cols;
+        let at = |i: usize, j: usize| shape.layout.offset_in_view(i, j, shape.ld);
+        // Finite first, in the order of data.
+        let mut bad: Option<usize> = None;
+        for i in 0..rows {
+            for j in 0..cols {
+                let off = at(i, j);
+                if !data[off].to_f32().is_finite() && bad.is_none_or(|b| off < b) {
+                    bad = Some(off);
+                }
+            }
+        }
+        if let Some(index) = bad {
+            return Err(Error::NonFinite {
+                operand: "B",
+                index,
+                value: data[index].to_f32(),
+            });
+        }
+        let col_amax = |j: usize| (0..rows).fold(0f32, |m, i| m.max(data[at(i, j)].to_f32().abs()));
+        let mut scales = try_vec("scales", cols.max(1))?;
+        match granularity {
+            ColumnGranularity::PerTensor => {
+                let a = (0..cols)
+                    .into_par_iter()
+                    .map(col_amax)
+                    .reduce(|| 0f32, f32::max);
+                scales.push(scale_for::<Q>(a));
+            }
+            ColumnGranularity::PerColumn => {
+                scales.resize(cols, 1f32);
+                scales
+                    .par_iter_mut()
+                    .enumerate()
+                    .for_each(|(j, s)| *s = scale_for::<Q>(col_amax(j)));
+            }
+        }
+        let mut values = try_vec("quantized values", len)?;
+        values.resize(len, Q::default());
+        let scale = |j: usize| match granularity {
+            ColumnGranularity::PerTensor => scales[0],
+            ColumnGranularity::PerColumn => scales[j],
+        };
+        // Packed: the outer index runs over ld-long runs of the contiguous extent.
+        let extent = packed.ld;
+        if len > 0 {
+            values
+                .par_chunks_mut(extent)
+                .enumerate()
+                .for_each(|(outer, run)| {
+                    for (inner, o) in run.iter_mut().enumerate() {
+                        let (i, j) = match shape.layout {
+                            crate::Layout::RowMajor => (outer, inner),
+                            crate::Layout::ColMajor => (inner, outer),
+                        };
+                        *o = Q::from_f32(data[at(i, j)].to_f32() / scale(j));
+                    }
+                });
+        }
+        Ok(Self {
+            values,
+            shape: packed,
+            scales,
+            granularity,
+        })
+    }
+
+    /// The FP8 values, packed in [`shape`](Self::shape)'s layout.
+    pub fn values(&self) -> &[Q] {
+        &self.values
+    }
+    /// The packed shape (rows, columns, layout, `ld`).
+    pub fn shape(&self) -> DenseShape {
+        self.shape
+    }
+    /// The scales: one value per tensor, or one per column.
+    pub fn scales(&self) -> &[f32] {
+        &self.scales
+    }
+    /// The scales' granularity.
+    pub fn granularity(&self) -> ColumnGranularity {
+        self.granularity
+    }
+    /// The scales as an operand's ([`ColumnScales`], host).
+    pub fn column_scales(&self) -> ColumnScales<'_> {
+        match self.granularity {
+            ColumnGranularity::PerTensor => ColumnScales::PerTensor(Vector::Host(&self.scales)),
+            ColumnGranularity::PerColumn => ColumnScales::PerColumn(Vector::Host(&self.scales)),
+        }
+    }
+    /// The host operand: the values in their shape with their scales, for
+    /// [`spmm_fp8`](crate::spmm_fp8).
+    pub fn view(&self) -> Dense<'_, Q> {
+        let s = self.shape;
+        Dense::host(&self.values, s.rows, s.cols, s.layout).with_scales(self.column_scales())
+    }
+    /// The values as f32, `stored * scale`, packed in the same layout.
+    pub fn dequantize(&self) -> Result<Vec<f32>, Error> {
+        let mut out = try_vec("dequantized values", self.values.len())?;
+        // Packed: ld is the contiguous extent, at least 1.
+        let ld = self.shape.ld;
+        for (idx, q) in self.values.iter().enumerate() {
+            let j = match self.shape.layout {
+                crate::Layout::RowMajor => idx % ld,
+                crate::Layout::ColMajor => idx / ld,
+            };
+            let s = match self.granularity {
+                ColumnGranularity::PerTensor => self.scales[0],
+                ColumnGranularity::PerColumn => self.scales[j],
+            };
+            out.push(q.to_f32() * s);
+        }
+        Ok(out)
+    }
+    /// Takes the values and the scales back.
+    pub fn into_parts(self) -> (Vec<Q>, Vec<f32>) {
+        (self.values, self.scales)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{BlockShape, Layout, F8E4M3, F8E5M2};
+
+    #[test]
+    fn zero_blocks_scale_one() {
+        let a = BsrMatrix::from_parts(
+            2,
+            4,
+            BlockShape::new(2, 2),
+            vec![0, 2],
+            vec![0, 1],
+            vec![0.0f32, 0.0, 0.0, 0.0, 1.0, 2.0, 3.0, 448.0 * 3.0],
+        )
+        .unwrap();
+        let q = a
+            .quantize_fp8::<F8E4M3>(BlockGranularity::PerBlock)
+            .unwrap();
+        assert_eq!(q.scales(), &BlockScales::PerBlock(vec![1.0, 3.0]));
+        assert_eq!(q.matrix().values()[7].to_f32(), 448.0);
+        let t = a
+            .quantize_fp8::<F8E5M2>(BlockGranularity::PerTensor)
+            .unwrap();
+        assert_eq!(t.scales(), &BlockScales::PerTensor(1344.0 / 57344.0));
+        let z = BsrMatrix::from_parts(
+            2,
+            2,
+            BlockShape::new(2, 2),
+            vec![0, 0],
+            vec![],
+            vec![0f32; 0],
+        )
+        .unwrap();
+        let zq = z
+            .quantize_fp8::<F8E4M3>(BlockGranularity::PerTensor)
+            .unwrap();
+        assert_eq!(zq.scales(), &BlockScales::PerTensor(1.0));
+    }
+
+    #[test]
+    fn non_finite_refused() {
+        let a = BsrMatrix::from_parts(
+            1,
+            2,
+            BlockShape::new(1, 1),
+            vec![0, 2],
+            vec![0, 1],
+            vec![1.0f32, f32::INFINITY],
+        )
+        .unwrap();
+        assert!(matches!(
+            a.quantize_fp8::<F8E4M3>(BlockGranularity::PerBlock),
+            Err(Error::NonFinite { index: 1, .. })
+        ));
+        let b = [1.0f32, f32::NAN, 0.0, 2.0];
+        let e = QuantizedDense::<F8E5M2>::quantize(
+            &b,
+            DenseShape::packed(2, 2, Layout::RowMajor),
+            ColumnGranularity::PerTensor,
+        );
+        assert!(matches!(e, Err(Error::NonFinite { index: 1, .. })));
+        // Outside the view (ld padding) nothing is read.
+        let ok = QuantizedDense::<F8E5M2>::quantize(
+            &b,
+            DenseShape {
+                rows: 2,
+                cols: 1,
+                layout: Layout::RowMajor,
+                ld: 2,
+            },
+            ColumnGranularity::PerColumn,
+        )
+        .unwrap();
+        assert_eq!(ok.dequantize().unwrap(), vec![1.0, 0.0]);
+    }
+
+    #[test]
+    fn scale_lengths() {
+        let a = BsrMatrix::from_parts(
+            1,
+            2,
+            BlockShape::new(1, 1),
+            vec![0, 2],
+            vec![0, 1],
+            vec![F8E4M3::from_f32(1.0); 2],
+        )
+        .unwrap();
+        assert!(QuantizedBsr::new(a.clone(), BlockScales::PerBlock(vec![1.0])).is_err());
+        assert!(QuantizedBsr::new(a.clone(), BlockScales::PerBlock(vec![1.0, 2.0])).is_ok());
+        assert!(QuantizedBsr::new(a, BlockScales::PerTensor(2.0)).is_ok());
+        assert!(check_scale_len("A", ScaleKind::PerBlock, 0, 1, true).is_ok());
+        assert!(check_scale_len("A", ScaleKind::PerBlock, 0, 1, false).is_err());
+        assert!(check_scale_len("B", ScaleKind::PerColumn, 3, 4, true).is_err());
+    }
+
+    #[test]
+    fn dense_layouts_agree() {
+        let (rows, cols) = (3, 5);
+        let data: Vec<f32> = (0..rows * cols).map(|i| (i as f32 - 7.0) * 0.37).collect();
+        let rm = QuantizedDense::<F8E4M3>::quantize(
+            &data,
+            DenseShape::packed(rows, cols, Layout::RowMajor),
+            ColumnGranularity::PerColumn,
+        )
+        .unwrap();
+        // The same matrix column-major.
+        let t: Vec<f32> = (0..rows * cols)
+            .map(|idx| data[(idx % rows) * cols + idx / rows])
+            .collect();
+        let cm = QuantizedDense::<F8E4M3>::quantize(
+            &t,
+            DenseShape::packed(rows, cols, Layout::ColMajor),
+            ColumnGranularity::PerColumn,
+        )
+        .unwrap();
+        assert_eq!(rm.scales(), cm.scales());
+        let (dr, dc) = (rm.dequantize().unwrap(), cm.dequantize().unwrap());
+        for i in 0..rows {
+            for j in 0..cols {
+                assert_eq!(dr[i * cols + j], dc[j * rows + i]);
+            }
+        }
+    }
+}
