@@ -318,6 +318,9 @@ pub fn heads_shape(
     }
 }
 
+/// The FP8 products' cases (`tests/fp8.rs`, `tests/gpu_fp8.rs`).
+pub mod fp8;
+
 /// The `C = α·A·B + β·C` cases the GPU test files share (`tests/gpu_*.rs`).
 #[cfg(feature = "cuda")]
 pub mod gpu_spmm;
