@@ -316,10 +316,6 @@ struct BsrGemm {
       return detail::tma_encode_error(SparseIsB ? detail::TmaOperand::B : detail::TmaOperand::A);
     if (!detail::tma_encoded(params.mainloop.tma_load_b))
       return detail::tma_encode_error(SparseIsB ? detail::TmaOperand::A : detail::TmaOperand::B);
-    if constexpr (CollectiveMainloop::kPromote) {  // A's block scales
-      if (params.mainloop.block_scales && !detail::tma_descriptor_encoded(&params.mainloop.scales_map))
-        return detail::tma_encode_error(detail::TmaOperand::A);
-    }
     if constexpr (Epi != EpilogueKind::Direct) {  // CUTLASS's TMA epilogue: loads C, stores D = C
       if (!detail::tma_encoded(params.epilogue.tma_load_c) || !detail::tma_encoded(params.epilogue.tma_store_d))
         return detail::tma_encode_error(detail::TmaOperand::C);

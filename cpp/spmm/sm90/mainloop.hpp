@@ -33,9 +33,11 @@
 // mantissa's, DeepSeek-V3 section 3.3.2), and each block may carry its own scale, so every
 // k-tile's product goes to a fresh accumulator that is then added, times its block's scale,
 // into the fp32 one (promotion every k-tile, as DeepGEMM does; a k-tile never spans two
-// blocks). The scale rides with the tile: the producer loads it by TMA (a 16-byte box of the
-// scales array at the block's index) into the stage's slot, on the stage's barrier. Both
-// operands must be K-major (family.cu refuses row-major B and op(A) = A^T).
+// blocks). The scale rides with the tile: the producer warp fetches the row's scales with its
+// column indices (tile_iterator.hpp) and stores the block's into the stage's slot with
+// st.async, which completes on the stage's barrier like the TMA loads (4 more bytes of its
+// transaction count), so a consumer that sees the stage full sees its scale. Both operands
+// must be K-major (family.cu refuses row-major B and op(A) = A^T).
 //
 // Orientation SparseIsB: false -> GEMM A = sparse, B = dense (C = A*B, block-row = M tile).
 //                        true  -> GEMM A = dense B^T, B = sparse A^T (C^T = B^T A^T,
@@ -84,7 +86,6 @@ struct CollectiveSparseMma {
   // FP8: per-k-tile promotion with per-block scales (see the file comment).
   static constexpr bool kPromote = cute::sizeof_bits_v<Element_> == 8;
   static constexpr int KBlock = kPromote ? 32 : 16;  // WGMMA's K for 8- and 16-bit inputs
-  static constexpr int kScaleSlot = 32;               // floats per stage's scale slot (128 bytes)
   static_assert(!kPromote || !SparseMN_, "FP8 WGMMA reads K-major operands only");
   static constexpr int Stages = Stages_;
   using ClusterShape = ClusterShape_;
@@ -142,9 +143,8 @@ struct CollectiveSparseMma {
     struct TensorStorage : cute::aligned_struct<128, _0> {
       cute::array_aligned<Element, cute::cosize_v<SmemLayoutA>> smem_A;
       cute::array_aligned<Element, cute::cosize_v<SmemLayoutB>> smem_B;
-      // FP8: each stage's block scale (a 16-byte TMA box, the first value is the block's), in
-      // a 128-byte slot: a TMA destination in shared memory must be 128-byte aligned.
-      cute::array_aligned<float, kPromote ? Stages * kScaleSlot : 1, 128> smem_scales;
+      // FP8: each stage's block scale.
+      cute::array_aligned<float, kPromote ? Stages : 1, 16> smem_scales;
     } tensors;
     using PipelineStorage = typename MainloopPipeline::SharedStorage;
     PipelineStorage pipeline;
@@ -166,7 +166,7 @@ struct CollectiveSparseMma {
     int32_t const* col_idx = nullptr;
     Element const* dense = nullptr;   // B
     DenseStride dDense{};             // B as (MN, bk, K/bk): block column = L
-    float const* scales = nullptr;    // FP8: one per block (nnzb values, 16-byte aligned), or null (scale 1)
+    float const* scales = nullptr;    // FP8: one per block (nnzb values), or null (scale 1)
   };
 
   static auto dummy_tensor_a() {
@@ -190,9 +190,7 @@ struct CollectiveSparseMma {
     int32_t kpb = 1;            // k-iterations per block: ceil(bk / TileK)
     int32_t bm = 0, bk = 0, nnzb = 0;
     int32_t block_cols = 0;     // K / bk: first out-of-bounds L of the dense operand
-    // FP8 with per-block scales: the scales array as a 1-D TMA tensor (boxes of 4 floats).
-    bool block_scales = false;
-    CUtensorMap scales_map{};
+    float const* scales = nullptr;  // FP8: per-block scales, or null
   };
 
   // k-iterations per block (the scheduler's WorkTileInfo counts with the same value).
@@ -231,21 +229,8 @@ struct CollectiveSparseMma {
     p.nnzb = args.nnzb;
     p.block_cols = int32_t(K) / args.bk;
     if constexpr (kPromote) {
-      p.block_scales = args.scales != nullptr;
-      if (p.block_scales) {
-        // The scales as a 1-D f32 tensor of nnzb values, read in 16-byte boxes at any index
-        // (past the end zero-filled). A refused encode leaves the map all zero (tma_encode.hpp),
-        // which the launch checks (kernel.hpp).
-        uint64_t dims[1] = {uint64_t(args.nnzb)};
-        uint64_t strides[1] = {4};  // unused at rank 1
-        uint32_t box[1] = {4};
-        uint32_t unit[1] = {1};
-        (void)cutlass::call_cuTensorMapEncodeTiled(
-            &p.scales_map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 1, const_cast<void*>(static_cast<void const*>(args.scales)),
-            dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
-            CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-        p.tma_transaction_bytes += 16;
-      }
+      p.scales = args.scales;
+      if (p.scales != nullptr) p.tma_transaction_bytes += uint32_t(sizeof(float));  // the st.async of the scale
     }
     return p;
   }
@@ -273,21 +258,17 @@ struct CollectiveSparseMma {
   CUTLASS_DEVICE static void prefetch_tma_descriptors(Params const& p) {
     cute::prefetch_tma_descriptor(p.tma_load_a.get_tma_descriptor());
     cute::prefetch_tma_descriptor(p.tma_load_b.get_tma_descriptor());
-    if constexpr (kPromote) {
-      if (p.block_scales) cute::prefetch_tma_descriptor(&p.scales_map);
-    }
   }
 
-  // FP8: the 16-byte box of the scales array at `index` into `dst`, on `barrier` (its bytes
-  // are part of the stage's transaction count).
-  CUTLASS_DEVICE static void load_scale(Params const& p, uint64_t* barrier, float* dst, int32_t index) {
+  // FP8: `value` into `dst` in shared memory, completing 4 bytes of `barrier`'s transaction
+  // count (st.async: ordered before the phase completes, as a TMA load's bytes).
+  CUTLASS_DEVICE static void store_scale(uint64_t* barrier, float* dst, float value) {
     const uint32_t smem = uint32_t(__cvta_generic_to_shared(dst));
     const uint32_t bar = uint32_t(__cvta_generic_to_shared(barrier));
-    asm volatile(
-        "cp.async.bulk.tensor.1d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3}], [%2];"
-        :
-        : "r"(smem), "l"(reinterpret_cast<uint64_t>(&p.scales_map)), "r"(bar), "r"(index)
-        : "memory");
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];"
+                 :
+                 : "r"(smem), "f"(value), "r"(bar)
+                 : "memory");
   }
 
   // Contract with the kernel layer: get<0> has shape (BLK_M,BLK_K,m,k,l), get<1> has shape
@@ -365,13 +346,19 @@ struct CollectiveSparseMma {
 
     // L: the first k-iteration of a split piece, -1 for an empty one (scheduler.hpp).
     const int32_t l_start = int32_t(get<3>(blk_coord));
+    float const* scales = nullptr;
+    if constexpr (kPromote) scales = p.scales;
     SparseTileIterator<SparseMN> it(p.row_ptr, p.col_idx, p.block_id, block_row, p.kpb, lane_idx, l_start < 0 ? 0 : l_start,
-                          l_start < 0);
+                          l_start < 0, scales);
 
     CUTLASS_PRAGMA_NO_UNROLL
     for (; k_tile_count > 0; --k_tile_count) {
       int32_t dense_l = it.dense_block();  // warp-collective
       int32_t sparse_l = it.sparse_block();
+      float block_scale = 0.0f;
+      if constexpr (kPromote) {
+        if (scales != nullptr) block_scale = it.scale();  // warp-collective
+      }
       const int32_t k = it.ktile();
       if (it.empty()) {  // zero iteration: both tiles out of bounds -> zero-filled by TMA
         dense_l = p.block_cols;
@@ -390,10 +377,10 @@ struct CollectiveSparseMma {
           copy(p.tma_load_b.with(*tma_barrier, mcast_mask_b), tBgB(_, _, _, k, dense_l), tBsB(_, _, _, stage));
         }
         if constexpr (kPromote) {
-          // Past the end (the zero iteration's nnzb) the box is zero-filled: its tile is zero anyway.
-          if (p.block_scales)
-            load_scale(p, reinterpret_cast<uint64_t*>(tma_barrier), shared_tensors.smem_scales.data() + stage * kScaleSlot,
-                       sparse_l);
+          // The zero iteration's tile is zero whatever its scale.
+          if (scales != nullptr)
+            store_scale(reinterpret_cast<uint64_t*>(tma_barrier), shared_tensors.smem_scales.data() + stage,
+                        block_scale);
         }
       }
       ++it;
@@ -521,7 +508,7 @@ struct CollectiveSparseMma {
       warpgroup_commit_batch();
       warpgroup_wait<0>();
       warpgroup_fence_operand(tile);
-      const float scale = params.block_scales ? scales[read_stage * kScaleSlot] : 1.0f;
+      const float scale = params.scales != nullptr ? scales[read_stage] : 1.0f;
       pipeline.consumer_release(smem_pipe_read);
       CUTLASS_PRAGMA_UNROLL
       for (int i = 0; i < size(accum); ++i) accum(i) = fmaf(scale, tile(i), accum(i));

@@ -14,6 +14,9 @@
 // that, fetched in the same 32-entry chunks as col_idx (without, the identity: the A*B
 // kernels carry nothing of it).
 //
+// FP8 (mainloop.hpp): with `scales` (one f32 per stored block), scale() is the current
+// block's, fetched in the same chunks (0 past the row's end).
+//
 // The iterator is used by the mainloop producer warp (all 32 lanes step it together:
 // col_idx is fetched 32 entries at a time, one coalesced load per lane, and the next
 // chunk is prefetched a chunk ahead so the producer never waits on a dependent global
@@ -42,8 +45,9 @@ struct SparseTileIterator {
   // `start`: the first k-iteration (a split of the block-row, scheduler.hpp), 0 for the whole
   // row; `zero`: the split has no k-iteration of its own and runs one zero iteration.
   CUTE_DEVICE SparseTileIterator(const int32_t* row_ptr, const int32_t* col_idx, const int32_t* block_id,
-                                 int32_t br, int32_t kpb, int lane, int32_t start = 0, bool zero = false)
-      : col_idx_(col_idx), block_id_(block_id), kpb_(kpb), lane_(lane) {
+                                 int32_t br, int32_t kpb, int lane, int32_t start = 0, bool zero = false,
+                                 const float* scales = nullptr)
+      : col_idx_(col_idx), block_id_(block_id), scales_(scales), kpb_(kpb), lane_(lane) {
     begin_ = row_ptr[br];
     end_ = row_ptr[br + 1];
     zero_ = zero || end_ == begin_;
@@ -56,6 +60,10 @@ struct SparseTileIterator {
       chunk_id_ = load(block_id_, chunk_base_);
       next_id_ = load(block_id_, chunk_base_ + 32);
     }
+    if (scales_ != nullptr) {
+      chunk_scale_ = load(scales_, chunk_base_);
+      next_scale_ = load(scales_, chunk_base_ + 32);
+    }
   }
 
   // True for the single zero iteration of an empty block-row or split (see k_tile_count).
@@ -67,6 +75,8 @@ struct SparseTileIterator {
     if constexpr (kPermuted) return __shfl_sync(0xffffffffu, chunk_id_, block_ - chunk_base_);
     else return block_;
   }
+  // The current block's scale (with `scales`; 0 past the row's end). Warp-collective.
+  CUTE_DEVICE float scale() const { return __shfl_sync(0xffffffffu, chunk_scale_, block_ - chunk_base_); }
   // k-subtile inside the block: the k-tile coordinate of both operands' tiled tensors.
   CUTE_DEVICE int32_t ktile() const { return sub_; }
   // L coordinate of the dense operand's (mn, bk, K/bk) tensor: the block column. Warp-collective.
@@ -86,18 +96,24 @@ struct SparseTileIterator {
           chunk_id_ = next_id_;
           next_id_ = load(block_id_, chunk_base_ + 32);
         }
+        if (scales_ != nullptr) {
+          chunk_scale_ = next_scale_;
+          next_scale_ = load(scales_, chunk_base_ + 32);
+        }
       }
     }
   }
 
  private:
-  CUTE_DEVICE int32_t load(const int32_t* index, int32_t base) const {
+  template <class T>
+  CUTE_DEVICE T load(const T* array, int32_t base) const {
     int32_t j = base + lane_;
-    return j < end_ ? __ldg(index + j) : 0;
+    return j < end_ ? __ldg(array + j) : T(0);
   }
 
   const int32_t* col_idx_;
   const int32_t* block_id_;
+  const float* scales_;
   int32_t kpb_;
   int32_t lane_;
   int32_t begin_, end_;
@@ -107,6 +123,7 @@ struct SparseTileIterator {
   int32_t chunk_col_;   // col_idx[chunk_base_ + lane]
   int32_t next_col_;    // col_idx[chunk_base_ + 32 + lane] (prefetched)
   int32_t chunk_id_ = 0, next_id_ = 0;  // the same of block_id (A^T only)
+  float chunk_scale_ = 0.0f, next_scale_ = 0.0f;  // the same of scales (FP8 with per-block scales)
 #endif
 };
 
