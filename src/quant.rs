@@ -391,7 +391,8 @@ impl<Q: Fp8> QuantizedDense<Q> {
     /// dimension; checked against `data` like an operand) to FP8 `Q`, packed in the same
     /// layout, with one scale per tensor or per column: each `amax / Q::MAX` of its part
     /// (1 for an all-zero part), each value `Q::from_f32(v / scale)`. A NaN or infinite
-    /// value in the view is [`Error::NonFinite`] (its index in `data`).
+    /// value in the view is [`Error::NonFinite`] (its index in `data`); per-column scales
+    /// that cannot be allocated (a `0 x n` view of a huge `n`) `Error::Bsr(Allocation)`.
     pub fn quantize<T: Element>(
         data: &[T],
         shape: DenseShape,
@@ -405,7 +406,8 @@ impl<Q: Fp8> QuantizedDense<Q> {
         let at = |i: usize, j: usize| shape.layout.offset_in_view(i, j, shape.ld);
         // Finite first, in the order of data.
         let mut bad: Option<usize> = None;
-        for i in 0..rows {
+        // (An empty view has nothing to read, whatever its other side.)
+        for i in 0..if len == 0 { 0 } else { rows } {
             for j in 0..cols {
                 let off = at(i, j);
                 if !data[off].to_f32().is_finite() && bad.is_none_or(|b| off < b) {
@@ -421,21 +423,35 @@ impl<Q: Fp8> QuantizedDense<Q> {
             });
         }
         let col_amax = |j: usize| (0..rows).fold(0f32, |m, i| m.max(data[at(i, j)].to_f32().abs()));
-        let mut scales = try_vec("scales", cols.max(1))?;
+        let mut scales = try_vec(
+            "scales",
+            match granularity {
+                ColumnGranularity::PerTensor => 1,
+                ColumnGranularity::PerColumn => cols,
+            },
+        )?;
         match granularity {
             ColumnGranularity::PerTensor => {
-                let a = (0..cols)
-                    .into_par_iter()
-                    .map(col_amax)
-                    .reduce(|| 0f32, f32::max);
+                // An empty view (its other side may be huge) has no value: amax 0.
+                let a = if len == 0 {
+                    0f32
+                } else {
+                    (0..cols)
+                        .into_par_iter()
+                        .map(col_amax)
+                        .reduce(|| 0f32, f32::max)
+                };
                 scales.push(scale_for::<Q>(a));
             }
             ColumnGranularity::PerColumn => {
+                // With no row, every column is all zeros: scale 1, nothing read.
                 scales.resize(cols, 1f32);
-                scales
-                    .par_iter_mut()
-                    .enumerate()
-                    .for_each(|(j, s)| *s = scale_for::<Q>(col_amax(j)));
+                if rows > 0 {
+                    scales
+                        .par_iter_mut()
+                        .enumerate()
+                        .for_each(|(j, s)| *s = scale_for::<Q>(col_amax(j)));
+                }
             }
         }
         let mut values = try_vec("quantized values", len)?;
