@@ -34,10 +34,13 @@
 // k-tile's product goes to a fresh accumulator that is then added, times its block's scale,
 // into the fp32 one (promotion every k-tile, as DeepGEMM does; a k-tile never spans two
 // blocks). The scale rides with the tile: the producer warp fetches the row's scales with its
-// column indices (tile_iterator.hpp) and stores the block's into the stage's slot with
-// st.async, which completes on the stage's barrier like the TMA loads (4 more bytes of its
-// transaction count), so a consumer that sees the stage full sees its scale. Both operands
-// must be K-major (family.cu refuses row-major B and op(A) = A^T).
+// column indices (tile_iterator.hpp) and stores the block's into a ring of 2 x Stages slots
+// before it arrives on the stage's full barrier (mbarrier.arrive releases, the consumers'
+// wait acquires, so they see it). The slot of k-iteration i was last read at i - 2 x Stages,
+// whose stage the consumers released before the producer could acquire i - 1's. (st.async,
+// which completes on the barrier itself, needs a cluster launch; a 1-D TMA load of the
+// scales faulted.) Both operands must be K-major (family.cu refuses row-major B and
+// op(A) = A^T).
 //
 // Orientation SparseIsB: false -> GEMM A = sparse, B = dense (C = A*B, block-row = M tile).
 //                        true  -> GEMM A = dense B^T, B = sparse A^T (C^T = B^T A^T,
@@ -143,8 +146,8 @@ struct CollectiveSparseMma {
     struct TensorStorage : cute::aligned_struct<128, _0> {
       cute::array_aligned<Element, cute::cosize_v<SmemLayoutA>> smem_A;
       cute::array_aligned<Element, cute::cosize_v<SmemLayoutB>> smem_B;
-      // FP8: each stage's block scale.
-      cute::array_aligned<float, kPromote ? Stages : 1, 16> smem_scales;
+      // FP8: the block scales of the last 2 x Stages k-iterations (scale_slot).
+      cute::array_aligned<float, kPromote ? 2 * Stages : 1, 16> smem_scales;
     } tensors;
     using PipelineStorage = typename MainloopPipeline::SharedStorage;
     PipelineStorage pipeline;
@@ -230,7 +233,6 @@ struct CollectiveSparseMma {
     p.block_cols = int32_t(K) / args.bk;
     if constexpr (kPromote) {
       p.scales = args.scales;
-      if (p.scales != nullptr) p.tma_transaction_bytes += uint32_t(sizeof(float));  // the st.async of the scale
     }
     return p;
   }
@@ -260,15 +262,11 @@ struct CollectiveSparseMma {
     cute::prefetch_tma_descriptor(p.tma_load_b.get_tma_descriptor());
   }
 
-  // FP8: `value` into `dst` in shared memory, completing 4 bytes of `barrier`'s transaction
-  // count (st.async: ordered before the phase completes, as a TMA load's bytes).
-  CUTLASS_DEVICE static void store_scale(uint64_t* barrier, float* dst, float value) {
-    const uint32_t smem = uint32_t(__cvta_generic_to_shared(dst));
-    const uint32_t bar = uint32_t(__cvta_generic_to_shared(barrier));
-    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];"
-                 :
-                 : "r"(smem), "f"(value), "r"(bar)
-                 : "memory");
+  // FP8: the scale slot of a k-iteration: its stage, in the ring's first or second half by the
+  // consumers' phase (so two consecutive uses of a stage take different slots). The producer's
+  // state of the same iteration has the opposite phase (make_producer_start_state).
+  CUTLASS_DEVICE static int scale_slot(PipelineState const& state, bool producer) {
+    return state.index() + ((state.phase() != 0) != producer ? Stages : 0);
   }
 
   // Contract with the kernel layer: get<0> has shape (BLK_M,BLK_K,m,k,l), get<1> has shape
@@ -365,6 +363,13 @@ struct CollectiveSparseMma {
         sparse_l = p.nnzb;
       }
       if (lane_predicate) {
+        if constexpr (kPromote) {
+          // Before the arrive in producer_acquire (see the file comment); the empty asm keeps
+          // the compiler from moving the store past it. The zero iteration's tile is zero
+          // whatever its scale.
+          if (scales != nullptr) shared_tensors.smem_scales[scale_slot(smem_pipe_write, true)] = block_scale;
+          asm volatile("" ::: "memory");
+        }
         pipeline.producer_acquire(smem_pipe_write);
         using BarrierType = typename MainloopPipeline::ProducerBarrierType;
         BarrierType* tma_barrier = pipeline.producer_get_barrier(smem_pipe_write);
@@ -375,12 +380,6 @@ struct CollectiveSparseMma {
         } else {
           copy(p.tma_load_a.with(*tma_barrier, mcast_mask_a), tAgA(_, _, _, k, sparse_l), tAsA(_, _, _, stage));
           copy(p.tma_load_b.with(*tma_barrier, mcast_mask_b), tBgB(_, _, _, k, dense_l), tBsB(_, _, _, stage));
-        }
-        if constexpr (kPromote) {
-          // The zero iteration's tile is zero whatever its scale.
-          if (scales != nullptr)
-            store_scale(reinterpret_cast<uint64_t*>(tma_barrier), shared_tensors.smem_scales.data() + stage,
-                        block_scale);
         }
       }
       ++it;
@@ -508,7 +507,7 @@ struct CollectiveSparseMma {
       warpgroup_commit_batch();
       warpgroup_wait<0>();
       warpgroup_fence_operand(tile);
-      const float scale = params.scales != nullptr ? scales[read_stage] : 1.0f;
+      const float scale = params.scales != nullptr ? scales[scale_slot(smem_pipe_read, false)] : 1.0f;
       pipeline.consumer_release(smem_pipe_read);
       CUTLASS_PRAGMA_UNROLL
       for (int i = 0; i < size(accum); ++i) accum(i) = fmaf(scale, tile(i), accum(i));
