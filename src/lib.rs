@@ -35,6 +35,12 @@
 //! ([`attention::gating`]); the CPU reference on host operands, the Hopper kernel on device
 //! ones.
 //!
+//! FP8: [`spmm_fp8`] multiplies an E4M3 or E5M2 A ([`F8E4M3`], [`F8E5M2`]) with its scales
+//! (per tensor or per block) by a B of the same FP8 type with its scales (per tensor or per
+//! column: W8A8) or an f16/bf16 B (W8A16), into f16, bf16 or f32; [`quant`] holds the
+//! scales, the quantized operands and the host quantizers
+//! ([`BsrMatrix::quantize_fp8`], [`QuantizedDense::quantize`]).
+//!
 //! Other entry points: [`BsrMatrix::from_csr`] and [`from_coo`](BsrMatrix::from_coo) for
 //! matrices from elsewhere, [`SparseLinear`] for a pruned linear layer, and with the `cuda`
 //! feature `DeviceBsr` and `gpu` (device operands; memory and streams are

@@ -22,9 +22,9 @@ use crate::spmm::{spmm_fp8, spmm_fused, BsrOperand, Fp8Operand};
 /// A linear layer with a block-sparse weight, on the host (`W: BsrMatrix<T>`, bias
 /// `Vec<T>`) or on the device (`W: DeviceBsr<T>`, bias `CudaSlice<T>`); or with FP8
 /// weights and their scales ([`new_fp8`](SparseLinear::new_fp8): `W: QuantizedBsr<Q>`, bias
-/// `Vec<V>` of the output's type; [`new_fp8_device`](SparseLinear::new_fp8_device): `W:
+/// `Vec<V>` of the output's type; `new_fp8_device` (`cuda` feature): `W:
 /// DeviceBsr<Q>` holding its scales, bias `CudaSlice<V>`), run by
-/// [`spmm_fp8`](crate::spmm_fp8) through [`forward_fp8`](SparseLinear::forward_fp8).
+/// [`spmm_fp8`] through [`forward_fp8`](SparseLinear::forward_fp8).
 ///
 /// ```
 /// use sparsek::{f16, Activation, BlockMask, BlockShape, BsrMatrix, SparseLinear};

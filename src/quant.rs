@@ -87,7 +87,7 @@ impl ScaleKind {
 
 /// The scales of an FP8 BSR matrix (A), on the host: none, one per tensor, or one per
 /// stored block (`nnzb` values, in the order of the values). A [`QuantizedBsr`] holds them
-/// with its values; [`DeviceBsr`](crate::DeviceBsr) uploads them.
+/// with its values; `DeviceBsr::upload_quantized` (`cuda` feature) uploads them.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub enum BlockScales {
     /// No scale: the stored values are the values.
@@ -229,7 +229,7 @@ pub(crate) fn check_scale_len(
 
 /// A BSR matrix of FP8 values with its scales ([`BlockScales`]): what
 /// [`BsrMatrix::quantize_fp8`] makes and [`spmm_fp8`](crate::spmm_fp8) takes (on the device:
-/// [`DeviceBsr::upload_quantized`](crate::DeviceBsr::upload_quantized)). Its per-block
+/// `DeviceBsr::upload_quantized`). Its per-block
 /// scales, if any, number exactly its stored blocks.
 #[derive(Debug, Clone, PartialEq)]
 pub struct QuantizedBsr<Q> {

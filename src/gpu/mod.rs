@@ -1,7 +1,8 @@
 //! The GPU backends (`cuda` feature).
 //!
 //! Three layers, as in cudarc: `sys` is the raw cxx seam to the C++ kernel registry (every
-//! `unsafe` of the library is there), `result` the checked calls over it (conversions,
+//! `unsafe` block of the library is there; the FP8 element types' `unsafe impl`s of cudarc's
+//! marker traits are in `element::fp8`), `result` the checked calls over it (conversions,
 //! statuses, the context check), and the safe RAII types (`DeviceBsr`, and each
 //! operation's device path in its own folder: `spmm/gpu.rs`, `sddmm/gpu.rs`,
 //! `attention/gpu.rs` with `DeviceBlockPatterns`). Device memory and streams are cudarc's (re-exported as

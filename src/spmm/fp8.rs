@@ -67,10 +67,10 @@ impl<'a, Q> From<&'a DeviceBsr<Q>> for Fp8Operand<'a, Q> {
 /// scales attached with [`Dense::with_scales`]), `C` is `m x n` of f16, bf16 or f32, the
 /// bias (if any) `m` values of C's type. `op(A) = A` only
 /// ([`SpmmOptions::transpose_a`] is [`Error::NotSupported`]). Host operands run the CPU
-/// reference (A and B dequantized to f32, then [`spmm`](crate::spmm)'s product); device
+/// reference (A and B dequantized to f32, then [`spmm`](crate::spmm())'s product); device
 /// operands a GPU family, on C's stream. With `β = 0`, C is not read (it may hold NaN).
 ///
-/// Every check runs first, and on error C is untouched: shapes as [`spmm`](crate::spmm);
+/// Every check runs first, and on error C is untouched: shapes as [`spmm`](crate::spmm());
 /// the types ([`Error::Fp8Types`]); scales only on FP8 operands, per block only on A and
 /// per column only on B ([`Error::ScalesNotTaken`]); their lengths: 1 per tensor, `nnzb`
 /// per block, `n` per column ([`Error::ScaleLength`]). Scale values are used as given.
