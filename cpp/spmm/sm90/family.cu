@@ -152,7 +152,7 @@ bool has_input(DType in) {
 
 const char* supports(const Problem& p) {
   if (p.device.cc_major != 9 || p.device.cc_minor != 0) return "needs compute capability 9.0 (Hopper, sm_90a)";
-  if (!has_input(p.input())) return "A and B must be f16, bf16 or e4m3";
+  if (!has_input(p.input())) return "A and B must be f16, bf16 or FP8";
   const int bm = p.a.bm, bk = p.a.bk;
   if (detail::is_fp8(p.input())) {
     // W8A8 only: FP8 WGMMA reads both operands K-major from shared memory.
