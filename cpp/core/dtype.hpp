@@ -55,6 +55,15 @@ struct DTypeTraits<DType::E4M3> {
   static constexpr uint32_t kNeeds = kFeatureFp8;
 };
 
+template <>
+struct DTypeTraits<DType::E5M2> {
+  static constexpr DType kDType = DType::E5M2;
+  static constexpr int kBytes = 1;
+  static constexpr const char* kName = "e5m2";
+  static constexpr const char* kRowTakes = "the row takes e5m2 inputs";
+  static constexpr uint32_t kNeeds = kFeatureFp8;
+};
+
 // The types a family (or an API) takes.
 template <DType... kTs>
 struct DTypeList {
@@ -62,10 +71,10 @@ struct DTypeList {
 };
 
 // Every DType with a traits entry: what the validators call "known".
-using KnownDTypes = DTypeList<DType::F16, DType::BF16, DType::F32, DType::E4M3>;
+using KnownDTypes = DTypeList<DType::F16, DType::BF16, DType::F32, DType::E4M3, DType::E5M2>;
 
 // The 8-bit floats, read as stored * scale (include/sparsek/sparsek.hpp, ScaleKind).
-using Fp8DTypes = DTypeList<DType::E4M3>;
+using Fp8DTypes = DTypeList<DType::E4M3, DType::E5M2>;
 constexpr bool is_fp8(DType t) { return Fp8DTypes::contains(t); }
 
 // f(DTypeTraits<t>{}) for the entry of `t` in List, else missing(). Both must return the
@@ -148,6 +157,13 @@ struct DeviceTypeOf<DType::E4M3> {
   using type = __nv_fp8_e4m3;
   using cutlass_type = cutlass::float_e4m3_t;
   static constexpr CUtensorMapDataType kTensorMap = CU_TENSOR_MAP_DATA_TYPE_UINT8;  // TMA moves the bits
+};
+
+template <>
+struct DeviceTypeOf<DType::E5M2> {
+  using type = __nv_fp8_e5m2;
+  using cutlass_type = cutlass::float_e5m2_t;
+  static constexpr CUtensorMapDataType kTensorMap = CU_TENSOR_MAP_DATA_TYPE_UINT8;
 };
 
 template <DType kT>

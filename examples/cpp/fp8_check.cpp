@@ -79,12 +79,19 @@ void upload(Dev& d, const std::vector<T>& h) {
   CUDA_CHECK(cudaMemcpy(d.p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
 }
 
-uint8_t to_e4m3(float x) { return __nv_fp8_e4m3(x).__x; }
-float from_e4m3(uint8_t b) {
+// cuda_fp8.h's conversions: round to nearest even, saturating to the largest finite value.
+uint8_t to_fp8(float x, DType t) { return t == DType::E5M2 ? __nv_fp8_e5m2(x).__x : __nv_fp8_e4m3(x).__x; }
+float from_fp8(uint8_t b, DType t) {
+  if (t == DType::E5M2) {
+    __nv_fp8_e5m2 v;
+    v.__x = b;
+    return float(v);
+  }
   __nv_fp8_e4m3 v;
   v.__x = b;
   return float(v);
 }
+float fp8_max(DType t) { return t == DType::E5M2 ? 57344.0f : 448.0f; }
 
 double activate(double v, Activation a) {
   switch (a) {
@@ -101,6 +108,7 @@ const char* name(DType t) {
     case DType::BF16: return "bf16";
     case DType::F32: return "f32";
     case DType::E4M3: return "e4m3";
+    case DType::E5M2: return "e5m2";
     default: return "?";
   }
 }
@@ -145,6 +153,7 @@ void float_to_out(float v, uint8_t* p, DType t) {
 // one per block-row when `full_rows`), FP8 values with their scales, and B (k x n,
 // column-major) FP8 with its scales; everything dequantized for the reference.
 struct Problem {
+  DType t;  // A's and B's FP8 type
   int64_t m, k, n;
   int bm, bk;
   ScaleKind a_kind, b_kind;
@@ -156,8 +165,8 @@ struct Problem {
 };
 
 Problem make_problem(Rng& rng, int64_t m, int64_t k, int64_t n, int bm, int bk, double density, ScaleKind a_kind,
-                     ScaleKind b_kind, bool topk) {
-  Problem p{m, k, n, bm, bk, a_kind, b_kind, {}, {}, {}, {}, {}, {}, {}, {}};
+                     ScaleKind b_kind, bool topk, DType t = DType::E4M3) {
+  Problem p{t, m, k, n, bm, bk, a_kind, b_kind, {}, {}, {}, {}, {}, {}, {}, {}};
   const int64_t rows = m / bm, cols = k / bk;
   p.row_ptr.push_back(0);
   for (int64_t r = 0; r < rows; ++r) {
@@ -186,7 +195,7 @@ Problem make_problem(Rng& rng, int64_t m, int64_t k, int64_t n, int bm, int bk, 
     for (int64_t i = 0; i < len; ++i) v = std::max(v, std::fabs(x[i]));
     return v;
   };
-  auto scale_of = [](float am) { return am > 0 ? am / 448.0f : 1.0f; };
+  auto scale_of = [t](float am) { return am > 0 ? am / fp8_max(t) : 1.0f; };
   p.a_q.resize(a.size());
   p.a_deq.resize(a.size());
   if (a_kind == ScaleKind::PerTensor) p.a_scales = {scale_of(amax(a.data(), int64_t(a.size())))};
@@ -196,8 +205,8 @@ Problem make_problem(Rng& rng, int64_t m, int64_t k, int64_t n, int bm, int bk, 
     const float s = a_kind == ScaleKind::None ? 1.0f : p.a_scales[a_kind == ScaleKind::PerBlock ? size_t(b) : 0];
     for (int64_t i = 0; i < block; ++i) {
       const size_t at = size_t(b * block + i);
-      p.a_q[at] = to_e4m3(a[at] / s);
-      p.a_deq[at] = from_e4m3(p.a_q[at]) * s;
+      p.a_q[at] = to_fp8(a[at] / s, t);
+      p.a_deq[at] = from_fp8(p.a_q[at], t) * s;
     }
   }
   // B, column-major k x n: column j is x's token j; per-column magnitudes vary too.
@@ -215,8 +224,8 @@ Problem make_problem(Rng& rng, int64_t m, int64_t k, int64_t n, int bm, int bk, 
     const float s = b_kind == ScaleKind::None ? 1.0f : p.b_scales[b_kind == ScaleKind::PerColumn ? size_t(j) : 0];
     for (int64_t i = 0; i < k; ++i) {
       const size_t at = size_t(j * k + i);
-      p.b_q[at] = to_e4m3(bv[at] / s);
-      p.b_deq[at] = from_e4m3(p.b_q[at]) * s;
+      p.b_q[at] = to_fp8(bv[at] / s, t);
+      p.b_deq[at] = from_fp8(p.b_q[at], t) * s;
     }
   }
   return p;
@@ -253,13 +262,13 @@ struct DeviceProblem {
     v.row_ptr = static_cast<const int32_t*>(row_ptr.p);
     v.col_idx = static_cast<const int32_t*>(col_idx.p);
     v.values = a.p;
-    v.dtype = DType::E4M3;
+    v.dtype = p.t;
     v.scale_kind = p.a_kind;
     v.scales = p.a_kind == ScaleKind::None ? nullptr : static_cast<const float*>(a_scales.p);
     return v;
   }
   sparsek::DenseView bv(const Problem& p) const {
-    sparsek::DenseView v{b.p, p.k, p.n, p.k, Layout::ColMajor, DType::E4M3, nullptr, p.b_kind};
+    sparsek::DenseView v{b.p, p.k, p.n, p.k, Layout::ColMajor, p.t, nullptr, p.b_kind};
     v.scales = p.b_kind == ScaleKind::None ? nullptr : static_cast<const float*>(b_scales.p);
     return v;
   }
@@ -463,6 +472,15 @@ int main(int argc, char** argv) {
                       (long long)p.k, (long long)n, name(ak), name(bk), name(o.out));
         check(label, p, o);
       }
+  // e5m2 (the same kernels, its own rows), both block sizes.
+  for (int bm : {128, 64})
+    for (DType out : {DType::F32, DType::BF16}) {
+      Problem p = make_problem(rng, 4 * bm, 6 * bm, 136, bm, bm, 0.5, ScaleKind::PerBlock, ScaleKind::PerColumn, false,
+                               DType::E5M2);
+      Options o;
+      o.out = out, o.alpha = 0.5f, o.bias = true;
+      check(std::string("e5m2 ") + std::to_string(bm) + "x" + std::to_string(bm) + " C " + name(out) + " with bias", p, o);
+    }
   // The epilogue: alpha, beta (C read), bias of C's dtype, activations, row-major C.
   {
     Problem p = make_problem(rng, 512, 1024, 136, 128, 128, 0.4, ScaleKind::PerBlock, ScaleKind::PerColumn, false);

@@ -210,12 +210,14 @@ bool overlaps(const Range& x, const Range& y) {
   return x.begin < x.end && y.begin < y.end && x.begin < y.end && y.begin < x.end;
 }
 
-bool valid_dtype(DType t) { return t == DType::F16 || t == DType::BF16 || t == DType::F32 || t == DType::E4M3; }
+bool valid_dtype(DType t) {
+  return t == DType::F16 || t == DType::BF16 || t == DType::F32 || t == DType::E4M3 || t == DType::E5M2;
+}
 bool valid_backend(Backend b) { return int32_t(b) >= 0 && int32_t(b) <= 3; }
 bool valid_activation(Activation a) { return int32_t(a) >= 0 && int32_t(a) <= 3; }
 bool half(DType t) { return t == DType::F16 || t == DType::BF16; }
-i128 bytes_of(DType t) { return t == DType::F32 ? 4 : t == DType::E4M3 ? 1 : 2; }
-bool fp8(DType t) { return t == DType::E4M3; }
+bool fp8(DType t) { return t == DType::E4M3 || t == DType::E5M2; }
+i128 bytes_of(DType t) { return t == DType::F32 ? 4 : fp8(t) ? 1 : 2; }
 bool misaligned(const void* p, uintptr_t n) { return addr(p) % n != 0; }
 
 // An operand's scales (ScaleKind): `per_part` is the kind beside PerTensor it takes (PerBlock
@@ -559,7 +561,7 @@ SpmmCase spmm_base(Rng& rng, const Arenas& mem) {
   x.a.dtype = rng.chance(0.5) ? DType::F16 : DType::BF16;
   if (rng.chance(0.05)) x.a.dtype = DType::F32;
   const bool fp8_a = rng.chance(0.25);
-  if (fp8_a) x.a.dtype = DType::E4M3;
+  if (fp8_a) x.a.dtype = rng.chance(0.5) ? DType::E4M3 : DType::E5M2;
   x.a.row_ptr = static_cast<const int32_t*>(in_slot(rng, mem, 0));
   x.a.col_idx = static_cast<const int32_t*>(in_slot(rng, mem, 1));
   x.a.values = in_slot(rng, mem, 2);

@@ -107,7 +107,7 @@ enum class Output {
 enum class CLayout { Row, Col, Any };
 
 // The input types the family takes (core/dtype.hpp): its rows' `input`s, checked below.
-using Sm90DTypes = detail::DTypeList<DType::F16, DType::BF16, DType::E4M3>;
+using Sm90DTypes = detail::DTypeList<DType::F16, DType::BF16, DType::E4M3, DType::E5M2>;
 // The 16-bit inputs, whose every (bm, B, C) key has a TMA-epilogue default and every block an
 // any-block row (checked below); FP8 has the Direct rows only.
 inline constexpr DType kSm90InputTypes[] = {DType::F16, DType::BF16};
@@ -147,6 +147,7 @@ namespace table {
 constexpr DType F16 = DType::F16;
 constexpr DType BF16 = DType::BF16;
 constexpr DType E4M3 = DType::E4M3;
+constexpr DType E5M2 = DType::E5M2;
 constexpr Output Same = Output::Same;
 constexpr Output OrF32 = Output::SameOrF32;
 constexpr Output Wide = Output::Wide;
@@ -380,6 +381,8 @@ inline constexpr Sm90Variant kSm90Variants[] = {
     //      B's per tensor or column (direct_epilogue.hpp); bk a multiple of 32 ----
     {"sm90_e4m3_bm_le128_k128_bcol",          E4M3,  Wide,  128, BCol,  CAny,  128,   128,   N,   Auto,      kFp8,         Direct, 128},
     {"sm90_e4m3_bm_le64_k64_bcol",            E4M3,  Wide,   64, BCol,  CAny,  256,    64,   T,   Auto,      kFp8,         Direct,  64},
+    {"sm90_e5m2_bm_le128_k128_bcol",          E5M2,  Wide,  128, BCol,  CAny,  128,   128,   N,   Auto,      kFp8,         Direct, 128},
+    {"sm90_e5m2_bm_le64_k64_bcol",            E5M2,  Wide,   64, BCol,  CAny,  256,    64,   T,   Auto,      kFp8,         Direct,  64},
 };
 // clang-format on
 }  // namespace table
