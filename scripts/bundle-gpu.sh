@@ -37,6 +37,7 @@ for line in sys.stdin:
   executables cargo test --release --features full --test gpu_sddmm --no-run
   executables cargo test --release --features full --test gpu_attention --no-run
   executables cargo test --release --features full --test gpu_hardening --no-run
+  executables cargo test --release --features full --test gpu_fp8 --no-run
   executables cargo build --release --features full --examples
   executables cargo bench --features full --bench families --no-run
   executables cargo build --release -p sparsek-report --features cuda --bin bench_report
@@ -51,6 +52,7 @@ for line in sys.stdin:
     gpu_sddmm) dest=gpu_sddmm_tests ;;
     gpu_attention) dest=gpu_attention_tests ;;
     gpu_hardening) dest=gpu_hardening_tests ;;
+    gpu_fp8) dest=gpu_fp8_tests ;;
     families) dest=families_bench ;;
     *) dest="$name" ;;
   esac
@@ -76,7 +78,8 @@ gencode=()
 IFS=',;' read -r -a archs <<< "${SPARSEK_CUDA_ARCHS:-90a,80}"
 for a in "${archs[@]}"; do [[ -n "${a// /}" ]] && gencode+=("-gencode=arch=compute_${a// /},code=sm_${a// /}"); done
 for prog in examples/cpp/quickstart.cpp:quickstart_cpp examples/cpp/spmm_check.cpp:spmm_check examples/cpp/sddmm_check.cpp:sddmm_check \
-            examples/cpp/attention_check.cpp:attention_check tests/cpp/api_errors.cpp:cpp_api_errors tests/cpp/index_check.cpp:cpp_index_check \
+            examples/cpp/attention_check.cpp:attention_check examples/cpp/fp8_check.cpp:fp8_check \
+            tests/cpp/api_errors.cpp:cpp_api_errors tests/cpp/index_check.cpp:cpp_index_check \
             tests/cpp/check_decode.cu:check_decode tests/cpp/tma_status.cu:cpp_tma_status; do
   src=${prog%%:*} dest=${prog##*:}
   [ -f "$src" ] || continue

@@ -72,6 +72,9 @@ case "${1:-test}" in
     "$here/attention_check" || fail=1
     # Operands of another context and overlapping outputs: refused, typed, nothing written.
     "$here/gpu_hardening_tests" --test-threads=1 --nocapture || fail=1
+    # FP8 (W8A8 on Hopper; W8A16 on Decode once it has FP8 rows), Rust and C++ checkers.
+    "$here/gpu_fp8_tests" --test-threads=1 --nocapture || fail=1
+    "$here/fp8_check" || fail=1
     # The rows Auto does not take (warpgroups taking turns), forced on the C++ checker's cases.
     for row in attn_sm90_bf16_d128_turns attn_sm90_bf16_d64_turns; do
       SPARSEK_VARIANT=$row "$here/attention_check" --quick || fail=1
