@@ -238,6 +238,7 @@ mod ffi {
         type Backend;
         type Activation;
         type Status;
+        type ScaleKind;
 
         /// Selects a kernel variant and, with `Mode::Launch`, enqueues it on
         /// `problem.stream`. Unsafe: to launch, every pointer must address a live device
