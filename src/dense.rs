@@ -11,7 +11,7 @@ use cudarc::driver::CudaSlice;
 use rayon::prelude::*;
 
 use crate::element::{Element, Fp8};
-use crate::quant::{ColumnScales, ScaleKind};
+use crate::scale::{ColumnScales, ScaleKind};
 
 /// Storage order of a dense matrix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -2,7 +2,7 @@
 
 use crate::element::DType;
 use crate::options::Backend;
-use crate::quant::ScaleKind;
+use crate::scale::ScaleKind;
 
 /// A malformed BSR matrix or pattern: one variant per defect.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -62,6 +62,7 @@ pub mod gpu;
 pub mod linear;
 pub mod options;
 pub mod quant;
+mod scale;
 mod sddmm;
 pub mod spmm;
 

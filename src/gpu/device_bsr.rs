@@ -9,7 +9,8 @@ use crate::error::{BsrError, Error};
 use crate::format::bsr::{check_grid, values_len_of};
 use crate::format::transpose::transpose_pattern;
 use crate::format::{validate_parts, BlockShape, BsrMatrix};
-use crate::quant::{check_scale_len, BlockScales, QuantizedBsr, ScaleKind};
+use crate::quant::{BlockScales, QuantizedBsr, ScaleKind};
+use crate::spmm::check::check_scale_len;
 
 /// A validated BSR matrix in device memory: the three arrays of [`BsrMatrix`] (see
 /// [`crate::format::bsr`]) in cudarc buffers, freed on drop.

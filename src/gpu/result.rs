@@ -10,7 +10,7 @@ use crate::element::DType;
 use crate::epilogue::Activation;
 use crate::error::Error;
 use crate::options::Backend;
-use crate::quant::ScaleKind;
+use crate::scale::ScaleKind;
 
 pub(crate) fn dtype(t: DType) -> sys::DType {
     match t {

@@ -6,7 +6,7 @@ use crate::dense::Layout;
 use crate::element::{DType, Element};
 use crate::error::Error;
 use crate::options::Backend;
-use crate::quant::{check_scale_len, ScaleKind};
+use crate::scale::ScaleKind;
 
 /// The view fits its buffer and its rows (columns) do not overlap.
 pub(crate) fn check_view(
@@ -262,6 +262,28 @@ pub(crate) fn check_fp8_op(transpose: bool, backend: Backend) -> Result<(), Erro
         });
     }
     Ok(())
+}
+
+/// `ScaleLength` unless `got` values are what `kind` needs for `parts` blocks or columns.
+/// `device`: a buffer for no value may hold 1 (CUDA has no empty allocations).
+pub(crate) fn check_scale_len(
+    operand: &'static str,
+    kind: ScaleKind,
+    parts: usize,
+    got: usize,
+    device: bool,
+) -> Result<(), Error> {
+    let expected = kind.count(parts);
+    if kind == ScaleKind::None || got == expected || (device && expected == 0 && got == 1) {
+        Ok(())
+    } else {
+        Err(Error::ScaleLength {
+            operand,
+            kind,
+            expected,
+            got,
+        })
+    }
 }
 
 #[cfg(test)]

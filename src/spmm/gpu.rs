@@ -14,7 +14,7 @@ use crate::error::Error;
 use crate::gpu::result::{activation, backend, check, check_contexts, dense_desc, scale_kind};
 use crate::gpu::{sys, DeviceBsr};
 use crate::options::{Backend, SpmmOptions};
-use crate::quant::ScaleKind;
+use crate::scale::ScaleKind;
 
 /// The context check of an spmm's operands against C's stream.
 fn check_spmm_contexts<T>(
