@@ -8,6 +8,7 @@
 #   run.sh bench [ARGS]    # the criterion bench, benches/families.rs: Hopper vs WMMA vs cuBLAS (ARGS passed on, e.g. a filter)
 #   run.sh report [ARGS]   # bench_report run ARGS (table, --json, --png, --baseline gate)
 #   run.sh products [ARGS] # bench_report products ARGS (A^T*B and D*A beside A*B)
+#   run.sh fp8 [ARGS]      # bench_report fp8 ARGS (W8A8 and W8A16 beside dense FP8 cuBLASLt and f16)
 #   run.sh sddmm           # the SDDMM sweep beside torch.sparse.sampled_addmm (cuSPARSE)
 #   run.sh attention       # attention beside PyTorch SDPA and FlexAttention (same masks), table
 #   run.sh sanitize        # GPU tests under compute-sanitizer memcheck and racecheck
@@ -94,6 +95,10 @@ case "${1:-test}" in
     shift
     exec "$here/bench_report" run "$@"
     ;;
+  fp8)
+    shift
+    exec "$here/bench_report" fp8 "$@"
+    ;;
   products)
     shift
     # A^T*B beside A*B and D*A beside A*B (col/col): bench_report products ARGS
@@ -166,7 +171,7 @@ case "${1:-test}" in
     exit $fail
     ;;
   *)
-    echo "usage: run.sh [test | bench [ARGS] | report [ARGS] | products [ARGS] | sddmm | attention | sanitize]" >&2
+    echo "usage: run.sh [test | bench [ARGS] | report [ARGS] | products [ARGS] | fp8 [ARGS] | sddmm | attention | sanitize]" >&2
     exit 2
     ;;
 esac

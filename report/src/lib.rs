@@ -11,3 +11,5 @@ pub mod roofline;
 pub mod baseline;
 #[cfg(feature = "cuda")]
 pub mod ceilings;
+#[cfg(feature = "cuda")]
+pub mod dense_fp8;

@@ -14,18 +14,21 @@
 //! bench_report products [--m 8192 --n 8192 --k 8192] [--blocks 128x128,64x64]
 //!                    [--densities 1/8,1/4] [--dtypes f16,bf16] [--repeats 7] [--iters 20]
 //!                    [--json products.json]
+//! bench_report fp8 [--m 8192 --n 8192 --k 8192] [--blocks 128x128,64x64] [--densities 1/8,1/4]
+//!                    [--patterns topk,random] [--decode-shapes 4096x4096,14336x4096] [--ns 1,8,16]
+//!                    [--json fp8.json] [--markdown fp8.md]
 //! bench_report attention FILE.jsonl... [--json OUT]
 //! bench_report check REPORT.json BASELINE.json [--tolerance 0.05]
 //! bench_report plot  REPORT.json OUT.png
 //! bench_report markdown REPORT.json OUT.md
 //! ```
 //!
-//! `run`, `decode` and `products` need the `cuda` feature and a GPU; `attention`, `check`,
+//! `run`, `decode`, `products` and `fp8` need the `cuda` feature and a GPU; `attention`, `check`,
 //! `plot` and `markdown` run anywhere (`attention` tabulates the JSON lines that
 //! `run.sh attention` collects on the GPU machine: sparsek's `attention_check --time` beside
 //! `report/peers/attention_torch.py`, same run).
 //!
-//! Each subcommand is a module of `sparsek_report::report` (`run`, `decode`, `products`,
+//! Each subcommand is a module of `sparsek_report::report` (`run`, `decode`, `products`, `fp8`,
 //! `attention`, `gate` for `check`, `plot`, `markdown`), its details in the module's
 //! documentation; this binary only dispatches.
 
@@ -39,11 +42,12 @@ fn main() -> Result<()> {
         Some("run") => report::run::command,
         Some("decode") => report::decode::command,
         Some("products") => report::products::command,
+        Some("fp8") => report::fp8::command,
         Some("attention") => report::attention::command,
         Some("check") => report::gate::command,
         Some("plot") => report::plot::command,
         Some("markdown") => report::markdown::command,
-        _ => bail!("usage: bench_report run|decode|products|attention|check|plot|markdown ... (see the doc comment of src/bin/bench_report.rs)"),
+        _ => bail!("usage: bench_report run|decode|products|fp8|attention|check|plot|markdown ... (see the doc comment of src/bin/bench_report.rs)"),
     };
     command(&args[1..])
 }

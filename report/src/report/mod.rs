@@ -4,6 +4,7 @@
 //! - [`run`]: the sweep of every backend beside dense cuBLAS, with floors and E (GPU);
 //! - [`decode`]: pruned linear layers at decode-sized batches (GPU);
 //! - [`products`]: `Aᵀ·B` and `D·A` beside `A·B` on the same matrix (GPU);
+//! - [`fp8`]: the FP8 products beside dense FP8 cuBLASLt and the f16 products (GPU);
 //! - [`attention`]: the attention table of sparsek's and the peers' JSON lines;
 //! - [`gate`] (`check`): the regression gate of a report against a baseline;
 //! - [`plot`] and [`markdown`]: a report as a PNG plot and as the README's table.
@@ -27,6 +28,8 @@ pub mod decode;
 #[cfg(feature = "cuda")]
 pub mod device;
 #[cfg(feature = "cuda")]
+pub mod fp8;
+#[cfg(feature = "cuda")]
 pub mod products;
 #[cfg(feature = "cuda")]
 pub mod run;
@@ -48,7 +51,7 @@ macro_rules! gpu_only {
 }
 
 #[cfg(not(feature = "cuda"))]
-gpu_only!(run, decode, products);
+gpu_only!(run, decode, products, fp8);
 
 /// The value after `name` in `args`, if both are there.
 pub fn flag<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
