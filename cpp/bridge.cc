@@ -3,6 +3,7 @@
 #include <sparsek/sparsek.hpp>
 
 #include "attention/gating.hpp"
+#include "quantize/problem.hpp"
 #include "spmm/problem.hpp"
 #include "core/registry.hpp"
 #include "sparsek/src/gpu/sys.rs.h"
@@ -163,6 +164,25 @@ FfiStatus block_topk(const GatingProblem& x) {
   if (r.ok()) r = detail::launch_gating(g, reinterpret_cast<cudaStream_t>(x.stream));
   r = detail::settle(r);
   return FfiStatus{r.status, rust::String(r.message), Backend::Auto, rust::String(r.ok() ? "gating" : "")};
+}
+
+// FP8 quantization of the Rust entry (DeviceBsr::quantize_fp8_into validated the counts).
+FfiStatus quantize_fp8(const QuantizeProblem& x) {
+  detail::QuantizeProblem q;
+  q.values = reinterpret_cast<const void*>(x.values);
+  q.in = x.dtype;
+  q.nnzb = x.nnzb;
+  q.block_len = x.block_len;
+  q.out_values = reinterpret_cast<void*>(x.out);
+  q.out = x.out_dtype;
+  q.scales = reinterpret_cast<float*>(x.scales);
+  q.granularity = x.granularity;
+  Result r = detail::pending_cuda_error();
+  if (r.ok())
+    if (const char* why = detail::quantize_supports(q)) r = detail::make_result(Status::NotSupported, "%s", why);
+  if (r.ok()) r = detail::launch_quantize(q, reinterpret_cast<cudaStream_t>(x.stream));
+  r = detail::settle(r);
+  return FfiStatus{r.status, rust::String(r.message), Backend::Auto, rust::String(r.ok() ? "quantize" : "")};
 }
 
 }  // namespace sparsek::ffi

@@ -11,6 +11,7 @@ struct SpmmProblem;
 struct SddmmProblem;
 struct AttentionProblem;
 struct GatingProblem;
+struct QuantizeProblem;
 struct FfiStatus;
 
 // Each selects a row and, with Mode::Launch, launches it on the problem's stream.
@@ -18,5 +19,6 @@ FfiStatus spmm(const SpmmProblem& problem);
 FfiStatus sddmm(const SddmmProblem& problem);
 FfiStatus attention(const AttentionProblem& problem);
 FfiStatus block_topk(const GatingProblem& problem);
+FfiStatus quantize_fp8(const QuantizeProblem& problem);
 
 }  // namespace sparsek::ffi

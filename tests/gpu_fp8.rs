@@ -672,3 +672,193 @@ fn sparse_linear_fp8_on_device() {
     compare(&want, &got, "W8A16");
     println!("{test}: passed");
 }
+
+/// The device quantizer against the host's, bit for bit: f16, bf16 and f32 sources, E4M3 and
+/// E5M2, per block and per tensor, blocks square and not, values spanning magnitudes (so
+/// subnormals, ties and the saturating top all occur), an all-zero block, an empty matrix;
+/// `quantize_fp8_from` into existing buffers; a NaN or infinity poisons its part only; the
+/// refusals, nothing written.
+fn quantize_case<T: Element, Q: Fp8>(
+    stream: &Arc<CudaStream>,
+    rng: &mut StdRng,
+    block: BlockShape,
+    g: BlockGranularity,
+) {
+    let mask = BlockMask::random(5, 4, 0.6, rng).unwrap();
+    let zero_block = rng.random_range(0..mask.count().max(1));
+    let mut n = 0usize;
+    let w = BsrMatrix::from_block_mask(&mask, block, |_, _| {
+        n += 1;
+        if (n - 1) / (block.rows * block.cols) == zero_block {
+            return T::from_f32(0.0);
+        }
+        // Magnitudes 2^-20 .. 2^12 (f16 keeps what it can), either sign.
+        let v = rng.random_range(0.5f32..1.0) * 2f32.powi(rng.random_range(-20..12));
+        T::from_f32(if rng.random_bool(0.5) { v } else { -v })
+    })
+    .unwrap();
+    let want = w.quantize_fp8::<Q>(g).unwrap();
+    let dw = DeviceBsr::upload(&w, stream).unwrap();
+    let got = dw.quantize_fp8::<Q>(g).unwrap();
+    let got = got.download_quantized().unwrap();
+    assert_eq!(got, want, "{} -> {}, {block:?}, {g:?}", T::DTYPE, Q::DTYPE);
+    // Into existing buffers (poisoned first): the same bits.
+    let poison = QuantizedBsr::new(
+        BsrMatrix::from_parts(
+            w.m(),
+            w.k(),
+            block,
+            w.row_ptr().to_vec(),
+            w.col_idx().to_vec(),
+            vec![Q::from_bits(0x55); w.values().len()],
+        )
+        .unwrap(),
+        match g {
+            BlockGranularity::PerBlock => BlockScales::PerBlock(vec![-3.0; w.nnz_blocks()]),
+            BlockGranularity::PerTensor => BlockScales::PerTensor(-3.0),
+        },
+    )
+    .unwrap();
+    let mut into = DeviceBsr::upload_quantized(&poison, stream).unwrap();
+    into.quantize_fp8_from(&dw, g).unwrap();
+    assert_eq!(
+        into.download_quantized().unwrap(),
+        want,
+        "quantize_fp8_from"
+    );
+}
+
+#[test]
+fn device_quantize_matches_host() {
+    let test = "device_quantize_matches_host";
+    let Some(ctx) = device(test) else { return };
+    let stream = ctx.default_stream();
+    let mut rng = StdRng::seed_from_u64(seed());
+    let mut cases = 0;
+    for block in [
+        BlockShape::new(64, 64),
+        BlockShape::new(32, 48),
+        BlockShape::new(128, 128),
+    ] {
+        for g in [BlockGranularity::PerBlock, BlockGranularity::PerTensor] {
+            quantize_case::<f16, F8E4M3>(&stream, &mut rng, block, g);
+            quantize_case::<bf16, F8E4M3>(&stream, &mut rng, block, g);
+            quantize_case::<f32, F8E4M3>(&stream, &mut rng, block, g);
+            quantize_case::<f16, F8E5M2>(&stream, &mut rng, block, g);
+            quantize_case::<bf16, F8E5M2>(&stream, &mut rng, block, g);
+            quantize_case::<f32, F8E5M2>(&stream, &mut rng, block, g);
+            cases += 6;
+        }
+    }
+    // An empty matrix: no value; per tensor the scale is 1, as on the host.
+    let empty = BsrMatrix::from_parts(
+        64,
+        64,
+        BlockShape::new(64, 64),
+        vec![0, 0],
+        vec![],
+        Vec::<f32>::new(),
+    )
+    .unwrap();
+    let de = DeviceBsr::upload(&empty, &stream).unwrap();
+    for g in [BlockGranularity::PerBlock, BlockGranularity::PerTensor] {
+        let got = de.quantize_fp8::<F8E4M3>(g).unwrap();
+        assert_eq!(
+            got.download_quantized().unwrap(),
+            empty.quantize_fp8::<F8E4M3>(g).unwrap()
+        );
+    }
+    // A NaN in block 1, an infinity in block 2: their scales and values NaN, every other
+    // block as the host quantizes it (per block); per tensor, all of it NaN.
+    let block = BlockShape::new(32, 32);
+    let mask = BlockMask::from_fn(2, 2, |_, _| true).unwrap();
+    let clean =
+        BsrMatrix::from_block_mask(&mask, block, |i, j| ((i * 7 + j) % 13) as f32 - 6.0).unwrap();
+    let mut values = clean.values().to_vec();
+    values[1024 + 5] = f32::NAN;
+    values[2048 + 9] = f32::INFINITY;
+    let dirty = BsrMatrix::from_parts(
+        clean.m(),
+        clean.k(),
+        block,
+        clean.row_ptr().to_vec(),
+        clean.col_idx().to_vec(),
+        values,
+    )
+    .unwrap();
+    let dd = DeviceBsr::upload(&dirty, &stream).unwrap();
+    let got = dd
+        .quantize_fp8::<F8E4M3>(BlockGranularity::PerBlock)
+        .unwrap()
+        .download_quantized()
+        .unwrap();
+    let host = clean
+        .quantize_fp8::<F8E4M3>(BlockGranularity::PerBlock)
+        .unwrap();
+    let (BlockScales::PerBlock(gs), BlockScales::PerBlock(hs)) = (got.scales(), host.scales())
+    else {
+        panic!("per-block scales expected")
+    };
+    for b in 0..4 {
+        let part = &got.matrix().values()[b * 1024..(b + 1) * 1024];
+        if b == 1 || b == 2 {
+            assert!(gs[b].is_nan(), "block {b}: scale {}", gs[b]);
+            assert!(part.iter().all(|v| v.is_nan()), "block {b}: values not NaN");
+        } else {
+            assert_eq!(gs[b].to_bits(), hs[b].to_bits(), "block {b}");
+            assert_eq!(part, &host.matrix().values()[b * 1024..(b + 1) * 1024]);
+        }
+    }
+    let got = dd
+        .quantize_fp8::<F8E5M2>(BlockGranularity::PerTensor)
+        .unwrap()
+        .download_quantized()
+        .unwrap();
+    assert!(matches!(got.scales(), BlockScales::PerTensor(s) if s.is_nan()));
+    assert!(got.matrix().values().iter().all(|v| v.is_nan()));
+    // Refusals, nothing written: another shape, another scale kind, an FP8 source.
+    let w = BsrMatrix::from_block_mask(&mask, block, |i, j| (i + j) as f32).unwrap();
+    let dw = DeviceBsr::upload(&w, &stream).unwrap();
+    let mut into = dw
+        .quantize_fp8::<F8E4M3>(BlockGranularity::PerBlock)
+        .unwrap();
+    let before = into.download_quantized().unwrap();
+    let other = BsrMatrix::from_block_mask(
+        &BlockMask::from_fn(2, 3, |_, _| true).unwrap(),
+        block,
+        |_, _| 1.0f32,
+    )
+    .unwrap();
+    let dother = DeviceBsr::upload(&other, &stream).unwrap();
+    let e = into
+        .quantize_fp8_from(&dother, BlockGranularity::PerBlock)
+        .unwrap_err();
+    assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
+    let e = into
+        .quantize_fp8_from(&dw, BlockGranularity::PerTensor)
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::ScalesNotTaken {
+                kind: ScaleKind::PerBlock,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let e = into
+        .quantize_fp8_from(
+            &dw.quantize_fp8::<F8E5M2>(BlockGranularity::PerBlock)
+                .unwrap(),
+            BlockGranularity::PerBlock,
+        )
+        .unwrap_err();
+    assert!(matches!(e, Error::NotSupported { .. }), "{e}");
+    assert_eq!(
+        into.download_quantized().unwrap(),
+        before,
+        "a refusal wrote"
+    );
+    println!("{test}: {cases} cases and the edge cases passed");
+}

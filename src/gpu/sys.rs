@@ -220,6 +220,22 @@ mod ffi {
         stream: u64,
     }
 
+    /// One FP8 quantization of a BSR matrix's values, validated by the Rust entry point
+    /// (`DeviceBsr::quantize_fp8_into`): `nnzb * block_len` values of `dtype` at `values`
+    /// into as many of `out_dtype` at `out` and the scales (`nnzb` or 1 f32) at `scales`.
+    #[namespace = "sparsek::ffi"]
+    struct QuantizeProblem {
+        values: u64,
+        dtype: DType,
+        nnzb: i64,
+        block_len: i64,
+        out: u64,
+        out_dtype: DType,
+        scales: u64,
+        granularity: ScaleKind,
+        stream: u64,
+    }
+
     /// The outcome, and the family and variant that ran (or would run).
     #[namespace = "sparsek::ffi"]
     struct FfiStatus {
@@ -258,12 +274,17 @@ mod ffi {
         /// address a live device allocation large enough for its view.
         #[namespace = "sparsek::ffi"]
         unsafe fn block_topk(problem: &GatingProblem) -> FfiStatus;
+
+        /// Enqueues the quantization on `problem.stream`. Unsafe: every pointer must address
+        /// a live device allocation large enough for its view.
+        #[namespace = "sparsek::ffi"]
+        unsafe fn quantize_fp8(problem: &QuantizeProblem) -> FfiStatus;
     }
 }
 
 pub(crate) use ffi::{
     Activation, AttentionProblem, Backend, BsrDesc, DType, DenseDesc, FfiStatus, GatingProblem,
-    HeadsDesc, Layout, Mode, ScaleKind, SddmmProblem, SpmmProblem, Status,
+    HeadsDesc, Layout, Mode, QuantizeProblem, ScaleKind, SddmmProblem, SpmmProblem, Status,
 };
 
 /// An output buffer of one call, and so its mode: written by a launch (`&mut`), or only
@@ -514,4 +535,29 @@ pub(crate) fn block_topk<T>(
     // stream's context (result::check_contexts; the outputs are allocated on it), bound to
     // this thread.
     unsafe { ffi::block_topk(&problem) }
+}
+
+/// Fills the pointers of `problem` and enqueues the quantization on `stream`: `values`
+/// read, `out` and `scales` written.
+///
+/// The caller (`DeviceBsr::quantize_fp8_into`) has validated the counts against the buffers.
+pub(crate) fn quantize_fp8<T, Q>(
+    mut problem: QuantizeProblem,
+    values: &CudaSlice<T>,
+    out: &mut CudaSlice<Q>,
+    scales: &mut CudaSlice<f32>,
+    stream: &CudaStream,
+) -> FfiStatus {
+    let (v, _g0) = values.device_ptr(stream);
+    let (o, _g1) = out.device_ptr_mut(stream);
+    let (s, _g2) = scales.device_ptr_mut(stream);
+    problem.values = v;
+    problem.out = o;
+    problem.scales = s;
+    problem.stream = stream.cu_stream() as u64;
+    // SAFETY: every pointer is a live cudarc allocation borrowed for this call (the outputs
+    // mutably, so distinct from the input and each other) and sized as the caller checked
+    // (`nnzb * block_len` values each, `nnzb` or 1 scales); every buffer belongs to the
+    // stream's context (result::check_contexts), bound to this thread.
+    unsafe { ffi::quantize_fp8(&problem) }
 }

@@ -4,8 +4,8 @@
 // combination is unsupported) and a message that starts with exactly one "sparsek: " and
 // names the defect; nothing may be touched. Each case is a defect the old API accepted or
 // mishandled (negative n, enum values outside their range, int64 overflow of block counts,
-// value counts and dense spans, ...), then the same of dense_spmm, sddmm, attention and the
-// top-k gating.
+// value counts and dense spans, ...), then the same of dense_spmm, sddmm, attention, the
+// top-k gating and quantize_fp8.
 //
 // The "device" pointers point into host buffers filled with a poison pattern: a refused
 // call must not read or write them (checked after every call). The test hides every GPU
@@ -18,6 +18,7 @@
 //   cmake --build build --target sparsek_test_api_errors && (cd build && ctest -R api_errors)
 #include <sparsek/attention.hpp>
 #include <sparsek/dense_sparse.hpp>
+#include <sparsek/quantize.hpp>
 #include <sparsek/sddmm.hpp>
 #include <sparsek/sparsek.hpp>
 
@@ -45,6 +46,7 @@ using sparsek::DenseMutView;
 using sparsek::DenseView;
 using sparsek::DType;
 using sparsek::Layout;
+using sparsek::ScaleKind;
 using sparsek::SpmmOptions;
 using sparsek::Status;
 
@@ -710,6 +712,53 @@ int main() {
            sparsek::block_topk(q, bad, go, reinterpret_cast<int32_t*>(mem.row_ptr.data()),
                                reinterpret_cast<int32_t*>(mem.col_idx.data()), &out, nullptr),
            bad_status(), "dtype");
+  }
+  {
+    // quantize_fp8: A (f16, 128 x 128 in 64 x 64 blocks, nnzb 2) into E4M3 values and
+    // per-block scales, each in a buffer of its own.
+    const Views v = base(mem);
+    sparsek::QuantizedBsrOut out;
+    out.values = mem.b.data();
+    out.scales = reinterpret_cast<float*>(mem.c.data());
+    auto q = [&](const BsrView& a, const sparsek::QuantizedBsrOut& o) { return sparsek::quantize_fp8(a, o, nullptr); };
+    expect("quantize_fp8: control", q(v.a, out), Status::CudaError, "device");
+    sparsek::QuantizedBsrOut o = out;
+    o.granularity = ScaleKind::PerTensor;
+    expect("quantize_fp8: control, per tensor", q(v.a, o), Status::CudaError, "device");
+    o = out, o.granularity = ScaleKind::PerColumn;
+    expect("quantize_fp8: per-column granularity", q(v.a, o), bad_status(), "granularity");
+    o = out, o.granularity = static_cast<ScaleKind>(9);
+    expect("quantize_fp8: granularity = 9", q(v.a, o), bad_status(), "ScaleKind");
+    o = out, o.dtype = static_cast<DType>(9);
+    expect("quantize_fp8: out.dtype = 9", q(v.a, o), bad_status(), "DType");
+    o = out, o.dtype = DType::F16;
+    expect("quantize_fp8: out.dtype f16", q(v.a, o), Status::NotSupported, "e4m3 or e5m2");
+    o = out, o.values = nullptr;
+    expect("quantize_fp8: null out.values", q(v.a, o), bad_status(), "out.values");
+    o = out, o.scales = nullptr;
+    expect("quantize_fp8: null out.scales", q(v.a, o), bad_status(), "out.scales");
+    o = out, o.scales = reinterpret_cast<float*>(mem.c.data() + 4);
+    expect("quantize_fp8: misaligned out.scales", q(v.a, o), bad_status(), "aligned");
+    o = out, o.values = const_cast<void*>(v.a.values);
+    expect("quantize_fp8: out.values on A.values", q(v.a, o), bad_status(), "overlaps A.values");
+    o = out, o.scales = reinterpret_cast<float*>(mem.b.data() + 16);
+    expect("quantize_fp8: out.scales inside out.values", q(v.a, o), bad_status(), "overlaps out.scales");
+    o = out, o.scales = reinterpret_cast<float*>(const_cast<int32_t*>(v.a.row_ptr));
+    expect("quantize_fp8: out.scales on A.row_ptr", q(v.a, o), bad_status(), "A.row_ptr");
+    BsrView a = v.a;
+    a.dtype = DType::E4M3;
+    expect("quantize_fp8: an E4M3 source", q(a, out), Status::NotSupported, "f16, bf16 or f32");
+    a = v.a, a.scales = reinterpret_cast<const float*>(mem.c.data()), a.scale_kind = ScaleKind::PerBlock;
+    expect("quantize_fp8: scales on an f16 source", q(a, out), bad_status(), "scales");
+    a = v.a, a.nnzb = 5;
+    expect("quantize_fp8: nnzb > blocks", q(a, out), bad_status(), "nnzb");
+    a = v.a, a.m = 100;
+    expect("quantize_fp8: m not a multiple of bm", q(a, out), bad_status(), "multiple");
+    a = v.a, a.bm = a.bk = 1 << 30, a.m = a.k = int64_t(1) << 31, a.nnzb = 4;
+    expect("quantize_fp8: value count overflows", q(a, out), bad_status(), "overflow");
+    a = v.a, a.nnzb = 0;
+    o = out, o.values = nullptr;
+    expect("quantize_fp8: control, nnzb 0 without out.values", q(a, o), Status::CudaError, "device");
   }
   // CUDA errors without a GPU: the device query's refusal carries its cudaError_t, and a
   // runtime that cannot start (every GPU hidden, or no driver) is reported as that

@@ -1,7 +1,8 @@
 // A fuzz target of the C++ API's validation, without a GPU: random problems (seeded; the
 // seed is printed and SPARSEK_FUZZ_SEED=<seed> replays a run) for every entry point —
 // spmm, can_implement, dense_spmm, can_implement_dense_spmm, sddmm and its can_implement,
-// attention and its can_implement, block_topk_nnzb, block_topk, block_topk_scores — with
+// attention and its can_implement, block_topk_nnzb, block_topk, block_topk_scores,
+// quantize_fp8 — with
 // huge, zero, negative and INT64_MIN/MAX sizes, strides and leading dimensions, enum values
 // outside their range, null, misaligned, wild and overlapping pointers, and mismatched dims.
 //
@@ -26,6 +27,7 @@
 //   (default 100000);  SPARSEK_FUZZ_VERBOSE=1   count the messages (digits dropped).
 #include <sparsek/attention.hpp>
 #include <sparsek/dense_sparse.hpp>
+#include <sparsek/quantize.hpp>
 #include <sparsek/sddmm.hpp>
 #include <sparsek/sparsek.hpp>
 
@@ -474,6 +476,25 @@ struct Tally {
   long by_status[5] = {};  // by Status value, PendingCudaError included
   std::map<std::string, long> reasons;  // SPARSEK_FUZZ_VERBOSE: messages, digits dropped
 };
+
+// quantize_fp8: A well-formed without scales, the output's enums, pointers and overlaps,
+// then the types.
+Want model_quantize(const BsrView& a, const sparsek::QuantizedBsrOut& o) {
+  BsrBytes ab;
+  if (!bsr_ok(a.m, a.k, a.bm, a.bk, a.nnzb, a.row_ptr, a.col_idx, a.values, a.dtype, &ab)) return Want::Invalid;
+  Range unused;
+  if (!scales_ok(a.dtype, a.scale_kind, a.scales, ScaleKind::None, 0, &unused)) return Want::Invalid;
+  if (!valid_dtype(o.dtype) || int32_t(o.granularity) < 0 || int32_t(o.granularity) > 3) return Want::Invalid;
+  if (o.granularity != ScaleKind::PerBlock && o.granularity != ScaleKind::PerTensor) return Want::Invalid;
+  if ((a.nnzb > 0 && o.values == nullptr) || o.scales == nullptr || misaligned(o.scales, 16)) return Want::Invalid;
+  const Range values = range_of(o.values, i128(a.nnzb) * a.bm * a.bk);
+  const Range scales = range_of(o.scales, (o.granularity == ScaleKind::PerBlock ? i128(a.nnzb) : 1) * 4);
+  for (const Range& r : {ab.values, ab.row_ptr, ab.col_idx})
+    if (overlaps(values, r) || overlaps(scales, r)) return Want::Invalid;
+  if (overlaps(values, scales)) return Want::Invalid;
+  if ((!half(a.dtype) && a.dtype != DType::F32) || !fp8(o.dtype)) return Want::Unsupported;
+  return Want::Reached;
+}
 
 struct Judge {
   Arenas& mem;
@@ -990,6 +1011,80 @@ void gating_mutate(Rng& rng, const Arenas& mem, GatingCase& x) {
   }
 }
 
+struct QuantizeCase {
+  BsrView a;
+  sparsek::QuantizedBsrOut out;
+  std::vector<const void*> pointers() const {
+    return {a.row_ptr, a.col_idx, a.values, a.scales, out.values, out.scales};
+  }
+};
+
+QuantizeCase quantize_base(Rng& rng, const Arenas& mem) {
+  static const int32_t kBlock[] = {1, 16, 32, 48, 64, 128};
+  QuantizeCase x;
+  x.a.bm = rng.pick(kBlock), x.a.bk = rng.pick(kBlock);
+  const int64_t rows = rng.range(0, 6), cols = rng.range(0, 6);
+  x.a.m = rows * x.a.bm, x.a.k = cols * x.a.bk;
+  x.a.nnzb = rng.range(0, rows * cols);
+  static const DType kIn[] = {DType::F16, DType::BF16, DType::F32};
+  x.a.dtype = rng.pick(kIn);
+  x.a.row_ptr = static_cast<const int32_t*>(in_slot(rng, mem, 0));
+  x.a.col_idx = static_cast<const int32_t*>(in_slot(rng, mem, 1));
+  x.a.values = in_slot(rng, mem, 2);
+  x.out.values = in_slot(rng, mem, 3);
+  x.out.dtype = rng.chance(0.5) ? DType::E4M3 : DType::E5M2;
+  x.out.scales = static_cast<float*>(in_slot(rng, mem, 4));
+  x.out.granularity = rng.chance(0.5) ? ScaleKind::PerBlock : ScaleKind::PerTensor;
+  return x;
+}
+
+void quantize_mutate(Rng& rng, const Arenas& mem, QuantizeCase& x) {
+  const std::vector<const void*> others = x.pointers();
+  switch (rng.bits() % 12) {
+    case 0: x.a.m = rng.wild64(); break;
+    case 1: x.a.k = rng.wild64(); break;
+    case 2: (rng.chance(0.5) ? x.a.bm : x.a.bk) = rng.wild32(); break;
+    case 3: x.a.nnzb = rng.wild64(); break;
+    case 4: x.a.dtype = rng.wild_enum<DType>(); break;
+    case 5: {
+      const void* p = wild_ptr(rng, mem, others);
+      switch (rng.bits() % 3) {
+        case 0: x.a.row_ptr = static_cast<const int32_t*>(p); break;
+        case 1: x.a.col_idx = static_cast<const int32_t*>(p); break;
+        default: x.a.values = p; break;
+      }
+      break;
+    }
+    case 6: x.out.dtype = rng.wild_enum<DType>(); break;
+    case 7: x.out.granularity = rng.wild_enum<ScaleKind>(); break;
+    case 8: {
+      void* p = wild_ptr(rng, mem, others);
+      if (rng.chance(0.5)) x.out.values = p;
+      else x.out.scales = static_cast<float*>(p);
+      break;
+    }
+    case 9: {  // an output on an input or the other output (or next to it)
+      static const int64_t kDelta[] = {0, 0, 4, -4, 16, -16, 64, -64, 4096, -4096};
+      const void* target = others[rng.bits() % others.size()];
+      void* p = at(addr(target) + uintptr_t(rng.pick(kDelta)));
+      if (target != nullptr) {
+        if (rng.chance(0.5)) x.out.values = p;
+        else x.out.scales = static_cast<float*>(p);
+      }
+      break;
+    }
+    case 10: {  // scales on A
+      x.a.scale_kind = rng.wild_enum<ScaleKind>();
+      x.a.scales = static_cast<const float*>(rng.chance(0.7) ? in_slot(rng, mem, 5) : nullptr);
+      break;
+    }
+    default: {  // no block, or every block
+      x.a.nnzb = rng.chance(0.5) ? 0 : sat(i128(x.a.m / std::max(1, x.a.bm)) * (x.a.k / std::max(1, x.a.bk)));
+      break;
+    }
+  }
+}
+
 int mutations(Rng& rng) {
   const uint64_t r = rng.bits() % 20;
   return r < 6 ? 0 : r < 13 ? 1 : r < 17 ? 2 : int(r) - 14;
@@ -1138,6 +1233,18 @@ int main() {
     tallies.push_back(tn);
     tallies.push_back(tp);
     tallies.push_back(ts);
+  }
+
+  // quantize_fp8.
+  {
+    Tally t{"quantize_fp8"};
+    for (long i = 0; i < iters; ++i) {
+      QuantizeCase x = quantize_base(rng, mem);
+      for (int j = mutations(rng); j > 0; --j) quantize_mutate(rng, mem, x);
+      const Result r = sparsek::quantize_fp8(x.a, x.out, nullptr);
+      judge.record(t, i, "quantize_fp8", r, model_quantize(x.a, x.out));
+    }
+    tallies.push_back(t);
   }
 
   // Each entry point must have seen both refusals and calls that reached the device query

@@ -40,6 +40,9 @@
 
 use rayon::prelude::*;
 
+#[cfg(feature = "cuda")]
+mod gpu;
+
 use crate::dense::{Dense, DenseShape};
 use crate::element::{Element, Fp8};
 use crate::epilogue::Vector;
