@@ -22,12 +22,18 @@
 //                block-row and each reads B once per block. <= 16 * gm_max * warps.
 //   a_bytes      bytes of A per ring stage at most. A stage holds NB "parts" (TM rows x KC
 //                columns of one block, KC = 64, 32 or 16 dividing bk), NB as large as
-//                a_bytes and the slot allow; the slot (ring stage) has room for
-//                (tm_max + n_max) rows of 64 + 8 elements (A's rows, then B's columns).
+//                a_bytes and the slot allow; the slot (ring stage) has room for a_bytes of
+//                A and, per part of tm_max x 64 elements, n_max columns of 64 elements of B
+//                (f16 rows: (tm_max + n_max) rows of 128 bytes).
 //   stages       ring depth (stages - 1 stages in flight).
 //   min_ctas     __launch_bounds__ minimum CTAs per SM (caps registers at 64K/(threads*min_ctas)).
 //   automatic    Auto may pick it; false = tuning candidate (SPARSEK_VARIANT only).
 //   chosen_by    the measurement that chose the row.
+//   chunked      the row takes any n (one launch per n_max columns): the fallback row.
+//   fp8_a        W8A16: the row takes FP8 A (e4m3 / e5m2, 1 byte, with its scales) and B of
+//                f16 or bf16; the other rows take A and B of one 16-bit type. A problem
+//                runs only on rows of its kind (family.cu's fits), so each kind has its
+//                own rows from the narrowest tile up.
 #pragma once
 
 #include <cstdint>
@@ -37,7 +43,10 @@
 namespace sparsek::detail::decode_impl {
 
 // The input types the family takes (core/dtype.hpp); a problem of another type is refused.
+// 16-bit rows: A and B of one of DecodeDTypes. FP8 rows (W8A16): A of DecodeFp8DTypes, B of
+// DecodeDTypes (the tensor cores' type: A's values are exact in f16 and bf16).
 using DecodeDTypes = DTypeList<DType::F16, DType::BF16>;
+using DecodeFp8DTypes = DTypeList<DType::E4M3, DType::E5M2>;
 
 struct DecodeVariant {
   const char* name;       // the registry's name (SPARSEK_VARIANT)
@@ -54,6 +63,8 @@ struct DecodeVariant {
   // the one kernel for wide B and C that the tensor-core families cannot take, e.g. an
   // odd ld).
   bool chunked = false;
+  // W8A16: A is FP8 (1 byte per element), B f16 or bf16 (see the column list above).
+  bool fp8_a = false;
 };
 
 // The thresholds (each row's n_max, and Decode before the tensor-core families in Auto's
@@ -64,6 +75,9 @@ struct DecodeVariant {
 // 1.5x slower than WMMA on 14336x4096 with 32x32/64x64 blocks (left as is: no single
 // threshold wins both); at n = 256 the tensor-core families win and Decode takes no row.
 #define SPARSEK_DECODE_DESIGN "H100 decode sweep 2026-11-23, report/baseline/h100-decode.json (see above)"
+// The W8A16 rows mirror the 16-bit rows' n thresholds (issue 27); their speed against the f16
+// rows is fp8_check --time's decode section.
+#define SPARSEK_DECODE_W8 "mirrors the 16-bit rows (issue 27; fp8_check --time, decode section)"
 
 // Shared memory per CTA (launch.hpp; 4 KiB of static memory for the block columns on
 // top): n8 69 KiB, n16 73 KiB, n32 81 KiB, n64 97 KiB, n128 133 KiB (its fp32 tile and
@@ -89,10 +103,25 @@ inline constexpr DecodeVariant kDecodeVariants[] = {
     {"decode_n128",   128,    8,  2,  128,  16384,   3,    1,  true, SPARSEK_DECODE_DESIGN},
     {"decode_n128_chunked", 128, 8, 2,  128,  16384,   3,    1, false,
      "fallback for n > 128 that no tensor-core row takes (odd ld, unaligned B or C)", true},
+    // W8A16 (FP8 A, issue 27): the same tiles; a stage holds 16 KiB of A as the f16 rows do
+    // (twice the elements: 2 parts of 128 x 64 at 128x128 blocks) and their B. Shared memory:
+    // w8_n8 77 KiB, w8_n16 85 KiB (4 stages), w8_n32 77 KiB (3 stages): 2 CTAs/SM on an
+    // H100; w8_n48 89 KiB, w8_n64 101 KiB (3 stages), w8_n128 149 KiB (its tile): 1 CTA/SM
+    // (min_ctas 1: with 2 gm groups their A fragments (32 registers) and accumulators spill
+    // under 128 registers). On sm_89 (99 KiB) n <= 48 runs, wider n is refused.
+    {"decode_w8_n8",    8,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_W8, false, true},
+    {"decode_w8_n16",  16,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_W8, false, true},
+    {"decode_w8_n32",  32,    8,  1,  128,  16384,   3,    2,  true, SPARSEK_DECODE_W8, false, true},
+    {"decode_w8_n48",  48,    8,  2,  128,  16384,   3,    1,  true, SPARSEK_DECODE_W8, false, true},
+    {"decode_w8_n64",  64,    8,  2,  128,  16384,   3,    1,  true, SPARSEK_DECODE_W8, false, true},
+    {"decode_w8_n128", 128,   8,  2,  128,  16384,   3,    1,  true, SPARSEK_DECODE_W8, false, true},
+    {"decode_w8_n128_chunked", 128, 8, 2, 128, 16384, 3,   1, false,
+     "the W8A16 fallback for n > 128 (any ld and alignment of B and C)", true, true},
 };
 // clang-format on
 
 #undef SPARSEK_DECODE_DESIGN
+#undef SPARSEK_DECODE_W8
 
 inline constexpr int kDecodeRows = sizeof(kDecodeVariants) / sizeof(kDecodeVariants[0]);
 
@@ -103,8 +132,16 @@ constexpr bool decode_same_name(const char* a, const char* b) {
 
 // The build features a row needs (core/features.hpp).
 constexpr uint32_t needs(const DecodeVariant& v) {
-  // The chunked row is no candidate but the fallback of wide problems: always built.
-  return v.automatic || v.chunked ? 0u : uint32_t(detail::kFeatureTuning);
+  // The chunked rows are no candidates but the fallbacks of wide problems: built with their kind.
+  return (v.automatic || v.chunked ? 0u : uint32_t(detail::kFeatureTuning)) |
+         (v.fp8_a ? uint32_t(detail::kFeatureFp8) : 0u);
+}
+
+// The first FP8 (W8A16) row: the family's probe of the FP8 kernels' image.
+constexpr int decode_first_fp8_row() {
+  for (int i = 0; i < kDecodeRows; ++i)
+    if (kDecodeVariants[i].fp8_a) return i;
+  return -1;
 }
 
 // The index of the row named `name`, or -1.

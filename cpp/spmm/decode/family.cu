@@ -25,6 +25,41 @@ const char* missing_image(const Problem& p) {
   return detail::missing_image(p, probe_kernel<0>(), cache);
 }
 
+constexpr int kFirstFp8Row = decode_first_fp8_row();
+static_assert(kFirstFp8Row >= 0, "the table has FP8 (W8A16) rows");
+
+// Why FP8 A cannot run here, or null: the FP8 rows must be built (kRow: the first), and the
+// device's image of them must be sm_89+ code (cvt.rn.f16x2.e4m3x2; an sm_80 image, e.g. an
+// sm_80 cubin on an sm_89 device, would convert in software: refused, never run). Asked
+// once per device.
+template <int kRow>
+const char* missing_fp8_image(const Problem& p) {
+  if constexpr (!built(needs(kDecodeVariants[kRow]))) {
+    (void)p;
+    return "FP8 weights (W8A16) need the feature `fp8` (not built)";
+  } else {
+    const void* probe = probe_kernel<kRow>();
+    static ImageCache cache;
+    if (const char* why = detail::missing_image(p, probe, cache)) return why;
+    constexpr const char* kOld =
+        "this build's Decode FP8 kernels for this GPU are sm_80 code (FP8 conversion needs sm_89+)";
+    constexpr int kMaxDevices = ImageCache::kMaxDevices;
+    static std::atomic<signed char> known[kMaxDevices] = {};
+    const int dev = p.device.id;
+    const bool cached = dev >= 0 && dev < kMaxDevices;
+    const signed char state = cached ? known[dev].load(std::memory_order_relaxed) : 0;
+    if (state != 0) return state > 0 ? nullptr : kOld;
+    cudaFuncAttributes attr{};
+    if (cudaFuncGetAttributes(&attr, probe) != cudaSuccess) {
+      (void)cudaGetLastError();  // not about the image (missing_image answered): asked again next time
+      return "cudaFuncGetAttributes failed on the Decode FP8 kernel";
+    }
+    const bool ok = attr.binaryVersion >= 89 && attr.ptxVersion >= 89;
+    if (cached) known[dev].store(ok ? 1 : -1, std::memory_order_relaxed);
+    return ok ? nullptr : kOld;
+  }
+}
+
 VariantInfo info(int row) {
   const DecodeVariant& v = kDecodeVariants[row];
   VariantInfo i{v.name, v.automatic, v.chosen_by, v.chunked};
@@ -32,14 +67,29 @@ VariantInfo info(int row) {
   return i;
 }
 
-// The dtypes need no check: every Problem has f16 or bf16 inputs and C of the input type
-// or f32, which this family runs in every combination. B and C need no alignment and any
-// ld (the kernel reads B element-wise unless its columns are 16-byte aligned, and writes C
-// element-wise); bias is 16-byte aligned by the Problem's invariants (the kernel reads it
-// element-wise anyway).
+// 16-bit inputs: C of the input type or f32, which this family runs in every combination.
+// FP8 A (W8A16): B f16 or bf16 without scales (the entry's checks), C f16, bf16 or f32 with
+// a bias of C's type, A's scales none, per tensor or per block: every combination runs; W8A8
+// (FP8 B) is the Hopper family's. B and C need no alignment and any ld (the kernel reads B
+// element-wise unless its columns are 16-byte aligned, and writes C element-wise); bias is
+// 16-byte aligned by the Problem's invariants (the kernel reads it element-wise anyway).
 const char* supports(const Problem& p) {
-  if (detail::is_fp8(p.input())) return "FP8 weights on the Decode family are not built yet (W8A8 runs on Hopper)";
-  if (!DecodeDTypes::contains(p.input())) return "A and B must be f16 or bf16";
+  const bool fp8 = detail::is_fp8(p.input());
+  if (fp8) {
+    if (!DecodeFp8DTypes::contains(p.input())) return "A's FP8 type is not e4m3 or e5m2";
+    if (!DecodeDTypes::contains(p.b.dtype))
+      return "FP8 A takes f16 or bf16 B here (W8A16); W8A8 (FP8 B) runs on the Hopper family";
+    if (p.b.dtype == DType::BF16 && !built(kFeatureBf16))
+      return "bf16 B needs the feature `bf16` (not built)";
+    if (p.a.scale_kind != ScaleKind::None && p.a.scale_kind != ScaleKind::PerTensor &&
+        p.a.scale_kind != ScaleKind::PerBlock)
+      return "A's scales must be none, per tensor or per block";
+    if (p.b.scale_kind != ScaleKind::None) return "W8A16 takes no scales on B";
+    if (p.device.cc_major < 8 || (p.device.cc_major == 8 && p.device.cc_minor < 9))
+      return "FP8 weights (W8A16) need compute capability >= 8.9 (cvt.rn.f16x2.e4m3x2)";
+  } else if (!DecodeDTypes::contains(p.input())) {
+    return "A and B must be f16 or bf16";
+  }
   if (p.device.cc_major < 8) return "needs compute capability >= 8.0 (cp.async, ldmatrix, bf16 mma.sync)";
   if (p.a_transposed) return "op(A) = A^T is not in this family (the Cutlass and Wmma families run it)";
   const int bm = p.a.bm, bk = p.a.bk;
@@ -50,11 +100,14 @@ const char* supports(const Problem& p) {
   if (p.k() / 16 > INT_MAX - (1 << 16)) return "k is too large (k/16 must fit in int32)";
   // Grid: one CTA per (block-row, slice) before the split; slices <= bm/16.
   if (p.block_rows() * (bm / 16) > INT_MAX) return "m is too large for the grid (m/16 CTAs must fit in int32)";
+  if (fp8) return missing_fp8_image<kFirstFp8Row>(p);
   return missing_image(p);
 }
 
 const char* fits(const Problem& p, int row) {
   const DecodeVariant& v = kDecodeVariants[row];
+  if (v.fp8_a != detail::is_fp8(p.input()))
+    return v.fp8_a ? "the row takes FP8 A (W8A16)" : "the row takes f16 or bf16 A";
   if (p.n() > v.n_max && !v.chunked) return "n is larger than the row's n_max";
   if (decode_total_smem_bytes(v) > p.device.smem_optin)
     return "its shared memory exceeds the device's per-block opt-in limit";

@@ -71,6 +71,29 @@
 //    layout, consecutive threads on consecutive addresses; the activation and output type
 //    are template arguments (no branch per element).
 //
+//  * FP8 weights (W8A16, the rows with fp8_a, issue 27): A in e4m3 or e5m2 (1 byte), B f16
+//    or bf16 (the mma's type), C f16, bf16 or f32 with a bias of C's type. Everything above
+//    holds with these differences:
+//    - A's shared-memory rows are KC bytes, unswizzled (the TMA map is UINT8, box KC bytes x
+//      TM rows, no swizzle; cp.async the same layout). A stage still carries up to 16 KiB
+//      of A, i.e. twice the elements; B's layout is the 16-bit one.
+//    - No ldmatrix for A. The dot product over k is order-free, so each k16-slab may use
+//      any permutation of its k as long as A's and B's fragments use the same one: lane
+//      (g = lane/4, t = lane%4) reads 4*KC/16 consecutive bytes of rows g and g+8 (k = t *
+//      KC/4 ..; one 16-byte load per row at KC = 64) and takes bytes 4s .. 4s+3 as slab s's
+//      logical k {2t, 2t+1, 2t+8, 2t+9}; B's fragment is then the 4 consecutive halves of
+//      column g at the same k (one 32-byte read of B covers the part). Eight lanes read
+//      two whole rows (128 contiguous bytes) per phase: conflict-free without a swizzle;
+//      B's reads are conflict-free under its 128/64/32-byte swizzle.
+//    - Dequantized in registers: cvt.rn.f16x2.e4m3x2 / e5m2x2 (sm_89+; family.cu refuses
+//      FP8 on older devices and images), for bf16 B then f16 -> f32 -> bf16 (exact: e4m3
+//      and e5m2 values are f16 and bf16 values).
+//    - Scales in f32, exactly: a warp's unit is one part (KC columns of one block, so one
+//      scale); its slabs are multiplied into a zeroed fragment d, then acc = fma(scale, d,
+//      acc) (per block scales; 1 otherwise). One fold per part per n8 group keeps the scale
+//      out of the f16 weights (never rounded into them) at 4 FMAs per 4 mma. A per-tensor
+//      scale multiplies alpha in the epilogue. k-warps split a stage's parts (not slabs).
+//
 // The rows (tile configurations) are in configs.hpp; the family (supports, fits, the
 // dispatch over rows) in family.cu, which sees only launch.hpp.
 #pragma once
@@ -80,6 +103,7 @@
 #include <cudaTypedefs.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <atomic>
@@ -101,6 +125,7 @@ namespace decode_impl {
 template <int kRow>
 struct Traits {
   static constexpr DecodeVariant cfg = kDecodeVariants[kRow];
+  static constexpr bool kFp8 = cfg.fp8_a;  // W8A16
   static constexpr int kNT = cfg.n_max, kNG = kNT / 8;
   static constexpr int kWarps = cfg.warps, kThreads = 32 * kWarps;
   static constexpr int kGM = cfg.gm_max;
@@ -121,7 +146,8 @@ struct DecodeArgs {
   const void* a_values;
   const void* b;
   void* c;
-  const void* bias;  // null: no bias
+  const void* bias;  // null: no bias (FP8 A: of C's type, else of the input type)
+  const float* a_scales;  // FP8 A: its scales (null with none)
   int64_t ldb, ldc;
   int32_t n;
   int32_t bm, bk;
@@ -133,6 +159,8 @@ struct DecodeArgs {
   bool b_vec;          // column-major B with 16-byte aligned columns: B copied like A
   bool c_col;          // C is column-major
   bool c_f32;          // C is f32 (else the input type)
+  int32_t a_scale_kind;  // FP8 A: ScaleKind value (None, PerTensor, PerBlock)
+  int32_t c_type;        // FP8 A: C's type, 0 f16, 1 bf16, 2 f32
   bool tma;            // sm_90: A (and B when b_vec) through the tensor maps; else cp.async
 };
 
@@ -248,6 +276,22 @@ __device__ __forceinline__ float from_f32<float>(float v) {
   return v;
 }
 
+// Two FP8 values (the low byte first) as the mma's 16-bit pair: exact (e4m3 and e5m2 values
+// are f16 and bf16 values). sm_89+ converts in one instruction (cvt.rn.f16x2.e4m3x2);
+// cuda_fp8.h emulates it on older images, which family.cu never runs.
+template <typename TA, typename TB>
+__device__ __forceinline__ uint32_t fp8x2_to(uint32_t two) {
+  constexpr __nv_fp8_interpretation_t kind = std::is_same_v<TA, __nv_fp8_e5m2> ? __NV_E5M2 : __NV_E4M3;
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two), kind);
+  if constexpr (std::is_same_v<TB, __half>) {
+    return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
+  } else {
+    const float2 f = __half22float2(__half2(h));
+    const __nv_bfloat162 b = __float22bfloat162_rn(f);
+    return static_cast<uint32_t>(__bfloat16_as_ushort(b.x)) | (static_cast<uint32_t>(__bfloat16_as_ushort(b.y)) << 16);
+  }
+}
+
 template <int kAct>
 __device__ __forceinline__ float activate(float x) {
   return detail::activate(x, kAct);  // kAct is a constant: the switch folds away
@@ -256,14 +300,15 @@ __device__ __forceinline__ float activate(float x) {
 // The epilogue over `rows` x n reduced values (res: row-major, `ldr` floats per row; its
 // row 0 is row grow0 of C): C = act(alpha * acc + bias[row] + beta * C) in fp32, rounded to
 // nearest. Elements go in C's memory order, consecutive threads on consecutive addresses;
-// no branch per element (the activation and output type are template arguments).
-template <int kAct, typename T, typename OutT, int kThreads>
-__device__ __forceinline__ void write_rows(const DecodeArgs& args, const float* res, int ldr, int rows, int n,
-                                           int64_t grow0) {
+// no branch per element (the activation and output type are template arguments). BiasT:
+// the bias's type.
+template <int kAct, typename BiasT, typename OutT, int kThreads>
+__device__ __forceinline__ void write_rows(const DecodeArgs& args, float alpha, const float* res, int ldr, int rows,
+                                           int n, int64_t grow0) {
   OutT* c = static_cast<OutT*>(args.c);
-  const T* bias = static_cast<const T*>(args.bias);
+  const BiasT* bias = static_cast<const BiasT*>(args.bias);
   const bool has_bias = bias != nullptr, read_c = args.beta != 0.0f;
-  const float alpha = args.alpha, beta = args.beta;
+  const float beta = args.beta;
   const bool c_col = args.c_col;
   const int64_t ldc = args.ldc;
   const int inner_len = c_col ? rows : n;  // C's contiguous dimension
@@ -288,28 +333,56 @@ __device__ __forceinline__ void write_rows(const DecodeArgs& args, const float* 
 template <typename T, int kThreads>
 __device__ __forceinline__ void write_rows_any(const DecodeArgs& args, const float* res, int ldr, int rows, int n,
                                                int64_t grow0) {
+  const float a = args.alpha;
   switch (args.activation * 2 + (args.c_f32 ? 1 : 0)) {
-    case 0: write_rows<0, T, T, kThreads>(args, res, ldr, rows, n, grow0); break;
-    case 1: write_rows<0, T, float, kThreads>(args, res, ldr, rows, n, grow0); break;
-    case 2: write_rows<1, T, T, kThreads>(args, res, ldr, rows, n, grow0); break;
-    case 3: write_rows<1, T, float, kThreads>(args, res, ldr, rows, n, grow0); break;
-    case 4: write_rows<2, T, T, kThreads>(args, res, ldr, rows, n, grow0); break;
-    case 5: write_rows<2, T, float, kThreads>(args, res, ldr, rows, n, grow0); break;
-    case 6: write_rows<3, T, T, kThreads>(args, res, ldr, rows, n, grow0); break;
-    default: write_rows<3, T, float, kThreads>(args, res, ldr, rows, n, grow0); break;
+    case 0: write_rows<0, T, T, kThreads>(args, a, res, ldr, rows, n, grow0); break;
+    case 1: write_rows<0, T, float, kThreads>(args, a, res, ldr, rows, n, grow0); break;
+    case 2: write_rows<1, T, T, kThreads>(args, a, res, ldr, rows, n, grow0); break;
+    case 3: write_rows<1, T, float, kThreads>(args, a, res, ldr, rows, n, grow0); break;
+    case 4: write_rows<2, T, T, kThreads>(args, a, res, ldr, rows, n, grow0); break;
+    case 5: write_rows<2, T, float, kThreads>(args, a, res, ldr, rows, n, grow0); break;
+    case 6: write_rows<3, T, T, kThreads>(args, a, res, ldr, rows, n, grow0); break;
+    default: write_rows<3, T, float, kThreads>(args, a, res, ldr, rows, n, grow0); break;
+  }
+}
+
+// FP8 A: C (and the bias) f16, bf16 or f32 whatever B's type; a per-tensor scale folds into
+// alpha (per-block scales were applied in the main loop).
+template <int kAct, int kThreads>
+__device__ __forceinline__ void write_rows_fp8(const DecodeArgs& args, float alpha, const float* res, int ldr,
+                                               int rows, int n, int64_t grow0) {
+  switch (args.c_type) {
+    case 0: write_rows<kAct, __half, __half, kThreads>(args, alpha, res, ldr, rows, n, grow0); break;
+    case 1: write_rows<kAct, __nv_bfloat16, __nv_bfloat16, kThreads>(args, alpha, res, ldr, rows, n, grow0); break;
+    default: write_rows<kAct, float, float, kThreads>(args, alpha, res, ldr, rows, n, grow0); break;
+  }
+}
+template <int kThreads>
+__device__ __forceinline__ void write_rows_fp8_any(const DecodeArgs& args, const float* res, int ldr, int rows, int n,
+                                                   int64_t grow0) {
+  float alpha = args.alpha;
+  if (args.a_scale_kind == static_cast<int32_t>(ScaleKind::PerTensor)) alpha *= __ldg(args.a_scales);
+  switch (args.activation) {
+    case 0: write_rows_fp8<0, kThreads>(args, alpha, res, ldr, rows, n, grow0); break;
+    case 1: write_rows_fp8<1, kThreads>(args, alpha, res, ldr, rows, n, grow0); break;
+    case 2: write_rows_fp8<2, kThreads>(args, alpha, res, ldr, rows, n, grow0); break;
+    default: write_rows_fp8<3, kThreads>(args, alpha, res, ldr, rows, n, grow0); break;
   }
 }
 
 // ---- The kernel ----
 // Grid: x = (block-row * slices + slice) * S + rank; clusters of S consecutive CTAs (one
-// block-row slice each). Block: 32 * warps threads.
-template <int kRow, typename T>
+// block-row slice each). Block: 32 * warps threads. TA: A's element type; T: B's and the
+// mma's (16-bit rows: TA = T; FP8 rows: TA = __nv_fp8_e4m3 / __nv_fp8_e5m2).
+template <int kRow, typename TA, typename T>
 __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas)
     decode_kernel(const DecodeArgs args, const __grid_constant__ CUtensorMap map_a,
                   const __grid_constant__ CUtensorMap map_b) {
   using Tr = Traits<kRow>;
   constexpr int kNT = Tr::kNT, kNG = Tr::kNG, kThreads = Tr::kThreads, kGM = Tr::kGM;
   constexpr int kStages = Tr::kStages, kSlot = Tr::kSlotBytes;
+  constexpr bool kFp8 = Tr::kFp8;
+  static_assert(kFp8 == (sizeof(TA) == 1) && (kFp8 || std::is_same_v<TA, T>), "FP8 rows take FP8 A, others A = B");
 
   extern __shared__ __align__(128) unsigned char smem_raw[];
   __shared__ int s_cols[kDecodeColCap];  // the CTA's block columns (the first kDecodeColCap)
@@ -332,7 +405,8 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
   const int64_t br = unit / static_cast<unsigned>(args.slices);
   const int slice = static_cast<int>(unit % static_cast<unsigned>(args.slices));
   const int TM = args.tm, KC = args.kc, KPB = args.kpb, NB = args.nb, bk = args.bk;
-  const int RS = 2 * KC;                                   // bytes per shared-memory row
+  const int RS = 2 * KC;                                   // bytes per shared-memory row of B
+  const int RSA = kFp8 ? KC : RS;                          // ... of A (FP8: KC bytes, unswizzled)
   const int kc16_shift = KC == 64 ? 2 : KC == 32 ? 1 : 0;  // KC/16 = 4, 2, 1
   const int CPR_SHIFT = kc16_shift + 1;                    // 16-byte chunks per row: KC/8
   // The swizzle (the TMA's 128-, 64- or 32-byte swizzle for rows of 128, 64, 32 bytes):
@@ -364,13 +438,13 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
   const int jb = row_begin + lo;        // this rank's t-th block is jb + t
   const int parts = nblk * KPB;         // part u: block u / KPB, columns (u % KPB) * KC ..
   const int nst = (parts + NB - 1) / NB;  // ring stages: stage q holds parts q*NB .. q*NB + NB-1
-  const uint32_t b_off = static_cast<uint32_t>(NB * TM * RS);  // B's region in a slot
+  const uint32_t b_off = static_cast<uint32_t>(NB * TM * RSA);  // B's region in a slot
   // Parts of stage q that exist.
   auto valid_parts = [&](int q) { return max(0, min(NB, parts - q * NB)); };
 
   auto col_of = [&](int t) { return t < kDecodeColCap ? s_cols[t] : __ldg(args.col_idx + jb + t); };
 
-  const T* a_vals = static_cast<const T*>(args.a_values);
+  const TA* a_vals = static_cast<const TA*>(args.a_values);
   const T* b_vals = static_cast<const T*>(args.b);
   const int64_t ldb = args.ldb;
   const uint64_t policy = evict_first_policy();
@@ -404,12 +478,12 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
     if (vp == 0) return;
     const uint32_t slot = smem0 + static_cast<uint32_t>((q % kStages) * kSlot);
     const uint32_t bar = smem_u32(&s_full[q % kStages]);
-    if (do_a) mbar_arrive_expect_tx(bar, static_cast<uint32_t>(vp * (TM + (b_tma ? kNT : 0)) * RS));
+    if (do_a) mbar_arrive_expect_tx(bar, static_cast<uint32_t>(vp * (TM * RSA + (b_tma ? kNT * RS : 0))));
     for (int b = 0; b < vp; ++b) {
       const int u = q * NB + b;
       const int t = KPB == 1 ? u : u / KPB;
       const int k0 = (u - t * KPB) * KC;
-      if (do_a) tma_load_2d(slot + b * TM * RS, &map_a, k0, (jb + t) * args.bm + row0, bar, policy);
+      if (do_a) tma_load_2d(slot + b * TM * RSA, &map_a, k0, (jb + t) * args.bm + row0, bar, policy);
       if (do_b && b_tma) {
         const int col = cols ? col_of(t) : __ldg(args.col_idx + jb + t);
         tma_load_2d(slot + b_off + b * kNT * RS, &map_b, col * bk + k0, 0, bar, policy_b);
@@ -418,15 +492,17 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
   };
 #endif
   // Stage q on the cp.async path (every thread): 16-byte chunks of A's rows and, when b_vec,
-  // of B's columns, in the same swizzled layout.
+  // of B's columns, in the same layout as the TMA's (swizzled; FP8 A: plain).
   auto issue_cp = [&](int q) {
     const int vp = valid_parts(q);
     if (vp == 0) return;
     const uint32_t slot = smem0 + static_cast<uint32_t>((q % kStages) * kSlot);
-    for (int c = tid; c < (vp * TM) << CPR_SHIFT; c += kThreads) {
-      const int p = c >> CPR_SHIFT, w = c & ((1 << CPR_SHIFT) - 1);
+    const int a_shift = kFp8 ? CPR_SHIFT - 1 : CPR_SHIFT;  // log2 of A's 16-byte chunks per row
+    for (int c = tid; c < (vp * TM) << a_shift; c += kThreads) {
+      const int p = c >> a_shift, w = c & ((1 << a_shift) - 1);
       const int b = p / TM, r = p - b * TM;
-      cp_async_a(slot + p * RS + swz(r, w) * 16, a_row(q * NB + b, r) + w * 8, policy);
+      const unsigned char* src = reinterpret_cast<const unsigned char*>(a_row(q * NB + b, r)) + w * 16;
+      cp_async_a(slot + p * RSA + (kFp8 ? w : swz(r, w)) * 16, src, policy);
     }
     if (args.b_vec) {
       for (int c = tid; c < (vp * n) << CPR_SHIFT; c += kThreads) {
@@ -498,6 +574,76 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
 #pragma unroll
       for (int x = 0; x < 4; ++x) acc[g][j][x] = 0.0f;
 
+  // FP8 A: stage i's parts b == kw (mod KW) on slot slot_p (see the file comment). Lane (g8,
+  // t4) = (lane / 4, lane % 4) reads 4 * kS bytes of rows g8 and g8 + 8 of its row groups at
+  // byte 4 * kS * t4 and the 4 * kS halves of B's column j*8 + g8 at the same k; k16-slab s
+  // is bytes (halves) 4s .. 4s+3 of those, its logical k {2 t4, 2 t4 + 1, 2 t4 + 8, 2 t4 + 9}.
+  // kS = KC / 16: the slabs of a part.
+  const int g8 = lane >> 2, t4 = lane & 3;
+  const bool per_block = args.a_scale_kind == static_cast<int32_t>(ScaleKind::PerBlock);
+  auto fp8_parts = [&](auto slabs, int i, int vp, const unsigned char* slot_p) {
+    constexpr int kS = decltype(slabs)::value;
+#pragma unroll 1
+    for (int b = kw; b < vp; b += KW) {
+      const int u = i * NB + b;
+      const int t = KPB == 1 ? u : u / KPB;
+      const float scale = per_block ? __ldg(args.a_scales + jb + t) : 1.0f;
+      uint32_t af[kGM][kS][4];
+      const unsigned char* a_p = slot_p + b * TM * RSA + g8 * RSA + 4 * kS * t4;
+#pragma unroll
+      for (int gi = 0; gi < kGM; ++gi) {
+        const int rg = mw + gi * MW;
+        if (rg >= RG) continue;
+        uint32_t lo[kS], hi[kS];  // rows g8 and g8 + 8: word s = slab s's 4 bytes
+        const unsigned char* r_lo = a_p + rg * 16 * RSA;
+        const unsigned char* r_hi = r_lo + 8 * RSA;
+        if constexpr (kS == 4) {
+          const uint4 x = *reinterpret_cast<const uint4*>(r_lo), y = *reinterpret_cast<const uint4*>(r_hi);
+          lo[0] = x.x, lo[1] = x.y, lo[2] = x.z, lo[3] = x.w, hi[0] = y.x, hi[1] = y.y, hi[2] = y.z, hi[3] = y.w;
+        } else if constexpr (kS == 2) {
+          const uint2 x = *reinterpret_cast<const uint2*>(r_lo), y = *reinterpret_cast<const uint2*>(r_hi);
+          lo[0] = x.x, lo[1] = x.y, hi[0] = y.x, hi[1] = y.y;
+        } else {
+          lo[0] = *reinterpret_cast<const uint32_t*>(r_lo), hi[0] = *reinterpret_cast<const uint32_t*>(r_hi);
+        }
+#pragma unroll
+        for (int sl = 0; sl < kS; ++sl) {
+          af[gi][sl][0] = fp8x2_to<TA, T>(lo[sl] & 0xffffu);  // row g8, logical k 2 t4, 2 t4 + 1
+          af[gi][sl][1] = fp8x2_to<TA, T>(hi[sl] & 0xffffu);  // row g8 + 8
+          af[gi][sl][2] = fp8x2_to<TA, T>(lo[sl] >> 16);      // row g8, logical k 2 t4 + 8, 2 t4 + 9
+          af[gi][sl][3] = fp8x2_to<TA, T>(hi[sl] >> 16);
+        }
+      }
+      const unsigned char* b_p = slot_p + b_off + b * kNT * RS;
+#pragma unroll
+      for (int j = 0; j < kNG; ++j) {
+        const int col = j * 8 + g8;
+        const unsigned char* col_p = b_p + col * RS;
+        uint32_t bw[2 * kS];  // halves 4 kS t4 ..: slab s's b0, b1 = words 2s, 2s+1
+        if constexpr (kS == 4) {  // chunks 2 t4 and 2 t4 + 1 of the column
+          const uint4 x = *reinterpret_cast<const uint4*>(col_p + (swz(col, 2 * t4) << 4));
+          const uint4 y = *reinterpret_cast<const uint4*>(col_p + (swz(col, 2 * t4 + 1) << 4));
+          bw[0] = x.x, bw[1] = x.y, bw[2] = x.z, bw[3] = x.w, bw[4] = y.x, bw[5] = y.y, bw[6] = y.z, bw[7] = y.w;
+        } else if constexpr (kS == 2) {  // chunk t4
+          const uint4 x = *reinterpret_cast<const uint4*>(col_p + (swz(col, t4) << 4));
+          bw[0] = x.x, bw[1] = x.y, bw[2] = x.z, bw[3] = x.w;
+        } else {  // half of chunk t4 / 2
+          const uint2 x = *reinterpret_cast<const uint2*>(col_p + (swz(col, t4 >> 1) << 4) + (t4 & 1) * 8);
+          bw[0] = x.x, bw[1] = x.y;
+        }
+#pragma unroll
+        for (int gi = 0; gi < kGM; ++gi) {
+          if (mw + gi * MW >= RG) continue;
+          float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // the part's product, then scaled once in f32
+#pragma unroll
+          for (int sl = 0; sl < kS; ++sl) mma_16816<T>(d, af[gi][sl], bw[2 * sl], bw[2 * sl + 1]);
+#pragma unroll
+          for (int x = 0; x < 4; ++x) acc[gi][j][x] = fmaf(scale, d[x], acc[gi][j][x]);
+        }
+      }
+    }
+  };
+
   // ---- Prologue: stages 0 .. stages-2 in flight ----
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // A (thread 0) and B (thread 32, reading its block columns itself) start right away;
@@ -538,38 +684,49 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
     issue(i + kStages - 1);  // (an empty group past the end keeps the count uniform)
     if (!args.b_vec) store_b(i + 1);
 
-    // Stage i: k16-slab f = (part f / (KC/16), columns 16 * (f % (KC/16))) goes to k-warp f % KW.
-    const uint32_t slot = smem0 + static_cast<uint32_t>(slot_i * kSlot);
-    const int nf = valid_parts(i) << kc16_shift;
-    if (active) {
+    if constexpr (kFp8) {
+      // Stage i: part b goes to k-warp b % KW (one scale per part).
+      if (active) {
+        const unsigned char* slot_p = smem + slot_i * kSlot;
+        const int vp = valid_parts(i);
+        if (kc16_shift == 2) fp8_parts(std::integral_constant<int, 4>{}, i, vp, slot_p);
+        else if (kc16_shift == 1) fp8_parts(std::integral_constant<int, 2>{}, i, vp, slot_p);
+        else fp8_parts(std::integral_constant<int, 1>{}, i, vp, slot_p);
+      }
+    } else {
+      // Stage i: k16-slab f = (part f / (KC/16), columns 16 * (f % (KC/16))) goes to k-warp f % KW.
+      const uint32_t slot = smem0 + static_cast<uint32_t>(slot_i * kSlot);
+      const int nf = valid_parts(i) << kc16_shift;
+      if (active) {
 #pragma unroll 2
-      for (int f = kw; f < nf; f += KW) {
-        const int b = f >> kc16_shift, c0 = (f & ((1 << kc16_shift) - 1)) * 2;  // part, first 16-byte chunk
-        uint32_t af[kGM][4];
-        const uint32_t a_s = slot + static_cast<uint32_t>(b * TM * RS + ((c0 ^ a_key) << 4)) + a_lane;
+        for (int f = kw; f < nf; f += KW) {
+          const int b = f >> kc16_shift, c0 = (f & ((1 << kc16_shift) - 1)) * 2;  // part, first 16-byte chunk
+          uint32_t af[kGM][4];
+          const uint32_t a_s = slot + static_cast<uint32_t>(b * TM * RS + ((c0 ^ a_key) << 4)) + a_lane;
 #pragma unroll
-        for (int g = 0; g < kGM; ++g) {
-          const int rg = mw + g * MW;
-          if (rg < RG)
-            ldsm_x4(a_s + static_cast<uint32_t>(rg * 16 * RS), af[g][0], af[g][1], af[g][2], af[g][3]);
-        }
-        const uint32_t b_s = slot + b_off + static_cast<uint32_t>(b * kNT * RS + ((c0 ^ b_key) << 4)) + b_lane;
-        if constexpr (kNG == 1) {
-          uint32_t b0, b1;
-          ldsm_x2(b_s, b0, b1);
+          for (int g = 0; g < kGM; ++g) {
+            const int rg = mw + g * MW;
+            if (rg < RG)
+              ldsm_x4(a_s + static_cast<uint32_t>(rg * 16 * RS), af[g][0], af[g][1], af[g][2], af[g][3]);
+          }
+          const uint32_t b_s = slot + b_off + static_cast<uint32_t>(b * kNT * RS + ((c0 ^ b_key) << 4)) + b_lane;
+          if constexpr (kNG == 1) {
+            uint32_t b0, b1;
+            ldsm_x2(b_s, b0, b1);
 #pragma unroll
-          for (int g = 0; g < kGM; ++g)
-            if (mw + g * MW < RG) mma_16816<T>(acc[g][0], af[g], b0, b1);
-        } else {
+            for (int g = 0; g < kGM; ++g)
+              if (mw + g * MW < RG) mma_16816<T>(acc[g][0], af[g], b0, b1);
+          } else {
 #pragma unroll
-          for (int pr = 0; pr < kNG / 2; ++pr) {
-            uint32_t b0, b1, b2, b3;
-            ldsm_x4(b_s + static_cast<uint32_t>(pr * 16 * RS), b0, b1, b2, b3);
+            for (int pr = 0; pr < kNG / 2; ++pr) {
+              uint32_t b0, b1, b2, b3;
+              ldsm_x4(b_s + static_cast<uint32_t>(pr * 16 * RS), b0, b1, b2, b3);
 #pragma unroll
-            for (int g = 0; g < kGM; ++g) {
-              if (mw + g * MW < RG) {
-                mma_16816<T>(acc[g][2 * pr], af[g], b0, b1);
-                mma_16816<T>(acc[g][2 * pr + 1], af[g], b2, b3);
+              for (int g = 0; g < kGM; ++g) {
+                if (mw + g * MW < RG) {
+                  mma_16816<T>(acc[g][2 * pr], af[g], b0, b1);
+                  mma_16816<T>(acc[g][2 * pr + 1], af[g], b2, b3);
+                }
               }
             }
           }
@@ -653,7 +810,10 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
     __trap();  // the host launches sm_80 images with S = 1 only
 #endif
   }
-  write_rows_any<T, kThreads>(args, res, ldr, rows_own, n, grow0);
+  if constexpr (kFp8)
+    write_rows_fp8_any<kThreads>(args, res, ldr, rows_own, n, grow0);
+  else
+    write_rows_any<T, kThreads>(args, res, ldr, rows_own, n, grow0);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -722,24 +882,30 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return fn;
 }
 
+// The element types a tensor map of this family takes (A: 16-bit or FP8; B: 16-bit).
+using DecodeMapDTypes = DTypeList<DType::F16, DType::BF16, DType::E4M3, DType::E5M2>;
+
 // A 2-D tensor map over a matrix of `outer` rows of `inner` contiguous elements, `ld`
-// elements apart, read in boxes of box_outer x kc with the swizzle of kc-element rows.
+// elements apart, read in boxes of box_outer x kc with the swizzle of rows of kc 16-bit
+// elements (128, 64 or 32 bytes), or unswizzled (`swizzle` false: FP8 A's rows).
 inline bool make_tensor_map(CUtensorMap* map, DType t, const void* base, int64_t inner, int64_t outer, int64_t ld,
-                            int kc, int box_outer) {
+                            int kc, int box_outer, bool swizzle = true) {
   const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
   if (encode == nullptr) return false;
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(outer)};
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld) * static_cast<cuuint64_t>(dtype_bytes(t))};
   const cuuint32_t box[2] = {static_cast<cuuint32_t>(kc), static_cast<cuuint32_t>(box_outer)};
   const cuuint32_t unit[2] = {1, 1};
-  const CUtensorMapSwizzle swizzle =
-      kc == 64 ? CU_TENSOR_MAP_SWIZZLE_128B : kc == 32 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_32B;
-  const bool known = dispatch<DecodeDTypes>(t, [](auto) { return true; }, [] { return false; });
+  const CUtensorMapSwizzle swizzle_mode = !swizzle   ? CU_TENSOR_MAP_SWIZZLE_NONE
+                                          : kc == 64 ? CU_TENSOR_MAP_SWIZZLE_128B
+                                          : kc == 32 ? CU_TENSOR_MAP_SWIZZLE_64B
+                                                     : CU_TENSOR_MAP_SWIZZLE_32B;
+  const bool known = dispatch<DecodeMapDTypes>(t, [](auto) { return true; }, [] { return false; });
   if (!known) return false;
-  const CUtensorMapDataType type = dispatch<DecodeDTypes>(
+  const CUtensorMapDataType type = dispatch<DecodeMapDTypes>(
       t, [](auto tr) { return DeviceTypeOf<decltype(tr)::kDType>::kTensorMap; },
       [] { return CU_TENSOR_MAP_DATA_TYPE_FLOAT16; });  // unreachable: refused above
-  const CUresult r = encode(map, type, 2, const_cast<void*>(base), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+  const CUresult r = encode(map, type, 2, const_cast<void*>(base), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle_mode,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS;
 }
@@ -758,15 +924,15 @@ inline int choose_split(int64_t units, int64_t mean_blocks, const DecodeLimits& 
   return s;
 }
 
-template <int kRow, typename T>
+template <int kRow, typename TA, typename T>
 cudaError_t launch_typed(const Problem& p, cudaStream_t stream) {
   using Tr = Traits<kRow>;
   constexpr DecodeVariant v = Tr::cfg;
-  const void* fn = reinterpret_cast<const void*>(&decode_kernel<kRow, T>);
+  const void* fn = reinterpret_cast<const void*>(&decode_kernel<kRow, TA, T>);
   cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
   if (e != cudaSuccess) return e;
 
-  // Limits, once per device (racing first calls store the same value).
+  // Limits, once per device and kernel (racing first calls store the same value).
   constexpr int kMaxDevices = 64;
   static DecodeLimits cache[kMaxDevices];
   static std::atomic<bool> cached[kMaxDevices] = {};
@@ -825,15 +991,20 @@ cudaError_t launch_typed(const Problem& p, cudaStream_t stream) {
   args.b_vec = args.b_col && p.b.ld % 8 == 0 && reinterpret_cast<uintptr_t>(p.b.data) % 16 == 0;
   args.c_col = p.c.layout == Layout::ColMajor;
   args.c_f32 = p.c.dtype == DType::F32;
+  args.a_scales = p.a.scales;
+  args.a_scale_kind = static_cast<int32_t>(p.a.scale_kind);
+  args.c_type = p.c.dtype == DType::F16 ? 0 : p.c.dtype == DType::BF16 ? 1 : 2;
 
   // sm_90 images stream A (and aligned column-major B) with the TMA; the tensor coordinates
   // are int32 (A's rows: nnzb * bm; B's rows: k). Otherwise, or if a map cannot be made,
   // the cp.async path (the kernel never reads a map it was not given).
   alignas(64) CUtensorMap map_a{};
   alignas(64) CUtensorMap map_b{};
+  // FP8 A: a UINT8 map of unswizzled KC-byte rows (kernel.cuh's file comment).
   args.tma = lim.sm90 && p.a.nnzb > 0 && p.a.nnzb * p.a.bm <= INT_MAX && p.k() <= INT_MAX &&
-             make_tensor_map(&map_a, p.input(), p.a.values, p.a.bk, p.a.nnzb * p.a.bm, p.a.bk, plan.kc, plan.tm);
-  if (args.tma && args.b_vec && !make_tensor_map(&map_b, p.input(), p.b.data, p.k(), p.n(), p.b.ld, plan.kc, v.n_max))
+             make_tensor_map(&map_a, p.input(), p.a.values, p.a.bk, p.a.nnzb * p.a.bm, p.a.bk, plan.kc, plan.tm,
+                             !Tr::kFp8);
+  if (args.tma && args.b_vec && !make_tensor_map(&map_b, p.b.dtype, p.b.data, p.k(), p.n(), p.b.ld, plan.kc, v.n_max))
     args.tma = false;
 
   cudaLaunchConfig_t cfg{};
@@ -858,21 +1029,42 @@ cudaError_t launch_typed(const Problem& p, cudaStream_t stream) {
 
 template <int kRow>
 cudaError_t launch_row(const Problem& p, cudaStream_t stream) {
-  return dispatch<DecodeDTypes>(
-      p.input(), [&](auto tr) { return launch_typed<kRow, DeviceType<decltype(tr)::kDType>>(p, stream); },
-      [] { return cudaErrorNotSupported; });
+  if constexpr (Traits<kRow>::kFp8) {
+    // W8A16: A's FP8 type x B's 16-bit type.
+    return dispatch<DecodeFp8DTypes>(
+        p.input(),
+        [&](auto ta) {
+          using TA = DeviceType<decltype(ta)::kDType>;
+          return dispatch<DecodeDTypes>(
+              p.b.dtype, [&](auto tb) { return launch_typed<kRow, TA, DeviceType<decltype(tb)::kDType>>(p, stream); },
+              [] { return cudaErrorNotSupported; });
+        },
+        [] { return cudaErrorNotSupported; });
+  } else {
+    return dispatch<DecodeDTypes>(
+        p.input(),
+        [&](auto tr) {
+          using T = DeviceType<decltype(tr)::kDType>;
+          return launch_typed<kRow, T, T>(p, stream);
+        },
+        [] { return cudaErrorNotSupported; });
+  }
 }
 
 template <int kRow>
 const void* probe_kernel() {
-  return reinterpret_cast<const void*>(&decode_kernel<kRow, __half>);
+  if constexpr (Traits<kRow>::kFp8)
+    return reinterpret_cast<const void*>(&decode_kernel<kRow, __nv_fp8_e4m3, __half>);
+  else
+    return reinterpret_cast<const void*>(&decode_kernel<kRow, __half, __half>);
 }
 
 }  // namespace decode_impl
 }  // namespace sparsek::detail
 
 // The body of cpp/spmm/decode/a row unit (cpp/core/units.cpp): compiles the row NAME's kernels (f16 and
-// bf16 inputs; layouts, output type and epilogue are runtime arguments) and its entry points.
+// bf16 inputs; FP8 rows: e4m3 and e5m2 A x f16 and bf16 B; layouts, output type and epilogue
+// are runtime arguments) and its entry points.
 #define SPARSEK_DECODE_INSTANTIATE(NAME)                                                                      \
   namespace sparsek::detail::decode_impl {                                                                    \
   static_assert(decode_row(NAME) >= 0, "no row named " NAME " in kDecodeVariants (cpp/spmm/decode/configs.hpp)"); \

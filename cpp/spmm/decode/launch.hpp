@@ -19,16 +19,22 @@ constexpr int decode_cmin(int a, int b) { return a < b ? a : b; }
 constexpr int decode_threads(const DecodeVariant& v) { return 32 * v.warps; }
 
 // The widest k-chunk of a part (a ring stage holds whole parts: TM rows x KC columns of one
-// block). Shared-memory rows are KC elements (128, 64 or 32 bytes), swizzled like the TMA's
-// 128-, 64- or 32-byte swizzle (kernel.cuh), which makes every 8-row ldmatrix phase
-// conflict-free.
+// block). Shared-memory rows of B (and of 16-bit A) are KC elements (128, 64 or 32 bytes),
+// swizzled like the TMA's 128-, 64- or 32-byte swizzle (kernel.cuh), which makes every 8-row
+// ldmatrix phase conflict-free. FP8 A's rows are KC bytes, unswizzled (kernel.cuh: its
+// 16-byte row reads are conflict-free without).
 inline constexpr int kDecodeKcMax = 64;
 constexpr int decode_row_bytes(int kc) { return 2 * kc; }
+constexpr int decode_a_elem_bytes(const DecodeVariant& v) { return v.fp8_a ? 1 : 2; }
+constexpr int decode_a_row_bytes(const DecodeVariant& v, int kc) { return decode_a_elem_bytes(v) * kc; }
 
-// One ring stage (slot): room for tm_max rows of A and n_max columns of B at KC = 64. Plans
+// One ring stage (slot): room for a_bytes of A and, per part of tm_max x KC = 64 elements in
+// them, n_max columns of B (16-bit rows: tm_max rows of A and n_max columns of B). Plans
 // with smaller TM or KC put more parts in a stage (decode_plan).
 constexpr int decode_slot_bytes(const DecodeVariant& v) {
-  return (v.tm_max + v.n_max) * decode_row_bytes(kDecodeKcMax);
+  if (!v.fp8_a) return (v.tm_max + v.n_max) * decode_row_bytes(kDecodeKcMax);
+  const int parts = v.a_bytes / (v.tm_max * decode_a_row_bytes(v, kDecodeKcMax));
+  return v.a_bytes + parts * v.n_max * decode_row_bytes(kDecodeKcMax);
 }
 
 // After the main loop the ring's memory holds the fp32 partial tile, TM x n_max row-major
@@ -62,6 +68,7 @@ struct DecodePlan {
   int nb;      // parts per ring stage
   int mw;      // warps along m: warp w takes row groups w % mw, + mw, ...
   int kw;      // warps along k: warp w takes the k16-slabs f == w / mw (mod kw) of each stage
+               // (FP8 rows: the parts b == w / mw (mod kw))
 };
 
 constexpr DecodePlan decode_plan(const DecodeVariant& v, int bm, int bk) {
@@ -77,11 +84,15 @@ constexpr DecodePlan decode_plan(const DecodeVariant& v, int bm, int bk) {
   p.slices = bm / p.tm;
   p.kc = bk % 64 == 0 ? 64 : bk % 32 == 0 ? 32 : 16;
   p.kpb = bk / p.kc;
-  const int by_a = v.a_bytes / (p.tm * p.kc * 2);
-  const int by_slot = decode_slot_bytes(v) / ((p.tm + v.n_max) * decode_row_bytes(p.kc));
+  const int a_part = p.tm * decode_a_row_bytes(v, p.kc), b_part = v.n_max * decode_row_bytes(p.kc);
+  const int by_a = v.a_bytes / a_part;
+  const int by_slot = decode_slot_bytes(v) / (a_part + b_part);
   p.nb = decode_cmax(1, decode_cmin(by_a, by_slot));
+  // FP8: at most two A rows per thread per stage (decode_plans_ok; 16-bit plans meet it as is).
+  if (v.fp8_a) p.nb = decode_cmax(1, decode_cmin(p.nb, 2 * decode_threads(v) / p.tm));
   p.mw = (d + v.gm_max - 1) / v.gm_max;  // <= warps (checked below: tm_max <= 16 * gm_max * warps)
-  p.kw = decode_cmin(v.warps / p.mw, p.nb * p.kc / 16);
+  // The k-warps' units: k16-slabs (16-bit A), whole parts (FP8 A: kernel.cuh).
+  p.kw = decode_cmin(v.warps / p.mw, v.fp8_a ? p.nb : p.nb * p.kc / 16);
   return p;
 }
 
@@ -93,7 +104,8 @@ inline constexpr int kDecodeLargestOptin = 227 * 1024;
 constexpr bool decode_row_ok(const DecodeVariant& v) {
   return (v.n_max == 8 || (v.n_max % 16 == 0 && v.n_max >= 16)) && v.warps >= 1 && v.tm_max % 16 == 0 &&
          v.tm_max >= 16 && v.tm_max <= 256 && v.tm_max <= 16 * v.gm_max * v.warps &&
-         v.a_bytes >= v.tm_max * kDecodeKcMax * 2 && v.stages >= 2 && v.min_ctas >= 1 &&
+         v.a_bytes >= v.tm_max * decode_a_row_bytes(v, kDecodeKcMax) && v.stages >= 2 && v.min_ctas >= 1 &&
+         (!v.fp8_a || v.a_bytes % (v.tm_max * kDecodeKcMax) == 0) &&
          decode_slot_bytes(v) % 1024 == 0 &&
          decode_total_smem_bytes(v) <= kDecodeLargestOptin;
 }
@@ -105,7 +117,8 @@ constexpr bool decode_plans_ok(const DecodeVariant& v) {
     for (int bk = 16; bk <= 256; bk += 16) {
       const DecodePlan p = decode_plan(v, bm, bk);
       if (p.tm % 16 != 0 || bm % p.tm != 0 || p.tm > v.tm_max || bk % p.kc != 0) return false;
-      if (p.nb < 1 || p.nb * (p.tm + v.n_max) * decode_row_bytes(p.kc) > decode_slot_bytes(v)) return false;
+      const int part = p.tm * decode_a_row_bytes(v, p.kc) + v.n_max * decode_row_bytes(p.kc);
+      if (p.nb < 1 || p.nb * part > decode_slot_bytes(v)) return false;
       if (p.nb * p.tm > 2 * decode_threads(v)) return false;
       if (p.mw < 1 || p.mw > v.warps || p.kw < 1 || p.mw * p.kw > v.warps) return false;
       if ((p.tm / 16 + p.mw - 1) / p.mw > v.gm_max) return false;
@@ -119,13 +132,15 @@ constexpr bool decode_table_ok() {
   return true;
 }
 
-// Rows go from the narrowest N tile up (the first automatic row that fits is the narrowest).
+// Rows of each kind (16-bit, FP8 A) go from the narrowest N tile up (the first automatic row
+// of a problem's kind that fits is the narrowest).
 constexpr bool decode_rows_ascend() {
-  int last = 0;
+  int last[2] = {0, 0};
   for (int i = 0; i < kDecodeRows; ++i) {
-    if (!kDecodeVariants[i].automatic) continue;
-    if (kDecodeVariants[i].n_max <= last) return false;
-    last = kDecodeVariants[i].n_max;
+    const DecodeVariant& v = kDecodeVariants[i];
+    if (!v.automatic) continue;
+    if (v.n_max <= last[v.fp8_a]) return false;
+    last[v.fp8_a] = v.n_max;
   }
   return true;
 }
@@ -141,8 +156,8 @@ static_assert(decode_rows_ascend(), "automatic rows must go from the narrowest N
 template <int kRow>
 cudaError_t launch_row(const Problem& p, cudaStream_t stream);
 
-// One kernel of row kRow (f16), for asking the runtime whether this build carries an
-// image for the current device.
+// One kernel of row kRow (f16; FP8 rows: e4m3 A, f16 B), for asking the runtime whether this
+// build carries an image for the current device (and, for FP8, which architecture it is).
 template <int kRow>
 const void* probe_kernel();
 
