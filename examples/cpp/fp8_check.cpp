@@ -654,7 +654,12 @@ END:
     CUDA_CHECK(cudaEventCreate(&e1));
     for (int rep = 0; rep < 6; ++rep) {
       CUDA_CHECK(cudaEventRecord(e0));
-      CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(blocks), dim3(threads), args, 0, nullptr));
+      if (cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(blocks), dim3(threads), args, 0, nullptr) !=
+          cudaSuccess) {
+        (void)cudaGetLastError();
+        best = -1;
+        break;
+      }
       CUDA_CHECK(cudaEventRecord(e1));
       CUDA_CHECK(cudaEventSynchronize(e1));
       float ms = 0;
