@@ -105,10 +105,11 @@ inline constexpr DecodeVariant kDecodeVariants[] = {
      "fallback for n > 128 that no tensor-core row takes (odd ld, unaligned B or C)", true},
     // W8A16 (FP8 A, issue 27): the same tiles; a stage holds 16 KiB of A as the f16 rows do
     // (twice the elements: 2 parts of 128 x 64 at 128x128 blocks) and their B. Shared memory:
-    // w8_n8 77 KiB, w8_n16 85 KiB (4 stages), w8_n32 77 KiB (3 stages): 2 CTAs/SM on an
-    // H100; w8_n48 89 KiB, w8_n64 101 KiB (3 stages), w8_n128 149 KiB (its tile): 1 CTA/SM
+    // w8_n8 81 KiB, w8_n16 89 KiB (4 stages), w8_n32 81 KiB (3 stages): 2 CTAs/SM on an
+    // H100; w8_n48 93 KiB, w8_n64 105 KiB (3 stages), w8_n128 153 KiB (its tile): 1 CTA/SM
     // (min_ctas 1: with 2 gm groups their A fragments (32 registers) and accumulators spill
-    // under 128 registers). On sm_89 (99 KiB) n <= 48 runs, wider n is refused.
+    // under 128 registers). 4 KiB of each is the block scales (launch.hpp). On sm_89 (99
+    // KiB) n <= 48 runs, wider n is refused.
     {"decode_w8_n8",    8,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_W8, false, true},
     {"decode_w8_n16",  16,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_W8, false, true},
     {"decode_w8_n32",  32,    8,  1,  128,  16384,   3,    2,  true, SPARSEK_DECODE_W8, false, true},

@@ -386,6 +386,9 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
 
   extern __shared__ __align__(128) unsigned char smem_raw[];
   __shared__ int s_cols[kDecodeColCap];  // the CTA's block columns (the first kDecodeColCap)
+  // FP8 A with per-block scales: the CTA's blocks' scales (the first kDecodeColCap), read in
+  // the prologue with the block columns (a global load per part would stall every warp).
+  __shared__ float s_scales[kFp8 ? kDecodeColCap : 1];
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   __shared__ __align__(8) uint64_t s_full[kStages];  // per slot: its stage's bytes have landed
   const bool tma = args.tma;
@@ -416,6 +419,7 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
   const int row0 = slice * TM;
   const int RG = TM >> 4;
   const int n = args.n;
+  const bool per_block = kFp8 && args.a_scale_kind == static_cast<int32_t>(ScaleKind::PerBlock);
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if (tma && tid == 0) {
@@ -580,14 +584,13 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
   // is bytes (halves) 4s .. 4s+3 of those, its logical k {2 t4, 2 t4 + 1, 2 t4 + 8, 2 t4 + 9}.
   // kS = KC / 16: the slabs of a part.
   const int g8 = lane >> 2, t4 = lane & 3;
-  const bool per_block = args.a_scale_kind == static_cast<int32_t>(ScaleKind::PerBlock);
   auto fp8_parts = [&](auto slabs, int i, int vp, const unsigned char* slot_p) {
     constexpr int kS = decltype(slabs)::value;
 #pragma unroll 1
     for (int b = kw; b < vp; b += KW) {
       const int u = i * NB + b;
       const int t = KPB == 1 ? u : u / KPB;
-      const float scale = per_block ? __ldg(args.a_scales + jb + t) : 1.0f;
+      const float scale = !per_block ? 1.0f : t < kDecodeColCap ? s_scales[t] : __ldg(args.a_scales + jb + t);
       uint32_t af[kGM][kS][4];
       const unsigned char* a_p = slot_p + b * TM * RSA + g8 * RSA + 4 * kS * t4;
 #pragma unroll
@@ -656,6 +659,8 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
   // The block columns, and zeros in B's region of every slot where B is not copied by the
   // TMA (columns n .. n_max are then never written and must be zero).
   for (int t = tid; t < nblk && t < kDecodeColCap; t += kThreads) s_cols[t] = __ldg(args.col_idx + jb + t);
+  if (kFp8 && per_block)
+    for (int t = tid; t < nblk && t < kDecodeColCap; t += kThreads) s_scales[t] = __ldg(args.a_scales + jb + t);
   if (!(tma && args.b_vec)) {
     for (int st = 0; st < kStages; ++st) {
       unsigned char* b_slot = smem + st * kSlot + b_off;

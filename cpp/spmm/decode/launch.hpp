@@ -54,9 +54,11 @@ constexpr int decode_smem_bytes(const DecodeVariant& v) {
 // rest from global memory (correct, slower).
 inline constexpr int kDecodeColCap = 1024;
 
-// Static shared memory per CTA (the block columns and the stages' mbarriers), and the
-// total the device's per-block opt-in limit must allow (fits checks it).
-constexpr int decode_static_bytes(const DecodeVariant& v) { return kDecodeColCap * 4 + 8 * v.stages; }
+// Static shared memory per CTA (the block columns, FP8 rows' block scales, the stages'
+// mbarriers), and the total the device's per-block opt-in limit must allow (fits checks it).
+constexpr int decode_static_bytes(const DecodeVariant& v) {
+  return kDecodeColCap * 4 * (v.fp8_a ? 2 : 1) + 8 * v.stages;
+}
 constexpr int decode_total_smem_bytes(const DecodeVariant& v) { return decode_smem_bytes(v) + decode_static_bytes(v); }
 
 // How one problem runs on row v (depends on bm and bk only).
