@@ -75,8 +75,13 @@
 //    or bf16 (the mma's type), C f16, bf16 or f32 with a bias of C's type. Everything above
 //    holds with these differences:
 //    - A's shared-memory rows are KC bytes, unswizzled (the TMA map is UINT8, box KC bytes x
-//      TM rows, no swizzle; cp.async the same layout). A stage still carries up to 16 KiB
-//      of A, i.e. twice the elements; B's layout is the 16-bit one.
+//      TM rows, no swizzle; cp.async the same layout), KC = 128 where bk allows: measured on
+//      the H100 (fp8_check --time), a CTA's TMA stream ran at a rate per box row, not per
+//      byte (128 x 64-byte rows took as long as 128 x 128-byte rows of f16: E_hbm 0.40 at
+//      14336 x 4096), so FP8 rows must be 128 bytes (a 128 x 128 block is then one 16 KiB
+//      box). A stage still carries up to 16 KiB of A, i.e. twice the elements. B's layout
+//      is the 16-bit one; a part of KC = 128 keeps its B as two sub-tiles of 64 k (two TMA
+//      boxes), each like a KC = 64 part's, and is computed as two halves of 64 k.
 //    - No ldmatrix for A. The dot product over k is order-free, so each k16-slab may use
 //      any permutation of its k as long as A's and B's fragments use the same one: lane
 //      (g = lane/4, t = lane%4) reads 4*KC/16 consecutive bytes of rows g and g+8 (k = t *
@@ -84,7 +89,8 @@
 //      logical k {2t, 2t+1, 2t+8, 2t+9}; B's fragment is then the 4 consecutive halves of
 //      column g at the same k (one 32-byte read of B covers the part). Eight lanes read
 //      two whole rows (128 contiguous bytes) per phase: conflict-free without a swizzle;
-//      B's reads are conflict-free under its 128/64/32-byte swizzle.
+//      B's reads are conflict-free under its 128/64/32-byte swizzle. (KC = 128: a half's
+//      16-byte A reads of rows g, g+1 share banks, 2-way; A reads are 1/8 of the loop's.)
 //    - Dequantized in registers: cvt.rn.f16x2.e4m3x2 / e5m2x2 (sm_89+; family.cu refuses
 //      FP8 on older devices and images), for bf16 B then f16 -> f32 -> bf16 (exact: e4m3
 //      and e5m2 values are f16 and bf16 values).
@@ -408,13 +414,19 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
   const int64_t br = unit / static_cast<unsigned>(args.slices);
   const int slice = static_cast<int>(unit % static_cast<unsigned>(args.slices));
   const int TM = args.tm, KC = args.kc, KPB = args.kpb, NB = args.nb, bk = args.bk;
-  const int RS = 2 * KC;                                   // bytes per shared-memory row of B
-  const int RSA = kFp8 ? KC : RS;                          // ... of A (FP8: KC bytes, unswizzled)
-  const int kc16_shift = KC == 64 ? 2 : KC == 32 ? 1 : 0;  // KC/16 = 4, 2, 1
-  const int CPR_SHIFT = kc16_shift + 1;                    // 16-byte chunks per row: KC/8
+  const int RS = 2 * KC;                                   // bytes of a part's B column
+  const int RSA = kFp8 ? KC : RS;                          // ... of a part's A row (FP8: KC bytes, unswizzled)
+  const int kc16_shift = KC == 128 ? 3 : KC == 64 ? 2 : KC == 32 ? 1 : 0;  // KC/16 = 8 (FP8 only), 4, 2, 1
+  const int CPR_SHIFT = kc16_shift + 1;                    // 16-byte chunks per B column: KC/8
+  // B's shared-memory rows are at most 64 elements (128 bytes, the widest TMA swizzle): an
+  // FP8 part of KC = 128 keeps its B as two sub-tiles of kNT rows x 64 k (sub-tile h: k0 +
+  // 64h ..), each laid out like a KC = 64 part's B. RSB: bytes per B row.
+  const int b_kc16_shift = kc16_shift < 2 ? kc16_shift : 2;
+  const int BSUB = 1 << (kc16_shift - b_kc16_shift), RSB = RS / BSUB;
+  const int CPR_B_SHIFT = b_kc16_shift + 1;  // 16-byte chunks per B row
   // The swizzle (the TMA's 128-, 64- or 32-byte swizzle for rows of 128, 64, 32 bytes):
   // 16-byte chunk c of row r is stored at chunk c ^ ((r >> sw_shift) & sw_mask).
-  const int sw_shift = 2 - kc16_shift, sw_mask = (1 << (kc16_shift + 1)) - 1;
+  const int sw_shift = 2 - b_kc16_shift, sw_mask = (1 << (b_kc16_shift + 1)) - 1;
   auto swz = [&](int r, int c) { return c ^ ((r >> sw_shift) & sw_mask); };
   const int row0 = slice * TM;
   const int RG = TM >> 4;
@@ -490,7 +502,8 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
       if (do_a) tma_load_2d(slot + b * TM * RSA, &map_a, k0, (jb + t) * args.bm + row0, bar, policy);
       if (do_b && b_tma) {
         const int col = cols ? col_of(t) : __ldg(args.col_idx + jb + t);
-        tma_load_2d(slot + b_off + b * kNT * RS, &map_b, col * bk + k0, 0, bar, policy_b);
+        for (int h = 0; h < BSUB; ++h)
+          tma_load_2d(slot + b_off + (b * BSUB + h) * kNT * RSB, &map_b, col * bk + k0 + h * 64, 0, bar, policy_b);
       }
     }
   };
@@ -512,7 +525,8 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
       for (int c = tid; c < (vp * n) << CPR_SHIFT; c += kThreads) {
         const int p = c >> CPR_SHIFT, w = c & ((1 << CPR_SHIFT) - 1);
         const int b = p / n, col = p - b * n;
-        cp_async_b(slot + b_off + (b * kNT + col) * RS + swz(col, w) * 16,
+        const int h = w >> CPR_B_SHIFT, wb = w & ((1 << CPR_B_SHIFT) - 1);  // sub-tile, its chunk
+        cp_async_b(slot + b_off + ((b * BSUB + h) * kNT + col) * RSB + swz(col, wb) * 16,
                    b_vals + col * ldb + b_krow(q * NB + b) + w * 8);
       }
     }
@@ -548,7 +562,9 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
         const uint32_t lo16 = __ldg(src + (2 * e) * stride), hi16 = __ldg(src + (2 * e + 1) * stride);
         x[e] = lo16 | (hi16 << 16);
       }
-      *reinterpret_cast<uint4*>(slot + (b * kNT + col) * RS + swz(col, w) * 16) = make_uint4(x[0], x[1], x[2], x[3]);
+      const int h = w >> CPR_B_SHIFT, wb = w & ((1 << CPR_B_SHIFT) - 1);  // sub-tile, its chunk
+      *reinterpret_cast<uint4*>(slot + ((b * BSUB + h) * kNT + col) * RSB + swz(col, wb) * 16) =
+          make_uint4(x[0], x[1], x[2], x[3]);
     }
   };
 
@@ -582,66 +598,72 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
   // t4) = (lane / 4, lane % 4) reads 4 * kS bytes of rows g8 and g8 + 8 of its row groups at
   // byte 4 * kS * t4 and the 4 * kS halves of B's column j*8 + g8 at the same k; k16-slab s
   // is bytes (halves) 4s .. 4s+3 of those, its logical k {2 t4, 2 t4 + 1, 2 t4 + 8, 2 t4 + 9}.
-  // kS = KC / 16: the slabs of a part.
+  // kS = KC / 16 (at most 4): the slabs of a part (of each half at KC = 128).
   const int g8 = lane >> 2, t4 = lane & 3;
   auto fp8_parts = [&](auto slabs, int i, int vp, const unsigned char* slot_p) {
-    constexpr int kS = decltype(slabs)::value;
+    // KC = 128: the part is two halves of 64 k (A bytes 64h .., B sub-tile h), each read as
+    // a KC = 64 part, both folded with the part's scale.
+    constexpr int kHalves = decltype(slabs)::value == 8 ? 2 : 1;
+    constexpr int kS = decltype(slabs)::value / kHalves;
 #pragma unroll 1
     for (int b = kw; b < vp; b += KW) {
       const int u = i * NB + b;
       const int t = KPB == 1 ? u : u / KPB;
       const float scale = !per_block ? 1.0f : t < kDecodeColCap ? s_scales[t] : __ldg(args.a_scales + jb + t);
-      uint32_t af[kGM][kS][4];
-      const unsigned char* a_p = slot_p + b * TM * RSA + g8 * RSA + 4 * kS * t4;
-#pragma unroll
-      for (int gi = 0; gi < kGM; ++gi) {
-        const int rg = mw + gi * MW;
-        if (rg >= RG) continue;
-        uint32_t lo[kS], hi[kS];  // rows g8 and g8 + 8: word s = slab s's 4 bytes
-        const unsigned char* r_lo = a_p + rg * 16 * RSA;
-        const unsigned char* r_hi = r_lo + 8 * RSA;
-        if constexpr (kS == 4) {
-          const uint4 x = *reinterpret_cast<const uint4*>(r_lo), y = *reinterpret_cast<const uint4*>(r_hi);
-          lo[0] = x.x, lo[1] = x.y, lo[2] = x.z, lo[3] = x.w, hi[0] = y.x, hi[1] = y.y, hi[2] = y.z, hi[3] = y.w;
-        } else if constexpr (kS == 2) {
-          const uint2 x = *reinterpret_cast<const uint2*>(r_lo), y = *reinterpret_cast<const uint2*>(r_hi);
-          lo[0] = x.x, lo[1] = x.y, hi[0] = y.x, hi[1] = y.y;
-        } else {
-          lo[0] = *reinterpret_cast<const uint32_t*>(r_lo), hi[0] = *reinterpret_cast<const uint32_t*>(r_hi);
-        }
-#pragma unroll
-        for (int sl = 0; sl < kS; ++sl) {
-          af[gi][sl][0] = fp8x2_to<TA, T>(lo[sl] & 0xffffu);  // row g8, logical k 2 t4, 2 t4 + 1
-          af[gi][sl][1] = fp8x2_to<TA, T>(hi[sl] & 0xffffu);  // row g8 + 8
-          af[gi][sl][2] = fp8x2_to<TA, T>(lo[sl] >> 16);      // row g8, logical k 2 t4 + 8, 2 t4 + 9
-          af[gi][sl][3] = fp8x2_to<TA, T>(hi[sl] >> 16);
-        }
-      }
-      const unsigned char* b_p = slot_p + b_off + b * kNT * RS;
-#pragma unroll
-      for (int j = 0; j < kNG; ++j) {
-        const int col = j * 8 + g8;
-        const unsigned char* col_p = b_p + col * RS;
-        uint32_t bw[2 * kS];  // halves 4 kS t4 ..: slab s's b0, b1 = words 2s, 2s+1
-        if constexpr (kS == 4) {  // chunks 2 t4 and 2 t4 + 1 of the column
-          const uint4 x = *reinterpret_cast<const uint4*>(col_p + (swz(col, 2 * t4) << 4));
-          const uint4 y = *reinterpret_cast<const uint4*>(col_p + (swz(col, 2 * t4 + 1) << 4));
-          bw[0] = x.x, bw[1] = x.y, bw[2] = x.z, bw[3] = x.w, bw[4] = y.x, bw[5] = y.y, bw[6] = y.z, bw[7] = y.w;
-        } else if constexpr (kS == 2) {  // chunk t4
-          const uint4 x = *reinterpret_cast<const uint4*>(col_p + (swz(col, t4) << 4));
-          bw[0] = x.x, bw[1] = x.y, bw[2] = x.z, bw[3] = x.w;
-        } else {  // half of chunk t4 / 2
-          const uint2 x = *reinterpret_cast<const uint2*>(col_p + (swz(col, t4 >> 1) << 4) + (t4 & 1) * 8);
-          bw[0] = x.x, bw[1] = x.y;
-        }
+#pragma unroll 1
+      for (int hh = 0; hh < kHalves; ++hh) {
+        uint32_t af[kGM][kS][4];
+        const unsigned char* a_p = slot_p + b * TM * RSA + g8 * RSA + 64 * hh + 4 * kS * t4;
 #pragma unroll
         for (int gi = 0; gi < kGM; ++gi) {
-          if (mw + gi * MW >= RG) continue;
-          float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // the part's product, then scaled once in f32
+          const int rg = mw + gi * MW;
+          if (rg >= RG) continue;
+          uint32_t lo[kS], hi[kS];  // rows g8 and g8 + 8: word s = slab s's 4 bytes
+          const unsigned char* r_lo = a_p + rg * 16 * RSA;
+          const unsigned char* r_hi = r_lo + 8 * RSA;
+          if constexpr (kS == 4) {
+            const uint4 x = *reinterpret_cast<const uint4*>(r_lo), y = *reinterpret_cast<const uint4*>(r_hi);
+            lo[0] = x.x, lo[1] = x.y, lo[2] = x.z, lo[3] = x.w, hi[0] = y.x, hi[1] = y.y, hi[2] = y.z, hi[3] = y.w;
+          } else if constexpr (kS == 2) {
+            const uint2 x = *reinterpret_cast<const uint2*>(r_lo), y = *reinterpret_cast<const uint2*>(r_hi);
+            lo[0] = x.x, lo[1] = x.y, hi[0] = y.x, hi[1] = y.y;
+          } else {
+            lo[0] = *reinterpret_cast<const uint32_t*>(r_lo), hi[0] = *reinterpret_cast<const uint32_t*>(r_hi);
+          }
 #pragma unroll
-          for (int sl = 0; sl < kS; ++sl) mma_16816<T>(d, af[gi][sl], bw[2 * sl], bw[2 * sl + 1]);
+          for (int sl = 0; sl < kS; ++sl) {
+            af[gi][sl][0] = fp8x2_to<TA, T>(lo[sl] & 0xffffu);  // row g8, logical k 2 t4, 2 t4 + 1
+            af[gi][sl][1] = fp8x2_to<TA, T>(hi[sl] & 0xffffu);  // row g8 + 8
+            af[gi][sl][2] = fp8x2_to<TA, T>(lo[sl] >> 16);      // row g8, logical k 2 t4 + 8, 2 t4 + 9
+            af[gi][sl][3] = fp8x2_to<TA, T>(hi[sl] >> 16);
+          }
+        }
+        const unsigned char* b_p = slot_p + b_off + (b * BSUB + hh) * kNT * RSB;
 #pragma unroll
-          for (int x = 0; x < 4; ++x) acc[gi][j][x] = fmaf(scale, d[x], acc[gi][j][x]);
+        for (int j = 0; j < kNG; ++j) {
+          const int col = j * 8 + g8;
+          const unsigned char* col_p = b_p + col * RSB;
+          uint32_t bw[2 * kS];  // halves 4 kS t4 ..: slab s's b0, b1 = words 2s, 2s+1
+          if constexpr (kS == 4) {  // chunks 2 t4 and 2 t4 + 1 of the column
+            const uint4 x = *reinterpret_cast<const uint4*>(col_p + (swz(col, 2 * t4) << 4));
+            const uint4 y = *reinterpret_cast<const uint4*>(col_p + (swz(col, 2 * t4 + 1) << 4));
+            bw[0] = x.x, bw[1] = x.y, bw[2] = x.z, bw[3] = x.w, bw[4] = y.x, bw[5] = y.y, bw[6] = y.z, bw[7] = y.w;
+          } else if constexpr (kS == 2) {  // chunk t4
+            const uint4 x = *reinterpret_cast<const uint4*>(col_p + (swz(col, t4) << 4));
+            bw[0] = x.x, bw[1] = x.y, bw[2] = x.z, bw[3] = x.w;
+          } else {  // half of chunk t4 / 2
+            const uint2 x = *reinterpret_cast<const uint2*>(col_p + (swz(col, t4 >> 1) << 4) + (t4 & 1) * 8);
+            bw[0] = x.x, bw[1] = x.y;
+          }
+#pragma unroll
+          for (int gi = 0; gi < kGM; ++gi) {
+            if (mw + gi * MW >= RG) continue;
+            float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // the part's product, then scaled once in f32
+#pragma unroll
+            for (int sl = 0; sl < kS; ++sl) mma_16816<T>(d, af[gi][sl], bw[2 * sl], bw[2 * sl + 1]);
+#pragma unroll
+            for (int x = 0; x < 4; ++x) acc[gi][j][x] = fmaf(scale, d[x], acc[gi][j][x]);
+          }
         }
       }
     }
@@ -694,7 +716,8 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
       if (active) {
         const unsigned char* slot_p = smem + slot_i * kSlot;
         const int vp = valid_parts(i);
-        if (kc16_shift == 2) fp8_parts(std::integral_constant<int, 4>{}, i, vp, slot_p);
+        if (kc16_shift == 3) fp8_parts(std::integral_constant<int, 8>{}, i, vp, slot_p);
+        else if (kc16_shift == 2) fp8_parts(std::integral_constant<int, 4>{}, i, vp, slot_p);
         else if (kc16_shift == 1) fp8_parts(std::integral_constant<int, 2>{}, i, vp, slot_p);
         else fp8_parts(std::integral_constant<int, 1>{}, i, vp, slot_p);
       }
@@ -1009,7 +1032,9 @@ cudaError_t launch_typed(const Problem& p, cudaStream_t stream) {
   args.tma = lim.sm90 && p.a.nnzb > 0 && p.a.nnzb * p.a.bm <= INT_MAX && p.k() <= INT_MAX &&
              make_tensor_map(&map_a, p.input(), p.a.values, p.a.bk, p.a.nnzb * p.a.bm, p.a.bk, plan.kc, plan.tm,
                              !Tr::kFp8);
-  if (args.tma && args.b_vec && !make_tensor_map(&map_b, p.b.dtype, p.b.data, p.k(), p.n(), p.b.ld, plan.kc, v.n_max))
+  // B's boxes are at most 64 k (an FP8 part of KC = 128 takes two: kernel.cuh).
+  if (args.tma && args.b_vec &&
+      !make_tensor_map(&map_b, p.b.dtype, p.b.data, p.k(), p.n(), p.b.ld, plan.kc < 64 ? plan.kc : 64, v.n_max))
     args.tma = false;
 
   cudaLaunchConfig_t cfg{};

@@ -84,7 +84,8 @@ constexpr DecodePlan decode_plan(const DecodeVariant& v, int bm, int bk) {
     }
   p.tm = 16 * d;
   p.slices = bm / p.tm;
-  p.kc = bk % 64 == 0 ? 64 : bk % 32 == 0 ? 32 : 16;
+  // FP8 A: 128-byte rows where bk allows (kernel.cuh: the TMA's rate is per box row).
+  p.kc = v.fp8_a && bk % 128 == 0 ? 128 : bk % 64 == 0 ? 64 : bk % 32 == 0 ? 32 : 16;
   p.kpb = bk / p.kc;
   const int a_part = p.tm * decode_a_row_bytes(v, p.kc), b_part = v.n_max * decode_row_bytes(p.kc);
   const int by_a = v.a_bytes / a_part;
