@@ -104,7 +104,7 @@ inline constexpr DecodeVariant kDecodeVariants[] = {
     {"decode_n128_chunked", 128, 8, 2,  128,  16384,   3,    1, false,
      "fallback for n > 128 that no tensor-core row takes (odd ld, unaligned B or C)", true},
     // W8A16 (FP8 A, issue 27): the same tiles; a stage holds 16 KiB of A as the f16 rows do
-    // (twice the elements: 2 parts of 128 x 64 at 128x128 blocks) and their B. Shared memory:
+    // (twice the elements: one part of 128 x 128 at 128x128 blocks) and its B. Shared memory:
     // w8_n8 81 KiB, w8_n16 89 KiB (4 stages), w8_n32 81 KiB (3 stages): 2 CTAs/SM on an
     // H100; w8_n48 93 KiB, w8_n64 105 KiB (3 stages), w8_n128 153 KiB (its tile): 1 CTA/SM
     // (min_ctas 1: with 2 gm groups their A fragments (32 registers) and accumulators spill

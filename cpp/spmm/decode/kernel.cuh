@@ -78,27 +78,31 @@
 //      TM rows, no swizzle; cp.async the same layout), KC = 128 where bk allows: measured on
 //      the H100 (fp8_check --time), a CTA's TMA stream ran at a rate per box row, not per
 //      byte (128 x 64-byte rows took as long as 128 x 128-byte rows of f16: E_hbm 0.40 at
-//      14336 x 4096), so FP8 rows must be 128 bytes (a 128 x 128 block is then one 16 KiB
-//      box). A stage still carries up to 16 KiB of A, i.e. twice the elements. B's layout
+//      14336 x 4096, 22.0 us against f16's 25.8 us; with 128-byte rows 0.51, 17.4 us), so
+//      FP8 rows are 128 bytes where they can be (a 128 x 128 block is then one 16 KiB box).
+//      A stage still carries up to 16 KiB of A, i.e. twice the elements. B's layout
 //      is the 16-bit one; a part of KC = 128 keeps its B as two sub-tiles of 64 k (two TMA
 //      boxes), each like a KC = 64 part's, and is computed as two halves of 64 k.
 //    - No ldmatrix for A. The dot product over k is order-free, so each k16-slab may use
 //      any permutation of its k as long as A's and B's fragments use the same one: lane
-//      (g = lane/4, t = lane%4) reads 4*KC/16 consecutive bytes of rows g and g+8 (k = t *
-//      KC/4 ..; one 16-byte load per row at KC = 64) and takes bytes 4s .. 4s+3 as slab s's
-//      logical k {2t, 2t+1, 2t+8, 2t+9}; B's fragment is then the 4 consecutive halves of
-//      column g at the same k (one 32-byte read of B covers the part). Eight lanes read
-//      two whole rows (128 contiguous bytes) per phase: conflict-free without a swizzle;
-//      B's reads are conflict-free under its 128/64/32-byte swizzle. (KC = 128: a half's
-//      16-byte A reads of rows g, g+1 share banks, 2-way; A reads are 1/8 of the loop's.)
+//      (g = lane/4, t = lane%4) reads 4*KC'/16 consecutive bytes of rows g and g+8 (KC' =
+//      min(KC, 64), k = t * KC'/4 .. of each 64-k half; one 16-byte load per row and half
+//      at KC >= 64) and takes bytes 4s .. 4s+3 as slab s's logical k {2t, 2t+1, 2t+8,
+//      2t+9}; B's fragment is then the 4 consecutive halves of column g at the same k (one
+//      32-byte read of B covers 64 k). At KC <= 64 a phase's lanes read whole consecutive
+//      rows (128 contiguous bytes): conflict-free without a swizzle; at KC = 128 a half's
+//      reads of rows g and g+1 share banks (2-way; A reads are few beside B's). B's reads
+//      are conflict-free under its 128/64/32-byte swizzle.
 //    - Dequantized in registers: cvt.rn.f16x2.e4m3x2 / e5m2x2 (sm_89+; family.cu refuses
 //      FP8 on older devices and images), for bf16 B then f16 -> f32 -> bf16 (exact: e4m3
 //      and e5m2 values are f16 and bf16 values).
 //    - Scales in f32, exactly: a warp's unit is one part (KC columns of one block, so one
-//      scale); its slabs are multiplied into a zeroed fragment d, then acc = fma(scale, d,
-//      acc) (per block scales; 1 otherwise). One fold per part per n8 group keeps the scale
-//      out of the f16 weights (never rounded into them) at 4 FMAs per 4 mma. A per-tensor
-//      scale multiplies alpha in the epilogue. k-warps split a stage's parts (not slabs).
+//      scale); the slabs of each 64-k half (at most 4) are multiplied into a zeroed fragment
+//      d, then acc = fma(scale, d, acc) (per-block scales, from shared memory: read with
+//      the block columns in the prologue; 1 otherwise). One fold per 64 k per n8 group keeps
+//      the scale out of the 16-bit weights (never rounded into them) at 4 FMAs per 4 mma. A
+//      per-tensor scale multiplies alpha in the epilogue. k-warps split a stage's parts (not
+//      slabs).
 //
 // The rows (tile configurations) are in configs.hpp; the family (supports, fits, the
 // dispatch over rows) in family.cu, which sees only launch.hpp.
