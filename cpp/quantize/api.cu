@@ -31,20 +31,20 @@ Result check_quantize(const BsrView& a, const QuantizedBsrOut& out, QuantizeProb
   const int64_t scales = out.granularity == ScaleKind::PerBlock ? a.nnzb : 1;
   const int64_t in_bytes = dtype_bytes(a.dtype);
   const ByteRange values = elements(out.values, count, 1), scale_bytes = elements(out.scales, scales, 4);
+  // Neither output overlaps A's arrays; the values do not overlap the scales either.
+  const ByteRange a_values = elements(a.values, count, in_bytes), a_row_ptr = elements(a.row_ptr, a.m / a.bm + 1, 4),
+                  a_col_idx = elements(a.col_idx, a.nnzb, 4);
   {
-    const ByteRange inputs[] = {elements(a.values, count, in_bytes), elements(a.row_ptr, a.m / a.bm + 1, 4),
-                                elements(a.col_idx, a.nnzb, 4), scale_bytes};
+    const ByteRange inputs[] = {a_values, a_row_ptr, a_col_idx, scale_bytes};
     const char* const names[] = {"A.values", "A.row_ptr", "A.col_idx", "out.scales"};
     r = check_disjoint("out.values", values, inputs, names);
-    if (!r.ok()) return r;
   }
-  {
-    const ByteRange inputs[] = {elements(a.values, count, in_bytes), elements(a.row_ptr, a.m / a.bm + 1, 4),
-                                elements(a.col_idx, a.nnzb, 4)};
+  if (r.ok()) {
+    const ByteRange inputs[] = {a_values, a_row_ptr, a_col_idx};
     const char* const names[] = {"A.values", "A.row_ptr", "A.col_idx"};
     r = check_disjoint("out.scales", scale_bytes, inputs, names);
-    if (!r.ok()) return r;
   }
+  if (!r.ok()) return r;
   if (!QuantizeInputs::contains(a.dtype))
     return make_result(Status::NotSupported, "quantize_fp8 reads f16, bf16 or f32, not %s", dtype_name(a.dtype));
   if (!is_fp8(out.dtype))

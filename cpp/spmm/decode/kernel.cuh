@@ -1025,7 +1025,13 @@ cudaError_t launch_typed(const Problem& p, cudaStream_t stream) {
   args.c_f32 = p.c.dtype == DType::F32;
   args.a_scales = p.a.scales;
   args.a_scale_kind = static_cast<int32_t>(p.a.scale_kind);
-  args.c_type = p.c.dtype == DType::F16 ? 0 : p.c.dtype == DType::BF16 ? 1 : 2;
+  // C's type, by value (a Problem's C is f16, bf16 or f32: api.cu); anything else launches nothing.
+  switch (p.c.dtype) {
+    case DType::F16: args.c_type = 0; break;
+    case DType::BF16: args.c_type = 1; break;
+    case DType::F32: args.c_type = 2; break;
+    default: return cudaErrorInvalidValue;
+  }
 
   // sm_90 images stream A (and aligned column-major B) with the TMA; the tensor coordinates
   // are int32 (A's rows: nnzb * bm; B's rows: k). Otherwise, or if a map cannot be made,
