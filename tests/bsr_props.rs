@@ -13,6 +13,10 @@ use sparsek::{
 
 const SIDES: [usize; 4] = [16, 32, 64, 128];
 
+/// Cases per property: 1000 optimized (CI's release fuzz step runs this file), 200 in a debug
+/// build (`cargo test`, run twice by CI).
+const CASES: u32 = if cfg!(debug_assertions) { 200 } else { 1000 };
+
 fn kind_strategy() -> impl Strategy<Value = PatternKind> {
     prop_oneof![
         3 => (0.0f64..=1.0).prop_map(PatternKind::Random),
@@ -56,7 +60,7 @@ fn arrays(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: CASES, ..ProptestConfig::default() })]
 
     /// The transpose index lists every block once, by block-column with ascending
     /// block-rows, and `Aᵀ·B` through it matches the naive f64 product with the dense `Aᵀ`.
@@ -247,7 +251,7 @@ fn finish<O: Element>(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: CASES, ..ProptestConfig::default() })]
 
     /// `C = α·Aᵀ·B + β·C` (spmm with `transpose_a`) against the naive f64 product of the
     /// dense `Aᵀ`: every layout of B and C, padded leading dimensions, f16 and f32 out.

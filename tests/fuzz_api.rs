@@ -15,7 +15,8 @@
 //!   match a naive f64 reference written here (bit for bit where the contract says so).
 //!
 //! `SPARSEK_FUZZ_SEED=<u64>` replays a run (the seed is printed; random by default),
-//! `SPARSEK_FUZZ_CASES=<n>` sets the number of cases per test (100 000 by default),
+//! `SPARSEK_FUZZ_CASES=<n>` sets the number of cases per test (by default 100 000 in an
+//! optimized build, as CI's release fuzz step runs it, and 10 000 in a debug one),
 //! `SPARSEK_FUZZ_ONLY=<i>` runs case `i` alone.
 
 use std::fmt::Debug;
@@ -89,6 +90,15 @@ macro_rules! ensure {
     }};
 }
 
+/// Cases per target unless `SPARSEK_FUZZ_CASES` says: a debug build runs a tenth (CI runs
+/// this file twice in debug, under `cargo test` and `--features full`, and once optimized
+/// with the full count).
+const DEFAULT_CASES: u64 = if cfg!(debug_assertions) {
+    10_000
+} else {
+    100_000
+};
+
 /// Runs `cases` cases of one target: `gen` draws the input (printed on failure), `run`
 /// calls the entry point and checks it (it may draw the data from the same generator).
 fn fuzz<C: Debug>(
@@ -99,7 +109,7 @@ fn fuzz<C: Debug>(
 ) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let seed = env_u64("SPARSEK_FUZZ_SEED").unwrap_or_else(|| rand::rng().random());
-    let cases = env_u64("SPARSEK_FUZZ_CASES").unwrap_or(100_000);
+    let cases = env_u64("SPARSEK_FUZZ_CASES").unwrap_or(DEFAULT_CASES);
     let only = env_u64("SPARSEK_FUZZ_ONLY");
     println!("{name}: seed {seed} (replay with SPARSEK_FUZZ_SEED={seed}), {cases} cases");
     LARGEST.store(0, Ordering::Relaxed);

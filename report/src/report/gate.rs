@@ -7,6 +7,8 @@
 //! sessions 16–18) and move every kernel with them, which absolute times cannot tell from a
 //! regression.
 
+use std::collections::BTreeSet;
+
 use anyhow::{bail, Result};
 
 use super::flag;
@@ -71,7 +73,28 @@ pub fn verdict(new: &Row, new_t: &Timing, base: &Row, base_t: &Timing, tol: f64)
 
 /// The regression gate. Returns whether every (config, backend) of the baseline holds.
 pub fn check(new: &Report, base: &Report, tol: f64) -> bool {
-    let mut ok = true;
+    gate(new, base, tol, None).passed()
+}
+
+/// What one pass of the gate found.
+#[derive(Debug, Default, PartialEq)]
+pub struct Gate {
+    /// The configs with a backend worse than the baseline by more than the tolerance.
+    pub slower: BTreeSet<String>,
+    /// The baseline's (config, backend) pairs the new report lacks.
+    pub missing: usize,
+}
+
+impl Gate {
+    /// Nothing slower and nothing missing.
+    pub fn passed(&self) -> bool {
+        self.slower.is_empty() && self.missing == 0
+    }
+}
+
+/// One pass of the gate over the baseline's rows (those of `only`, where given), printed.
+pub fn gate(new: &Report, base: &Report, tol: f64, only: Option<&BTreeSet<String>>) -> Gate {
+    let mut found = Gate::default();
     let mut compared = 0;
     println!(
         "regression check: tolerance {:.1}%, on E = floor / time where both reports have \
@@ -79,21 +102,27 @@ pub fn check(new: &Report, base: &Report, tol: f64) -> bool {
          is still worse",
         tol * 100.0
     );
-    for b in &base.rows {
+    for b in base
+        .rows
+        .iter()
+        .filter(|b| only.is_none_or(|o| o.contains(&b.config)))
+    {
         let Some(n) = new.rows.iter().find(|r| r.config == b.config) else {
             println!("  missing  {}: not in the new report", b.config);
-            ok = false;
+            found.missing += b.backends.len().max(1);
             continue;
         };
         for (backend, bt) in &b.backends {
             let Some(nt) = n.backends.get(backend) else {
                 println!("  missing  {} {backend}", b.config);
-                ok = false;
+                found.missing += 1;
                 continue;
             };
             compared += 1;
             let v = verdict(n, nt, b, bt, tol);
-            ok &= !v.slower;
+            if v.slower {
+                found.slower.insert(b.config.clone());
+            }
             let measure = match (v.by_e, n.floor, b.floor) {
                 (true, Some(nf), Some(bf)) => format!(
                     "E {:.3} -> {:.3}",
@@ -115,7 +144,7 @@ pub fn check(new: &Report, base: &Report, tol: f64) -> bool {
     }
     println!(
         "regression check: {} ({compared} compared)",
-        if ok { "PASSED" } else { "FAILED" }
+        if found.passed() { "PASSED" } else { "FAILED" }
     );
-    ok
+    found
 }

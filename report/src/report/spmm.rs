@@ -161,9 +161,10 @@ pub fn print_table(r: &Report) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::gate::check;
+    use crate::report::gate::{check, gate};
     use crate::report::markdown::markdown;
     use crate::roofline::{Bound, Problem};
+    use std::collections::BTreeSet;
 
     const BASELINE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/baseline/h100.json");
 
@@ -305,6 +306,33 @@ mod tests {
         let mut noisy = base.clone();
         noisy.rows[0].backends.get_mut("cutlass").unwrap().median_us *= 1.1;
         assert!(check(&noisy, &base, 0.05));
+    }
+
+    /// The gate names the slower configs, so that `run` can time just those again; a
+    /// pass restricted to them skips the others, and a config missing from the new report
+    /// fails whatever the rest says.
+    #[test]
+    fn the_gate_names_what_it_found_slower() {
+        let base = one_row();
+        let config = base.rows[0].config.clone();
+        let mut slow = base.clone();
+        let t = slow.rows[0].backends.get_mut("cutlass").unwrap();
+        t.median_us *= 1.1;
+        t.min_us *= 1.1;
+        let found = gate(&slow, &base, 0.05, None);
+        assert_eq!(found.slower, BTreeSet::from([config.clone()]));
+        assert_eq!(found.missing, 0);
+        assert!(!found.passed());
+        // The recheck round is timed again and holds: passes.
+        assert!(gate(&base, &base, 0.05, Some(&found.slower)).passed());
+        // Restricted to configs the baseline lacks: nothing compared, nothing failed.
+        let elsewhere = BTreeSet::from(["another config".to_string()]);
+        assert!(gate(&slow, &base, 0.05, Some(&elsewhere)).passed());
+        // A new report without the row: missing, whatever the restriction.
+        let mut empty = base.clone();
+        empty.rows.clear();
+        let found = gate(&empty, &base, 0.05, Some(&BTreeSet::from([config])));
+        assert!(found.missing > 0 && !found.passed());
     }
 
     #[test]
