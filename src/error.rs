@@ -147,6 +147,22 @@ pub enum BsrError {
     /// A pattern builder's parameter is out of range (density, top-k, band, period).
     #[error("invalid pattern: {0}")]
     InvalidPattern(String),
+    /// A shard count of 0 or above the most a matrix is cut into (`format::shard`).
+    #[error("{got} shards: 1 to {max}")]
+    ShardCount {
+        /// The count asked for.
+        got: usize,
+        /// [`crate::MAX_SHARDS`].
+        max: usize,
+    },
+    /// Shard ranges that do not run contiguously from 0 over every block-row (or block-column).
+    #[error("shard range {index}: {detail}")]
+    ShardRanges {
+        /// The first range that breaks the rule (the count of ranges where they stop short).
+        index: usize,
+        /// What is wrong.
+        detail: String,
+    },
     /// Arrays that must agree in length do not (`what` names the array and what it must
     /// match, e.g. `"COO cols (= rows)"`, `"CSR row_ptr (m + 1)"`).
     #[error("{what} has {got} entries; {expected} expected")]

@@ -74,7 +74,10 @@ pub use dense::{Dense, DenseMut, DenseShape, Layout};
 pub use element::{DType, Element, Fp8, F8E4M3, F8E5M2};
 pub use epilogue::{Activation, Epilogue, Vector};
 pub use error::{BsrError, Error};
-pub use format::{validate_parts, BlockMask, BlockRow, BlockShape, BsrMatrix, TransposeIndex};
+pub use format::{
+    balanced_ranges, equal_ranges, validate_parts, BlockMask, BlockRow, BlockShape, BsrMatrix,
+    ShardAxis, Shards, TransposeIndex, MAX_SHARDS,
+};
 #[cfg(feature = "cuda")]
 pub use gpu::{DeviceBlockPatterns, DeviceBlockScales, DeviceBsr};
 pub use half::{bf16, f16};

@@ -127,8 +127,8 @@ fn decode_is_deterministic() {
 
 /// One decode step of a pruned model, two layers on the Decode family with SiLU and a bias
 /// between them (`h = silu(x·W1ᵀ + b)`, `y = h·W2ᵀ`), captured in a CUDA graph. The step
-/// is run eagerly once first (that creates the split-K workspace and the kernels' launch
-/// attributes), then captured: the capture must succeed (no host synchronization,
+/// is run eagerly once first (that fills the per-device caches: kernel images, the chosen
+/// split), then captured: the capture must succeed (no host synchronization,
 /// allocation or host read inside a launch), 100 replays must give the eager result bit for
 /// bit, and a replay after new input is copied in must match an eager step on that input
 /// (the graph holds pointers, not values).

@@ -8,10 +8,12 @@
 pub mod bsr;
 pub mod convert;
 pub mod mask;
+pub mod shard;
 pub mod transpose;
 
 pub use bsr::{validate_parts, BlockRow, BlockShape, BsrMatrix};
 pub use mask::BlockMask;
+pub use shard::{balanced_ranges, equal_ranges, ShardAxis, Shards, MAX_SHARDS};
 pub use transpose::TransposeIndex;
 
 use crate::error::BsrError;

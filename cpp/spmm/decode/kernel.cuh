@@ -38,6 +38,12 @@
 //    swizzle (16-byte chunk c of row r at c ^ f(r)), which makes every 8-row ldmatrix
 //    phase conflict-free with no padding.
 //
+//  * Launch. sm_90 images launch with programmatic dependent launch: barrier set-up and the
+//    descriptor prefetch overlap the previous kernel's tail, and griddepcontrol.wait comes
+//    before the first global read (row_ptr), so the kernel never sees a predecessor's
+//    memory early; right after it the next kernel may start its own prologue. A decode
+//    step of several layers (or a CUDA graph of one) pays each launch's latency once.
+//
 //  * B. Column-major B whose columns are 16-byte aligned (x row-major: the usual layout;
 //    b_vec) is copied like A (its tensor map's rows past n arrive as zeros). Any other B
 //    (row-major, odd ld, unaligned) is loaded element-wise with plain loads (never past n
@@ -447,6 +453,12 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();  // the barriers exist before any copy signals them
+  // Programmatic dependent launch (launch_typed): the prologue above (barriers, descriptor
+  // prefetch) may overlap the previous kernel of the stream; nothing in global memory is
+  // read before that kernel has completed and its writes are visible. Then the next kernel
+  // may start its own prologue (it waits the same way for this one).
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
 
   // Rank q takes the contiguous blocks [lo, hi) of the block-row (balanced within one).
@@ -1052,15 +1064,29 @@ cudaError_t launch_typed(const Problem& p, cudaStream_t stream) {
   cfg.blockDim = dim3(static_cast<unsigned>(Tr::kThreads));
   cfg.dynamicSmemBytes = static_cast<size_t>(Tr::kSmemBytes);
   cfg.stream = stream;
-  cudaLaunchAttribute at[1];
+  cudaLaunchAttribute at[2];
+  unsigned num_attrs = 0;
   if (S > 1) {
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = static_cast<unsigned>(S);
-    at[0].val.clusterDim.y = 1;
-    at[0].val.clusterDim.z = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
+    at[num_attrs].id = cudaLaunchAttributeClusterDimension;
+    at[num_attrs].val.clusterDim.x = static_cast<unsigned>(S);
+    at[num_attrs].val.clusterDim.y = 1;
+    at[num_attrs].val.clusterDim.z = 1;
+    ++num_attrs;
   }
+  // sm_90 images wait for the previous kernel inside the kernel (griddepcontrol.wait), so
+  // its launch and prologue may overlap that kernel's tail. SPARSEK_DECODE_PDL=0 (a
+  // measuring knob, read once) launches in plain stream order.
+  static const bool pdl = [] {
+    const char* v = std::getenv("SPARSEK_DECODE_PDL");
+    return v == nullptr || std::atoi(v) != 0;
+  }();
+  if (lim.sm90 && pdl) {
+    at[num_attrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[num_attrs].val.programmaticStreamSerializationAllowed = 1;
+    ++num_attrs;
+  }
+  cfg.attrs = num_attrs > 0 ? at : nullptr;
+  cfg.numAttrs = num_attrs;
   void* params[] = {&args, &map_a, &map_b};
   e = cudaLaunchKernelExC(&cfg, fn, params);
   if (e != cudaSuccess) return e;
