@@ -161,7 +161,7 @@ pub fn print_table(r: &Report) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::gate::{check, gate};
+    use crate::report::gate::{check, gate, lease_drift};
     use crate::report::markdown::markdown;
     use crate::roofline::{Bound, Problem};
     use std::collections::BTreeSet;
@@ -306,6 +306,36 @@ mod tests {
         let mut noisy = base.clone();
         noisy.rows[0].backends.get_mut("cutlass").unwrap().median_us *= 1.1;
         assert!(check(&noisy, &base, 0.05));
+    }
+
+    /// A lease whose SM clock runs 10 % slower (cuBLAS 10 % slower; the L2 and HBM ceilings,
+    /// and so an L2-bound row's floor, unchanged): a row 8 % slower has lost E but not more
+    /// time than the lease's drift, and passes; 20 % slower fails; and without the drift
+    /// (a report lacking cuBLAS) the 8 % row fails on E.
+    #[test]
+    fn the_gate_allows_the_leases_drift_and_no_more() {
+        let base = one_row();
+        let mut lease = base.clone();
+        for t in lease.cublas_full.values_mut() {
+            t.median_us *= 1.1;
+            t.min_us *= 1.1;
+            t.tflops /= 1.1;
+        }
+        let slowed = |by: f64| {
+            let mut r = lease.clone();
+            let t = r.rows[0].backends.get_mut("cutlass").unwrap();
+            t.median_us *= by;
+            t.min_us *= by;
+            r
+        };
+        let dtype = base.rows[0].dtype.clone();
+        let drift = lease_drift(&lease, &base, &dtype).unwrap();
+        assert!((drift - 1.1).abs() < 1e-9, "{drift}");
+        assert!(check(&slowed(1.08), &base, 0.05));
+        assert!(!check(&slowed(1.2), &base, 0.05));
+        let mut no_cublas = slowed(1.08);
+        no_cublas.cublas_full.clear();
+        assert!(!check(&no_cublas, &base, 0.05));
     }
 
     /// The gate names the slower configs, so that `run` can time just those again; a
