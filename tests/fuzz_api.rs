@@ -16,7 +16,7 @@
 //!
 //! `SPARSEK_FUZZ_SEED=<u64>` replays a run (the seed is printed; random by default),
 //! `SPARSEK_FUZZ_CASES=<n>` sets the number of cases per test (by default 100 000 in an
-//! optimized build, as CI's release fuzz step runs it, and 10 000 in a debug one),
+//! optimized build and 10 000 in a debug one; CI runs it a third time with 100 000),
 //! `SPARSEK_FUZZ_ONLY=<i>` runs case `i` alone.
 
 use std::fmt::Debug;
@@ -91,8 +91,8 @@ macro_rules! ensure {
 }
 
 /// Cases per target unless `SPARSEK_FUZZ_CASES` says: a debug build runs a tenth (CI runs
-/// this file twice in debug, under `cargo test` and `--features full`, and once optimized
-/// with the full count).
+/// this file under `cargo test` and `--features full`, then once more with
+/// `SPARSEK_FUZZ_CASES=100000`).
 const DEFAULT_CASES: u64 = if cfg!(debug_assertions) {
     10_000
 } else {
