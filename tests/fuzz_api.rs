@@ -1,7 +1,8 @@
 //! Fuzz of the public entry points on host operands: attention, the gating, block
 //! patterns, the products (spmm, spmm_fused, dense_spmm, sddmm), the CSR / COO
 //! converters, `SparseLinear`, the FP8 products (spmm_fp8, the FP8 layer, and the other
-//! products refusing FP8) and the FP8 quantizers. One `#[test]` per entry point, each drawing random
+//! products refusing FP8), the FP8 quantizers and the tensor-parallel shards. One `#[test]` per
+//! entry point, each drawing random
 //! problems, tiny ones that must be accepted mixed with huge, zero, overlapping and
 //! mismatched sizes, strides and buffers. Every case must
 //! - not panic (each runs under `catch_unwind`; the first failing input is reported),

@@ -207,22 +207,21 @@ fn balanced_beats_equal_slices_on_skewed_layers() {
     let mut rng = StdRng::seed_from_u64(common::seed());
     let skewed = BlockMask::skewed(128, 64, 16, 4, &mut rng).unwrap();
     let b = BsrMatrix::<f32>::from_block_mask(&skewed, BlockShape::new(4, 4), |_, _| 1.0).unwrap();
-    for shards in [2, 3, 4, 8] {
-        let equal = equal_ranges(128, shards).unwrap();
-        let (bal, eq) = (
-            a.shard(ShardAxis::BlockRows, shards).unwrap().imbalance(),
-            a.shard_ranges(ShardAxis::BlockRows, &equal)
+    // (balanced, equal slices) imbalance of a layer over `shards` block-row shards.
+    let both = |w: &BsrMatrix<f32>, shards: usize| {
+        let equal = equal_ranges(w.num_block_rows(), shards).unwrap();
+        (
+            w.shard(ShardAxis::BlockRows, shards).unwrap().imbalance(),
+            w.shard_ranges(ShardAxis::BlockRows, &equal)
                 .unwrap()
                 .imbalance(),
-        );
+        )
+    };
+    for shards in [2, 3, 4, 8] {
+        let (bal, eq) = both(&a, shards);
         println!("ramp, {shards} shards: imbalance {bal:.3} balanced, {eq:.3} equal slices");
         assert!(bal < 1.05 && eq > 1.3, "{bal} vs {eq}");
-        let (bal, eq) = (
-            b.shard(ShardAxis::BlockRows, shards).unwrap().imbalance(),
-            b.shard_ranges(ShardAxis::BlockRows, &equal)
-                .unwrap()
-                .imbalance(),
-        );
+        let (bal, eq) = both(&b, shards);
         println!("skewed, {shards} shards: imbalance {bal:.3} balanced, {eq:.3} equal slices");
         assert!(bal <= eq + 1e-12, "{bal} vs {eq}");
     }

@@ -271,17 +271,23 @@ mod tests {
         assert!(!check(&slow, &old, 0.05));
     }
 
+    /// `r` on a lease whose dense cuBLAS runs `by` times slower (the rows unchanged).
+    fn cublas_slower(r: &Report, by: f64) -> Report {
+        let mut out = r.clone();
+        for t in out.cublas_full.values_mut() {
+            t.median_us *= by;
+            t.min_us *= by;
+            t.tflops /= by;
+        }
+        out
+    }
+
     /// A lease whose clocks run 10 % slower moves cuBLAS (the compute floor) and the kernel
     /// alike: the gate on E passes it, and still fails a kernel that alone got slower.
     #[test]
     fn the_gate_compares_e_where_both_reports_have_floors() {
         let base = one_row();
-        let mut drift = base.clone();
-        for t in drift.cublas_full.values_mut() {
-            t.median_us *= 1.1;
-            t.min_us *= 1.1;
-            t.tflops /= 1.1;
-        }
+        let mut drift = cublas_slower(&base, 1.1);
         let row = &mut drift.rows[0];
         let f = row.floor.as_mut().unwrap();
         f.us *= 1.1;
@@ -315,12 +321,7 @@ mod tests {
     #[test]
     fn the_gate_allows_the_leases_drift_and_no_more() {
         let base = one_row();
-        let mut lease = base.clone();
-        for t in lease.cublas_full.values_mut() {
-            t.median_us *= 1.1;
-            t.min_us *= 1.1;
-            t.tflops /= 1.1;
-        }
+        let lease = cublas_slower(&base, 1.1);
         let slowed = |by: f64| {
             let mut r = lease.clone();
             let t = r.rows[0].backends.get_mut("cutlass").unwrap();
