@@ -56,7 +56,7 @@ detail::Problem to_problem(const SpmmProblem& x, const detail::DeviceInfo& devic
   ti.block_id = reinterpret_cast<const int32_t*>(x.t_block_id);
   return detail::Problem::from_rust(t ? detail::Problem::transposed_view(a, ti) : a, to_dense(x.b), to_dense_mut(x.c),
                                     x.alpha, x.beta, x.backend, reinterpret_cast<const void*>(x.bias), x.activation,
-                                    device, t, t ? ti.block_id : nullptr);
+                                    device, t, t ? ti.block_id : nullptr, x.gated);
 }
 const char* unsupported(const SpmmProblem& x) { return unsupported(x.a); }
 

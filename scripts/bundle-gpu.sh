@@ -38,6 +38,8 @@ for line in sys.stdin:
   executables cargo test --release --features full --test gpu_attention --no-run
   executables cargo test --release --features full --test gpu_hardening --no-run
   executables cargo test --release --features full --test gpu_fp8 --no-run
+  executables cargo test --release --features full --test gpu_mlp --no-run
+  executables cargo test --release --features full --test gpu_tp --no-run
   executables cargo build --release --features full --examples
   executables cargo bench --features full --bench families --no-run
   executables cargo build --release -p sparsek-report --features cuda --bin bench_report
@@ -53,6 +55,8 @@ for line in sys.stdin:
     gpu_attention) dest=gpu_attention_tests ;;
     gpu_hardening) dest=gpu_hardening_tests ;;
     gpu_fp8) dest=gpu_fp8_tests ;;
+    gpu_mlp) dest=gpu_mlp_tests ;;
+    gpu_tp) dest=gpu_tp_tests ;;
     families) dest=families_bench ;;
     *) dest="$name" ;;
   esac

@@ -76,6 +76,8 @@ case "${1:-test}" in
     # FP8 (W8A8 on Hopper; W8A16 on Decode once it has FP8 rows), Rust and C++ checkers.
     "$here/gpu_fp8_tests" --test-threads=1 --nocapture || fail=1
     "$here/fp8_check" || fail=1
+    # The gated product and SparseMlp (f64 oracle, FP8 weights, the CUDA-graph step).
+    "$here/gpu_mlp_tests" --test-threads=1 --nocapture || fail=1
     # The rows Auto does not take (warpgroups taking turns), forced on the C++ checker's cases.
     for row in attn_sm90_bf16_d128_turns attn_sm90_bf16_d64_turns; do
       SPARSEK_VARIANT=$row "$here/attention_check" --quick || fail=1

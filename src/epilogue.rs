@@ -72,6 +72,7 @@ impl<T> Vector<'_, T> {
 pub struct Epilogue<'a, T> {
     pub(crate) bias: Option<Vector<'a, T>>,
     pub(crate) activation: Activation,
+    pub(crate) gated: bool,
 }
 
 impl<T> Default for Epilogue<'_, T> {
@@ -79,6 +80,7 @@ impl<T> Default for Epilogue<'_, T> {
         Self {
             bias: None,
             activation: Activation::None,
+            gated: false,
         }
     }
 }
@@ -98,12 +100,29 @@ impl<'a, T> Epilogue<'a, T> {
         self.activation = activation;
         self
     }
+    /// The gated (GLU) epilogue: the gate and up products of a SwiGLU/GeGLU layer in one
+    /// product. A holds the two weights interleaved by block-row (block-row `2i`: gate rows
+    /// `i·bm ..`, block-row `2i+1`: the up rows with the same indices;
+    /// [`BsrMatrix::interleave_block_rows`](crate::BsrMatrix::interleave_block_rows) builds
+    /// it), and `C` (`m/2 x n`) gets
+    /// `C[i·bm + r] = act(α·(A·B)[2i·bm + r] + bias[2i·bm + r]) · (α·(A·B)[(2i+1)·bm + r] + bias[(2i+1)·bm + r])`,
+    /// the bias (if any) having `m` values in A's row order. Needs `m` a multiple of `2·bm`,
+    /// `β = 0` and `op(A) = A` ([`Error::Gated`](crate::Error::Gated) otherwise). On the
+    /// device it runs on the Decode family (sm_90: the halves meet in a thread-block cluster).
+    pub fn gated(mut self, gated: bool) -> Self {
+        self.gated = gated;
+        self
+    }
     /// The activation.
     pub fn get_activation(&self) -> Activation {
         self.activation
     }
+    /// Whether the epilogue is gated ([`gated`](Self::gated)).
+    pub fn is_gated(&self) -> bool {
+        self.gated
+    }
     /// Whether there is anything to do beyond `α·A·B + β·C`.
     pub fn is_identity(&self) -> bool {
-        self.bias.is_none() && self.activation == Activation::None
+        self.bias.is_none() && self.activation == Activation::None && !self.gated
     }
 }

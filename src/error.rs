@@ -163,6 +163,17 @@ pub enum BsrError {
         /// What is wrong.
         detail: String,
     },
+    /// Two matrices to interleave by block-row (`BsrMatrix::interleave_block_rows`) differ
+    /// in a dimension, or a matrix to split into pairs has an odd number of block-rows.
+    #[error("interleave: {what} differ ({first} and {second})")]
+    Interleave {
+        /// The dimension: rows, columns, block rows or columns, block-rows.
+        what: &'static str,
+        /// The first matrix's.
+        first: usize,
+        /// The second's (for an odd count of block-rows: one more).
+        second: usize,
+    },
     /// Arrays that must agree in length do not (`what` names the array and what it must
     /// match, e.g. `"COO cols (= rows)"`, `"CSR row_ptr (m + 1)"`).
     #[error("{what} has {got} entries; {expected} expected")]
@@ -287,6 +298,10 @@ pub enum Error {
     /// `SPARSEK_VARIANT`), or a size that does not fit the kernels' integer types.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// The gated (GLU) epilogue's rules do not hold ([`Epilogue::gated`](crate::Epilogue::gated)):
+    /// `op(A) = A`, `β = 0`, an even number of block-rows (gate and up pairs).
+    #[error("gated epilogue: {0}")]
+    Gated(&'static str),
     /// An output view overlaps itself (`other == output`: two of its elements share an
     /// address, e.g. a head stride of 0 with several heads) or an input: the result would
     /// depend on the order of the writes, so the call is refused.
@@ -309,6 +324,9 @@ pub enum Error {
     /// A CUDA call failed (driver, allocation, launch); the message says which.
     #[error("CUDA error: {0}")]
     Cuda(String),
+    /// An NCCL call failed, or NCCL cannot be loaded (feature `nccl`; the message says which).
+    #[error("NCCL: {0}")]
+    Nccl(String),
     /// An operand's scales do not hold the number of values their kind needs: 1 per
     /// tensor, `nnzb` per block, `n` per column (a device buffer for 0 values may hold 1:
     /// CUDA has no empty allocations).

@@ -60,11 +60,14 @@ pub mod format;
 #[cfg(feature = "cuda")]
 pub mod gpu;
 pub mod linear;
+pub mod mlp;
 pub mod options;
 pub mod quant;
 mod scale;
 mod sddmm;
 pub mod spmm;
+#[cfg(feature = "nccl")]
+pub mod tp;
 
 pub use attention::{
     attention, attention_into, AttentionOptions, BlockPatterns, Heads, HeadsMut, HeadsShape,
@@ -82,6 +85,7 @@ pub use format::{
 pub use gpu::{DeviceBlockPatterns, DeviceBlockScales, DeviceBsr};
 pub use half::{bf16, f16};
 pub use linear::SparseLinear;
+pub use mlp::SparseMlp;
 pub use options::{Backend, SpmmOptions};
 pub use quant::{
     BlockGranularity, BlockScales, ColumnGranularity, ColumnScales, QuantizedBsr, QuantizedDense,

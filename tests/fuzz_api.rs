@@ -1,7 +1,8 @@
 //! Fuzz of the public entry points on host operands: attention, the gating, block
 //! patterns, the products (spmm, spmm_fused, dense_spmm, sddmm), the CSR / COO
 //! converters, `SparseLinear`, the FP8 products (spmm_fp8, the FP8 layer, and the other
-//! products refusing FP8), the FP8 quantizers and the tensor-parallel shards. One `#[test]` per
+//! products refusing FP8), the FP8 quantizers, the tensor-parallel shards and the gated MLP
+//! (`SparseMlp`, `interleave_block_rows`, the gated epilogue). One `#[test]` per
 //! entry point, each drawing random
 //! problems, tiny ones that must be accepted mixed with huge, zero, overlapping and
 //! mismatched sizes, strides and buffers. Every case must
@@ -4093,4 +4094,223 @@ fn run_shard(c: &ShardCase, rng: &mut FuzzRng) -> Check {
 #[test]
 fn fuzz_shard() {
     fuzz("BsrMatrix::shard", 17, gen_shard, run_shard);
+}
+
+// ---------------------------------------------------------------------------------------
+// Target 10: the gated MLP (BsrMatrix::interleave_block_rows, SparseMlp::new / forward on
+// the host; the gated epilogue through it).
+
+#[derive(Debug, Clone)]
+struct MlpCase {
+    /// Drawn without defects (shown in the failure report).
+    #[allow(dead_code)]
+    clean: bool,
+    tin: Ty,
+    tout: Ty,
+    gate: BsrSpec,
+    up: BsrSpec,
+    down: BsrSpec,
+    act: Activation,
+    backend: Backend,
+    batch: usize,
+    x_len: usize,
+    h_len: usize,
+    y_len: usize,
+}
+
+fn gen_mlp(rng: &mut FuzzRng) -> MlpCase {
+    let clean = rng.random_bool(0.5);
+    let gate = gen_bsr_spec(rng, clean);
+    // Clean: up of gate's shape, down taking gate's rows; else sometimes not.
+    let mut up = gate;
+    if !clean && rng.random_bool(0.3) {
+        up = gen_bsr_spec(rng, false);
+    }
+    if up.bm <= 4 && up.bk <= 4 {
+        // A pattern of its own (huge specs stay empty).
+        up.p = [0.0, 0.5, 1.0][rng.random_range(0..3)];
+    }
+    let mut down = gen_bsr_spec(rng, clean);
+    let m = gate.m();
+    if m <= 64 && (clean || rng.random_bool(0.5)) {
+        // down's k = gate's m (small: a mask of a few blocks), bk a divisor of it.
+        down.bk = (1..=4).rev().find(|d| m % d == 0).unwrap_or(1).max(1);
+        down.bc = if m == 0 { 0 } else { m / down.bk };
+    }
+    let batch = if !clean && rng.random_bool(0.05) {
+        huge(rng)
+    } else {
+        rng.random_range(0..=4)
+    };
+    let need =
+        |rows: usize, cols: usize| -> Option<u128> { (rows as u128).checked_mul(cols as u128) };
+    let (hidden, inter, out) = (gate.k(), gate.m(), down.m());
+    let x_len = buffer_len(rng, need(batch, hidden), clean);
+    let h_len = buffer_len(rng, need(batch, inter), clean);
+    let y_len = buffer_len(rng, need(batch, out), clean);
+    let (tin, tout) = [
+        (Ty::F32, Ty::F32),
+        (Ty::F16, Ty::F32),
+        (Ty::Bf16, Ty::Bf16),
+        (Ty::F16, Ty::F16),
+    ][rng.random_range(0..4)];
+    let backend = if clean || rng.random_bool(0.8) {
+        [Backend::Auto, Backend::Cpu][rng.random_range(0..2)]
+    } else {
+        [Backend::Decode, Backend::Hopper, Backend::Wmma][rng.random_range(0..3)]
+    };
+    MlpCase {
+        clean,
+        tin,
+        tout,
+        gate,
+        up,
+        down,
+        act: [
+            Activation::None,
+            Activation::Relu,
+            Activation::GeluTanh,
+            Activation::Silu,
+        ][rng.random_range(0..4)],
+        backend,
+        batch,
+        x_len,
+        h_len,
+        y_len,
+    }
+}
+
+fn run_mlp<T: Element, O: Element>(c: &MlpCase, rng: &mut FuzzRng) -> Check {
+    let val = |rng: &mut FuzzRng| T::from_f32(rng.random_range(-1.0f32..1.0));
+    let (gate, up, down) = (
+        build_bsr(rng, &c.gate, val),
+        build_bsr(rng, &c.up, val),
+        build_bsr(rng, &c.down, val),
+    );
+    let same_shape = gate.m() == up.m() && gate.k() == up.k() && gate.block() == up.block();
+    let gu = BsrMatrix::interleave_block_rows(&gate, &up);
+    ensure!(
+        gu.is_ok() == same_shape,
+        "interleave_block_rows of {:?} and {:?} gave {:?}",
+        c.gate,
+        c.up,
+        gu.as_ref().err()
+    );
+    let Ok(gu) = gu else {
+        return Ok(Outcome::Rejected);
+    };
+    let back = gu
+        .deinterleave_block_rows()
+        .map_err(|e| format!("deinterleave: {e}"))?;
+    ensure!(
+        back == (gate.clone(), up.clone()),
+        "deinterleave(interleave(g, u)) != (g, u)"
+    );
+    let mlp = sparsek::SparseMlp::from_interleaved(gu, down.clone(), c.act);
+    let weights_ok = down.k() == gate.m();
+    ensure!(
+        mlp.is_ok() == weights_ok,
+        "SparseMlp of inter {} and down's k {} gave {:?}",
+        gate.m(),
+        down.k(),
+        mlp.as_ref().err()
+    );
+    let Ok(mlp) = mlp else {
+        return Ok(Outcome::Rejected);
+    };
+    let mlp = mlp.with_backend(c.backend);
+    let (hidden, inter, out, batch) = (gate.k(), gate.m(), down.m(), c.batch);
+    let x: Vec<T> = random_values(rng, c.x_len);
+    let sentinel_h = T::from_f32(sentinel_above(1e3));
+    let sentinel_y = O::from_f32(sentinel_above(1e3));
+    let mut h = vec![sentinel_h; c.h_len];
+    let mut y = vec![sentinel_y; c.y_len];
+    let r = mlp.forward(&x, batch, &mut h, &mut y);
+    let fits = |cols: usize, len: usize| {
+        (batch as u128)
+            .checked_mul(cols as u128)
+            .is_some_and(|n| n <= usize::MAX as u128 && n <= len as u128)
+    };
+    let valid = matches!(c.backend, Backend::Auto | Backend::Cpu)
+        && fits(hidden, x.len())
+        && fits(inter, h.len())
+        && fits(out, y.len());
+    ensure!(
+        r.is_ok() == valid,
+        "forward gave {:?}, the oracle says valid = {valid}",
+        r.as_ref().err()
+    );
+    if r.is_err() {
+        ensure!(
+            h.iter().all(|&v| same_bits(v, sentinel_h))
+                && y.iter().all(|&v| same_bits(v, sentinel_y)),
+            "h or y written by a call that failed ({:?})",
+            r.err()
+        );
+        return Ok(Outcome::Rejected);
+    }
+    // The oracle: h = act(G·x) ⊙ (U·x) (checked), then y = D·h from the h written.
+    let dense = |m: &BsrMatrix<T>| -> Result<Vec<f64>, String> {
+        Ok(m.to_dense()
+            .map_err(|e| format!("to_dense: {e}"))?
+            .iter()
+            .map(|v| v.to_f32() as f64)
+            .collect())
+    };
+    if batch == 0 || (inter == 0 && out == 0) {
+        // Nothing addressed (batch may be huge with no row of h or y to write).
+        ensure!(
+            h.iter().all(|&v| same_bits(v, sentinel_h))
+                && y.iter().all(|&v| same_bits(v, sentinel_y)),
+            "h or y written with nothing to write"
+        );
+        return Ok(Outcome::Accepted);
+    }
+    let (gd, ud, dd) = (dense(&gate)?, dense(&up)?, dense(&down)?);
+    let mut h_pairs = Vec::new();
+    let mut y_pairs = Vec::new();
+    for b in 0..batch {
+        for i in 0..inter {
+            let (mut g, mut u) = (0f64, 0f64);
+            for k in 0..hidden {
+                let xv = x[b * hidden + k].to_f32() as f64;
+                g += gd[i * hidden + k] * xv;
+                u += ud[i * hidden + k] * xv;
+            }
+            h_pairs.push((h[b * inter + i].to_f32() as f64, act_f64(c.act, g) * u));
+        }
+        for o in 0..out {
+            let v: f64 = (0..inter)
+                .map(|i| dd[o * inter + i] * h[b * inter + i].to_f32() as f64)
+                .sum();
+            ensure!(
+                !same_bits(y[b * out + o], sentinel_y) || out == 0,
+                "y[{b}][{o}] not written"
+            );
+            y_pairs.push((y[b * out + o].to_f32() as f64, v));
+        }
+    }
+    ensure!(
+        h[batch * inter..].iter().all(|&v| same_bits(v, sentinel_h))
+            && y[batch * out..].iter().all(|&v| same_bits(v, sentinel_y)),
+        "h or y written past batch rows"
+    );
+    let (eh, ey) = (rel_err(&h_pairs, 0.1), rel_err(&y_pairs, 0.1));
+    ensure!(
+        eh <= tolerance(c.tin) * 2.0,
+        "h off the reference by {eh:e}"
+    );
+    ensure!(ey <= tol2(c.tin, c.tout), "y off the reference by {ey:e}");
+    Ok(Outcome::Accepted)
+}
+
+#[test]
+fn fuzz_sparse_mlp() {
+    fuzz("SparseMlp", 18, gen_mlp, |c, rng| match (c.tin, c.tout) {
+        (Ty::F32, Ty::F32) => run_mlp::<f32, f32>(c, rng),
+        (Ty::F16, Ty::F32) => run_mlp::<f16, f32>(c, rng),
+        (Ty::Bf16, Ty::Bf16) => run_mlp::<bf16, bf16>(c, rng),
+        (Ty::F16, Ty::F16) => run_mlp::<f16, f16>(c, rng),
+        other => Err(format!("no type pair {other:?} in the fuzz")),
+    });
 }

@@ -9,9 +9,29 @@
 # build.rs finds nvcc at third_party/py/nvidia/cu13/bin/nvcc and CUTLASS at
 # third_party/py/cutlass_library/source/include unless NVCC / CUDA_HOME / CUTLASS_DIR say
 # otherwise.
+#   third_party/setup.sh --nccl   # the pinned NCCL wheel (wheels-nccl.txt) into
+#                                 # third_party/py-nccl, for the `nccl` feature at run time
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 dest="$here/py"
+
+if [[ "${1:-}" == "--nccl" ]]; then
+  nccl_dest="$here/py-nccl"
+  mapfile -t nccl < <(sed 's/#.*//' "$here/wheels-nccl.txt" | awk 'NF { print $1 }')
+  nccl_stamp="$nccl_dest/.sparsek-nccl-$(printf '%s\n' "${nccl[@]}" | sha256sum | cut -c1-16)"
+  if [[ ! -f "$nccl_stamp" ]]; then
+    rm -rf "$nccl_dest"
+    "${PYTHON:-python3}" -m pip install --quiet --disable-pip-version-check --no-deps --no-compile \
+      --target "$nccl_dest" "${nccl[@]}"
+    lib="$nccl_dest/nvidia/nccl/lib"
+    test -f "$lib/libnccl.so.2"
+    # cudarc loads libnccl.so (and a few versioned names, not .so.2).
+    ln -sf libnccl.so.2 "$lib/libnccl.so"
+    touch "$nccl_stamp"
+  fi
+  echo "sparsek setup: NCCL in $nccl_dest/nvidia/nccl/lib (export LD_LIBRARY_PATH=$nccl_dest/nvidia/nccl/lib:\$LD_LIBRARY_PATH)"
+  exit 0
+fi
 
 # Pinned: third_party/wheels.txt (the one list; build.rs reads it too), every line.
 mapfile -t pkgs < <(sed 's/#.*//' "$here/wheels.txt" | awk 'NF { print $1 }')

@@ -65,6 +65,8 @@ bool deeper_than(const AttentionProblem&, int64_t) { return false; }
 template <class P>
 const char* family_refuses(const FamilyOf<P>& f, const P& p) {
   if (p.has_epilogue() && !f.epilogue) return "no fused bias/activation epilogue";
+  if constexpr (std::is_same_v<P, Problem>)
+    if (p.gated && !f.gated) return "no gated (GLU) epilogue";
   return f.supports(p);
 }
 

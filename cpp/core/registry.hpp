@@ -23,7 +23,8 @@
 //   2. Otherwise, for Backend::Auto, families are tried in kFamilies order: Decode (its
 //      rows fit only below their measured n thresholds), then the Hopper family (the faster
 //      one wherever it applies), then WMMA; an explicit backend tries only its family. A
-//      problem with a bias or activation skips families without the fused epilogue.
+//      problem with a bias or activation skips families without the fused epilogue, a
+//      gated one families without the gated epilogue.
 //   3. Within a family, the first row in table order that is `automatic`, within its
 //      measured bounds (max_n, max_row_depth, the family's auto_skips) and fits wins.
 //      Tables are ordered by measured preference; each row cites the run that chose it.
@@ -71,6 +72,8 @@ struct FamilyOf {
   // Optional: true where Auto passes over `row` although it fits p, a measured preference
   // beyond max_n and max_row_depth (the Hopper family's split-tile rows, sm90/configs.hpp).
   bool (*auto_skips)(const P& p, int row) = nullptr;
+  // Takes the gated (GLU) epilogue (Problem::gated): the Decode family only.
+  bool gated = false;
 };
 using Family = FamilyOf<Problem>;
 using SddmmFamily = FamilyOf<SddmmProblem>;

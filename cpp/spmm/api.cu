@@ -19,7 +19,8 @@ int64_t element_bytes(DType t) { return dtype_bytes(t); }
 
 }  // namespace
 
-Result validate(const BsrView& a, const DenseView& b, const DenseMutView& c, const SpmmOptions& options, Problem* out) {
+Result validate(const BsrView& a, const DenseView& b, const DenseMutView& c, const SpmmOptions& options, Problem* out,
+                const DeviceInfo* known_device) {
   if (!valid(options.backend))
     return make_result(Status::InvalidArgument, "backend = %d is not a Backend", int(options.backend));
   if (!valid(options.activation))
@@ -42,9 +43,20 @@ Result validate(const BsrView& a, const DenseView& b, const DenseMutView& c, con
   if (b.rows != op_cols)
     return make_result(Status::InvalidArgument, "B has %lld rows, %s has %lld columns", (long long)b.rows, op,
                        (long long)op_cols);
-  if (c.rows != op_rows)
-    return make_result(Status::InvalidArgument, "C has %lld rows, %s has %lld", (long long)c.rows, op,
-                       (long long)op_rows);
+  // Gated: A's block-rows are (gate, up) pairs and C gets one row per pair row.
+  if (options.gated) {
+    if (t) return make_result(Status::InvalidArgument, "gated takes op(A) = A only");
+    if (options.beta != 0.0f)
+      return make_result(Status::InvalidArgument, "gated needs beta = 0 (C is the gated product alone)");
+    if (a.m % (2 * int64_t(a.bm)) != 0)
+      return make_result(Status::InvalidArgument,
+                         "gated needs an even number of block-rows (gate and up pairs): m = %lld, bm = %d",
+                         (long long)a.m, a.bm);
+  }
+  const int64_t c_rows = options.gated ? op_rows / 2 : op_rows;
+  if (c.rows != c_rows)
+    return make_result(Status::InvalidArgument, "C has %lld rows, %s%s has %lld", (long long)c.rows,
+                       options.gated ? "gated " : "", op, (long long)c_rows);
   if (c.cols != b.cols)
     return make_result(Status::InvalidArgument, "C has %lld columns, B has %lld", (long long)c.cols, (long long)b.cols);
   if (t) {
@@ -64,7 +76,7 @@ Result validate(const BsrView& a, const DenseView& b, const DenseMutView& c, con
         elements(a.row_ptr, rows + 1, 4),
         elements(a.col_idx, a.nnzb, 4),
         dense_bytes(b),
-        elements(options.bias, c.rows, element_bytes(bias_type)),
+        elements(options.bias, op_rows, element_bytes(bias_type)),
         elements(a.scales, scale_count(a.scale_kind, a.nnzb), 4),
         elements(b.scales, scale_count(b.scale_kind, b.cols), 4),
         t ? elements(ti.col_ptr, cols + 1, 4) : ByteRange{},
@@ -97,13 +109,17 @@ Result validate(const BsrView& a, const DenseView& b, const DenseMutView& c, con
       return make_result(Status::NotSupported, "C must be %s or f32, not %s", dtype_name(a.dtype), dtype_name(c.dtype));
   }
   DeviceInfo device;
-  r = current_device(&device);
+  if (known_device != nullptr)
+    device = *known_device;
+  else
+    r = current_device(&device);
   if (!r.ok()) return r;
   // A^T's view passes check_bsr too: its block counts and sizes are A's, swapped.
   *out = Problem(t ? Problem::transposed_view(a, options.transpose_index) : a, b, c, options.alpha, options.beta,
                  options.backend, options.bias, options.activation, device);
   out->a_transposed = t;
   out->a_block_id = t ? options.transpose_index.block_id : nullptr;
+  out->gated = options.gated;
   return Result{};
 }
 

@@ -14,7 +14,8 @@
 //     m/bm and k/bk fit int32; 0 <= nnzb <= (m/bm)*(k/bk) and nnzb fits int32;
 //     nnzb*bm*bk fits int64 (so values has that many elements);
 //   - row_ptr is non-null; col_idx and values are non-null when nnzb > 0;
-//   - B is k x n and C is m x n; data is non-null when the view is non-empty;
+//   - B is k x n and C is m x n (gated: m/2 x n, m a multiple of 2*bm, beta = 0, op(A) = A);
+//     data is non-null when the view is non-empty;
 //     ld >= max(1, contiguous extent) and (outer - 1)*ld + extent fits int64 (elements);
 //   - C's bytes overlap none of A's arrays (values, row_ptr, col_idx, and for op(A) = A^T
 //     the transpose index), B or the bias;
@@ -42,6 +43,11 @@
 #include <cstdarg>
 #include <cstdint>
 
+namespace sparsek {
+struct MlpView;  // include/sparsek/mlp.hpp
+Result sparse_mlp(const MlpView&, const DenseView&, const DenseMutView&, const DenseMutView&, cudaStream_t);
+}  // namespace sparsek
+
 namespace sparsek::detail {
 
 // The current device, queried once per device per process (cpp/core/validate.cu).
@@ -67,6 +73,9 @@ class Problem {
   // a_block_id[j]. False and null for op(A) = A.
   bool a_transposed = false;
   const int32_t* a_block_id = nullptr;
+  // The gated (GLU) epilogue (SpmmOptions::gated): A's block-rows are (gate, up) pairs, C has
+  // m/2 rows, beta = 0, op(A) = A.
+  bool gated = false;
 
   int64_t m() const { return a.m; }
   int64_t k() const { return a.k; }
@@ -76,16 +85,17 @@ class Problem {
   DType input() const { return a.dtype; }
   DType output() const { return c.dtype; }
   bool empty_output() const { return a.m == 0 || c.cols == 0; }
-  bool has_epilogue() const { return bias != nullptr || activation != Activation::None; }
+  bool has_epilogue() const { return bias != nullptr || activation != Activation::None || gated; }
 
   // The Rust bridge's constructor (see the file comment): the views come from a problem
   // that Rust validated (for op(A) = A^T, `a` is already transposed_view's).
   static Problem from_rust(const BsrView& a, const DenseView& b, const DenseMutView& c, float alpha, float beta,
                            Backend backend, const void* bias, Activation activation, const DeviceInfo& device,
-                           bool a_transposed, const int32_t* a_block_id) {
+                           bool a_transposed, const int32_t* a_block_id, bool gated) {
     Problem p(a, b, c, alpha, beta, backend, bias, activation, device);
     p.a_transposed = a_transposed;
     p.a_block_id = a_block_id;
+    p.gated = gated;
     return p;
   }
 
@@ -114,17 +124,21 @@ class Problem {
         bias(bias_),
         activation(activation_),
         device(device_) {}
-  friend Result validate(const BsrView&, const DenseView&, const DenseMutView&, const SpmmOptions&, Problem*);
+  friend Result validate(const BsrView&, const DenseView&, const DenseMutView&, const SpmmOptions&, Problem*,
+                         const DeviceInfo*);
   friend Result sparsek::can_implement(const BsrView&, const DenseView&, const DenseMutView&, const SpmmOptions&,
                                        Backend*);
   friend Result sparsek::spmm(const BsrView&, const DenseView&, const DenseMutView&, const SpmmOptions&,
                               cudaStream_t);
+  friend Result sparsek::sparse_mlp(const MlpView&, const DenseView&, const DenseMutView&, const DenseMutView&,
+                                    cudaStream_t);
 };
 
-// The C++ entry's validation (cpp/core/validate.cu): every invariant above, one message each, into
-// *out. Queries the current device.
+// The C++ entry's validation (cpp/spmm/api.cu): every invariant above, one message each, into
+// *out. Queries the current device, or takes `device` as it (sparse_mlp: both products' views
+// are validated before its one query).
 Result validate(const BsrView& a, const DenseView& b, const DenseMutView& c, const SpmmOptions& options,
-                Problem* out);
+                Problem* out, const DeviceInfo* device = nullptr);
 
 // The current device's DeviceInfo (cached per device).
 Result current_device(DeviceInfo* out);

@@ -141,6 +141,15 @@ struct SpmmOptions {
   // does not run A^T; the Cutlass and Wmma families do.
   bool transpose_a = false;
   TransposeIndexView transpose_index;
+  // Gated (GLU) epilogue, the gate and up products of a SwiGLU/GeGLU MLP in one launch: A
+  // holds the two weights interleaved by block-row (block-row 2i: gate rows i*bm .. i*bm +
+  // bm - 1, block-row 2i+1: the up rows with the same indices), and C, m/2 x n, gets
+  //   C[i*bm + r] = act(alpha * (A*B)[2i*bm + r] + bias[2i*bm + r])
+  //               * (alpha * (A*B)[(2i+1)*bm + r] + bias[(2i+1)*bm + r])
+  // (bias: m values in A's row order, or null; act: `activation`, e.g. Silu for SwiGLU).
+  // Needs m a multiple of 2*bm, beta = 0 and op(A) = A; runs on the Decode family (sm_90:
+  // the two halves meet in a thread-block cluster).
+  bool gated = false;
 };
 
 // Status plus a readable message (empty on success). Every message starts "sparsek: ", so

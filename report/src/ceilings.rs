@@ -50,6 +50,18 @@ fn read_rate(stream: &Arc<CudaStream>, bytes: usize, passes: i32, repeats: usize
     Ok(best)
 }
 
+/// A kernel of kernels/bandwidth.cu (e.g. the dense MLP's `silu_mul_f16`), loaded on
+/// `stream`'s context.
+pub fn kernel(stream: &Arc<CudaStream>, name: &str) -> Result<cudarc::driver::CudaFunction> {
+    if PTX.is_empty() {
+        bail!("bench_report was built without kernels/bandwidth.cu (no nvcc)");
+    }
+    let module = stream
+        .context()
+        .load_module(cudarc::nvrtc::Ptx::from_src(PTX))?;
+    Ok(module.load_function(name)?)
+}
+
 /// HBM read bandwidth, bytes/s: one pass over 2 GiB (40× an H100's L2).
 pub fn hbm_read(stream: &Arc<CudaStream>) -> Result<f64> {
     read_rate(stream, 2 << 30, 1, 5)

@@ -7,6 +7,7 @@
 
 pub mod bsr;
 pub mod convert;
+mod interleave;
 pub mod mask;
 pub mod shard;
 pub mod transpose;

@@ -131,6 +131,9 @@ mod ffi {
         t_col_ptr: u64,
         t_row_idx: u64,
         t_block_id: u64,
+        /// The gated (GLU) epilogue (`Epilogue::gated`): A's block-rows are (gate, up) pairs,
+        /// C has `m/2` rows.
+        gated: bool,
         stream: u64,
         mode: Mode,
     }

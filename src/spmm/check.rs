@@ -83,6 +83,26 @@ pub(crate) fn check_operands(
     check_view("C", c, c_len)
 }
 
+/// The gated (GLU) epilogue's rules (`Epilogue::gated`): `op(A) = A`, `β = 0`, and A (`m`
+/// rows of `bm`-row blocks) an even number of block-rows. Returns the rows of C: `m/2`.
+pub(crate) fn check_gated(m: usize, bm: usize, transpose: bool, beta: f32) -> Result<usize, Error> {
+    if transpose {
+        return Err(Error::Gated("it takes op(A) = A only"));
+    }
+    if beta != 0.0 {
+        return Err(Error::Gated(
+            "it needs beta = 0 (C is the gated product alone)",
+        ));
+    }
+    // bm >= 1 (a BsrMatrix's blocks are never empty): 2 * bm cannot be 0; checked for overflow.
+    match bm.checked_mul(2) {
+        Some(pair) if m % pair == 0 => Ok(m / 2),
+        _ => Err(Error::Gated(
+            "A needs an even number of block-rows (gate and up pairs)",
+        )),
+    }
+}
+
 /// The GPU backends take f16/bf16 in and the same type or f32 out (FP8: `spmm_fp8`).
 #[cfg(feature = "cuda")]
 pub(crate) fn check_gpu_types<T: Element, O: Element>(backend: Backend) -> Result<(), Error> {

@@ -13,12 +13,15 @@ use crate::format::{BsrMatrix, TransposeIndex};
 use crate::quant::{dequantize_bsr, BlockScales};
 
 /// The epilogue's scalars and vector: `C = act(α·A·B + bias + β·C)`; `bias` has `m`
-/// values (checked by the caller).
+/// values (checked by the caller). Gated (`Epilogue::gated`, its rules checked by the
+/// caller): `C[i·bm + r] = act(α·g + bias[g]) · (α·u + bias[u])` for A's rows
+/// `g = 2i·bm + r` and `u = g + bm`.
 pub(crate) struct Scalars<'a, T> {
     pub alpha: f32,
     pub beta: f32,
     pub bias: Option<&'a [T]>,
     pub activation: Activation,
+    pub gated: bool,
 }
 
 /// Columns of B processed together: 256 f32 x bk rows of B stay in L2.
@@ -66,8 +69,42 @@ pub(crate) fn spmm_packed<T: Element, V: Element, O: Element>(
     } else {
         accumulate(a, bf, n)
     };
-    epilogue(&acc, c, c_shape, scalars);
+    if scalars.gated {
+        // The halves meet in f32 as on the device; C then takes them as they are.
+        let glu = gate(&acc, n, a.block().rows, &scalars);
+        let plain = Scalars::<V> {
+            alpha: 1.0,
+            beta: 0.0,
+            bias: None,
+            activation: Activation::None,
+            gated: false,
+        };
+        epilogue(&glu, c, c_shape, plain);
+    } else {
+        epilogue(&acc, c, c_shape, scalars);
+    }
     Ok(())
+}
+
+/// The gated rows (`m/2 x n`, row-major) from A·B's `m` rows (gate and up block-rows
+/// interleaved, `bm` rows each): `act(α·g + bias[g]) · (α·u + bias[u])`.
+fn gate<V: Element>(acc: &[f32], n: usize, bm: usize, s: &Scalars<'_, V>) -> Vec<f32> {
+    let mut out = vec![0f32; acc.len() / 2];
+    out.par_chunks_mut(bm * n).enumerate().for_each(|(p, out)| {
+        for r in 0..bm {
+            let (g, u) = (2 * p * bm + r, (2 * p + 1) * bm + r);
+            for j in 0..n {
+                let mut gv = s.alpha * acc[g * n + j];
+                let mut uv = s.alpha * acc[u * n + j];
+                if let Some(bias) = s.bias {
+                    gv += bias[g].to_f32();
+                    uv += bias[u].to_f32();
+                }
+                out[r * n + j] = s.activation.apply(gv) * uv;
+            }
+        }
+    });
+    out
 }
 
 /// The CPU reference of the FP8 products: A dequantized (`stored * scale`, its block's
@@ -182,6 +219,7 @@ fn epilogue<T: Element, O: Element>(
         beta,
         bias,
         activation,
+        ..
     } = scalars;
     let (m, n) = (c_shape.rows, c_shape.cols);
     let epilogue = |i: usize, acc: f32, old: O| -> O {

@@ -3,8 +3,8 @@
 
 #[cfg(feature = "cuda")]
 use super::check::check_fp8_device;
-use super::check::{check_fp8, check_fp8_op, check_operands, Fp8Spec};
-use super::check_bias_len;
+use super::check::{check_fp8, check_fp8_op, Fp8Spec};
+use super::check_product;
 use super::cpu;
 use crate::dense::{Dense, DenseMut, Storage, StorageMut};
 use crate::element::{Element, Fp8};
@@ -103,9 +103,10 @@ pub fn spmm_fp8<'a, Q: Fp8, TB: Element, O: Element>(
     let a = a.into();
     let backend = options.backend;
     check_fp8_op(options.transpose_a, backend)?;
-    let (dims, nnzb, a_scales, device) = match &a {
+    let (dims, bm, nnzb, a_scales, device) = match &a {
         Fp8Operand::Host(a, s) => (
             (a.m(), a.k()),
+            a.block().rows,
             a.nnz_blocks(),
             (s.kind(), s.as_slice().len()),
             false,
@@ -113,13 +114,23 @@ pub fn spmm_fp8<'a, Q: Fp8, TB: Element, O: Element>(
         #[cfg(feature = "cuda")]
         Fp8Operand::Device(a) => (
             (a.m(), a.k()),
+            a.block().rows,
             a.nnz_blocks(),
             (a.scale_kind(), a.scales.buffer().map_or(0, |s| s.len())),
             true,
         ),
     };
-    check_operands(dims, false, &b.shape, b.data.len(), &c.shape, c.data.len())?;
-    check_bias_len(epilogue.bias.as_ref().map(Vector::len), c.shape.rows)?;
+    check_product(
+        dims,
+        bm,
+        &b.shape,
+        b.data.len(),
+        &c.shape,
+        c.data.len(),
+        epilogue.bias.as_ref().map(Vector::len),
+        epilogue.gated,
+        options,
+    )?;
     let b_scales = b.scales.values();
     let kind = check_fp8(&Fp8Spec {
         a: Q::DTYPE,
@@ -176,6 +187,7 @@ pub fn spmm_fp8<'a, Q: Fp8, TB: Element, O: Element>(
                     beta: options.beta,
                     bias,
                     activation: epilogue.activation,
+                    gated: epilogue.gated,
                 },
             )
         }
@@ -211,6 +223,7 @@ pub fn spmm_fp8<'a, Q: Fp8, TB: Element, O: Element>(
                     bias,
                 },
                 epilogue.activation,
+                epilogue.gated,
                 options,
             )
         }

@@ -60,6 +60,7 @@ fn problem<T: Element, O: Element>(
         t_col_ptr: 0,
         t_row_idx: 0,
         t_block_id: 0,
+        gated: false,
         stream: 0,
         mode: sys::Mode::Select,
     })
@@ -102,10 +103,12 @@ pub(crate) struct Operands<'a, T, O> {
 pub(crate) fn spmm<T: Element, O: Element>(
     ops: Operands<'_, T, O>,
     act: Activation,
+    gated: bool,
     options: &SpmmOptions,
 ) -> Result<(), Error> {
     let mut problem = problem::<T, O>(ops.a, ops.b_shape, ops.c_shape, options)?;
     problem.activation = activation(act);
+    problem.gated = gated;
     let stream = ops.c.stream().clone();
     check_spmm_contexts(ops.a, ops.b, ops.bias, &stream)?;
     stream.context().bind_to_thread()?;
@@ -220,6 +223,7 @@ fn fp8_problem<Q: Fp8, TB: Element, O: Element>(
         t_col_ptr: 0,
         t_row_idx: 0,
         t_block_id: 0,
+        gated: false,
         stream: 0,
         mode: sys::Mode::Select,
     })
@@ -247,11 +251,13 @@ pub(crate) struct Fp8Operands<'a, Q, TB, O> {
 pub(crate) fn spmm_fp8<Q: Fp8, TB: Element, O: Element>(
     ops: Fp8Operands<'_, Q, TB, O>,
     act: Activation,
+    gated: bool,
     options: &SpmmOptions,
 ) -> Result<(), Error> {
     let (b_kind, b_scales) = ops.b_scales;
     let mut problem = fp8_problem::<Q, TB, O>(ops.a, ops.b_shape, b_kind, ops.c_shape, options)?;
     problem.activation = activation(act);
+    problem.gated = gated;
     let stream = ops.c.stream().clone();
     check_fp8_contexts(ops.a, ops.b, b_scales, ops.bias, &stream)?;
     stream.context().bind_to_thread()?;

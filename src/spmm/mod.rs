@@ -10,7 +10,7 @@ pub(crate) mod gpu;
 
 pub use fp8::{spmm_fp8, Fp8Operand};
 
-use crate::dense::{Dense, DenseMut, Storage, StorageMut};
+use crate::dense::{Dense, DenseMut, DenseShape, Storage, StorageMut};
 use crate::element::Element;
 use crate::epilogue::{Epilogue, Vector};
 use crate::error::Error;
@@ -42,13 +42,48 @@ impl<'a, T> From<&'a DeviceBsr<T>> for BsrOperand<'a, T> {
     }
 }
 
-/// `m`, `k` and block shape of the sparse operand, wherever it lives.
+/// `m` and `k` of the sparse operand, wherever it lives.
 pub(crate) fn bsr_dims<T>(a: &BsrOperand<'_, T>) -> (usize, usize) {
     match a {
         BsrOperand::Host(a) => (a.m(), a.k()),
         #[cfg(feature = "cuda")]
         BsrOperand::Device(a) => (a.m(), a.k()),
     }
+}
+
+/// The rows of the sparse operand's blocks.
+fn bsr_bm<T>(a: &BsrOperand<'_, T>) -> usize {
+    match a {
+        BsrOperand::Host(a) => a.block().rows,
+        #[cfg(feature = "cuda")]
+        BsrOperand::Device(a) => a.block().rows,
+    }
+}
+
+/// The shape checks of a product with `epilogue` (`spmm_fused`, `spmm_fp8`): shapes agree
+/// and B and C hold their views ([`check_operands`]), the bias has one value per row of
+/// op(A), and a gated epilogue's rules hold (C then has `m/2` rows).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn check_product(
+    (m, k): (usize, usize),
+    bm: usize,
+    b: &DenseShape,
+    b_len: usize,
+    c: &DenseShape,
+    c_len: usize,
+    bias_len: Option<usize>,
+    gated: bool,
+    options: &SpmmOptions,
+) -> Result<(), Error> {
+    let transpose = options.transpose_a;
+    if gated {
+        let rows = check::check_gated(m, bm, transpose, options.beta)?;
+        same("rows of C (= m/2 of A, gated)", rows, c.rows)?;
+        check_operands((rows, k), false, b, b_len, c, c_len)?;
+        return check_bias_len(bias_len, m);
+    }
+    check_operands((m, k), transpose, b, b_len, c, c_len)?;
+    check_bias_len(bias_len, c.rows)
 }
 
 /// `C = α·op(A)·B + β·C` with f32 accumulation.
@@ -103,15 +138,17 @@ pub fn spmm_fused<'a, T: Element, O: Element>(
 ) -> Result<(), Error> {
     let a = a.into();
     let transpose = options.transpose_a;
-    check_operands(
+    check_product(
         bsr_dims(&a),
-        transpose,
+        bsr_bm(&a),
         &b.shape,
         b.data.len(),
         &c.shape,
         c.data.len(),
+        epilogue.bias.as_ref().map(Vector::len),
+        epilogue.gated,
+        options,
     )?;
-    check_bias_len(epilogue.bias.as_ref().map(Vector::len), c.shape.rows)?;
     check::refuse_fp8::<T, O>(options.backend)?;
     check::refuse_scales("B", b.scales.kind())?;
 
@@ -146,6 +183,7 @@ pub fn spmm_fused<'a, T: Element, O: Element>(
                     beta: options.beta,
                     bias,
                     activation: epilogue.activation,
+                    gated: epilogue.gated,
                 },
             )?;
             Ok(())
@@ -170,7 +208,7 @@ pub fn spmm_fused<'a, T: Element, O: Element>(
                 c_shape: &c.shape,
                 bias,
             };
-            gpu::spmm(operands, epilogue.activation, options)
+            gpu::spmm(operands, epilogue.activation, epilogue.gated, options)
         }
         #[cfg(feature = "cuda")]
         _ => Err(Error::MixedLocations(
@@ -179,11 +217,12 @@ pub fn spmm_fused<'a, T: Element, O: Element>(
     }
 }
 
-/// `ShapeMismatch` unless the bias, if any, has one value per row of C.
+/// `ShapeMismatch` unless the bias, if any, has one value per row of op(A) (of C, or of A
+/// when gated).
 pub(crate) fn check_bias_len(len: Option<usize>, rows: usize) -> Result<(), Error> {
     match len {
         Some(len) if len != rows => Err(Error::ShapeMismatch {
-            what: "bias length (= rows of C)",
+            what: "bias length (= rows of op(A))",
             expected: rows,
             got: len,
         }),

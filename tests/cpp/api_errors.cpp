@@ -18,6 +18,7 @@
 //   cmake --build build --target sparsek_test_api_errors && (cd build && ctest -R api_errors)
 #include <sparsek/attention.hpp>
 #include <sparsek/dense_sparse.hpp>
+#include <sparsek/mlp.hpp>
 #include <sparsek/quantize.hpp>
 #include <sparsek/sddmm.hpp>
 #include <sparsek/sparsek.hpp>
@@ -759,6 +760,72 @@ int main() {
     a = v.a, a.nnzb = 0;
     o = out, o.values = nullptr;
     expect("quantize_fp8: control, nnzb 0 without out.values", q(a, o), Status::CudaError, "device");
+  }
+  // The gated epilogue (SpmmOptions::gated) and the MLP (mlp.hpp): their shape rules, and
+  // both of the MLP's products checked before anything is launched.
+  {
+    Views v = base(mem);  // A 128 x 128 in 64 x 64 blocks: one (gate, up) pair of block-rows
+    SpmmOptions g = v.options;
+    g.gated = true;
+    DenseMutView half = v.c;
+    half.rows = 64;
+    expect("gated: control", sparsek::spmm(v.a, v.b, half, g, nullptr), Status::CudaError, "device");
+    expect("gated: C with m rows", sparsek::spmm(v.a, v.b, v.c, g, nullptr), bad_status(), "gated A has 64");
+    SpmmOptions gb = g;
+    gb.beta = 1.0f;
+    expect("gated: beta = 1", sparsek::spmm(v.a, v.b, half, gb, nullptr), bad_status(), "beta");
+    SpmmOptions gt = g;
+    gt.transpose_a = true;
+    gt.transpose_index.col_ptr = v.a.row_ptr, gt.transpose_index.row_idx = v.a.col_idx;
+    gt.transpose_index.block_id = v.a.col_idx;
+    expect("gated: op(A) = A^T", sparsek::spmm(v.a, v.b, half, gt, nullptr), bad_status(), "op(A) = A only");
+    BsrView odd = v.a;
+    odd.m = 192;
+    DenseMutView third = v.c;
+    third.rows = 96;
+    expect("gated: three block-rows", sparsek::spmm(odd, v.b, third, g, nullptr), bad_status(), "even number");
+    SpmmOptions gbias = g;
+    // The bias has A's m = 128 values (256 bytes): at 64 bytes before C it reaches into C,
+    // where C's 64 rows alone (128 bytes) would not.
+    gbias.bias = mem.c.data() + 64;
+    DenseMutView late = half;
+    late.data = mem.c.data() + 256;
+    expect("gated: a bias whose m values reach C", sparsek::spmm(v.a, v.b, late, gbias, nullptr), bad_status(),
+           "overlaps the bias");
+    gbias.bias = mem.c.data() + 64 * 64 * 2 + 16;  // past C (64 x 64): allowed
+    expect("gated: control, a bias past C", sparsek::spmm(v.a, v.b, half, gbias, nullptr), Status::CudaError,
+           "device");
+
+    // The MLP: gate_up = A (2 * 64 x 128: hidden 128, inter 64), down 128 x 64 (64 x 64 blocks),
+    // x 128 x 64 in B's arena, h 64 x 64 at the start of C's, y 128 x 64 after it.
+    sparsek::MlpView mlp;
+    mlp.gate_up = v.a;
+    mlp.down = v.a;
+    mlp.down.k = 64, mlp.down.nnzb = 2;
+    mlp.down.values = mem.values.data() + 32768;  // its own values, after gate_up's 16 KiB
+    const DenseView x = v.b;
+    DenseMutView h{mem.c.data(), 64, 64, 64, Layout::RowMajor, DType::F16};
+    DenseMutView y{mem.c.data() + 64 * 64 * 2, 128, 64, 64, Layout::RowMajor, DType::F16};
+    auto run = [&](const sparsek::MlpView& m, const DenseMutView& hh, const DenseMutView& yy) {
+      return sparsek::sparse_mlp(m, x, hh, yy, nullptr);
+    };
+    expect("sparse_mlp: control", run(mlp, h, y), Status::CudaError, "device");
+    DenseMutView bad = y;
+    bad.rows = 100;
+    expect("sparse_mlp: y rows != down's m", run(mlp, h, bad), bad_status(), "the down product: C has 100 rows");
+    bad = h, bad.rows = 128;
+    expect("sparse_mlp: h rows != inter", run(mlp, bad, y), bad_status(), "the gate and up product");
+    sparsek::MlpView m2 = mlp;
+    m2.down.k = 128;
+    expect("sparse_mlp: down takes 128 inputs, inter is 64", run(m2, h, y), bad_status(), "down product");
+    bad = y, bad.data = const_cast<void*>(x.data);
+    expect("sparse_mlp: y on x", run(mlp, h, bad), bad_status(), "y overlaps x");
+    bad = h, bad.data = const_cast<void*>(mlp.down.values);
+    expect("sparse_mlp: h on down.values", run(mlp, bad, y), bad_status(), "h overlaps down.values");
+    m2 = mlp, m2.activation = static_cast<Activation>(9);
+    expect("sparse_mlp: activation = 9", run(m2, h, y), bad_status(), "activation");
+    m2 = mlp, m2.gate_up.m = 192;
+    expect("sparse_mlp: gate_up of three block-rows", run(m2, h, y), bad_status(), "even number");
   }
   // CUDA errors without a GPU: the device query's refusal carries its cudaError_t, and a
   // runtime that cannot start (every GPU hidden, or no driver) is reported as that

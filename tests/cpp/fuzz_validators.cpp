@@ -27,6 +27,7 @@
 //   (default 100000);  SPARSEK_FUZZ_VERBOSE=1   count the messages (digits dropped).
 #include <sparsek/attention.hpp>
 #include <sparsek/dense_sparse.hpp>
+#include <sparsek/mlp.hpp>
 #include <sparsek/quantize.hpp>
 #include <sparsek/sddmm.hpp>
 #include <sparsek/sparsek.hpp>
@@ -283,7 +284,10 @@ Want model_spmm(const BsrView& a, const DenseView& b, const DenseView& c, const 
     return Want::Invalid;
   const bool t = o.transpose_a;
   const int64_t op_rows = t ? a.k : a.m, op_cols = t ? a.m : a.k;
-  if (b.rows != op_cols || c.rows != op_rows || c.cols != b.cols) return Want::Invalid;
+  // Gated: (gate, up) pairs of block-rows, op(A) = A, beta = 0, C of m/2 rows.
+  if (o.gated && (t || o.beta != 0.0f || a.m % (2 * i128(a.bm)) != 0)) return Want::Invalid;
+  const int64_t c_rows = o.gated ? op_rows / 2 : op_rows;
+  if (b.rows != op_cols || c.rows != c_rows || c.cols != b.cols) return Want::Invalid;
   const sparsek::TransposeIndexView& ti = o.transpose_index;
   if (t && (ti.col_ptr == nullptr || (a.nnzb > 0 && (ti.row_idx == nullptr || ti.block_id == nullptr))))
     return Want::Invalid;
@@ -292,7 +296,7 @@ Want model_spmm(const BsrView& a, const DenseView& b, const DenseView& c, const 
                           ab.row_ptr,
                           ab.col_idx,
                           bb,
-                          range_of(o.bias, i128(c.rows) * bytes_of(fp8(a.dtype) ? c.dtype : a.dtype)),
+                          range_of(o.bias, i128(op_rows) * bytes_of(fp8(a.dtype) ? c.dtype : a.dtype)),
                           asb,
                           bsb,
                           t ? range_of(ti.col_ptr, (i128(a.k) / a.bk + 1) * 4) : Range{},
@@ -587,7 +591,15 @@ SpmmCase spmm_base(Rng& rng, const Arenas& mem) {
   x.a.col_idx = static_cast<const int32_t*>(in_slot(rng, mem, 1));
   x.a.values = in_slot(rng, mem, 2);
   x.o.transpose_a = rng.chance(0.3);
-  const int64_t op_rows = x.o.transpose_a ? x.a.k : x.a.m, op_cols = x.o.transpose_a ? x.a.m : x.a.k;
+  // Gated (the gate and up product): an even number of block-rows, op(A) = A, C of m/2 rows.
+  x.o.gated = rng.chance(0.15);
+  if (x.o.gated) {
+    x.a.m = (rows & ~int64_t(1)) * x.a.bm;
+    x.a.nnzb = std::min<int64_t>(x.a.nnzb, (rows & ~int64_t(1)) * cols);
+    x.o.transpose_a = rng.chance(0.05);
+  }
+  const int64_t op_rows = (x.o.transpose_a ? x.a.k : x.a.m) / (x.o.gated ? 2 : 1),
+                op_cols = x.o.transpose_a ? x.a.m : x.a.k;
   const int64_t n = rng.pick(kN);
   x.b = DenseView{in_slot(rng, mem, 3), op_cols, n, 0, rng.chance(0.5) ? Layout::RowMajor : Layout::ColMajor,
                   x.a.dtype};
@@ -611,6 +623,7 @@ SpmmCase spmm_base(Rng& rng, const Arenas& mem) {
   if (rng.chance(0.3)) x.o.activation = static_cast<Activation>(rng.range(0, 3));
   x.o.backend = static_cast<Backend>(rng.range(0, 3));
   x.o.alpha = rng.wild_float(), x.o.beta = rng.wild_float();
+  if (x.o.gated && rng.chance(0.8)) x.o.beta = 0.0f;
   x.o.check_indices = rng.chance(0.5);
   if (x.o.transpose_a || rng.chance(0.2)) {
     x.o.transpose_index.col_ptr = static_cast<const int32_t*>(in_slot(rng, mem, 6));
@@ -651,10 +664,11 @@ void spmm_mutate(Rng& rng, const Arenas& mem, SpmmCase& x) {
     case 6: dense(x.b); break;
     case 7: dense(x.c); break;
     case 8:
-      switch (rng.bits() % 4) {
+      switch (rng.bits() % 5) {
         case 0: x.o.backend = rng.wild_enum<Backend>(); break;
         case 1: x.o.activation = rng.wild_enum<Activation>(); break;
         case 2: x.o.bias = wild_ptr(rng, mem, others); break;
+        case 3: x.o.gated = !x.o.gated; break;
         default: x.o.transpose_a = !x.o.transpose_a; break;
       }
       break;
@@ -731,6 +745,128 @@ void spmm_mutate(Rng& rng, const Arenas& mem, SpmmCase& x) {
     }
     default: x.c.dtype = rng.wild_enum<DType>(); break;
   }
+}
+
+// The MLP (sparse_mlp): its two products as spmm cases sharing h (the first's C, the
+// second's B), and the MlpView's own fields.
+struct MlpCase {
+  SpmmCase first, second;  // gate_up x -> h; down h -> y (their options unused)
+  sparsek::MlpView m() const {
+    sparsek::MlpView v = view;
+    v.gate_up = first.a, v.down = second.a;
+    return v;
+  }
+  sparsek::MlpView view;
+};
+
+MlpCase mlp_base(Rng& rng, const Arenas& mem) {
+  static const int32_t kBm[] = {1, 8, 16, 64, 128};
+  static const int32_t kBk[] = {16, 32, 64};
+  static const int64_t kN[] = {0, 1, 8, 16, 72};
+  MlpCase x;
+  BsrView& g = x.first.a;
+  BsrView& d = x.second.a;
+  g.bm = rng.pick(kBm), g.bk = rng.pick(kBk);
+  const int64_t pairs = rng.range(0, 4), cols = rng.range(0, 6);
+  g.m = 2 * pairs * g.bm, g.k = cols * g.bk, g.nnzb = rng.range(0, 2 * pairs * cols);
+  const int64_t inter = pairs * g.bm;
+  d.bm = rng.pick(kBm), d.bk = g.bm;
+  const int64_t out_rows = rng.range(0, 6);
+  d.m = out_rows * d.bm, d.k = inter, d.nnzb = rng.range(0, out_rows * pairs);
+  g.dtype = d.dtype = rng.chance(0.5) ? DType::F16 : DType::BF16;
+  const DType act = g.dtype;
+  if (rng.chance(0.2)) g.dtype = d.dtype = rng.chance(0.5) ? DType::E4M3 : DType::E5M2;
+  g.row_ptr = static_cast<const int32_t*>(in_slot(rng, mem, 0));
+  g.col_idx = static_cast<const int32_t*>(in_slot(rng, mem, 1));
+  g.values = in_slot(rng, mem, 2);
+  d.row_ptr = static_cast<const int32_t*>(in_slot(rng, mem, 5));
+  d.col_idx = static_cast<const int32_t*>(in_slot(rng, mem, 6));
+  d.values = in_slot(rng, mem, 7);
+  if (fp8(g.dtype) && rng.chance(0.5)) {
+    g.scale_kind = d.scale_kind = ScaleKind::PerBlock;
+    g.scales = static_cast<const float*>(in_slot(rng, mem, 8));
+    d.scales = static_cast<const float*>(in_slot(rng, mem, 9));
+  }
+  const int64_t n = rng.pick(kN);
+  x.first.b = DenseView{in_slot(rng, mem, 3), g.k, n, std::max<int64_t>(g.k, 1), Layout::ColMajor, act};
+  x.first.c = DenseView{in_slot(rng, mem, 4), inter, n, std::max<int64_t>(inter, 1), Layout::ColMajor, act};
+  x.second.b = x.first.c;
+  // y after h in h's slot (a slot is 2 MiB of address space; nothing is read).
+  x.second.c = DenseView{mem.slot(4) + kArena, d.m, n, std::max<int64_t>(d.m, 1), Layout::ColMajor,
+                         rng.chance(0.7) ? act : DType::F32};
+  x.view.activation = static_cast<Activation>(rng.range(0, 3));
+  x.view.backend = static_cast<Backend>(rng.range(0, 3));
+  x.view.check_indices = rng.chance(0.5);
+  return x;
+}
+
+void mlp_mutate(Rng& rng, const Arenas& mem, MlpCase& x) {
+  // h is an output (a DenseMutView): it carries no scales whatever a mutation gave it.
+  struct Unscaled {
+    MlpCase& x;
+    ~Unscaled() {
+      x.first.c.scales = nullptr, x.first.c.scale_kind = ScaleKind::None;
+      x.second.b = x.first.c;
+    }
+  } unscaled{x};
+  switch (rng.bits() % 6) {
+    case 0:
+    case 1:  // a defect of the gate and up product (h follows it into the down product)
+      spmm_mutate(rng, mem, x.first);
+      x.second.b = x.first.c;
+      break;
+    case 2:
+    case 3:
+      spmm_mutate(rng, mem, x.second);
+      x.first.c = x.second.b;
+      break;
+    case 4:
+      if (rng.chance(0.5))
+        x.view.activation = rng.wild_enum<Activation>();
+      else
+        x.view.backend = rng.wild_enum<Backend>();
+      break;
+    default: {  // the outputs on the other product's operands
+      static const int64_t kDelta[] = {0, 2, -2, 64, -64};
+      const uintptr_t delta = uintptr_t(rng.pick(kDelta));
+      switch (rng.bits() % 4) {
+        case 0: x.first.c.data = at(addr(x.second.a.values) + delta); break;
+        case 1: x.first.c.data = at(addr(x.second.a.row_ptr) + delta); break;
+        case 2: x.second.c.data = at(addr(x.first.b.data) + delta); break;
+        default: x.second.c.data = at(addr(x.first.a.values) + delta); break;
+      }
+      x.second.b = x.first.c;
+      break;
+    }
+  }
+}
+
+// sparse_mlp's rule: the first product's views, then the second's, then the outputs across
+// the two (h on the down weight; y on x or the gate and up weight).
+Want model_mlp(const MlpCase& x) {
+  const sparsek::MlpView v = x.m();
+  SpmmOptions first, second;
+  first.gated = true, first.activation = v.activation, first.backend = v.backend;
+  second.backend = v.backend;
+  Want w = model_spmm(x.first.a, x.first.b, x.first.c, first);
+  if (w != Want::Reached) return w;
+  w = model_spmm(x.second.a, x.second.b, x.second.c, second);
+  if (w != Want::Reached) return w;
+  // Every range starts empty: a check that refuses early leaves its range untouched.
+  BsrBytes gb{}, db{};
+  Range hb{}, yb{}, xb{}, gs{}, ds{};
+  bsr_ok(v.gate_up.m, v.gate_up.k, v.gate_up.bm, v.gate_up.bk, v.gate_up.nnzb, v.gate_up.row_ptr,
+         v.gate_up.col_idx, v.gate_up.values, v.gate_up.dtype, &gb);
+  bsr_ok(v.down.m, v.down.k, v.down.bm, v.down.bk, v.down.nnzb, v.down.row_ptr, v.down.col_idx, v.down.values,
+         v.down.dtype, &db);
+  scales_ok(v.gate_up.dtype, v.gate_up.scale_kind, v.gate_up.scales, ScaleKind::PerBlock, v.gate_up.nnzb, &gs);
+  scales_ok(v.down.dtype, v.down.scale_kind, v.down.scales, ScaleKind::PerBlock, v.down.nnzb, &ds);
+  dense_ok(x.first.c, &hb), dense_ok(x.second.c, &yb), dense_ok(x.first.b, &xb);
+  for (const Range& r : {db.values, db.row_ptr, db.col_idx, ds})
+    if (overlaps(hb, r)) return Want::Invalid;
+  for (const Range& r : {xb, gb.values, gb.row_ptr, gb.col_idx, gs})
+    if (overlaps(yb, r)) return Want::Invalid;
+  return Want::Reached;
 }
 
 struct AttnCase {
@@ -1235,6 +1371,17 @@ int main() {
     tallies.push_back(ts);
   }
 
+  // sparse_mlp.
+  {
+    Tally t{"sparse_mlp"};
+    for (long i = 0; i < iters; ++i) {
+      MlpCase x = mlp_base(rng, mem);
+      for (int j = mutations(rng); j > 0; --j) mlp_mutate(rng, mem, x);
+      const Result r = sparsek::sparse_mlp(x.m(), x.first.b, out(x.first.c), out(x.second.c), nullptr);
+      judge.record(t, i, "sparse_mlp", r, model_mlp(x));
+    }
+    tallies.push_back(t);
+  }
   // quantize_fp8.
   {
     Tally t{"quantize_fp8"};

@@ -28,10 +28,28 @@ const char* missing_image(const Problem& p) {
 constexpr int kFirstFp8Row = decode_first_fp8_row();
 static_assert(kFirstFp8Row >= 0, "the table has FP8 (W8A16) rows");
 
+// Null when the device's image of `probe` is code of compute capability >= `version`
+// (binary and PTX), else `why`; asked once per device (`known`: 0 not yet, 1 yes, -1 no).
+// Assumes missing_image answered for the probe.
+const char* image_below(const Problem& p, const void* probe, int version,
+                        std::atomic<signed char> (&known)[ImageCache::kMaxDevices], const char* why) {
+  const int dev = p.device.id;
+  const bool cached = dev >= 0 && dev < ImageCache::kMaxDevices;
+  const signed char state = cached ? known[dev].load(std::memory_order_relaxed) : 0;
+  if (state != 0) return state > 0 ? nullptr : why;
+  cudaFuncAttributes attr{};
+  if (cudaFuncGetAttributes(&attr, probe) != cudaSuccess) {
+    (void)cudaGetLastError();  // not about the image (missing_image answered): asked again next time
+    return "cudaFuncGetAttributes failed on a Decode kernel";
+  }
+  const bool ok = attr.binaryVersion >= version && attr.ptxVersion >= version;
+  if (cached) known[dev].store(ok ? 1 : -1, std::memory_order_relaxed);
+  return ok ? nullptr : why;
+}
+
 // Why FP8 A cannot run here, or null: the FP8 rows must be built (kRow: the first), and the
 // device's image of them must be sm_89+ code (cvt.rn.f16x2.e4m3x2; an sm_80 image, e.g. an
-// sm_80 cubin on an sm_89 device, would convert in software: refused, never run). Asked
-// once per device.
+// sm_80 cubin on an sm_89 device, would convert in software: refused, never run).
 template <int kRow>
 const char* missing_fp8_image(const Problem& p) {
   if constexpr (!built(needs(kDecodeVariants[kRow]))) {
@@ -41,23 +59,21 @@ const char* missing_fp8_image(const Problem& p) {
     const void* probe = probe_kernel<kRow>();
     static ImageCache cache;
     if (const char* why = detail::missing_image(p, probe, cache)) return why;
-    constexpr const char* kOld =
-        "this build's Decode FP8 kernels for this GPU are sm_80 code (FP8 conversion needs sm_89+)";
-    constexpr int kMaxDevices = ImageCache::kMaxDevices;
-    static std::atomic<signed char> known[kMaxDevices] = {};
-    const int dev = p.device.id;
-    const bool cached = dev >= 0 && dev < kMaxDevices;
-    const signed char state = cached ? known[dev].load(std::memory_order_relaxed) : 0;
-    if (state != 0) return state > 0 ? nullptr : kOld;
-    cudaFuncAttributes attr{};
-    if (cudaFuncGetAttributes(&attr, probe) != cudaSuccess) {
-      (void)cudaGetLastError();  // not about the image (missing_image answered): asked again next time
-      return "cudaFuncGetAttributes failed on the Decode FP8 kernel";
-    }
-    const bool ok = attr.binaryVersion >= 89 && attr.ptxVersion >= 89;
-    if (cached) known[dev].store(ok ? 1 : -1, std::memory_order_relaxed);
-    return ok ? nullptr : kOld;
+    static std::atomic<signed char> known[ImageCache::kMaxDevices] = {};
+    return image_below(p, probe, 89, known,
+                       "this build's Decode FP8 kernels for this GPU are sm_80 code (FP8 conversion needs sm_89+)");
   }
+}
+
+// Why a gated (GLU) product cannot run here, or null: its gate and up halves meet in a
+// thread-block cluster (kernel.cuh), so the device and its image must be sm_90+.
+const char* missing_cluster_image(const Problem& p, const void* probe) {
+  if (p.device.cc_major < 9)
+    return "a gated (GLU) product needs thread-block clusters (compute capability >= 9.0)";
+  static std::atomic<signed char> known[ImageCache::kMaxDevices] = {};
+  return image_below(p, probe, 90, known,
+                     "a gated (GLU) product needs sm_90 code (thread-block clusters); this build's Decode kernels "
+                     "for this GPU are older");
 }
 
 VariantInfo info(int row) {
@@ -100,8 +116,10 @@ const char* supports(const Problem& p) {
   if (p.k() / 16 > INT_MAX - (1 << 16)) return "k is too large (k/16 must fit in int32)";
   // Grid: one CTA per (block-row, slice) before the split; slices <= bm/16.
   if (p.block_rows() * (bm / 16) > INT_MAX) return "m is too large for the grid (m/16 CTAs must fit in int32)";
-  if (fp8) return missing_fp8_image<kFirstFp8Row>(p);
-  return missing_image(p);
+  const char* why = fp8 ? missing_fp8_image<kFirstFp8Row>(p) : missing_image(p);
+  // Every row is built for the same architectures: row 0's image answers for all.
+  if (why == nullptr && p.gated) why = missing_cluster_image(p, probe_kernel<0>());
+  return why;
 }
 
 const char* fits(const Problem& p, int row) {
@@ -165,6 +183,7 @@ extern const Family kDecodeFamily = {
     decode_impl::kDecodeRows, /*epilogue=*/true,
     &decode_impl::info,       &decode_impl::supports,
     &decode_impl::fits,       &decode_impl::launch,
+    /*auto_skips=*/nullptr,   /*gated=*/true,
 };
 
 }  // namespace sparsek::detail

@@ -178,6 +178,7 @@ struct DecodeArgs {
   int32_t a_scale_kind;  // FP8 A: ScaleKind value (None, PerTensor, PerBlock)
   int32_t c_type;        // FP8 A: C's type, 0 f16, 1 bf16, 2 f32
   bool tma;            // sm_90: A (and B when b_vec) through the tensor maps; else cp.async
+  bool gated;          // gated (GLU): block-rows are (gate, up) pairs, C has m/2 rows
 };
 
 // ---- PTX wrappers ----
@@ -314,13 +315,15 @@ __device__ __forceinline__ float activate(float x) {
 }
 
 // The epilogue over `rows` x n reduced values (res: row-major, `ldr` floats per row; its
-// row 0 is row grow0 of C): C = act(alpha * acc + bias[row] + beta * C) in fp32, rounded to
-// nearest. Elements go in C's memory order, consecutive threads on consecutive addresses;
-// no branch per element (the activation and output type are template arguments). BiasT:
-// the bias's type.
+// row 0 is row grow0 of C and row bias0 of A): C = act(alpha * acc + bias[row] + beta * C)
+// in fp32, rounded to nearest. Gated (res_u: the up half's rows, like res; bias0 + bm: their
+// rows of A): C = act(alpha * gate + bias[gate row]) * (alpha * up + bias[up row]) (beta = 0).
+// Elements go in C's memory order, consecutive threads on consecutive addresses; no branch
+// per element but the uniform gated one (the activation and output type are template
+// arguments). BiasT: the bias's type.
 template <int kAct, typename BiasT, typename OutT, int kThreads>
-__device__ __forceinline__ void write_rows(const DecodeArgs& args, float alpha, const float* res, int ldr, int rows,
-                                           int n, int64_t grow0) {
+__device__ __forceinline__ void write_rows(const DecodeArgs& args, float alpha, const float* res, const float* res_u,
+                                           int ldr, int rows, int n, int64_t grow0, int64_t bias0) {
   OutT* c = static_cast<OutT*>(args.c);
   const BiasT* bias = static_cast<const BiasT*>(args.bias);
   const bool has_bias = bias != nullptr, read_c = args.beta != 0.0f;
@@ -338,51 +341,69 @@ __device__ __forceinline__ void write_rows(const DecodeArgs& args, float alpha, 
     const int64_t row = grow0 + r;
     OutT* dst = c + (c_col ? col * ldc + row : row * ldc + col);
     float v = alpha * res[r * ldr + col];
-    if (has_bias) v += to_f32(bias[row]);
-    if (read_c) v += beta * to_f32(*dst);
-    *dst = from_f32<OutT>(activate<kAct>(v));
+    if (has_bias) v += to_f32(bias[bias0 + r]);
+    if (res_u != nullptr) {
+      float u = alpha * res_u[r * ldr + col];
+      if (has_bias) u += to_f32(bias[bias0 + args.bm + r]);
+      v = activate<kAct>(v) * u;
+    } else {
+      if (read_c) v += beta * to_f32(*dst);
+      v = activate<kAct>(v);
+    }
+    *dst = from_f32<OutT>(v);
     outer += d_outer, inner += d_inner;
     if (inner >= inner_len) inner -= inner_len, ++outer;
   }
 }
 
+// The rows a rank writes: res (and res_u, gated) of `rows` x n, C's rows grow0 .., A's
+// rows bias0 .. (the bias's index).
+struct RowsOut {
+  const float* res;
+  const float* res_u;  // gated: the up half; else null
+  int ldr, rows, n;
+  int64_t grow0, bias0;
+};
+
 template <typename T, int kThreads>
-__device__ __forceinline__ void write_rows_any(const DecodeArgs& args, const float* res, int ldr, int rows, int n,
-                                               int64_t grow0) {
+__device__ __forceinline__ void write_rows_any(const DecodeArgs& args, const RowsOut& o) {
   const float a = args.alpha;
+#define SPARSEK_ROWS(ACT, OUT) \
+  write_rows<ACT, T, OUT, kThreads>(args, a, o.res, o.res_u, o.ldr, o.rows, o.n, o.grow0, o.bias0)
   switch (args.activation * 2 + (args.c_f32 ? 1 : 0)) {
-    case 0: write_rows<0, T, T, kThreads>(args, a, res, ldr, rows, n, grow0); break;
-    case 1: write_rows<0, T, float, kThreads>(args, a, res, ldr, rows, n, grow0); break;
-    case 2: write_rows<1, T, T, kThreads>(args, a, res, ldr, rows, n, grow0); break;
-    case 3: write_rows<1, T, float, kThreads>(args, a, res, ldr, rows, n, grow0); break;
-    case 4: write_rows<2, T, T, kThreads>(args, a, res, ldr, rows, n, grow0); break;
-    case 5: write_rows<2, T, float, kThreads>(args, a, res, ldr, rows, n, grow0); break;
-    case 6: write_rows<3, T, T, kThreads>(args, a, res, ldr, rows, n, grow0); break;
-    default: write_rows<3, T, float, kThreads>(args, a, res, ldr, rows, n, grow0); break;
+    case 0: SPARSEK_ROWS(0, T); break;
+    case 1: SPARSEK_ROWS(0, float); break;
+    case 2: SPARSEK_ROWS(1, T); break;
+    case 3: SPARSEK_ROWS(1, float); break;
+    case 4: SPARSEK_ROWS(2, T); break;
+    case 5: SPARSEK_ROWS(2, float); break;
+    case 6: SPARSEK_ROWS(3, T); break;
+    default: SPARSEK_ROWS(3, float); break;
   }
+#undef SPARSEK_ROWS
 }
 
 // FP8 A: C (and the bias) f16, bf16 or f32 whatever B's type; a per-tensor scale folds into
 // alpha (per-block scales were applied in the main loop).
 template <int kAct, int kThreads>
-__device__ __forceinline__ void write_rows_fp8(const DecodeArgs& args, float alpha, const float* res, int ldr,
-                                               int rows, int n, int64_t grow0) {
+__device__ __forceinline__ void write_rows_fp8(const DecodeArgs& args, float alpha, const RowsOut& o) {
+#define SPARSEK_ROWS(T) write_rows<kAct, T, T, kThreads>(args, alpha, o.res, o.res_u, o.ldr, o.rows, o.n, o.grow0, o.bias0)
   switch (args.c_type) {
-    case 0: write_rows<kAct, __half, __half, kThreads>(args, alpha, res, ldr, rows, n, grow0); break;
-    case 1: write_rows<kAct, __nv_bfloat16, __nv_bfloat16, kThreads>(args, alpha, res, ldr, rows, n, grow0); break;
-    default: write_rows<kAct, float, float, kThreads>(args, alpha, res, ldr, rows, n, grow0); break;
+    case 0: SPARSEK_ROWS(__half); break;
+    case 1: SPARSEK_ROWS(__nv_bfloat16); break;
+    default: SPARSEK_ROWS(float); break;
   }
+#undef SPARSEK_ROWS
 }
 template <int kThreads>
-__device__ __forceinline__ void write_rows_fp8_any(const DecodeArgs& args, const float* res, int ldr, int rows, int n,
-                                                   int64_t grow0) {
+__device__ __forceinline__ void write_rows_fp8_any(const DecodeArgs& args, const RowsOut& o) {
   float alpha = args.alpha;
   if (args.a_scale_kind == static_cast<int32_t>(ScaleKind::PerTensor)) alpha *= __ldg(args.a_scales);
   switch (args.activation) {
-    case 0: write_rows_fp8<0, kThreads>(args, alpha, res, ldr, rows, n, grow0); break;
-    case 1: write_rows_fp8<1, kThreads>(args, alpha, res, ldr, rows, n, grow0); break;
-    case 2: write_rows_fp8<2, kThreads>(args, alpha, res, ldr, rows, n, grow0); break;
-    default: write_rows_fp8<3, kThreads>(args, alpha, res, ldr, rows, n, grow0); break;
+    case 0: write_rows_fp8<0, kThreads>(args, alpha, o); break;
+    case 1: write_rows_fp8<1, kThreads>(args, alpha, o); break;
+    case 2: write_rows_fp8<2, kThreads>(args, alpha, o); break;
+    default: write_rows_fp8<3, kThreads>(args, alpha, o); break;
   }
 }
 
@@ -418,11 +439,17 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 
   // ---- This CTA's work: block-row br, rows row0 .. row0+TM of its blocks, split rank ----
+  // Gated: the cluster's tile row is a (gate, up) pair of block-rows; ranks [0, S/2) split
+  // the gate block-row 2*pair, ranks [S/2, S) the up block-row 2*pair + 1 (S >= 2).
   const int S = args.cluster;
   const int rank = static_cast<int>(blockIdx.x % static_cast<unsigned>(S));  // = cluster rank (1-D clusters)
   const unsigned unit = blockIdx.x / static_cast<unsigned>(S);
-  const int64_t br = unit / static_cast<unsigned>(args.slices);
+  const int64_t tile_row = unit / static_cast<unsigned>(args.slices);  // block-row, or the pair
   const int slice = static_cast<int>(unit % static_cast<unsigned>(args.slices));
+  const bool gated = args.gated;
+  const int SR = gated ? S / 2 : S;                          // ranks per block-row
+  const int row_rank = gated ? rank % SR : rank;             // this rank's share of its block-row
+  const int64_t br = gated ? 2 * tile_row + rank / SR : tile_row;
   const int TM = args.tm, KC = args.kc, KPB = args.kpb, NB = args.nb, bk = args.bk;
   const int RS = 2 * KC;                                   // bytes of a part's B column
   const int RSA = kFp8 ? KC : RS;                          // ... of a part's A row (FP8: KC bytes, unswizzled)
@@ -462,8 +489,8 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
   // Rank q takes the contiguous blocks [lo, hi) of the block-row (balanced within one).
   const int row_begin = __ldg(args.row_ptr + br);
   const int row_len = __ldg(args.row_ptr + br + 1) - row_begin;
-  const int lo = static_cast<int>(static_cast<int64_t>(row_len) * rank / S);
-  const int hi = static_cast<int>(static_cast<int64_t>(row_len) * (rank + 1) / S);
+  const int lo = static_cast<int>(static_cast<int64_t>(row_len) * row_rank / SR);
+  const int hi = static_cast<int>(static_cast<int64_t>(row_len) * (row_rank + 1) / SR);
   const int nblk = hi - lo;
   const int jb = row_begin + lo;        // this rank's t-th block is jb + t
   const int parts = nblk * KPB;         // part u: block u / KPB, columns (u % KPB) * KC ..
@@ -825,9 +852,11 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
   // memory, and writes its rows of C. The receive buffers lie in the ring's memory, so the
   // pushes wait for a first cluster barrier (arrived at right after the main loop, waited
   // for once the tile is built).
+  // Gated: C's rows are the pair's (C has m/2 rows); the bias is read at A's gate rows (and
+  // bm further down for the up rows).
   const int rows_own = TM / S;
-  const int64_t grow0 = br * args.bm + row0 + rank * rows_own;
-  const float* res = tile;  // the reduced rows this rank writes
+  RowsOut out{tile, nullptr, ldr, rows_own, n, tile_row * args.bm + row0 + rank * rows_own, 0};
+  out.bias0 = gated ? 2 * tile_row * args.bm + row0 + rank * rows_own : out.grow0;
   if (S > 1) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     namespace cg = cooperative_groups;
@@ -841,25 +870,31 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
       for (int i = tid; i < slot4; i += kThreads) dst[i] = src[i];
     }
     cluster.sync();  // every slot of every rank is written (release / acquire)
-    float4* sum = reinterpret_cast<float4*>(tile);  // the tile's first rows are free now
+    // The tile's first rows are free now: the sum (gated: the gate half's, then the up
+    // half's, each over its S/2 ranks in rank order; 2 * slot4 <= the tile since S >= 2).
+    float4* sum = reinterpret_cast<float4*>(tile);
     const float4* in = reinterpret_cast<const float4*>(recv);
-    for (int i = tid; i < slot4; i += kThreads) {
-      float4 v = in[i];
-      for (int q = 1; q < S; ++q) {
-        const float4 x = in[q * slot4 + i];
-        v.x += x.x, v.y += x.y, v.z += x.z, v.w += x.w;
+    for (int h = 0; h < (gated ? 2 : 1); ++h) {
+      const int q0 = h * SR;
+      for (int i = tid; i < slot4; i += kThreads) {
+        float4 v = in[q0 * slot4 + i];
+        for (int q = q0 + 1; q < q0 + SR; ++q) {
+          const float4 x = in[q * slot4 + i];
+          v.x += x.x, v.y += x.y, v.z += x.z, v.w += x.w;
+        }
+        sum[h * slot4 + i] = v;
       }
-      sum[i] = v;
     }
+    if (gated) out.res_u = tile + 4 * slot4;
     __syncthreads();
 #else
     __trap();  // the host launches sm_80 images with S = 1 only
 #endif
   }
   if constexpr (kFp8)
-    write_rows_fp8_any<kThreads>(args, res, ldr, rows_own, n, grow0);
+    write_rows_fp8_any<kThreads>(args, out);
   else
-    write_rows_any<T, kThreads>(args, res, ldr, rows_own, n, grow0);
+    write_rows_any<T, kThreads>(args, out);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -959,12 +994,14 @@ inline bool make_tensor_map(CUtensorMap* map, DType t, const void* base, int64_t
 // The cluster size S for `units` CTAs without a split (see the file comment): the largest S
 // in {2, 4, 8}, at most the mean number of blocks per block-row, whose `units` clusters can
 // all be resident at once (one wave: a later wave would stream after the first has ended);
-// 1 if none.
-inline int choose_split(int64_t units, int64_t mean_blocks, const DecodeLimits& lim) {
-  int s = 1;
+// 1 if none. Gated (`halves` = 2): the cluster covers two block-rows with S/2 ranks each,
+// and S is at least 2 whatever the waves (the halves meet in the cluster).
+inline int choose_split(int64_t units, int64_t mean_blocks, const DecodeLimits& lim, int halves = 1) {
+  int s = halves;
   for (int l = 1; l <= 3; ++l) {
     const int next = 1 << l;
-    if (next > mean_blocks || units * next > INT_MAX || units > lim.max_clusters[l]) break;
+    if (next <= s) continue;
+    if (next / halves > mean_blocks || units * next > INT_MAX || units > lim.max_clusters[l]) break;
     s = next;
   }
   return s;
@@ -994,18 +1031,27 @@ cudaError_t launch_typed(const Problem& p, cudaStream_t stream) {
     }
   }
 
-  const DecodePlan plan = decode_plan(v, p.a.bm, p.a.bk);
+  // SPARSEK_DECODE_TM=<16|32|64|...> (a measuring knob, read once) caps the rows per CTA.
+  static const int tm_cap = [] {
+    const char* v = std::getenv("SPARSEK_DECODE_TM");
+    return v == nullptr ? 0 : std::atoi(v) / 16 * 16;
+  }();
+  const DecodePlan plan = decode_plan(v, p.a.bm, p.a.bk, tm_cap);
   const int64_t block_rows = p.block_rows();
-  const int64_t units = block_rows * plan.slices;  // <= INT_MAX (family.cu's supports)
+  // Gated: a cluster per (gate, up) pair of block-rows, which needs clusters (family.cu's
+  // supports checked the device and image; a device where no 2-CTA cluster fits gets none).
+  const int halves = p.gated ? 2 : 1;
+  if (p.gated && (!lim.sm90 || lim.max_clusters[1] <= 0)) return cudaErrorNotSupported;
+  const int64_t units = block_rows / halves * plan.slices;  // <= INT_MAX (family.cu's supports)
   const int64_t mean_blocks = block_rows > 0 ? p.a.nnzb / block_rows : 0;
-  int S = choose_split(units, mean_blocks, lim);
+  int S = choose_split(units, mean_blocks, lim, halves);
   // SPARSEK_DECODE_SPLIT=<1|2|4|8> (a measuring knob, read once) forces S where the device
   // and the grid allow it.
   static const int forced_split = [] {
     const char* v = std::getenv("SPARSEK_DECODE_SPLIT");
     return v == nullptr ? 0 : std::atoi(v);
   }();
-  if ((forced_split == 1 || (forced_split == 2 && lim.max_clusters[1] > 0) ||
+  if (((forced_split == 1 && !p.gated) || (forced_split == 2 && lim.max_clusters[1] > 0) ||
        (forced_split == 4 && lim.max_clusters[2] > 0) || (forced_split == 8 && lim.max_clusters[3] > 0)) &&
       units * forced_split <= INT_MAX)
     S = forced_split;
@@ -1053,6 +1099,7 @@ cudaError_t launch_typed(const Problem& p, cudaStream_t stream) {
   alignas(64) CUtensorMap map_a{};
   alignas(64) CUtensorMap map_b{};
   // FP8 A: a UINT8 map of unswizzled KC-byte rows (kernel.cuh's file comment).
+  args.gated = p.gated;
   args.tma = lim.sm90 && p.a.nnzb > 0 && p.a.nnzb * p.a.bm <= INT_MAX && p.k() <= INT_MAX &&
              make_tensor_map(&map_a, p.input(), p.a.values, p.a.bk, p.a.nnzb * p.a.bm, p.a.bk, plan.kc, plan.tm,
                              !Tr::kFp8);

@@ -73,9 +73,11 @@ struct DecodePlan {
                // (FP8 rows: the parts b == w / mw (mod kw))
 };
 
-constexpr DecodePlan decode_plan(const DecodeVariant& v, int bm, int bk) {
+// tm_cap (a multiple of 16, at most tm_max; 0: tm_max) bounds the rows per CTA below the row's
+// own bound: more slices, so more CTAs, per block-row.
+constexpr DecodePlan decode_plan(const DecodeVariant& v, int bm, int bk, int tm_cap = 0) {
   DecodePlan p{};
-  const int groups = bm / 16, most = v.tm_max / 16;
+  const int groups = bm / 16, most = (tm_cap >= 16 && tm_cap < v.tm_max ? tm_cap : v.tm_max) / 16;
   int d = 1;
   for (int x = decode_cmin(most, groups); x >= 1; --x)
     if (groups % x == 0) {

@@ -18,13 +18,15 @@
 //! bench_report fp8 [--m 8192 --n 8192 --k 8192] [--blocks 128x128,64x64] [--densities 1/8,1/4]
 //!                    [--patterns topk,random] [--decode-shapes 4096x4096,14336x4096] [--ns 1,8,16]
 //!                    [--json fp8.json] [--markdown fp8.md]
+//! bench_report tp [--shape 4096x14336] [--block 128x128] [--density 0.5] [--patterns skewed,topk]
+//!                 [--batches 1,8,32,128,256] [--json tp.json]   (two GPUs, NCCL)
 //! bench_report attention FILE.jsonl... [--json OUT]
 //! bench_report check REPORT.json BASELINE.json [--tolerance 0.05]
 //! bench_report plot  REPORT.json OUT.png
 //! bench_report markdown REPORT.json OUT.md
 //! ```
 //!
-//! `run`, `decode`, `products` and `fp8` need the `cuda` feature and a GPU; `attention`, `check`,
+//! `run`, `decode`, `products`, `fp8` and `tp` need the `cuda` feature and a GPU; `attention`, `check`,
 //! `plot` and `markdown` run anywhere (`attention` tabulates the JSON lines that
 //! `run.sh attention` collects on the GPU machine: sparsek's `attention_check --time` beside
 //! `report/peers/attention_torch.py`, same run).
@@ -44,11 +46,12 @@ fn main() -> Result<()> {
         Some("decode") => report::decode::command,
         Some("products") => report::products::command,
         Some("fp8") => report::fp8::command,
+        Some("tp") => report::tp::command,
         Some("attention") => report::attention::command,
         Some("check") => report::gate::command,
         Some("plot") => report::plot::command,
         Some("markdown") => report::markdown::command,
-        _ => bail!("usage: bench_report run|decode|products|fp8|attention|check|plot|markdown ... (see the doc comment of src/bin/bench_report.rs)"),
+        _ => bail!("usage: bench_report run|decode|products|fp8|tp|attention|check|plot|markdown ... (see the doc comment of src/bin/bench_report.rs)"),
     };
     command(&args[1..])
 }

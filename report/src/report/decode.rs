@@ -25,7 +25,8 @@ use crate::{baseline, ceilings};
 
 /// `bench_report decode [--shapes 4096x4096,14336x4096,4096x14336] [--ns 1,8,16,32,64,128,256]
 /// [--densities 0.25,0.5] [--blocks 128x128,64x64,32x32] [--repeats 5] [--iters 20]
-/// [--json decode.json]`: the header, the table row by row, and the report as JSON.
+/// [--json decode.json]` and the MLP rows' options (`super::mlp::rows`; `--no-mlp`,
+/// `--mlp-only`): the header, the tables row by row, and the report as JSON.
 pub fn command(args: &[String]) -> Result<()> {
     print_header();
     write_json(args, &run(args)?)
@@ -59,6 +60,9 @@ pub struct DecodeReport {
     /// HBM read bandwidth of this run, GB/s.
     pub hbm_gbs: f64,
     pub rows: Vec<DecodeRow>,
+    /// The SwiGLU MLP rows (`super::mlp`), in the same run.
+    #[serde(default)]
+    pub mlp: Vec<super::mlp::MlpRow>,
 }
 
 /// Median µs per call over `repeats` timings of `iters` calls, after a warm-up;
@@ -98,12 +102,16 @@ pub fn run(args: &[String]) -> Result<DecodeReport> {
         device,
         hbm_gbs: hbm / 1e9,
         rows: Vec::new(),
+        mlp: Vec::new(),
     };
     println!(
         "decode sweep on {}: HBM read {:.0} GB/s (this run)",
         report.device, report.hbm_gbs
     );
     let mut rng = StdRng::seed_from_u64(11);
+    // --mlp-only: the MLP rows alone; --no-mlp: the layers alone.
+    let layers = !args.iter().any(|a| a == "--mlp-only");
+    let shapes = if layers { shapes } else { Vec::new() };
     for shape in &shapes {
         let (out_f, in_f) = parse_size(shape)?;
         // Dense cuBLAS on the full W, per n: copies of W to cycle through.
@@ -206,6 +214,9 @@ pub fn run(args: &[String]) -> Result<DecodeReport> {
                 }
             }
         }
+    }
+    if !args.iter().any(|a| a == "--no-mlp") {
+        report.mlp = super::mlp::rows(args, &stream, report.hbm_gbs)?;
     }
     Ok(report)
 }

@@ -5,6 +5,7 @@
 //! - [`decode`]: pruned linear layers at decode-sized batches (GPU);
 //! - [`products`]: `Aᵀ·B` and `D·A` beside `A·B` on the same matrix (GPU);
 //! - [`fp8`]: the FP8 products beside dense FP8 cuBLASLt and the f16 products (GPU);
+//! - [`tp`]: the pruned MLP on one GPU and tensor-parallel on two over NCCL (two GPUs);
 //! - [`attention`]: the attention table of sparsek's and the peers' JSON lines;
 //! - [`gate`] (`check`): the regression gate of a report against a baseline;
 //! - [`plot`] and [`markdown`]: a report as a PNG plot and as the README's table.
@@ -30,9 +31,13 @@ pub mod device;
 #[cfg(feature = "cuda")]
 pub mod fp8;
 #[cfg(feature = "cuda")]
+pub mod mlp;
+#[cfg(feature = "cuda")]
 pub mod products;
 #[cfg(feature = "cuda")]
 pub mod run;
+#[cfg(feature = "cuda")]
+pub mod tp;
 
 /// Without the `cuda` feature, each GPU subcommand's `command` only says what it needs.
 #[cfg(not(feature = "cuda"))]
@@ -51,7 +56,7 @@ macro_rules! gpu_only {
 }
 
 #[cfg(not(feature = "cuda"))]
-gpu_only!(run, decode, products, fp8);
+gpu_only!(run, decode, products, fp8, tp);
 
 /// The value after `name` in `args`, if both are there.
 pub fn flag<'a>(args: &'a [String], name: &str) -> Option<&'a str> {

@@ -1,0 +1,33 @@
+// A pruned gated MLP (SwiGLU, GeGLU) on the device: y = down(act(x*G^T) ⊙ (x*U^T)), the
+// device twin of the Rust SparseMlp (src/mlp/mod.rs). Two launches: the gate and up
+// products as one gated product (SpmmOptions::gated: their weights interleaved by
+// block-row, the GLU in the epilogue), then the down product.
+#pragma once
+
+#include <sparsek/sparsek.hpp>
+
+namespace sparsek {
+
+// The weights: `gate_up` (2*inter x hidden) holds the gate and up weights interleaved by
+// block-row (block-row 2i: gate rows i*bm .., 2i+1: the up rows; the Rust
+// BsrMatrix::interleave_block_rows builds it), `down` is out x inter. Both f16 or bf16,
+// or both FP8 (E4M3 / E5M2, with their scales: W8A16, x and h f16 or bf16).
+struct MlpView {
+  BsrView gate_up;
+  BsrView down;
+  Activation activation = Activation::Silu;  // the gate's: Silu for SwiGLU, GeluTanh for GeGLU
+  Backend backend = Backend::Auto;
+  bool check_indices = false;  // as SpmmOptions::check_indices, for both weights
+};
+
+// With x (hidden x n), h (inter x n, written: the GLU's output) and y (out x n) as
+// SpmmOptions's B and C views (column-major x^T is a row-major batch x hidden x):
+//   h = act(G*x) ⊙ (U*x),   y = down*h.
+// Every check of both products (shapes, types, alignment, overlap, the device, a kernel for
+// each) runs before the first launch; a failure names the product and launches nothing.
+// Both products are enqueued on `stream`, with no allocation and no host synchronization
+// (CUDA-graph capturable) unless check_indices asks for the index check.
+Result sparse_mlp(const MlpView& mlp, const DenseView& x, const DenseMutView& h, const DenseMutView& y,
+                  cudaStream_t stream);
+
+}  // namespace sparsek

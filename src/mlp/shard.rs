@@ -1,0 +1,152 @@
+//! The tensor-parallel cut of a gated MLP: the gate and up weights column-parallel (each
+//! shard a contiguous range of intermediate rows, gate and up together), the down weight
+//! row-parallel over the same range of its input columns, so a shard's MLP reads x, writes
+//! its slice of h and a partial y, and the layer's y is the sum of the shards' (one
+//! all-reduce). The cut balances each shard's weight elements (its gate, up and down
+//! blocks), not its rows: a pruned MLP's blocks are not spread evenly.
+
+use std::ops::Range;
+
+use super::SparseMlp;
+use crate::element::Element;
+use crate::error::{BsrError, Error};
+use crate::format::{balanced_ranges, equal_ranges, BsrMatrix, ShardAxis};
+
+/// An MLP cut into shards ([`SparseMlp::shard`], [`SparseMlp::shard_equal`]).
+pub struct MlpShards<T> {
+    ranges: Vec<Range<usize>>,
+    work: Vec<usize>,
+    shards: Vec<SparseMlp<BsrMatrix<T>>>,
+}
+
+impl<T> MlpShards<T> {
+    /// Each shard's range of intermediate rows (of h), in order, together covering them (a
+    /// range may be empty when there are more shards than units to cut).
+    pub fn ranges(&self) -> &[Range<usize>] {
+        &self.ranges
+    }
+    /// The shards' MLPs: shard `i` takes x and writes rows `ranges()[i]` of h (as its own h)
+    /// and a partial y; the sum of the partial ys is the MLP's y.
+    pub fn shards(&self) -> &[SparseMlp<BsrMatrix<T>>] {
+        &self.shards
+    }
+    /// The shards, by value.
+    pub fn into_shards(self) -> Vec<SparseMlp<BsrMatrix<T>>> {
+        self.shards
+    }
+    /// Each shard's weight elements (its gate, up and down blocks' values).
+    pub fn work(&self) -> &[usize] {
+        &self.work
+    }
+    /// The largest shard's work over the mean (1: equal; the shard count: one holds all).
+    pub fn imbalance(&self) -> f64 {
+        let total: usize = self.work.iter().sum();
+        if total == 0 || self.work.is_empty() {
+            return 1.0;
+        }
+        let max = self.work.iter().copied().max().unwrap_or(0);
+        max as f64 * self.work.len() as f64 / total as f64
+    }
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+impl<T: Element> SparseMlp<BsrMatrix<T>> {
+    /// This MLP cut into `n` shards of contiguous intermediate rows whose largest weight
+    /// (elements of gate, up and down blocks) is the least a contiguous cut allows. Cuts fall
+    /// on multiples of lcm(gate's bm, down's bk) rows, so every block lies in one shard.
+    /// [`BsrError::ShardCount`] for `n` = 0 or above [`crate::MAX_SHARDS`].
+    pub fn shard(&self, n: usize) -> Result<MlpShards<T>, Error> {
+        let (weights, unit) = self.unit_weights()?;
+        let ranges = balanced_ranges(&weights, n)?;
+        self.cut(&ranges, &weights, unit)
+    }
+
+    /// The naive cut for comparison: `n` ranges of equal row counts (as near as the units
+    /// allow), whatever the blocks in them.
+    pub fn shard_equal(&self, n: usize) -> Result<MlpShards<T>, Error> {
+        let (weights, unit) = self.unit_weights()?;
+        let ranges = equal_ranges(weights.len(), n)?;
+        self.cut(&ranges, &weights, unit)
+    }
+
+    /// The weight elements of each unit of `unit` intermediate rows, and `unit`.
+    fn unit_weights(&self) -> Result<(Vec<usize>, usize), Error> {
+        let (gu, dn) = (&self.gate_up, &self.down);
+        let (bm, bk_down) = (gu.block().rows, dn.block().cols);
+        // bm, bk >= 1 (validated blocks); lcm <= inter when inter > 0 (both divide it).
+        let unit = (bm / gcd(bm, bk_down))
+            .checked_mul(bk_down)
+            .ok_or(BsrError::SizeOverflow {
+                what: "lcm(bm, bk)",
+                value: bm as u128 * bk_down as u128,
+            })?;
+        let inter = gu.m() / 2;
+        let units = inter / unit;
+        let rows = gu.block_counts(ShardAxis::BlockRows)?;
+        let cols = dn.block_counts(ShardAxis::BlockCols)?;
+        let (gu_len, dn_len) = (gu.block().len(), dn.block().len());
+        let mut weights = Vec::new();
+        weights
+            .try_reserve_exact(units)
+            .map_err(|_| BsrError::Allocation {
+                what: "shard weights",
+                elements: units,
+            })?;
+        let (pairs, cols_per) = (unit / bm, unit / bk_down);
+        for u in 0..units {
+            // Every count times its block size is at most the values' length: no overflow.
+            let g: usize = rows[2 * u * pairs..2 * (u + 1) * pairs].iter().sum();
+            let d: usize = cols[u * cols_per..(u + 1) * cols_per].iter().sum();
+            weights.push(g * gu_len + d * dn_len);
+        }
+        Ok((weights, unit))
+    }
+
+    fn cut(
+        &self,
+        ranges: &[Range<usize>],
+        weights: &[usize],
+        unit: usize,
+    ) -> Result<MlpShards<T>, Error> {
+        let (bm, bk_down) = (self.gate_up.block().rows, self.down.block().cols);
+        let map = |f: &dyn Fn(usize) -> usize| -> Vec<Range<usize>> {
+            ranges.iter().map(|r| f(r.start)..f(r.end)).collect()
+        };
+        let gu = self
+            .gate_up
+            .shard_ranges(ShardAxis::BlockRows, &map(&|u| 2 * u * unit / bm))?;
+        let dn = self
+            .down
+            .shard_ranges(ShardAxis::BlockCols, &map(&|u| u * unit / bk_down))?;
+        let mut shards = Vec::new();
+        shards
+            .try_reserve_exact(ranges.len())
+            .map_err(|_| BsrError::Allocation {
+                what: "MLP shards",
+                elements: ranges.len(),
+            })?;
+        for (g, d) in gu.into_shards().into_iter().zip(dn.into_shards()) {
+            shards.push(SparseMlp {
+                gate_up: g,
+                down: d,
+                activation: self.activation,
+                backend: self.backend,
+            });
+        }
+        Ok(MlpShards {
+            ranges: map(&|u| u * unit),
+            work: ranges
+                .iter()
+                .map(|r| weights[r.clone()].iter().sum())
+                .collect(),
+            shards,
+        })
+    }
+}

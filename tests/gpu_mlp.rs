@@ -1,0 +1,527 @@
+//! GPU tests of the gated product (`Epilogue::gated`, the Decode family) and of `SparseMlp`
+//! (`--features full`): against an f64 oracle written here (gate and up from the dense
+//! forms of the two weights), against the CPU backend, NaN-poisoned outputs, every n of the
+//! decode range and the chunked row past it, both layouts, odd leading dimensions, bias and
+//! every activation, f16/bf16 and FP8 (W8A16) weights; a decode step of the MLP captured in
+//! a CUDA graph and replayed 100 times bitwise. Without a GPU each test says SKIPPED (with
+//! SPARSEK_REQUIRE_GPU=1 it fails instead).
+#![cfg(feature = "full")]
+
+mod common;
+
+use std::sync::Arc;
+
+use common::gpu_spmm::act64;
+use common::{device, nonzero, random_vec, reference, rel_err, seed, tolerance};
+use cudarc::driver::{CudaContext, CudaSlice};
+use rand::{rngs::StdRng, Rng, SeedableRng};
+use sparsek::quant::BlockGranularity;
+use sparsek::{
+    bf16, f16, spmm_fused, Activation, Backend, BlockMask, BlockShape, BsrMatrix, Dense, DenseMut,
+    DenseShape, DeviceBsr, Element, Epilogue, Error, Layout, SparseMlp, SpmmOptions, Vector,
+    F8E4M3,
+};
+
+#[derive(Debug, Clone, Copy)]
+struct GatedCase {
+    /// Block-rows of the gate (and of the up) weight.
+    pairs: usize,
+    block_cols: usize,
+    block: BlockShape,
+    density: f64,
+    n: usize,
+    b_layout: Layout,
+    c_layout: Layout,
+    ld_pad: usize,
+    bias: bool,
+    activation: Activation,
+    alpha: f32,
+    backend: Backend,
+}
+
+fn weight<T: Element>(
+    rows: usize,
+    cols: usize,
+    block: BlockShape,
+    density: f64,
+    rng: &mut StdRng,
+) -> BsrMatrix<T> {
+    let mask = BlockMask::random(rows, cols, density, rng).unwrap();
+    BsrMatrix::from_block_mask(&mask, block, |_, _| nonzero(rng)).unwrap()
+}
+
+/// The gated product's f64 oracle: `act(α·G·B + bias[g]) · (α·U·B + bias[u])` (m/2 x n,
+/// row-major), with the bias in the interleaved matrix's row order.
+fn gated_reference<T: Element>(
+    gate: &BsrMatrix<T>,
+    up: &BsrMatrix<T>,
+    b: &[T],
+    bs: &DenseShape,
+    bias: Option<&[T]>,
+    act: Activation,
+    alpha: f32,
+) -> Vec<f64> {
+    let none: [T; 0] = [];
+    let cs = DenseShape::packed(gate.m(), bs.cols, Layout::RowMajor);
+    let g = reference(gate, b, bs, &none, &cs, alpha, 0.0);
+    let u = reference(up, b, bs, &none, &cs, alpha, 0.0);
+    let (bm, n) = (gate.block().rows, bs.cols);
+    (0..gate.m() * n)
+        .map(|idx| {
+            let i = idx / n.max(1);
+            let (gr, ur) = (2 * (i / bm) * bm + i % bm, (2 * (i / bm) + 1) * bm + i % bm);
+            let (bg, bu) = bias.map_or((0.0, 0.0), |b| {
+                (b[gr].to_f32() as f64, b[ur].to_f32() as f64)
+            });
+            act64(act, g[idx] + bg) * (u[idx] + bu)
+        })
+        .collect()
+}
+
+/// One gated case on the CPU backend and the GPU (C poisoned with NaN), checked against
+/// the oracle; nothing outside C's view is written.
+fn check_gated<T: Element, O: Element>(ctx: &Arc<CudaContext>, case: &GatedCase, rng: &mut StdRng) {
+    let stream = ctx.default_stream();
+    let gate = weight::<T>(case.pairs, case.block_cols, case.block, case.density, rng);
+    let up = weight::<T>(case.pairs, case.block_cols, case.block, case.density, rng);
+    let gu = BsrMatrix::interleave_block_rows(&gate, &up).unwrap();
+    let (m, k, n) = (gate.m(), gate.k(), case.n);
+    let mut bs = DenseShape::packed(k, n, case.b_layout);
+    let mut cs = DenseShape::packed(m, n, case.c_layout);
+    bs.ld += case.ld_pad;
+    cs.ld += case.ld_pad;
+    let (b_len, c_len) = (bs.required_len().unwrap(), cs.required_len().unwrap());
+    let b: Vec<T> = random_vec(b_len, rng);
+    let bias: Vec<T> = random_vec(2 * m, rng);
+    let c0 = vec![O::from_f32(f32::NAN); c_len];
+    let want = gated_reference(
+        &gate,
+        &up,
+        &b,
+        &bs,
+        case.bias.then_some(&bias[..]),
+        case.activation,
+        case.alpha,
+    );
+    let opts = SpmmOptions::new().alpha(case.alpha);
+    let mut epi = Epilogue::new().activation(case.activation).gated(true);
+    if case.bias {
+        epi = epi.bias(Vector::Host(&bias));
+    }
+    let mut c_cpu = c0.clone();
+    spmm_fused(
+        &gu,
+        Dense::host(&b, k, n, case.b_layout).with_ld(bs.ld),
+        DenseMut::host(&mut c_cpu, m, n, case.c_layout).with_ld(cs.ld),
+        &epi,
+        &opts,
+    )
+    .unwrap();
+    let (cpu_err, cpu_bad) = rel_err(&c_cpu, &cs, &want);
+
+    let dgu = DeviceBsr::upload(&gu, &stream).unwrap();
+    let db = stream.clone_htod(&b).unwrap();
+    let dbias = stream.clone_htod(&bias).unwrap();
+    let mut dc = stream.clone_htod(&c0).unwrap();
+    let mut depi = Epilogue::new().activation(case.activation).gated(true);
+    if case.bias {
+        depi = depi.bias(Vector::Device(&dbias));
+    }
+    spmm_fused(
+        &dgu,
+        Dense::device(&db, k, n, case.b_layout).with_ld(bs.ld),
+        DenseMut::device(&mut dc, m, n, case.c_layout).with_ld(cs.ld),
+        &depi,
+        &opts.backend(case.backend),
+    )
+    .unwrap_or_else(|e| panic!("{case:?}: {e}"));
+    let out = stream.clone_dtoh(&dc).unwrap();
+    stream.synchronize().unwrap();
+    let (err, bad) = rel_err(&out, &cs, &want);
+    let tol = tolerance(T::DTYPE, O::DTYPE);
+    assert_eq!(bad, 0, "{case:?}: {bad} outputs unwritten or not finite");
+    assert_eq!(cpu_bad, 0, "{case:?}: CPU left {cpu_bad} outputs");
+    assert!(err < tol, "{case:?}: GPU rel err {err:.3e} > {tol:.0e}");
+    assert!(cpu_err < tol, "{case:?}: CPU rel err {cpu_err:.3e}");
+    let outside_untouched = (0..c_len).all(|i| {
+        let (outer, inner) = (i / cs.ld, i % cs.ld);
+        let in_view = match cs.layout {
+            Layout::RowMajor => inner < n && outer < m,
+            Layout::ColMajor => inner < m && outer < n,
+        };
+        in_view || out[i].to_f32().is_nan()
+    });
+    assert!(outside_untouched, "{case:?}: written outside the view");
+}
+
+fn gated_cases() -> Vec<GatedCase> {
+    let acts = [
+        Activation::Silu,
+        Activation::GeluTanh,
+        Activation::None,
+        Activation::Relu,
+    ];
+    let blocks = [
+        BlockShape::new(128, 128),
+        BlockShape::new(64, 64),
+        BlockShape::new(32, 32),
+        BlockShape::new(48, 32),
+        BlockShape::new(16, 64),
+    ];
+    // The decode range, odd n, and past it (the chunked row: 130, 257).
+    let ns = [1usize, 3, 7, 8, 16, 33, 64, 100, 128, 130, 257];
+    let mut out = Vec::new();
+    for (i, &n) in ns.iter().enumerate() {
+        for (j, &block) in blocks.iter().enumerate() {
+            let v = i * blocks.len() + j;
+            out.push(GatedCase {
+                pairs: (512 / block.rows).max(2) - v % 3,
+                block_cols: (768 / block.cols).max(2) + v % 2,
+                block,
+                density: [0.5, 0.25, 0.1, 1.0][v % 4],
+                n,
+                b_layout: [Layout::ColMajor, Layout::RowMajor][(v / 2) % 2],
+                c_layout: [Layout::ColMajor, Layout::RowMajor][v % 2],
+                ld_pad: [0, 0, 3, 8][v % 4],
+                bias: v % 3 != 0,
+                activation: acts[v % 4],
+                alpha: [1.0, 0.5, -1.25][v % 3],
+                backend: if v % 5 == 0 {
+                    Backend::Auto
+                } else {
+                    Backend::Decode
+                },
+            });
+        }
+    }
+    out
+}
+
+#[test]
+fn gated_product_matches_reference() {
+    let Some(ctx) = device("gated_product_matches_reference") else {
+        return;
+    };
+    let mut rng = StdRng::seed_from_u64(seed());
+    let cases = gated_cases();
+    for (i, case) in cases.iter().enumerate() {
+        match i % 4 {
+            0 => check_gated::<f16, f16>(&ctx, case, &mut rng),
+            1 => check_gated::<bf16, bf16>(&ctx, case, &mut rng),
+            2 => check_gated::<f16, f32>(&ctx, case, &mut rng),
+            _ => check_gated::<bf16, f32>(&ctx, case, &mut rng),
+        }
+    }
+    println!(
+        "gated_product_matches_reference: {} cases passed",
+        cases.len()
+    );
+}
+
+/// The families without the gated epilogue refuse it by name; a gated β ≠ 0 is refused
+/// before anything runs, and C is untouched.
+#[test]
+fn gated_refusals_leave_c_untouched() {
+    let Some(ctx) = device("gated_refusals_leave_c_untouched") else {
+        return;
+    };
+    let stream = ctx.default_stream();
+    let mut rng = StdRng::seed_from_u64(seed());
+    let block = BlockShape::new(64, 64);
+    let gu = BsrMatrix::interleave_block_rows(
+        &weight::<f16>(4, 4, block, 0.5, &mut rng),
+        &weight::<f16>(4, 4, block, 0.5, &mut rng),
+    )
+    .unwrap();
+    let dgu = DeviceBsr::upload(&gu, &stream).unwrap();
+    let n = 8;
+    let b = stream
+        .clone_htod(&random_vec::<f16>(256 * n, &mut rng))
+        .unwrap();
+    let c0 = vec![f16::from_f32(7.0); 256 * n];
+    let mut c = stream.clone_htod(&c0).unwrap();
+    let epi = Epilogue::new().activation(Activation::Silu).gated(true);
+    for backend in [Backend::Hopper, Backend::Wmma] {
+        let e = spmm_fused(
+            &dgu,
+            Dense::device(&b, 256, n, Layout::ColMajor),
+            DenseMut::device(&mut c, 256, n, Layout::ColMajor),
+            &epi,
+            &SpmmOptions::new().backend(backend),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&e, Error::NotSupported { reason, .. } if reason.contains("gated")),
+            "{backend:?}: {e}"
+        );
+    }
+    let e = spmm_fused(
+        &dgu,
+        Dense::device(&b, 256, n, Layout::ColMajor),
+        DenseMut::device(&mut c, 256, n, Layout::ColMajor),
+        &epi,
+        &SpmmOptions::new().beta(1.0),
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::Gated(_)), "{e}");
+    let after = stream.clone_dtoh(&c).unwrap();
+    assert!(after
+        .iter()
+        .zip(&c0)
+        .all(|(a, b)| a.to_bits() == b.to_bits()));
+}
+
+/// The MLP's f64 oracle for one batch: h rounded to the intermediate's type (as the device
+/// stores it), then `down·h` (row-major y, `batch x out`).
+fn mlp_reference<T: Element>(
+    gate: &BsrMatrix<T>,
+    up: &BsrMatrix<T>,
+    down: &BsrMatrix<T>,
+    x: &[T],
+    batch: usize,
+    act: Activation,
+    round: impl Fn(f64) -> T,
+) -> Vec<f64> {
+    let xs = DenseShape::packed(gate.k(), batch, Layout::ColMajor);
+    let h = gated_reference(gate, up, x, &xs, None, act, 1.0); // inter x batch, row-major
+    let inter = gate.m();
+    // Column-major h (inter x batch) = row-major batch x inter, the device's layout.
+    let mut hc = vec![T::from_f32(0.0); inter * batch];
+    for i in 0..inter {
+        for j in 0..batch {
+            hc[j * inter + i] = round(h[i * batch + j]);
+        }
+    }
+    let hs = DenseShape::packed(inter, batch, Layout::ColMajor);
+    let none: [T; 0] = [];
+    let ys = DenseShape::packed(down.m(), batch, Layout::RowMajor);
+    let y = reference(down, &hc, &hs, &none, &ys, 1.0, 0.0); // out x batch
+                                                             // As row-major batch x out.
+    let out = down.m();
+    (0..batch * out)
+        .map(|idx| y[(idx % out) * batch + idx / out])
+        .collect()
+}
+
+fn rel_err_flat<O: Element>(out: &[O], want: &[f64]) -> (f64, usize) {
+    common::rel_err_values(out, want)
+}
+
+/// (hidden, inter, gate/up blocks, down blocks, density)
+const MLP_SHAPES: [(usize, usize, (usize, usize), (usize, usize), f64); 3] = [
+    (512, 1536, (128, 128), (64, 64), 0.5),
+    (1024, 2048, (64, 64), (128, 128), 0.25),
+    (768, 1024, (32, 32), (32, 64), 0.5),
+];
+
+#[test]
+fn sparse_mlp_matches_reference() {
+    let Some(ctx) = device("sparse_mlp_matches_reference") else {
+        return;
+    };
+    let stream = ctx.default_stream();
+    let mut rng = StdRng::seed_from_u64(seed());
+    let mut count = 0;
+    for (s, &(hidden, inter, gb, db, density)) in MLP_SHAPES.iter().enumerate() {
+        let gb = BlockShape::new(gb.0, gb.1);
+        let db = BlockShape::new(db.0, db.1);
+        let gate = weight::<f16>(inter / gb.rows, hidden / gb.cols, gb, density, &mut rng);
+        let up = weight::<f16>(inter / gb.rows, hidden / gb.cols, gb, density, &mut rng);
+        let down = weight::<f16>(hidden / db.rows, inter / db.cols, db, density, &mut rng);
+        let act = [Activation::Silu, Activation::GeluTanh][s % 2];
+        let host = SparseMlp::new(&gate, &up, down.clone(), act).unwrap();
+        let dev = host.upload(&stream).unwrap();
+        for batch in [1usize, 5, 16, 64, 200] {
+            let x: Vec<f16> = random_vec(batch * hidden, &mut rng);
+            let want = mlp_reference(&gate, &up, &down, &x, batch, act, |v| f16::from_f64(v));
+            let dx = stream.clone_htod(&x).unwrap();
+            let mut dh = stream.alloc_zeros::<f16>(batch * inter).unwrap();
+            let mut dy = stream.clone_htod(&vec![f32::NAN; batch * hidden]).unwrap();
+            dev.forward(&dx, batch, &mut dh, &mut dy).unwrap();
+            let y = stream.clone_dtoh(&dy).unwrap();
+            let (err, bad) = rel_err_flat(&y, &want);
+            assert_eq!(bad, 0, "shape {s} batch {batch}: {bad} outputs not written");
+            assert!(err < 5e-3, "shape {s} batch {batch}: GPU rel err {err:.3e}");
+            let mut h = vec![f16::ZERO; batch * inter];
+            let mut yc = vec![f32::NAN; batch * hidden];
+            host.forward(&x, batch, &mut h, &mut yc).unwrap();
+            let (cerr, cbad) = rel_err_flat(&yc, &want);
+            assert!(
+                cbad == 0 && cerr < 5e-3,
+                "shape {s} batch {batch}: CPU rel err {cerr:.3e}"
+            );
+            count += 1;
+        }
+        // bf16 weights and activations, bf16 out.
+        let to_bf = |m: &BsrMatrix<f16>| {
+            BsrMatrix::from_parts(
+                m.m(),
+                m.k(),
+                m.block(),
+                m.row_ptr().to_vec(),
+                m.col_idx().to_vec(),
+                m.values()
+                    .iter()
+                    .map(|v| bf16::from_f32(v.to_f32()))
+                    .collect(),
+            )
+            .unwrap()
+        };
+        let (gbf, ubf, dbf) = (to_bf(&gate), to_bf(&up), to_bf(&down));
+        let dev = SparseMlp::new(&gbf, &ubf, dbf.clone(), act)
+            .unwrap()
+            .upload(&stream)
+            .unwrap();
+        for batch in [1usize, 9, 32] {
+            let x: Vec<bf16> = random_vec(batch * hidden, &mut rng);
+            let want = mlp_reference(&gbf, &ubf, &dbf, &x, batch, act, |v| bf16::from_f64(v));
+            let dx = stream.clone_htod(&x).unwrap();
+            let mut dh = stream.alloc_zeros::<bf16>(batch * inter).unwrap();
+            let mut dy = stream
+                .clone_htod(&vec![bf16::from_f32(f32::NAN); batch * hidden])
+                .unwrap();
+            dev.forward(&dx, batch, &mut dh, &mut dy).unwrap();
+            let y = stream.clone_dtoh(&dy).unwrap();
+            let (err, bad) = rel_err_flat(&y, &want);
+            assert!(
+                bad == 0 && err < 2e-2,
+                "bf16 shape {s} batch {batch}: rel err {err:.3e}, {bad} bad"
+            );
+            count += 1;
+        }
+    }
+    println!("sparse_mlp_matches_reference: {count} cases passed");
+}
+
+/// FP8 weights (W8A16): the device MLP against the host one (the CPU reference of the FP8
+/// products) and the f64 oracle on the dequantized weights.
+#[test]
+fn sparse_mlp_fp8_matches_reference() {
+    let Some(ctx) = device("sparse_mlp_fp8_matches_reference") else {
+        return;
+    };
+    let stream = ctx.default_stream();
+    let mut rng = StdRng::seed_from_u64(seed());
+    let (hidden, inter) = (512, 1024);
+    let mut count = 0;
+    for (g, &(gran, gb)) in [
+        (BlockGranularity::PerBlock, 128),
+        (BlockGranularity::PerTensor, 64),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let blk = BlockShape::new(gb, gb);
+        let w = |rows, cols, rng: &mut StdRng| {
+            let mask = BlockMask::random(rows / gb, cols / gb, 0.5, rng).unwrap();
+            BsrMatrix::from_block_mask(&mask, blk, |_, _| rng.random_range(-2.0f32..2.0)).unwrap()
+        };
+        let (gf, uf, df) = (
+            w(inter, hidden, &mut rng),
+            w(inter, hidden, &mut rng),
+            w(hidden, inter, &mut rng),
+        );
+        let q = |m: &BsrMatrix<f32>| m.quantize_fp8::<F8E4M3>(gran).unwrap();
+        let host = SparseMlp::new_fp8(&q(&gf), &q(&uf), q(&df), Activation::Silu).unwrap();
+        let dev = host.upload(&stream).unwrap();
+        for batch in [1usize, 7, 16, 64] {
+            let x: Vec<f16> = random_vec(batch * hidden, &mut rng);
+            let dx = stream.clone_htod(&x).unwrap();
+            let mut dh = stream.alloc_zeros::<f16>(batch * inter).unwrap();
+            let mut dy = stream.clone_htod(&vec![f32::NAN; batch * hidden]).unwrap();
+            dev.forward_fp8(&dx, batch, &mut dh, &mut dy).unwrap();
+            let y = stream.clone_dtoh(&dy).unwrap();
+            let mut h = vec![f16::ZERO; batch * inter];
+            let mut yc = vec![f32::NAN; batch * hidden];
+            host.forward_fp8(&x, batch, &mut h, &mut yc).unwrap();
+            let want: Vec<f64> = yc.iter().map(|&v| v as f64).collect();
+            let (err, bad) = rel_err_flat(&y, &want);
+            assert!(
+                bad == 0 && err < 1e-2,
+                "fp8 {g} batch {batch}: GPU vs CPU rel err {err:.3e}, {bad} bad"
+            );
+            count += 1;
+        }
+    }
+    println!("sparse_mlp_fp8_matches_reference: {count} cases passed");
+}
+
+/// A decode step of the MLP (gated product + down product) captured in a CUDA graph:
+/// 100 replays bitwise equal to the eager step, and a replay after new input equal to the
+/// eager step on it.
+#[test]
+fn mlp_step_replays_in_a_cuda_graph() {
+    use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+    let Some(ctx) = device("mlp_step_replays_in_a_cuda_graph") else {
+        return;
+    };
+    // SAFETY: every buffer of this test is created, used and freed on `stream` alone, so
+    // stream order is all the synchronization there is (cudarc's per-buffer events,
+    // recorded outside the capture, are not wanted inside it).
+    unsafe { ctx.disable_event_tracking() };
+    let stream = ctx.new_stream().unwrap();
+    let mut rng = StdRng::seed_from_u64(seed());
+    for (s, &(hidden, inter, gb, db, density)) in MLP_SHAPES.iter().enumerate() {
+        let gb = BlockShape::new(gb.0, gb.1);
+        let db = BlockShape::new(db.0, db.1);
+        let gate = weight::<f16>(inter / gb.rows, hidden / gb.cols, gb, density, &mut rng);
+        let up = weight::<f16>(inter / gb.rows, hidden / gb.cols, gb, density, &mut rng);
+        let down = weight::<f16>(hidden / db.rows, inter / db.cols, db, density, &mut rng);
+        let mlp = SparseMlp::new(&gate, &up, down, Activation::Silu)
+            .unwrap()
+            .upload(&stream)
+            .unwrap();
+        let batch = [1, 7, 16][s];
+        let x0: Vec<f16> = random_vec(batch * hidden, &mut rng);
+        let x1: Vec<f16> = random_vec(batch * hidden, &mut rng);
+        let mut x = stream.clone_htod(&x0).unwrap();
+        let mut h = stream.alloc_zeros::<f16>(batch * inter).unwrap();
+        let mut y = stream.alloc_zeros::<f32>(batch * hidden).unwrap();
+        let poison = vec![f32::NAN; batch * hidden];
+        let step = |x: &CudaSlice<f16>, h: &mut CudaSlice<f16>, y: &mut CudaSlice<f32>| {
+            mlp.forward(x, batch, h, y).unwrap();
+        };
+        let mut eager = Vec::new();
+        for xi in [&x0, &x1] {
+            stream.memcpy_htod(xi, &mut x).unwrap();
+            stream.memcpy_htod(&poison, &mut y).unwrap();
+            step(&x, &mut h, &mut y);
+            eager.push(stream.clone_dtoh(&y).unwrap());
+        }
+        assert!(
+            eager.iter().all(|e| e.iter().all(|v| v.is_finite())),
+            "shape {s}: the eager step left outputs unwritten"
+        );
+        stream.memcpy_htod(&x0, &mut x).unwrap();
+        stream
+            .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .unwrap();
+        step(&x, &mut h, &mut y);
+        let graph = stream
+            .end_capture(CUgraphInstantiate_flags(0))
+            .unwrap_or_else(|e| panic!("shape {s}: the MLP step did not capture: {e}"))
+            .expect("a captured step has nodes");
+        for rep in 0..100 {
+            stream.memcpy_htod(&poison, &mut y).unwrap();
+            graph.launch().unwrap();
+            let got = stream.clone_dtoh(&y).unwrap();
+            assert!(
+                got.iter()
+                    .zip(&eager[0])
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "shape {s}: replay {rep} differs from the eager step"
+            );
+        }
+        stream.memcpy_htod(&x1, &mut x).unwrap();
+        stream.memcpy_htod(&poison, &mut y).unwrap();
+        graph.launch().unwrap();
+        let got = stream.clone_dtoh(&y).unwrap();
+        assert!(
+            got.iter()
+                .zip(&eager[1])
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "shape {s}: the replay on new input differs from eager"
+        );
+    }
+    println!("mlp_step_replays_in_a_cuda_graph: 3 shapes, 100 replays each, bitwise");
+}
