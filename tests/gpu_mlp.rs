@@ -308,7 +308,8 @@ fn rel_err_flat<O: Element>(out: &[O], want: &[f64]) -> (f64, usize) {
 }
 
 /// (hidden, inter, gate/up blocks, down blocks, density)
-const MLP_SHAPES: [(usize, usize, (usize, usize), (usize, usize), f64); 3] = [
+type MlpShape = (usize, usize, (usize, usize), (usize, usize), f64);
+const MLP_SHAPES: [MlpShape; 3] = [
     (512, 1536, (128, 128), (64, 64), 0.5),
     (1024, 2048, (64, 64), (128, 128), 0.25),
     (768, 1024, (32, 32), (32, 64), 0.5),
@@ -333,7 +334,7 @@ fn sparse_mlp_matches_reference() {
         let dev = host.upload(&stream).unwrap();
         for batch in [1usize, 5, 16, 64, 200] {
             let x: Vec<f16> = random_vec(batch * hidden, &mut rng);
-            let want = mlp_reference(&gate, &up, &down, &x, batch, act, |v| f16::from_f64(v));
+            let want = mlp_reference(&gate, &up, &down, &x, batch, act, f16::from_f64);
             let dx = stream.clone_htod(&x).unwrap();
             let mut dh = stream.alloc_zeros::<f16>(batch * inter).unwrap();
             let mut dy = stream.clone_htod(&vec![f32::NAN; batch * hidden]).unwrap();
@@ -374,7 +375,7 @@ fn sparse_mlp_matches_reference() {
             .unwrap();
         for batch in [1usize, 9, 32] {
             let x: Vec<bf16> = random_vec(batch * hidden, &mut rng);
-            let want = mlp_reference(&gbf, &ubf, &dbf, &x, batch, act, |v| bf16::from_f64(v));
+            let want = mlp_reference(&gbf, &ubf, &dbf, &x, batch, act, bf16::from_f64);
             let dx = stream.clone_htod(&x).unwrap();
             let mut dh = stream.alloc_zeros::<bf16>(batch * inter).unwrap();
             let mut dy = stream

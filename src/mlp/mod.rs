@@ -332,7 +332,9 @@ impl<T: Element> SparseMlp<DeviceBsr<T>> {
         })
     }
 
-    /// The shape checks of [`forward`](Self::forward) alone, for buffers of these lengths.
+    /// The shape checks of [`forward`](Self::forward) alone, for buffers of these lengths
+    /// (`sparsek::tp` checks every rank before the first launch).
+    #[cfg(feature = "nccl")]
     pub(crate) fn check_lens(
         &self,
         batch: usize,

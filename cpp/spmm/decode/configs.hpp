@@ -106,7 +106,7 @@ inline constexpr DecodeVariant kDecodeVariants[] = {
     // W8A16 (FP8 A, issue 27): the same tiles; a stage holds 16 KiB of A as the f16 rows do
     // (twice the elements: one part of 128 x 128 at 128x128 blocks) and its B. Shared memory:
     // w8_n8 81 KiB, w8_n16 89 KiB (4 stages), w8_n32 81 KiB (3 stages): 2 CTAs/SM on an
-    // H100; w8_n48 93 KiB, w8_n64 105 KiB (3 stages), w8_n128 153 KiB (its tile): 1 CTA/SM
+    // H100; w8_n48 93 KiB, w8_n64 105 KiB (3 stages): 1 CTA/SM
     // (min_ctas 1: with 2 gm groups their A fragments (32 registers) and accumulators spill
     // under 128 registers). 4 KiB of each is the block scales (launch.hpp). On sm_89 (99
     // KiB) n <= 48 runs, wider n is refused.
@@ -115,9 +115,12 @@ inline constexpr DecodeVariant kDecodeVariants[] = {
     {"decode_w8_n32",  32,    8,  1,  128,  16384,   3,    2,  true, SPARSEK_DECODE_W8, false, true},
     {"decode_w8_n48",  48,    8,  2,  128,  16384,   3,    1,  true, SPARSEK_DECODE_W8, false, true},
     {"decode_w8_n64",  64,    8,  2,  128,  16384,   3,    1,  true, SPARSEK_DECODE_W8, false, true},
-    {"decode_w8_n128", 128,   8,  2,  128,  16384,   3,    1,  true, SPARSEK_DECODE_W8, false, true},
-    {"decode_w8_n128_chunked", 128, 8, 2, 128, 16384, 3,   1, false,
-     "the W8A16 fallback for n > 128 (any ld and alignment of B and C)", true, true},
+    // No n128 W8A16 row: its 2 x 64 columns of accumulators beside the dequantized A fragments
+    // spilled to local memory inside the mma loop (129 LDL/STL, session 20). n > 64 runs the
+    // n64 tile in chunks of 64 columns (one launch each, A read once per chunk).
+    {"decode_w8_n64_chunked", 64, 8, 2,  128,  16384,   3,    1, false,
+     "the W8A16 fallback for n > 64 (any ld and alignment of B and C): the n64 tile, which does not spill",
+     true, true},
 };
 // clang-format on
 

@@ -18,7 +18,7 @@
 //! bench_report fp8 [--m 8192 --n 8192 --k 8192] [--blocks 128x128,64x64] [--densities 1/8,1/4]
 //!                    [--patterns topk,random] [--decode-shapes 4096x4096,14336x4096] [--ns 1,8,16]
 //!                    [--json fp8.json] [--markdown fp8.md]
-//! bench_report tp [--shape 4096x14336] [--block 128x128] [--density 0.5] [--patterns skewed,topk]
+//! bench_report tp [--shape 4096x14336] [--block 128x128] [--density 0.5] [--patterns ramp,topk]
 //!                 [--batches 1,8,32,128,256] [--json tp.json]   (two GPUs, NCCL)
 //! bench_report attention FILE.jsonl... [--json OUT]
 //! bench_report check REPORT.json BASELINE.json [--tolerance 0.05]

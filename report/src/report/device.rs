@@ -165,12 +165,28 @@ pub fn mask(
         "random" => BlockMask::random(rows, cols, density, rng)?,
         // Every 16th block-row full, the others half the top-k count.
         "skewed" => BlockMask::skewed(rows, cols, 16, (per_row / 2).max(1), rng)?,
+        // Block-row i keeps a random (1/2 + i/rows) share of the top-k count: the density
+        // rises from d/2 to 3d/2 down the rows (equal slices of rows get unequal work).
+        "ramp" => {
+            let keep: Vec<Vec<bool>> = (0..rows)
+                .map(|i| {
+                    let share = 0.5 + i as f64 / rows.max(1) as f64;
+                    let count = ((per_row as f64 * share).round() as usize).clamp(1, cols);
+                    let mut row = vec![false; cols];
+                    for c in rand::seq::index::sample(rng, cols, count) {
+                        row[c] = true;
+                    }
+                    row
+                })
+                .collect();
+            BlockMask::from_fn(rows, cols, |r, c| keep[r][c])?
+        }
         // Causal with a band giving about this density (sliding-window attention).
         "causal" => BlockMask::causal(
             rows.min(cols),
             Some((cols as f64 * density).ceil().max(1.0) as usize),
         )?,
-        _ => bail!("pattern `{pattern}`: topk, random, skewed or causal"),
+        _ => bail!("pattern `{pattern}`: topk, random, skewed, ramp or causal"),
     })
 }
 

@@ -68,6 +68,8 @@ pub fn rows(args: &[String], stream: &Arc<CudaStream>, hbm_gbs: f64) -> Result<V
         .transpose()?
         .unwrap_or(20);
     let ctx = stream.context();
+    // A stream of its own: the legacy default stream cannot be captured.
+    let stream = &ctx.new_stream()?;
     // SAFETY: every buffer of this section lives and is used on `stream` alone, so stream
     // order is the only synchronization needed; cudarc's per-buffer events (recorded on
     // other streams' behalf) are not wanted inside a graph capture.

@@ -6,7 +6,7 @@
 //! cuts.
 //!
 //! `bench_report tp [--shape 4096x14336] [--block 128x128] [--density 0.5]
-//! [--patterns skewed,topk] [--batches 1,8,32,128,256] [--repeats 5] [--iters 20]
+//! [--patterns ramp,topk] [--batches 1,8,32,128,256] [--repeats 5] [--iters 20]
 //! [--json tp.json]`
 
 use std::sync::Arc;
@@ -90,7 +90,7 @@ pub fn run(args: &[String]) -> Result<TpReport> {
     )?;
     let (bm, bk) = parse_pair(flag(args, "--block").unwrap_or("128x128"), "--block is RxC")?;
     let density: f64 = flag(args, "--density").unwrap_or("0.5").parse()?;
-    let patterns = list(args, "--patterns", "skewed,topk");
+    let patterns = list(args, "--patterns", "ramp,topk");
     let batches: Vec<usize> = list(args, "--batches", "1,8,32,128,256")
         .iter()
         .map(|b| b.parse())
