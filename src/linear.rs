@@ -59,6 +59,10 @@ impl<W, V> SparseLinear<W, V> {
     pub fn weight(&self) -> &W {
         &self.weight
     }
+    /// The bias, if any.
+    pub fn bias(&self) -> Option<&V> {
+        self.bias.as_ref()
+    }
 }
 
 fn check_bias(out_features: usize, len: Option<usize>) -> Result<(), Error> {

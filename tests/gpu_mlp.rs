@@ -526,3 +526,116 @@ fn mlp_step_replays_in_a_cuda_graph() {
     }
     println!("mlp_step_replays_in_a_cuda_graph: 3 shapes, 100 replays each, bitwise");
 }
+
+/// `A·B` in f64 (m x n, row-major) for a column-major B (`k x n`, ld k): the sparse blocks
+/// only, block-rows in parallel (the layer sizes are too large for the dense oracle).
+fn sparse_reference<T: Element>(a: &BsrMatrix<T>, b: &[T], n: usize) -> Vec<f64> {
+    use rayon::prelude::*;
+    let (bm, bk, k) = (a.block().rows, a.block().cols, a.k());
+    let bf: Vec<f64> = b.iter().map(|v| v.to_f32() as f64).collect();
+    let mut out = vec![0f64; a.m() * n];
+    let rows: Vec<_> = a.block_rows().collect();
+    out.par_chunks_mut(bm * n).zip(rows).for_each(|(out, row)| {
+        for (j, &col) in row.col_idx.iter().enumerate() {
+            let blk = &row.values[j * bm * bk..][..bm * bk];
+            for r in 0..bm {
+                for c in 0..n {
+                    let x = &bf[c * k + col as usize * bk..][..bk];
+                    let s: f64 = blk[r * bk..][..bk]
+                        .iter()
+                        .zip(x)
+                        .map(|(w, x)| w.to_f32() as f64 * x)
+                        .sum();
+                    out[r * n + c] += s;
+                }
+            }
+        }
+    });
+    out
+}
+
+/// The layer sizes (4096x4096, 14336x4096, 4096x14336; 128² and 64² blocks; d = 0.5
+/// and 0.25; n = 1, 7, 16, 64) through `Auto` (Decode), and Llama-3-8B's gate and up as one
+/// gated product, against the f64 oracle, with NaN-poisoned outputs.
+#[test]
+fn llama_shapes_match_reference() {
+    let Some(ctx) = device("llama_shapes_match_reference") else {
+        return;
+    };
+    let stream = ctx.default_stream();
+    let mut rng = StdRng::seed_from_u64(seed());
+    let mut count = 0;
+    for (s, &(out, inp)) in [(4096usize, 4096usize), (14336, 4096), (4096, 14336)]
+        .iter()
+        .enumerate()
+    {
+        for (b, &bs) in [128usize, 64].iter().enumerate() {
+            let block = BlockShape::new(bs, bs);
+            let density = [0.5, 0.25][(s + b) % 2];
+            let w = weight::<f16>(out / bs, inp / bs, block, density, &mut rng);
+            let dw = DeviceBsr::upload(&w, &stream).unwrap();
+            for n in [1usize, 7, 16, 64] {
+                let x: Vec<f16> = random_vec(inp * n, &mut rng);
+                let want = sparse_reference(&w, &x, n);
+                let dx = stream.clone_htod(&x).unwrap();
+                let mut dy = stream
+                    .clone_htod(&vec![f16::from_f32(f32::NAN); out * n])
+                    .unwrap();
+                spmm_fused(
+                    &dw,
+                    Dense::device(&dx, inp, n, Layout::ColMajor),
+                    DenseMut::device(&mut dy, out, n, Layout::ColMajor),
+                    &Epilogue::new(),
+                    &SpmmOptions::new(),
+                )
+                .unwrap();
+                let y = stream.clone_dtoh(&dy).unwrap();
+                let cs = DenseShape::packed(out, n, Layout::ColMajor);
+                let (err, bad) = rel_err(&y, &cs, &want);
+                assert!(
+                    bad == 0 && err < 2e-3,
+                    "{out}x{inp} {bs}² d={density} n={n}: rel err {err:.3e}, {bad} bad"
+                );
+                count += 1;
+            }
+        }
+    }
+    // Gate and up of Llama-3-8B (14336 x 4096 each) as one gated product.
+    let block = BlockShape::new(128, 128);
+    let gate = weight::<f16>(112, 32, block, 0.5, &mut rng);
+    let up = weight::<f16>(112, 32, block, 0.5, &mut rng);
+    let gu = DeviceBsr::upload(
+        &BsrMatrix::interleave_block_rows(&gate, &up).unwrap(),
+        &stream,
+    )
+    .unwrap();
+    for n in [1usize, 16, 64] {
+        let x: Vec<f16> = random_vec(4096 * n, &mut rng);
+        let (g, u) = (sparse_reference(&gate, &x, n), sparse_reference(&up, &x, n));
+        let want: Vec<f64> = g
+            .iter()
+            .zip(&u)
+            .map(|(&g, &u)| act64(Activation::Silu, g) * u)
+            .collect();
+        let dx = stream.clone_htod(&x).unwrap();
+        let mut dh = stream
+            .clone_htod(&vec![f16::from_f32(f32::NAN); 14336 * n])
+            .unwrap();
+        spmm_fused(
+            &gu,
+            Dense::device(&dx, 4096, n, Layout::ColMajor),
+            DenseMut::device(&mut dh, 14336, n, Layout::ColMajor),
+            &Epilogue::new().activation(Activation::Silu).gated(true),
+            &SpmmOptions::new(),
+        )
+        .unwrap();
+        let h = stream.clone_dtoh(&dh).unwrap();
+        let (err, bad) = rel_err(&h, &DenseShape::packed(14336, n, Layout::ColMajor), &want);
+        assert!(
+            bad == 0 && err < 2e-3,
+            "gated 14336x4096 n={n}: rel err {err:.3e}, {bad} bad"
+        );
+        count += 1;
+    }
+    println!("llama_shapes_match_reference: {count} cases passed");
+}

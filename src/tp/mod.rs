@@ -1,7 +1,9 @@
-//! Tensor parallelism over NCCL (feature `nccl`): a pruned MLP split over the GPUs of one
-//! process ([`TpGroup`]: one communicator and stream per GPU), column-parallel gate and up,
-//! row-parallel down, one all-reduce ([`TpSparseMlp`]). The cut balances the weight each GPU
-//! streams ([`SparseMlp::shard`]), not its row count.
+//! Tensor parallelism over NCCL (feature `nccl`): pruned layers split over the GPUs of one
+//! process ([`TpGroup`]: one communicator and stream per GPU). A gated MLP: column-parallel
+//! gate and up, row-parallel down, one all-reduce ([`TpSparseMlp`]); a linear layer
+//! column-parallel (each GPU its slice of the outputs) or row-parallel (each GPU its slice of
+//! the inputs, one all-reduce) ([`TpSparseLinear`]). Every cut balances the weight each GPU
+//! streams ([`SparseMlp::shard`], [`BsrMatrix::shard`]), not its row count.
 //!
 //! Determinism: each GPU's products are deterministic (the kernels reduce in a fixed order);
 //! the all-reduce's order is NCCL's. For a fixed communicator (same GPUs, same topology),
@@ -19,11 +21,15 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream};
 use cudarc::nccl::safe::{Comm, ReduceOp};
 
+use std::ops::Range;
+
 use crate::element::Element;
+use crate::epilogue::Activation;
 use crate::error::Error;
-use crate::format::{BsrMatrix, MAX_SHARDS};
+use crate::format::{BsrMatrix, ShardAxis, MAX_SHARDS};
 use crate::gpu::result::check_contexts;
 use crate::gpu::DeviceBsr;
+use crate::linear::SparseLinear;
 use crate::mlp::{MlpShards, SparseMlp};
 
 fn nccl(what: &str, e: impl std::fmt::Debug) -> Error {
@@ -225,5 +231,150 @@ impl<T: Element> TpSparseMlp<T> {
             self.ranks[r].forward(&x[r], batch, &mut h[r], &mut y[r])?;
         }
         group.all_reduce_sum(y)
+    }
+}
+
+/// How a linear layer is split ([`TpSparseLinear`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TpSplit {
+    /// By output features (block-rows): rank `r` computes its range of y's features from the
+    /// whole x; no collective (the outputs stay split, as a row-parallel layer wants them).
+    Column,
+    /// By input features (block-columns): rank `r` reads its range of x's features; the
+    /// partial ys are summed by one all-reduce (f32). The bias is added once (rank 0's); an
+    /// activation cannot come before the sum, so the layer takes none.
+    Row,
+}
+
+/// A linear layer `y = act(x·Wᵀ + bias)` split over a [`TpGroup`], nnz-balanced
+/// ([`BsrMatrix::shard`]).
+pub struct TpSparseLinear<T> {
+    split: TpSplit,
+    ranks: Vec<SparseLinear<DeviceBsr<T>, CudaSlice<T>>>,
+    ranges: Vec<Range<usize>>,
+    imbalance: f64,
+}
+
+impl<T: Element> TpSparseLinear<T> {
+    /// `layer` cut `split`-wise into `group.size()` shards, each uploaded with its slice of
+    /// the bias to its rank's GPU. A row-parallel layer with an activation is
+    /// [`Error::InvalidArgument`].
+    pub fn new(
+        layer: &SparseLinear<BsrMatrix<T>, Vec<T>>,
+        split: TpSplit,
+        group: &TpGroup,
+    ) -> Result<Self, Error> {
+        if split == TpSplit::Row && layer.activation() != Activation::None {
+            return Err(Error::InvalidArgument(
+                "a row-parallel layer takes no activation (it would apply before the all-reduce's sum)".into(),
+            ));
+        }
+        let w = layer.weight();
+        let axis = match split {
+            TpSplit::Column => ShardAxis::BlockRows,
+            TpSplit::Row => ShardAxis::BlockCols,
+        };
+        let shards = w.shard(axis, group.size())?;
+        let (unit, len) = match split {
+            TpSplit::Column => (w.block().rows, w.m()),
+            TpSplit::Row => (w.block().cols, w.k()),
+        };
+        let ranges: Vec<Range<usize>> = shards
+            .ranges()
+            .iter()
+            .map(|r| (r.start * unit).min(len)..(r.end * unit).min(len))
+            .collect();
+        let imbalance = shards.imbalance();
+        let mut ranks = Vec::with_capacity(group.size());
+        for (r, (shard, range)) in shards.shards().iter().zip(&ranges).enumerate() {
+            let stream = group
+                .stream(r)
+                .ok_or(Error::InvalidArgument("rank out of range".into()))?;
+            let bias = match (layer.bias(), split) {
+                (Some(b), TpSplit::Column) => Some(stream.clone_htod(&b[range.clone()])?),
+                (Some(b), TpSplit::Row) if r == 0 => Some(stream.clone_htod(b)?),
+                _ => None,
+            };
+            ranks.push(SparseLinear::new_device(
+                DeviceBsr::upload(shard, &stream)?,
+                bias,
+                layer.activation(),
+            )?);
+        }
+        Ok(Self {
+            split,
+            ranks,
+            ranges,
+            imbalance,
+        })
+    }
+
+    /// How the layer is split.
+    pub fn split(&self) -> TpSplit {
+        self.split
+    }
+    /// Each rank's range of output features (column-parallel) or input features
+    /// (row-parallel).
+    pub fn ranges(&self) -> &[Range<usize>] {
+        &self.ranges
+    }
+    /// The largest rank's nonzero blocks over the mean.
+    pub fn imbalance(&self) -> f64 {
+        self.imbalance
+    }
+
+    /// Column-parallel: rank `r` reads the whole `x[r]` (`batch x in`, row-major) and writes
+    /// `y[r]` (`batch x ranges()[r].len()`): its features of y. Row-parallel: rank `r` reads
+    /// `x[r]` (`batch x ranges()[r].len()`: its features of x) and every `y[r]` (`batch x
+    /// out`) receives the whole y after the all-reduce. Every buffer on its rank's stream;
+    /// every rank's checks run before anything is enqueued.
+    pub fn forward(
+        &self,
+        group: &TpGroup,
+        x: &[CudaSlice<T>],
+        batch: usize,
+        y: &mut [CudaSlice<f32>],
+    ) -> Result<(), Error> {
+        let n = self.ranks.len();
+        if group.size() != n || x.len() != n || y.len() != n {
+            return Err(Error::InvalidArgument(format!(
+                "TpSparseLinear over {n} ranks: a group of {}, {} x and {} y buffers",
+                group.size(),
+                x.len(),
+                y.len()
+            )));
+        }
+        if self.split == TpSplit::Row {
+            group.check_buffers("TpSparseLinear y", y)?;
+        }
+        for r in 0..n {
+            let stream = group
+                .stream(r)
+                .ok_or(Error::InvalidArgument("rank out of range".into()))?;
+            check_contexts(&stream, &[("x", x[r].stream()), ("y", y[r].stream())])?;
+            if y[r].stream().cu_stream() != stream.cu_stream() {
+                return Err(Error::InvalidArgument(format!(
+                    "TpSparseLinear: rank {r}'s y is not on its rank's stream"
+                )));
+            }
+            let w = self.ranks[r].weight();
+            let need = |rows: usize| batch.checked_mul(rows);
+            if need(w.k()).is_none_or(|v| v > x[r].len())
+                || need(w.m()).is_none_or(|v| v > y[r].len())
+            {
+                return Err(Error::InvalidArgument(format!(
+                    "TpSparseLinear: rank {r} needs x of batch x {} and y of batch x {} values",
+                    w.k(),
+                    w.m()
+                )));
+            }
+        }
+        for r in 0..n {
+            self.ranks[r].forward(&x[r], batch, &mut y[r])?;
+        }
+        match self.split {
+            TpSplit::Column => Ok(()),
+            TpSplit::Row => group.all_reduce_sum(y),
+        }
     }
 }

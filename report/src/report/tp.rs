@@ -103,6 +103,8 @@ pub fn run(args: &[String]) -> Result<TpReport> {
         .map(str::parse)
         .transpose()?
         .unwrap_or(20);
+    // open_device first: cudarc panics where no libcuda can be loaded at all.
+    sparsek::gpu::open_device().map_err(anyhow::Error::msg)?;
     let count = CudaContext::device_count()? as usize;
     if count < 2 {
         bail!("bench_report tp needs two GPUs ({count} found)");
