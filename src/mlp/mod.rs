@@ -113,6 +113,33 @@ fn check_forward(
     check_product(down.0, down.1, &h, h_len, &y, y_len, None, false, options)
 }
 
+/// The two products of a forward, after every check of both: the gated gate-and-up product
+/// into h, then the down product into y. `$spmm` is `spmm_fused` or `spmm_fp8`, `$view` the
+/// views' constructor (`host` or `device`), `$gate_up` / `$down` the weights as that entry
+/// takes them, `$dims` their `Dims`.
+macro_rules! two_products {
+    ($self:ident, $spmm:ident, $view:ident, ($gate_up:expr, $down:expr), $dims:expr, $x:ident, $batch:ident, $h:ident, $y:ident) => {{
+        let opts = $self.options();
+        let (gu, dn) = $dims;
+        check_forward(gu, dn, $batch, ($x.len(), $h.len(), $y.len()), &opts)?;
+        let (inter, hidden, out) = (gu.0 .0 / 2, gu.0 .1, dn.0 .0);
+        $spmm(
+            $gate_up,
+            Dense::$view($x, hidden, $batch, Layout::ColMajor),
+            DenseMut::$view($h, inter, $batch, Layout::ColMajor),
+            &Epilogue::new().activation($self.activation).gated(true),
+            &opts,
+        )?;
+        $spmm(
+            $down,
+            Dense::$view($h, inter, $batch, Layout::ColMajor),
+            DenseMut::$view($y, out, $batch, Layout::ColMajor),
+            &Epilogue::new(),
+            &opts,
+        )
+    }};
+}
+
 fn dims_of<T>(a: &BsrMatrix<T>) -> Dims {
     ((a.m(), a.k()), a.block().rows)
 }
@@ -159,23 +186,16 @@ impl<T: Element> SparseMlp<BsrMatrix<T>> {
         h: &mut [T],
         y: &mut [O],
     ) -> Result<(), Error> {
-        let opts = self.options();
-        let (gu, dn) = (dims_of(&self.gate_up), dims_of(&self.down));
-        check_forward(gu, dn, batch, (x.len(), h.len(), y.len()), &opts)?;
-        let (inter, hidden, out) = (gu.0 .0 / 2, gu.0 .1, dn.0 .0);
-        spmm_fused(
-            &self.gate_up,
-            Dense::host(x, hidden, batch, Layout::ColMajor),
-            DenseMut::host(h, inter, batch, Layout::ColMajor),
-            &Epilogue::new().activation(self.activation).gated(true),
-            &opts,
-        )?;
-        spmm_fused(
-            &self.down,
-            Dense::host(h, inter, batch, Layout::ColMajor),
-            DenseMut::host(y, out, batch, Layout::ColMajor),
-            &Epilogue::new(),
-            &opts,
+        two_products!(
+            self,
+            spmm_fused,
+            host,
+            (&self.gate_up, &self.down),
+            (dims_of(&self.gate_up), dims_of(&self.down)),
+            x,
+            batch,
+            h,
+            y
         )
     }
 
@@ -259,23 +279,16 @@ impl<Q: Fp8> SparseMlp<QuantizedBsr<Q>> {
         h: &mut [X],
         y: &mut [O],
     ) -> Result<(), Error> {
-        let opts = self.options();
-        let (gu, dn) = (dims_of(self.gate_up.matrix()), dims_of(self.down.matrix()));
-        check_forward(gu, dn, batch, (x.len(), h.len(), y.len()), &opts)?;
-        let (inter, hidden, out) = (gu.0 .0 / 2, gu.0 .1, dn.0 .0);
-        spmm_fp8(
-            &self.gate_up,
-            Dense::host(x, hidden, batch, Layout::ColMajor),
-            DenseMut::host(h, inter, batch, Layout::ColMajor),
-            &Epilogue::new().activation(self.activation).gated(true),
-            &opts,
-        )?;
-        spmm_fp8(
-            &self.down,
-            Dense::host(h, inter, batch, Layout::ColMajor),
-            DenseMut::host(y, out, batch, Layout::ColMajor),
-            &Epilogue::new(),
-            &opts,
+        two_products!(
+            self,
+            spmm_fp8,
+            host,
+            (&self.gate_up, &self.down),
+            (dims_of(self.gate_up.matrix()), dims_of(self.down.matrix())),
+            x,
+            batch,
+            h,
+            y
         )
     }
 
@@ -356,24 +369,18 @@ impl<T: Element> SparseMlp<DeviceBsr<T>> {
         h: &mut CudaSlice<T>,
         y: &mut CudaSlice<O>,
     ) -> Result<(), Error> {
-        let opts = self.options();
-        let (gu, dn) = (device_dims(&self.gate_up), device_dims(&self.down));
-        check_forward(gu, dn, batch, (x.len(), h.len(), y.len()), &opts)?;
+        // The gated product runs on h's stream and the down product on y's.
         same_stream(h, y)?;
-        let (inter, hidden, out) = (gu.0 .0 / 2, gu.0 .1, dn.0 .0);
-        spmm_fused(
-            &self.gate_up,
-            Dense::device(x, hidden, batch, Layout::ColMajor),
-            DenseMut::device(h, inter, batch, Layout::ColMajor),
-            &Epilogue::new().activation(self.activation).gated(true),
-            &opts,
-        )?;
-        spmm_fused(
-            &self.down,
-            Dense::device(h, inter, batch, Layout::ColMajor),
-            DenseMut::device(y, out, batch, Layout::ColMajor),
-            &Epilogue::new(),
-            &opts,
+        two_products!(
+            self,
+            spmm_fused,
+            device,
+            (&self.gate_up, &self.down),
+            (device_dims(&self.gate_up), device_dims(&self.down)),
+            x,
+            batch,
+            h,
+            y
         )
     }
 
@@ -389,24 +396,17 @@ impl<T: Element> SparseMlp<DeviceBsr<T>> {
     where
         T: Fp8,
     {
-        let opts = self.options();
-        let (gu, dn) = (device_dims(&self.gate_up), device_dims(&self.down));
-        check_forward(gu, dn, batch, (x.len(), h.len(), y.len()), &opts)?;
         same_stream(h, y)?;
-        let (inter, hidden, out) = (gu.0 .0 / 2, gu.0 .1, dn.0 .0);
-        spmm_fp8(
-            &self.gate_up,
-            Dense::device(x, hidden, batch, Layout::ColMajor),
-            DenseMut::device(h, inter, batch, Layout::ColMajor),
-            &Epilogue::new().activation(self.activation).gated(true),
-            &opts,
-        )?;
-        spmm_fp8(
-            &self.down,
-            Dense::device(h, inter, batch, Layout::ColMajor),
-            DenseMut::device(y, out, batch, Layout::ColMajor),
-            &Epilogue::new(),
-            &opts,
+        two_products!(
+            self,
+            spmm_fp8,
+            device,
+            (&self.gate_up, &self.down),
+            (device_dims(&self.gate_up), device_dims(&self.down)),
+            x,
+            batch,
+            h,
+            y
         )
     }
 }
