@@ -6,8 +6,8 @@
 
 mod common;
 
-use common::fp8::{make, outside_untouched, tolerance, Attach, BOperand, Case};
-use common::{rel_err, seed, PatternKind};
+use common::fp8::{make, tolerance, Attach, BOperand, Case};
+use common::{outside_untouched, rel_err, seed, PatternKind};
 use proptest::prelude::*;
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use sparsek::quant::{BlockGranularity, ColumnGranularity, QuantizedBsr, QuantizedDense};
@@ -580,7 +580,7 @@ fn sparse_linear_fp8() {
             .map(|idx| {
                 let (b, o) = (idx / out_f, idx % out_f);
                 let dot: f64 = (0..in_f).map(|i| wd[o * in_f + i] as f64 * xv(b, i)).sum();
-                common::fp8::act64(Activation::Silu, dot + bias[o].to_f32() as f64)
+                common::act64(Activation::Silu, dot + bias[o].to_f32() as f64)
             })
             .collect()
     };

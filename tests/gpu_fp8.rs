@@ -14,8 +14,8 @@ mod common;
 
 use std::sync::Arc;
 
-use common::fp8::{make, outside_untouched, tolerance, Attach, BOperand, Case};
-use common::{device, is_hopper, rel_err, seed, PatternKind};
+use common::fp8::{make, tolerance, Attach, BOperand, Case};
+use common::{device, is_hopper, outside_untouched, rel_err, seed, PatternKind};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use sparsek::gpu::can_implement_fp8;

@@ -11,8 +11,9 @@ mod common;
 
 use std::sync::Arc;
 
-use common::gpu_spmm::act64;
-use common::{device, nonzero, random_vec, reference, rel_err, seed, tolerance};
+use common::{
+    act64, device, nonzero, outside_untouched, random_vec, reference, rel_err, seed, tolerance,
+};
 use cudarc::driver::{CudaContext, CudaSlice};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use sparsek::quant::BlockGranularity;
@@ -143,15 +144,10 @@ fn check_gated<T: Element, O: Element>(ctx: &Arc<CudaContext>, case: &GatedCase,
     assert_eq!(cpu_bad, 0, "{case:?}: CPU left {cpu_bad} outputs");
     assert!(err < tol, "{case:?}: GPU rel err {err:.3e} > {tol:.0e}");
     assert!(cpu_err < tol, "{case:?}: CPU rel err {cpu_err:.3e}");
-    let outside_untouched = (0..c_len).all(|i| {
-        let (outer, inner) = (i / cs.ld, i % cs.ld);
-        let in_view = match cs.layout {
-            Layout::RowMajor => inner < n && outer < m,
-            Layout::ColMajor => inner < m && outer < n,
-        };
-        in_view || out[i].to_f32().is_nan()
-    });
-    assert!(outside_untouched, "{case:?}: written outside the view");
+    assert!(
+        outside_untouched(&out, &c0, &cs),
+        "{case:?}: written outside the view"
+    );
 }
 
 fn gated_cases() -> Vec<GatedCase> {

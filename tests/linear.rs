@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{random_vec, reference, rel_err, PatternKind};
+use common::{act64, random_vec, reference, rel_err, PatternKind};
 use rand::{rngs::StdRng, SeedableRng};
 use sparsek::{
     f16, spmm_fused, Activation, BlockShape, Dense, DenseMut, DenseShape, Epilogue, Error, Layout,
@@ -16,19 +16,6 @@ const ACTIVATIONS: [Activation; 4] = [
     Activation::GeluTanh,
     Activation::Silu,
 ];
-
-/// The activation in f64, written independently of `Activation::apply`.
-fn act64(a: Activation, x: f64) -> f64 {
-    match a {
-        Activation::None => x,
-        Activation::Relu => x.max(0.0),
-        Activation::GeluTanh => {
-            0.5 * x
-                * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x.powi(3))).tanh())
-        }
-        Activation::Silu => x / (1.0 + (-x).exp()),
-    }
-}
 
 #[test]
 fn fused_epilogue_matches_reference() {

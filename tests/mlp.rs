@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{nonzero, random_vec, seed};
+use common::{act64, nonzero, random_vec, seed};
 use rand::{rngs::StdRng, SeedableRng};
 use sparsek::quant::BlockGranularity;
 use sparsek::{
@@ -21,18 +21,6 @@ fn weight<T: Element>(
 ) -> BsrMatrix<T> {
     let mask = BlockMask::random(rows, cols, p, rng).unwrap();
     BsrMatrix::from_block_mask(&mask, block, |_, _| nonzero(rng)).unwrap()
-}
-
-fn act64(a: Activation, x: f64) -> f64 {
-    match a {
-        Activation::None => x,
-        Activation::Relu => x.max(0.0),
-        Activation::GeluTanh => {
-            let c = (2.0 / std::f64::consts::PI).sqrt();
-            0.5 * x * (1.0 + (c * (x + 0.044715 * x.powi(3))).tanh())
-        }
-        Activation::Silu => x / (1.0 + (-x).exp()),
-    }
 }
 
 fn dense64<T: Element>(m: &BsrMatrix<T>) -> Vec<f64> {

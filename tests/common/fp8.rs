@@ -95,19 +95,6 @@ impl Case {
     }
 }
 
-/// The activation in f64, written independently of `Activation::apply`.
-pub fn act64(a: Activation, x: f64) -> f64 {
-    match a {
-        Activation::None => x,
-        Activation::Relu => x.max(0.0),
-        Activation::GeluTanh => {
-            let c = (2.0 / std::f64::consts::PI).sqrt();
-            0.5 * x * (1.0 + (c * (x + 0.044715 * x.powi(3))).tanh())
-        }
-        Activation::Silu => x / (1.0 + (-x).exp()),
-    }
-}
-
 /// The operands of one case and its f64 oracle (`m x n` row-major).
 pub struct Data<Q, TB, O> {
     pub a: BsrMatrix<Q>,
@@ -253,7 +240,7 @@ pub fn make<Q: Fp8, TB: Element, O: Element>(case: &Case, rng: &mut StdRng) -> D
                 v += case.beta as f64
                     * c0[c_shape.layout.offset(i, j, c_shape.ld).unwrap()].to_f32() as f64;
             }
-            act64(case.activation, v)
+            super::act64(case.activation, v)
         })
         .collect();
     Data {
@@ -278,16 +265,4 @@ pub fn tolerance(output: DType) -> f64 {
         DType::F16 => 2e-3,
         _ => 1e-3,
     }
-}
-
-/// Whether every element of `out` outside C's view (the ld padding) kept its old bits.
-pub fn outside_untouched<O: Element>(out: &[O], c0: &[O], shape: &DenseShape) -> bool {
-    (0..out.len()).all(|i| {
-        let (outer, inner) = (i / shape.ld, i % shape.ld);
-        let in_view = match shape.layout {
-            Layout::RowMajor => inner < shape.cols && outer < shape.rows,
-            Layout::ColMajor => inner < shape.rows && outer < shape.cols,
-        };
-        in_view || out[i].to_f32().to_bits() == c0[i].to_f32().to_bits()
-    })
 }

@@ -33,19 +33,6 @@ pub struct Case {
     pub activation: Activation,
 }
 
-/// The activation in f64, written independently of `Activation::apply`.
-pub fn act64(a: Activation, x: f64) -> f64 {
-    match a {
-        Activation::None => x,
-        Activation::Relu => x.max(0.0),
-        Activation::GeluTanh => {
-            let c = (2.0 / std::f64::consts::PI).sqrt();
-            0.5 * x * (1.0 + (c * (x + 0.044715 * x.powi(3))).tanh())
-        }
-        Activation::Silu => x / (1.0 + (-x).exp()),
-    }
-}
-
 /// Runs one case on the GPU (C poisoned with NaN when β = 0) and returns
 /// (rel. error vs f64, non-finite outputs, rel. error of the CPU backend vs f64).
 pub fn run_case<T: Element, O: Element>(
@@ -76,7 +63,7 @@ pub fn run_case<T: Element, O: Element>(
             } else {
                 0.0
             };
-            act64(case.activation, base[idx] + add)
+            super::act64(case.activation, base[idx] + add)
         })
         .collect();
     let opts = SpmmOptions::new().alpha(case.alpha).beta(case.beta);
@@ -114,15 +101,10 @@ pub fn run_case<T: Element, O: Element>(
     stream.synchronize()?;
     let (err, bad) = rel_err(&out, &cs, &want);
     // Outside the view (the ld padding) nothing may be written.
-    let view_untouched = (0..c_len).all(|i| {
-        let (outer, inner) = (i / cs.ld, i % cs.ld);
-        let in_view = match cs.layout {
-            Layout::RowMajor => inner < n && outer < m,
-            Layout::ColMajor => inner < m && outer < n,
-        };
-        in_view || out[i].to_f32().to_bits() == c0[i].to_f32().to_bits()
-    });
-    assert!(view_untouched, "{case:?}: written outside the view");
+    assert!(
+        super::outside_untouched(&out, &c0, &cs),
+        "{case:?}: written outside the view"
+    );
     Ok((err, bad, cpu_err))
 }
 

@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use rand::{rngs::StdRng, Rng};
-use sparsek::{BlockMask, BlockShape, BsrMatrix, DType, DenseShape, Element, Layout};
+use sparsek::{Activation, BlockMask, BlockShape, BsrMatrix, DType, DenseShape, Element, Layout};
 
 /// A fresh seed every run, printed so that a failure can be replayed (SPARSEK_SEED).
 pub fn seed() -> u64 {
@@ -156,6 +156,31 @@ pub fn rel_err<O: Element>(out: &[O], shape: &DenseShape, reference: &[f64]) -> 
         (num / den).sqrt()
     };
     (err, bad)
+}
+
+/// The activation in f64, written independently of `Activation::apply`.
+pub fn act64(a: Activation, x: f64) -> f64 {
+    match a {
+        Activation::None => x,
+        Activation::Relu => x.max(0.0),
+        Activation::GeluTanh => {
+            let c = (2.0 / std::f64::consts::PI).sqrt();
+            0.5 * x * (1.0 + (c * (x + 0.044715 * x.powi(3))).tanh())
+        }
+        Activation::Silu => x / (1.0 + (-x).exp()),
+    }
+}
+
+/// Whether every element of `out` outside C's view (the ld padding) kept its old bits.
+pub fn outside_untouched<O: Element>(out: &[O], c0: &[O], shape: &DenseShape) -> bool {
+    (0..out.len()).all(|i| {
+        let (outer, inner) = (i / shape.ld, i % shape.ld);
+        let in_view = match shape.layout {
+            Layout::RowMajor => inner < shape.cols && outer < shape.rows,
+            Layout::ColMajor => inner < shape.rows && outer < shape.cols,
+        };
+        in_view || out[i].to_f32().to_bits() == c0[i].to_f32().to_bits()
+    })
 }
 
 pub fn layouts() -> [Layout; 2] {
