@@ -66,14 +66,16 @@ done
 # The C++ side: the C++ tests and examples, linked against the very kernel library cargo
 # built above (build.rs's libsparsek_kernels.a), so no kernel is compiled twice. CMake
 # builds the same programs from source (CI does, for sm_80).
-kernels_dir=$(cargo build --release --features full --message-format=json 2>/dev/null | python3 -c '
-import json, sys
-for line in sys.stdin:
-    try: msg = json.loads(line)
-    except ValueError: continue
-    if msg.get("reason") == "build-script-executed" and "#sparsek@" in msg.get("package_id", ""):
-        print(msg["out_dir"])
-')
+# Its OUT_DIR is found by the root package's id, matched whole: the id's form depends on the
+# checkout's directory name (scripts/cargo_out_dir.py), and a wrong or empty directory must
+# stop the script here, not hand nvlink "/libsparsek_kernels.a".
+pkg_id=$(cargo metadata --format-version 1 --no-deps | python3 scripts/cargo_out_dir.py package-id "$PWD/Cargo.toml")
+kernels_dir=$(cargo build --release --features full --message-format=json 2>/dev/null |
+  python3 scripts/cargo_out_dir.py out-dir "$pkg_id")
+if [ ! -f "$kernels_dir/libsparsek_kernels.a" ]; then
+  echo "bundle-gpu.sh: no libsparsek_kernels.a in the build script's OUT_DIR ($kernels_dir) of $pkg_id" >&2
+  exit 1
+fi
 # The nvcc and CUTLASS the library was built with (NVCC / CUTLASS_DIR, as build.rs), and
 # its architectures.
 nvcc="${NVCC:-$PWD/third_party/py/nvidia/cu13/bin/nvcc}"

@@ -111,3 +111,129 @@ fn refuses_old_unknown_and_other_majors() {
     assert!(e.contains("version.h") && e.contains("CUTLASS_DIR"), "{e}");
     fs::remove_dir_all(&root).unwrap();
 }
+
+/// scripts/bundle-gpu.sh links the C++ programs against the build script's
+/// libsparsek_kernels.a, found through scripts/cargo_out_dir.py: the root package's id from
+/// `cargo metadata`, matched whole against cargo's build-script-executed messages. Real
+/// cargo output of a two-member workspace (a root package `sparsek` with build scripts in
+/// both members) checked out under a directory named `sparsek` (what `git clone` gives,
+/// where the id has no `sparsek@`) and one named `main`.
+#[test]
+fn bundle_finds_the_build_script_out_dir_under_any_directory_name() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    if !root.join("scripts/bundle-gpu.sh").exists() {
+        // A packaged crate ships no scripts/.
+        eprintln!("SKIPPED: no scripts/ in this tree (a packaged crate)");
+        return;
+    }
+    let finder = root.join("scripts/cargo_out_dir.py");
+    let bundle = fs::read_to_string(root.join("scripts/bundle-gpu.sh")).unwrap();
+    assert!(
+        bundle.contains("cargo_out_dir.py package-id")
+            && bundle.contains("cargo_out_dir.py out-dir"),
+        "scripts/bundle-gpu.sh no longer finds the kernel library through scripts/cargo_out_dir.py"
+    );
+    if Command::new("python3").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: no python3 (scripts/bundle-gpu.sh needs it too)");
+        return;
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    // `finder ARGS < input`: (exit success, stdout trimmed).
+    let run_finder = |args: &[&str], input: &[u8]| {
+        let mut child = Command::new("python3")
+            .arg(&finder)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(input).unwrap();
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8(out.stdout).unwrap().trim().to_string(),
+        )
+    };
+    let scratch = std::env::temp_dir().join(format!("sparsek-out-dir-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&scratch);
+    for dir_name in ["sparsek", "main"] {
+        let ws = scratch.join(dir_name);
+        let member = ws.join("bindings/sparsek-cxx");
+        for (dir, manifest) in [
+            (
+                &ws,
+                "[package]\nname = \"sparsek\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+                 [workspace]\nmembers = [\".\", \"bindings/sparsek-cxx\"]\n",
+            ),
+            (
+                &member,
+                "[package]\nname = \"sparsek-cxx\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+            ),
+        ] {
+            fs::create_dir_all(dir.join("src")).unwrap();
+            fs::write(dir.join("Cargo.toml"), manifest).unwrap();
+            fs::write(dir.join("src/lib.rs"), "").unwrap();
+            fs::write(dir.join("build.rs"), "fn main() {}\n").unwrap();
+        }
+        let metadata = Command::new(&cargo)
+            .args([
+                "metadata",
+                "--format-version",
+                "1",
+                "--no-deps",
+                "--offline",
+            ])
+            .current_dir(&ws)
+            .output()
+            .unwrap();
+        assert!(
+            metadata.status.success(),
+            "{dir_name}: cargo metadata failed"
+        );
+        let manifest = ws.join("Cargo.toml");
+        let (ok, id) = run_finder(
+            &["package-id", manifest.to_str().unwrap()],
+            &metadata.stdout,
+        );
+        assert!(ok && !id.is_empty(), "{dir_name}: no package id");
+        let build = Command::new(&cargo)
+            .args(["build", "--workspace", "--offline", "--message-format=json"])
+            .env("CARGO_TARGET_DIR", ws.join("target"))
+            .current_dir(&ws)
+            .output()
+            .unwrap();
+        assert!(build.status.success(), "{dir_name}: cargo build failed");
+        // The root package's build script ran in <target>/debug/build/sparsek-<hash>/out.
+        let (ok, out_dir) = run_finder(&["out-dir", &id], &build.stdout);
+        assert!(ok, "{dir_name}: no out_dir for {id}");
+        let out_dir = std::path::PathBuf::from(out_dir);
+        let build_dir = out_dir.parent().unwrap();
+        assert!(
+            out_dir.is_dir()
+                && out_dir.ends_with("out")
+                && build_dir.starts_with(ws.join("target/debug/build"))
+                && build_dir
+                    .file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with("sparsek-")
+                && !build_dir
+                    .file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with("sparsek-cxx-"),
+            "{dir_name}: {id} gave {}",
+            out_dir.display()
+        );
+        // Another id, or none in the stream: a failure, not an empty path.
+        let (ok, out) = run_finder(&["out-dir", &format!("{id}x")], &build.stdout);
+        assert!(
+            !ok && out.is_empty(),
+            "{dir_name}: found {out} for a missing id"
+        );
+    }
+    fs::remove_dir_all(&scratch).unwrap();
+}
