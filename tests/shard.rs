@@ -1,15 +1,26 @@
 //! Tensor-parallel shards (`sparsek::format::shard`) on the CPU: every block lands in exactly
 //! one shard with its values, the shards' products give back the layer's output
 //! (column-parallel: concatenated, bit for bit; row-parallel: summed, against f64), the
-//! balanced cut is the best contiguous one, and bad counts or ranges are refused by type.
+//! balanced cut is the best contiguous one (and the one the dense counts give, however the
+//! counts are gathered), a cut's memory follows the blocks and the shard count, not the
+//! matrix's width, and bad counts or ranges are refused by type.
 
 mod common;
+
+// Any single allocation above 16 MiB is refused (tests/common/alloc_guard.rs): a cut that
+// allocates per block-column of a wide matrix fails instead of filling gigabytes.
+#[path = "common/alloc_guard.rs"]
+#[allow(dead_code)]
+mod alloc_guard;
+
+#[global_allocator]
+static GLOBAL: alloc_guard::Guard = alloc_guard::Guard;
 
 use common::{random_bsr, random_vec, PatternKind};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use sparsek::{
-    balanced_ranges, equal_ranges, spmm, Backend, BlockMask, BlockShape, BsrError, BsrMatrix,
-    Dense, DenseMut, Layout, ShardAxis, SpmmOptions, MAX_SHARDS,
+    balanced_ranges, equal_ranges, spmm, Activation, Backend, BlockMask, BlockShape, BsrError,
+    BsrMatrix, Dense, DenseMut, Layout, ShardAxis, SparseMlp, SpmmOptions, MAX_SHARDS,
 };
 
 const KINDS: [PatternKind; 6] = [
@@ -275,4 +286,184 @@ fn bad_counts_and_ranges_are_refused_by_type() {
         .shard_ranges(ShardAxis::BlockCols, &[0..0, 0..3, 3..3])
         .unwrap();
     assert_eq!(s.nnz_blocks(), vec![0, 12, 0]);
+}
+
+/// The cut as it was first written, over dense weights: the reference the counting without
+/// a value per block-column must reproduce exactly.
+fn reference_ranges(weights: &[usize], n: usize) -> Vec<std::ops::Range<usize>> {
+    let fits = |cap: usize| {
+        let (mut parts, mut sum) = (1usize, 0usize);
+        for &w in weights {
+            if sum + w > cap {
+                parts += 1;
+                sum = 0;
+            }
+            sum += w;
+        }
+        parts <= n
+    };
+    let total: usize = weights.iter().sum();
+    let (mut lo, mut hi) = (weights.iter().copied().max().unwrap_or(0), total);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if fits(mid) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    let cap = lo;
+    let mut ranges = Vec::new();
+    let (mut start, mut sum) = (0usize, 0usize);
+    for (i, &w) in weights.iter().enumerate() {
+        let ranges_left = n - ranges.len();
+        let must_close = i > start && weights.len() - i < ranges_left;
+        if i > start && (sum + w > cap || must_close) && ranges.len() + 1 < n {
+            ranges.push(start..i);
+            start = i;
+            sum = 0;
+        }
+        sum += w;
+    }
+    ranges.push(start..weights.len());
+    while ranges.len() < n {
+        ranges.push(weights.len()..weights.len());
+    }
+    ranges
+}
+
+/// The cut of `balanced_ranges` and of `shard` (both axes) is the reference's on dense
+/// weights, on random weights with long runs of zeros (the tail where every position closes
+/// a range included) and on random matrices.
+#[test]
+fn the_cut_is_the_dense_counts_cut() {
+    let mut rng = StdRng::seed_from_u64(common::seed());
+    for _ in 0..20_000 {
+        let len = rng.random_range(0..40);
+        let n = rng.random_range(1..48);
+        let p_zero = [0.0, 0.5, 0.9, 1.0][rng.random_range(0..4)];
+        let weights: Vec<usize> = (0..len)
+            .map(|_| {
+                if rng.random_bool(p_zero) {
+                    0
+                } else {
+                    rng.random_range(1..20)
+                }
+            })
+            .collect();
+        assert_eq!(
+            balanced_ranges(&weights, n).unwrap(),
+            reference_ranges(&weights, n),
+            "{weights:?} into {n}"
+        );
+    }
+    for i in 0..3000 {
+        let kind = KINDS[i % KINDS.len()];
+        let block = BlockShape::new(rng.random_range(1..4), rng.random_range(1..4));
+        let (br, bc) = (rng.random_range(0..12), rng.random_range(0..30));
+        let a: BsrMatrix<f32> = random_bsr(kind, br, bc, block, &mut rng);
+        let n = rng.random_range(1..40);
+        for axis in [ShardAxis::BlockRows, ShardAxis::BlockCols] {
+            let counts = a.block_counts(axis).unwrap();
+            let s = a.shard(axis, n).unwrap();
+            assert_eq!(
+                s.ranges(),
+                &reference_ranges(&counts, n)[..],
+                "{axis:?} {br}x{bc} {kind:?} into {n}"
+            );
+        }
+    }
+}
+
+/// A matrix of i32::MAX block-columns (1x1 blocks) with three blocks, and one with none, cut
+/// by block-columns: the cut counts the blocks, not the columns. A count per block-column
+/// would be 16 GiB, refused by the allocation guard (and a zero-fill of that size takes
+/// seconds where this takes milliseconds).
+#[test]
+fn a_wide_matrix_with_few_blocks_shards_by_its_blocks() {
+    let wide = i32::MAX as usize;
+    let block = BlockShape::new(1, 1);
+    let few = BsrMatrix::from_parts(
+        2,
+        wide,
+        block,
+        vec![0, 2, 3],
+        vec![0, 5, i32::MAX - 1],
+        vec![1.0f32, 2.0, 3.0],
+    )
+    .unwrap();
+    let none =
+        BsrMatrix::<f32>::from_parts(3, wide, block, vec![0, 0, 0, 0], vec![], vec![]).unwrap();
+    let started = std::time::Instant::now();
+    for n in [1, 2, 3, 4, 64, MAX_SHARDS] {
+        for a in [&few, &none] {
+            let s = a
+                .shard(ShardAxis::BlockCols, n)
+                .unwrap_or_else(|e| panic!("{} blocks into {n}: {e}", a.nnz_blocks()));
+            assert_eq!(s.ranges().len(), n);
+            assert_eq!(s.ranges()[0].start, 0);
+            assert_eq!(s.ranges()[n - 1].end, wide);
+            assert!(s.ranges().windows(2).all(|w| w[0].end == w[1].start));
+            assert_eq!(s.nnz_blocks().iter().sum::<usize>(), a.nnz_blocks());
+            // The least largest shard: the blocks (one per block-column) spread evenly.
+            let least = a.nnz_blocks().div_ceil(n);
+            let largest = s.nnz_blocks().into_iter().max().unwrap();
+            assert_eq!(
+                largest,
+                least,
+                "{} blocks into {n}: {:?}",
+                a.nnz_blocks(),
+                s.ranges()
+            );
+            for (sh, r) in s.shards().iter().zip(s.ranges()) {
+                assert_eq!((sh.m(), sh.k()), (a.m(), r.len()));
+            }
+        }
+    }
+    let s = few.shard(ShardAxis::BlockCols, 3).unwrap();
+    assert_eq!(s.nnz_blocks(), vec![1, 1, 1]);
+    let took = started.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(10),
+        "cutting a wide matrix took {took:?}"
+    );
+}
+
+/// `SparseMlp::shard` reaches the down weight's block-columns: a gated MLP of i32::MAX
+/// intermediate rows (one gate and one up block-row of i32::MAX rows, a down weight of 1x1
+/// blocks, i32::MAX block-columns, two blocks) cuts by its blocks too.
+#[test]
+fn a_wide_mlp_with_few_blocks_shards_by_its_blocks() {
+    let inter = i32::MAX as usize;
+    let tall = BlockShape::new(inter, 1);
+    // A gate block of i32::MAX values would be 8 GiB: gate and up hold none.
+    let empty = BsrMatrix::<f32>::from_parts(inter, 1, tall, vec![0, 0], vec![], vec![]).unwrap();
+    let down = BsrMatrix::from_parts(
+        1,
+        inter,
+        BlockShape::new(1, 1),
+        vec![0, 2],
+        vec![3, i32::MAX - 2],
+        vec![1.0f32, 2.0],
+    )
+    .unwrap();
+    let mlp = SparseMlp::new(&empty, &empty, down, Activation::Silu).unwrap();
+    let started = std::time::Instant::now();
+    for n in [1, 2, 3, MAX_SHARDS] {
+        let s = mlp
+            .shard(n)
+            .unwrap_or_else(|e| panic!("the MLP into {n}: {e}"));
+        assert_eq!(s.shards().len(), n);
+        // One unit of i32::MAX rows (lcm of the gate's block-rows and down's 1): shard 0 has
+        // it, the others are empty.
+        assert_eq!(s.ranges()[0], 0..inter);
+        assert_eq!(s.work()[0], 2);
+        assert!(s.ranges()[1..].iter().all(|r| r.is_empty()));
+        assert_eq!(s.shards()[0].down().nnz_blocks(), 2);
+    }
+    let took = started.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(10),
+        "cutting a wide MLP took {took:?}"
+    );
 }

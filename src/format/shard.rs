@@ -110,9 +110,33 @@ fn imbalance_of(counts: &[usize]) -> f64 {
 /// ```
 pub fn balanced_ranges(weights: &[usize], n: usize) -> Result<Vec<Range<usize>>, BsrError> {
     check_shard_count(n)?;
+    // sum(weights) cannot overflow for a matrix's counts (each at most i32::MAX blocks in
+    // all); a caller's weights are checked here.
+    weights
+        .iter()
+        .try_fold(0usize, |s, &w| s.checked_add(w))
+        .ok_or(BsrError::InvalidPattern(
+            "shard weights sum past usize".into(),
+        ))?;
+    balanced_cut(weights.len(), weights.iter().copied().enumerate(), n)
+}
+
+/// [`balanced_ranges`] of `len` weights given as `(position, weight)` in ascending
+/// position, every position left out weighing 0 (a block-column count lists only the
+/// block-columns holding blocks). Time and memory grow with the entries and `n`, not with
+/// `len`, and the ranges are those [`balanced_ranges`] cuts from the dense weights.
+///
+/// The sum of the weights must fit `usize` (the caller's to check).
+fn balanced_cut<I>(len: usize, entries: I, n: usize) -> Result<Vec<Range<usize>>, BsrError>
+where
+    I: Iterator<Item = (usize, usize)> + Clone,
+{
+    check_shard_count(n)?;
+    // A zero weight never closes a range in this greedy test: `sum` stays at most `cap`,
+    // since `cap` starts at the largest weight.
     let fits = |cap: usize| {
         let (mut parts, mut sum) = (1usize, 0usize);
-        for &w in weights {
+        for (_, w) in entries.clone() {
             if sum + w > cap {
                 parts += 1;
                 sum = 0;
@@ -121,15 +145,10 @@ pub fn balanced_ranges(weights: &[usize], n: usize) -> Result<Vec<Range<usize>>,
         }
         parts <= n
     };
-    // sum(weights) cannot overflow: each is a count of blocks of one matrix (<= i32::MAX
-    // in all), or the caller's, checked here.
-    let total = weights
-        .iter()
-        .try_fold(0usize, |s, &w| s.checked_add(w))
-        .ok_or(BsrError::InvalidPattern(
-            "shard weights sum past usize".into(),
-        ))?;
-    let (mut lo, mut hi) = (weights.iter().copied().max().unwrap_or(0), total);
+    let (max, total) = entries
+        .clone()
+        .fold((0usize, 0usize), |(m, t), (_, w)| (m.max(w), t + w));
+    let (mut lo, mut hi) = (max, total);
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
         if fits(mid) {
@@ -138,24 +157,83 @@ pub fn balanced_ranges(weights: &[usize], n: usize) -> Result<Vec<Range<usize>>,
             lo = mid + 1;
         }
     }
-    let cap = lo;
-    let mut ranges = try_vec("shard ranges", n)?;
-    let (mut start, mut sum) = (0usize, 0usize);
-    for (i, &w) in weights.iter().enumerate() {
-        let ranges_left = n - ranges.len(); // including the open one
-        let must_close = i > start && weights.len() - i < ranges_left;
-        if i > start && (sum + w > cap || must_close) && ranges.len() + 1 < n {
-            ranges.push(start..i);
-            start = i;
-            sum = 0;
-        }
-        sum += w;
+    let mut cut = Cut {
+        len,
+        n,
+        cap: lo,
+        ranges: try_vec("shard ranges", n)?,
+        start: 0,
+        sum: 0,
+    };
+    let mut next = 0; // the first position not yet visited
+    for (i, w) in entries {
+        cut.zeros(next, i);
+        cut.visit(i, w);
+        next = i + 1;
     }
-    ranges.push(start..weights.len());
+    cut.zeros(next, len);
+    let Cut {
+        mut ranges, start, ..
+    } = cut;
+    ranges.push(start..len);
     while ranges.len() < n {
-        ranges.push(weights.len()..weights.len());
+        ranges.push(len..len);
     }
     Ok(ranges)
+}
+
+/// The state of [`balanced_cut`]'s left-to-right pass: the ranges closed so far, the open
+/// one's start and weight.
+struct Cut {
+    len: usize,
+    n: usize,
+    cap: usize,
+    ranges: Vec<Range<usize>>,
+    start: usize,
+    sum: usize,
+}
+
+impl Cut {
+    /// Closes the open range before position `i`.
+    fn close(&mut self, i: usize) {
+        self.ranges.push(self.start..i);
+        self.start = i;
+        self.sum = 0;
+    }
+
+    /// Position `i`, of weight `w`: the range closes before it when `w` would pass the
+    /// capacity, or when the positions left (`i` included) are fewer than the ranges left
+    /// (the open one included), so that no range stays empty; never the last range.
+    fn visit(&mut self, i: usize, w: usize) {
+        let ranges_left = self.n - self.ranges.len();
+        let must_close = i > self.start && self.len - i < ranges_left;
+        if i > self.start
+            && (self.sum + w > self.cap || must_close)
+            && self.ranges.len() + 1 < self.n
+        {
+            self.close(i);
+        }
+        self.sum += w;
+    }
+
+    /// Positions `from..to`, all of weight 0, in O(1) plus one step per range closed: each
+    /// would close the range only where [`visit`](Self::visit) says so for a zero weight.
+    fn zeros(&mut self, from: usize, to: usize) {
+        while self.ranges.len() + 1 < self.n {
+            // The first position p > start where `sum + 0 > cap` or `len - p < ranges left`.
+            let ranges_left = self.n - self.ranges.len();
+            let tail = if self.sum > self.cap {
+                0
+            } else {
+                (self.len + 1).saturating_sub(ranges_left)
+            };
+            let p = from.max(self.start + 1).max(tail);
+            if p >= to {
+                return;
+            }
+            self.close(p);
+        }
+    }
 }
 
 /// `len` items cut into `n` contiguous ranges of equal length (the first `len % n` one
@@ -183,8 +261,25 @@ fn check_shard_count(n: usize) -> Result<(), BsrError> {
     Ok(())
 }
 
+/// The runs of a sorted list of block-columns (each in `0..i32::MAX`, validated) as
+/// `(block-column, blocks in it)`, ascending.
+#[derive(Clone)]
+struct ColumnRuns<'a>(&'a [i32]);
+
+impl Iterator for ColumnRuns<'_> {
+    type Item = (usize, usize);
+    fn next(&mut self) -> Option<(usize, usize)> {
+        let &first = self.0.first()?;
+        let run = self.0.iter().take_while(|&&c| c == first).count();
+        self.0 = &self.0[run..];
+        Some((first as usize, run))
+    }
+}
+
 impl<T: Element> BsrMatrix<T> {
-    /// The nonzero blocks of each block-row ([`ShardAxis::BlockRows`]) or block-column.
+    /// The nonzero blocks of each block-row ([`ShardAxis::BlockRows`]) or block-column: one
+    /// value per block-row or -column, however few blocks there are ([`BsrMatrix::shard`]
+    /// counts without this list).
     pub fn block_counts(&self, axis: ShardAxis) -> Result<Vec<usize>, BsrError> {
         match axis {
             ShardAxis::BlockRows => {
@@ -221,7 +316,25 @@ impl<T: Element> BsrMatrix<T> {
     /// # Ok::<(), sparsek::BsrError>(())
     /// ```
     pub fn shard(&self, axis: ShardAxis, n: usize) -> Result<Shards<T>, BsrError> {
-        let ranges = balanced_ranges(&self.block_counts(axis)?, n)?;
+        // The counts go to the cut without a value per block-column: a matrix may have up to
+        // i32::MAX of them and few blocks, so the cut's memory follows the blocks and `n`.
+        // Every count sum is at most nnzb <= i32::MAX: no overflow.
+        let ranges = match axis {
+            ShardAxis::BlockRows => balanced_cut(
+                self.num_block_rows(),
+                self.row_ptr()
+                    .windows(2)
+                    .map(|w| (w[1] - w[0]) as usize)
+                    .enumerate(),
+                n,
+            )?,
+            ShardAxis::BlockCols => {
+                let mut cols = try_vec("sorted block columns", self.col_idx().len())?;
+                cols.extend_from_slice(self.col_idx());
+                cols.sort_unstable();
+                balanced_cut(self.num_block_cols(), ColumnRuns(&cols), n)?
+            }
+        };
         self.shard_ranges(axis, &ranges)
     }
 

@@ -89,8 +89,6 @@ impl<T: Element> SparseMlp<BsrMatrix<T>> {
             })?;
         let inter = gu.m() / 2;
         let units = inter / unit;
-        let rows = gu.block_counts(ShardAxis::BlockRows)?;
-        let cols = dn.block_counts(ShardAxis::BlockCols)?;
         let (gu_len, dn_len) = (gu.block().len(), dn.block().len());
         let mut weights = Vec::new();
         weights
@@ -99,12 +97,25 @@ impl<T: Element> SparseMlp<BsrMatrix<T>> {
                 what: "shard weights",
                 elements: units,
             })?;
+        // Unit u holds gate-and-up block-rows 2u·pairs..2(u+1)·pairs and down block-columns
+        // u·cols_per..(u+1)·cols_per. The down counts are added block by block rather than
+        // from a count per block-column: down may have up to i32::MAX block-columns and few
+        // blocks, and `units` is at most half of gate_up's block-rows (whose row_ptr exists).
         let (pairs, cols_per) = (unit / bm, unit / bk_down);
+        let row_ptr = gu.row_ptr();
         for u in 0..units {
-            // Every count times its block size is at most the values' length: no overflow.
-            let g: usize = rows[2 * u * pairs..2 * (u + 1) * pairs].iter().sum();
-            let d: usize = cols[u * cols_per..(u + 1) * cols_per].iter().sum();
-            weights.push(g * gu_len + d * dn_len);
+            // row_ptr is validated: non-decreasing from 0, so the difference is a count.
+            let g = (row_ptr[2 * (u + 1) * pairs] - row_ptr[2 * u * pairs]) as usize;
+            weights.push(g * gu_len);
+        }
+        for &c in dn.col_idx() {
+            // unit divides inter (both bm and bk_down do), so every block-column of down
+            // (< inter / bk_down = units · cols_per) falls in a unit.
+            if let Some(w) = weights.get_mut(c as usize / cols_per) {
+                // Every count times its block size is at most the values' length: the sum of
+                // the two weights fits, as both arrays exist.
+                *w += dn_len;
+            }
         }
         Ok((weights, unit))
     }
