@@ -2,9 +2,10 @@
 # Runs sparsek's bundled GPU executables (built by scripts/bundle-gpu.sh) on a machine
 # with a GPU and the CUDA driver; no Rust or CUDA toolkit needed.
 #
-#   run.sh                 # GPU tests + the Rust and C++ quickstarts; non-zero exit if any fails
+#   run.sh                 # run.sh test
+#   run.sh test            # every GPU test and checker below, concurrently; non-zero exit if any fails
 #   run.sh test-spmm       # its first half: the products' families, quickstarts, C++ checks
-#   run.sh test-ops        # its second half: A^T, SDDMM, attention, hardening, linear_backward
+#   run.sh test-ops        # its second half: A^T, SDDMM, attention, hardening, FP8, MLP, TP, C++ checks
 #   run.sh bench [ARGS]    # the criterion bench, benches/families.rs: Hopper vs WMMA vs cuBLAS (ARGS passed on, e.g. a filter)
 #   run.sh report [ARGS]   # bench_report run ARGS (table, --json, --png, --baseline gate)
 #   run.sh products [ARGS] # bench_report products ARGS (A^T*B and D*A beside A*B)
@@ -12,6 +13,15 @@
 #   run.sh sddmm           # the SDDMM sweep beside torch.sparse.sampled_addmm (cuSPARSE)
 #   run.sh attention       # attention beside PyTorch SDPA and FlexAttention (same masks), table
 #   run.sh sanitize        # GPU tests under compute-sanitizer memcheck and racecheck
+#
+# The test modes run each Rust test in a process of its own (`BIN --exact NAME`: its own
+# CUDA context, environment and globals, so tests that capture CUDA graphs, set variables
+# or make contexts cannot disturb each other) and each C++ checker as one job, up to
+# SPARSEK_JOBS at a time (default: half the cores, at most 8; 1 when the GPU is in an
+# exclusive compute mode), each under a limit of SPARSEK_JOB_TIMEOUT seconds (default 300).
+# At the end: each failed job's last lines, then every job's exit status and wall time,
+# longest first, the seconds per executable, and the total. Logs: $OUT/suite/ when OUT is
+# set (suite.log: every job's output; summary.txt: the table), else a temporary folder.
 set -u
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 export SPARSEK_REQUIRE_GPU=1
@@ -21,72 +31,239 @@ for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
   [ -d "$d" ] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 done
 
+# ---- the test runner ----
+names=()   # job names, as the table shows them
+cmds=()    # their command lines (quoted for eval)
+
+# job NAME CMD...: one job running CMD (each word quoted).
+job() {
+  local name=$1
+  shift
+  names+=("$name")
+  cmds+=("$(printf '%q ' "$@")")
+}
+
+# tests_of ENV BIN [FILTER...]: one job per test of BIN whose name contains a FILTER (every
+# test without one; a FILTER starting with ! excludes the tests that contain the rest),
+# run with the variables ENV ("" or "A=1 B=2").
+tests_of() {
+  local env=$1 bin=$2 name f keep all=1 tests
+  shift 2
+  for f in "$@"; do [ "${f#!}" = "$f" ] && all=0; done
+  if [ ! -x "$here/$bin" ]; then
+    job "$bin (missing)" sh -c "echo '$bin: not in the bundle' >&2; exit 1"
+    return
+  fi
+  mapfile -t tests < <("$here/$bin" --list 2>/dev/null | sed -n 's/: test$//p')
+  if [ ${#tests[@]} = 0 ]; then
+    job "$bin (no tests listed)" sh -c "echo '$bin --list named no test' >&2; exit 1"
+    return
+  fi
+  for name in "${tests[@]}"; do
+    keep=$all
+    for f in "$@"; do
+      case $f in
+        !*) [[ $name == *"${f#!}"* ]] && { keep=0; break; } ;;
+        *) [[ $name == *"$f"* ]] && keep=1 ;;
+      esac
+    done
+    [ "$keep" = 1 ] || continue
+    # shellcheck disable=SC2086 # ENV is words on purpose
+    job "$bin $name${env:+ [$env]}" env $env "$here/$bin" --exact "$name" --nocapture --test-threads=1
+  done
+}
+
+# whole_binary BIN: one job running every test of BIN in one process, one at a time (the
+# two-GPU tests: each makes NCCL communicators over both GPUs).
+whole_binary() {
+  if [ -x "$here/$1" ]; then
+    job "$1 (every test)" "$here/$1" --test-threads=1 --nocapture
+  else
+    job "$1 (missing)" sh -c "echo '$1: not in the bundle' >&2; exit 1"
+  fi
+}
+
+# The products' families (A*B): the C++ checks (one process each, so first: the pool
+# starts jobs in order), then the rows Auto takes only on some problems (ping-pong,
+# clusters, split tiles), each forced (SPARSEK_VARIANT) on cases it fits with 100 repeats
+# bitwise (the split rows split every launch), then the Hopper, WMMA and Decode tests.
+spmm_checkers() {
+  job "spmm_check --suite" "$here/spmm_check" --suite
+  [ -x "$here/check_decode" ] && job check_decode "$here/check_decode"
+  job quickstart "$here/quickstart"
+  job quickstart_cpp "$here/quickstart_cpp"
+  job cpp_index_check "$here/cpp_index_check"
+  job cpp_tma_status "$here/cpp_tma_status"
+}
+spmm_tests() {
+  local row
+  for row in sm90_f16_bm128_brow_crow_c2 sm90_f16_bm64_brow_crow_c2 sm90_f16_bm128_brow_crow_pp \
+             sm90_f16_bm64_brow_crow_pp sm90_bf16_bm128_brow_crow_pp sm90_bf16_bm64_brow_crow_pp \
+             sm90_f16_bm128_brow_crow_split sm90_f16_bm64_bcol_ccol_split \
+             sm90_bf16_bm128_bcol_ccol_split sm90_bf16_bm64_brow_crow_split; do
+    case $row in
+      *_split) tests_of "SPARSEK_SM90_SPLIT=3 SPARSEK_VARIANT=$row" gpu_sm90_tests forced_row ;;
+      *) tests_of "SPARSEK_VARIANT=$row" gpu_sm90_tests forced_row ;;
+    esac
+  done
+  tests_of "" gpu_sm90_tests '!forced_row'
+  # Every Hopper launch of a row with split tiles in 3 pieces (cpp/spmm/sm90/split.hpp:
+  # SPARSEK_SM90_SPLIT); Auto then takes the split rows (configs.hpp `split`) everywhere.
+  tests_of "SPARSEK_SM90_SPLIT=3" gpu_sm90_tests cutlass_matches split_tiles any_block_sanitized
+  tests_of "SPARSEK_SM90_SPLIT=3" gpu_families_tests skewed epilogue_on_every_family
+  tests_of "" gpu_wmma_tests
+  tests_of "" gpu_decode_tests
+  tests_of "" gpu_families_tests
+  tests_of "" device_bsr_tests
+}
+
+# The other products and operations: A^T and D*op(A), SDDMM, attention and gating, the
+# refusals of foreign and overlapping operands, FP8, the gated product and SparseMlp,
+# tensor parallelism (it says it skips on one GPU), and their C++ checkers.
+ops_checkers() {
+  job attention_check "$here/attention_check"
+  job fp8_check "$here/fp8_check"
+  # The rows Auto does not take (warpgroups taking turns), forced on the C++ checker's cases.
+  local row
+  for row in attn_sm90_bf16_d128_turns attn_sm90_bf16_d64_turns; do
+    job "attention_check --quick [SPARSEK_VARIANT=$row]" env "SPARSEK_VARIANT=$row" "$here/attention_check" --quick
+  done
+  job sddmm_check "$here/sddmm_check"
+  job linear_backward "$here/linear_backward"
+  job cpp_api_errors "$here/cpp_api_errors"
+}
+ops_tests() {
+  whole_binary gpu_tp_tests
+  tests_of "" gpu_products_tests
+  # The A^T rows with split tiles, every launch in 3 pieces.
+  tests_of "SPARSEK_SM90_SPLIT=3" gpu_products_tests transposed_matches
+  tests_of "" gpu_fp8_tests
+  tests_of "" gpu_mlp_tests
+  tests_of "" gpu_sddmm_tests
+  tests_of "" gpu_attention_tests
+  tests_of "" gpu_hardening_tests
+}
+
+# Test executables of the bundle that neither half names (a test file added since): every
+# test of each, so nothing built is left unrun.
+other_jobs() {
+  local known=(gpu_sm90_tests gpu_wmma_tests gpu_decode_tests gpu_families_tests device_bsr_tests
+    gpu_products_tests gpu_fp8_tests gpu_mlp_tests gpu_sddmm_tests gpu_attention_tests
+    gpu_hardening_tests gpu_tp_tests) bin
+  for bin in "$here"/*_tests; do
+    bin=${bin##*/}
+    [ -x "$here/$bin" ] || continue
+    [[ " ${known[*]} " == *" $bin "* ]] || tests_of "" "$bin"
+  done
+}
+
+# Runs every job, up to $jobs at a time, then prints the report; exits non-zero if any
+# job failed. $1: the suite's name.
+run_jobs() {
+  local suite=$1 jobs limit scratch dest t0 t1 i running=0 failed=0
+  jobs=${SPARSEK_JOBS:-$(( $(nproc) / 2 ))}
+  (( jobs > 8 && ${SPARSEK_JOBS:-0} == 0 )) && jobs=8
+  (( jobs < 1 )) && jobs=1
+  if nvidia-smi --query-gpu=compute_mode --format=csv,noheader 2>/dev/null | grep -qi exclusive; then
+    echo "the GPU is in an exclusive compute mode: one job at a time"
+    jobs=1
+  fi
+  limit=${SPARSEK_JOB_TIMEOUT:-300}
+  scratch=$(mktemp -d "${TMPDIR:-/tmp}/sparsek-suite.XXXXXX")
+  echo "sparsek GPU bundle ($suite): ${#cmds[@]} jobs, $jobs at a time, each limited to $limit s; logs in $scratch"
+  t0=$(date +%s.%N)
+  for i in "${!cmds[@]}"; do
+    if (( running >= jobs )); then
+      wait -n
+      running=$(( running - 1 ))
+    fi
+    (
+      s=$(date +%s.%N)
+      timeout -k 10 "$limit" bash -c "${cmds[$i]}" > "$scratch/$i.log" 2>&1
+      rc=$?
+      echo "$rc $s $(date +%s.%N)" > "$scratch/$i.rc"
+    ) &
+    running=$(( running + 1 ))
+  done
+  wait
+  t1=$(date +%s.%N)
+
+  # One line per job: status, seconds, name (for sorting: seconds first).
+  local rows=() rc s e secs status
+  for i in "${!cmds[@]}"; do
+    read -r rc s e 2>/dev/null < "$scratch/$i.rc" || { rc=255 s=0 e=0; }
+    secs=$(awk -v s="$s" -v e="$e" 'BEGIN { printf "%.1f", e - s }')
+    case $rc in
+      0) status=ok ;;
+      124|137) status=TIMEOUT; failed=$(( failed + 1 )) ;;
+      *) status="FAIL($rc)"; failed=$(( failed + 1 )) ;;
+    esac
+    rows+=("$secs"$'\t'"$status"$'\t'"${names[$i]}")
+    echo "$status, $secs s" > "$scratch/$i.rc"
+    if [ "$rc" != 0 ]; then
+      echo
+      echo "==== $status ${names[$i]} (${secs} s): last lines of its log ===="
+      tail -n 40 "$scratch/$i.log"
+    fi
+  done
+  local total
+  total=$(awk -v s="$t0" -v e="$t1" 'BEGIN { printf "%.0f", e - s }')
+  {
+    echo
+    echo "== sparsek GPU bundle ($suite): every job, longest first (seconds, status, job)"
+    printf '%s\n' "${rows[@]}" | sort -t$'\t' -k1,1 -g -r | awk -F'\t' '{ printf "%8s  %-9s %s\n", $1, $2, $3 }'
+    echo "== seconds per executable (jobs, sum of their wall times, longest job)"
+    printf '%s\n' "${rows[@]}" | awk -F'\t' '{ split($3, w, " "); n[w[1]]++; t[w[1]] += $1; if ($1 > m[w[1]]) m[w[1]] = $1 }
+      END { for (b in n) printf "%8.1f  %3d jobs  longest %6.1f  %s\n", t[b], n[b], m[b], b }' | sort -g -r
+    echo "== ${#cmds[@]} jobs, $failed failed, $jobs at a time: ${total} s wall"
+    if [ "$failed" = 0 ]; then
+      echo "sparsek GPU bundle ($suite): all passed"
+    else
+      echo "sparsek GPU bundle ($suite): FAILED"
+    fi
+  } | tee "$scratch/summary.txt"
+
+  # Every log in one file (the device tool brings back few files).
+  for i in "${!cmds[@]}"; do
+    echo "==== ${names[$i]}: $(cat "$scratch/$i.rc") ===="
+    echo "+ ${cmds[$i]}"
+    cat "$scratch/$i.log"
+  done > "$scratch/suite.log"
+  if [ -n "${OUT:-}" ]; then
+    dest="$OUT/suite"
+    mkdir -p "$dest"
+    cp "$scratch/summary.txt" "$scratch/suite.log" "$dest/"
+    rm -rf "$scratch"
+    echo "logs: $dest/suite.log, $dest/summary.txt"
+  else
+    rm -f "$scratch"/*.rc
+    echo "logs: $scratch/suite.log ($scratch/N.log each)"
+  fi
+  [ "$failed" = 0 ]
+}
+
 case "${1:-test}" in
   test)
-    # Both halves (each fits a 10-minute device call on an H100).
-    "$0" test-spmm; a=$?
-    "$0" test-ops; b=$?
-    [ $a = 0 ] && [ $b = 0 ]
+    spmm_checkers
+    ops_checkers
+    spmm_tests
+    ops_tests
+    other_jobs
+    run_jobs test
     exit $?
     ;;
   test-spmm)
-    fail=0
-    "$here/gpu_sm90_tests" --test-threads=1 --nocapture || fail=1
-    "$here/gpu_wmma_tests" --test-threads=1 --nocapture || fail=1
-    "$here/gpu_decode_tests" --test-threads=1 --nocapture || fail=1
-    "$here/gpu_families_tests" --test-threads=1 --nocapture || fail=1
-    # Every Hopper launch of a row with split tiles in 3 pieces (cpp/spmm/sm90/split.hpp:
-    # SPARSEK_SM90_SPLIT); Auto then takes the split rows (configs.hpp `split`) everywhere.
-    SPARSEK_SM90_SPLIT=3 "$here/gpu_sm90_tests" --test-threads=1 --nocapture cutlass_matches split_tiles \
-      any_block_sanitized || fail=1
-    SPARSEK_SM90_SPLIT=3 "$here/gpu_families_tests" --test-threads=1 --nocapture skewed \
-      epilogue_on_every_family || fail=1
-    # The rows Auto takes only on some problems (ping-pong, clusters, split tiles), each forced
-    # (SPARSEK_VARIANT) on cases it fits, and 100 repeats bitwise; the split rows split every launch.
-    for row in sm90_f16_bm128_brow_crow_pp sm90_f16_bm64_brow_crow_pp sm90_bf16_bm128_brow_crow_pp \
-               sm90_bf16_bm64_brow_crow_pp sm90_f16_bm128_brow_crow_c2 sm90_f16_bm64_brow_crow_c2 \
-               sm90_f16_bm128_brow_crow_split sm90_f16_bm64_bcol_ccol_split \
-               sm90_bf16_bm128_bcol_ccol_split sm90_bf16_bm64_brow_crow_split; do
-      case $row in *_split) split=3 ;; *) split= ;; esac
-      SPARSEK_SM90_SPLIT=$split SPARSEK_VARIANT=$row "$here/gpu_sm90_tests" --test-threads=1 --nocapture \
-        forced_row || fail=1
-    done
-    "$here/device_bsr_tests" --test-threads=1 --nocapture || fail=1
-    "$here/quickstart" || fail=1
-    "$here/quickstart_cpp" || fail=1
-    "$here/spmm_check" --suite || fail=1
-    "$here/cpp_index_check" || fail=1
-    "$here/cpp_tma_status" || fail=1
-    [ -x "$here/check_decode" ] && { "$here/check_decode" || fail=1; }
-    [ $fail = 0 ] && echo "sparsek GPU bundle (spmm): all passed" || echo "sparsek GPU bundle (spmm): FAILED"
-    exit $fail
+    spmm_checkers
+    spmm_tests
+    run_jobs test-spmm
+    exit $?
     ;;
   test-ops)
-    fail=0
-    # op(A) = A^T (transpose_a) and D*op(A) (dense_spmm) on the device.
-    "$here/gpu_products_tests" --test-threads=1 --nocapture || fail=1
-    # The A^T rows with split tiles, every launch in 3 pieces.
-    SPARSEK_SM90_SPLIT=3 "$here/gpu_products_tests" --test-threads=1 --nocapture transposed_matches || fail=1
-    "$here/gpu_sddmm_tests" --test-threads=1 --nocapture || fail=1
-    # Attention and top-k gating: the Rust device path, then the C++ checker (f64 reference).
-    "$here/gpu_attention_tests" --test-threads=1 --nocapture || fail=1
-    "$here/attention_check" || fail=1
-    # Operands of another context and overlapping outputs: refused, typed, nothing written.
-    "$here/gpu_hardening_tests" --test-threads=1 --nocapture || fail=1
-    # FP8 (W8A8 on Hopper; W8A16 on Decode once it has FP8 rows), Rust and C++ checkers.
-    "$here/gpu_fp8_tests" --test-threads=1 --nocapture || fail=1
-    "$here/fp8_check" || fail=1
-    # The gated product and SparseMlp (f64 oracle, FP8 weights, the CUDA-graph step).
-    "$here/gpu_mlp_tests" --test-threads=1 --nocapture || fail=1
-    # The rows Auto does not take (warpgroups taking turns), forced on the C++ checker's cases.
-    for row in attn_sm90_bf16_d128_turns attn_sm90_bf16_d64_turns; do
-      SPARSEK_VARIANT=$row "$here/attention_check" --quick || fail=1
-    done
-    "$here/linear_backward" || fail=1
-    "$here/sddmm_check" || fail=1
-    "$here/cpp_api_errors" || fail=1
-    [ $fail = 0 ] && echo "sparsek GPU bundle (ops): all passed" || echo "sparsek GPU bundle (ops): FAILED"
-    exit $fail
+    ops_checkers
+    ops_tests
+    other_jobs
+    run_jobs test-ops
+    exit $?
     ;;
   bench)
     shift
@@ -173,7 +350,7 @@ case "${1:-test}" in
     exit $fail
     ;;
   *)
-    echo "usage: run.sh [test | bench [ARGS] | report [ARGS] | products [ARGS] | fp8 [ARGS] | sddmm | attention | sanitize]" >&2
+    echo "usage: run.sh [test | test-spmm | test-ops | bench [ARGS] | report [ARGS] | products [ARGS] | fp8 [ARGS] | sddmm | attention | sanitize]" >&2
     exit 2
     ;;
 esac

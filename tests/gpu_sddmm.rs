@@ -10,6 +10,7 @@ use std::sync::Arc;
 use common::{device, is_hopper, random_vec, seed, tolerance, PatternKind};
 use cudarc::driver::CudaContext;
 use rand::{rngs::StdRng, Rng, SeedableRng};
+use rayon::prelude::*;
 use sparsek::{
     bf16, f16, gpu, sddmm, Backend, BlockShape, BsrMatrix, Dense, DenseShape, DeviceBsr, Element,
     Error, Layout, SpmmOptions,
@@ -30,7 +31,8 @@ struct Case {
     ld_pad: usize,
 }
 
-/// The f64 reference of every stored value of S (in S's value order).
+/// The f64 reference of every stored value of S (in S's value order): each value sums
+/// its products in ascending k; S's blocks run in parallel (rayon).
 fn reference<T: Element, O: Element>(
     s: &BsrMatrix<O>,
     a: &[T],
@@ -41,28 +43,44 @@ fn reference<T: Element, O: Element>(
 ) -> Vec<f64> {
     let k = a_shape.cols;
     let (bm, bn) = (s.block().rows, s.block().cols);
-    let mut out = Vec::with_capacity(s.values().len());
-    for (r, row) in s.block_rows().enumerate() {
-        for (jj, &c) in row.col_idx.iter().enumerate() {
-            let j = s.row_ptr()[r] as usize + jj;
+    // A row-major (m x k) and B transposed (n x k, row-major): every dot product contiguous.
+    let a64 = common::dense_f64(a, a_shape);
+    let bt = DenseShape {
+        rows: b_shape.cols,
+        cols: b_shape.rows,
+        layout: match b_shape.layout {
+            Layout::RowMajor => Layout::ColMajor,
+            Layout::ColMajor => Layout::RowMajor,
+        },
+        ld: b_shape.ld,
+    };
+    let b64 = common::dense_f64(b, &bt);
+    // (block-row, block-column) of each stored block, in value order.
+    let blocks: Vec<(usize, usize)> = s
+        .block_rows()
+        .enumerate()
+        .flat_map(|(r, row)| row.col_idx.iter().map(move |&c| (r, c as usize)))
+        .collect();
+    let mut out = vec![0f64; s.values().len()];
+    out.par_chunks_mut((bm * bn).max(1))
+        .zip(blocks.par_iter())
+        .enumerate()
+        .for_each(|(j, (out, &(r, c)))| {
             for i in 0..bm {
                 for q in 0..bn {
-                    let (gi, gq) = (r * bm + i, c as usize * bn + q);
-                    let mut acc = 0f64;
-                    for kk in 0..k {
-                        let av = a[a_shape.layout.offset(gi, kk, a_shape.ld).unwrap()].to_f32();
-                        let bv = b[b_shape.layout.offset(kk, gq, b_shape.ld).unwrap()].to_f32();
-                        acc += av as f64 * bv as f64;
-                    }
+                    let (gi, gq) = (r * bm + i, c * bn + q);
+                    let acc: f64 = a64[gi * k..(gi + 1) * k]
+                        .iter()
+                        .zip(&b64[gq * k..(gq + 1) * k])
+                        .fold(0f64, |acc, (av, bv)| acc + av * bv);
                     let mut v = alpha as f64 * acc;
                     if beta != 0.0 {
                         v += beta as f64 * s.values()[j * bm * bn + i * bn + q].to_f32() as f64;
                     }
-                    out.push(v);
+                    out[i * bn + q] = v;
                 }
             }
-        }
-    }
+        });
     out
 }
 

@@ -4,6 +4,7 @@
 //! values.
 
 use rand::{rngs::StdRng, Rng};
+use rayon::prelude::*;
 use sparsek::{
     bf16, f16, Activation, Backend, BlockScales, BlockShape, BsrMatrix, ColumnScales, DType, Dense,
     DenseShape, Element, Fp8, Layout, ScaleKind, Vector, F8E4M3, F8E5M2,
@@ -206,29 +207,37 @@ pub fn make<Q: Fp8, TB: Element, O: Element>(case: &Case, rng: &mut StdRng) -> D
             _ => 1.0,
         }
     };
-    let bval = |kk: usize, j: usize| -> f64 {
-        b[b_shape.layout.offset(kk, j, b_shape.ld).unwrap()].to_f32() as f64 * sb(j)
-    };
+    // B dequantized, row-major k x n; block-rows of the product in parallel, each element
+    // summed over A's blocks in order.
+    let mut b64 = vec![0f64; k * n];
+    b64.par_chunks_mut(n.max(1))
+        .enumerate()
+        .for_each(|(kk, row)| {
+            for (j, v) in row.iter_mut().enumerate() {
+                *v = b[b_shape.layout.offset(kk, j, b_shape.ld).unwrap()].to_f32() as f64 * sb(j);
+            }
+        });
     let mut acc = vec![0f64; m * n];
     let (bm, bk) = (case.block.rows, case.block.cols);
-    let mut id = 0;
-    for row in a.block_rows() {
-        for (jb, &col) in row.col_idx.iter().enumerate() {
-            let sa = a_scales.of_block(id).unwrap() as f64;
-            id += 1;
-            let blk = &row.values[jb * bm * bk..][..bm * bk];
-            for r in 0..bm {
-                let i = row.index * bm + r;
-                for (kk, av) in blk[r * bk..][..bk].iter().enumerate() {
-                    let av = av.to_f32() as f64 * sa;
-                    let kk = col as usize * bk + kk;
-                    for j in 0..n {
-                        acc[i * n + j] += av * bval(kk, j);
+    let (row_ptr, col_idx, values) = (a.row_ptr(), a.col_idx(), a.values());
+    acc.par_chunks_mut((bm * n).max(1))
+        .enumerate()
+        .for_each(|(br, acc)| {
+            for id in row_ptr[br] as usize..row_ptr[br + 1] as usize {
+                let sa = a_scales.of_block(id).unwrap() as f64;
+                let blk = &values[id * bm * bk..][..bm * bk];
+                for r in 0..bm {
+                    let out = &mut acc[r * n..(r + 1) * n];
+                    for (kk, av) in blk[r * bk..][..bk].iter().enumerate() {
+                        let av = av.to_f32() as f64 * sa;
+                        let kk = col_idx[id] as usize * bk + kk;
+                        for (o, bv) in out.iter_mut().zip(&b64[kk * n..(kk + 1) * n]) {
+                            *o += av * bv;
+                        }
                     }
                 }
             }
-        }
-    }
+        });
     let want = (0..m * n)
         .map(|idx| {
             let (i, j) = (idx / n, idx % n);

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 use rand::{rngs::StdRng, Rng};
+use rayon::prelude::*;
 use sparsek::{Activation, BlockMask, BlockShape, BsrMatrix, DType, DenseShape, Element, Layout};
 
 /// A fresh seed every run, printed so that a failure can be replayed (SPARSEK_SEED).
@@ -101,6 +102,9 @@ pub fn random_vec<T: Element>(len: usize, rng: &mut StdRng) -> Vec<T> {
 }
 
 /// Naive `α·A·B + β·C` in f64 from the dense form of A, as an m x n row-major matrix.
+/// Each element sums its products in ascending k; rows run in parallel (rayon), and the
+/// zeros of A are skipped a whole row of B at a time, so a large case costs its nonzeros
+/// times n, spread over the cores.
 pub fn reference<T: Element, O: Element>(
     a: &BsrMatrix<T>,
     b: &[T],
@@ -112,24 +116,42 @@ pub fn reference<T: Element, O: Element>(
 ) -> Vec<f64> {
     let (m, k, n) = (a.m(), a.k(), b_shape.cols);
     let dense = a.to_dense().unwrap();
+    let b64 = dense_f64(b, b_shape);
     let mut out = vec![0f64; m * n];
-    for i in 0..m {
-        for j in 0..n {
-            let mut s = 0f64;
-            for kk in 0..k {
-                let av = dense[i * k + kk].to_f32() as f64;
+    out.par_chunks_mut(n.max(1))
+        .enumerate()
+        .for_each(|(i, row)| {
+            for (kk, av) in dense[i * k..(i + 1) * k].iter().enumerate() {
+                let av = av.to_f32() as f64;
                 if av != 0.0 {
-                    s += av * b[b_shape.layout.offset(kk, j, b_shape.ld).unwrap()].to_f32() as f64;
+                    for (o, bv) in row.iter_mut().zip(&b64[kk * n..(kk + 1) * n]) {
+                        *o += av * bv;
+                    }
                 }
             }
-            let mut v = alpha as f64 * s;
-            if beta != 0.0 {
-                v += beta as f64
-                    * c_old[c_shape.layout.offset(i, j, c_shape.ld).unwrap()].to_f32() as f64;
+            for (j, o) in row.iter_mut().enumerate() {
+                let mut v = alpha as f64 * *o;
+                if beta != 0.0 {
+                    v += beta as f64
+                        * c_old[c_shape.layout.offset(i, j, c_shape.ld).unwrap()].to_f32() as f64;
+                }
+                *o = v;
             }
-            out[i * n + j] = v;
-        }
-    }
+        });
+    out
+}
+
+/// The view `shape` of `data` in f64, row-major (`rows x cols`), rows converted in parallel.
+pub fn dense_f64<T: Element>(data: &[T], shape: &DenseShape) -> Vec<f64> {
+    let (rows, cols) = (shape.rows, shape.cols);
+    let mut out = vec![0f64; rows * cols];
+    out.par_chunks_mut(cols.max(1))
+        .enumerate()
+        .for_each(|(i, row)| {
+            for (j, v) in row.iter_mut().enumerate() {
+                *v = data[shape.layout.offset(i, j, shape.ld).unwrap()].to_f32() as f64;
+            }
+        });
     out
 }
 
@@ -233,50 +255,49 @@ pub fn attention_reference<T: Element>(
         b * s.stride_b + h * s.stride_h + i * s.stride_s + c
     };
     let (bn, hn, sq, sk, d) = (qs.batch, qs.heads, qs.seq, ks.seq, qs.head_dim);
-    let mut o = vec![0f64; bn * hn * sq * d];
-    let mut lse = vec![f64::NEG_INFINITY; bn * hn * sq];
-    for b in 0..bn {
-        for h in 0..hn {
-            let p = mask.map(|m| if m.patterns() == 1 { 0 } else { b * hn + h });
-            for i in 0..sq {
-                let mut s = Vec::new();
-                for j in 0..sk {
-                    let listed = match (mask, p) {
-                        (Some(m), Some(p)) => m
-                            .row(p, i / m.block_q())
-                            .contains(&((j / m.block_k()) as i32)),
-                        _ => true,
-                    };
-                    if !listed || (causal && j > i) {
-                        continue;
-                    }
-                    let mut dot = 0f64;
-                    for c in 0..d {
-                        dot += qd[at(qs, b, h, i, c)].to_f32() as f64
-                            * kd[at(ks, b, h, j, c)].to_f32() as f64;
-                    }
-                    s.push((j, dot * scale));
-                }
-                if s.is_empty() {
-                    continue;
-                }
-                let max = s.iter().fold(f64::NEG_INFINITY, |m, &(_, x)| m.max(x));
-                let mut sum = 0f64;
-                let row = ((b * hn + h) * sq + i) * d;
-                for &(j, x) in &s {
-                    let e = (x - max).exp();
-                    sum += e;
-                    for c in 0..d {
-                        o[row + c] += e * vd[at(vs, b, h, j, c)].to_f32() as f64;
-                    }
-                }
-                for c in 0..d {
-                    o[row + c] /= sum;
-                }
-                lse[(b * hn + h) * sq + i] = max + sum.ln();
+    // One query row: its O row and LSE (rows in parallel, each summed in key order).
+    let row = |r: usize| -> (Vec<f64>, f64) {
+        let (b, h, i) = (r / (hn * sq), r / sq % hn, r % sq);
+        let mut o = vec![0f64; d];
+        let p = mask.map(|m| if m.patterns() == 1 { 0 } else { b * hn + h });
+        let mut s = Vec::new();
+        for j in 0..sk {
+            let listed = match (mask, p) {
+                (Some(m), Some(p)) => m
+                    .row(p, i / m.block_q())
+                    .contains(&((j / m.block_k()) as i32)),
+                _ => true,
+            };
+            if !listed || (causal && j > i) {
+                continue;
+            }
+            let mut dot = 0f64;
+            for c in 0..d {
+                dot +=
+                    qd[at(qs, b, h, i, c)].to_f32() as f64 * kd[at(ks, b, h, j, c)].to_f32() as f64;
+            }
+            s.push((j, dot * scale));
+        }
+        if s.is_empty() {
+            return (o, f64::NEG_INFINITY);
+        }
+        let max = s.iter().fold(f64::NEG_INFINITY, |m, &(_, x)| m.max(x));
+        let mut sum = 0f64;
+        for &(j, x) in &s {
+            let e = (x - max).exp();
+            sum += e;
+            for (c, oc) in o.iter_mut().enumerate() {
+                *oc += e * vd[at(vs, b, h, j, c)].to_f32() as f64;
             }
         }
-    }
+        for oc in &mut o {
+            *oc /= sum;
+        }
+        (o, max + sum.ln())
+    };
+    let rows: Vec<(Vec<f64>, f64)> = (0..bn * hn * sq).into_par_iter().map(row).collect();
+    let lse = rows.iter().map(|r| r.1).collect();
+    let o = rows.into_iter().flat_map(|r| r.0).collect();
     (o, lse)
 }
 
