@@ -15,7 +15,7 @@ out=dist/gpu-bundle
 rm -rf "$out"
 mkdir -p "$out"
 
-# Executables of the given cargo command, one "target-name path" per line.
+# Executables of the given cargo command, one "kind target-name path" per line.
 executables() {
   "$@" --message-format=json 2>/dev/null | python3 -c '
 import json, sys
@@ -23,42 +23,26 @@ for line in sys.stdin:
     try: msg = json.loads(line)
     except ValueError: continue
     if msg.get("reason") == "compiler-artifact" and msg.get("executable"):
-        print(msg["target"]["name"], msg["executable"])
+        print(msg["target"]["kind"][0], msg["target"]["name"], msg["executable"])
 '
 }
 
+# Every GPU test file (run.sh runs each test executable it finds, named or not).
+gpu_tests=()
+for t in tests/gpu_*.rs tests/device_bsr.rs; do
+  t=${t##*/}
+  gpu_tests+=(--test "${t%.rs}")
+done
 {
-  executables cargo test --release --features full --test gpu_sm90 --no-run
-  executables cargo test --release --features full --test gpu_wmma --no-run
-  executables cargo test --release --features full --test gpu_decode --no-run
-  executables cargo test --release --features full --test gpu_families --no-run
-  executables cargo test --release --features full --test device_bsr --no-run
-  executables cargo test --release --features full --test gpu_products --no-run
-  executables cargo test --release --features full --test gpu_sddmm --no-run
-  executables cargo test --release --features full --test gpu_attention --no-run
-  executables cargo test --release --features full --test gpu_hardening --no-run
-  executables cargo test --release --features full --test gpu_fp8 --no-run
-  executables cargo test --release --features full --test gpu_mlp --no-run
-  executables cargo test --release --features full --test gpu_tp --no-run
+  executables cargo test --release --features full "${gpu_tests[@]}" --no-run
   executables cargo build --release --features full --examples
   executables cargo bench --features full --bench families --no-run
   executables cargo build --release -p sparsek-report --features cuda --bin bench_report
-} | while read -r name path; do
-  case "$name" in
-    gpu_sm90) dest=gpu_sm90_tests ;;
-    gpu_wmma) dest=gpu_wmma_tests ;;
-    gpu_decode) dest=gpu_decode_tests ;;
-    gpu_families) dest=gpu_families_tests ;;
-    device_bsr) dest=device_bsr_tests ;;
-    gpu_products) dest=gpu_products_tests ;;
-    gpu_sddmm) dest=gpu_sddmm_tests ;;
-    gpu_attention) dest=gpu_attention_tests ;;
-    gpu_hardening) dest=gpu_hardening_tests ;;
-    gpu_fp8) dest=gpu_fp8_tests ;;
-    gpu_mlp) dest=gpu_mlp_tests ;;
-    gpu_tp) dest=gpu_tp_tests ;;
-    families) dest=families_bench ;;
-    *) dest="$name" ;;
+} | while read -r kind name path; do
+  case "$kind" in
+    test) dest=${name}_tests ;;
+    bench) dest=${name}_bench ;;
+    *) dest=$name ;;
   esac
   cp "$path" "$out/$dest"
 done
