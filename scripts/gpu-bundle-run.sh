@@ -181,7 +181,11 @@ run_jobs() {
       s=$(date +%s.%N)
       timeout -k 10 "$limit" bash -c "${cmds[$i]}" > "$scratch/$i.log" 2>&1
       rc=$?
-      echo "$rc $s $(date +%s.%N)" > "$scratch/$i.rc"
+      e=$(date +%s.%N)
+      echo "$rc $s $e" > "$scratch/$i.rc"
+      # A line as each job ends: a run cut short still shows what finished.
+      awk -v s="$s" -v e="$e" -v rc="$rc" -v name="${names[$i]}" \
+        'BEGIN { printf "%7.1f s  %s  %s\n", e - s, rc == 0 ? "ok  " : "FAIL", name }'
     ) &
     running=$(( running + 1 ))
   done
@@ -208,10 +212,13 @@ run_jobs() {
   done
   local total
   total=$(awk -v s="$t0" -v e="$t1" 'BEGIN { printf "%.0f", e - s }')
+  # Every job, longest first (the console shows the 25 longest).
+  printf '%s\n' "${rows[@]}" | sort -t$'\t' -k1,1 -g -r | awk -F'\t' '{ printf "%8s  %-9s %s\n", $1, $2, $3 }' \
+    > "$scratch/jobs.txt"
   {
     echo
-    echo "== sparsek GPU bundle ($suite): every job, longest first (seconds, status, job)"
-    printf '%s\n' "${rows[@]}" | sort -t$'\t' -k1,1 -g -r | awk -F'\t' '{ printf "%8s  %-9s %s\n", $1, $2, $3 }'
+    echo "== sparsek GPU bundle ($suite): the longest jobs (seconds, status, job; all ${#cmds[@]} in summary.txt)"
+    head -n 25 "$scratch/jobs.txt"
     echo "== seconds per executable (jobs, sum of their wall times, longest job)"
     printf '%s\n' "${rows[@]}" | awk -F'\t' '{ split($3, w, " "); n[w[1]]++; t[w[1]] += $1; if ($1 > m[w[1]]) m[w[1]] = $1 }
       END { for (b in n) printf "%8.1f  %3d jobs  longest %6.1f  %s\n", t[b], n[b], m[b], b }' | sort -g -r
@@ -222,6 +229,11 @@ run_jobs() {
       echo "sparsek GPU bundle ($suite): FAILED"
     fi
   } | tee "$scratch/summary.txt"
+  {
+    echo "== every job, longest first"
+    cat "$scratch/jobs.txt"
+  } >> "$scratch/summary.txt"
+  rm -f "$scratch/jobs.txt"
 
   # Every log in one file (the device tool brings back few files).
   for i in "${!cmds[@]}"; do
