@@ -66,7 +66,6 @@ pub mod quant;
 mod scale;
 mod sddmm;
 pub mod spmm;
-#[cfg(feature = "nccl")]
 pub mod tp;
 
 pub use attention::{

@@ -55,6 +55,10 @@ impl<W, V> SparseLinear<W, V> {
         self.options = options;
         self
     }
+    /// The options set ([`with_options`](Self::with_options); `SpmmOptions::new()` by default).
+    pub fn options(&self) -> SpmmOptions {
+        self.options
+    }
     /// The weight.
     pub fn weight(&self) -> &W {
         &self.weight

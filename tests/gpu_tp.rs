@@ -329,3 +329,422 @@ fn tp_linear_matches_one_gpu() {
         Err(Error::InvalidArgument(_))
     ));
 }
+
+// ---------------------------------------------------------------------------------------
+// Issue 45, the TP constructors: a TpSparseLinear carries the layer's options (α, β, the
+// backend) on every rank; a column split with a bias over more ranks than block-rows (and a
+// row split over more ranks than block-columns) uploads nothing for the empty ranks and
+// works; NCCL missing a function is a typed error and a group drops without panicking.
+
+/// `act(α·W·x + bias + β·y_old)` in f64 for row-major `x` (`batch x in`) and `y_old`
+/// (`batch x out`).
+fn linear_reference(
+    w: &BsrMatrix<f16>,
+    bias: Option<&[f16]>,
+    act: Activation,
+    (alpha, beta): (f32, f32),
+    x: &[f16],
+    y_old: &[f32],
+    batch: usize,
+) -> Vec<f64> {
+    let (out, inp) = (w.m(), w.k());
+    let dense: Vec<f64> = w.to_dense().unwrap().iter().map(|v| v.to_f64()).collect();
+    let mut y = vec![0f64; batch * out];
+    for b in 0..batch {
+        for i in 0..out {
+            let wx: f64 = (0..inp)
+                .map(|k| dense[i * inp + k] * x[b * inp + k].to_f64())
+                .sum();
+            let v = alpha as f64 * wx
+                + bias.map_or(0.0, |v| v[i].to_f64())
+                + beta as f64 * y_old[b * out + i] as f64;
+            y[b * out + i] = common::act64(act, v);
+        }
+    }
+    y
+}
+
+fn rel64(got: &[f32], want: &[f64]) -> f64 {
+    let (n, d) = got.iter().zip(want).fold((0f64, 0f64), |(n, d), (&g, &w)| {
+        (n + (g as f64 - w).powi(2), d + w * w)
+    });
+    (n / d.max(1e-30)).sqrt()
+}
+
+/// The TP layer's forward over `group` from the whole `x` and old `y` (host, row-major):
+/// column-parallel, rank r's y starts as its features of `y_old`; row-parallel, rank r reads
+/// its features of x, rank 0's y starts as `y_old` and rank 1's as NaN (β applies on rank 0
+/// alone, so it is never read). Returns each rank's y (a rank without features keeps its
+/// one-value placeholder, poisoned with 7).
+fn tp_linear_forward(
+    tp: &sparsek::tp::TpSparseLinear<f16>,
+    streams: &[Arc<CudaStream>],
+    group: &TpGroup,
+    (x, y_old): (&[f16], &[f32]),
+    (batch, inp, out): (usize, usize, usize),
+) -> Vec<Vec<f32>> {
+    use sparsek::tp::TpSplit;
+    let ranges = tp.ranges().to_vec();
+    let features = |v: &[f16], width: usize, r: &std::ops::Range<usize>| -> Vec<f16> {
+        (0..batch)
+            .flat_map(|b| v[b * width + r.start..b * width + r.end].to_vec())
+            .collect()
+    };
+    let mut xs = Vec::new();
+    let mut ys = Vec::new();
+    for (rank, (s, r)) in streams.iter().zip(&ranges).enumerate() {
+        let (xr, yr): (Vec<f16>, Vec<f32>) = match tp.split() {
+            TpSplit::Column => (
+                x.to_vec(),
+                (0..batch)
+                    .flat_map(|b| y_old[b * out + r.start..b * out + r.end].to_vec())
+                    .collect(),
+            ),
+            TpSplit::Row if rank == 0 => (features(x, inp, r), y_old.to_vec()),
+            TpSplit::Row => (features(x, inp, r), vec![f32::NAN; batch * out]),
+        };
+        // CUDA has no empty allocations: a rank without features gets one placeholder.
+        let xr = if xr.is_empty() { vec![f16::NAN] } else { xr };
+        let yr = if yr.is_empty() { vec![7.0] } else { yr };
+        xs.push(s.clone_htod(&xr).unwrap());
+        ys.push(s.clone_htod(&yr).unwrap());
+    }
+    tp.forward(group, &xs, batch, &mut ys).unwrap();
+    streams
+        .iter()
+        .zip(&ys)
+        .map(|(s, y)| s.clone_dtoh(y).unwrap())
+        .collect()
+}
+
+/// The ranks' ys as the layer's y: column-parallel side by side (a rank without features
+/// must have left its placeholder alone), row-parallel rank 0's (rank 1's bitwise equal).
+fn tp_linear_output(
+    tp: &sparsek::tp::TpSparseLinear<f16>,
+    got: &[Vec<f32>],
+    batch: usize,
+    out: usize,
+) -> Vec<f32> {
+    use sparsek::tp::TpSplit;
+    match tp.split() {
+        TpSplit::Column => {
+            let mut y = vec![f32::NAN; batch * out];
+            for (g, r) in got.iter().zip(tp.ranges()) {
+                if r.is_empty() {
+                    assert_eq!(g, &[7.0], "an empty rank's y written");
+                    continue;
+                }
+                for b in 0..batch {
+                    y[b * out + r.start..b * out + r.end]
+                        .copy_from_slice(&g[b * r.len()..(b + 1) * r.len()]);
+                }
+            }
+            y
+        }
+        TpSplit::Row => {
+            assert!(
+                got[0]
+                    .iter()
+                    .zip(&got[1])
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "the ranks' y differ"
+            );
+            got[0].clone()
+        }
+    }
+}
+
+/// α = 0.5 or −1.5, β = 0.75 or 1 (y accumulates), the backend Auto or Wmma: both splits
+/// match the one-GPU layer with the same options and the f64 reference (the old constructor
+/// dropped the options: y came out with α = 1 and no β·y). A layer on the CPU backend is
+/// refused: its ranks run on GPUs.
+#[test]
+fn tp_linear_carries_the_layers_options() {
+    use sparsek::tp::{TpSparseLinear, TpSplit};
+    use sparsek::{Backend, DeviceBsr, SparseLinear, SpmmOptions};
+    let Some((streams, group)) = two_gpus("tp_linear_carries_the_layers_options") else {
+        return;
+    };
+    let mut rng = StdRng::seed_from_u64(seed());
+    let (out, inp, batch) = (512, 384, 5);
+    let w = skewed(out / 64, inp / 64, BlockShape::new(64, 64), &mut rng);
+    let bias: Vec<f16> = random_vec(out, &mut rng);
+    let options = [
+        SpmmOptions::new().alpha(0.5).beta(0.75),
+        SpmmOptions::new()
+            .alpha(-1.5)
+            .beta(1.0)
+            .backend(Backend::Wmma),
+    ];
+    for (split, act) in [
+        (TpSplit::Column, Activation::Silu),
+        (TpSplit::Row, Activation::None),
+    ] {
+        for opts in options {
+            let layer = SparseLinear::new(w.clone(), Some(bias.clone()), act)
+                .unwrap()
+                .with_options(opts);
+            let tp = TpSparseLinear::new(&layer, split, &group).unwrap();
+            let x: Vec<f16> = random_vec(batch * inp, &mut rng);
+            let y_old: Vec<f32> = random_vec(batch * out, &mut rng);
+            let want = linear_reference(
+                &w,
+                Some(&bias),
+                act,
+                (opts.get_alpha(), opts.get_beta()),
+                &x,
+                &y_old,
+                batch,
+            );
+            let s0 = &streams[0];
+            let one = SparseLinear::new_device(
+                DeviceBsr::upload(&w, s0).unwrap(),
+                Some(s0.clone_htod(&bias).unwrap()),
+                act,
+            )
+            .unwrap()
+            .with_options(opts);
+            let dx = s0.clone_htod(&x).unwrap();
+            let mut dy = s0.clone_htod(&y_old).unwrap();
+            one.forward(&dx, batch, &mut dy).unwrap();
+            let one_y = s0.clone_dtoh(&dy).unwrap();
+            let got = tp_linear_forward(&tp, &streams, &group, (&x, &y_old), (batch, inp, out));
+            let y = tp_linear_output(&tp, &got, batch, out);
+            let (err_ref, err_one) = (rel64(&y, &want), rel(&y, &one_y));
+            println!("{split:?} {opts:?}: rel err {err_ref:.2e} vs f64, {err_one:.2e} vs one GPU");
+            assert!(
+                err_ref < 1e-4,
+                "{split:?} {opts:?}: rel err {err_ref:.3e} vs f64"
+            );
+            assert!(
+                err_one < 1e-5,
+                "{split:?} {opts:?}: rel err {err_one:.3e} vs one GPU"
+            );
+        }
+    }
+    let cpu = SparseLinear::new(w, Some(bias), Activation::None)
+        .unwrap()
+        .with_options(SpmmOptions::new().backend(Backend::Cpu));
+    for split in [TpSplit::Column, TpSplit::Row] {
+        let e = TpSparseLinear::new(&cpu, split, &group).err().unwrap();
+        assert!(
+            matches!(
+                e,
+                Error::BackendUnavailable {
+                    backend: Backend::Cpu,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+}
+
+/// One block-row (column split) or one block-column (row split) over two GPUs: rank 1 has
+/// no features. With a bias, the old column-parallel constructor uploaded rank 1's empty
+/// slice of it (CUDA_ERROR_INVALID_VALUE); now rank 1 uploads no bias and runs as a no-op
+/// (column: its placeholder y untouched; row: a zero partial), and y matches the f64
+/// reference, with α and β.
+#[test]
+fn tp_linear_more_ranks_than_blocks_with_a_bias() {
+    use sparsek::tp::{TpSparseLinear, TpSplit};
+    use sparsek::{SparseLinear, SpmmOptions};
+    let Some((streams, group)) = two_gpus("tp_linear_more_ranks_than_blocks_with_a_bias") else {
+        return;
+    };
+    let mut rng = StdRng::seed_from_u64(seed());
+    let block = BlockShape::new(64, 64);
+    let batch = 3;
+    let opts = SpmmOptions::new().alpha(0.5).beta(0.25);
+    for (split, act, (out, inp)) in [
+        (TpSplit::Column, Activation::Silu, (64, 256)),
+        (TpSplit::Row, Activation::None, (256, 64)),
+    ] {
+        let mask = BlockMask::from_fn(out / 64, inp / 64, |_, _| true).unwrap();
+        let w = BsrMatrix::from_block_mask(&mask, block, |_, _| nonzero::<f16>(&mut rng)).unwrap();
+        let bias: Vec<f16> = random_vec(out, &mut rng);
+        let layer = SparseLinear::new(w.clone(), Some(bias.clone()), act)
+            .unwrap()
+            .with_options(opts);
+        let tp = TpSparseLinear::new(&layer, split, &group)
+            .unwrap_or_else(|e| panic!("{split:?} over more ranks than blocks: {e}"));
+        assert!(
+            tp.ranges()[1].is_empty(),
+            "{split:?}: ranges {:?}",
+            tp.ranges()
+        );
+        let x: Vec<f16> = random_vec(batch * inp, &mut rng);
+        let y_old: Vec<f32> = random_vec(batch * out, &mut rng);
+        let want = linear_reference(&w, Some(&bias), act, (0.5, 0.25), &x, &y_old, batch);
+        let got = tp_linear_forward(&tp, &streams, &group, (&x, &y_old), (batch, inp, out));
+        let y = tp_linear_output(&tp, &got, batch, out);
+        let err = rel64(&y, &want);
+        println!("{split:?}, rank 1 empty: rel err {err:.2e} vs f64");
+        assert!(err < 1e-4, "{split:?}: rel err {err:.3e} vs f64");
+    }
+}
+
+/// Set in a child process of the NCCL stub tests: which check it runs.
+const STUB_CHILD: &str = "SPARSEK_TEST_NCCL_STUB_CHILD";
+/// The NCCL function the child's stub lacks.
+const STUB_MISSING: &str = "SPARSEK_TEST_NCCL_STUB_MISSING";
+/// What a child prints once its check held.
+const STUB_CHILD_OK: &str = "nccl-stub-child-ok";
+
+/// A stand-in `libnccl.so`, built with the C compiler (`CC`, else `cc`) in a fresh
+/// directory: `ncclCommInitAll` (made-up handles), `ncclGroupStart`, `ncclGroupEnd` and
+/// `ncclAllReduce` succeed; `ncclCommAbort` fails, or is left out. None where no C
+/// compiler runs.
+fn stub_nccl(name: &str, with_abort: bool) -> Option<std::path::PathBuf> {
+    let dir = std::env::temp_dir().join(format!("sparsek-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).ok()?;
+    let src = dir.join("stub.c");
+    std::fs::write(
+        &src,
+        "typedef void *comm_t;\n\
+         int ncclCommInitAll(comm_t *c, int n, const int *d) {\n\
+           for (int i = 0; i < n; i++) c[i] = (comm_t)(0x1000L + 16L * i);\n\
+           return 0;\n\
+         }\n\
+         int ncclGroupStart(void) { return 0; }\n\
+         int ncclGroupEnd(void) { return 0; }\n\
+         int ncclAllReduce(const void *s, void *r, unsigned long n, int t, int op, comm_t c,\n\
+                           void *st) { return 0; }\n\
+         #ifdef WITH_ABORT\n\
+         int ncclCommAbort(comm_t c) { return 1; /* ncclUnhandledCudaError */ }\n\
+         #endif\n",
+    )
+    .ok()?;
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let mut cmd = std::process::Command::new(cc);
+    cmd.args(["-shared", "-fPIC", "-o"])
+        .arg(dir.join("libnccl.so"))
+        .arg(&src);
+    if with_abort {
+        cmd.arg("-DWITH_ABORT");
+    }
+    match cmd.output() {
+        Ok(o) if o.status.success() => Some(dir),
+        _ => None,
+    }
+}
+
+/// A directory whose `libnccl.so` is this process's libc (it loads, and has no NCCL
+/// function): the stand-in where no C compiler runs.
+fn libc_as_nccl(name: &str) -> std::path::PathBuf {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let libc = maps
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .find(|p| p.ends_with("/libc.so.6"))
+        .expect("libc.so.6 mapped in this process");
+    let dir = std::env::temp_dir().join(format!("sparsek-{name}-libc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let link = dir.join("libnccl.so");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(libc, &link).unwrap();
+    dir
+}
+
+/// Runs `test` of this binary alone in a child process whose loader finds `stub`'s
+/// libnccl.so first; asserts it succeeded and printed [`STUB_CHILD_OK`].
+fn run_with_stub(test: &str, stub: &std::path::Path, check: &str, missing: &str) {
+    let mut path = std::ffi::OsString::from(stub);
+    if let Some(old) = std::env::var_os("LD_LIBRARY_PATH") {
+        path.push(":");
+        path.push(old);
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env("LD_LIBRARY_PATH", path)
+        .env(STUB_CHILD, check)
+        .env(STUB_MISSING, missing)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        out.status.success() && stdout.contains(STUB_CHILD_OK),
+        "{test} over a stand-in libnccl ({check}): {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+    println!(
+        "{test} ({check}): {}",
+        stdout
+            .lines()
+            .find(|l| l.contains(STUB_CHILD_OK))
+            .unwrap_or("")
+    );
+    let _ = std::fs::remove_dir_all(stub);
+}
+
+/// A libnccl that loads but lacks a function sparsek calls (`ncclCommAbort`, or every one
+/// where no C compiler builds the stand-in) is [`Error::Nccl`] naming it, from the check
+/// `TpGroup::new` runs first; no GPU needed. (cudarc's lazy loader panics on the first call
+/// of a missing function.)
+#[test]
+fn nccl_lacking_a_function_is_refused_by_type() {
+    const TEST: &str = "nccl_lacking_a_function_is_refused_by_type";
+    if std::env::var_os(STUB_CHILD).is_some() {
+        let missing = std::env::var(STUB_MISSING).unwrap();
+        match sparsek::tp::check_nccl() {
+            Err(Error::Nccl(msg)) if msg.contains(&missing) => println!("{STUB_CHILD_OK}: {msg}"),
+            other => panic!("a libnccl without {missing}: {other:?}"),
+        }
+        return;
+    }
+    match stub_nccl(TEST, false) {
+        Some(stub) => run_with_stub(TEST, &stub, "check", "ncclCommAbort"),
+        None => {
+            println!("{TEST}: no C compiler; libc stands in for libnccl");
+            run_with_stub(TEST, &libc_as_nccl(TEST), "check", "ncclCommInitAll")
+        }
+    }
+}
+
+/// On one GPU, over a stand-in libnccl: without `ncclCommAbort` (or, where no C compiler
+/// builds the stand-in, libc, without any NCCL function), `TpGroup::new` is [`Error::Nccl`]
+/// naming it (the old one built the group, or panicked in cudarc's loader); with an
+/// `ncclCommAbort` that fails (built with the C compiler, else SKIPPED), the group drops
+/// without panicking (cudarc's `Comm` panicked on that status).
+#[test]
+fn tp_group_over_a_broken_nccl_refuses_or_drops_quietly() {
+    const TEST: &str = "tp_group_over_a_broken_nccl_refuses_or_drops_quietly";
+    if let Ok(check) = std::env::var(STUB_CHILD) {
+        let missing = std::env::var(STUB_MISSING).unwrap();
+        let stream = CudaContext::new(0).unwrap().default_stream();
+        let group = TpGroup::new(vec![stream]);
+        match (check.as_str(), group) {
+            ("missing", Err(Error::Nccl(msg))) if msg.contains(&missing) => {
+                println!("{STUB_CHILD_OK}: {msg}")
+            }
+            ("failing-abort", Ok(group)) => {
+                assert_eq!(group.size(), 1);
+                drop(group);
+                println!("{STUB_CHILD_OK}: dropped");
+            }
+            (check, group) => panic!("{check}: TpGroup::new gave {:?}", group.err()),
+        }
+        return;
+    }
+    if common::device(TEST).is_none() {
+        return;
+    }
+    match stub_nccl(&format!("{TEST}-missing"), false) {
+        Some(stub) => run_with_stub(TEST, &stub, "missing", "ncclCommAbort"),
+        None => {
+            println!("{TEST}: no C compiler; libc stands in for libnccl");
+            let stub = libc_as_nccl(TEST);
+            run_with_stub(TEST, &stub, "missing", "ncclCommInitAll")
+        }
+    }
+    match stub_nccl(&format!("{TEST}-failing"), true) {
+        Some(stub) => run_with_stub(TEST, &stub, "failing-abort", ""),
+        None => eprintln!(
+            "SKIPPED {TEST} (the failing ncclCommAbort half): no C compiler (cc or CC) to \
+             build a stand-in libnccl"
+        ),
+    }
+}

@@ -38,6 +38,81 @@ impl<T> MlpShards<T> {
     pub fn work(&self) -> &[usize] {
         &self.work
     }
+    /// Whether these shards are a cut of `mlp` (as [`SparseMlp::shard`] and
+    /// [`SparseMlp::shard_equal`] make): their ranges run contiguously over `mlp`'s
+    /// intermediate rows, shard `i`'s gate and up weights are `2·len x hidden` and its down
+    /// weight `out x len` (`len` its range's), of `mlp`'s block shapes, activation and
+    /// backend, and the shards' blocks add up to `mlp`'s. Else [`Error::InvalidArgument`]
+    /// naming the first difference. Shapes and counts only: values are not compared.
+    pub fn check_cut_of(&self, mlp: &SparseMlp<BsrMatrix<T>>) -> Result<(), Error>
+    where
+        T: Element,
+    {
+        let bad = |what: String| {
+            Err(Error::InvalidArgument(format!(
+                "not a cut of the MLP: {what}"
+            )))
+        };
+        let (gu, dn) = (&mlp.gate_up, &mlp.down);
+        let (inter, hidden, out) = (gu.m() / 2, gu.k(), dn.m());
+        if self.shards.len() != self.ranges.len() || self.work.len() != self.ranges.len() {
+            return bad(format!(
+                "{} shards, {} ranges and {} work counts",
+                self.shards.len(),
+                self.ranges.len(),
+                self.work.len()
+            ));
+        }
+        let mut at = 0;
+        let (mut gu_blocks, mut dn_blocks) = (0usize, 0usize);
+        for (i, (s, r)) in self.shards.iter().zip(&self.ranges).enumerate() {
+            if r.start != at || r.end < r.start || r.end > inter {
+                return bad(format!("shard {i}'s rows {r:?} after {at} of {inter}"));
+            }
+            at = r.end;
+            // r.len() <= inter and gu.m() = 2 * inter: no overflow.
+            let (sg, sd) = (&s.gate_up, &s.down);
+            if (sg.m(), sg.k(), sg.block()) != (2 * r.len(), hidden, gu.block()) {
+                return bad(format!(
+                    "shard {i}'s gate and up are {} x {} of {} blocks, not {} x {hidden} of {}",
+                    sg.m(),
+                    sg.k(),
+                    sg.block(),
+                    2 * r.len(),
+                    gu.block()
+                ));
+            }
+            if (sd.m(), sd.k(), sd.block()) != (out, r.len(), dn.block()) {
+                return bad(format!(
+                    "shard {i}'s down is {} x {} of {} blocks, not {out} x {} of {}",
+                    sd.m(),
+                    sd.k(),
+                    sd.block(),
+                    r.len(),
+                    dn.block()
+                ));
+            }
+            if (s.activation, s.backend) != (mlp.activation, mlp.backend) {
+                return bad(format!(
+                    "shard {i} runs {:?} on {:?}, the MLP {:?} on {:?}",
+                    s.activation, s.backend, mlp.activation, mlp.backend
+                ));
+            }
+            gu_blocks = gu_blocks.saturating_add(sg.nnz_blocks());
+            dn_blocks = dn_blocks.saturating_add(sd.nnz_blocks());
+        }
+        if at != inter {
+            return bad(format!("the shards' rows end at {at}, not at {inter}"));
+        }
+        if (gu_blocks, dn_blocks) != (gu.nnz_blocks(), dn.nnz_blocks()) {
+            return bad(format!(
+                "the shards hold {gu_blocks} gate-and-up and {dn_blocks} down blocks, the MLP {} and {}",
+                gu.nnz_blocks(),
+                dn.nnz_blocks()
+            ));
+        }
+        Ok(())
+    }
     /// The largest shard's work over the mean (1: equal; the shard count: one holds all).
     pub fn imbalance(&self) -> f64 {
         let total: usize = self.work.iter().sum();

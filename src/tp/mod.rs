@@ -1,9 +1,15 @@
-//! Tensor parallelism over NCCL (feature `nccl`): pruned layers split over the GPUs of one
-//! process ([`TpGroup`]: one communicator and stream per GPU). A gated MLP: column-parallel
-//! gate and up, row-parallel down, one all-reduce ([`TpSparseMlp`]); a linear layer
-//! column-parallel (each GPU its slice of the outputs) or row-parallel (each GPU its slice of
-//! the inputs, one all-reduce) ([`TpSparseLinear`]). Every cut balances the weight each GPU
-//! streams ([`SparseMlp::shard`], [`BsrMatrix::shard`]), not its row count.
+//! Tensor parallelism: pruned layers split over the GPUs of one process.
+//!
+//! The host half, always built: how a linear layer is cut over ranks ([`TpLinearPlan`],
+//! [`TpSplit`]), every check done and each rank's layer runnable on the CPU, so the cut can
+//! be tested without a GPU. The gated MLP's cut is [`SparseMlp::shard`].
+//!
+//! Over NCCL (feature `nccl`): one communicator and stream per GPU (`TpGroup`); a gated MLP
+//! with column-parallel gate and up, row-parallel down and one all-reduce (`TpSparseMlp`); a
+//! linear layer column-parallel (each GPU its slice of the outputs) or row-parallel (each GPU
+//! its slice of the inputs, one all-reduce) (`TpSparseLinear`, which uploads a
+//! [`TpLinearPlan`]). Every cut balances the weight each GPU streams ([`SparseMlp::shard`],
+//! [`BsrMatrix::shard`]), not its row count.
 //!
 //! Determinism: each GPU's products are deterministic (the kernels reduce in a fixed order);
 //! the all-reduce's order is NCCL's. For a fixed communicator (same GPUs, same topology),
@@ -13,38 +19,61 @@
 //! tuning changes; results across different GPU counts agree within f32 reduction-order
 //! rounding.
 //!
-//! NCCL is loaded at run time (cudarc's dynamic loading); a process where no `libnccl.so`
-//! can be found gets [`Error::Nccl`] from [`TpGroup::new`], never a panic.
+//! NCCL is loaded at run time (cudarc's dynamic loading). Before the first NCCL call,
+//! `TpGroup::new` checks that a `libnccl.so` loads and that it has every function sparsek
+//! calls (`check_nccl`): a process without one gets [`Error::Nccl`] naming what is missing,
+//! never a panic of the lazy loader; and dropping a group never panics.
+//!
+//! [`SparseMlp::shard`]: crate::SparseMlp::shard
+//! [`BsrMatrix::shard`]: crate::BsrMatrix::shard
+//! [`Error::Nccl`]: crate::Error::Nccl
 
+#[cfg(feature = "nccl")]
+mod nccl;
+mod plan;
+
+#[cfg(feature = "nccl")]
+pub use nccl::check_nccl;
+pub use plan::{TpLinearPlan, TpSplit};
+
+#[cfg(feature = "nccl")]
+use std::ops::Range;
+#[cfg(feature = "nccl")]
 use std::sync::Arc;
 
+#[cfg(feature = "nccl")]
 use cudarc::driver::{CudaSlice, CudaStream};
-use cudarc::nccl::safe::{Comm, ReduceOp};
 
-use std::ops::Range;
-
+#[cfg(feature = "nccl")]
 use crate::element::Element;
-use crate::epilogue::Activation;
+#[cfg(feature = "nccl")]
 use crate::error::Error;
-use crate::format::{BsrMatrix, ShardAxis, MAX_SHARDS};
+#[cfg(feature = "nccl")]
+use crate::format::{BsrMatrix, MAX_SHARDS};
+#[cfg(feature = "nccl")]
 use crate::gpu::result::check_contexts;
+#[cfg(feature = "nccl")]
 use crate::gpu::DeviceBsr;
+#[cfg(feature = "nccl")]
 use crate::linear::SparseLinear;
+#[cfg(feature = "nccl")]
 use crate::mlp::{MlpShards, SparseMlp};
-
-fn nccl(what: &str, e: impl std::fmt::Debug) -> Error {
-    Error::Nccl(format!("{what}: {e:?}"))
-}
+#[cfg(feature = "nccl")]
+use crate::options::Backend;
 
 /// The GPUs of one tensor-parallel group, driven from one process: an NCCL communicator
-/// per GPU (`ncclCommInitAll`) over the given streams, rank `i` on `streams[i]`.
+/// per GPU (`ncclCommInitAll`) over the given streams, rank `i` on `streams[i]`. Dropping it
+/// aborts the communicators (`ncclCommAbort`), never panicking.
+#[cfg(feature = "nccl")]
 pub struct TpGroup {
-    comms: Vec<Comm>,
+    comms: nccl::Comms,
 }
 
+#[cfg(feature = "nccl")]
 impl TpGroup {
     /// A group over one stream per GPU (distinct devices, at most [`MAX_SHARDS`]).
-    /// [`Error::Nccl`] when NCCL cannot be loaded or initialized.
+    /// [`Error::Nccl`] when NCCL cannot be loaded, lacks a function sparsek calls
+    /// ([`check_nccl`]) or cannot be initialized.
     pub fn new(streams: Vec<Arc<CudaStream>>) -> Result<Self, Error> {
         if streams.is_empty() || streams.len() > MAX_SHARDS {
             return Err(Error::InvalidArgument(format!(
@@ -60,16 +89,9 @@ impl TpGroup {
                     .into(),
             ));
         }
-        // SAFETY: only asks the dynamic loader whether a libnccl can be opened.
-        if !unsafe { cudarc::nccl::sys::is_culib_present() } {
-            return Err(Error::Nccl(
-                "no libnccl.so found: install the pinned nvidia-nccl wheel (third_party/setup.sh \
-                 --nccl) and put its lib/ on LD_LIBRARY_PATH"
-                    .into(),
-            ));
-        }
-        let comms = Comm::from_devices(streams).map_err(|e| nccl("ncclCommInitAll", e))?;
-        Ok(Self { comms })
+        Ok(Self {
+            comms: nccl::Comms::init_all(streams)?,
+        })
     }
 
     /// The number of GPUs.
@@ -79,23 +101,14 @@ impl TpGroup {
 
     /// Rank `rank`'s stream (where its work and its collectives run).
     pub fn stream(&self, rank: usize) -> Option<Arc<CudaStream>> {
-        self.comms.get(rank).map(Comm::stream)
+        self.comms.stream(rank).cloned()
     }
 
     /// `bufs[r]` (rank r's, on its stream) summed over the ranks into every `bufs[r]`, in
     /// one NCCL group. All of one length; checked before anything is enqueued.
     pub fn all_reduce_sum(&self, bufs: &mut [CudaSlice<f32>]) -> Result<(), Error> {
         self.check_buffers("all_reduce_sum", bufs)?;
-        cudarc::nccl::safe::group_start().map_err(|e| nccl("ncclGroupStart", e))?;
-        let mut first_err = None;
-        for (comm, buf) in self.comms.iter().zip(bufs.iter_mut()) {
-            if let Err(e) = comm.all_reduce_in_place(buf, &ReduceOp::Sum) {
-                first_err.get_or_insert(nccl("ncclAllReduce", e));
-            }
-        }
-        // The group is closed whatever happened inside it.
-        cudarc::nccl::safe::group_end().map_err(|e| nccl("ncclGroupEnd", e))?;
-        first_err.map_or(Ok(()), Err)
+        self.comms.all_reduce_sum(bufs)
     }
 
     /// One buffer per rank, of one length, each on its rank's stream.
@@ -107,7 +120,7 @@ impl TpGroup {
                 self.size()
             )));
         }
-        for (r, (comm, buf)) in self.comms.iter().zip(bufs).enumerate() {
+        for (r, buf) in bufs.iter().enumerate() {
             if buf.len() != bufs[0].len() {
                 return Err(Error::InvalidArgument(format!(
                     "{what}: rank {r}'s buffer holds {} values, rank 0's {}",
@@ -115,7 +128,11 @@ impl TpGroup {
                     bufs[0].len()
                 )));
             }
-            if buf.stream().cu_stream() != comm.stream().cu_stream() {
+            let on_rank = self
+                .comms
+                .stream(r)
+                .is_some_and(|s| s.cu_stream() == buf.stream().cu_stream());
+            if !on_rank {
                 return Err(Error::InvalidArgument(format!(
                     "{what}: rank {r}'s buffer is not on its rank's stream (the collective runs there)"
                 )));
@@ -127,6 +144,7 @@ impl TpGroup {
 
 /// A gated MLP split over a [`TpGroup`]: rank `r` holds shard `r` of
 /// [`SparseMlp::shard`] (its gate and up rows, the matching down columns) on its GPU.
+#[cfg(feature = "nccl")]
 pub struct TpSparseMlp<T> {
     ranks: Vec<SparseMlp<DeviceBsr<T>>>,
     inter: Vec<usize>,
@@ -136,6 +154,7 @@ pub struct TpSparseMlp<T> {
     out: usize,
 }
 
+#[cfg(feature = "nccl")]
 impl<T: Element> TpSparseMlp<T> {
     /// `mlp` cut into `group.size()` nnz-balanced shards, each uploaded to its rank's GPU.
     pub fn new(mlp: &SparseMlp<BsrMatrix<T>>, group: &TpGroup) -> Result<Self, Error> {
@@ -143,7 +162,8 @@ impl<T: Element> TpSparseMlp<T> {
     }
 
     /// As [`new`](Self::new) over given shards (e.g. [`SparseMlp::shard_equal`]'s, to
-    /// measure what balancing buys).
+    /// measure what balancing buys): one per rank, and a cut of `mlp`
+    /// ([`MlpShards::check_cut_of`]), else a typed error before anything is uploaded.
     pub fn from_shards(
         shards: MlpShards<T>,
         group: &TpGroup,
@@ -156,6 +176,7 @@ impl<T: Element> TpSparseMlp<T> {
                 group.size()
             )));
         }
+        shards.check_cut_of(mlp)?;
         let inter = shards.ranges().iter().map(|r| r.len()).collect();
         let (work, imbalance) = (shards.work().to_vec(), shards.imbalance());
         let mut ranks = Vec::with_capacity(group.size());
@@ -234,20 +255,10 @@ impl<T: Element> TpSparseMlp<T> {
     }
 }
 
-/// How a linear layer is split ([`TpSparseLinear`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TpSplit {
-    /// By output features (block-rows): rank `r` computes its range of y's features from the
-    /// whole x; no collective (the outputs stay split, as a row-parallel layer wants them).
-    Column,
-    /// By input features (block-columns): rank `r` reads its range of x's features; the
-    /// partial ys are summed by one all-reduce (f32). The bias is added once (rank 0's); an
-    /// activation cannot come before the sum, so the layer takes none.
-    Row,
-}
-
-/// A linear layer `y = act(x·Wᵀ + bias)` split over a [`TpGroup`], nnz-balanced
-/// ([`BsrMatrix::shard`]).
+/// A linear layer `y = act(α·x·Wᵀ + bias + β·y)` split over a [`TpGroup`], nnz-balanced
+/// ([`BsrMatrix::shard`]): rank `r` runs rank `r`'s layer of a [`TpLinearPlan`], with the
+/// layer's options.
+#[cfg(feature = "nccl")]
 pub struct TpSparseLinear<T> {
     split: TpSplit,
     ranks: Vec<SparseLinear<DeviceBsr<T>, CudaSlice<T>>>,
@@ -255,57 +266,62 @@ pub struct TpSparseLinear<T> {
     imbalance: f64,
 }
 
+#[cfg(feature = "nccl")]
 impl<T: Element> TpSparseLinear<T> {
-    /// `layer` cut `split`-wise into `group.size()` shards, each uploaded with its slice of
-    /// the bias to its rank's GPU. A row-parallel layer with an activation is
-    /// [`Error::InvalidArgument`].
+    /// `layer` cut `split`-wise into `group.size()` shards ([`TpLinearPlan::new`], whose
+    /// errors these are), each rank's layer uploaded with its part of the bias and the
+    /// layer's options (α; β as [`TpSplit`] says; the backend) to its rank's GPU. A rank
+    /// without weight (more ranks than block-rows or -columns) uploads no bias. A layer whose
+    /// backend is [`Backend::Cpu`] is [`Error::BackendUnavailable`]: its ranks run on GPUs.
     pub fn new(
         layer: &SparseLinear<BsrMatrix<T>, Vec<T>>,
         split: TpSplit,
         group: &TpGroup,
     ) -> Result<Self, Error> {
-        if split == TpSplit::Row && layer.activation() != Activation::None {
-            return Err(Error::InvalidArgument(
-                "a row-parallel layer takes no activation (it would apply before the all-reduce's sum)".into(),
-            ));
+        let backend = layer.options().get_backend();
+        if backend == Backend::Cpu {
+            return Err(Error::BackendUnavailable {
+                backend,
+                reason: "a tensor-parallel layer runs on the group's GPUs".into(),
+            });
         }
-        let w = layer.weight();
-        let axis = match split {
-            TpSplit::Column => ShardAxis::BlockRows,
-            TpSplit::Row => ShardAxis::BlockCols,
-        };
-        let shards = w.shard(axis, group.size())?;
-        let (unit, len) = match split {
-            TpSplit::Column => (w.block().rows, w.m()),
-            TpSplit::Row => (w.block().cols, w.k()),
-        };
-        let ranges: Vec<Range<usize>> = shards
-            .ranges()
-            .iter()
-            .map(|r| (r.start * unit).min(len)..(r.end * unit).min(len))
-            .collect();
-        let imbalance = shards.imbalance();
+        Self::upload(TpLinearPlan::new(layer, split, group.size())?, group)
+    }
+
+    /// Each rank's layer of `plan` to its rank's GPU (one rank per GPU of `group`).
+    fn upload(plan: TpLinearPlan<T>, group: &TpGroup) -> Result<Self, Error> {
+        if plan.ranks().len() != group.size() {
+            return Err(Error::InvalidArgument(format!(
+                "a plan of {} ranks for a group of {}",
+                plan.ranks().len(),
+                group.size()
+            )));
+        }
         let mut ranks = Vec::with_capacity(group.size());
-        for (r, (shard, range)) in shards.shards().iter().zip(&ranges).enumerate() {
+        for (r, layer) in plan.ranks().iter().enumerate() {
             let stream = group
                 .stream(r)
                 .ok_or(Error::InvalidArgument("rank out of range".into()))?;
-            let bias = match (layer.bias(), split) {
-                (Some(b), TpSplit::Column) => Some(stream.clone_htod(&b[range.clone()])?),
-                (Some(b), TpSplit::Row) if r == 0 => Some(stream.clone_htod(b)?),
+            // The plan gives a rank without outputs no bias; an empty one would still be no
+            // bias (CUDA has no empty allocations).
+            let bias = match layer.bias() {
+                Some(b) if !b.is_empty() => Some(stream.clone_htod(b)?),
                 _ => None,
             };
-            ranks.push(SparseLinear::new_device(
-                DeviceBsr::upload(shard, &stream)?,
-                bias,
-                layer.activation(),
-            )?);
+            ranks.push(
+                SparseLinear::new_device(
+                    DeviceBsr::upload(layer.weight(), &stream)?,
+                    bias,
+                    layer.activation(),
+                )?
+                .with_options(layer.options()),
+            );
         }
         Ok(Self {
-            split,
+            split: plan.split(),
             ranks,
-            ranges,
-            imbalance,
+            ranges: plan.ranges().to_vec(),
+            imbalance: plan.imbalance(),
         })
     }
 
