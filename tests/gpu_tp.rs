@@ -625,7 +625,10 @@ fn stub_nccl(name: &str, with_abort: bool) -> Option<std::path::PathBuf> {
     }
     match cmd.output() {
         Ok(o) if o.status.success() => Some(dir),
-        _ => None,
+        _ => {
+            let _ = std::fs::remove_dir_all(&dir);
+            None
+        }
     }
 }
 
