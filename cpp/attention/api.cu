@@ -10,6 +10,7 @@
 #include "core/index_check.hpp"
 #include "core/overlap.hpp"
 #include "core/registry.hpp"
+#include "core/validate.hpp"
 
 namespace sparsek {
 namespace detail {
@@ -17,7 +18,8 @@ namespace {
 
 
 // A [batch, heads, seq, head_dim] view with the given dims: F16/BF16, non-negative strides,
-// non-null data when non-empty, its extent inside int64 bytes.
+// data 2-byte aligned (its elements') and non-null when non-empty, its extent inside int64
+// bytes.
 Result check_heads(const char* name, const HeadsView& t, int64_t batch, int64_t heads, int64_t seq, int64_t head_dim) {
   if (t.dtype != DType::F16 && t.dtype != DType::BF16)
     return make_result(Status::InvalidArgument, "%s.dtype = %d: attention takes f16 or bf16", name, int(t.dtype));
@@ -27,6 +29,9 @@ Result check_heads(const char* name, const HeadsView& t, int64_t batch, int64_t 
                        (long long)batch, (long long)heads, (long long)seq, (long long)head_dim);
   if (t.stride_b < 0 || t.stride_h < 0 || t.stride_s < 0)
     return make_result(Status::InvalidArgument, "%s has a negative stride", name);
+  if (reinterpret_cast<uintptr_t>(t.data) % 2 != 0)
+    return make_result(Status::InvalidArgument, "%s.data is not 2-byte aligned (%s elements)", name,
+                       dtype_name(t.dtype));
   if (t.batch == 0 || t.heads == 0 || t.seq == 0) return Result{};
   if (t.data == nullptr) return make_result(Status::InvalidArgument, "%s.data is null", name);
   int64_t last = 0, x = 0, bytes = 0;
@@ -79,10 +84,6 @@ Result check_no_self_overlap(const char* name, const HeadsView& t) {
   return Result{};
 }
 
-bool valid(Backend b) {
-  return b == Backend::Auto || b == Backend::Wmma || b == Backend::Hopper || b == Backend::Decode;
-}
-
 // ceil(seq / block) into *blocks; false when it does not fit int32.
 bool block_count(int64_t seq, int64_t block, int64_t* blocks) {
   *blocks = seq / block + (seq % block != 0 ? 1 : 0);
@@ -92,7 +93,8 @@ bool block_count(int64_t seq, int64_t block, int64_t* blocks) {
 }  // namespace
 
 Result validate(const HeadsView& q, const HeadsView& k, const HeadsView& v, const HeadsMutView& o, const float* lse,
-                const BlockMaskView* mask, const AttentionOptions& options, AttentionProblem* out) {
+                const BlockMaskView* mask, const AttentionOptions& options, const DeviceSource& devices,
+                AttentionProblem* out) {
   if (q.batch < 0 || q.heads < 0 || q.seq < 0 || k.seq < 0 || q.head_dim < 1)
     return make_result(Status::InvalidArgument, "Q is [%lld, %lld, %lld, %lld]: dims must be >= 0 and head_dim >= 1",
                        (long long)q.batch, (long long)q.heads, (long long)q.seq, (long long)q.head_dim);
@@ -181,7 +183,7 @@ Result validate(const HeadsView& q, const HeadsView& k, const HeadsView& v, cons
   p.causal = options.causal;
   p.scale = options.scale > 0.0f ? options.scale : 1.0f / std::sqrt(float(q.head_dim));
   p.backend = options.backend;
-  r = current_device(&p.device);
+  r = devices.resolve(&p.device);
   if (!r.ok()) return r;
   *out = p;
   return Result{};
@@ -219,10 +221,11 @@ Result gating_dims(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_k, c
   return Result{};
 }
 
-// `scores`: the caller's scores' range (empty when pooled: then Q and K are the inputs).
-Result run_gating(GatingProblem& g, const ByteRange& scores, int32_t* row_ptr, int32_t* col_idx, BlockMaskView* mask,
-                  cudaStream_t stream) {
-  if (row_ptr == nullptr || (g.nnzb > 0 && col_idx == nullptr))
+// The outputs of a gating whose inputs passed (`scores`: the caller's scores' range, empty
+// when pooled: then Q and K are the inputs), then the device, into g.
+Result check_gating_outputs(GatingProblem* g, const ByteRange& scores, int32_t* row_ptr, int32_t* col_idx,
+                            const BlockMaskView* mask, const DeviceSource& devices) {
+  if (row_ptr == nullptr || (g->nnzb > 0 && col_idx == nullptr))
     return make_result(Status::InvalidArgument, "gating: row_ptr or col_idx is null");
   if (reinterpret_cast<uintptr_t>(row_ptr) % alignof(int32_t) != 0 ||
       reinterpret_cast<uintptr_t>(col_idx) % alignof(int32_t) != 0)
@@ -231,10 +234,10 @@ Result run_gating(GatingProblem& g, const ByteRange& scores, int32_t* row_ptr, i
   // The outputs may not overlap each other nor an input (batch * heads * q_blocks + 1 < 2^31
   // and nnzb < 2^31 entries: gating_dims).
   {
-    const ByteRange rows = elements(row_ptr, g.batch * g.heads * g.q_blocks + 1, 4);
-    const ByteRange cols = elements(col_idx, g.nnzb, 4);
-    const ByteRange inputs[] = {g.pooled ? heads_bytes(g.q) : ByteRange{}, g.pooled ? heads_bytes(g.k) : ByteRange{},
-                                scores};
+    const ByteRange rows = elements(row_ptr, g->batch * g->heads * g->q_blocks + 1, 4);
+    const ByteRange cols = elements(col_idx, g->nnzb, 4);
+    const ByteRange inputs[] = {g->pooled ? heads_bytes(g->q) : ByteRange{},
+                                g->pooled ? heads_bytes(g->k) : ByteRange{}, scores};
     const char* const names[] = {"Q", "K", "scores"};
     const ByteRange row_inputs[] = {cols, inputs[0], inputs[1], inputs[2]};
     const char* const row_names[] = {"col_idx", "Q", "K", "scores"};
@@ -242,12 +245,15 @@ Result run_gating(GatingProblem& g, const ByteRange& scores, int32_t* row_ptr, i
     if (r.ok()) r = check_disjoint("gating: col_idx", cols, inputs, names);
     if (!r.ok()) return r;
   }
-  g.row_ptr = row_ptr;
-  g.col_idx = col_idx;
-  Result r = current_device(&g.device);
-  if (!r.ok()) return r;
+  g->row_ptr = row_ptr;
+  g->col_idx = col_idx;
+  return devices.resolve(&g->device);
+}
+
+// A validated gating: launched, then the output view written.
+Result run_gating(const GatingProblem& g, BlockMaskView* mask, cudaStream_t stream) {
   if (const char* why = gating_supports(g)) return make_result(Status::NotSupported, "%s", why);
-  r = launch_gating(g, stream);
+  Result r = launch_gating(g, stream);
   if (!r.ok()) return r;
   mask->block_q = g.options.block_q;
   mask->block_k = g.options.block_k;
@@ -257,12 +263,46 @@ Result run_gating(GatingProblem& g, const ByteRange& scores, int32_t* row_ptr, i
   mask->batch = g.batch;
   mask->heads = g.heads;
   mask->nnzb = g.nnzb;
-  mask->row_ptr = row_ptr;
-  mask->col_idx = col_idx;
+  mask->row_ptr = g.row_ptr;
+  mask->col_idx = g.col_idx;
   return Result{};
 }
 
 }  // namespace
+
+Result validate_block_topk(const HeadsView& q, const HeadsView& k, const TopkGatingOptions& options, int32_t* row_ptr,
+                           int32_t* col_idx, const BlockMaskView* mask, const DeviceSource& devices,
+                           GatingProblem* g) {
+  Result r = gating_dims(q.batch, q.heads, q.seq, k.seq, options, g);
+  if (r.ok() && q.head_dim < 1) r = make_result(Status::InvalidArgument, "Q.head_dim must be >= 1");
+  if (r.ok()) r = check_heads("Q", q, q.batch, q.heads, q.seq, q.head_dim);
+  if (r.ok()) r = check_heads("K", k, q.batch, q.heads, k.seq, q.head_dim);
+  if (r.ok() && k.dtype != q.dtype) r = make_result(Status::InvalidArgument, "Q and K must have one dtype");
+  if (!r.ok()) return r;
+  g->pooled = true;
+  g->q = q;
+  g->k = k;
+  return check_gating_outputs(g, ByteRange{}, row_ptr, col_idx, mask, devices);
+}
+
+Result validate_block_topk_scores(const float* scores, int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_k,
+                                  const TopkGatingOptions& options, int32_t* row_ptr, int32_t* col_idx,
+                                  const BlockMaskView* mask, const DeviceSource& devices, GatingProblem* g) {
+  Result r = gating_dims(batch, heads, seq_q, seq_k, options, g);
+  if (!r.ok()) return r;
+  // batch * heads * q_blocks * k_blocks floats (gating_dims bounds the first three factors'
+  // product below 2^31 and k_blocks by 2^31; checked all the same).
+  int64_t count = 0, bytes = 0;
+  if (__builtin_mul_overflow(g->batch, g->heads, &count) || __builtin_mul_overflow(count, g->q_blocks, &count) ||
+      __builtin_mul_overflow(count, g->k_blocks, &count) || __builtin_mul_overflow(count, int64_t(4), &bytes))
+    return make_result(Status::InvalidArgument, "gating: batch * heads * q_blocks * k_blocks scores overflow");
+  if (scores == nullptr && count > 0) return make_result(Status::InvalidArgument, "scores is null");
+  if (reinterpret_cast<uintptr_t>(scores) % alignof(float) != 0)
+    return make_result(Status::InvalidArgument, "scores is not 4-byte aligned");
+  g->scores = scores;
+  return check_gating_outputs(g, byte_range(scores, bytes), row_ptr, col_idx, mask, devices);
+}
+
 }  // namespace detail
 
 Result can_implement(const HeadsView& q, const HeadsView& k, const HeadsView& v, const HeadsMutView& o, const float* lse,
@@ -271,7 +311,7 @@ Result can_implement(const HeadsView& q, const HeadsView& k, const HeadsView& v,
   detail::AttentionProblem p = detail::AttentionProblem::from_rust(q, k, v, o, nullptr, nullptr, false, 1.0f,
                                                                    Backend::Auto, detail::DeviceInfo{});
   Result r = detail::pending_cuda_error();
-  if (r.ok()) r = detail::validate(q, k, v, o, lse, mask, options, &p);
+  if (r.ok()) r = detail::validate(q, k, v, o, lse, mask, options, detail::DeviceSource::current(), &p);
   detail::AttentionSelection s;
   if (r.ok()) r = detail::select(p, &s);
   if (r.ok() && chosen != nullptr) *chosen = s.family->backend;
@@ -283,7 +323,7 @@ Result attention(const HeadsView& q, const HeadsView& k, const HeadsView& v, con
   detail::AttentionProblem p = detail::AttentionProblem::from_rust(q, k, v, o, nullptr, nullptr, false, 1.0f,
                                                                    Backend::Auto, detail::DeviceInfo{});
   Result r = detail::pending_cuda_error();
-  if (r.ok()) r = detail::validate(q, k, v, o, lse, mask, options, &p);
+  if (r.ok()) r = detail::validate(q, k, v, o, lse, mask, options, detail::DeviceSource::of_stream(stream), &p);
   detail::AttentionSelection s;
   if (r.ok()) r = detail::select(p, &s);
   if (r.ok() && options.check_indices && p.has_mask)
@@ -305,15 +345,10 @@ Result block_topk(const HeadsView& q, const HeadsView& k, const TopkGatingOption
                   int32_t* col_idx, BlockMaskView* mask, cudaStream_t stream) {
   detail::GatingProblem g;
   Result r = detail::pending_cuda_error();
-  if (r.ok()) r = detail::gating_dims(q.batch, q.heads, q.seq, k.seq, options, &g);
-  if (r.ok() && q.head_dim < 1) r = detail::make_result(Status::InvalidArgument, "Q.head_dim must be >= 1");
-  if (r.ok()) r = detail::check_heads("Q", q, q.batch, q.heads, q.seq, q.head_dim);
-  if (r.ok()) r = detail::check_heads("K", k, q.batch, q.heads, k.seq, q.head_dim);
-  if (r.ok() && k.dtype != q.dtype) r = detail::make_result(Status::InvalidArgument, "Q and K must have one dtype");
-  g.pooled = true;
-  g.q = q;
-  g.k = k;
-  if (r.ok()) r = detail::run_gating(g, detail::ByteRange{}, row_ptr, col_idx, mask, stream);
+  if (r.ok())
+    r = detail::validate_block_topk(q, k, options, row_ptr, col_idx, mask, detail::DeviceSource::of_stream(stream),
+                                    &g);
+  if (r.ok()) r = detail::run_gating(g, mask, stream);
   return detail::finish(r);
 }
 
@@ -322,19 +357,10 @@ Result block_topk_scores(const float* scores, int64_t batch, int64_t heads, int6
                          cudaStream_t stream) {
   detail::GatingProblem g;
   Result r = detail::pending_cuda_error();
-  if (r.ok()) r = detail::gating_dims(batch, heads, seq_q, seq_k, options, &g);
-  // batch * heads * q_blocks * k_blocks floats (gating_dims bounds the first three factors'
-  // product below 2^31 and k_blocks by 2^31; checked all the same).
-  int64_t count = 0, bytes = 0;
-  if (r.ok() &&
-      (__builtin_mul_overflow(g.batch, g.heads, &count) || __builtin_mul_overflow(count, g.q_blocks, &count) ||
-       __builtin_mul_overflow(count, g.k_blocks, &count) || __builtin_mul_overflow(count, int64_t(4), &bytes)))
-    r = detail::make_result(Status::InvalidArgument, "gating: batch * heads * q_blocks * k_blocks scores overflow");
-  if (r.ok() && scores == nullptr && count > 0) r = detail::make_result(Status::InvalidArgument, "scores is null");
-  if (r.ok() && reinterpret_cast<uintptr_t>(scores) % alignof(float) != 0)
-    r = detail::make_result(Status::InvalidArgument, "scores is not 4-byte aligned");
-  g.scores = scores;
-  if (r.ok()) r = detail::run_gating(g, detail::byte_range(scores, bytes), row_ptr, col_idx, mask, stream);
+  if (r.ok())
+    r = detail::validate_block_topk_scores(scores, batch, heads, seq_q, seq_k, options, row_ptr, col_idx, mask,
+                                           detail::DeviceSource::of_stream(stream), &g);
+  if (r.ok()) r = detail::run_gating(g, mask, stream);
   return detail::finish(r);
 }
 

@@ -13,9 +13,10 @@ namespace sparsek::detail {
 // Invariants: batch, heads, seq_q, seq_k >= 0; 1 <= block_q, block_k; top_k >= 0;
 // q_blocks = ceil(seq_q/block_q) and k_blocks = ceil(seq_k/block_k) fit int32;
 // batch*heads*q_blocks + 1 and nnzb fit int32; pooled: q and k are valid HeadsViews of
-// [batch, heads, seq_q | seq_k, head_dim] (F16 or BF16, the same), scores null; else
-// scores holds batch*heads*q_blocks*k_blocks floats; row_ptr non-null, col_idx non-null
-// when nnzb > 0; row_ptr and col_idx overlap neither each other nor the inputs.
+// [batch, heads, seq_q | seq_k, head_dim] (F16 or BF16, the same, 2-byte aligned), scores
+// null; else scores holds batch*heads*q_blocks*k_blocks floats (4-byte aligned); row_ptr
+// non-null, col_idx non-null when nnzb > 0, both 4-byte aligned; row_ptr and col_idx overlap
+// neither each other nor the inputs; `device` is the current device, the launch stream's.
 struct GatingProblem {
   bool pooled = false;  // scores from q and k (else from `scores`)
   HeadsView q, k;
@@ -75,6 +76,16 @@ inline int64_t gating_pattern_keep(const TopkGatingOptions& o, int64_t q_blocks,
   }
   return int64_t(below + sum + (n - below) * t);
 }
+
+// The C++ entries' validation (cpp/attention/api.cu): the dims, the inputs (Q and K pooled, or
+// the scores), the outputs (row_ptr, col_idx, the mask view), then the device from `devices`
+// (core/validate.hpp), into *g; every invariant above.
+Result validate_block_topk(const HeadsView& q, const HeadsView& k, const TopkGatingOptions& options, int32_t* row_ptr,
+                           int32_t* col_idx, const BlockMaskView* mask, const DeviceSource& devices,
+                           GatingProblem* g);
+Result validate_block_topk_scores(const float* scores, int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_k,
+                                  const TopkGatingOptions& options, int32_t* row_ptr, int32_t* col_idx,
+                                  const BlockMaskView* mask, const DeviceSource& devices, GatingProblem* g);
 
 // Why the gating kernel cannot run p (shared memory for the pooled K), or nullptr.
 #if SPARSEK_FEATURES & SPARSEK_FEATURE_ATTENTION

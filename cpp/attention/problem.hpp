@@ -20,7 +20,8 @@
 //     the span of those inside it); o and lse overlap neither each other nor q, k, v or the
 //     mask's arrays;
 //   - scale is finite and > 0 (0 in the options was resolved to 1/sqrt(head_dim));
-//   - `device` describes the current device.
+//   - q, k, v and o's data are 2-byte aligned (their elements'), lse 4-byte;
+//   - `device` describes the current device, which is the launch stream's.
 #pragma once
 
 #include <sparsek/attention.hpp>
@@ -75,14 +76,16 @@ class AttentionProblem {
  private:
   AttentionProblem() = default;
   friend Result validate(const HeadsView&, const HeadsView&, const HeadsView&, const HeadsMutView&, const float*,
-                         const BlockMaskView*, const AttentionOptions&, AttentionProblem*);
+                         const BlockMaskView*, const AttentionOptions&, const DeviceSource&, AttentionProblem*);
 };
 
 // Puts the C++ API's one message prefix ("sparsek: ") in front of a failed Result (cpp/core/validate.cu).
 Result finish(Result r);
 
-// The C++ entry's validation (cpp/attention/api.cu): every invariant above, into *out.
+// The C++ entry's validation (cpp/attention/api.cu): every invariant above, into *out; the
+// device last, from `devices` (core/validate.hpp).
 Result validate(const HeadsView& q, const HeadsView& k, const HeadsView& v, const HeadsMutView& o, const float* lse,
-                const BlockMaskView* mask, const AttentionOptions& options, AttentionProblem* out);
+                const BlockMaskView* mask, const AttentionOptions& options, const DeviceSource& devices,
+                AttentionProblem* out);
 
 }  // namespace sparsek::detail

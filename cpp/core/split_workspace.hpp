@@ -41,7 +41,9 @@ inline cudaError_t scratch_pool(int device, cudaMemPool_t* out) {
 }
 
 // `bytes` of scratch on `device`, usable by work queued on `stream` after this call, zeroed
-// over its first `zero_bytes`; give it back with scratch_free on the same stream.
+// over its first `zero_bytes`; give it back with scratch_free on the same stream. `device` is
+// the problem's (the current device), which is `stream`'s: the entries refuse a stream of
+// another device (DeviceSource, core/validate.hpp).
 inline cudaError_t scratch_alloc(int device, size_t bytes, size_t zero_bytes, cudaStream_t stream, void** out) {
   *out = nullptr;
   cudaMemPool_t pool = nullptr;

@@ -1,5 +1,6 @@
 // The checks every operation's C++ entry shares: results and their one prefix, the device
-// query, and the views (dense, BSR) validated by value with checked int64 arithmetic.
+// query and the stream's device, and the views (dense, BSR) validated by value with checked
+// int64 arithmetic and their pointers' alignment.
 #include <cstdarg>
 #include <climits>
 #include <cstdio>
@@ -57,7 +58,77 @@ Result current_device(DeviceInfo* out) {
   return Result{};
 }
 
+Result check_stream_device(int stream_device, int current_device) {
+  if (stream_device == current_device) return Result{};
+  return make_result(Status::InvalidArgument,
+                     "stream belongs to device %d, but the current device is %d (make the stream's device current, "
+                     "cudaSetDevice, or pass a stream of the current device)",
+                     stream_device, current_device);
+}
+
+DeviceSource DeviceSource::of_stream(cudaStream_t stream) {
+  DeviceSource s;
+  s.kind_ = Kind::Stream;
+  s.stream_ = stream;
+  return s;
+}
+
+DeviceSource DeviceSource::current() { return DeviceSource{}; }
+
+DeviceSource DeviceSource::given(const DeviceInfo& device, int stream_device) {
+  DeviceSource s;
+  s.kind_ = Kind::Given;
+  s.device_ = device;
+  s.stream_device_ = stream_device;
+  return s;
+}
+
+DeviceSource DeviceSource::deferred() {
+  DeviceSource s;
+  s.kind_ = Kind::Deferred;
+  return s;
+}
+
+Result DeviceSource::resolve(DeviceInfo* out) const {
+  switch (kind_) {
+    case Kind::Deferred:
+      *out = DeviceInfo{};
+      return Result{};
+    case Kind::Given: {
+      Result r = check_stream_device(stream_device_, device_.id);
+      if (r.ok()) *out = device_;
+      return r;
+    }
+    case Kind::Current:
+      return current_device(out);
+    case Kind::Stream:
+      break;
+  }
+  DeviceInfo info;
+  Result r = current_device(&info);
+  if (!r.ok()) return r;
+  // The default streams are the current device's (and cudaStreamGetDevice would answer so).
+  if (stream_ != nullptr && stream_ != cudaStreamLegacy && stream_ != cudaStreamPerThread) {
+    int device = 0;
+    const cudaError_t e = cudaStreamGetDevice(stream_, &device);
+    if (e != cudaSuccess)
+      return with_cuda_error(e, make_result(Status::CudaError, "querying the stream's device: %s",
+                                            cudaGetErrorString(e)));
+    r = check_stream_device(device, info.id);
+    if (!r.ok()) return r;
+  }
+  *out = info;
+  return Result{};
+}
+
 int64_t element_bytes(DType t) { return dtype_bytes(t); }
+
+Result check_aligned(const char* name, const void* ptr, int64_t alignment) {
+  if (alignment > 1 && reinterpret_cast<uintptr_t>(ptr) % uint64_t(alignment) != 0)
+    return make_result(Status::InvalidArgument, "%s is not %lld-byte aligned", name, (long long)alignment);
+  return Result{};
+}
+
 bool valid(DType t) { return KnownDTypes::contains(t); }
 bool valid(Layout l) { return l == Layout::RowMajor || l == Layout::ColMajor; }
 bool valid(Backend b) {
@@ -106,6 +177,9 @@ Result check_dense(const char* name, const DenseView& v) {
   if (v.ld < (extent > 0 ? extent : 1))
     return make_result(Status::InvalidArgument, "%s.ld = %lld is smaller than its contiguous extent %lld", name,
                        (long long)v.ld, (long long)(extent > 0 ? extent : 1));
+  if (reinterpret_cast<uintptr_t>(v.data) % uint64_t(element_bytes(v.dtype)) != 0)
+    return make_result(Status::InvalidArgument, "%s.data is not %d-byte aligned (%s elements)", name,
+                       int(element_bytes(v.dtype)), dtype_name(v.dtype));
   if (v.rows == 0 || v.cols == 0) return Result{};
   if (v.data == nullptr) return make_result(Status::InvalidArgument, "%s.data is null", name);
   int64_t span = 0, bytes = 0;
@@ -151,6 +225,13 @@ Result check_bsr(const BsrView& a, const char* name) {
   if (a.nnzb > 0 && (a.col_idx == nullptr || a.values == nullptr))
     return make_result(Status::InvalidArgument, "%s.col_idx or %s.values is null with nnzb = %lld", name, name,
                        (long long)a.nnzb);
+  const uintptr_t int32_misaligned =
+      (reinterpret_cast<uintptr_t>(a.row_ptr) | reinterpret_cast<uintptr_t>(a.col_idx)) % alignof(int32_t);
+  if (int32_misaligned != 0)
+    return make_result(Status::InvalidArgument, "%s.row_ptr or %s.col_idx is not 4-byte aligned", name, name);
+  if (reinterpret_cast<uintptr_t>(a.values) % uint64_t(element_bytes(a.dtype)) != 0)
+    return make_result(Status::InvalidArgument, "%s.values is not %d-byte aligned (%s elements)", name,
+                       int(element_bytes(a.dtype)), dtype_name(a.dtype));
   return Result{};
 }
 

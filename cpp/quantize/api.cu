@@ -9,10 +9,11 @@
 
 namespace sparsek {
 namespace detail {
-namespace {
 
-// Malformed views (InvalidArgument) first, then what no kernel takes (NotSupported).
-Result check_quantize(const BsrView& a, const QuantizedBsrOut& out, QuantizeProblem* p) {
+// Malformed views (InvalidArgument) first, then what no kernel takes (NotSupported), then the
+// device.
+Result validate_quantize(const BsrView& a, const QuantizedBsrOut& out, const DeviceSource& devices,
+                         QuantizeProblem* p) {
   Result r = check_bsr(a, "A");
   if (r.ok()) r = check_scales("A", a.dtype, a.scale_kind, a.scales, ScaleKind::None);
   if (!r.ok()) return r;
@@ -57,18 +58,16 @@ Result check_quantize(const BsrView& a, const QuantizedBsrOut& out, QuantizeProb
   p->out = out.dtype;
   p->scales = out.scales;
   p->granularity = out.granularity;
-  return Result{};
+  DeviceInfo device;
+  return devices.resolve(&device);
 }
 
-}  // namespace
 }  // namespace detail
 
 Result quantize_fp8(const BsrView& a, const QuantizedBsrOut& out, cudaStream_t stream) {
   detail::QuantizeProblem p;
   Result r = detail::pending_cuda_error();
-  if (r.ok()) r = detail::check_quantize(a, out, &p);
-  detail::DeviceInfo device;
-  if (r.ok()) r = detail::current_device(&device);
+  if (r.ok()) r = detail::validate_quantize(a, out, detail::DeviceSource::of_stream(stream), &p);
   if (r.ok())
     if (const char* why = detail::quantize_supports(p)) r = detail::make_result(Status::NotSupported, "%s", why);
   if (r.ok()) r = detail::launch_quantize(p, stream);

@@ -17,8 +17,9 @@ namespace sparsek::detail {
 // Invariants: `in` is F16, BF16 or F32 and `out` E4M3 or E5M2; granularity is PerBlock or
 // PerTensor; 0 <= nnzb <= INT32_MAX, block_len = bm * bk >= 1 and nnzb * block_len * 4
 // fit int64; `values` and `out_values` hold nnzb * block_len elements (non-null when
-// nnzb > 0); `scales` holds nnzb (PerBlock) or 1 (PerTensor) floats and is non-null; no
-// output overlaps an input or the other output.
+// nnzb > 0), `values` aligned to its type; `scales` holds nnzb (PerBlock) or 1 (PerTensor)
+// floats and is non-null and 16-byte aligned; no output overlaps an input or the other
+// output.
 struct QuantizeProblem {
   const void* values = nullptr;
   DType in = DType::F16;
@@ -28,6 +29,12 @@ struct QuantizeProblem {
   float* scales = nullptr;
   ScaleKind granularity = ScaleKind::PerBlock;
 };
+
+// The C++ entry's validation (cpp/quantize/api.cu): A's view (check_bsr: its values aligned
+// to their type), the outputs, the types, then the device from `devices` (core/validate.hpp:
+// a stream of another device refused); every invariant above, into *p.
+Result validate_quantize(const BsrView& a, const QuantizedBsrOut& out, const DeviceSource& devices,
+                         QuantizeProblem* p);
 
 // The types quantize_fp8 reads and writes (core/dtype.hpp).
 using QuantizeInputs = DTypeList<DType::F16, DType::BF16, DType::F32>;

@@ -21,7 +21,7 @@ int64_t element_bytes(DType t) { return dtype_bytes(t); }
 }  // namespace
 
 Result validate(const DenseView& a, const DenseView& b, const BsrMutView& s, const SddmmOptions& options,
-                SddmmProblem* out) {
+                const DeviceSource& devices, SddmmProblem* out) {
   if (!valid(options.backend))
     return make_result(Status::InvalidArgument, "backend = %d is not a Backend", int(options.backend));
   // S's checks are a BsrView's, n and bn in the place of k and bk.
@@ -58,7 +58,7 @@ Result validate(const DenseView& a, const DenseView& b, const BsrMutView& s, con
   if (s.dtype != a.dtype && s.dtype != DType::F32)
     return make_result(Status::NotSupported, "S must be %s or f32, not %s", dtype_name(a.dtype), dtype_name(s.dtype));
   DeviceInfo device;
-  r = current_device(&device);
+  r = devices.resolve(&device);
   if (!r.ok()) return r;
   *out = SddmmProblem(a, b, s, options.alpha, options.beta, options.backend, device);
   return Result{};
@@ -71,7 +71,7 @@ Result can_implement(const DenseView& a, const DenseView& b, const BsrMutView& s
   if (chosen != nullptr) *chosen = Backend::Auto;
   detail::SddmmProblem p;
   Result r = detail::pending_cuda_error();
-  if (r.ok()) r = detail::validate(a, b, s, options, &p);
+  if (r.ok()) r = detail::validate(a, b, s, options, detail::DeviceSource::current(), &p);
   detail::SddmmSelection sel;
   if (r.ok()) r = detail::select(p, &sel);
   if (r.ok() && chosen != nullptr) *chosen = sel.family->backend;
@@ -82,7 +82,7 @@ Result sddmm(const DenseView& a, const DenseView& b, const BsrMutView& s, const 
              cudaStream_t stream) {
   detail::SddmmProblem p;
   Result r = detail::pending_cuda_error();
-  if (r.ok()) r = detail::validate(a, b, s, options, &p);
+  if (r.ok()) r = detail::validate(a, b, s, options, detail::DeviceSource::of_stream(stream), &p);
   detail::SddmmSelection sel;
   if (r.ok()) r = detail::select(p, &sel);
   if (r.ok() && options.check_indices) r = detail::check_pattern(p.s.row_ptr, p.s.col_idx, p.block_rows(),

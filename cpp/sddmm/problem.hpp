@@ -13,7 +13,9 @@
 //   - A is m x k and B is k x n (k >= 0); views as in cpp/spmm/problem.hpp (ld, spans, data
 //     non-null when non-empty); A and B are F16 or BF16 and equal, S is that type or F32;
 //   - S's values overlap neither A, B nor S's row_ptr and col_idx;
-//   - `device` describes the current device.
+//   - every pointer aligned to its element (S's row_ptr and col_idx 4 bytes; values, A and
+//     B their dtype's size);
+//   - `device` describes the current device, which is the launch stream's.
 #pragma once
 
 #include <sparsek/sddmm.hpp>
@@ -54,15 +56,17 @@ class SddmmProblem {
   SddmmProblem(const DenseView& a_, const DenseView& b_, const BsrMutView& s_, float alpha_, float beta_,
                Backend backend_, const DeviceInfo& device_)
       : a(a_), b(b_), s(s_), alpha(alpha_), beta(beta_), backend(backend_), device(device_) {}
-  friend Result validate(const DenseView&, const DenseView&, const BsrMutView&, const SddmmOptions&, SddmmProblem*);
+  friend Result validate(const DenseView&, const DenseView&, const BsrMutView&, const SddmmOptions&,
+                         const DeviceSource&, SddmmProblem*);
   friend Result sparsek::can_implement(const DenseView&, const DenseView&, const BsrMutView&, const SddmmOptions&,
                                        Backend*);
   friend Result sparsek::sddmm(const DenseView&, const DenseView&, const BsrMutView&, const SddmmOptions&,
                                cudaStream_t);
 };
 
-// The C++ entry's validation (cpp/sddmm/api.cu): every invariant above, into *out.
+// The C++ entry's validation (cpp/sddmm/api.cu): every invariant above, into *out; the device
+// last, from `devices` (core/validate.hpp).
 Result validate(const DenseView& a, const DenseView& b, const BsrMutView& s, const SddmmOptions& options,
-                SddmmProblem* out);
+                const DeviceSource& devices, SddmmProblem* out);
 
 }  // namespace sparsek::detail

@@ -19,8 +19,8 @@ int64_t element_bytes(DType t) { return dtype_bytes(t); }
 
 }  // namespace
 
-Result validate(const BsrView& a, const DenseView& b, const DenseMutView& c, const SpmmOptions& options, Problem* out,
-                const DeviceInfo* known_device) {
+Result validate(const BsrView& a, const DenseView& b, const DenseMutView& c, const SpmmOptions& options,
+                const DeviceSource& devices, Problem* out) {
   if (!valid(options.backend))
     return make_result(Status::InvalidArgument, "backend = %d is not a Backend", int(options.backend));
   if (!valid(options.activation))
@@ -65,6 +65,10 @@ Result validate(const BsrView& a, const DenseView& b, const DenseMutView& c, con
     if (a.nnzb > 0 && (ti.row_idx == nullptr || ti.block_id == nullptr))
       return make_result(Status::InvalidArgument, "transpose_index.row_idx or block_id is null with nnzb = %lld",
                          (long long)a.nnzb);
+    r = check_aligned("transpose_index.col_ptr", ti.col_ptr, alignof(int32_t));
+    if (r.ok()) r = check_aligned("transpose_index.row_idx", ti.row_idx, alignof(int32_t));
+    if (r.ok()) r = check_aligned("transpose_index.block_id", ti.block_id, alignof(int32_t));
+    if (!r.ok()) return r;
   }
   // C is written: it may not overlap an input (C itself cannot overlap: ld covers its
   // contiguous extent, check_dense). Every count below fits int64 bytes (check_bsr).
@@ -109,10 +113,7 @@ Result validate(const BsrView& a, const DenseView& b, const DenseMutView& c, con
       return make_result(Status::NotSupported, "C must be %s or f32, not %s", dtype_name(a.dtype), dtype_name(c.dtype));
   }
   DeviceInfo device;
-  if (known_device != nullptr)
-    device = *known_device;
-  else
-    r = current_device(&device);
+  r = devices.resolve(&device);
   if (!r.ok()) return r;
   // A^T's view passes check_bsr too: its block counts and sizes are A's, swapped.
   *out = Problem(t ? Problem::transposed_view(a, options.transpose_index) : a, b, c, options.alpha, options.beta,
@@ -130,7 +131,7 @@ Result can_implement(const BsrView& a, const DenseView& b, const DenseMutView& c
   if (chosen != nullptr) *chosen = Backend::Auto;
   detail::Problem p;
   Result r = detail::pending_cuda_error();
-  if (r.ok()) r = detail::validate(a, b, c, options, &p);
+  if (r.ok()) r = detail::validate(a, b, c, options, detail::DeviceSource::current(), &p);
   detail::Selection s;
   if (r.ok()) r = detail::select(p, &s);
   if (r.ok() && chosen != nullptr) *chosen = s.family->backend;
@@ -141,7 +142,7 @@ Result spmm(const BsrView& a, const DenseView& b, const DenseMutView& c, const S
             cudaStream_t stream) {
   detail::Problem p;
   Result r = detail::pending_cuda_error();
-  if (r.ok()) r = detail::validate(a, b, c, options, &p);
+  if (r.ok()) r = detail::validate(a, b, c, options, detail::DeviceSource::of_stream(stream), &p);
   detail::Selection s;
   if (r.ok()) r = detail::select(p, &s);
   if (r.ok() && options.check_indices) r = detail::check_indices(p, stream);

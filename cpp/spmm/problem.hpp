@@ -25,10 +25,13 @@
 //     aligned, and (like the bias, which has C's dtype with FP8 A) not overlapping C;
 //     layouts are RowMajor or ColMajor; the backend is a Backend value, the activation
 //     an Activation value; bias is null or 16-byte aligned (m values of the input type);
+//   - every pointer is aligned to its element: row_ptr, col_idx and the transpose index to 4
+//     bytes, values, B and C to their dtype's size (wider vector accesses are the families'
+//     to check);
 //   - the BSR index arrays are valid (row_ptr from 0, non-decreasing, ends at nnzb;
 //     col_idx sorted, unique, < k/bk per block-row): validated on the host (Rust), on the
 //     device (C++ with options.check_indices), or trusted (documented in the C++ header);
-//   - `device` describes the current device;
+//   - `device` describes the current device, which is the launch stream's;
 //   - op(A) = A^T (a_transposed): `a` describes A^T as a BSR of the same blocks, listed by
 //     A's transpose index (transposed_view): m = A's k, k = A's m, bm = A's bk, bk = A's
 //     bm, row_ptr = col_ptr, col_idx = row_idx; the j-th listed block is A's block
@@ -49,6 +52,8 @@ Result sparse_mlp(const MlpView&, const DenseView&, const DenseMutView&, const D
 }  // namespace sparsek
 
 namespace sparsek::detail {
+
+class DeviceSource;  // core/validate.hpp
 
 // The current device, queried once per device per process (cpp/core/validate.cu).
 struct DeviceInfo {
@@ -124,8 +129,8 @@ class Problem {
         bias(bias_),
         activation(activation_),
         device(device_) {}
-  friend Result validate(const BsrView&, const DenseView&, const DenseMutView&, const SpmmOptions&, Problem*,
-                         const DeviceInfo*);
+  friend Result validate(const BsrView&, const DenseView&, const DenseMutView&, const SpmmOptions&,
+                         const DeviceSource&, Problem*);
   friend Result sparsek::can_implement(const BsrView&, const DenseView&, const DenseMutView&, const SpmmOptions&,
                                        Backend*);
   friend Result sparsek::spmm(const BsrView&, const DenseView&, const DenseMutView&, const SpmmOptions&,
@@ -135,10 +140,10 @@ class Problem {
 };
 
 // The C++ entry's validation (cpp/spmm/api.cu): every invariant above, one message each, into
-// *out. Queries the current device, or takes `device` as it (sparse_mlp: both products' views
-// are validated before its one query).
+// *out; the device last, from `devices` (core/validate.hpp: the current device, a stream of
+// another device refused).
 Result validate(const BsrView& a, const DenseView& b, const DenseMutView& c, const SpmmOptions& options,
-                Problem* out, const DeviceInfo* device = nullptr);
+                const DeviceSource& devices, Problem* out);
 
 // The current device's DeviceInfo (cached per device).
 Result current_device(DeviceInfo* out);

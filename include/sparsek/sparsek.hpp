@@ -5,8 +5,14 @@
 // A is block-sparse in BSR form (row_ptr, col_idx, dense bm x bk blocks, each block
 // row-major, blocks stored in col_idx order), B (k x n) and C (m x n) are dense, row- or
 // column-major. Inputs are fp16 or bf16, accumulation is fp32, C is the input type or
-// fp32. Every pointer in the views is a device pointer. When beta == 0, C is not read
-// (it may hold NaN).
+// fp32. Every pointer in the views is a device pointer, aligned to its element: the int32
+// index arrays to 4 bytes, values and dense data to their dtype's size (a kernel family that
+// reads wider vectors says so with NotSupported; a pointer misaligned for its type is
+// InvalidArgument). When beta == 0, C is not read (it may hold NaN).
+//
+// Every call runs on the current device (cudaGetDevice): `stream` must be one of its streams
+// or a default stream (0, cudaStreamLegacy, cudaStreamPerThread); a stream of another device
+// is InvalidArgument, with nothing enqueued.
 //
 // FP8 (E4M3 / E5M2 A, with scales, see ScaleKind):
 //   C = act(alpha * sum over A's blocks (sa * A_blk * B_blk) * sb + bias + beta * C)
@@ -30,7 +36,8 @@ namespace sparsek {
 
 enum class Status : int32_t {
   Success = 0,
-  InvalidArgument = 1,   // a view is malformed (null pointer, bad dims, bad indices)
+  InvalidArgument = 1,   // a view is malformed (null or misaligned pointer, bad dims, bad indices),
+                         // or the stream is another device's
   NotSupported = 2,      // valid, but no kernel (of the chosen backend) takes this case
   CudaError = 3,         // a CUDA call failed; the message says which and why, cuda_error its code
   PendingCudaError = 4,  // a CUDA error was already pending when the call began (cudaPeekAtLastError):

@@ -15,6 +15,14 @@
 // everything). One PASS/FAIL line per case, then "N passed, N failed"; exit status 1 on
 // failure.
 //
+// The device part runs first, in a child process forked before any CUDA call (so its GPUs
+// stay visible): on a GPU, pointers misaligned for their type are refused with nothing
+// written and the CUDA context still healthy afterwards (a misaligned access would be a
+// sticky fault), the stream's device check is CUDA-graph capturable, and with two GPUs a
+// stream of another device than the current one is refused by every entry, nothing written.
+// Without a GPU (or with one, for the two-GPU cases) it says SKIPPED, unless
+// SPARSEK_REQUIRE_GPU (any GPU) or SPARSEK_REQUIRE_GPUS=2 (two) is set: then that is a failure.
+//
 //   cmake --build build --target sparsek_test_api_errors && (cd build && ctest -R api_errors)
 #include <sparsek/attention.hpp>
 #include <sparsek/dense_sparse.hpp>
@@ -23,7 +31,10 @@
 #include <sparsek/sddmm.hpp>
 #include <sparsek/sparsek.hpp>
 
+#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -392,12 +403,418 @@ std::vector<Case> cases() {
     v.b.cols = v.c.cols = v.b.ld = v.c.ld = 8;  // C: 4 KiB, inside its arena
     v.options.transpose_index.block_id = static_cast<const int32_t*>(v.c.data);
   });
+
+  // Every pointer a kernel addresses through a typed pointer must be aligned to its type (a
+  // misaligned access faults and ends the CUDA context): the index arrays to 4 bytes, values,
+  // B and C to their dtype's size. Wider vector accesses are the families' own concern.
+  add("A.row_ptr 2 bytes off 4-byte alignment", bad, "row_ptr", [](Views& v) {
+    v.a.row_ptr = static_cast<const int32_t*>(shifted(v.a.row_ptr, 2));
+  });
+  add("A.row_ptr 1 byte off, m = 0 (nothing stored)", bad, "4-byte aligned", [](Views& v) {
+    v.a.m = v.c.rows = 0, v.a.nnzb = 0;
+    v.a.row_ptr = static_cast<const int32_t*>(shifted(v.a.row_ptr, 1));
+  });
+  add("A.col_idx 3 bytes off 4-byte alignment", bad, "col_idx", [](Views& v) {
+    v.a.col_idx = static_cast<const int32_t*>(shifted(v.a.col_idx, 3));
+  });
+  add("A.values at an odd address (f16)", bad, "A.values is not 2-byte aligned", [](Views& v) {
+    v.a.values = shifted(v.a.values, 1);
+  });
+  add("B.data at an odd address (f16)", bad, "B.data is not 2-byte aligned", [](Views& v) {
+    v.b.data = shifted(v.b.data, 1);
+  });
+  add("C.data at an odd address (f16)", bad, "C.data is not 2-byte aligned", [](Views& v) {
+    v.c.data = shifted(v.c.data, 1);
+  });
+  add("f32 C.data 2 bytes off 4-byte alignment", bad, "C.data is not 4-byte aligned", [](Views& v) {
+    v.c.dtype = DType::F32;
+    v.c.data = shifted(v.c.data, 2);
+  });
+  add("B.data at an odd address with n = 0 (no element)", bad, "B.data", [](Views& v) {
+    v.b.cols = v.c.cols = 0;
+    v.b.ld = v.c.ld = 1;
+    v.b.data = shifted(v.b.data, 1);
+  });
+  add("A^T: transpose_index.block_id 2 bytes off", bad, "transpose_index.block_id", [=](Views& v) {
+    transposed(v);
+    v.options.transpose_index.block_id = static_cast<const int32_t*>(shifted(v.a.col_idx, 2));
+  });
+  add("A^T: transpose_index.col_ptr 1 byte off", bad, "transpose_index.col_ptr", [=](Views& v) {
+    transposed(v);
+    v.options.transpose_index.col_ptr = static_cast<const int32_t*>(shifted(v.a.row_ptr, 1));
+  });
+  // ... but element alignment is all validation asks: a 2-byte aligned B and C (the Decode
+  // family reads them element-wise), FP8 values at any address, and a misaligned transpose
+  // index that op(A) = A never reads all reach the device.
+  add("control: B and C 2 bytes off 16-byte alignment", reached, "device", [](Views& v) {
+    v.b.data = shifted(v.b.data, 2);
+    v.c.data = shifted(v.c.data, 6);
+  });
+  add("control: E4M3 A.values at an odd address, f16 B (W8A16)", reached, "device", [](Views& v) {
+    v.a.dtype = DType::E4M3;
+    v.a.values = shifted(v.a.values, 1);
+  });
+  add("control: op(A) = A with a misaligned (unread) transpose index", reached, "device", [](Views& v) {
+    v.options.transpose_index.col_ptr = static_cast<const int32_t*>(shifted(v.a.row_ptr, 1));
+  });
   return v;
+}
+
+
+// ---- the device part (a child process with the GPUs visible) ---------------------------
+
+struct DeviceTally {
+  int passed = 0, failed = 0;
+  void report(bool ok, const std::string& name, const std::string& detail) {
+    (ok ? passed : failed)++;
+    std::printf("%s device: %s: %s\n", ok ? "PASS" : "FAIL", name.c_str(), detail.c_str());
+    std::fflush(stdout);
+  }
+};
+
+std::string cuda_why(cudaError_t e, const char* what) {
+  return std::string(what) + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
+}
+
+// A device buffer of `bytes` (and some slack, so that a pointer moved by a few bytes stays
+// inside it), filled with the poison; freed when the process exits.
+struct DeviceBuffer {
+  static constexpr size_t kSlack = 64;
+  uint8_t* ptr = nullptr;
+  size_t bytes = 0;
+  explicit DeviceBuffer(size_t n) : bytes(n) {
+    void* raw = nullptr;
+    if (cudaMalloc(&raw, n + kSlack) != cudaSuccess || cudaMemset(raw, kPoison, n + kSlack) != cudaSuccess) {
+      std::printf("FAIL device: setup: cudaMalloc/cudaMemset of %zu bytes\n", n);
+      std::fflush(stdout);
+      _exit(1);
+    }
+    ptr = static_cast<uint8_t*>(raw);
+  }
+  // Whether every byte (the slack too) still holds the poison.
+  bool poisoned() const {
+    std::vector<uint8_t> host(bytes + kSlack);
+    if (cudaMemcpy(host.data(), ptr, host.size(), cudaMemcpyDeviceToHost) != cudaSuccess) return false;
+    return std::all_of(host.begin(), host.end(), [](uint8_t x) { return x == kPoison; });
+  }
+  void upload(const void* src, size_t n) const {
+    if (cudaMemcpy(ptr, src, n, cudaMemcpyHostToDevice) != cudaSuccess) {
+      std::printf("FAIL device: setup: cudaMemcpy\n");
+      std::fflush(stdout);
+      _exit(1);
+    }
+  }
+};
+
+// Uniform in [-1, -1/8] u [1/8, 1]: never zero.
+struct Lcg {
+  uint64_t x;
+  float next() {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    const float mag = 0.125f + 0.875f * float((x >> 40) & 0xffffff) / float(1 << 24);
+    return ((x >> 39) & 1) != 0 ? mag : -mag;
+  }
+};
+
+// The device operands of C = A * B (f16): A 128 x 128 in 64 x 64 blocks (0, 0), (0, 1),
+// (1, 1); B 128 x 8 and C 128 x 8, column-major (x and y^T of y = x W^T); every array in a
+// poisoned buffer of its own; `ref` the f64 product of the f16 values.
+struct Product {
+  static constexpr int kM = 128, kK = 128, kN = 8, kB = 64, kNnzb = 3;
+  DeviceBuffer row_ptr{3 * 4}, col_idx{kNnzb * 4}, values{size_t(kNnzb) * kB * kB * 2}, b{size_t(kK) * kN * 2},
+      c{size_t(kM) * kN * 2};
+  std::vector<double> ref = std::vector<double>(size_t(kM) * kN, 0.0);
+
+  explicit Product(uint64_t seed) {
+    const int32_t rp[] = {0, 2, 3}, ci[] = {0, 1, 1}, block_row[] = {0, 0, 1};
+    row_ptr.upload(rp, sizeof(rp));
+    col_idx.upload(ci, sizeof(ci));
+    Lcg rng{seed};
+    std::vector<__half> a_h(size_t(kNnzb) * kB * kB), b_h(size_t(kK) * kN);
+    std::vector<double> a_d(a_h.size()), b_d(b_h.size());
+    for (size_t i = 0; i < a_h.size(); ++i) a_h[i] = __float2half(rng.next()), a_d[i] = __half2float(a_h[i]);
+    for (size_t i = 0; i < b_h.size(); ++i) b_h[i] = __float2half(rng.next()), b_d[i] = __half2float(b_h[i]);
+    values.upload(a_h.data(), a_h.size() * 2);
+    b.upload(b_h.data(), b_h.size() * 2);
+    for (int blk = 0; blk < kNnzb; ++blk)
+      for (int r = 0; r < kB; ++r)
+        for (int q = 0; q < kB; ++q)
+          for (int j = 0; j < kN; ++j) {
+            const int row = block_row[blk] * kB + r, col = ci[blk] * kB + q;
+            ref[size_t(j) * kM + row] += a_d[(size_t(blk) * kB + r) * kB + q] * b_d[size_t(j) * kK + col];
+          }
+  }
+  BsrView a() const {
+    BsrView v;
+    v.m = kM, v.k = kK, v.bm = kB, v.bk = kB, v.nnzb = kNnzb;
+    v.row_ptr = reinterpret_cast<const int32_t*>(row_ptr.ptr);
+    v.col_idx = reinterpret_cast<const int32_t*>(col_idx.ptr);
+    v.values = values.ptr;
+    v.dtype = DType::F16;
+    return v;
+  }
+  DenseView b_view() const { return DenseView{b.ptr, kK, kN, kK, Layout::ColMajor, DType::F16}; }
+  DenseMutView c_view() const { return DenseMutView{c.ptr, kM, kN, kM, Layout::ColMajor, DType::F16}; }
+  // ||C - ref|| / ||ref|| of C as the device holds it (infinite when unreadable).
+  double rel_err() const {
+    std::vector<__half> got(size_t(kM) * kN);
+    if (cudaMemcpy(got.data(), c.ptr, got.size() * 2, cudaMemcpyDeviceToHost) != cudaSuccess) return INFINITY;
+    double num = 0, den = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      const double d = double(__half2float(got[i])) - ref[i];
+      num += d * d, den += ref[i] * ref[i];
+    }
+    return std::sqrt(num / den);
+  }
+};
+
+// "" when no CUDA error is pending and the device synchronizes (the context is healthy).
+std::string context_why() {
+  cudaError_t e = cudaDeviceSynchronize();
+  if (e != cudaSuccess) return cuda_why(e, "cudaDeviceSynchronize");
+  e = cudaPeekAtLastError();
+  if (e != cudaSuccess) return cuda_why(e, "a pending error");
+  return "";
+}
+
+// A refusal: InvalidArgument with `keyword`, `outputs` still poisoned, the context healthy.
+void expect_refused(DeviceTally& t, const char* name, const sparsek::Result& r, const char* keyword,
+                    std::initializer_list<const DeviceBuffer*> outputs) {
+  std::string why;
+  if (r.status != Status::InvalidArgument)
+    why = std::string("returned ") + status_name(r.status) + ", want InvalidArgument: \"" + r.message + "\"";
+  else if (!contains_nocase(r.message, keyword))
+    why = std::string("message does not mention \"") + keyword + "\": \"" + r.message + "\"";
+  if (why.empty()) why = context_why();
+  for (const DeviceBuffer* b : outputs)
+    if (why.empty() && !b->poisoned()) why = "an output was written";
+  t.report(why.empty(), name, why.empty() ? r.message : why);
+}
+
+// "" when `r` succeeded, the work on `stream` completed and C matches the reference.
+std::string ran_right(const sparsek::Result& r, cudaStream_t stream, const Product& p, double* err) {
+  *err = INFINITY;
+  if (!r.ok()) return std::string("returned ") + status_name(r.status) + ": " + r.message;
+  const cudaError_t e = cudaStreamSynchronize(stream);
+  if (e != cudaSuccess) return cuda_why(e, "cudaStreamSynchronize");
+  std::string why = context_why();
+  if (!why.empty()) return why;
+  *err = p.rel_err();
+  return *err < 1e-2 ? "" : "relative error " + std::to_string(*err);
+}
+
+// An MLP over the product's arrays, for refusals only (its down weight's indices do not
+// describe it): gate_up = A (one gate and up pair of 64-row blocks, hidden 128), down A's
+// arrays as a 128 x 64 weight of two blocks, x = B; h 64 x 8 and y 128 x 8 of their own.
+struct Mlp {
+  const Product& p;
+  DeviceBuffer h{64 * Product::kN * 2}, y{128 * Product::kN * 2};
+  sparsek::MlpView view() const {
+    sparsek::MlpView m;
+    m.gate_up = p.a();
+    m.down = p.a();
+    m.down.k = 64, m.down.nnzb = 2;
+    return m;
+  }
+  DenseMutView h_view() const { return DenseMutView{h.ptr, 64, Product::kN, 64, Layout::ColMajor, DType::F16}; }
+  DenseMutView y_view() const { return DenseMutView{y.ptr, 128, Product::kN, 128, Layout::ColMajor, DType::F16}; }
+};
+
+int device_part() {
+  DeviceTally t;
+  const bool require = std::getenv("SPARSEK_REQUIRE_GPU") != nullptr;
+  const char* gpus = std::getenv("SPARSEK_REQUIRE_GPUS");
+  const bool require_two = gpus != nullptr && std::atoi(gpus) >= 2;
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    const std::string why = e != cudaSuccess ? cuda_why(e, "cudaGetDeviceCount") : "no device";
+    if (require || require_two) {
+      t.report(false, "a GPU", "SPARSEK_REQUIRE_GPU(S) is set but " + why);
+      return 1;
+    }
+    std::printf("SKIPPED the device part: no GPU (%s)\n", why.c_str());
+    return 0;
+  }
+  if (cudaSetDevice(0) != cudaSuccess) {
+    t.report(false, "setup", "cudaSetDevice(0)");
+    return 1;
+  }
+  const Product p(20250045);
+  const BsrView a = p.a();
+  const SpmmOptions plain;
+
+  // Pointers misaligned for their type, on device memory: refused before any launch (a
+  // launch would fault on the misaligned address and end the context, so the next calls and
+  // cudaDeviceSynchronize would fail), nothing written.
+  {
+    DenseView b = p.b_view();
+    b.data = shifted(b.data, 1);
+    expect_refused(t, "spmm: B at an odd address", sparsek::spmm(a, b, p.c_view(), plain, nullptr), "B.data", {&p.c});
+    DenseMutView c = p.c_view();
+    c.data = shifted(c.data, 1);
+    expect_refused(t, "spmm: C at an odd address", sparsek::spmm(a, p.b_view(), c, plain, nullptr), "C.data", {&p.c});
+    BsrView bad = a;
+    bad.row_ptr = static_cast<const int32_t*>(shifted(a.row_ptr, 2));
+    SpmmOptions checked;
+    checked.check_indices = true;  // the index check's kernel reads row_ptr first
+    expect_refused(t, "spmm(check_indices): A.row_ptr 2 bytes off",
+                   sparsek::spmm(bad, p.b_view(), p.c_view(), checked, nullptr), "row_ptr", {&p.c});
+    bad = a, bad.values = shifted(a.values, 1);
+    const DeviceBuffer q_values{size_t(Product::kNnzb) * 64 * 64}, q_scales{Product::kNnzb * 4};
+    sparsek::QuantizedBsrOut out;
+    out.values = q_values.ptr;
+    out.scales = reinterpret_cast<float*>(q_scales.ptr);
+    expect_refused(t, "quantize_fp8: f16 A.values at an odd address", sparsek::quantize_fp8(bad, out, nullptr),
+                   "A.values", {&q_values, &q_scales});
+    const Mlp mlp{p};
+    DenseView x = p.b_view();
+    x.data = shifted(x.data, 1);
+    expect_refused(t, "sparse_mlp: x at an odd address",
+                   sparsek::sparse_mlp(mlp.view(), x, mlp.h_view(), mlp.y_view(), nullptr), "x.data",
+                   {&mlp.h, &mlp.y});
+    DenseMutView h = mlp.h_view();
+    h.data = shifted(h.data, 1);
+    expect_refused(t, "sparse_mlp: h at an odd address",
+                   sparsek::sparse_mlp(mlp.view(), p.b_view(), h, mlp.y_view(), nullptr), "h.data",
+                   {&mlp.h, &mlp.y});
+    DenseMutView y = mlp.y_view();
+    y.data = shifted(y.data, 1);
+    expect_refused(t, "sparse_mlp: y at an odd address",
+                   sparsek::sparse_mlp(mlp.view(), p.b_view(), mlp.h_view(), y, nullptr), "y.data",
+                   {&mlp.h, &mlp.y});
+    // The context is alive: the product, well-formed, runs and is right.
+    double err = 0;
+    const std::string why = ran_right(sparsek::spmm(a, p.b_view(), p.c_view(), plain, nullptr), nullptr, p, &err);
+    t.report(why.empty(), "after the refusals, a well-formed spmm runs right",
+             why.empty() ? "rel err " + std::to_string(err) : why);
+  }
+
+  // The stream's device check inside CUDA-graph capture (it synchronizes nothing): spmm
+  // captured on a stream of the current device, replayed, against the f64 reference.
+  {
+    cudaStream_t s = nullptr;
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    std::string why;
+    cudaError_t ce = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    if (ce == cudaSuccess) ce = cudaMemset(p.c.ptr, 0xff, p.c.bytes);  // NaN (beta = 0: C is not read)
+    if (ce == cudaSuccess) ce = cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+    if (ce != cudaSuccess) why = cuda_why(ce, "setting up the capture");
+    sparsek::Result r;
+    if (why.empty()) {
+      r = sparsek::spmm(a, p.b_view(), p.c_view(), plain, s);
+      ce = cudaStreamEndCapture(s, &graph);
+      if (!r.ok()) why = std::string("spmm while capturing: ") + r.message;
+      else if (ce != cudaSuccess) why = cuda_why(ce, "cudaStreamEndCapture");
+    }
+    if (why.empty() && (ce = cudaGraphInstantiate(&exec, graph, 0)) != cudaSuccess)
+      why = cuda_why(ce, "cudaGraphInstantiate");
+    if (why.empty() && (ce = cudaGraphLaunch(exec, s)) != cudaSuccess) why = cuda_why(ce, "cudaGraphLaunch");
+    double err = 0;
+    if (why.empty()) why = ran_right(r, s, p, &err);
+    t.report(why.empty(), "spmm captured into a CUDA graph on a stream of the current device, replayed",
+             why.empty() ? "rel err " + std::to_string(err) : why);
+    if (exec != nullptr) (void)cudaGraphExecDestroy(exec);
+    if (graph != nullptr) (void)cudaGraphDestroy(graph);
+    if (s != nullptr) (void)cudaStreamDestroy(s);
+  }
+
+  // A stream of another device than the current one: refused by every entry before anything
+  // is enqueued (row selection, device limits and scratch memory are the current device's).
+  if (count < 2) {
+    if (require_two)
+      t.report(false, "two GPUs", "SPARSEK_REQUIRE_GPUS=2 is set but one GPU was found");
+    else
+      std::printf("SKIPPED the two-GPU part (a stream of another device): one GPU\n");
+  } else {
+    cudaStream_t s1 = nullptr, s0 = nullptr;
+    if (cudaSetDevice(1) != cudaSuccess || cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking) != cudaSuccess ||
+        cudaSetDevice(0) != cudaSuccess || cudaStreamCreateWithFlags(&s0, cudaStreamNonBlocking) != cudaSuccess) {
+      t.report(false, "setup", "a stream on each of devices 0 and 1");
+      return 1;
+    }
+    const char* foreign = "stream belongs to device 1";
+    expect_refused(t, "spmm on device 1's stream, device 0 current",
+                   sparsek::spmm(a, p.b_view(), p.c_view(), plain, s1), foreign, {&p.c});
+    SpmmOptions checked;
+    checked.check_indices = true;
+    expect_refused(t, "spmm(check_indices) on device 1's stream",
+                   sparsek::spmm(a, p.b_view(), p.c_view(), checked, s1), foreign, {&p.c});
+    const Mlp mlp{p};
+    expect_refused(t, "sparse_mlp on device 1's stream",
+                   sparsek::sparse_mlp(mlp.view(), p.b_view(), mlp.h_view(), mlp.y_view(), s1), foreign,
+                   {&mlp.h, &mlp.y});
+    const DeviceBuffer q_values{size_t(Product::kNnzb) * 64 * 64}, q_scales{Product::kNnzb * 4};
+    sparsek::QuantizedBsrOut out;
+    out.values = q_values.ptr;
+    out.scales = reinterpret_cast<float*>(q_scales.ptr);
+    expect_refused(t, "quantize_fp8 on device 1's stream", sparsek::quantize_fp8(a, out, s1), foreign,
+                   {&q_values, &q_scales});
+    // SDDMM: S (A's pattern, values of its own) = X (128 x 8) * Y (8 x 128), both B's memory.
+    const DeviceBuffer s_values{size_t(Product::kNnzb) * 64 * 64 * 2};
+    sparsek::BsrMutView sv;
+    sv.m = 128, sv.n = 128, sv.bm = 64, sv.bn = 64, sv.nnzb = Product::kNnzb;
+    sv.row_ptr = a.row_ptr, sv.col_idx = a.col_idx, sv.values = s_values.ptr;
+    const DenseView sx{p.b.ptr, 128, 8, 128, Layout::ColMajor, DType::F16};
+    const DenseView sy{p.b.ptr, 8, 128, 8, Layout::ColMajor, DType::F16};
+    expect_refused(t, "sddmm on device 1's stream", sparsek::sddmm(sx, sy, sv, sparsek::SddmmOptions{}, s1), foreign,
+                   {&s_values});
+    // Attention: Q = K = V (A's values as [1, 1, 128, 64] f16), O of its own.
+    const DeviceBuffer o_buf{size_t(128) * 64 * 2};
+    const sparsek::HeadsView qkv = sparsek::packed_heads(p.values.ptr, 1, 1, 128, 64, DType::F16);
+    const sparsek::HeadsMutView o = sparsek::packed_heads_mut(o_buf.ptr, 1, 1, 128, 64, DType::F16);
+    expect_refused(t, "attention on device 1's stream",
+                   sparsek::attention(qkv, qkv, qkv, o, nullptr, nullptr, sparsek::AttentionOptions{}, s1), foreign,
+                   {&o_buf});
+    const DeviceBuffer rows{4 * 4}, cols{4 * 4};
+    sparsek::TopkGatingOptions go;
+    go.top_k = 1;
+    sparsek::BlockMaskView mask;
+    mask.block_q = -7;
+    expect_refused(t, "block_topk on device 1's stream",
+                   sparsek::block_topk(qkv, qkv, go, reinterpret_cast<int32_t*>(rows.ptr),
+                                       reinterpret_cast<int32_t*>(cols.ptr), &mask, s1),
+                   foreign, {&rows, &cols});
+    expect_refused(t, "block_topk_scores on device 1's stream",
+                   sparsek::block_topk_scores(reinterpret_cast<const float*>(p.values.ptr), 1, 1, 128, 128, go,
+                                              reinterpret_cast<int32_t*>(rows.ptr),
+                                              reinterpret_cast<int32_t*>(cols.ptr), &mask, s1),
+                   foreign, {&rows, &cols});
+    t.report(mask.block_q == -7, "block_topk*: the mask view unwritten after the refusals", "");
+    // Device 1 current, device 0's stream: refused the other way round.
+    if (cudaSetDevice(1) != cudaSuccess) {
+      t.report(false, "setup", "cudaSetDevice(1)");
+    } else {
+      expect_refused(t, "spmm on device 0's stream, device 1 current",
+                     sparsek::spmm(a, p.b_view(), p.c_view(), plain, s0), "stream belongs to device 0", {});
+      (void)cudaSetDevice(0);
+    }
+    // ... and on device 0's own stream the product runs, right.
+    double err = 0;
+    const std::string why = ran_right(sparsek::spmm(a, p.b_view(), p.c_view(), plain, s0), s0, p, &err);
+    t.report(why.empty(), "spmm on device 0's stream, device 0 current",
+             why.empty() ? "rel err " + std::to_string(err) : why);
+  }
+  std::printf("device part: %d passed, %d failed\n", t.passed, t.failed);
+  return t.failed == 0 ? 0 : 1;
 }
 
 }  // namespace
 
 int main() {
+  // The device part in a child process forked before any CUDA call, so that it sees the GPUs
+  // this process hides next.
+  std::fflush(stdout);
+  const pid_t child = fork();
+  if (child == 0) {
+    const int rc = device_part();
+    std::fflush(stdout);
+    _exit(rc);
+  }
+  int child_status = 0;
+  const bool device_ok = child > 0 && waitpid(child, &child_status, 0) == child && WIFEXITED(child_status) &&
+                         WEXITSTATUS(child_status) == 0;
   // Hide every GPU before the first CUDA call: a view that validation lets through then
   // fails at the device query on every machine, with or without a GPU.
   setenv("CUDA_VISIBLE_DEVICES", "", 1);
@@ -827,6 +1244,137 @@ int main() {
     m2 = mlp, m2.gate_up.m = 192;
     expect("sparse_mlp: gate_up of three block-rows", run(m2, h, y), bad_status(), "even number");
   }
+  // Pointers misaligned for their type, entry by entry (spmm's are cases above): refused
+  // before the device query, naming the operand, nothing touched.
+  {
+    const Views v = base(mem);
+    // dense_spmm: D (f16) at an odd address.
+    {
+      SpmmOptions o;
+      o.transpose_index.col_ptr = v.a.row_ptr, o.transpose_index.row_idx = v.a.col_idx;
+      o.transpose_index.block_id = v.a.col_idx;
+      const DenseView d{shifted(mem.b.data(), 1), 48, 128, 128, Layout::RowMajor, DType::F16};
+      DenseMutView c{mem.c.data(), 48, 128, 128, Layout::RowMajor, DType::F16};
+      expect("dense_spmm: D at an odd address", sparsek::dense_spmm(d, v.a, c, o, nullptr), bad_status(),
+             "2-byte aligned");
+    }
+    // sddmm: A, B, S.values, S.row_ptr, S.col_idx.
+    {
+      const DenseView a{mem.b.data(), 128, 64, 64, Layout::RowMajor, DType::F16};
+      const DenseView b{mem.c.data(), 64, 128, 64, Layout::ColMajor, DType::F16};
+      sparsek::BsrMutView s;
+      s.m = 128, s.n = 128, s.bm = 64, s.bn = 64, s.nnzb = 2;
+      s.row_ptr = reinterpret_cast<const int32_t*>(mem.row_ptr.data());
+      s.col_idx = reinterpret_cast<const int32_t*>(mem.col_idx.data());
+      s.values = mem.values.data();
+      sparsek::SddmmOptions o;
+      DenseView odd = a;
+      odd.data = shifted(a.data, 1);
+      expect("sddmm: A at an odd address", sparsek::sddmm(odd, b, s, o, nullptr), bad_status(), "A.data");
+      odd = b, odd.data = shifted(b.data, 3);
+      expect("sddmm: B at an odd address", sparsek::can_implement(a, odd, s, o, nullptr), bad_status(), "B.data");
+      sparsek::BsrMutView so = s;
+      so.dtype = DType::F32;
+      so.values = shifted(s.values, 2);
+      expect("sddmm: f32 S.values 2 bytes off", sparsek::sddmm(a, b, so, o, nullptr), bad_status(),
+             "S.values is not 4-byte aligned");
+      so = s, so.row_ptr = static_cast<const int32_t*>(shifted(s.row_ptr, 2));
+      expect("sddmm: S.row_ptr 2 bytes off", sparsek::sddmm(a, b, so, o, nullptr), bad_status(), "S.row_ptr");
+      so = s, so.col_idx = static_cast<const int32_t*>(shifted(s.col_idx, 1));
+      expect("sddmm: S.col_idx 1 byte off", sparsek::sddmm(a, b, so, o, nullptr), bad_status(), "S.col_idx");
+    }
+    // attention: Q, K, V, O at odd addresses (the lse and mask arrays were checked before).
+    {
+      using sparsek::HeadsMutView;
+      using sparsek::HeadsView;
+      const HeadsView q = sparsek::packed_heads(mem.b.data(), 1, 2, 8, 64, DType::BF16);
+      const HeadsView kv = sparsek::packed_heads(mem.values.data(), 1, 2, 8, 64, DType::BF16);
+      const HeadsMutView o = sparsek::packed_heads_mut(mem.c.data(), 1, 2, 8, 64, DType::BF16);
+      const sparsek::AttentionOptions opt;
+      HeadsView odd = q;
+      odd.data = shifted(q.data, 1);
+      expect("attention: Q at an odd address", sparsek::attention(odd, kv, kv, o, nullptr, nullptr, opt, nullptr),
+             bad_status(), "Q.data is not 2-byte aligned");
+      odd = kv, odd.data = shifted(kv.data, 1);
+      expect("attention: V at an odd address", sparsek::attention(q, kv, odd, o, nullptr, nullptr, opt, nullptr),
+             bad_status(), "V.data");
+      HeadsMutView odd_o = o;
+      odd_o.data = shifted(o.data, 1);
+      expect("attention: O at an odd address",
+             sparsek::can_implement(q, kv, kv, odd_o, nullptr, nullptr, opt, nullptr), bad_status(), "O.data");
+      // The top-k gating reads Q and K the same way.
+      sparsek::TopkGatingOptions go;
+      go.top_k = 1;
+      sparsek::BlockMaskView out;
+      out.block_q = -7;
+      odd = kv, odd.data = shifted(kv.data, 1);
+      expect("block_topk: K at an odd address",
+             sparsek::block_topk(q, odd, go, reinterpret_cast<int32_t*>(mem.row_ptr.data()),
+                                 reinterpret_cast<int32_t*>(mem.col_idx.data()), &out, nullptr),
+             bad_status(), "K.data");
+      const bool untouched = out.block_q == -7;
+      std::printf("%s block_topk: the mask view unwritten after the refusal\n", untouched ? "PASS" : "FAIL");
+      (untouched ? passed : failed)++;
+    }
+    // quantize_fp8: A's values (f16 at an odd address, f32 at 2 bytes off) and index arrays.
+    {
+      sparsek::QuantizedBsrOut out;
+      out.values = mem.b.data();
+      out.scales = reinterpret_cast<float*>(mem.c.data());
+      BsrView a = v.a;
+      a.values = shifted(v.a.values, 1);
+      expect("quantize_fp8: f16 A.values at an odd address", sparsek::quantize_fp8(a, out, nullptr), bad_status(),
+             "A.values is not 2-byte aligned");
+      a = v.a, a.dtype = DType::F32, a.values = shifted(v.a.values, 2);
+      expect("quantize_fp8: f32 A.values 2 bytes off", sparsek::quantize_fp8(a, out, nullptr), bad_status(),
+             "A.values is not 4-byte aligned");
+      a = v.a, a.row_ptr = static_cast<const int32_t*>(shifted(v.a.row_ptr, 2));
+      expect("quantize_fp8: A.row_ptr 2 bytes off", sparsek::quantize_fp8(a, out, nullptr), bad_status(), "row_ptr");
+      a = v.a, a.dtype = DType::F32, a.values = shifted(v.a.values, 4);
+      expect("quantize_fp8: control, f32 A.values 4-byte aligned (not 16)", sparsek::quantize_fp8(a, out, nullptr),
+             Status::CudaError, "device");
+      sparsek::QuantizedBsrOut odd = out;
+      odd.values = shifted(out.values, 1);
+      expect("quantize_fp8: control, E4M3 out.values at an odd address", sparsek::quantize_fp8(v.a, odd, nullptr),
+             Status::CudaError, "device");
+    }
+    // sparse_mlp: x, h and y, named as the MLP's operands; the weights' arrays as each
+    // product's A.
+    {
+      sparsek::MlpView mlp;
+      mlp.gate_up = v.a;
+      mlp.down = v.a;
+      mlp.down.k = 64, mlp.down.nnzb = 2;
+      mlp.down.values = mem.values.data() + 32768;
+      const DenseView x = v.b;
+      // y well after h, so that h moved by a byte still overlaps nothing.
+      const DenseMutView h{mem.c.data(), 64, 64, 64, Layout::RowMajor, DType::F16};
+      const DenseMutView y{mem.c.data() + 16384, 128, 64, 64, Layout::RowMajor, DType::F16};
+      expect("sparse_mlp: control for the cases below", sparsek::sparse_mlp(mlp, x, h, y, nullptr), Status::CudaError,
+             "device");
+      DenseView odd_x = x;
+      odd_x.data = shifted(x.data, 1);
+      expect("sparse_mlp: x at an odd address", sparsek::sparse_mlp(mlp, odd_x, h, y, nullptr), bad_status(),
+             "x.data is not 2-byte aligned");
+      DenseMutView odd = h;
+      odd.data = shifted(h.data, 1);
+      expect("sparse_mlp: h at an odd address", sparsek::sparse_mlp(mlp, x, odd, y, nullptr), bad_status(),
+             "h.data is not 2-byte aligned");
+      odd = y, odd.data = shifted(y.data, 1);
+      expect("sparse_mlp: y at an odd address", sparsek::sparse_mlp(mlp, x, h, odd, nullptr), bad_status(),
+             "y.data is not 2-byte aligned");
+      odd = y, odd.dtype = DType::F32, odd.data = shifted(y.data, 2);
+      expect("sparse_mlp: f32 y 2 bytes off", sparsek::sparse_mlp(mlp, x, h, odd, nullptr), bad_status(),
+             "y.data is not 4-byte aligned");
+      sparsek::MlpView m2 = mlp;
+      m2.down.col_idx = static_cast<const int32_t*>(shifted(mlp.down.col_idx, 2));
+      expect("sparse_mlp: down.col_idx 2 bytes off", sparsek::sparse_mlp(m2, x, h, y, nullptr), bad_status(),
+             "the down product: A.row_ptr or A.col_idx");
+      m2 = mlp, m2.gate_up.values = shifted(mlp.gate_up.values, 1);
+      expect("sparse_mlp: gate_up.values at an odd address", sparsek::sparse_mlp(m2, x, h, y, nullptr), bad_status(),
+             "the gate and up product: A.values");
+    }
+  }
   // CUDA errors without a GPU: the device query's refusal carries its cudaError_t, and a
   // runtime that cannot start (every GPU hidden, or no driver) is reported as that
   // CudaError, not as an error the caller left pending. The pending-error cases need a GPU
@@ -847,6 +1395,10 @@ int main() {
     Backend chosen = Backend::Hopper;
     const sparsek::Result c = sparsek::can_implement(v.a, v.b, v.c, v.options, &chosen);
     check("can_implement writes *chosen = Auto on failure", !c.ok() && chosen == Backend::Auto, c.message);
+  }
+  if (!device_ok) {
+    std::printf("FAIL the device part (%s)\n", child < 0 ? "fork failed" : "its lines are above");
+    ++failed;
   }
   std::printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;

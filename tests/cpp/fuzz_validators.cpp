@@ -4,7 +4,11 @@
 // attention and its can_implement, block_topk_nnzb, block_topk, block_topk_scores,
 // quantize_fp8 — with
 // huge, zero, negative and INT64_MIN/MAX sizes, strides and leading dimensions, enum values
-// outside their range, null, misaligned, wild and overlapping pointers, and mismatched dims.
+// outside their range, null, misaligned (by 1 .. alignment - 1 bytes off what the pointer's
+// type needs), wild and overlapping pointers, and mismatched dims. Each draw also goes to
+// the entry's validator (sparsek::detail, cpp/ on the include path) with the devices drawn:
+// the current one and the stream's, another one a quarter of the time (see "the validators,
+// handed their devices" below).
 //
 // Every pointer is null, wild (never mapped) or points into a poisoned host arena of one page;
 // the arenas sit 2 MiB apart in a reserved region whose other pages are inaccessible, so a
@@ -15,9 +19,11 @@
 //
 // Each case is also judged by a model of the documented rules written here, independently
 // of the library (__int128 arithmetic: dims, block counts, overflow of every size, enums,
-// null and misaligned pointers, output overlap): the library must return InvalidArgument
-// exactly where the model finds a malformed view, NotSupported where only the dtype
-// combination is unsupported, and CudaError (the device query) everywhere else. Checked as
+// null pointers and pointers misaligned for their type, output overlap): the library must
+// return InvalidArgument exactly where the model finds a malformed view, NotSupported where
+// only the dtype combination is unsupported, and CudaError (the device query) everywhere else
+// (a validator handed its devices: InvalidArgument for a stream of another device, else
+// Success). Checked as
 // well: every status is a Status value, every failure's message starts with exactly one
 // "sparsek: ", *chosen is Auto after a failure, outputs (*nnzb, *mask) are written only on success, and
 // block_topk_nnzb's count equals the model's. One line per entry point, then
@@ -31,6 +37,13 @@
 #include <sparsek/quantize.hpp>
 #include <sparsek/sddmm.hpp>
 #include <sparsek/sparsek.hpp>
+
+// The entries' validators (not installed: the build puts cpp/ on this test's include path).
+#include "attention/gating.hpp"
+#include "attention/problem.hpp"
+#include "core/validate.hpp"
+#include "quantize/problem.hpp"
+#include "sddmm/problem.hpp"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -46,6 +59,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -185,6 +199,18 @@ void* in_slot(Rng& rng, const Arenas& mem, int slot) {
   return mem.slot(slot) + (rng.bits() % (kArena / 2)) / 16 * 16;
 }
 
+// `p` moved off an `align`-byte boundary by 1 .. align - 1 bytes (the alignment a pointer of
+// its type needs; by 1 .. 15 where that is one byte), or one time in four by a multiple of
+// `align` (still aligned: a control). Null stays null.
+template <class T>
+T* misalign(Rng& rng, T* p, int64_t align) {
+  if (p == nullptr) return p;
+  const int64_t a = std::max<int64_t>(align, 1);
+  const int64_t delta = rng.chance(0.25) ? a * rng.range(-2, 2) : a > 1 ? rng.range(1, a - 1) : rng.range(1, 15);
+  using Byte = std::conditional_t<std::is_const_v<T>, const uint8_t, uint8_t>;
+  return reinterpret_cast<T*>(reinterpret_cast<Byte*>(p) + delta);
+}
+
 // ---- the model: the documented rules, in __int128 --------------------------------------
 
 enum class Want { Invalid, Unsupported, Reached };
@@ -244,6 +270,7 @@ bool dense_ok(const DenseView& v, Range* bytes) {
   const bool row = v.layout == Layout::RowMajor;
   const i128 extent = row ? v.cols : v.rows, outer = row ? v.rows : v.cols;
   if (i128(v.ld) < std::max<i128>(extent, 1)) return false;
+  if (misaligned(v.data, uintptr_t(bytes_of(v.dtype)))) return false;  // typed accesses, even with no element
   if (v.rows == 0 || v.cols == 0) return true;
   if (v.data == nullptr) return false;
   const i128 span = (outer - 1) * i128(v.ld) + extent;  // < 2^127: factors below 2^63
@@ -266,6 +293,7 @@ bool bsr_ok(int64_t m, int64_t k, int32_t bm, int32_t bk, int64_t nnzb, const vo
   const i128 value_bytes = i128(nnzb) * bm * bk * bytes_of(t);
   if (value_bytes > kI64Max) return false;
   if (row_ptr == nullptr || (nnzb > 0 && (col_idx == nullptr || values == nullptr))) return false;
+  if (misaligned(row_ptr, 4) || misaligned(col_idx, 4) || misaligned(values, uintptr_t(bytes_of(t)))) return false;
   out->values = range_of(values, value_bytes);
   out->row_ptr = range_of(row_ptr, (rows + 1) * 4);
   out->col_idx = range_of(col_idx, i128(nnzb) * 4);
@@ -290,6 +318,8 @@ Want model_spmm(const BsrView& a, const DenseView& b, const DenseView& c, const 
   if (b.rows != op_cols || c.rows != c_rows || c.cols != b.cols) return Want::Invalid;
   const sparsek::TransposeIndexView& ti = o.transpose_index;
   if (t && (ti.col_ptr == nullptr || (a.nnzb > 0 && (ti.row_idx == nullptr || ti.block_id == nullptr))))
+    return Want::Invalid;
+  if (t && (misaligned(ti.col_ptr, 4) || misaligned(ti.row_idx, 4) || misaligned(ti.block_id, 4)))
     return Want::Invalid;
   // C is written: it overlaps no input.
   const Range inputs[] = {ab.values,
@@ -336,6 +366,7 @@ bool heads_ok(const HeadsView& t, int64_t batch, int64_t heads, int64_t seq, int
   if (!half(t.dtype)) return false;
   if (t.batch != batch || t.heads != heads || t.seq != seq || t.head_dim != head_dim) return false;
   if (t.stride_b < 0 || t.stride_h < 0 || t.stride_s < 0) return false;
+  if (misaligned(t.data, 2)) return false;
   if (t.batch == 0 || t.heads == 0 || t.seq == 0) return true;
   if (t.data == nullptr) return false;
   // Each term is below 2^126; their sum is checked term by term (it could pass 2^127).
@@ -646,7 +677,25 @@ void spmm_mutate(Rng& rng, const Arenas& mem, SpmmCase& x) {
       default: v.data = wild_ptr(rng, mem, others); break;
     }
   };
-  switch (rng.bits() % 21) {
+  switch (rng.bits() % 23) {
+    case 21:
+    case 22: {  // a pointer off its alignment (the index arrays 4 bytes, the rest their dtype's)
+      sparsek::TransposeIndexView& ti = x.o.transpose_index;
+      switch (rng.bits() % 8) {
+        case 0: x.a.row_ptr = misalign(rng, x.a.row_ptr, 4); break;
+        case 1: x.a.col_idx = misalign(rng, x.a.col_idx, 4); break;
+        case 2: x.a.values = misalign(rng, x.a.values, int64_t(bytes_of(x.a.dtype))); break;
+        case 3: x.b.data = misalign(rng, x.b.data, int64_t(bytes_of(x.b.dtype))); break;
+        case 4: x.c.data = misalign(rng, x.c.data, int64_t(bytes_of(x.c.dtype))); break;
+        case 5: ti.col_ptr = misalign(rng, ti.col_ptr, 4); break;
+        case 6:
+          if (rng.chance(0.5)) ti.row_idx = misalign(rng, ti.row_idx, 4);
+          else ti.block_id = misalign(rng, ti.block_id, 4);
+          break;
+        default: x.o.bias = misalign(rng, x.o.bias, 16); break;
+      }
+      break;
+    }
     case 0: x.a.m = rng.wild64(); break;
     case 1: x.a.k = rng.wild64(); break;
     case 2: (rng.chance(0.5) ? x.a.bm : x.a.bk) = rng.wild32(); break;
@@ -841,13 +890,17 @@ void mlp_mutate(Rng& rng, const Arenas& mem, MlpCase& x) {
   }
 }
 
-// sparse_mlp's rule: the first product's views, then the second's, then the outputs across
-// the two (h on the down weight; y on x or the gate and up weight).
+// sparse_mlp's rule: x, h and y as views, then the first product's views, then the second's,
+// then the outputs across the two (h on the down weight; y on x or the gate and up weight).
 Want model_mlp(const MlpCase& x) {
   const sparsek::MlpView v = x.m();
   SpmmOptions first, second;
   first.gated = true, first.activation = v.activation, first.backend = v.backend;
   second.backend = v.backend;
+  // x, h and y as views of their own first.
+  Range unused;
+  if (!dense_ok(x.first.b, &unused) || !dense_ok(x.first.c, &unused) || !dense_ok(x.second.c, &unused))
+    return Want::Invalid;
   Want w = model_spmm(x.first.a, x.first.b, x.first.c, first);
   if (w != Want::Reached) return w;
   w = model_spmm(x.second.a, x.second.b, x.second.c, second);
@@ -920,7 +973,18 @@ void attention_mutate(Rng& rng, const Arenas& mem, AttnCase& x) {
   const std::vector<const void*> others = x.pointers();
   HeadsView* views[] = {&x.q, &x.k, &x.v, &x.o};
   HeadsView& h = *views[rng.bits() % 4];
-  switch (rng.bits() % 22) {
+  switch (rng.bits() % 23) {
+    case 22:  // a pointer off its alignment (Q, K, V, O 2 bytes; LSE and the mask's arrays 4)
+      switch (rng.bits() % 4) {
+        case 0:
+        case 1: h.data = misalign(rng, h.data, 2); break;
+        case 2: x.lse = misalign(rng, x.lse, 4); break;
+        default:
+          if (rng.chance(0.5)) x.mask.row_ptr = misalign(rng, x.mask.row_ptr, 4);
+          else x.mask.col_idx = misalign(rng, x.mask.col_idx, 4);
+          break;
+      }
+      break;
     case 0: h.batch = rng.wild64(); break;
     case 1: h.heads = rng.wild64(); break;
     case 2: h.seq = rng.wild64(); break;
@@ -1026,7 +1090,15 @@ SddmmCase sddmm_base(Rng& rng, const Arenas& mem) {
 void sddmm_mutate(Rng& rng, const Arenas& mem, SddmmCase& x) {
   const std::vector<const void*> others = x.pointers();
   DenseView& v = rng.chance(0.5) ? x.a : x.b;
-  switch (rng.bits() % 14) {
+  switch (rng.bits() % 15) {
+    case 14:  // a pointer off its alignment (S's index arrays 4 bytes, the rest their dtype's)
+      switch (rng.bits() % 4) {
+        case 0: v.data = misalign(rng, v.data, int64_t(bytes_of(v.dtype))); break;
+        case 1: x.s.values = misalign(rng, x.s.values, int64_t(bytes_of(x.s.dtype))); break;
+        case 2: x.s.row_ptr = misalign(rng, x.s.row_ptr, 4); break;
+        default: x.s.col_idx = misalign(rng, x.s.col_idx, 4); break;
+      }
+      break;
     case 0: v.rows = rng.wild64(); break;
     case 1: v.cols = rng.wild64(); break;
     case 2: v.ld = rng.chance(0.5) ? rng.wild64() : sat(i128(contiguous(v)) + rng.range(-2, 2)); break;
@@ -1102,7 +1174,18 @@ GatingCase gating_base(Rng& rng, const Arenas& mem) {
 
 void gating_mutate(Rng& rng, const Arenas& mem, GatingCase& x) {
   const std::vector<const void*> others = x.pointers();
-  switch (rng.bits() % 16) {
+  switch (rng.bits() % 17) {
+    case 16:  // a pointer off its alignment (Q and K 2 bytes; the scores and outputs 4)
+      switch (rng.bits() % 4) {
+        case 0:
+          if (rng.chance(0.5)) x.q.data = misalign(rng, x.q.data, 2);
+          else x.k.data = misalign(rng, x.k.data, 2);
+          break;
+        case 1: x.scores = misalign(rng, x.scores, 4); break;
+        case 2: x.row_ptr = misalign(rng, x.row_ptr, 4); break;
+        default: x.col_idx = misalign(rng, x.col_idx, 4); break;
+      }
+      break;
     case 0: x.batch = x.q.batch = x.k.batch = rng.wild64(); break;
     case 1: x.heads = x.q.heads = x.k.heads = rng.wild64(); break;
     case 2: x.seq_q = x.q.seq = rng.chance(0.5) ? rng.wild64() : rng.range(0, int64_t(1) << 41); break;
@@ -1176,7 +1259,21 @@ QuantizeCase quantize_base(Rng& rng, const Arenas& mem) {
 
 void quantize_mutate(Rng& rng, const Arenas& mem, QuantizeCase& x) {
   const std::vector<const void*> others = x.pointers();
-  switch (rng.bits() % 12) {
+  switch (rng.bits() % 13) {
+    case 12:  // a pointer off its alignment (A's values their dtype's, indices 4, scales 16)
+      switch (rng.bits() % 4) {
+        case 0:
+        case 1: x.a.values = misalign(rng, x.a.values, int64_t(bytes_of(x.a.dtype))); break;
+        case 2:
+          if (rng.chance(0.5)) x.a.row_ptr = misalign(rng, x.a.row_ptr, 4);
+          else x.a.col_idx = misalign(rng, x.a.col_idx, 4);
+          break;
+        default:
+          if (rng.chance(0.5)) x.out.values = misalign(rng, x.out.values, 1);
+          else x.out.scales = misalign(rng, x.out.scales, 16);
+          break;
+      }
+      break;
     case 0: x.a.m = rng.wild64(); break;
     case 1: x.a.k = rng.wild64(); break;
     case 2: (rng.chance(0.5) ? x.a.bm : x.a.bk) = rng.wild32(); break;
@@ -1221,6 +1318,66 @@ void quantize_mutate(Rng& rng, const Arenas& mem, QuantizeCase& x) {
   }
 }
 
+// ---- the validators, handed their devices ----------------------------------------------
+//
+// Each entry's validator (sparsek::detail) takes the devices its call runs on as an input
+// (DeviceSource::given: the current device and the stream's, nothing queried), so the
+// stream's device is drawn here without a GPU: the current device 0..3, the stream's the
+// same three times in four, else another. The model: a stream of another device is refused
+// (InvalidArgument) once every view passed and the types are supported; otherwise the
+// validator's answer is the views' (a success carrying the current device's DeviceInfo).
+
+namespace detail = sparsek::detail;
+
+struct Devices {
+  int current = 0, stream = 0;
+  detail::DeviceSource source() const {
+    detail::DeviceInfo d;
+    d.id = current, d.cc_major = 9, d.cc_minor = 0, d.sm_count = 132, d.smem_optin = 227 * 1024;
+    return detail::DeviceSource::given(d, stream);
+  }
+};
+
+Devices draw_devices(Rng& rng) {
+  Devices d;
+  d.current = int(rng.range(0, 3));
+  d.stream = rng.chance(0.75) ? d.current : int((d.current + rng.range(1, 3)) % 4);
+  return d;
+}
+
+Want with_devices(Want views, const Devices& d) {
+  return views == Want::Reached && d.stream != d.current ? Want::Invalid : views;
+}
+
+// A device id no validator writes: its problem's device after a success must be the current.
+constexpr int kUnwritten = -99;
+detail::DeviceInfo unwritten_device() {
+  detail::DeviceInfo d;
+  d.id = kUnwritten;
+  return d;
+}
+
+// What else is wrong with a validator's answer `r` (finish()ed: prefixed as the entries'), ""
+// when nothing: a refusal of the views is the public entry's (`entry`, the same draw with
+// the GPUs hidden) word for word; a refused stream is named; a success carries the current
+// device (`device_id`: its problem's).
+std::string validator_why(const Result& r, Want views, const Devices& d, int device_id, const Result& entry) {
+  if (views != Want::Reached) {
+    if (r.status == entry.status && std::strcmp(r.message, entry.message) != 0)
+      return std::string("the validator and the entry disagree: \"") + r.message + "\" vs \"" + entry.message + "\"";
+    return "";
+  }
+  if (d.stream != d.current) {
+    if (!r.ok() && std::strstr(r.message, "stream belongs to device") == nullptr)
+      return std::string("the refusal does not name the stream: ") + r.message;
+    return "";
+  }
+  if (r.ok() && device_id != d.current)
+    return "the problem carries device " + std::to_string(device_id) + ", not the current " +
+           std::to_string(d.current);
+  return "";
+}
+
 int mutations(Rng& rng) {
   const uint64_t r = rng.bits() % 20;
   return r < 6 ? 0 : r < 13 ? 1 : r < 17 ? 2 : int(r) - 14;
@@ -1256,7 +1413,7 @@ int main() {
 
   // spmm / can_implement / dense_spmm / can_implement_dense_spmm.
   {
-    Tally spmm{"spmm"}, dense{"dense_spmm"};
+    Tally spmm{"spmm"}, dense{"dense_spmm"}, spmm_v{"spmm's validator, devices drawn"};
     for (long i = 0; i < iters; ++i) {
       SpmmCase x = spmm_base(rng, mem);
       for (int j = mutations(rng); j > 0; --j) spmm_mutate(rng, mem, x);
@@ -1267,6 +1424,15 @@ int main() {
       judge.record(spmm, i, "can_implement", r, want, !r.ok() && chosen != Backend::Auto ? "*chosen not Auto after a failure" : "");
       r = sparsek::spmm(x.a, x.b, out(x.c), x.o, nullptr);
       judge.record(spmm, i, "spmm", r, want);
+      {
+        const Devices d = draw_devices(rng);
+        detail::Problem p = detail::Problem::from_rust(BsrView{}, DenseView{}, sparsek::DenseMutView{}, 1.0f, 0.0f,
+                                                       Backend::Auto, nullptr, Activation::None, unwritten_device(),
+                                                       false, nullptr, false);
+        const Result v = detail::finish(detail::validate(x.a, x.b, out(x.c), x.o, d.source(), &p));
+        judge.record(spmm_v, i, "validate", v, with_devices(want, d), validator_why(v, want, d, p.device.id, r),
+                     Status::Success);
+      }
       // dense_spmm: D * op(A) on the views transposed (it runs spmm on their transposes).
       const DenseView d = sparsek::transposed(x.b);
       const sparsek::DenseMutView c = sparsek::transposed(out(x.c));
@@ -1280,10 +1446,11 @@ int main() {
     }
     tallies.push_back(spmm);
     tallies.push_back(dense);
+    tallies.push_back(spmm_v);
   }
   // sddmm / can_implement.
   {
-    Tally t{"sddmm"};
+    Tally t{"sddmm"}, tv{"sddmm's validator, devices drawn"};
     for (long i = 0; i < iters; ++i) {
       SddmmCase x = sddmm_base(rng, mem);
       for (int j = mutations(rng); j > 0; --j) sddmm_mutate(rng, mem, x);
@@ -1294,12 +1461,19 @@ int main() {
       judge.record(t, i, "can_implement", r, want, !r.ok() && chosen != Backend::Auto ? "*chosen not Auto after a failure" : "");
       r = sparsek::sddmm(x.a, x.b, x.s, x.o, nullptr);
       judge.record(t, i, "sddmm", r, want);
+      const Devices d = draw_devices(rng);
+      detail::SddmmProblem p = detail::SddmmProblem::from_rust(DenseView{}, DenseView{}, BsrMutView{}, 1.0f, 0.0f,
+                                                               Backend::Auto, unwritten_device());
+      const Result v = detail::finish(detail::validate(x.a, x.b, x.s, x.o, d.source(), &p));
+      judge.record(tv, i, "validate", v, with_devices(want, d), validator_why(v, want, d, p.device.id, r),
+                   Status::Success);
     }
     tallies.push_back(t);
+    tallies.push_back(tv);
   }
   // attention / can_implement.
   {
-    Tally t{"attention"};
+    Tally t{"attention"}, tv{"attention's validator, devices drawn"};
     for (long i = 0; i < iters; ++i) {
       AttnCase x = attention_base(rng, mem);
       for (int j = mutations(rng); j > 0; --j) attention_mutate(rng, mem, x);
@@ -1311,12 +1485,21 @@ int main() {
       judge.record(t, i, "can_implement", r, want, !r.ok() && chosen != Backend::Auto ? "*chosen not Auto after a failure" : "");
       r = sparsek::attention(x.q, x.k, x.v, out(x.o), x.lse, mask, x.opt, nullptr);
       judge.record(t, i, "attention", r, want);
+      const Devices d = draw_devices(rng);
+      detail::AttentionProblem p = detail::AttentionProblem::from_rust(
+          HeadsView{}, HeadsView{}, HeadsView{}, sparsek::HeadsMutView{}, nullptr, nullptr, false, 1.0f, Backend::Auto,
+          unwritten_device());
+      const Result v = detail::finish(detail::validate(x.q, x.k, x.v, out(x.o), x.lse, mask, x.opt, d.source(), &p));
+      judge.record(tv, i, "validate", v, with_devices(want, d), validator_why(v, want, d, p.device.id, r),
+                   Status::Success);
     }
     tallies.push_back(t);
+    tallies.push_back(tv);
   }
   // block_topk_nnzb, block_topk, block_topk_scores.
   {
     Tally tn{"block_topk_nnzb"}, tp{"block_topk"}, ts{"block_topk_scores"};
+    Tally tpv{"block_topk's validator, devices drawn"}, tsv{"block_topk_scores' validator, devices drawn"};
     for (long i = 0; i < iters; ++i) {
       GatingCase x = gating_base(rng, mem);
       for (int j = mutations(rng); j > 0; --j) gating_mutate(rng, mem, x);
@@ -1351,6 +1534,13 @@ int main() {
       if (same_dims) {
         r = sparsek::block_topk(x.q, x.k, x.o, x.row_ptr, x.col_idx, mask, nullptr);
         judge.record(tp, i, "block_topk", r, want, !r.ok() && out.block_q != -7 ? "*mask written on failure" : "");
+        const Devices d = draw_devices(rng);
+        detail::GatingProblem g2;
+        g2.device = unwritten_device();
+        const Result v = detail::finish(
+            detail::validate_block_topk(x.q, x.k, x.o, x.row_ptr, x.col_idx, mask, d.source(), &g2));
+        judge.record(tpv, i, "validate_block_topk", v, with_devices(want, d),
+                     validator_why(v, want, d, g2.device.id, r), Status::Success);
       }
       // block_topk_scores: the dims, the scores, then the outputs.
       want = dims;
@@ -1365,33 +1555,64 @@ int main() {
       r = sparsek::block_topk_scores(x.scores, x.batch, x.heads, x.seq_q, x.seq_k, x.o, x.row_ptr, x.col_idx, mask,
                                      nullptr);
       judge.record(ts, i, "block_topk_scores", r, want, !r.ok() && out.block_q != -7 ? "*mask written on failure" : "");
+      {
+        const Devices d = draw_devices(rng);
+        detail::GatingProblem g2;
+        g2.device = unwritten_device();
+        const Result v = detail::finish(detail::validate_block_topk_scores(
+            x.scores, x.batch, x.heads, x.seq_q, x.seq_k, x.o, x.row_ptr, x.col_idx, mask, d.source(), &g2));
+        judge.record(tsv, i, "validate_block_topk_scores", v, with_devices(want, d),
+                     validator_why(v, want, d, g2.device.id, r), Status::Success);
+      }
     }
     tallies.push_back(tn);
     tallies.push_back(tp);
     tallies.push_back(ts);
+    tallies.push_back(tpv);
+    tallies.push_back(tsv);
   }
 
   // sparse_mlp.
   {
-    Tally t{"sparse_mlp"};
+    Tally t{"sparse_mlp"}, tv{"sparse_mlp's validator, devices drawn"};
     for (long i = 0; i < iters; ++i) {
       MlpCase x = mlp_base(rng, mem);
       for (int j = mutations(rng); j > 0; --j) mlp_mutate(rng, mem, x);
       const Result r = sparsek::sparse_mlp(x.m(), x.first.b, out(x.first.c), out(x.second.c), nullptr);
-      judge.record(t, i, "sparse_mlp", r, model_mlp(x));
+      const Want want = model_mlp(x);
+      judge.record(t, i, "sparse_mlp", r, want);
+      const Devices d = draw_devices(rng);
+      detail::Problem p1 = detail::Problem::from_rust(BsrView{}, DenseView{}, sparsek::DenseMutView{}, 1.0f, 0.0f,
+                                                      Backend::Auto, nullptr, Activation::None, unwritten_device(),
+                                                      false, nullptr, false);
+      detail::Problem p2 = p1;
+      const Result v = detail::finish(
+          detail::validate_mlp(x.m(), x.first.b, out(x.first.c), out(x.second.c), d.source(), &p1, &p2));
+      std::string why = validator_why(v, want, d, p1.device.id, r);
+      if (why.empty() && v.ok() && p2.device.id != p1.device.id) why = "the two products carry two devices";
+      judge.record(tv, i, "validate_mlp", v, with_devices(want, d), why, Status::Success);
     }
     tallies.push_back(t);
+    tallies.push_back(tv);
   }
   // quantize_fp8.
   {
-    Tally t{"quantize_fp8"};
+    Tally t{"quantize_fp8"}, tv{"quantize_fp8's validator, devices drawn"};
     for (long i = 0; i < iters; ++i) {
       QuantizeCase x = quantize_base(rng, mem);
       for (int j = mutations(rng); j > 0; --j) quantize_mutate(rng, mem, x);
       const Result r = sparsek::quantize_fp8(x.a, x.out, nullptr);
-      judge.record(t, i, "quantize_fp8", r, model_quantize(x.a, x.out));
+      const Want want = model_quantize(x.a, x.out);
+      judge.record(t, i, "quantize_fp8", r, want);
+      const Devices d = draw_devices(rng);
+      detail::QuantizeProblem q;
+      const Result v = detail::finish(detail::validate_quantize(x.a, x.out, d.source(), &q));
+      // A QuantizeProblem carries no device: the current one is the validator's to check only.
+      judge.record(tv, i, "validate_quantize", v, with_devices(want, d), validator_why(v, want, d, d.current, r),
+                   Status::Success);
     }
     tallies.push_back(t);
+    tallies.push_back(tv);
   }
 
   // Each entry point must have seen both refusals and calls that reached the device query

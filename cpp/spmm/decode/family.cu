@@ -86,9 +86,11 @@ VariantInfo info(int row) {
 // 16-bit inputs: C of the input type or f32, which this family runs in every combination.
 // FP8 A (W8A16): B f16 or bf16 without scales (the entry's checks), C f16, bf16 or f32 with
 // a bias of C's type, A's scales none, per tensor or per block: every combination runs; W8A8
-// (FP8 B) is the Hopper family's. B and C need no alignment and any ld (the kernel reads B
-// element-wise unless its columns are 16-byte aligned, and writes C element-wise); bias is
-// 16-byte aligned by the Problem's invariants (the kernel reads it element-wise anyway).
+// (FP8 B) is the Hopper family's. B and C take any ld and need only their elements'
+// alignment, which the Problem's invariants give (the entries refuse a pointer misaligned for
+// its dtype): the kernel reads B element-wise through 16-bit loads unless its columns are
+// 16-byte aligned (then with the TMA or cp.async), and writes C element-wise; bias is 16-byte
+// aligned by the Problem's invariants (the kernel reads it element-wise anyway).
 const char* supports(const Problem& p) {
   const bool fp8 = detail::is_fp8(p.input());
   if (fp8) {
