@@ -403,3 +403,55 @@ fn attention_refusals_leave_outputs_untouched() {
     assert!(topk_nnzb(1, 1, 10, 10, &TopkOptions::new(1).blocks(0, 4)).is_err());
     assert_eq!((o, lse), before);
 }
+
+/// FP8 Q, K, V, O mean `stored * scale` and attention takes no scales: both CPU entries refuse
+/// them with the products' typed error, O and LSE (poisoned) untouched, as the device does.
+#[test]
+fn cpu_attention_refuses_fp8_elements() {
+    fn refuses<T: Element>(rng: &mut StdRng) {
+        let (b, h, s, d) = (1, 2, 40, 32);
+        let n = b * h * s * d;
+        let (q, k, v): (Vec<T>, Vec<T>, Vec<T>) =
+            (random_vec(n, rng), random_vec(n, rng), random_vec(n, rng));
+        let poison = T::from_f32(3.0);
+        let mut o = vec![poison; n];
+        let mut lse = vec![f32::NAN; b * h * s];
+        let opts = AttentionOptions::new().causal(true);
+        let e = attention_into(
+            Heads::host(&q, b, h, s, d),
+            Heads::host(&k, b, h, s, d),
+            Heads::host(&v, b, h, s, d),
+            HeadsMut::host(&mut o, b, h, s, d),
+            Some(LseMut::Host(&mut lse)),
+            None,
+            &opts,
+        );
+        assert!(
+            matches!(e, Err(Error::UnsupportedTypes { input, output, .. })
+                if input == T::DTYPE && output == T::DTYPE),
+            "{}: attention_into gave {e:?}",
+            T::DTYPE
+        );
+        assert!(
+            o.iter().all(|x| x.to_f32() == 3.0) && lse.iter().all(|x| x.is_nan()),
+            "{}: O or LSE written by a refused call",
+            T::DTYPE
+        );
+        let e = sparsek::attention(
+            Heads::host(&q, b, h, s, d),
+            Heads::host(&k, b, h, s, d),
+            Heads::host(&v, b, h, s, d),
+            None,
+            &opts,
+        );
+        assert!(
+            matches!(e, Err(Error::UnsupportedTypes { .. })),
+            "{}: attention gave {:?}",
+            T::DTYPE,
+            e.err()
+        );
+    }
+    let mut rng = StdRng::seed_from_u64(seed());
+    refuses::<sparsek::F8E4M3>(&mut rng);
+    refuses::<sparsek::F8E5M2>(&mut rng);
+}

@@ -51,6 +51,7 @@ use crate::dense::{Storage, StorageMut};
 use crate::element::Element;
 use crate::error::Error;
 use crate::options::Backend;
+use crate::spmm::check::refuse_fp8;
 use check::check_operands;
 
 pub use gating::{block_topk_pooled, block_topk_scores, pooled_scores, topk_nnzb, TopkOptions};
@@ -100,7 +101,9 @@ impl LseMut<'_> {
 }
 /// Attention into `o` (and `lse` when given) on any backend: host operands run the CPU
 /// reference, device operands (and a device mask) the GPU kernel on O's stream. Every check
-/// runs first; on an error nothing is written.
+/// runs first; on an error nothing is written. FP8 elements ([`F8E4M3`](crate::F8E4M3),
+/// [`F8E5M2`](crate::F8E5M2)) are [`Error::UnsupportedTypes`] on every backend: their values
+/// mean `stored * scale`, and attention takes no scales.
 pub fn attention_into<T: Element>(
     q: Heads<'_, T>,
     k: Heads<'_, T>,
@@ -126,6 +129,9 @@ pub fn attention_into<T: Element>(
         opts,
     )?;
     let backend = opts.get_backend();
+    // FP8 values mean `stored * scale`, and attention takes no scales: refused on every
+    // backend with the products' error (the device takes f16/bf16 alone anyway).
+    refuse_fp8::<T, T>(backend)?;
     match (&q.data, &k.data, &v.data, o.data) {
         (Storage::Host(qd), Storage::Host(kd), Storage::Host(vd), StorageMut::Host(od)) => {
             if !matches!(backend, Backend::Auto | Backend::Cpu) {
@@ -207,10 +213,11 @@ pub fn attention<T: Element>(
     opts: &AttentionOptions,
 ) -> Result<(Vec<T>, Vec<f32>), Error> {
     let s = q.shape;
-    // The inputs' buffers first: nothing is allocated for views their buffers do not hold.
+    // The inputs' buffers and type first: nothing is allocated for a call refused anyway.
     for (operand, h) in [("Q", &q), ("K", &k), ("V", &v)] {
         check::check_buffer(operand, &h.shape, h.data.len())?;
     }
+    refuse_fp8::<T, T>(opts.get_backend())?;
     let o_len = HeadsShape::packed(s.batch, s.heads, s.seq, s.head_dim)
         .required_len()
         .ok_or(Error::InvalidArgument("O's size overflows usize".into()))?;
