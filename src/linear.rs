@@ -17,7 +17,7 @@ use crate::format::BsrMatrix;
 use crate::gpu::DeviceBsr;
 use crate::options::SpmmOptions;
 use crate::quant::{ColumnScales, QuantizedBsr};
-use crate::spmm::{spmm_fp8, spmm_fused, BsrOperand, Fp8Operand};
+use crate::spmm::{check_fused, spmm_fp8, spmm_fused, BsrOperand, Fp8Operand};
 
 /// A linear layer with a block-sparse weight, on the host (`W: BsrMatrix<T>`, bias
 /// `Vec<T>`) or on the device (`W: DeviceBsr<T>`, bias `CudaSlice<T>`); or with FP8
@@ -80,7 +80,9 @@ fn check_bias(out_features: usize, len: Option<usize>) -> Result<(), Error> {
     }
 }
 
-/// `y (batch x out) = act(x (batch x in) · Wᵀ + bias)` as `yᵀ = W·xᵀ`, for any operands.
+/// `y (batch x out) = act(x (batch x in) · Wᵀ + bias)` as `yᵀ = W·xᵀ`, for any operands;
+/// with `launch` false, its checks alone (`spmm_fused`'s, the kernel's selection on the
+/// device included): nothing runs, nothing is written.
 fn forward<'a, T: Element, O: Element>(
     weight: impl Into<BsrOperand<'a, T>>,
     x: Dense<'_, T>,
@@ -88,13 +90,19 @@ fn forward<'a, T: Element, O: Element>(
     bias: Option<Vector<'_, T>>,
     activation: Activation,
     options: &SpmmOptions,
+    launch: bool,
 ) -> Result<(), Error> {
     let mut epilogue = Epilogue::new().activation(activation);
     if let Some(bias) = bias {
         epilogue = epilogue.bias(bias);
     }
     // The layer fixes op(W) = W; only the scalars and the backend come from the options.
-    spmm_fused(weight, x, y, &epilogue, &options.transpose_a(false))
+    let options = options.transpose_a(false);
+    if launch {
+        spmm_fused(weight, x, y, &epilogue, &options)
+    } else {
+        check_fused(&weight.into(), &x, &y, &epilogue, &options, true).map(|_| ())
+    }
 }
 
 impl<T: Element> SparseLinear<BsrMatrix<T>, Vec<T>> {
@@ -123,6 +131,7 @@ impl<T: Element> SparseLinear<BsrMatrix<T>, Vec<T>> {
             self.bias.as_deref().map(Vector::Host),
             self.activation,
             &self.options,
+            true,
         )
     }
 }
@@ -276,6 +285,29 @@ impl<T: Element> SparseLinear<DeviceBsr<T>, CudaSlice<T>> {
         batch: usize,
         y: &mut CudaSlice<O>,
     ) -> Result<(), Error> {
+        self.forward_device(x, batch, y, true)
+    }
+
+    /// Every check of [`forward`](Self::forward) on these buffers, nothing launched
+    /// (`sparsek::tp` checks every rank before the first launch).
+    #[cfg(feature = "nccl")]
+    pub(crate) fn check_forward<O: Element>(
+        &self,
+        x: &CudaSlice<T>,
+        batch: usize,
+        y: &mut CudaSlice<O>,
+    ) -> Result<(), Error> {
+        self.forward_device(x, batch, y, false)
+    }
+
+    /// [`forward`](Self::forward), or with `launch` false its checks alone.
+    fn forward_device<O: Element>(
+        &self,
+        x: &CudaSlice<T>,
+        batch: usize,
+        y: &mut CudaSlice<O>,
+        launch: bool,
+    ) -> Result<(), Error> {
         let (out_f, in_f) = (self.weight.m(), self.weight.k());
         forward(
             &self.weight,
@@ -284,6 +316,7 @@ impl<T: Element> SparseLinear<DeviceBsr<T>, CudaSlice<T>> {
             self.bias.as_ref().map(Vector::Device),
             self.activation,
             &self.options,
+            launch,
         )
     }
 }

@@ -635,3 +635,156 @@ fn llama_shapes_match_reference() {
     }
     println!("llama_shapes_match_reference: {count} cases passed");
 }
+
+/// Bit for bit equal (every element type widens to f32 exactly).
+fn same_bits<T: Element>(now: &[T], before: &[T]) -> bool {
+    now.len() == before.len()
+        && now
+            .iter()
+            .zip(before)
+            .all(|(a, b)| a.to_f32().to_bits() == b.to_f32().to_bits())
+}
+
+/// Issue 45: a device MLP whose y the down product refuses (a type the GPU does not write
+/// for these weights; an FP8 y of FP8 weights) is a typed error before the gated product is
+/// launched: h (NaN-poisoned) and y read back unchanged after synchronizing. The same
+/// buffers with a valid y are accepted (h written).
+#[test]
+fn device_mlp_refuses_a_bad_y_before_launching_the_gated_product() {
+    let Some(ctx) = device("device_mlp_refuses_a_bad_y_before_launching_the_gated_product") else {
+        return;
+    };
+    let stream = ctx.default_stream();
+    let mut rng = StdRng::seed_from_u64(seed());
+    let (hidden, inter, batch) = (256, 512, 5);
+    let blk = BlockShape::new(64, 64);
+    let gate = weight::<f16>(inter / 64, hidden / 64, blk, 0.5, &mut rng);
+    let up = weight::<f16>(inter / 64, hidden / 64, blk, 0.5, &mut rng);
+    let down = weight::<f16>(hidden / 64, inter / 64, blk, 0.5, &mut rng);
+    let mlp = SparseMlp::new(&gate, &up, down.clone(), Activation::Silu)
+        .unwrap()
+        .upload(&stream)
+        .unwrap();
+    let x = stream
+        .clone_htod(&random_vec::<f16>(batch * hidden, &mut rng))
+        .unwrap();
+    let h0 = vec![f16::NAN; batch * inter];
+    let mut h = stream.clone_htod(&h0).unwrap();
+
+    // f16 weights write f16 or f32: a bf16 or an FP8 y is the down product's
+    // UnsupportedTypes.
+    let y0: Vec<bf16> = random_vec(batch * hidden, &mut rng);
+    let mut y = stream.clone_htod(&y0).unwrap();
+    let e = mlp.forward(&x, batch, &mut h, &mut y).unwrap_err();
+    assert!(matches!(e, Error::UnsupportedTypes { .. }), "bf16 y: {e}");
+    stream.synchronize().unwrap();
+    assert!(
+        same_bits(&stream.clone_dtoh(&h).unwrap(), &h0),
+        "bf16 y: h written ({e})"
+    );
+    assert!(
+        same_bits(&stream.clone_dtoh(&y).unwrap(), &y0),
+        "bf16 y: y written ({e})"
+    );
+    let y0: Vec<F8E4M3> = random_vec(batch * hidden, &mut rng);
+    let mut y = stream.clone_htod(&y0).unwrap();
+    let e = mlp.forward(&x, batch, &mut h, &mut y).unwrap_err();
+    assert!(matches!(e, Error::UnsupportedTypes { .. }), "E4M3 y: {e}");
+    stream.synchronize().unwrap();
+    assert!(
+        same_bits(&stream.clone_dtoh(&h).unwrap(), &h0),
+        "E4M3 y: h written ({e})"
+    );
+    assert!(
+        same_bits(&stream.clone_dtoh(&y).unwrap(), &y0),
+        "E4M3 y: y written ({e})"
+    );
+
+    // FP8 weights (W8A16): an FP8 y is the down product's Fp8Types.
+    let q = |m: &BsrMatrix<f16>| {
+        let f = BsrMatrix::from_parts(
+            m.m(),
+            m.k(),
+            m.block(),
+            m.row_ptr().to_vec(),
+            m.col_idx().to_vec(),
+            m.values().iter().map(|v| v.to_f32()).collect(),
+        )
+        .unwrap();
+        f.quantize_fp8::<F8E4M3>(BlockGranularity::PerBlock)
+            .unwrap()
+    };
+    let fp8 = SparseMlp::new_fp8(&q(&gate), &q(&up), q(&down), Activation::Silu)
+        .unwrap()
+        .upload(&stream)
+        .unwrap();
+    let y0: Vec<sparsek::F8E5M2> = random_vec(batch * hidden, &mut rng);
+    let mut y = stream.clone_htod(&y0).unwrap();
+    let e = fp8.forward_fp8(&x, batch, &mut h, &mut y).unwrap_err();
+    assert!(matches!(e, Error::Fp8Types { .. }), "FP8 MLP, E5M2 y: {e}");
+    stream.synchronize().unwrap();
+    assert!(
+        same_bits(&stream.clone_dtoh(&h).unwrap(), &h0),
+        "FP8 MLP: h written ({e})"
+    );
+    assert!(
+        same_bits(&stream.clone_dtoh(&y).unwrap(), &y0),
+        "FP8 MLP: y written ({e})"
+    );
+
+    // The same x and h with an f32 y: accepted, h and y written.
+    let mut y = stream.clone_htod(&vec![f32::NAN; batch * hidden]).unwrap();
+    mlp.forward(&x, batch, &mut h, &mut y).unwrap();
+    fp8.forward_fp8(&x, batch, &mut h, &mut y).unwrap();
+    let (hv, yv) = (
+        stream.clone_dtoh(&h).unwrap(),
+        stream.clone_dtoh(&y).unwrap(),
+    );
+    assert!(
+        hv.iter().all(|v| v.is_finite()) && yv.iter().all(|v| v.is_finite()),
+        "a valid call left h or y unwritten"
+    );
+}
+
+/// Issue 45: `SparseMlp::from_device` takes gate_up and down of one CUDA context; down in
+/// a second context of the same GPU is `ContextMismatch` (the forward used to launch the
+/// gated product, then refuse the down weight with h written).
+#[test]
+fn from_device_refuses_weights_of_two_contexts() {
+    let Some(ctx) = device("from_device_refuses_weights_of_two_contexts") else {
+        return;
+    };
+    let home = ctx.default_stream();
+    let second = CudaContext::new_non_primary(ctx.ordinal(), 0).unwrap();
+    assert_ne!(second.cu_ctx(), ctx.cu_ctx());
+    let foreign = second.default_stream();
+    let mut rng = StdRng::seed_from_u64(seed());
+    let blk = BlockShape::new(64, 64);
+    let gate = weight::<f16>(4, 2, blk, 0.7, &mut rng);
+    let up = weight::<f16>(4, 2, blk, 0.7, &mut rng);
+    let down = weight::<f16>(2, 4, blk, 0.7, &mut rng);
+    let gu = BsrMatrix::interleave_block_rows(&gate, &up).unwrap();
+    let e = SparseMlp::from_device(
+        DeviceBsr::upload(&gu, &home).unwrap(),
+        DeviceBsr::upload(&down, &foreign).unwrap(),
+        Activation::Silu,
+    )
+    .err()
+    .expect("gate_up and down of two contexts accepted");
+    assert!(matches!(e, Error::ContextMismatch { .. }), "{e}");
+    // One context: accepted, and it runs.
+    let mlp = SparseMlp::from_device(
+        DeviceBsr::upload(&gu, &home).unwrap(),
+        DeviceBsr::upload(&down, &home).unwrap(),
+        Activation::Silu,
+    )
+    .unwrap();
+    let batch = 3;
+    let x = home
+        .clone_htod(&random_vec::<f16>(batch * 128, &mut rng))
+        .unwrap();
+    let mut h = home.alloc_zeros::<f16>(batch * 256).unwrap();
+    let mut y = home.clone_htod(&vec![f32::NAN; batch * 128]).unwrap();
+    mlp.forward(&x, batch, &mut h, &mut y).unwrap();
+    assert!(home.clone_dtoh(&y).unwrap().iter().all(|v| v.is_finite()));
+}

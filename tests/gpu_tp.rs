@@ -331,6 +331,169 @@ fn tp_linear_matches_one_gpu() {
 }
 
 // ---------------------------------------------------------------------------------------
+// Issue 45: every rank's full check before rank 0 is enqueued (TpSparseMlp::forward,
+// TpSparseLinear::forward). A refusal that only rank 1's check finds leaves rank 0's
+// outputs, poisoned, unchanged after synchronizing: nothing was enqueued there.
+
+/// Every stream synchronized, then `buf` read back on `stream`.
+fn settled<T: cudarc::driver::DeviceRepr + Default + Clone>(
+    streams: &[Arc<CudaStream>],
+    stream: &Arc<CudaStream>,
+    buf: &CudaSlice<T>,
+) -> Vec<T> {
+    for s in streams {
+        s.synchronize().unwrap();
+    }
+    stream.clone_dtoh(buf).unwrap()
+}
+
+fn bits_f16(v: &[f16]) -> Vec<u16> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+fn bits_f32(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+/// A group whose rank 1 is a stream of a second (non-primary) context of GPU 1: what it
+/// uploads is foreign to the primary group's rank 1.
+fn foreign_rank1_group(streams: &[Arc<CudaStream>]) -> (Arc<CudaStream>, TpGroup) {
+    let second = CudaContext::new_non_primary(streams[1].context().ordinal(), 0).unwrap();
+    assert_ne!(second.cu_ctx(), streams[1].context().cu_ctx());
+    let foreign = second.default_stream();
+    let group = TpGroup::new(vec![streams[0].clone(), foreign.clone()]).unwrap();
+    (foreign, group)
+}
+
+#[test]
+fn tp_mlp_refusal_on_rank_1_enqueues_nothing_on_rank_0() {
+    let Some((streams, group)) = two_gpus("tp_mlp_refusal_on_rank_1_enqueues_nothing_on_rank_0")
+    else {
+        return;
+    };
+    let mut rng = StdRng::seed_from_u64(seed());
+    let b = BlockShape::new(64, 64);
+    let (hidden, inter) = (256, 512);
+    let mlp = SparseMlp::new(
+        &skewed(inter / 64, hidden / 64, b, &mut rng),
+        &skewed(inter / 64, hidden / 64, b, &mut rng),
+        skewed(hidden / 64, inter / 64, b, &mut rng),
+        Activation::Silu,
+    )
+    .unwrap();
+    let tp = TpSparseMlp::new(&mlp, &group).unwrap();
+    let batch = 3;
+    let x: Vec<f16> = random_vec(batch * hidden, &mut rng);
+    let xs: Vec<CudaSlice<f16>> = streams.iter().map(|s| s.clone_htod(&x).unwrap()).collect();
+    let h_poison = |r: usize| vec![f16::NAN; (batch * tp.inter()[r]).max(1)];
+    let y_poison = vec![7.0f32; batch * hidden];
+    let fresh = |streams: &[Arc<CudaStream>]| -> (Vec<CudaSlice<f16>>, Vec<CudaSlice<f32>>) {
+        (
+            streams
+                .iter()
+                .enumerate()
+                .map(|(r, s)| s.clone_htod(&h_poison(r)).unwrap())
+                .collect(),
+            streams
+                .iter()
+                .map(|s| s.clone_htod(&y_poison).unwrap())
+                .collect(),
+        )
+    };
+    let rank0_untouched = |what: &str, hs: &[CudaSlice<f16>], ys: &[CudaSlice<f32>]| {
+        let h0 = settled(&streams, &streams[0], &hs[0]);
+        let y0 = settled(&streams, &streams[0], &ys[0]);
+        assert_eq!(
+            bits_f16(&h0),
+            bits_f16(&h_poison(0)),
+            "{what}: rank 0's h written"
+        );
+        assert_eq!(
+            bits_f32(&y0),
+            bits_f32(&y_poison),
+            "{what}: rank 0's y written"
+        );
+    };
+
+    // Rank 1's h on a second stream of GPU 1 (its y on the rank's stream).
+    let (mut hs, mut ys) = fresh(&streams);
+    let side = streams[1].context().new_stream().unwrap();
+    hs[1] = side.clone_htod(&h_poison(1)).unwrap();
+    let e = tp
+        .forward(&group, &xs, batch, &mut hs, &mut ys)
+        .expect_err("rank 1's h on another stream accepted");
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    side.synchronize().unwrap();
+    rank0_untouched("h[1] on a second stream", &hs, &ys);
+
+    // Rank 1's weights in a second context of GPU 1 (the model uploaded over a group whose
+    // rank 1 is that context), run over the primary group.
+    let (_foreign, foreign_group) = foreign_rank1_group(&streams);
+    let tp_foreign = TpSparseMlp::new(&mlp, &foreign_group).unwrap();
+    let (mut hs, mut ys) = fresh(&streams);
+    let e = tp_foreign
+        .forward(&group, &xs, batch, &mut hs, &mut ys)
+        .expect_err("rank 1's weights of another context accepted");
+    assert!(matches!(e, Error::ContextMismatch { .. }), "{e}");
+    rank0_untouched("rank 1's weights foreign", &hs, &ys);
+
+    // The same buffers, all on their ranks: accepted, every y written.
+    let (mut hs, mut ys) = fresh(&streams);
+    tp.forward(&group, &xs, batch, &mut hs, &mut ys).unwrap();
+    for (s, y) in streams.iter().zip(&ys) {
+        assert!(settled(&streams, s, y)
+            .iter()
+            .all(|v| v.is_finite() && *v != 7.0));
+    }
+}
+
+#[test]
+fn tp_linear_refusal_on_rank_1_enqueues_nothing_on_rank_0() {
+    use sparsek::tp::{TpSparseLinear, TpSplit};
+    use sparsek::SparseLinear;
+    let Some((streams, group)) = two_gpus("tp_linear_refusal_on_rank_1_enqueues_nothing_on_rank_0")
+    else {
+        return;
+    };
+    let mut rng = StdRng::seed_from_u64(seed());
+    let (out, inp) = (512, 256);
+    let w = skewed(out / 64, inp / 64, BlockShape::new(64, 64), &mut rng);
+    let bias: Vec<f16> = random_vec(out, &mut rng);
+    let layer = SparseLinear::new(w, Some(bias), Activation::Silu).unwrap();
+    let (_foreign, foreign_group) = foreign_rank1_group(&streams);
+    // Column-parallel: rank r writes its features of y from the whole x.
+    let tp_foreign = TpSparseLinear::new(&layer, TpSplit::Column, &foreign_group).unwrap();
+    let tp = TpSparseLinear::new(&layer, TpSplit::Column, &group).unwrap();
+    assert_eq!(tp.ranges(), tp_foreign.ranges());
+    let batch = 4;
+    let x: Vec<f16> = random_vec(batch * inp, &mut rng);
+    let xs: Vec<CudaSlice<f16>> = streams.iter().map(|s| s.clone_htod(&x).unwrap()).collect();
+    let poison: Vec<Vec<f32>> = tp
+        .ranges()
+        .iter()
+        .map(|r| vec![7.0f32; (batch * r.len()).max(1)])
+        .collect();
+    let fresh = || -> Vec<CudaSlice<f32>> {
+        streams
+            .iter()
+            .zip(&poison)
+            .map(|(s, p)| s.clone_htod(p).unwrap())
+            .collect()
+    };
+    let mut ys = fresh();
+    let e = tp_foreign
+        .forward(&group, &xs, batch, &mut ys)
+        .expect_err("rank 1's weight of another context accepted");
+    assert!(matches!(e, Error::ContextMismatch { .. }), "{e}");
+    let y0 = settled(&streams, &streams[0], &ys[0]);
+    assert_eq!(bits_f32(&y0), bits_f32(&poison[0]), "rank 0's y written");
+    // The primary group's layer on the same buffers: accepted, rank 0's y written.
+    let mut ys = fresh();
+    tp.forward(&group, &xs, batch, &mut ys).unwrap();
+    let y0 = settled(&streams, &streams[0], &ys[0]);
+    assert!(y0.iter().all(|v| v.is_finite() && *v != 7.0));
+}
+// ---------------------------------------------------------------------------------------
 // Issue 45, the TP constructors: a TpSparseLinear carries the layer's options (α, β, the
 // backend) on every rank; a column split with a bias over more ranks than block-rows (and a
 // row split over more ranks than block-columns) uploads nothing for the empty ranks and

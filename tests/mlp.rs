@@ -8,8 +8,9 @@ use common::{act64, nonzero, random_vec, seed};
 use rand::{rngs::StdRng, SeedableRng};
 use sparsek::quant::BlockGranularity;
 use sparsek::{
-    f16, spmm_fused, Activation, BlockMask, BlockShape, BsrError, BsrMatrix, Dense, DenseMut,
-    Element, Epilogue, Error, Layout, QuantizedBsr, SparseMlp, SpmmOptions, Vector, F8E4M3,
+    bf16, f16, spmm_fused, Activation, Backend, BlockMask, BlockShape, BsrError, BsrMatrix, Dense,
+    DenseMut, Element, Epilogue, Error, Fp8, Layout, QuantizedBsr, SparseMlp, SpmmOptions, Vector,
+    F8E4M3, F8E5M2,
 };
 
 fn weight<T: Element>(
@@ -413,4 +414,176 @@ fn gcd(a: usize, b: usize) -> usize {
     } else {
         gcd(b, a % b)
     }
+}
+
+/// Bit for bit equal (every element type widens to f32 exactly).
+fn unchanged<T: Element>(now: &[T], before: &[T]) -> bool {
+    now.len() == before.len()
+        && now
+            .iter()
+            .zip(before)
+            .all(|(a, b)| a.to_f32().to_bits() == b.to_f32().to_bits())
+}
+
+/// A host MLP (`T` weights, `O` output) whose y type the products refuse: the call is the
+/// typed error of the down product, and h and y (poisoned) are untouched: the down
+/// product's type checks ran before the gated product wrote h.
+fn refuses_y_type<T: Element, O: Element>(rng: &mut StdRng) -> Error {
+    let (hidden, inter, batch) = (32, 48, 3);
+    let b = BlockShape::new(16, 16);
+    let mlp = SparseMlp::new(
+        &weight::<T>(inter / 16, hidden / 16, b, 0.7, rng),
+        &weight::<T>(inter / 16, hidden / 16, b, 0.7, rng),
+        weight::<T>(hidden / 16, inter / 16, b, 0.7, rng),
+        Activation::Silu,
+    )
+    .unwrap();
+    let x: Vec<T> = random_vec(batch * hidden, rng);
+    let h0: Vec<T> = vec![T::from_f32(f32::NAN); batch * inter];
+    let y0: Vec<O> = random_vec(batch * hidden, rng);
+    let (mut h, mut y) = (h0.clone(), y0.clone());
+    let e = mlp.forward(&x, batch, &mut h, &mut y).unwrap_err();
+    assert!(
+        unchanged(&h, &h0),
+        "{} -> {}: h written ({e})",
+        T::DTYPE,
+        O::DTYPE
+    );
+    assert!(
+        unchanged(&y, &y0),
+        "{} -> {}: y written ({e})",
+        T::DTYPE,
+        O::DTYPE
+    );
+    e
+}
+
+/// Dense f64 form of FP8 weights with their scales (`stored * scale`, per block or per
+/// tensor).
+fn dequantized64<Q: Fp8>(q: &QuantizedBsr<Q>) -> Vec<f64> {
+    let m = q.matrix();
+    let (bm, bk) = (m.block().rows, m.block().cols);
+    let mut out = vec![0f64; m.m() * m.k()];
+    for row in m.block_rows() {
+        let first = m.row_ptr()[row.index] as usize;
+        for (j, &col) in row.col_idx.iter().enumerate() {
+            let s = q.scales().of_block(first + j).unwrap_or(1.0) as f64;
+            for r in 0..bm {
+                for c in 0..bk {
+                    out[(row.index * bm + r) * m.k() + col as usize * bk + c] =
+                        row.values[j * bm * bk + r * bk + c].to_f32() as f64 * s;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Issue 45: an f32, f16 or bf16 MLP with an FP8 y is `UnsupportedTypes`, found before the
+/// gated product runs: h and y are untouched (h used to be overwritten first).
+#[test]
+fn sparse_mlp_refuses_an_fp8_y_before_writing_h() {
+    let mut rng = StdRng::seed_from_u64(seed());
+    for e in [
+        refuses_y_type::<f32, F8E4M3>(&mut rng),
+        refuses_y_type::<f16, F8E5M2>(&mut rng),
+        refuses_y_type::<bf16, F8E4M3>(&mut rng),
+    ] {
+        assert!(matches!(e, Error::UnsupportedTypes { .. }), "{e}");
+    }
+}
+
+/// Issue 45: an FP8 MLP (`forward_fp8`) with a y the down product refuses (FP8: `Fp8Types`;
+/// a device backend for host operands) leaves h and y untouched; the accepted call matches an
+/// f64 reference of the dequantized weights.
+#[test]
+fn sparse_mlp_fp8_checks_both_products_before_writing_h() {
+    let mut rng = StdRng::seed_from_u64(seed());
+    let (hidden, inter, batch) = (64, 96, 3);
+    let (gb, db) = (BlockShape::new(16, 32), BlockShape::new(32, 16));
+    let g = weight::<f32>(inter / 16, hidden / 32, gb, 0.7, &mut rng);
+    let u = weight::<f32>(inter / 16, hidden / 32, gb, 0.7, &mut rng);
+    let d = weight::<f32>(hidden / 32, inter / 16, db, 0.7, &mut rng);
+    let (gq, uq, dq) = (
+        g.quantize_fp8::<F8E4M3>(BlockGranularity::PerBlock)
+            .unwrap(),
+        u.quantize_fp8::<F8E4M3>(BlockGranularity::PerTensor)
+            .unwrap(),
+        d.quantize_fp8::<F8E4M3>(BlockGranularity::PerBlock)
+            .unwrap(),
+    );
+    let mlp = SparseMlp::new_fp8(&gq, &uq, dq.clone(), Activation::GeluTanh).unwrap();
+    let x: Vec<f16> = random_vec(batch * hidden, &mut rng);
+    let h0 = vec![f16::NAN; batch * inter];
+
+    // An FP8 y: the down product's Fp8Types, h and y untouched.
+    for e in [
+        {
+            let y0: Vec<F8E5M2> = random_vec(batch * hidden, &mut rng);
+            let (mut h, mut y) = (h0.clone(), y0.clone());
+            let e = mlp.forward_fp8(&x, batch, &mut h, &mut y).unwrap_err();
+            assert!(
+                unchanged(&h, &h0) && unchanged(&y, &y0),
+                "E5M2 y: written ({e})"
+            );
+            e
+        },
+        {
+            let y0: Vec<F8E4M3> = random_vec(batch * hidden, &mut rng);
+            let (mut h, mut y) = (h0.clone(), y0.clone());
+            let e = mlp.forward_fp8(&x, batch, &mut h, &mut y).unwrap_err();
+            assert!(
+                unchanged(&h, &h0) && unchanged(&y, &y0),
+                "E4M3 y: written ({e})"
+            );
+            e
+        },
+    ] {
+        assert!(matches!(e, Error::Fp8Types { .. }), "{e}");
+    }
+    // y one short, and a device backend for host operands: refused, nothing written.
+    let y0: Vec<f32> = random_vec(batch * hidden, &mut rng);
+    let (mut h, mut y) = (h0.clone(), y0.clone());
+    let e = mlp
+        .forward_fp8(&x, batch, &mut h, &mut y[..batch * hidden - 1])
+        .unwrap_err();
+    assert!(matches!(e, Error::BufferTooSmall { .. }), "{e}");
+    assert!(unchanged(&h, &h0) && unchanged(&y, &y0), "short y: written");
+    let hopper = SparseMlp::new_fp8(&gq, &uq, dq.clone(), Activation::GeluTanh)
+        .unwrap()
+        .with_backend(Backend::Hopper);
+    let e = hopper.forward_fp8(&x, batch, &mut h, &mut y).unwrap_err();
+    assert!(matches!(e, Error::BackendUnavailable { .. }), "{e}");
+    assert!(
+        unchanged(&h, &h0) && unchanged(&y, &y0),
+        "device backend: written"
+    );
+
+    // Accepted: h and y against f64 (h from the dequantized gate and up; y from the h written).
+    mlp.forward_fp8(&x, batch, &mut h, &mut y).unwrap();
+    let (dg, du, dd) = (dequantized64(&gq), dequantized64(&uq), dequantized64(&dq));
+    let (mut h_num, mut h_den, mut y_num, mut y_den) = (0f64, 0f64, 0f64, 0f64);
+    for b in 0..batch {
+        let xv = |k: usize| x[b * hidden + k].to_f32() as f64;
+        for i in 0..inter {
+            let gv: f64 = (0..hidden).map(|k| dg[i * hidden + k] * xv(k)).sum();
+            let uv: f64 = (0..hidden).map(|k| du[i * hidden + k] * xv(k)).sum();
+            let want = act64(Activation::GeluTanh, gv) * uv;
+            let got = h[b * inter + i].to_f32() as f64;
+            h_num += (got - want).powi(2);
+            h_den += want * want;
+        }
+        for o in 0..hidden {
+            let want: f64 = (0..inter)
+                .map(|i| dd[o * inter + i] * h[b * inter + i].to_f32() as f64)
+                .sum();
+            let got = y[b * hidden + o] as f64;
+            assert!(got.is_finite(), "y[{b}][{o}] not written");
+            y_num += (got - want).powi(2);
+            y_den += want * want;
+        }
+    }
+    let (eh, ey) = ((h_num / h_den).sqrt(), (y_num / y_den).sqrt());
+    assert!(eh < 2e-3, "h rel err {eh:.3e}");
+    assert!(ey < 1e-5, "y rel err {ey:.3e}");
 }

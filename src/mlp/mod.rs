@@ -12,16 +12,18 @@
 #[cfg(feature = "cuda")]
 use cudarc::driver::CudaSlice;
 
-use crate::dense::{Dense, DenseMut, DenseShape, Layout};
+use crate::dense::{Dense, DenseMut, Layout};
 use crate::element::{Element, Fp8};
 use crate::epilogue::{Activation, Epilogue};
 use crate::error::Error;
 use crate::format::BsrMatrix;
 #[cfg(feature = "cuda")]
+use crate::gpu::result::check_contexts;
+#[cfg(feature = "cuda")]
 use crate::gpu::DeviceBsr;
 use crate::options::{Backend, SpmmOptions};
 use crate::quant::{BlockScales, QuantizedBsr};
-use crate::spmm::{check_product, spmm_fp8, spmm_fused};
+use crate::spmm::{check_fp8_product, check_fused, run_fp8, run_fused, BsrOperand, Fp8Operand};
 
 mod shard;
 pub use shard::MlpShards;
@@ -94,49 +96,55 @@ fn check_weights(gate_up: Dims, down: Dims) -> Result<(usize, usize, usize), Err
     Ok((gu_m / 2, hidden, out))
 }
 
-/// Every check of both products, before either runs (so a bad `y` launches nothing):
-/// `x` is `batch x hidden`, `h` `batch x inter`, `y` `batch x out`, row-major.
-fn check_forward(
-    gate_up: Dims,
-    down: Dims,
-    batch: usize,
-    (x_len, h_len, y_len): (usize, usize, usize),
-    options: &SpmmOptions,
-) -> Result<(), Error> {
-    let (inter, hidden, out) = check_weights(gate_up, down)?;
-    let x = DenseShape::packed(hidden, batch, Layout::ColMajor);
-    let h = DenseShape::packed(inter, batch, Layout::ColMajor);
-    let y = DenseShape::packed(out, batch, Layout::ColMajor);
-    check_product(
-        gate_up.0, gate_up.1, &x, x_len, &h, h_len, None, true, options,
-    )?;
-    check_product(down.0, down.1, &h, h_len, &y, y_len, None, false, options)
-}
-
-/// The two products of a forward, after every check of both: the gated gate-and-up product
-/// into h, then the down product into y. `$spmm` is `spmm_fused` or `spmm_fp8`, `$view` the
-/// views' constructor (`host` or `device`), `$gate_up` / `$down` the weights as that entry
-/// takes them, `$dims` their `Dims`.
+/// A forward's two products, every check of both first: the gated gate-and-up product
+/// into h, then the down product into y. Both products are checked in full (shapes, types,
+/// scales, locations, backends; on the device contexts and the kernels' selection) before
+/// the first writes anything, so a refused call leaves h and y untouched; with `$launch`
+/// false nothing runs after the checks. `$operand` is the weights' operand type
+/// (`BsrOperand` or `Fp8Operand`), `$check` / `$run` that entry's check and product
+/// (`check_fused` / `run_fused` or `check_fp8_product` / `run_fp8`), `$view` the views'
+/// constructor (`host` or `device`), `$dims` the weights' `Dims`.
 macro_rules! two_products {
-    ($self:ident, $spmm:ident, $view:ident, ($gate_up:expr, $down:expr), $dims:expr, $x:ident, $batch:ident, $h:ident, $y:ident) => {{
+    ($self:ident, $operand:ident, $check:ident, $run:ident, $view:ident, $dims:expr, $x:ident, $batch:ident, $h:ident, $y:ident, $launch:expr) => {{
         let opts = $self.options();
         let (gu, dn) = $dims;
-        check_forward(gu, dn, $batch, ($x.len(), $h.len(), $y.len()), &opts)?;
-        let (inter, hidden, out) = (gu.0 .0 / 2, gu.0 .1, dn.0 .0);
-        $spmm(
-            $gate_up,
-            Dense::$view($x, hidden, $batch, Layout::ColMajor),
-            DenseMut::$view($h, inter, $batch, Layout::ColMajor),
-            &Epilogue::new().activation($self.activation).gated(true),
+        let (inter, hidden, out) = check_weights(gu, dn)?;
+        let gated = Epilogue::new().activation($self.activation).gated(true);
+        let plain = Epilogue::new();
+        $check(
+            &$operand::from(&$self.gate_up),
+            &Dense::$view($x, hidden, $batch, Layout::ColMajor),
+            &DenseMut::$view($h, inter, $batch, Layout::ColMajor),
+            &gated,
             &opts,
+            true,
         )?;
-        $spmm(
-            $down,
-            Dense::$view($h, inter, $batch, Layout::ColMajor),
-            DenseMut::$view($y, out, $batch, Layout::ColMajor),
-            &Epilogue::new(),
+        $check(
+            &$operand::from(&$self.down),
+            &Dense::$view($h, inter, $batch, Layout::ColMajor),
+            &DenseMut::$view($y, out, $batch, Layout::ColMajor),
+            &plain,
             &opts,
-        )
+            true,
+        )?;
+        if $launch {
+            $run(
+                $operand::from(&$self.gate_up),
+                Dense::$view($x, hidden, $batch, Layout::ColMajor),
+                DenseMut::$view($h, inter, $batch, Layout::ColMajor),
+                &gated,
+                &opts,
+            )?;
+            $run(
+                $operand::from(&$self.down),
+                Dense::$view($h, inter, $batch, Layout::ColMajor),
+                DenseMut::$view($y, out, $batch, Layout::ColMajor),
+                &plain,
+                &opts,
+            )
+        } else {
+            Ok(())
+        }
     }};
 }
 
@@ -188,14 +196,16 @@ impl<T: Element> SparseMlp<BsrMatrix<T>> {
     ) -> Result<(), Error> {
         two_products!(
             self,
-            spmm_fused,
+            BsrOperand,
+            check_fused,
+            run_fused,
             host,
-            (&self.gate_up, &self.down),
             (dims_of(&self.gate_up), dims_of(&self.down)),
             x,
             batch,
             h,
-            y
+            y,
+            true
         )
     }
 
@@ -271,7 +281,7 @@ impl<Q: Fp8> SparseMlp<QuantizedBsr<Q>> {
     }
 
     /// [`forward`](SparseMlp::forward) with FP8 weights: `x` and `h` of one 16-bit type
-    /// `X` (f16 or bf16), `y` f16, bf16 or f32 (the checks are [`spmm_fp8`]'s).
+    /// `X` (f16 or bf16), `y` f16, bf16 or f32 (the checks are [`spmm_fp8`](crate::spmm_fp8)'s).
     pub fn forward_fp8<X: Element, O: Element>(
         &self,
         x: &[X],
@@ -281,14 +291,16 @@ impl<Q: Fp8> SparseMlp<QuantizedBsr<Q>> {
     ) -> Result<(), Error> {
         two_products!(
             self,
-            spmm_fp8,
+            Fp8Operand,
+            check_fp8_product,
+            run_fp8,
             host,
-            (&self.gate_up, &self.down),
             (dims_of(self.gate_up.matrix()), dims_of(self.down.matrix())),
             x,
             batch,
             h,
-            y
+            y,
+            true
         )
     }
 
@@ -328,8 +340,9 @@ fn device_dims<T>(a: &DeviceBsr<T>) -> Dims {
 #[cfg(feature = "cuda")]
 impl<T: Element> SparseMlp<DeviceBsr<T>> {
     /// A device MLP from gate and up already interleaved by block-row
-    /// ([`BsrMatrix::interleave_block_rows`], then [`DeviceBsr::upload`]) and down. FP8
-    /// weights (a `DeviceBsr` of F8E4M3 / F8E5M2 holding its scales) run through
+    /// ([`BsrMatrix::interleave_block_rows`], then [`DeviceBsr::upload`]) and down, both in
+    /// one CUDA context ([`Error::ContextMismatch`] otherwise). FP8 weights (a `DeviceBsr`
+    /// of F8E4M3 / F8E5M2 holding its scales) run through
     /// [`forward_fp8`](Self::forward_fp8).
     pub fn from_device(
         gate_up: DeviceBsr<T>,
@@ -337,6 +350,8 @@ impl<T: Element> SparseMlp<DeviceBsr<T>> {
         activation: Activation,
     ) -> Result<Self, Error> {
         check_weights(device_dims(&gate_up), device_dims(&down))?;
+        // A DeviceBsr's arrays (and scales) share its values' context.
+        check_contexts(gate_up.values.stream(), &[("down", down.values.stream())])?;
         Ok(Self {
             gate_up,
             down,
@@ -345,23 +360,49 @@ impl<T: Element> SparseMlp<DeviceBsr<T>> {
         })
     }
 
-    /// The shape checks of [`forward`](Self::forward) alone, for buffers of these lengths
+    /// [`forward`](Self::forward), or with `launch` false its checks alone.
+    fn forward_device<O: Element>(
+        &self,
+        x: &CudaSlice<T>,
+        batch: usize,
+        h: &mut CudaSlice<T>,
+        y: &mut CudaSlice<O>,
+        launch: bool,
+    ) -> Result<(), Error> {
+        // The gated product runs on h's stream and the down product on y's.
+        same_stream(h, y)?;
+        two_products!(
+            self,
+            BsrOperand,
+            check_fused,
+            run_fused,
+            device,
+            (device_dims(&self.gate_up), device_dims(&self.down)),
+            x,
+            batch,
+            h,
+            y,
+            launch
+        )
+    }
+
+    /// Every check of [`forward`](Self::forward) on these buffers, nothing launched
     /// (`sparsek::tp` checks every rank before the first launch).
     #[cfg(feature = "nccl")]
-    pub(crate) fn check_lens(
+    pub(crate) fn check_forward<O: Element>(
         &self,
+        x: &CudaSlice<T>,
         batch: usize,
-        x: usize,
-        h: usize,
-        y: usize,
+        h: &mut CudaSlice<T>,
+        y: &mut CudaSlice<O>,
     ) -> Result<(), Error> {
-        let (gu, dn) = (device_dims(&self.gate_up), device_dims(&self.down));
-        check_forward(gu, dn, batch, (x, h, y), &self.options())
+        self.forward_device(x, batch, h, y, false)
     }
 
     /// `y = down(act(x·Gᵀ) ⊙ (x·Uᵀ))` on the device, enqueued on `y`'s stream (`h` and `y`
     /// on the same one): two launches, no allocation, no host synchronization, so it can be
-    /// captured in a CUDA graph. Every check of both products runs first.
+    /// captured in a CUDA graph. Every check of both products runs first, the kernels'
+    /// selection included, so a refused call launches nothing.
     pub fn forward<O: Element>(
         &self,
         x: &CudaSlice<T>,
@@ -369,19 +410,7 @@ impl<T: Element> SparseMlp<DeviceBsr<T>> {
         h: &mut CudaSlice<T>,
         y: &mut CudaSlice<O>,
     ) -> Result<(), Error> {
-        // The gated product runs on h's stream and the down product on y's.
-        same_stream(h, y)?;
-        two_products!(
-            self,
-            spmm_fused,
-            device,
-            (&self.gate_up, &self.down),
-            (device_dims(&self.gate_up), device_dims(&self.down)),
-            x,
-            batch,
-            h,
-            y
-        )
+        self.forward_device(x, batch, h, y, true)
     }
 
     /// [`forward`](Self::forward) for FP8 weights (`T` F8E4M3 or F8E5M2, W8A16): `x` and `h`
@@ -399,14 +428,16 @@ impl<T: Element> SparseMlp<DeviceBsr<T>> {
         same_stream(h, y)?;
         two_products!(
             self,
-            spmm_fp8,
+            Fp8Operand,
+            check_fp8_product,
+            run_fp8,
             device,
-            (&self.gate_up, &self.down),
             (device_dims(&self.gate_up), device_dims(&self.down)),
             x,
             batch,
             h,
-            y
+            y,
+            true
         )
     }
 }

@@ -1,12 +1,62 @@
 //! The checks of the products' operands, below both the entry points and the device path.
 
+#[cfg(feature = "cuda")]
+use cudarc::driver::CudaSlice;
+
 use crate::dense::DenseShape;
 #[cfg(feature = "cuda")]
 use crate::dense::Layout;
 use crate::element::{DType, Element};
+use crate::epilogue::Vector;
 use crate::error::Error;
 use crate::options::Backend;
 use crate::scale::ScaleKind;
+
+/// The location errors of the products' operands.
+#[cfg(feature = "cuda")]
+pub(crate) const OPERANDS_TOGETHER: &str = "A, B and C must be all host or all device";
+pub(crate) const BIAS_WITH_OPERANDS: &str = "the bias must be where A, B and C are";
+pub(crate) const B_SCALES_WITH_OPERANDS: &str = "B's scales must be where A, B and C are";
+
+/// Host operands run on the CPU backend alone.
+pub(crate) fn check_host_backend(backend: Backend) -> Result<(), Error> {
+    if matches!(backend, Backend::Auto | Backend::Cpu) {
+        Ok(())
+    } else {
+        Err(Error::BackendUnavailable {
+            backend,
+            reason: "operands are on the host; upload them (DeviceBsr, Dense::device)".into(),
+        })
+    }
+}
+
+/// A vector of a product with host operands (the bias, B's scales): a host slice, else
+/// `MixedLocations(what)` (only a device vector can be elsewhere).
+#[cfg_attr(not(feature = "cuda"), allow(unused_variables))]
+pub(crate) fn host_vector<'a, V>(
+    v: Option<Vector<'a, V>>,
+    what: &'static str,
+) -> Result<Option<&'a [V]>, Error> {
+    match v {
+        None => Ok(None),
+        Some(Vector::Host(s)) => Ok(Some(s)),
+        #[cfg(feature = "cuda")]
+        Some(Vector::Device(_)) => Err(Error::MixedLocations(what)),
+    }
+}
+
+/// A vector of a product with device operands: a device buffer, else `MixedLocations(what)`.
+#[cfg(feature = "cuda")]
+pub(crate) fn device_vector<'a, V>(
+    v: Option<Vector<'a, V>>,
+    what: &'static str,
+) -> Result<Option<&'a CudaSlice<V>>, Error> {
+    match v {
+        None => Ok(None),
+        Some(Vector::Device(s)) => Ok(Some(s)),
+        Some(Vector::Host(_)) => Err(Error::MixedLocations(what)),
+    }
+}
 
 /// The view fits its buffer and its rows (columns) do not overlap.
 pub(crate) fn check_view(

@@ -1,9 +1,12 @@
 //! The FP8 products ([`spmm_fp8`]): `C = act(α·Σ_blocks (sa·A_blk·B_blk)·sb + bias + β·C)`
 //! with an FP8 A and its scales, one entry point for every backend.
 
+use super::check::{
+    check_fp8, check_fp8_op, check_host_backend, host_vector, Fp8Spec, BIAS_WITH_OPERANDS,
+    B_SCALES_WITH_OPERANDS,
+};
 #[cfg(feature = "cuda")]
-use super::check::check_fp8_device;
-use super::check::{check_fp8, check_fp8_op, Fp8Spec};
+use super::check::{check_fp8_device, device_vector, OPERANDS_TOGETHER};
 use super::check_product;
 use super::cpu;
 use crate::dense::{Dense, DenseMut, Storage, StorageMut};
@@ -101,9 +104,27 @@ pub fn spmm_fp8<'a, Q: Fp8, TB: Element, O: Element>(
     options: &SpmmOptions,
 ) -> Result<(), Error> {
     let a = a.into();
+    check_fp8_product(&a, &b, &c, epilogue, options, false)?;
+    run_fp8(a, b, c, epilogue, options)
+}
+
+/// Every check of [`spmm_fp8`] on these operands, launching nothing and writing nothing:
+/// `op(A) = A`, shapes ([`check_product`]), the types and scales ([`check_fp8`]), where
+/// the operands, B's scales and the bias are, the backend for host operands, and on the
+/// device B's layout for W8A8, the problem's fields and every buffer's context against C's
+/// stream. With `select_kernel`, device operands also select their kernel (C++
+/// `Mode::Select`): `Some(backend)`, the one that would run (`None` on the host).
+pub(crate) fn check_fp8_product<Q: Fp8, TB: Element, O: Element>(
+    a: &Fp8Operand<'_, Q>,
+    b: &Dense<'_, TB>,
+    c: &DenseMut<'_, O>,
+    epilogue: &Epilogue<'_, O>,
+    options: &SpmmOptions,
+    select_kernel: bool,
+) -> Result<Option<Backend>, Error> {
     let backend = options.backend;
     check_fp8_op(options.transpose_a, backend)?;
-    let (dims, bm, nnzb, a_scales, device) = match &a {
+    let (dims, bm, nnzb, a_scales, device) = match a {
         Fp8Operand::Host(a, s) => (
             (a.m(), a.k()),
             a.block().rows,
@@ -143,49 +164,67 @@ pub fn spmm_fp8<'a, Q: Fp8, TB: Element, O: Element>(
         c: O::DTYPE,
         device,
     })?;
+    match (a, &b.data, &c.data) {
+        (Fp8Operand::Host(..), Storage::Host(_), StorageMut::Host(_)) => {
+            // W8A8 or W8A16 alike: the CPU reference takes either layout of B, and has no
+            // kernel to select.
+            let _ = (kind, select_kernel);
+            check_host_backend(backend)?;
+            host_vector(b_scales, B_SCALES_WITH_OPERANDS)?;
+            host_vector(epilogue.bias, BIAS_WITH_OPERANDS)?;
+            Ok(None)
+        }
+        #[cfg(feature = "cuda")]
+        (Fp8Operand::Device(a), Storage::Device(b_data), StorageMut::Device(c_data)) => {
+            check_fp8_device(kind, b.shape.layout, backend)?;
+            let operands = super::gpu::Fp8Operands {
+                a,
+                b: b_data,
+                b_shape: &b.shape,
+                b_scales: (
+                    b.scales.kind(),
+                    device_vector(b_scales, B_SCALES_WITH_OPERANDS)?,
+                ),
+                c: &**c_data,
+                c_shape: &c.shape,
+                bias: device_vector(epilogue.bias, BIAS_WITH_OPERANDS)?,
+            };
+            super::gpu::check_spmm_fp8(
+                &operands,
+                epilogue.activation,
+                epilogue.gated,
+                options,
+                select_kernel,
+            )
+        }
+        #[cfg(feature = "cuda")]
+        _ => Err(Error::MixedLocations(OPERANDS_TOGETHER)),
+    }
+}
+
+/// The product of [`spmm_fp8`] once [`check_fp8_product`] has passed on these operands.
+pub(crate) fn run_fp8<Q: Fp8, TB: Element, O: Element>(
+    a: Fp8Operand<'_, Q>,
+    b: Dense<'_, TB>,
+    c: DenseMut<'_, O>,
+    epilogue: &Epilogue<'_, O>,
+    options: &SpmmOptions,
+) -> Result<(), Error> {
+    let b_scales = b.scales.values();
     match (a, b.data, c.data) {
         (Fp8Operand::Host(a, a_scales), Storage::Host(b_data), StorageMut::Host(c_data)) => {
-            // W8A8 or W8A16 alike: the CPU reference takes either layout of B.
-            let _ = kind;
-            if !matches!(backend, Backend::Auto | Backend::Cpu) {
-                return Err(Error::BackendUnavailable {
-                    backend,
-                    reason: "operands are on the host; upload them (DeviceBsr, Dense::device)"
-                        .into(),
-                });
-            }
-            let b_scales = match b_scales {
-                None => None,
-                Some(Vector::Host(s)) => Some(s),
-                #[cfg(feature = "cuda")]
-                Some(Vector::Device(_)) => {
-                    return Err(Error::MixedLocations(
-                        "B's scales must be where A, B and C are",
-                    ))
-                }
-            };
-            let bias = match epilogue.bias {
-                None => None,
-                Some(Vector::Host(bias)) => Some(bias),
-                #[cfg(feature = "cuda")]
-                Some(Vector::Device(_)) => {
-                    return Err(Error::MixedLocations(
-                        "the bias must be where A, B and C are",
-                    ))
-                }
-            };
             cpu::spmm_fp8(
                 a,
                 a_scales,
                 b_data,
                 &b.shape,
-                b_scales,
+                host_vector(b_scales, B_SCALES_WITH_OPERANDS)?,
                 c_data,
                 &c.shape,
                 cpu::Scalars {
                     alpha: options.alpha,
                     beta: options.beta,
-                    bias,
+                    bias: host_vector(epilogue.bias, BIAS_WITH_OPERANDS)?,
                     activation: epilogue.activation,
                     gated: epilogue.gated,
                 },
@@ -193,34 +232,18 @@ pub fn spmm_fp8<'a, Q: Fp8, TB: Element, O: Element>(
         }
         #[cfg(feature = "cuda")]
         (Fp8Operand::Device(a), Storage::Device(b_data), StorageMut::Device(c_data)) => {
-            check_fp8_device(kind, b.shape.layout, backend)?;
-            let b_scales = match b_scales {
-                None => None,
-                Some(Vector::Device(s)) => Some(s),
-                Some(Vector::Host(_)) => {
-                    return Err(Error::MixedLocations(
-                        "B's scales must be where A, B and C are",
-                    ))
-                }
-            };
-            let bias = match epilogue.bias {
-                None => None,
-                Some(Vector::Device(bias)) => Some(bias),
-                Some(Vector::Host(_)) => {
-                    return Err(Error::MixedLocations(
-                        "the bias must be where A, B and C are",
-                    ))
-                }
-            };
             super::gpu::spmm_fp8(
                 super::gpu::Fp8Operands {
                     a,
                     b: b_data,
                     b_shape: &b.shape,
-                    b_scales: (b.scales.kind(), b_scales),
+                    b_scales: (
+                        b.scales.kind(),
+                        device_vector(b_scales, B_SCALES_WITH_OPERANDS)?,
+                    ),
                     c: c_data,
                     c_shape: &c.shape,
-                    bias,
+                    bias: device_vector(epilogue.bias, BIAS_WITH_OPERANDS)?,
                 },
                 epilogue.activation,
                 epilogue.gated,
@@ -228,8 +251,6 @@ pub fn spmm_fp8<'a, Q: Fp8, TB: Element, O: Element>(
             )
         }
         #[cfg(feature = "cuda")]
-        _ => Err(Error::MixedLocations(
-            "A, B and C must be all host or all device",
-        )),
+        _ => Err(Error::MixedLocations(OPERANDS_TOGETHER)),
     }
 }

@@ -3,13 +3,10 @@
 
 use cudarc::driver::{CudaSlice, CudaStream};
 
-use super::check::{
-    check_fp8, check_fp8_device, check_fp8_op, check_gpu_types, check_operands, refuse_scales,
-    Fp8Spec,
-};
+use super::{BsrOperand, Fp8Operand};
 use crate::dense::{Dense, DenseMut, DenseShape, Storage, StorageMut};
 use crate::element::{Element, Fp8};
-use crate::epilogue::Activation;
+use crate::epilogue::{Activation, Epilogue};
 use crate::error::Error;
 use crate::gpu::result::{activation, backend, check, check_contexts, dense_desc, scale_kind};
 use crate::gpu::{sys, DeviceBsr};
@@ -82,8 +79,9 @@ fn transpose_buffers<'a, T: Element>(
     }))
 }
 
-/// The device operands of one `spmm`, validated by `crate::spmm`.
-pub(crate) struct Operands<'a, T, O> {
+/// The device operands of one `spmm`, validated by `crate::spmm`: C is `&mut
+/// CudaSlice<O>` to launch, `&CudaSlice<O>` to check or select.
+pub(crate) struct Operands<'a, T, C> {
     /// The sparse operand A.
     pub a: &'a DeviceBsr<T>,
     /// B's buffer, holding at least `b_shape.required_len()` elements.
@@ -92,25 +90,78 @@ pub(crate) struct Operands<'a, T, O> {
     pub b_shape: &'a DenseShape,
     /// C's buffer, holding at least `c_shape.required_len()` elements; its stream runs
     /// the kernel.
-    pub c: &'a mut CudaSlice<O>,
+    pub c: C,
     /// C's view: `m x n` (`k x n` for `op(A) = Aᵀ`), layout and leading dimension.
     pub c_shape: &'a DenseShape,
     /// The epilogue's bias, one value per row of C, if any.
     pub bias: Option<&'a CudaSlice<T>>,
 }
 
-/// Device `spmm`, after `crate::spmm` validated the operands. Runs on C's stream.
+/// The device checks of one product, shared by its check, selection and launch: the
+/// problem for C++ (every size fits its field) and every buffer's context against C's
+/// stream.
+fn prepare<T: Element, O: Element>(
+    ops: &Operands<'_, T, &CudaSlice<O>>,
+    act: Activation,
+    gated: bool,
+    options: &SpmmOptions,
+) -> Result<sys::SpmmProblem, Error> {
+    let mut problem = problem::<T, O>(ops.a, ops.b_shape, ops.c_shape, options)?;
+    problem.activation = activation(act);
+    problem.gated = gated;
+    check_spmm_contexts(ops.a, ops.b, ops.bias, ops.c.stream())?;
+    Ok(problem)
+}
+
+/// The device half of `crate::spmm::check_fused`: [`prepare`], and with `select_kernel` the
+/// kernel's selection (`Mode::Select`: no device memory read, nothing launched; `op(A) =
+/// Aᵀ` builds A's transpose index first if it is not built yet). `Some(backend)` when
+/// selected.
+pub(crate) fn check_spmm<T: Element, O: Element>(
+    ops: &Operands<'_, T, &CudaSlice<O>>,
+    act: Activation,
+    gated: bool,
+    options: &SpmmOptions,
+    select_kernel: bool,
+) -> Result<Option<Backend>, Error> {
+    let problem = prepare(ops, act, gated, options)?;
+    if !select_kernel {
+        return Ok(None);
+    }
+    let stream = ops.c.stream().clone();
+    stream.context().bind_to_thread()?;
+    let bufs = sys::SpmmBuffers {
+        row_ptr: &ops.a.row_ptr,
+        col_idx: &ops.a.col_idx,
+        values: &ops.a.values,
+        a_scales: ops.a.scales.buffer(),
+        b: ops.b,
+        b_scales: None,
+        c: sys::Output::Select(ops.c),
+        bias: ops.bias,
+        transpose: transpose_buffers(ops.a, options)?,
+    };
+    check(sys::spmm(problem, bufs, &stream), options.backend).map(Some)
+}
+
+/// Device `spmm`, after `crate::spmm::check_fused` validated the operands. Runs on C's
+/// stream.
 pub(crate) fn spmm<T: Element, O: Element>(
-    ops: Operands<'_, T, O>,
+    ops: Operands<'_, T, &mut CudaSlice<O>>,
     act: Activation,
     gated: bool,
     options: &SpmmOptions,
 ) -> Result<(), Error> {
-    let mut problem = problem::<T, O>(ops.a, ops.b_shape, ops.c_shape, options)?;
-    problem.activation = activation(act);
-    problem.gated = gated;
+    let checked = Operands {
+        a: ops.a,
+        b: ops.b,
+        b_shape: ops.b_shape,
+        c: &*ops.c,
+        c_shape: ops.c_shape,
+        bias: ops.bias,
+    };
+    let problem = prepare(&checked, act, gated, options)?;
     let stream = ops.c.stream().clone();
-    check_spmm_contexts(ops.a, ops.b, ops.bias, &stream)?;
     stream.context().bind_to_thread()?;
     let transpose = transpose_buffers(ops.a, options)?;
     let bufs = sys::SpmmBuffers {
@@ -128,45 +179,28 @@ pub(crate) fn spmm<T: Element, O: Element>(
 }
 
 /// Which backend `spmm` would run for these operands on their device (`Auto` resolved),
-/// or why none can. Runs the same checks as `spmm`; launches nothing and reads no device
-/// memory, except that `op(A) = Aᵀ` builds A's transpose index first if it is not built
-/// yet ([`DeviceBsr::prepare_transpose`]).
+/// or why none can. Runs the same checks as `spmm` (`crate::spmm::check_fused`), then the
+/// selection; launches nothing and reads no device memory, except that `op(A) = Aᵀ` builds
+/// A's transpose index first if it is not built yet ([`DeviceBsr::prepare_transpose`]).
 pub fn can_implement<T: Element, O: Element>(
     a: &DeviceBsr<T>,
     b: &Dense<'_, T>,
     c: &DenseMut<'_, O>,
     options: &SpmmOptions,
 ) -> Result<Backend, Error> {
-    let (Storage::Device(b_data), StorageMut::Device(c_data)) = (&b.data, &c.data) else {
-        return Err(Error::MixedLocations("can_implement takes device B and C"));
+    const DEVICE_ONLY: &str = "can_implement takes device B and C";
+    let (Storage::Device(_), StorageMut::Device(_)) = (&b.data, &c.data) else {
+        return Err(Error::MixedLocations(DEVICE_ONLY));
     };
-    let transpose = options.transpose_a;
-    check_operands(
-        (a.m, a.k),
-        transpose,
-        &b.shape,
-        b_data.len(),
-        &c.shape,
-        c_data.len(),
-    )?;
-    check_gpu_types::<T, O>(options.backend)?;
-    refuse_scales("B", b.scales.kind())?;
-    let problem = problem::<T, O>(a, &b.shape, &c.shape, options)?;
-    let stream = c_data.stream().clone();
-    check_spmm_contexts(a, b_data, None, &stream)?;
-    stream.context().bind_to_thread()?;
-    let bufs = sys::SpmmBuffers::<T, T, O, T> {
-        row_ptr: &a.row_ptr,
-        col_idx: &a.col_idx,
-        values: &a.values,
-        a_scales: a.scales.buffer(),
-        b: b_data,
-        b_scales: None,
-        c: sys::Output::Select(c_data),
-        bias: None,
-        transpose: transpose_buffers(a, options)?,
-    };
-    check(sys::spmm(problem, bufs, &stream), options.backend)
+    super::check_fused(
+        &BsrOperand::Device(a),
+        b,
+        c,
+        &Epilogue::new(),
+        options,
+        true,
+    )?
+    .ok_or(Error::MixedLocations(DEVICE_ONLY))
 }
 
 /// The context check of an FP8 product's operands against C's stream: A's arrays and
@@ -229,8 +263,9 @@ fn fp8_problem<Q: Fp8, TB: Element, O: Element>(
     })
 }
 
-/// The device operands of one `spmm_fp8`, validated by `crate::spmm_fp8`.
-pub(crate) struct Fp8Operands<'a, Q, TB, O> {
+/// The device operands of one `spmm_fp8`, validated by `crate::spmm_fp8`: C is `&mut
+/// CudaSlice<O>` to launch, `&CudaSlice<O>` to check or select.
+pub(crate) struct Fp8Operands<'a, Q, TB, O, C> {
     /// The sparse FP8 operand A, with its scales.
     pub a: &'a DeviceBsr<Q>,
     /// B's buffer, holding at least `b_shape.required_len()` elements.
@@ -240,26 +275,41 @@ pub(crate) struct Fp8Operands<'a, Q, TB, O> {
     /// B's scales: their kind and buffer (`None` exactly with `ScaleKind::None`).
     pub b_scales: (ScaleKind, Option<&'a CudaSlice<f32>>),
     /// C's buffer; its stream runs the kernel.
-    pub c: &'a mut CudaSlice<O>,
+    pub c: C,
     /// C's view: `m x n`.
     pub c_shape: &'a DenseShape,
     /// The epilogue's bias (C's type), one value per row of C, if any.
     pub bias: Option<&'a CudaSlice<O>>,
 }
 
-/// Device `spmm_fp8`, after `crate::spmm_fp8` validated the operands. Runs on C's stream.
-pub(crate) fn spmm_fp8<Q: Fp8, TB: Element, O: Element>(
-    ops: Fp8Operands<'_, Q, TB, O>,
+/// [`prepare`] of an FP8 product.
+fn prepare_fp8<Q: Fp8, TB: Element, O: Element>(
+    ops: &Fp8Operands<'_, Q, TB, O, &CudaSlice<O>>,
     act: Activation,
     gated: bool,
     options: &SpmmOptions,
-) -> Result<(), Error> {
+) -> Result<sys::SpmmProblem, Error> {
     let (b_kind, b_scales) = ops.b_scales;
     let mut problem = fp8_problem::<Q, TB, O>(ops.a, ops.b_shape, b_kind, ops.c_shape, options)?;
     problem.activation = activation(act);
     problem.gated = gated;
+    check_fp8_contexts(ops.a, ops.b, b_scales, ops.bias, ops.c.stream())?;
+    Ok(problem)
+}
+
+/// [`check_spmm`] of an FP8 product (the device half of `crate::spmm::check_fp8_product`).
+pub(crate) fn check_spmm_fp8<Q: Fp8, TB: Element, O: Element>(
+    ops: &Fp8Operands<'_, Q, TB, O, &CudaSlice<O>>,
+    act: Activation,
+    gated: bool,
+    options: &SpmmOptions,
+    select_kernel: bool,
+) -> Result<Option<Backend>, Error> {
+    let problem = prepare_fp8(ops, act, gated, options)?;
+    if !select_kernel {
+        return Ok(None);
+    }
     let stream = ops.c.stream().clone();
-    check_fp8_contexts(ops.a, ops.b, b_scales, ops.bias, &stream)?;
     stream.context().bind_to_thread()?;
     let bufs = sys::SpmmBuffers {
         row_ptr: &ops.a.row_ptr,
@@ -267,7 +317,41 @@ pub(crate) fn spmm_fp8<Q: Fp8, TB: Element, O: Element>(
         values: &ops.a.values,
         a_scales: ops.a.scales.buffer(),
         b: ops.b,
-        b_scales,
+        b_scales: ops.b_scales.1,
+        c: sys::Output::Select(ops.c),
+        bias: ops.bias,
+        transpose: None,
+    };
+    check(sys::spmm(problem, bufs, &stream), options.backend).map(Some)
+}
+
+/// Device `spmm_fp8`, after `crate::spmm::check_fp8_product` validated the operands. Runs
+/// on C's stream.
+pub(crate) fn spmm_fp8<Q: Fp8, TB: Element, O: Element>(
+    ops: Fp8Operands<'_, Q, TB, O, &mut CudaSlice<O>>,
+    act: Activation,
+    gated: bool,
+    options: &SpmmOptions,
+) -> Result<(), Error> {
+    let checked = Fp8Operands {
+        a: ops.a,
+        b: ops.b,
+        b_shape: ops.b_shape,
+        b_scales: ops.b_scales,
+        c: &*ops.c,
+        c_shape: ops.c_shape,
+        bias: ops.bias,
+    };
+    let problem = prepare_fp8(&checked, act, gated, options)?;
+    let stream = ops.c.stream().clone();
+    stream.context().bind_to_thread()?;
+    let bufs = sys::SpmmBuffers {
+        row_ptr: &ops.a.row_ptr,
+        col_idx: &ops.a.col_idx,
+        values: &ops.a.values,
+        a_scales: ops.a.scales.buffer(),
+        b: ops.b,
+        b_scales: ops.b_scales.1,
         c: sys::Output::Launch(ops.c),
         bias: ops.bias,
         transpose: None,
@@ -276,63 +360,26 @@ pub(crate) fn spmm_fp8<Q: Fp8, TB: Element, O: Element>(
 }
 
 /// Which backend [`spmm_fp8`](crate::spmm_fp8) would run for these device operands (`Auto`
-/// resolved), or why none can: the same checks (B's scales as attached with
-/// [`Dense::with_scales`]); launches nothing and reads no device memory.
+/// resolved), or why none can: the same checks (`crate::spmm::check_fp8_product`, B's
+/// scales as attached with [`Dense::with_scales`]), then the selection; launches nothing
+/// and reads no device memory.
 pub fn can_implement_fp8<Q: Fp8, TB: Element, O: Element>(
     a: &DeviceBsr<Q>,
     b: &Dense<'_, TB>,
     c: &DenseMut<'_, O>,
     options: &SpmmOptions,
 ) -> Result<Backend, Error> {
-    let (Storage::Device(b_data), StorageMut::Device(c_data)) = (&b.data, &c.data) else {
-        return Err(Error::MixedLocations(
-            "can_implement_fp8 takes device B and C",
-        ));
+    const DEVICE_ONLY: &str = "can_implement_fp8 takes device B and C";
+    let (Storage::Device(_), StorageMut::Device(_)) = (&b.data, &c.data) else {
+        return Err(Error::MixedLocations(DEVICE_ONLY));
     };
-    check_fp8_op(options.transpose_a, options.backend)?;
-    check_operands(
-        (a.m, a.k),
-        false,
-        &b.shape,
-        b_data.len(),
-        &c.shape,
-        c_data.len(),
-    )?;
-    let b_scales = match b.scales.values() {
-        None => None,
-        Some(crate::epilogue::Vector::Device(s)) => Some(s),
-        Some(crate::epilogue::Vector::Host(_)) => {
-            return Err(Error::MixedLocations(
-                "B's scales must be where A, B and C are",
-            ))
-        }
-    };
-    let kind = check_fp8(&Fp8Spec {
-        a: Q::DTYPE,
-        a_scales: (a.scale_kind(), a.scales.buffer().map_or(0, |s| s.len())),
-        nnzb: a.nnzb,
-        b: TB::DTYPE,
-        b_scales: (b.scales.kind(), b_scales.map_or(0, |s| s.len())),
-        b_scales_transposed: b.scales_transposed,
-        n: b.shape.cols,
-        c: O::DTYPE,
-        device: true,
-    })?;
-    check_fp8_device(kind, b.shape.layout, options.backend)?;
-    let problem = fp8_problem::<Q, TB, O>(a, &b.shape, b.scales.kind(), &c.shape, options)?;
-    let stream = c_data.stream().clone();
-    check_fp8_contexts::<Q, TB, O>(a, b_data, b_scales, None, &stream)?;
-    stream.context().bind_to_thread()?;
-    let bufs = sys::SpmmBuffers::<Q, TB, O, O> {
-        row_ptr: &a.row_ptr,
-        col_idx: &a.col_idx,
-        values: &a.values,
-        a_scales: a.scales.buffer(),
-        b: b_data,
-        b_scales,
-        c: sys::Output::Select(c_data),
-        bias: None,
-        transpose: None,
-    };
-    check(sys::spmm(problem, bufs, &stream), options.backend)
+    super::check_fp8_product(
+        &Fp8Operand::Device(a),
+        b,
+        c,
+        &Epilogue::new(),
+        options,
+        true,
+    )?
+    .ok_or(Error::MixedLocations(DEVICE_ONLY))
 }

@@ -8,6 +8,7 @@ mod fp8;
 #[cfg(feature = "cuda")]
 pub(crate) mod gpu;
 
+pub(crate) use fp8::{check_fp8_product, run_fp8};
 pub use fp8::{spmm_fp8, Fp8Operand};
 
 use crate::dense::{Dense, DenseMut, DenseShape, Storage, StorageMut};
@@ -18,7 +19,9 @@ use crate::format::BsrMatrix;
 #[cfg(feature = "cuda")]
 use crate::gpu::DeviceBsr;
 use crate::options::{Backend, SpmmOptions};
-use check::{check_operands, check_view, same};
+#[cfg(feature = "cuda")]
+use check::OPERANDS_TOGETHER;
+use check::{check_operands, check_view, same, BIAS_WITH_OPERANDS};
 
 /// The sparse operand: a host `BsrMatrix` or a `DeviceBsr`.
 pub enum BsrOperand<'a, T> {
@@ -137,10 +140,29 @@ pub fn spmm_fused<'a, T: Element, O: Element>(
     options: &SpmmOptions,
 ) -> Result<(), Error> {
     let a = a.into();
-    let transpose = options.transpose_a;
+    check_fused(&a, &b, &c, epilogue, options, false)?;
+    run_fused(a, b, c, epilogue, options)
+}
+
+/// Every check of [`spmm_fused`] on these operands, launching nothing and writing nothing:
+/// shapes, the bias and the gated rules ([`check_product`]), the element types (no FP8, the
+/// GPU's types on the device), no scales, where the operands are, the backend for host
+/// operands, and on the device the problem's fields and every buffer's context against
+/// C's stream. With `select_kernel`, device operands also select their kernel (C++
+/// `Mode::Select`: no device memory read, nothing launched), so a backend that cannot run
+/// the product is refused here: `Some(backend)`, the one that would run (`None` on the
+/// host). A caller that launches several products checks them all with this first.
+pub(crate) fn check_fused<T: Element, O: Element>(
+    a: &BsrOperand<'_, T>,
+    b: &Dense<'_, T>,
+    c: &DenseMut<'_, O>,
+    epilogue: &Epilogue<'_, T>,
+    options: &SpmmOptions,
+    select_kernel: bool,
+) -> Result<Option<Backend>, Error> {
     check_product(
-        bsr_dims(&a),
-        bsr_bm(&a),
+        bsr_dims(a),
+        bsr_bm(a),
         &b.shape,
         b.data.len(),
         &c.shape,
@@ -151,29 +173,52 @@ pub fn spmm_fused<'a, T: Element, O: Element>(
     )?;
     check::refuse_fp8::<T, O>(options.backend)?;
     check::refuse_scales("B", b.scales.kind())?;
+    match (a, &b.data, &c.data) {
+        (BsrOperand::Host(_), Storage::Host(_), StorageMut::Host(_)) => {
+            // The CPU backend has no kernel to select.
+            let _ = select_kernel;
+            check::check_host_backend(options.backend)?;
+            check::host_vector(epilogue.bias, BIAS_WITH_OPERANDS)?;
+            Ok(None)
+        }
+        #[cfg(feature = "cuda")]
+        (BsrOperand::Device(a), Storage::Device(b_data), StorageMut::Device(c_data)) => {
+            check::check_gpu_types::<T, O>(options.backend)?;
+            let operands = gpu::Operands {
+                a,
+                b: b_data,
+                b_shape: &b.shape,
+                c: &**c_data,
+                c_shape: &c.shape,
+                bias: check::device_vector(epilogue.bias, BIAS_WITH_OPERANDS)?,
+            };
+            gpu::check_spmm(
+                &operands,
+                epilogue.activation,
+                epilogue.gated,
+                options,
+                select_kernel,
+            )
+        }
+        #[cfg(feature = "cuda")]
+        _ => Err(Error::MixedLocations(OPERANDS_TOGETHER)),
+    }
+}
 
+/// The product of [`spmm_fused`] once [`check_fused`] has passed on these operands.
+pub(crate) fn run_fused<T: Element, O: Element>(
+    a: BsrOperand<'_, T>,
+    b: Dense<'_, T>,
+    c: DenseMut<'_, O>,
+    epilogue: &Epilogue<'_, T>,
+    options: &SpmmOptions,
+) -> Result<(), Error> {
     match (a, b.data, c.data) {
         (BsrOperand::Host(a), Storage::Host(b_data), StorageMut::Host(c_data)) => {
-            if !matches!(options.backend, Backend::Auto | Backend::Cpu) {
-                return Err(Error::BackendUnavailable {
-                    backend: options.backend,
-                    reason: "operands are on the host; upload them (DeviceBsr, Dense::device)"
-                        .into(),
-                });
-            }
-            let bias = match epilogue.bias {
-                None => None,
-                Some(Vector::Host(bias)) => Some(bias),
-                #[cfg(feature = "cuda")]
-                Some(Vector::Device(_)) => {
-                    return Err(Error::MixedLocations(
-                        "the bias must be where A, B and C are",
-                    ))
-                }
-            };
+            let bias = check::host_vector(epilogue.bias, BIAS_WITH_OPERANDS)?;
             cpu::spmm(
                 a,
-                transpose,
+                options.transpose_a,
                 b_data,
                 &b.shape,
                 c_data,
@@ -190,30 +235,18 @@ pub fn spmm_fused<'a, T: Element, O: Element>(
         }
         #[cfg(feature = "cuda")]
         (BsrOperand::Device(a), Storage::Device(b_data), StorageMut::Device(c_data)) => {
-            check::check_gpu_types::<T, O>(options.backend)?;
-            let bias = match epilogue.bias {
-                None => None,
-                Some(Vector::Device(bias)) => Some(bias),
-                Some(Vector::Host(_)) => {
-                    return Err(Error::MixedLocations(
-                        "the bias must be where A, B and C are",
-                    ))
-                }
-            };
             let operands = gpu::Operands {
                 a,
                 b: b_data,
                 b_shape: &b.shape,
                 c: c_data,
                 c_shape: &c.shape,
-                bias,
+                bias: check::device_vector(epilogue.bias, BIAS_WITH_OPERANDS)?,
             };
             gpu::spmm(operands, epilogue.activation, epilogue.gated, options)
         }
         #[cfg(feature = "cuda")]
-        _ => Err(Error::MixedLocations(
-            "A, B and C must be all host or all device",
-        )),
+        _ => Err(Error::MixedLocations(OPERANDS_TOGETHER)),
     }
 }
 

@@ -241,12 +241,15 @@ impl<T: Element> TpSparseMlp<T> {
             )));
         }
         group.check_buffers("TpSparseMlp y", y)?;
+        // Every check of every rank before rank 0 is enqueued, so a refused call launches
+        // nothing anywhere: y on the rank's stream (above) and h on y's, the weights', x's
+        // and h's contexts against it, lengths, types, the kernels' selection.
         for r in 0..n {
             let stream = group
                 .stream(r)
                 .ok_or(Error::InvalidArgument("rank out of range".into()))?;
             check_contexts(&stream, &[("x", x[r].stream()), ("h", h[r].stream())])?;
-            self.ranks[r].check_lens(batch, x[r].len(), h[r].len(), y[r].len())?;
+            self.ranks[r].check_forward(&x[r], batch, &mut h[r], &mut y[r])?;
         }
         for r in 0..n {
             self.ranks[r].forward(&x[r], batch, &mut h[r], &mut y[r])?;
@@ -384,6 +387,9 @@ impl<T: Element> TpSparseLinear<T> {
                     w.m()
                 )));
             }
+            // The rest of the rank's checks (the weight's and bias's contexts, types, the
+            // kernel's selection) before rank 0 is enqueued, too.
+            self.ranks[r].check_forward(&x[r], batch, &mut y[r])?;
         }
         for r in 0..n {
             self.ranks[r].forward(&x[r], batch, &mut y[r])?;
