@@ -1,6 +1,8 @@
 // The checks every operation's C++ entry shares: results and their one prefix, the device
 // query and the stream's device, and the views (dense, BSR) validated by value with checked
 // int64 arithmetic and their pointers' alignment.
+#include <cuda.h>
+
 #include <cstdarg>
 #include <climits>
 #include <cstdio>
@@ -89,6 +91,67 @@ DeviceSource DeviceSource::deferred() {
   return s;
 }
 
+namespace {
+
+// The driver's context queries, through the runtime's entry point (the library links the
+// runtime only). cudaStreamGetDevice / cuStreamGetDevice are refused inside stream capture
+// (and the refusal invalidates the capture); cuStreamGetCtx and cuCtxGetCurrent are not, so
+// the stream is compared with the current context by its context.
+struct ContextQueries {
+  CUresult (*stream_ctx)(CUstream, CUcontext*) = nullptr;
+  CUresult (*current)(CUcontext*) = nullptr;
+  CUresult (*push)(CUcontext) = nullptr;
+  CUresult (*device)(CUdevice*) = nullptr;
+  CUresult (*pop)(CUcontext*) = nullptr;
+  bool ok = false;
+};
+
+template <class F>
+bool entry_point(const char* name, F* fn) {
+  void* p = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  if (cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+      found != cudaDriverEntryPointSuccess || p == nullptr)
+    return false;
+  *fn = reinterpret_cast<F>(p);
+  return true;
+}
+
+const ContextQueries& context_queries() {
+  static const ContextQueries q = [] {
+    ContextQueries c;
+    c.ok = entry_point("cuStreamGetCtx", &c.stream_ctx) && entry_point("cuCtxGetCurrent", &c.current) &&
+           entry_point("cuCtxPushCurrent", &c.push) && entry_point("cuCtxGetDevice", &c.device) &&
+           entry_point("cuCtxPopCurrent", &c.pop);
+    return c;
+  }();
+  return q;
+}
+
+}  // namespace
+
+Result check_stream_context(cudaStream_t stream, int current_device) {
+  const ContextQueries& q = context_queries();
+  if (!q.ok) return make_result(Status::CudaError, "the driver's context queries (cuStreamGetCtx) are not available");
+  CUcontext stream_ctx = nullptr, current = nullptr;
+  if (q.stream_ctx(reinterpret_cast<CUstream>(stream), &stream_ctx) != CUDA_SUCCESS || stream_ctx == nullptr)
+    return make_result(Status::InvalidArgument, "the stream is not a live CUDA stream (cuStreamGetCtx failed)");
+  if (q.current(&current) != CUDA_SUCCESS) return make_result(Status::CudaError, "no current CUDA context");
+  if (stream_ctx == current) return Result{};
+  // Another context: name its device (push and pop leave the caller's context current).
+  CUdevice device = -1;
+  CUcontext popped = nullptr;
+  if (q.push(stream_ctx) == CUDA_SUCCESS) {
+    if (q.device(&device) != CUDA_SUCCESS) device = -1;
+    q.pop(&popped);
+  }
+  if (device >= 0 && device != current_device) return check_stream_device(int(device), current_device);
+  return make_result(Status::InvalidArgument,
+                     "the stream belongs to another CUDA context than the current one (of device %d): launches "
+                     "run in the current context",
+                     current_device);
+}
+
 Result DeviceSource::resolve(DeviceInfo* out) const {
   switch (kind_) {
     case Kind::Deferred:
@@ -107,14 +170,9 @@ Result DeviceSource::resolve(DeviceInfo* out) const {
   DeviceInfo info;
   Result r = current_device(&info);
   if (!r.ok()) return r;
-  // The default streams are the current device's (and cudaStreamGetDevice would answer so).
+  // The default streams are the current device's by definition.
   if (stream_ != nullptr && stream_ != cudaStreamLegacy && stream_ != cudaStreamPerThread) {
-    int device = 0;
-    const cudaError_t e = cudaStreamGetDevice(stream_, &device);
-    if (e != cudaSuccess)
-      return with_cuda_error(e, make_result(Status::CudaError, "querying the stream's device: %s",
-                                            cudaGetErrorString(e)));
-    r = check_stream_device(device, info.id);
+    r = check_stream_context(stream_, info.id);
     if (!r.ok()) return r;
   }
   *out = info;

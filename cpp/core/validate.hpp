@@ -43,6 +43,11 @@ Result check_aligned(const char* name, const void* ptr, int64_t alignment);
 // of DeviceSource::resolve: `stream_device` and `current_device` are device ordinals.
 Result check_stream_device(int stream_device, int current_device);
 
+// Refuses a stream that is not of the current context (InvalidArgument, naming the stream's
+// device where it is another device's). Driver context queries only, which stream capture
+// allows (DeviceSource::resolve).
+Result check_stream_context(cudaStream_t stream, int current_device);
+
 // The device a call runs on, resolved after its views passed (a malformed call queries
 // nothing): the current device's DeviceInfo, once the stream the call launches on is known
 // to belong to it. Row selection, the device limits (shared memory, SM count, compute
@@ -50,7 +55,8 @@ Result check_stream_device(int stream_device, int current_device);
 // device, and the runtime launches into the current device's context, so a stream of another
 // device is refused before anything is enqueued rather than followed: following it would mean
 // switching the caller's current device around every call. The check is one runtime query
-// per call (cudaStreamGetDevice; no synchronization, so CUDA-graph capture is unaffected),
+// per call (cuStreamGetCtx against cuCtxGetCurrent: no synchronization, and allowed inside
+// CUDA-graph capture, where cudaStreamGetDevice is not),
 // and none for the default streams (null, cudaStreamLegacy, cudaStreamPerThread), which are
 // the current device's by definition.
 class DeviceSource {
