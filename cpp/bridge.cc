@@ -6,6 +6,7 @@
 #include "quantize/problem.hpp"
 #include "spmm/problem.hpp"
 #include "core/registry.hpp"
+#include "core/validate.hpp"
 #include "sparsek/src/gpu/sys.rs.h"
 
 namespace sparsek::ffi {
@@ -119,13 +120,18 @@ FfiStatus select_and_run(const X& x) {
   if (const char* why = unsupported(x)) return status(detail::make_result(Status::NotSupported, "%s", why), s);
   if (x.mode != Mode::Select && x.mode != Mode::Launch)
     return status(detail::make_result(Status::InvalidArgument, "unknown mode %d", int(x.mode)), s);
+  // The Rust side binds the stream's context first; a stream of another device (a missed
+  // bind) is refused here rather than launched into (core/validate.hpp, DeviceSource).
+  const cudaStream_t stream = reinterpret_cast<cudaStream_t>(x.stream);
+  const detail::DeviceSource devices =
+      x.mode == Mode::Launch ? detail::DeviceSource::of_stream(stream) : detail::DeviceSource::current();
   detail::DeviceInfo device;
   Result r = detail::pending_cuda_error();
-  if (r.ok()) r = detail::current_device(&device);
+  if (r.ok()) r = devices.resolve(&device);
   if (!r.ok()) return status(detail::settle(r), s);
   const P p = to_problem(x, device);
   r = detail::select(p, &s);
-  if (r.ok() && x.mode == Mode::Launch) r = detail::launch(p, s, reinterpret_cast<cudaStream_t>(x.stream));
+  if (r.ok() && x.mode == Mode::Launch) r = detail::launch(p, s, stream);
   return status(detail::settle(r), s);
 }
 
@@ -157,16 +163,18 @@ FfiStatus block_topk(const GatingProblem& x) {
   g.nnzb = x.nnzb;
   g.row_ptr = reinterpret_cast<int32_t*>(x.row_ptr);
   g.col_idx = reinterpret_cast<int32_t*>(x.col_idx);
+  const cudaStream_t stream = reinterpret_cast<cudaStream_t>(x.stream);
   Result r = detail::pending_cuda_error();
-  if (r.ok()) r = detail::current_device(&g.device);
+  if (r.ok()) r = detail::DeviceSource::of_stream(stream).resolve(&g.device);
   if (r.ok())
     if (const char* why = detail::gating_supports(g)) r = detail::make_result(Status::NotSupported, "%s", why);
-  if (r.ok()) r = detail::launch_gating(g, reinterpret_cast<cudaStream_t>(x.stream));
+  if (r.ok()) r = detail::launch_gating(g, stream);
   r = detail::settle(r);
   return FfiStatus{r.status, rust::String(r.message), Backend::Auto, rust::String(r.ok() ? "gating" : "")};
 }
 
-// FP8 quantization of the Rust entry (DeviceBsr::quantize_fp8_into validated the counts).
+// FP8 quantization of the Rust entry (DeviceBsr::quantize_fp8_from validated the counts and
+// bound the stream's context).
 FfiStatus quantize_fp8(const QuantizeProblem& x) {
   detail::QuantizeProblem q;
   q.values = reinterpret_cast<const void*>(x.values);
@@ -177,10 +185,13 @@ FfiStatus quantize_fp8(const QuantizeProblem& x) {
   q.out = x.out_dtype;
   q.scales = reinterpret_cast<float*>(x.scales);
   q.granularity = x.granularity;
+  const cudaStream_t stream = reinterpret_cast<cudaStream_t>(x.stream);
+  detail::DeviceInfo device;
   Result r = detail::pending_cuda_error();
+  if (r.ok()) r = detail::DeviceSource::of_stream(stream).resolve(&device);
   if (r.ok())
     if (const char* why = detail::quantize_supports(q)) r = detail::make_result(Status::NotSupported, "%s", why);
-  if (r.ok()) r = detail::launch_quantize(q, reinterpret_cast<cudaStream_t>(x.stream));
+  if (r.ok()) r = detail::launch_quantize(q, stream);
   r = detail::settle(r);
   return FfiStatus{r.status, rust::String(r.message), Backend::Auto, rust::String(r.ok() ? "quantize" : "")};
 }

@@ -863,3 +863,77 @@ fn device_quantize_matches_host() {
     );
     println!("{test}: {cases} cases and the edge cases passed");
 }
+
+/// The device quantizer runs on its matrix's stream's GPU whatever context the caller left
+/// current: with GPU 0's context current, a matrix whose buffers and stream are on GPU 1 (its
+/// default stream and a stream of its own) is quantized there, into `quantize_fp8_from`'s
+/// existing buffers and by `quantize_fp8`, bit for bit as the host does; GPU 0 is left without
+/// an error. Needs two GPUs: SKIPPED with one, a failure with SPARSEK_REQUIRE_GPUS=2.
+#[test]
+fn quantize_runs_on_the_stream_gpu_not_the_current() {
+    let test = "quantize_runs_on_the_stream_gpu_not_the_current";
+    let Some(ctx0) = device(test) else { return };
+    let count = CudaContext::device_count().unwrap_or(0);
+    if count < 2 {
+        assert!(
+            std::env::var_os("SPARSEK_REQUIRE_GPUS").is_none(),
+            "{test}: SPARSEK_REQUIRE_GPUS is set but {count} GPU(s) found"
+        );
+        eprintln!("SKIPPED {test}: {count} GPU(s), two needed");
+        return;
+    }
+    let ctx1 = CudaContext::new(1).unwrap();
+    let mut rng = StdRng::seed_from_u64(seed());
+    let block = BlockShape::new(64, 64);
+    let mask = BlockMask::random(4, 6, 0.5, &mut rng).unwrap();
+    let w =
+        BsrMatrix::from_block_mask(&mask, block, |_, _| common::nonzero::<f16>(&mut rng)).unwrap();
+    // The default stream first: before GPU 1's context has a second stream (cudarc then binds
+    // a buffer's context when it orders streams, which would hide a missing bind).
+    for which in ["GPU 1's default stream", "a stream of GPU 1"] {
+        let stream = if which.contains("default") {
+            ctx1.default_stream()
+        } else {
+            ctx1.new_stream().unwrap()
+        };
+        for g in [BlockGranularity::PerBlock, BlockGranularity::PerTensor] {
+            let want = w.quantize_fp8::<F8E4M3>(g).unwrap();
+            let dw = DeviceBsr::upload(&w, &stream).unwrap();
+            let poison = QuantizedBsr::new(
+                BsrMatrix::from_parts(
+                    w.m(),
+                    w.k(),
+                    block,
+                    w.row_ptr().to_vec(),
+                    w.col_idx().to_vec(),
+                    vec![F8E4M3::from_bits(0x55); w.values().len()],
+                )
+                .unwrap(),
+                match g {
+                    BlockGranularity::PerBlock => BlockScales::PerBlock(vec![-3.0; w.nnz_blocks()]),
+                    BlockGranularity::PerTensor => BlockScales::PerTensor(-3.0),
+                },
+            )
+            .unwrap();
+            let mut into = DeviceBsr::upload_quantized(&poison, &stream).unwrap();
+            ctx0.bind_to_thread().unwrap();
+            into.quantize_fp8_from(&dw, g).unwrap();
+            assert_eq!(
+                into.download_quantized().unwrap(),
+                want,
+                "quantize_fp8_from on {which}, GPU 0 current, {g:?}"
+            );
+            ctx0.bind_to_thread().unwrap();
+            let fresh = dw.quantize_fp8::<F8E4M3>(g).unwrap();
+            assert_eq!(fresh.values().stream().context().ordinal(), 1);
+            assert_eq!(
+                fresh.download_quantized().unwrap(),
+                want,
+                "quantize_fp8 on {which}, GPU 0 current, {g:?}"
+            );
+        }
+    }
+    // Nothing ran on GPU 0 (a launch there on GPU 1's pointers would have faulted).
+    ctx0.synchronize().unwrap();
+    println!("{test}: quantized on GPU 1 with GPU 0 current, both streams, both granularities");
+}

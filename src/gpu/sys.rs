@@ -224,7 +224,7 @@ mod ffi {
     }
 
     /// One FP8 quantization of a BSR matrix's values, validated by the Rust entry point
-    /// (`DeviceBsr::quantize_fp8_into`): `nnzb * block_len` values of `dtype` at `values`
+    /// (`DeviceBsr::quantize_fp8_from`): `nnzb * block_len` values of `dtype` at `values`
     /// into as many of `out_dtype` at `out` and the scales (`nnzb` or 1 f32) at `scales`.
     #[namespace = "sparsek::ffi"]
     struct QuantizeProblem {
@@ -543,7 +543,8 @@ pub(crate) fn block_topk<T>(
 /// Fills the pointers of `problem` and enqueues the quantization on `stream`: `values`
 /// read, `out` and `scales` written.
 ///
-/// The caller (`DeviceBsr::quantize_fp8_into`) has validated the counts against the buffers.
+/// The caller (`DeviceBsr::quantize_fp8_from`) has validated the counts against the buffers
+/// and bound the stream's context to this thread.
 pub(crate) fn quantize_fp8<T, Q>(
     mut problem: QuantizeProblem,
     values: &CudaSlice<T>,
@@ -561,6 +562,7 @@ pub(crate) fn quantize_fp8<T, Q>(
     // SAFETY: every pointer is a live cudarc allocation borrowed for this call (the outputs
     // mutably, so distinct from the input and each other) and sized as the caller checked
     // (`nnzb * block_len` values each, `nnzb` or 1 scales); every buffer belongs to the
-    // stream's context (result::check_contexts), bound to this thread.
+    // stream's context (result::check_contexts), which the caller
+    // (`DeviceBsr::quantize_fp8_from`) bound to this thread.
     unsafe { ffi::quantize_fp8(&problem) }
 }

@@ -110,6 +110,9 @@ impl<Q: Fp8> DeviceBsr<Q> {
         ])?;
         let stream = self.values.stream().clone();
         check_contexts(&stream, &[("the source", src.values.stream())])?;
+        // The kernels launch into the current context: the stream's must be it, whatever
+        // the caller left current (another GPU's, say).
+        stream.context().bind_to_thread()?;
         // `nnzb * bm * bk` values fit a Vec on both sides (the matrices exist), so in usize.
         let problem = sys::QuantizeProblem {
             values: 0,
