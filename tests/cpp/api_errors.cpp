@@ -491,6 +491,8 @@ struct DeviceBuffer {
     }
     ptr = static_cast<uint8_t*>(raw);
   }
+  // The poison again (a buffer an earlier, accepted call wrote); false if it could not be set.
+  bool repoison() const { return cudaMemset(ptr, kPoison, bytes + kSlack) == cudaSuccess; }
   // Whether every byte (the slack too) still holds the poison.
   bool poisoned() const {
     std::vector<uint8_t> host(bytes + kSlack);
@@ -735,6 +737,11 @@ int device_part() {
       return 1;
     }
     const char* foreign = "stream belongs to device 1";
+    // C holds the result of the accepted calls above: poisoned again, so a write shows.
+    if (!p.c.repoison() || cudaDeviceSynchronize() != cudaSuccess) {
+      t.report(false, "setup", "poisoning C again");
+      return 1;
+    }
     expect_refused(t, "spmm on device 1's stream, device 0 current",
                    sparsek::spmm(a, p.b_view(), p.c_view(), plain, s1), foreign, {&p.c});
     SpmmOptions checked;
