@@ -1,6 +1,6 @@
 //! `DeviceBsr` from buffers already on the GPU, value updates and downloads (`--features
 //! cuda`). Without a GPU each test says SKIPPED on stderr and returns; with
-//! SPARSEK_REQUIRE_GPU=1 a missing GPU is a failure instead (as in tests/gpu.rs).
+//! SPARSEK_REQUIRE_GPU=1 a missing GPU is a failure instead (as in every tests/gpu_*.rs).
 #![cfg(feature = "full")]
 
 mod common;

@@ -1,4 +1,4 @@
-//! Shared pieces of sparsek's benchmarks (`benches/spmm.rs`) and report
+//! Shared pieces of sparsek's benchmarks (`benches/families.rs`) and report
 //! (`src/bin/bench_report.rs`): the report's subcommands (`report`, one module each), the
 //! plot font, the roofline arithmetic and, with `cuda`, the dense baselines and the bandwidth
 //! ceilings.
