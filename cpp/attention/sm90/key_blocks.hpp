@@ -66,7 +66,7 @@ class KeyBlockIterator {
   }
 
  private:
-  using Listed = sm90::SparseTileIterator<false>;
+  using Listed = spmm_sm90::SparseTileIterator<false>;
   // The iterator reads a block-row's bounds from row_ptr[0], row_ptr[1]: give it the
   // (possibly causal-cut) range; one k-iteration per block (kpb = 1). Unused without a mask
   // (an empty range: it reads nothing).

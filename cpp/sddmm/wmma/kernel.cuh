@@ -32,9 +32,9 @@
 
 namespace sparsek::detail::sddmm_wmma {
 namespace wmma = nvcuda::wmma;
-using wmma_impl::cp_async_16;
-using wmma_impl::cp_async_commit;
-using wmma_impl::cp_async_wait;
+using spmm_wmma::cp_async_16;
+using spmm_wmma::cp_async_commit;
+using spmm_wmma::cp_async_wait;
 
 struct KernelArgs {
   const void* a;

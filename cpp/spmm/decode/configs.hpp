@@ -40,7 +40,7 @@
 #include "core/dtype.hpp"
 #include "core/features.hpp"
 
-namespace sparsek::detail::decode_impl {
+namespace sparsek::detail::spmm_decode {
 
 // The input types the family takes (core/dtype.hpp); a problem of another type is refused.
 // 16-bit rows: A and B of one of DecodeDTypes. FP8 rows (W8A16): A of DecodeFp8DTypes, B of
@@ -155,4 +155,4 @@ constexpr int decode_row(const char* name) {
   return -1;
 }
 
-}  // namespace sparsek::detail::decode_impl
+}  // namespace sparsek::detail::spmm_decode

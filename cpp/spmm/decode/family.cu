@@ -16,7 +16,7 @@
 #include "core/registry.hpp"
 
 namespace sparsek::detail {
-namespace decode_impl {
+namespace spmm_decode {
 namespace {
 
 // This family's answer to "is there an image for this device" (family_util.hpp).
@@ -178,13 +178,13 @@ cudaError_t launch(const Problem& p, int row, cudaStream_t stream) {
 }
 
 }  // namespace
-}  // namespace decode_impl
+}  // namespace spmm_decode
 
 extern const Family kDecodeFamily = {
     Backend::Decode,          "decode",
-    decode_impl::kDecodeRows, /*epilogue=*/true,
-    &decode_impl::info,       &decode_impl::supports,
-    &decode_impl::fits,       &decode_impl::launch,
+    spmm_decode::kDecodeRows, /*epilogue=*/true,
+    &spmm_decode::info,       &spmm_decode::supports,
+    &spmm_decode::fits,       &spmm_decode::launch,
     /*auto_skips=*/nullptr,   /*gated=*/true,
 };
 

@@ -135,7 +135,7 @@
 #include "spmm/problem.hpp"
 
 namespace sparsek::detail {
-namespace decode_impl {
+namespace spmm_decode {
 
 // Everything derived from a table row.
 template <int kRow>
@@ -1174,14 +1174,14 @@ const void* probe_kernel() {
     return reinterpret_cast<const void*>(&decode_kernel<kRow, __half, __half>);
 }
 
-}  // namespace decode_impl
+}  // namespace spmm_decode
 }  // namespace sparsek::detail
 
 // The body of cpp/spmm/decode/a row unit (cpp/core/units.cpp): compiles the row NAME's kernels (f16 and
 // bf16 inputs; FP8 rows: e4m3 and e5m2 A x f16 and bf16 B; layouts, output type and epilogue
 // are runtime arguments) and its entry points.
 #define SPARSEK_DECODE_INSTANTIATE(NAME)                                                                      \
-  namespace sparsek::detail::decode_impl {                                                                    \
+  namespace sparsek::detail::spmm_decode {                                                                    \
   static_assert(decode_row(NAME) >= 0, "no row named " NAME " in kDecodeVariants (cpp/spmm/decode/configs.hpp)"); \
   template cudaError_t launch_row<decode_row(NAME)>(const Problem&, cudaStream_t);                           \
   template const void* probe_kernel<decode_row(NAME)>();                                                     \

@@ -11,7 +11,7 @@
 #include "spmm/decode/configs.hpp"
 #include "spmm/problem.hpp"
 
-namespace sparsek::detail::decode_impl {
+namespace sparsek::detail::spmm_decode {
 
 constexpr int decode_cmax(int a, int b) { return a > b ? a : b; }
 constexpr int decode_cmin(int a, int b) { return a < b ? a : b; }
@@ -166,4 +166,4 @@ cudaError_t launch_row(const Problem& p, cudaStream_t stream);
 template <int kRow>
 const void* probe_kernel();
 
-}  // namespace sparsek::detail::decode_impl
+}  // namespace sparsek::detail::spmm_decode

@@ -77,7 +77,7 @@
 #include "core/features.hpp"
 #include "spmm/problem.hpp"
 
-namespace sparsek::sm90 {
+namespace sparsek::detail::spmm_sm90 {
 
 // How a row writes C.
 enum class EpilogueKind {
@@ -142,7 +142,7 @@ struct Sm90Variant {
   bool a_transposed = false;
 };
 
-// The table's vocabulary (kept out of sparsek::sm90 itself: single-letter names).
+// The table's vocabulary (kept out of spmm_sm90 itself: single-letter names).
 namespace table {
 constexpr DType F16 = DType::F16;
 constexpr DType BF16 = DType::BF16;
@@ -523,4 +523,4 @@ static_assert(any_block_covered(), "kSm90Variants: some bm <= 256 has no automat
 static_assert(split_twins(), "kSm90Variants: an Only row needs a split-free twin after it");
 }  // namespace table
 
-}  // namespace sparsek::sm90
+}  // namespace sparsek::detail::spmm_sm90

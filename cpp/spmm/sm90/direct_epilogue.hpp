@@ -45,7 +45,7 @@
 #include "spmm/problem.hpp"
 #include "core/vec8.cuh"
 
-namespace sparsek::sm90 {
+namespace sparsek::detail::spmm_sm90 {
 
 // Named barrier over the two consumer warpgroups (CUTLASS reserves ids 0..7, the
 // scheduler uses 15).
@@ -301,4 +301,4 @@ template <class Element, class TileShape, bool SparseIsB>
 using DirectEpilogue =
     cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<DirectEpilogueOp<Element, TileShape, SparseIsB>>;
 
-}  // namespace sparsek::sm90
+}  // namespace sparsek::detail::spmm_sm90

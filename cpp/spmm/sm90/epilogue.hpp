@@ -47,7 +47,7 @@
 #include "core/activation.cuh"
 #include "spmm/problem.hpp"
 
-namespace sparsek::sm90 {
+namespace sparsek::detail::spmm_sm90 {
 
 // The activation's run-time argument (Sm90Compute passes a compute functor's `Arguments` to
 // it, see sm90_visitor_compute_tma_warpspecialized.hpp): an Activation value.
@@ -133,4 +133,4 @@ struct BiasActEpilogue {
   }
 };
 
-}  // namespace sparsek::sm90
+}  // namespace sparsek::detail::spmm_sm90

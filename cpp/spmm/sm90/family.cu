@@ -25,7 +25,7 @@
 #include <utility>
 #endif
 
-namespace sparsek::sm90 {
+namespace sparsek::detail::spmm_sm90 {
 namespace {
 
 using detail::dtype_bytes;
@@ -200,20 +200,20 @@ cudaError_t launch(const Problem& p, int row, cudaStream_t stream) { return kLau
 #endif  // SPARSEK_NO_SM90A
 
 }  // namespace
-}  // namespace sparsek::sm90
+}  // namespace sparsek::detail::spmm_sm90
 
 namespace sparsek::detail {
 
 extern const Family kSm90Family = {
     Backend::Hopper,
     "hopper",
-    sm90::kSm90Rows,
+    spmm_sm90::kSm90Rows,
     /*epilogue=*/true,  // fused bias/activation in every row (sm90/epilogue.hpp), chosen at run time
-    &sm90::info,
-    &sm90::supports,
-    &sm90::fits,
-    &sm90::launch,
-    &sm90::auto_skips,
+    &spmm_sm90::info,
+    &spmm_sm90::supports,
+    &spmm_sm90::fits,
+    &spmm_sm90::launch,
+    &spmm_sm90::auto_skips,
 };
 
 }  // namespace sparsek::detail

@@ -40,7 +40,7 @@
 #ifdef SPARSEK_NO_SM90A
 
 #define SPARSEK_SM90_INSTANTIATE(NAME) \
-  static_assert(::sparsek::sm90::sm90_row(NAME) >= 0, "SPARSEK_SM90_INSTANTIATE: no row " NAME " in kSm90Variants");
+  static_assert(::sparsek::detail::spmm_sm90::sm90_row(NAME) >= 0, "SPARSEK_SM90_INSTANTIATE: no row " NAME " in kSm90Variants");
 
 #else
 
@@ -75,12 +75,12 @@
 
 // The explicit instantiation of one row's launch (a line of a row unit, cpp/core/units.cpp).
 #define SPARSEK_SM90_INSTANTIATE(NAME)                                                                         \
-  static_assert(::sparsek::sm90::sm90_row(NAME) >= 0, "SPARSEK_SM90_INSTANTIATE: no row " NAME " in kSm90Variants"); \
-  namespace sparsek::sm90 {                                                                                    \
+  static_assert(::sparsek::detail::spmm_sm90::sm90_row(NAME) >= 0, "SPARSEK_SM90_INSTANTIATE: no row " NAME " in kSm90Variants"); \
+  namespace sparsek::detail::spmm_sm90 {                                                                                    \
   template cudaError_t launch_row<sm90_row(NAME)>(const detail::Problem&, cudaStream_t);                      \
   }
 
-namespace sparsek::sm90 {
+namespace sparsek::detail::spmm_sm90 {
 
 using namespace cute;
 
@@ -416,6 +416,6 @@ cudaError_t launch_row(const detail::Problem& p, cudaStream_t stream) {
   return RowGemm<kRow>::type::run(p, stream);
 }
 
-}  // namespace sparsek::sm90
+}  // namespace sparsek::detail::spmm_sm90
 
 #endif  // SPARSEK_NO_SM90A

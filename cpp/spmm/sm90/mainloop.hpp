@@ -64,7 +64,7 @@
 
 #include "tile_iterator.hpp"
 
-namespace sparsek::sm90 {
+namespace sparsek::detail::spmm_sm90 {
 
 using namespace cute;
 
@@ -532,4 +532,4 @@ struct CollectiveSparseMma {
   }
 };
 
-}  // namespace sparsek::sm90
+}  // namespace sparsek::detail::spmm_sm90

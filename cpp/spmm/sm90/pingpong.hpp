@@ -37,7 +37,7 @@
 #include "cutlass/pipeline/pipeline.hpp"
 #include "cute/tensor.hpp"
 
-namespace sparsek::sm90 {
+namespace sparsek::detail::spmm_sm90 {
 
 // The same Arguments / Params / static interface as CUTLASS's GemmUniversal, so BsrGemm
 // (kernel.hpp) launches either kernel layer through the same code.
@@ -301,4 +301,4 @@ class BsrPingPongKernel {
   }
 };
 
-}  // namespace sparsek::sm90
+}  // namespace sparsek::detail::spmm_sm90

@@ -56,7 +56,7 @@
 
 #include "tile_iterator.hpp"
 
-namespace sparsek::sm90 {
+namespace sparsek::detail::spmm_sm90 {
 
 // OrderCap: capacity (block-rows) of the shared-memory order array; 0 = never sort.
 // Splits: compiled with split-tile support (false: Params::split is ignored, fixup() and
@@ -463,14 +463,14 @@ class BsrTileScheduler {
   int32_t place_ = 0;  // the CTA's dense tile in its cluster's group
 };
 
-}  // namespace sparsek::sm90
+}  // namespace sparsek::detail::spmm_sm90
 
 // Extension point: GemmUniversal picks its scheduler through this selector.
 namespace cutlass::gemm::kernel::detail {
 template <bool SparseIsB, int OrderCap, bool Splits, class ArchTag, class TileShape, class ClusterShape,
           uint32_t SchedulerPipelineStageCount>
-struct TileSchedulerSelector<sparsek::sm90::BsrSchedulerTag<SparseIsB, OrderCap, Splits>, ArchTag, TileShape, ClusterShape,
+struct TileSchedulerSelector<sparsek::detail::spmm_sm90::BsrSchedulerTag<SparseIsB, OrderCap, Splits>, ArchTag, TileShape, ClusterShape,
                              SchedulerPipelineStageCount> {
-  using Scheduler = sparsek::sm90::BsrTileScheduler<SparseIsB, TileShape, OrderCap, ClusterShape, Splits>;
+  using Scheduler = sparsek::detail::spmm_sm90::BsrTileScheduler<SparseIsB, TileShape, OrderCap, ClusterShape, Splits>;
 };
 }  // namespace cutlass::gemm::kernel::detail

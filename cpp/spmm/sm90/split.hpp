@@ -7,7 +7,7 @@
 
 #include "spmm/problem.hpp"
 
-namespace sparsek::sm90 {
+namespace sparsek::detail::spmm_sm90 {
 
 // Split tiles (scheduler.hpp): at most kMaxSplit pieces per tile, each with about
 // kMinSplitK k-iterations or more on average, and only while the tiles are fewer than half
@@ -44,4 +44,4 @@ inline int choose_split(const detail::Problem& p, int64_t tiles, int32_t kpb) {
   return s < 2 ? 1 : int(s);
 }
 
-}  // namespace sparsek::sm90
+}  // namespace sparsek::detail::spmm_sm90

@@ -26,7 +26,7 @@
 #include <cstdint>
 #include <cute/config.hpp>
 
-namespace sparsek::sm90 {
+namespace sparsek::detail::spmm_sm90 {
 
 template <bool kPermuted = false>
 struct SparseTileIterator {
@@ -127,4 +127,4 @@ struct SparseTileIterator {
 #endif
 };
 
-}  // namespace sparsek::sm90
+}  // namespace sparsek::detail::spmm_sm90

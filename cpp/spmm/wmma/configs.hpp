@@ -67,7 +67,7 @@
 #include "core/dtype.hpp"
 #include "core/features.hpp"
 
-namespace sparsek::detail::wmma_impl {
+namespace sparsek::detail::spmm_wmma {
 
 // The input types the family takes (core/dtype.hpp); a problem of another type is refused.
 using WmmaDTypes = DTypeList<DType::F16, DType::BF16>;
@@ -164,4 +164,4 @@ constexpr int wmma_row(const char* name) {
   return -1;
 }
 
-}  // namespace sparsek::detail::wmma_impl
+}  // namespace sparsek::detail::spmm_wmma

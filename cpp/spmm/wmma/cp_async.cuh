@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-namespace sparsek::detail::wmma_impl {
+namespace sparsek::detail::spmm_wmma {
 
 // Copies 16 bytes from global `src` to shared `dst` without going through registers.
 // When `valid` is false nothing is read (src-size 0) and the 16 bytes are zero-filled,
@@ -27,4 +27,4 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
-}  // namespace sparsek::detail::wmma_impl
+}  // namespace sparsek::detail::spmm_wmma

@@ -14,7 +14,7 @@
 #include "spmm/wmma/launch.hpp"
 
 namespace sparsek::detail {
-namespace wmma_impl {
+namespace spmm_wmma {
 namespace {
 
 // This family's answer to "is there an image for this device" (family_util.hpp).
@@ -92,12 +92,12 @@ constexpr auto kLaunch = detail::launch_table<LaunchFn, Rows, kWmmaRows>();
 cudaError_t launch(const Problem& p, int row, cudaStream_t stream) { return kLaunch[row](p, stream); }
 
 }  // namespace
-}  // namespace wmma_impl
+}  // namespace spmm_wmma
 
 // Takes the fused bias/activation epilogue (kernel.cuh's write_tile_epi).
 extern const Family kWmmaFamily = {
-    Backend::Wmma,       "wmma", wmma_impl::kWmmaRows, /*epilogue=*/true, &wmma_impl::info, &wmma_impl::supports,
-    &wmma_impl::fits, &wmma_impl::launch,
+    Backend::Wmma,       "wmma", spmm_wmma::kWmmaRows, /*epilogue=*/true, &spmm_wmma::info, &spmm_wmma::supports,
+    &spmm_wmma::fits, &spmm_wmma::launch,
 };
 
 }  // namespace sparsek::detail

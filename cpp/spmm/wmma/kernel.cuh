@@ -40,7 +40,7 @@
 #include "spmm/wmma/launch.hpp"
 
 namespace sparsek::detail {
-namespace wmma_impl {
+namespace spmm_wmma {
 namespace wmma = nvcuda::wmma;
 
 // Everything derived from a table row, for both the kernel and the host side. The
@@ -588,13 +588,13 @@ const void* probe_kernel() {
   return reinterpret_cast<const void*>(&bsr_wmma_kernel<kRow, 16, __half, false, false>);
 }
 
-}  // namespace wmma_impl
+}  // namespace spmm_wmma
 }  // namespace sparsek::detail
 
 // A row unit's line (cpp/core/units.cpp): compiles every kernel of the row NAME
 // (each K_STEP it can use, both input types, both B layouts) and its entry points.
 #define SPARSEK_WMMA_INSTANTIATE(NAME)                                                                   \
-  namespace sparsek::detail::wmma_impl {                                                                 \
+  namespace sparsek::detail::spmm_wmma {                                                                 \
   static_assert(wmma_row(NAME) >= 0, "no row named " NAME " in kWmmaVariants (cpp/spmm/wmma/configs.hpp)"); \
   template cudaError_t launch_row<wmma_row(NAME)>(const Problem&, cudaStream_t);                        \
   template const void* probe_kernel<wmma_row(NAME)>();                                                  \

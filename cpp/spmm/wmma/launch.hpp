@@ -10,7 +10,7 @@
 #include "spmm/problem.hpp"
 #include "spmm/wmma/configs.hpp"
 
-namespace sparsek::detail::wmma_impl {
+namespace sparsek::detail::spmm_wmma {
 
 // K_STEP for a row: the largest of {64 (if the row allows it), 32, 16} dividing bk, so a
 // k-step never straddles two blocks (the next block's B rows are elsewhere). K_STEP 64 is
@@ -160,4 +160,4 @@ cudaError_t launch_row(const Problem& p, cudaStream_t stream);
 template <int kRow>
 const void* probe_kernel();
 
-}  // namespace sparsek::detail::wmma_impl
+}  // namespace sparsek::detail::spmm_wmma
