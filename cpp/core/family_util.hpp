@@ -6,8 +6,6 @@
 #include <atomic>
 #include <cstdint>
 
-#include "spmm/problem.hpp"
-
 namespace sparsek::detail {
 
 inline bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
@@ -47,8 +45,9 @@ inline const char* missing_image(int dev, const void* probe, ImageCache& cache) 
   }
 }
 
-// The same for a problem on the current device (`p.device`).
-inline const char* missing_image(const Problem& p, const void* probe, ImageCache& cache) {
+// The same for any operation's problem, whose `device` is the current device.
+template <class P>
+inline const char* missing_image(const P& p, const void* probe, ImageCache& cache) {
   return missing_image(p.device.id, probe, cache);
 }
 

@@ -80,12 +80,11 @@ __global__ void check_kernel(const int32_t* __restrict__ row_ptr, const int32_t*
 
 }  // namespace
 
-namespace {
-
-// The check of one pattern; `what` names it in messages ("A's indices", "S's indices", ...),
-// `unit` its block-rows.
-Result check_arrays(const int32_t* row_ptr, const int32_t* col_idx, const int32_t* block_id, int64_t block_rows,
-                    int64_t block_cols, int64_t nnzb, cudaStream_t stream, const char* what, const char* unit) {
+// `what` names the pattern in messages ("A's indices fail", "S's indices fail", ...), `unit`
+// its block-rows.
+Result check_bsr_indices(const int32_t* row_ptr, const int32_t* col_idx, const int32_t* block_id,
+                         int64_t block_rows, int64_t block_cols, int64_t nnzb, cudaStream_t stream, const char* what,
+                         const char* unit) {
   // The check waits for its result, which a stream being captured into a graph cannot do.
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   cudaError_t e = cudaStreamIsCapturing(stream, &capture);
@@ -117,21 +116,11 @@ Result check_arrays(const int32_t* row_ptr, const int32_t* col_idx, const int32_
   return make_result(Status::InvalidArgument, "%s the device check at %s %llu: %s", what, unit, row, describe(kind));
 }
 
-}  // namespace
-
-Result check_indices(const Problem& p, cudaStream_t stream) {
-  // For A^T the checked arrays are the transpose index: col_ptr (as row_ptr), row_idx (as
-  // col_idx) and block_id, by block-column of A.
-  return check_arrays(p.a.row_ptr, p.a.col_idx, p.a_block_id, p.block_rows(), p.block_cols(), p.a.nnzb, stream,
-                      p.a_transposed ? "A's transpose index fails" : "A's indices fail",
-                      p.a_transposed ? "block-column" : "block-row");
-}
-
 Result check_pattern(const int32_t* row_ptr, const int32_t* col_idx, int64_t block_rows, int64_t block_cols,
                      int64_t nnzb, cudaStream_t stream, const char* name) {
   char what[64];
   std::snprintf(what, sizeof(what), "%s's indices fail", name);
-  return check_arrays(row_ptr, col_idx, nullptr, block_rows, block_cols, nnzb, stream, what, "block-row");
+  return check_bsr_indices(row_ptr, col_idx, nullptr, block_rows, block_cols, nnzb, stream, what, "block-row");
 }
 
 }  // namespace sparsek::detail

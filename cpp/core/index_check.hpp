@@ -1,19 +1,27 @@
-// The opt-in device-side check of a BSR's index arrays (SpmmOptions::check_indices), for
-// C++ callers whose row_ptr / col_idx come from an untrusted source.
+// The opt-in device-side check of a BSR's index arrays (SpmmOptions::check_indices and the
+// other operations' check_indices), for C++ callers whose row_ptr / col_idx come from an
+// untrusted source.
 #pragma once
 
-#include "spmm/problem.hpp"
+#include <cstdint>
+
+#include "core/result.hpp"
 
 namespace sparsek::detail {
 
 // Checks on `stream`, then waits for it: row_ptr[0] == 0, row_ptr non-decreasing,
 // row_ptr[block_rows] == nnzb, every col_idx in [0, block_cols), strictly increasing
-// within its block-row. Reads only row_ptr[0 .. block_rows] and col_idx[0 .. nnzb), and
+// within its block-row, and (when `block_id` is not null: one entry per listed block) every
+// block_id in [0, nnzb). Reads only row_ptr[0 .. block_rows] and col_idx[0 .. nnzb), and
 // col_idx entries only through row_ptr values already checked to lie in [0, nnzb].
-// InvalidArgument names the first bad block-row; CudaError if the check itself failed.
-Result check_indices(const Problem& p, cudaStream_t stream);
+// InvalidArgument names the first bad block-row, as the `unit` ("block-row") it is to the
+// caller, after `what` ("A's indices fail"); CudaError if the check itself failed.
+Result check_bsr_indices(const int32_t* row_ptr, const int32_t* col_idx, const int32_t* block_id,
+                         int64_t block_rows, int64_t block_cols, int64_t nnzb, cudaStream_t stream, const char* what,
+                         const char* unit);
 
-// The same check of any BSR pattern (S of an SDDMM); `name` ("S") names it in messages.
+// The same check of any BSR pattern (S of an SDDMM, an attention mask); `name` ("S") names
+// it in messages.
 Result check_pattern(const int32_t* row_ptr, const int32_t* col_idx, int64_t block_rows, int64_t block_cols,
                      int64_t nnzb, cudaStream_t stream, const char* name);
 

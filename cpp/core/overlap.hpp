@@ -1,5 +1,5 @@
 // Byte ranges of the views the C++ entries validate, to refuse an output that overlaps an
-// input or another output (cpp/api.cu, cpp/attention/api.cu). A range is [begin, end) as
+// input or another output (the operations' api.cu files). A range is [begin, end) as
 // addresses; an empty range overlaps nothing. The caller has checked that the byte count fits
 // int64; a range that would run past the end of the address space ends there.
 #pragma once
@@ -7,7 +7,7 @@
 #include <climits>
 #include <cstdint>
 
-#include "spmm/problem.hpp"  // make_result
+#include "core/result.hpp"
 
 namespace sparsek::detail {
 

@@ -2,11 +2,10 @@
 // with checked int64 arithmetic, before anything is queried or launched.
 #pragma once
 
-#include <sparsek/mlp.hpp>
 #include <sparsek/sparsek.hpp>
 
 #include "core/overlap.hpp"
-#include "spmm/problem.hpp"
+#include "core/result.hpp"
 
 namespace sparsek::detail {
 
@@ -89,11 +88,5 @@ Result check_scales(const char* name, DType t, ScaleKind kind, const float* scal
 
 // How many f32 values scales of `kind` hold: 0, 1 or `parts` (nnzb or n).
 int64_t scale_count(ScaleKind kind, int64_t parts);
-
-// sparse_mlp's validation (cpp/mlp/api.cu): x, h and y as views of their own, both products'
-// views (failures named by their product), the outputs across the two, then the device
-// (`devices`), into *first (gate and up) and *second (down).
-Result validate_mlp(const MlpView& mlp, const DenseView& x, const DenseMutView& h, const DenseMutView& y,
-                    const DeviceSource& devices, Problem* first, Problem* second);
 
 }  // namespace sparsek::detail

@@ -6,9 +6,9 @@
 #include <cstdio>
 
 #include "core/dtype.hpp"
-#include "core/index_check.hpp"
 #include "core/registry.hpp"
 #include "core/validate.hpp"
+#include "spmm/index_check.hpp"
 #include "spmm/problem.hpp"
 
 namespace sparsek {

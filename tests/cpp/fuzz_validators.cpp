@@ -42,6 +42,7 @@
 #include "attention/gating.hpp"
 #include "attention/problem.hpp"
 #include "core/validate.hpp"
+#include "mlp/problem.hpp"
 #include "quantize/problem.hpp"
 #include "sddmm/problem.hpp"
 
