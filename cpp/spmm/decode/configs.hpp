@@ -6,10 +6,10 @@
 // (the columns past n are zero padding that the tensor cores multiply for nothing).
 // SPARSEK_VARIANT=<name> forces any row, automatic or not, where it fits.
 //
-// Adding a row: its line here, its file cpp/spmm/decode/a row unit (cpp/core/units.cpp) (one
-// SPARSEK_DECODE_INSTANTIATE line), and a test case. A row without its instantiation file
-// fails at link time (undefined launch_row<row>); launch.hpp checks every row's numbers
-// at compile time.
+// Adding a row: its line here and a test case. The build's units generator compiles every
+// row of this table whose features are built, each in a generated unit (one
+// SPARSEK_DECODE_INSTANTIATE line, kernel.cuh); launch.hpp checks every row's numbers at
+// compile time.
 //
 // Columns (the kernel and its design are described in kernel.cuh):
 //   n_max        N tile: the CTA computes all n <= n_max columns at once (8 or a multiple
@@ -116,7 +116,7 @@ inline constexpr DecodeVariant kDecodeVariants[] = {
     {"decode_w8_n48",  48,    8,  2,  128,  16384,   3,    1,  true, SPARSEK_DECODE_W8, false, true},
     {"decode_w8_n64",  64,    8,  2,  128,  16384,   3,    1,  true, SPARSEK_DECODE_W8, false, true},
     // No n128 W8A16 row: its 2 x 64 columns of accumulators beside the dequantized A fragments
-    // spilled to local memory inside the mma loop (129 LDL/STL, session 20). n > 64 runs the
+    // spilled to local memory inside the mma loop (129 LDL/STL in ptxas's output). n > 64 runs the
     // n64 tile in chunks of 64 columns (one launch each, A read once per chunk).
     {"decode_w8_n64_chunked", 64, 8, 2,  128,  16384,   3,    1, false,
      "the W8A16 fallback for n > 64 (any ld and alignment of B and C): the n64 tile, which does not spill",

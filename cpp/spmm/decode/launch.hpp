@@ -2,8 +2,8 @@
 // shared memory and the per-problem plan (rows per CTA, slabs per stage, warp layout) as
 // constexpr functions of its table numbers (the kernel and its launch use the same
 // functions, so they cannot disagree), compile-time checks of the table, and the
-// declarations of the per-row entry points that each cpp/spmm/decode/a row unit (cpp/core/units.cpp)
-// instantiates (kernel.cuh defines them).
+// declarations of the per-row entry points that each row's generated unit instantiates
+// (launch_row.cuh defines them).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -153,7 +153,7 @@ constexpr bool decode_rows_ascend() {
 static_assert(decode_table_ok(), "a row of kDecodeVariants breaks the rules of decode_row_ok / decode_plans_ok");
 static_assert(decode_rows_ascend(), "automatic rows must go from the narrowest N tile up");
 
-// ---- Per-row entry points (kernel.cuh; instantiated by a row unit (cpp/core/units.cpp)) ----
+// ---- Per-row entry points (launch_row.cuh; instantiated by each row's generated unit) ----
 
 // Enqueues row kRow for p: picks the input type, plans the CTAs (decode_plan) and the
 // cluster size S, sets the shared-memory attribute, launches, and returns the first CUDA

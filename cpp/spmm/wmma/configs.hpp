@@ -4,10 +4,10 @@
 // shared memory is within the device's per-block opt-in limit, and the grid limits hold).
 // SPARSEK_VARIANT=<name> forces any row, automatic or not, where it fits.
 //
-// Adding a row: its line here, its file the row units (cpp/core/units.cpp)<name>.cu (one
-// SPARSEK_WMMA_INSTANTIATE line), and a test case. A row without its instantiation file
-// fails at link time (undefined launch_row<row>); the checks in launch.hpp
-// reject, at compile time, a row whose shared memory breaks the rules stated there.
+// Adding a row: its line here and a test case. The build's units generator compiles every
+// row of this table whose features are built, each in a generated unit (one
+// SPARSEK_WMMA_INSTANTIATE line, kernel.cuh); the checks in launch.hpp reject, at compile
+// time, a row whose shared memory breaks the rules stated there.
 //
 // Why the rows are what they are:
 //  * A CTA reuses its staged B rows only across the bm rows of one block-row (other
@@ -52,15 +52,14 @@
 // The result does not depend on the row chosen: every output element sums its products
 // in the same order (block order, then k), so any row gives bitwise-identical output.
 //
-// The measurements: scripts/tuning-sweep.sh on an H100 80GB HBM3, 2026-11-22 (run 3 of
-// report/NOTES.md: M=N=K=8192, f16 in/out, density 1/8, row-major B/C, block bm x bm;
-// TFLOPS on nonzero work):
+// The measurements: scripts/tuning-sweep.sh on an H100 80GB HBM3, 2026-11-22 (M=N=K=8192,
+// f16 in/out, density 1/8, row-major B/C, block bm x bm; TFLOPS on nonzero work):
 //   bm 128: w128x256 252.8 | p128x256 321.5 | h128x256k64 336.7 | h128x256k32s5 343.5 |
 //           h128x128x4w 303.8 | h128x256k64s3 337.5
 //   bm  64: w64x256 235.2 | h64x256k64 221.6 | h64x256s6 218.3 | h64x256x4w 256.8
 //   bm  32: w32x256 141.0 | h32x256s5 146.1 | h32x256x4w 146.3
-// Run 1 (2026-11-22, same machine, report/NOTES.md) measured the wide rows as the first
-// defaults: 251 / 215 / 139 TFLOPS at bm 128 / 64 / 32, density 1/8.
+// The wide rows (w*x256) were the first defaults; their rows' chosen_by keep their first
+// measurement.
 #pragma once
 
 #include <cstdint>

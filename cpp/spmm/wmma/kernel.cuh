@@ -1,6 +1,6 @@
 // The WMMA tensor-core kernel: C = act(alpha * A * B + bias + beta * C) with A in BSR form
 // (the fused linear-layer epilogue: bias per row of C, optional), and the per-row launch
-// that a row unit (cpp/core/units.cpp) instantiates (one row per TU).
+// that each row's generated unit instantiates (SPARSEK_WMMA_INSTANTIATE below).
 //
 // One CTA computes a TILE_M x TILE_N tile of C that lies inside one block-row of A (a
 // slice of it when bm > TILE_M). It walks only the nonzero blocks of that block-row: for
@@ -591,8 +591,8 @@ const void* probe_kernel() {
 }  // namespace spmm_wmma
 }  // namespace sparsek::detail
 
-// A row unit's line (cpp/core/units.cpp): compiles every kernel of the row NAME
-// (each K_STEP it can use, both input types, both B layouts) and its entry points.
+// A generated row unit's line: compiles every kernel of the row NAME (each K_STEP it can
+// use, both input types, both B layouts) and its entry points.
 #define SPARSEK_WMMA_INSTANTIATE(NAME)                                                                   \
   namespace sparsek::detail::spmm_wmma {                                                                 \
   static_assert(wmma_row(NAME) >= 0, "no row named " NAME " in kWmmaVariants (cpp/spmm/wmma/configs.hpp)"); \

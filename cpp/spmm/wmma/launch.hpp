@@ -1,8 +1,8 @@
 // What the host side (family.cu) sees of the WMMA kernel without compiling it: the K_STEP
 // rule, the shared-memory layout of a row as constexpr functions of its table numbers
 // (the kernel's Traits use the same functions, so the two cannot disagree), and the
-// declarations of the per-row entry points that each a row unit (cpp/core/units.cpp)
-// instantiates (kernel.cuh defines them).
+// declarations of the per-row entry points that each row's generated unit instantiates
+// (kernel.cuh defines them).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -148,7 +148,7 @@ static_assert(wmma_upgrades_fall_back(), "an automatic row above 99 KiB must be 
 static_assert(wmma_classes_end_in_fallback(), "every automatic TILE_M (and 16) needs a row that always fits");
 static_assert(wmma_rows_within_sm90(), "a row exceeds sm_90's 227 KiB of shared memory per block");
 
-// ---- Per-row entry points (kernel.cuh; instantiated by a row unit (cpp/core/units.cpp)) ----
+// ---- Per-row entry points (kernel.cuh; instantiated by each row's generated unit) ----
 
 // Enqueues row kRow for p: picks K_STEP, dtype and B layout, sets the shared-memory
 // attributes, launches, and returns the first CUDA error (launch errors included).
