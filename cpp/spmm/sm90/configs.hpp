@@ -1,8 +1,8 @@
 // sparsek SM90: the table of variants of the Hopper family (kSm90Family, family.cu).
 //
-// One row per compiled kernel; each row is instantiated by its own translation unit,
-// a row unit (cpp/core/units.cpp) (SPARSEK_SM90_INSTANTIATE, kernel.hpp). Adding a tile
-// configuration touches this table, one new instantiation file and a test case.
+// One row per compiled kernel. Adding a tile configuration touches this table and a test
+// case: the build's units generator compiles every row whose features are built, in
+// generated units of SPARSEK_SM90_INSTANTIATE lines (kernel.hpp).
 //
 // Columns:
 //   name         unique across families; SPARSEK_VARIANT=<name> forces the row
@@ -48,7 +48,7 @@
 //                each with an Only twin; the other rows keep Where.
 // Stages are derived from the shared memory left after the epilogue (kernel.hpp).
 //
-// Measured by scripts/tuning-sweep.sh on an H100 (2026-11-22, report/NOTES.md run 3;
+// Measured by scripts/tuning-sweep.sh on an H100 (2026-11-22;
 // M=N=K=8192, f16, row-major B/C; TFLOPS on nonzero work at block density 1/16, 1/8, 1/4;
 // the names are the sweep's, then the rows here):
 //   name            bm   GEMM tile   orientation     1/16  1/8   1/4
@@ -204,11 +204,10 @@ constexpr const char kPingPong64[] =
     "1/16 386 vs 345, 1/4 411 vs 426. So only for block-rows of depth <= 1024 (1/8 of 8192)";
 
 // The common keys' defaults are Never rows, each with an Only twin: H100 2026-11-23
-// (report/NOTES.md session 13 run 1; spmm_check m = n = k = 8192, f16, 3 repeats, µs), the
-// default tile without split tiles vs with them: bm 128 at 1/16 153.3 vs 156.5, 1/8 246.2 vs
-// 251.4; bm 64 at 1/16 191.9 vs 200.6, 1/8 340.7 vs 347.2, 1/4 647.4 vs 648.6. Session 10's
-// build (before split tiles): 151.3, 243.4, 189.0, 339.3, 640.9. ncu, bm 64 at 1/16: 44.5 M
-// instructions executed vs 47.5 M.
+// (spmm_check m = n = k = 8192, f16, 3 repeats, µs), the default tile without split tiles vs
+// with them: bm 128 at 1/16 153.3 vs 156.5, 1/8 246.2 vs 251.4; bm 64 at 1/16 191.9 vs
+// 200.6, 1/8 340.7 vs 347.2, 1/4 647.4 vs 648.6. A build without split support: 151.3,
+// 243.4, 189.0, 339.3, 640.9. ncu, bm 64 at 1/16: 44.5 M instructions executed vs 47.5 M.
 constexpr const char kSplitTwin[] =
     "the default tile with split tiles, automatic only where the launch splits (split.hpp: few tiles with long "
     "block-rows, 1.4-1.9x faster, report/NOTES.md session 11 run 2); the split-free twin takes the rest";
@@ -417,8 +416,8 @@ constexpr int sm90_row(const char* name) {
   return -1;
 }
 
-// The launch of row kRow: defined in kernel.hpp, explicitly instantiated for each row by
-// a row unit (cpp/core/units.cpp) (a missing file is an undefined symbol at link time).
+// The launch of row kRow: defined in kernel.hpp, explicitly instantiated for each row in a
+// generated row unit (a row not instantiated is an undefined symbol at link time).
 template <int kRow>
 cudaError_t launch_row(const detail::Problem& p, cudaStream_t stream);
 

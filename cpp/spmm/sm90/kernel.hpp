@@ -26,9 +26,9 @@
 // split tiles (configs.hpp `split`), when the tiles are fewer than half the SMs, each is
 // split into pieces along its k-iterations (choose_split;
 // scheduler.hpp "Split tiles"): their partial sums go through a per-launch scratch buffer
-// (scratch.hpp), and the launch is cooperative so every CTA is resident.
+// (core/split_workspace.hpp), and the launch is cooperative so every CTA is resident.
 //
-// Each row's kernel is compiled in its own translation unit, a row unit (cpp/core/units.cpp):
+// Each row's kernel is compiled in a translation unit the build generates, of lines like:
 //     #include "spmm/sm90/kernel.hpp"
 //     SPARSEK_SM90_INSTANTIATE("sm90_f16_bm128_brow_crow")
 // family.cu checks what the kernels need (kSm90Family::supports / fits) before launch_row.
@@ -73,7 +73,7 @@
 
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
 
-// The explicit instantiation of one row's launch (a line of a row unit, cpp/core/units.cpp).
+// The explicit instantiation of one row's launch (a line of a generated row unit).
 #define SPARSEK_SM90_INSTANTIATE(NAME)                                                                         \
   static_assert(::sparsek::detail::spmm_sm90::sm90_row(NAME) >= 0, "SPARSEK_SM90_INSTANTIATE: no row " NAME " in kSm90Variants"); \
   namespace sparsek::detail::spmm_sm90 {                                                                                    \
@@ -160,7 +160,7 @@ struct BsrGemm {
   static constexpr int OrderCap = (LeftoverBytes / 2 < kMaxOrderRows ? LeftoverBytes / 2 : kMaxOrderRows) / 8 * 8;
   // The any-block rows serve the small blocks, where block-rows are many and skewed ones
   // gain most from the longest-first order: their epilogue must leave it room (16x16
-  // skewed ran 2.3x slower without it, report/NOTES.md session 10).
+  // skewed ran 2.3x slower without it on an H100).
   static_assert(Epi != EpilogueKind::Direct || OrderCap == kMaxOrderRows, "any-block row without the block-row order");
 
   using CollectiveMainloop =

@@ -374,7 +374,7 @@ class BsrTileScheduler {
     asm volatile("bar.sync %0, %1;" : : "r"(barrier), "r"(kThreads) : "memory");
     // Pieces 1, 2, ... in order for every element: a fixed order, so bitwise deterministic.
     // kGroup vectors at a time, their loads in flight together (all of them at once spill,
-    // and 4 spill on the natural 256-row tile; ptxas, session 11).
+    // and 4 spill on the natural 256-row tile, in ptxas's output).
     constexpr int kGroup = (cute::size<0>(TileShape{}) == 256 && !SparseIsB) ? 2 : 4;
     static_assert((kFrag / 4) % kGroup == 0, "whole groups of vectors");
     const float* in = partial(1);
