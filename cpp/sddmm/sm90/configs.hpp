@@ -1,7 +1,7 @@
 // The Hopper SDDMM family's table of variants (kSddmmSm90Family, family.cu): one row per
-// compiled kernel, each instantiated by its own translation unit,
-// a row unit (cpp/core/units.cpp) (SPARSEK_SDDMM_SM90_INSTANTIATE, kernel.hpp). Adding a row
-// touches this table, one new instantiation file and a test case.
+// compiled kernel. Adding a row touches this table and a test case: the build's units
+// generator compiles every row whose features are built, in generated units of
+// SPARSEK_SDDMM_SM90_INSTANTIATE lines (kernel.hpp).
 //
 // A row runs every stored block of S as one tile of a GEMM whose tile is the block: a CTA
 // computes S_j = alpha * A[r*bm.., :] * B[:, c*bn..] + beta * S_j over the whole k for one
@@ -108,8 +108,8 @@ constexpr int sddmm_sm90_row(const char* name) {
   return -1;
 }
 
-// The launch of row kRow (kernel.hpp), explicitly instantiated by a row unit (cpp/core/units.cpp)
-// (a missing file is an undefined symbol at link time); probe_kernel<kRow>: its GEMM
+// The launch of row kRow (kernel.hpp), explicitly instantiated in a generated row unit (a
+// row not instantiated is an undefined symbol at link time); probe_kernel<kRow>: its GEMM
 // kernel, for the family's image check.
 template <int kRow>
 cudaError_t launch_row(const SddmmProblem& p, cudaStream_t stream);

@@ -22,12 +22,12 @@
 //              (LinearCombination's is_C_load_needed is false: no TMA load of C, the source
 //              registers are cleared, so a NaN in S cannot leak into the result).
 // Before the GEMM a small kernel writes coords (nnzb int2, one warp per block-row) into
-// stream-ordered scratch (scratch.hpp), freed on the stream after the GEMM. CUTLASS asks
+// stream-ordered scratch (core/split_workspace.hpp), freed on the stream after the GEMM. CUTLASS asks
 // for no workspace here (no split-k, no descriptor updates); run() checks that.
 //
 // Each element of S is written by one CTA, its k summed in a fixed order: deterministic.
 //
-// Each row's kernel is compiled in its own translation unit, a row unit (cpp/core/units.cpp):
+// Each row's kernel is compiled in a translation unit the build generates, of lines like:
 //     #include "sddmm/sm90/kernel.hpp"
 //     SPARSEK_SDDMM_SM90_INSTANTIATE("sddmm_sm90_f16_b128_arow_bcol")
 // family.cu checks what the kernels need (supports / fits) before launch_row. Built without
@@ -65,7 +65,7 @@
 #include "core/tma_encode.hpp"  // a refused TMA encode leaves an all-zero descriptor
 #include "core/tma_status.hpp"
 
-// The explicit instantiation of one row's launch and probe (a line of a row unit, cpp/core/units.cpp).
+// The explicit instantiation of one row's launch and probe (a line of a generated row unit).
 #define SPARSEK_SDDMM_SM90_INSTANTIATE(NAME)                                                            \
   static_assert(::sparsek::detail::sddmm_sm90::sddmm_sm90_row(NAME) >= 0,                               \
                 "SPARSEK_SDDMM_SM90_INSTANTIATE: no row " NAME " in kSddmmSm90Variants");               \

@@ -1,7 +1,8 @@
 // The WMMA SDDMM family's table of variants (kSddmmWmmaFamily, family.cu): one row per
-// tile, each compiled in its own translation unit (a row unit (cpp/core/units.cpp)). Selection is
-// the registry's rule (cpp/core/registry.hpp): the first automatic row that fits, i.e. the
-// largest square tile that divides both sides of S's blocks. A CTA computes one tile of one
+// tile, each compiled in a generated unit (SPARSEK_SDDMM_WMMA_INSTANTIATE, kernel.cuh), so
+// adding a row is its line here and a test case. Selection is the registry's rule
+// (cpp/core/registry.hpp): the first automatic row that fits, i.e. the largest square tile
+// that divides both sides of S's blocks. A CTA computes one tile of one
 // stored block of S over the whole k (kernel.cuh).
 //
 // Why these tiles: the same shapes as the SpMM WMMA family's classes (cpp/spmm/wmma/configs.hpp),
@@ -63,7 +64,7 @@ constexpr int sddmm_wmma_smem(const SddmmWmmaVariant& v) {
   return ring > epi ? ring : epi;
 }
 
-// The launch of row kRow (kernel.cuh), instantiated by a row unit (cpp/core/units.cpp).
+// The launch of row kRow (kernel.cuh), instantiated by the row's generated unit.
 template <int kRow>
 cudaError_t launch_row(const SddmmProblem& p, cudaStream_t stream);
 template <int kRow>

@@ -1,5 +1,5 @@
 // The WMMA SDDMM kernel: S = alpha * (A*B) ⊙ mask + beta * S, and the per-row launch that
-// cpp/sddmm/wmma/a row unit (cpp/core/units.cpp) instantiates.
+// each row's generated unit instantiates (SPARSEK_SDDMM_WMMA_INSTANTIATE below).
 //
 // One CTA computes one TILE x TILE tile of one stored block j of S (block-row r, found by a
 // binary search of row_ptr; block-column col_idx[j]) over the whole k: A's rows
@@ -278,8 +278,8 @@ const void* probe_kernel() {
 
 }  // namespace sparsek::detail::sddmm_wmma
 
-// The body of cpp/sddmm/wmma/a row unit (cpp/core/units.cpp): every kernel of row NAME (both input
-// types, the four A/B layouts) and its entry points.
+// A generated row unit's line: every kernel of row NAME (both input types, the four A/B
+// layouts) and its entry points.
 #define SPARSEK_SDDMM_WMMA_INSTANTIATE(NAME)                                                       \
   namespace sparsek::detail::sddmm_wmma {                                                           \
   static_assert(sddmm_wmma_row(NAME) >= 0, "no row named " NAME " in kSddmmWmmaVariants");         \
