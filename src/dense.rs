@@ -309,7 +309,7 @@ impl<'a, T> DenseMut<'a, T> {
 }
 
 /// A dense view once as packed row-major f32 (`rows x cols`): every layout and type then
-/// shares one inner loop. The view was checked (`spmm::check::check_view`), so every offset is
+/// shares one inner loop. The view was checked (`check::check_view`), so every offset is
 /// below its buffer's length.
 pub(crate) fn packed_f32<T: Element>(data: &[T], shape: &DenseShape) -> Vec<f32> {
     let (rows, cols) = (shape.rows, shape.cols);

@@ -52,6 +52,7 @@
 // Module order is dependency order: each module uses only those above it (the device
 // path of `attention` is in `gpu`, which the entry dispatches to).
 pub mod attention;
+mod check;
 pub mod dense;
 pub mod element;
 pub mod epilogue;

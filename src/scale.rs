@@ -1,6 +1,6 @@
 //! The scales of FP8 operands (re-exported by [`crate::quant`], where they are documented
 //! with the quantizers): their kinds and the host values of A's and B's. Below the operands
-//! that carry them (`dense`, `error`, `spmm::check`), so it uses none of them.
+//! that carry them (`dense`, `error`, `check`), so it uses none of them.
 
 use crate::element::Fp8;
 use crate::epilogue::Vector;

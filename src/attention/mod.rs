@@ -47,11 +47,11 @@ mod patterns;
 #[cfg(feature = "cuda")]
 use cudarc::driver::CudaSlice;
 
+use crate::check::refuse_fp8;
 use crate::dense::{Storage, StorageMut};
 use crate::element::Element;
 use crate::error::Error;
 use crate::options::Backend;
-use crate::spmm::check::refuse_fp8;
 use check::check_operands;
 
 pub use gating::{block_topk_pooled, block_topk_scores, pooled_scores, topk_nnzb, TopkOptions};

@@ -4,13 +4,13 @@ use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 
+use crate::check::check_scale_len;
 use crate::element::{Element, Fp8};
 use crate::error::{BsrError, Error};
 use crate::format::bsr::{check_grid, values_len_of};
 use crate::format::transpose::transpose_pattern;
 use crate::format::{validate_parts, BlockShape, BsrMatrix};
 use crate::quant::{BlockScales, QuantizedBsr, ScaleKind};
-use crate::spmm::check::check_scale_len;
 
 /// A validated BSR matrix in device memory: the three arrays of [`BsrMatrix`] (see
 /// [`crate::format::bsr`]) in cudarc buffers, freed on drop.

@@ -88,7 +88,7 @@ fn check_weights(gate_up: Dims, down: Dims) -> Result<(usize, usize, usize), Err
     let ((gu_m, hidden), bm) = gate_up;
     let ((out, inter_in), _) = down;
     crate::spmm::check::check_gated(gu_m, bm, false, 0.0)?;
-    crate::spmm::check::same(
+    crate::check::same(
         "down's inputs (= rows of gate and of up)",
         gu_m / 2,
         inter_in,

@@ -43,12 +43,12 @@ use rayon::prelude::*;
 #[cfg(feature = "cuda")]
 mod gpu;
 
+use crate::check::{check_scale_len, check_view};
 use crate::dense::{Dense, DenseShape};
 use crate::element::{Element, Fp8};
 use crate::epilogue::Vector;
 use crate::error::Error;
 use crate::format::{try_vec, BlockShape, BsrMatrix};
-use crate::spmm::check::{check_scale_len, check_view};
 
 // The scale types live below the operands that carry them (crate::scale); this module
 // names them where users look for them.

@@ -1,9 +1,9 @@
 //! The checks of SDDMM's operands, below both the entry point and the device path.
 
+use crate::check::{check_view, same};
 use crate::dense::DenseShape;
 use crate::error::Error;
 use crate::options::SpmmOptions;
-use crate::spmm::check::{check_view, same};
 
 /// Every check of [`sddmm`]'s operands that holds for all backends: S is `m x n`
 /// (`(m, n)`), A `m x k` and B `k x n`, each holding its view; no `op(A)`.

@@ -4,13 +4,13 @@
 use cudarc::driver::{CudaSlice, CudaStream};
 
 use super::check::check_sddmm;
+use crate::check::check_gpu_types;
 use crate::dense::{Dense, DenseShape, Storage};
 use crate::element::Element;
 use crate::error::Error;
 use crate::gpu::result::{backend, check, check_contexts, dense_desc};
 use crate::gpu::{sys, DeviceBsr};
 use crate::options::{Backend, SpmmOptions};
-use crate::spmm::check::check_gpu_types;
 
 /// The device operands of one `sddmm`, validated by `crate::sddmm`.
 pub(crate) struct SddmmOperands<'a, T, O> {

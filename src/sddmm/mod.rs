@@ -81,9 +81,9 @@ pub fn sddmm<'a, T: Element, O: Element>(
         options,
     )?;
     // FP8 values mean `stored * scale`: the SDDMM takes none, and no scales.
-    crate::spmm::check::refuse_fp8::<T, O>(options.backend)?;
-    crate::spmm::check::refuse_scales("A", a.scales.kind())?;
-    crate::spmm::check::refuse_scales("B", b.scales.kind())?;
+    crate::check::refuse_fp8::<T, O>(options.backend)?;
+    crate::check::refuse_scales("A", a.scales.kind())?;
+    crate::check::refuse_scales("B", b.scales.kind())?;
     match (s, a.data, b.data) {
         (BsrOperandMut::Host(s), Storage::Host(a_data), Storage::Host(b_data)) => {
             if !matches!(options.backend, Backend::Auto | Backend::Cpu) {
@@ -106,7 +106,7 @@ pub fn sddmm<'a, T: Element, O: Element>(
         }
         #[cfg(feature = "cuda")]
         (BsrOperandMut::Device(s), Storage::Device(a_data), Storage::Device(b_data)) => {
-            crate::spmm::check::check_gpu_types::<T, O>(options.backend)?;
+            crate::check::check_gpu_types::<T, O>(options.backend)?;
             let operands = gpu::SddmmOperands {
                 a: a_data,
                 a_shape: &a.shape,
