@@ -1,7 +1,7 @@
 // The Hopper attention family's table of variants (kAttentionSm90Family, family.cu): one
-// row per compiled kernel, each instantiated by its own translation unit,
-// a row unit (cpp/core/units.cpp) (SPARSEK_ATTENTION_SM90_INSTANTIATE, kernel.hpp). Adding a row
-// touches this table, one new instantiation file and a test case.
+// row per compiled kernel. Adding a row touches this table and a test case: the build's
+// units generator compiles every row whose features are built, in generated units of
+// SPARSEK_ATTENTION_SM90_INSTANTIATE lines (kernel.hpp).
 //
 // Columns:
 //   name        unique across families; SPARSEK_VARIANT=<name> forces the row.
@@ -45,7 +45,7 @@ constexpr int kBlockN = 128;
 namespace table {
 constexpr DType F16 = DType::F16;
 constexpr DType BF16 = DType::BF16;
-constexpr const char* kRun2 =
+constexpr const char* kTurnsMeasured =
     "session 15 run 2 (report/NOTES.md), bf16 d128 at seq 8192: without turns causal 619 TFLOPS vs 586 with, "
     "top-k 596 vs 598, dense 605 vs 607; d64 causal 411 vs 410";
 constexpr const char* kLikeBf16 = "as its bf16 row (session 15 run 2; f16 d128 causal 551 TFLOPS with turns)";
@@ -53,12 +53,12 @@ constexpr const char* kLikeBf16 = "as its bf16 row (session 15 run 2; f16 d128 c
 // clang-format off
 inline constexpr AttentionSm90Variant kAttentionSm90Variants[] = {
     // name                       input head_dim stages turns  automatic chosen_by
-    {"attn_sm90_bf16_d128",       BF16, 128,     2,     false, true,     kRun2},
+    {"attn_sm90_bf16_d128",       BF16, 128,     2,     false, true,     kTurnsMeasured},
     {"attn_sm90_f16_d128",        F16,  128,     2,     false, true,     kLikeBf16},
-    {"attn_sm90_bf16_d64",        BF16,  64,     3,     false, true,     kRun2},
+    {"attn_sm90_bf16_d64",        BF16,  64,     3,     false, true,     kTurnsMeasured},
     {"attn_sm90_f16_d64",         F16,   64,     3,     false, true,     kLikeBf16},
-    {"attn_sm90_bf16_d128_turns", BF16, 128,     2,     true,  false,    kRun2},
-    {"attn_sm90_bf16_d64_turns",  BF16,  64,     3,     true,  false,    kRun2},
+    {"attn_sm90_bf16_d128_turns", BF16, 128,     2,     true,  false,    kTurnsMeasured},
+    {"attn_sm90_bf16_d64_turns",  BF16,  64,     3,     true,  false,    kTurnsMeasured},
 };
 // clang-format on
 }  // namespace table
@@ -85,7 +85,7 @@ constexpr int attention_sm90_row(const char* name) {
   return -1;
 }
 
-// The launch of row kRow (kernel.hpp), explicitly instantiated by a row unit (cpp/core/units.cpp);
+// The launch of row kRow (kernel.hpp), explicitly instantiated in a generated row unit;
 // probe_kernel<kRow>: its kernel, for the family's image check.
 template <int kRow>
 cudaError_t launch_row(const AttentionProblem& p, cudaStream_t stream);

@@ -14,7 +14,7 @@
 //
 // Deterministic: each output row is computed by one CTA, its key blocks in ascending order.
 //
-// Each row's kernel is compiled in its own translation unit, a row unit (cpp/core/units.cpp):
+// Each row's kernel is compiled in a translation unit the build generates, of lines like:
 //     #include "attention/sm90/kernel.hpp"
 //     SPARSEK_ATTENTION_SM90_INSTANTIATE("attn_sm90_bf16_d128")
 // Built without sm_90a (SPARSEK_NO_SM90A), the macro only checks that the row exists.

@@ -17,8 +17,9 @@
 //
 // With kTurns, the two warpgroups also take turns issuing their WGMMAs (FlashAttention-3's
 // warpgroup ping-pong, through two named barriers): while one issues, the other runs its
-// softmax. Without, each warpgroup issues as soon as its data is ready. Measured (session 15
-// run 2), the turns bought nothing and cost causal masks 5 %: the automatic rows go without.
+// softmax. Without, each warpgroup issues as soon as its data is ready. Measured on the H100
+// (configs.hpp's chosen_by), the turns bought nothing and cost causal masks 5 %: the automatic
+// rows go without.
 #pragma once
 
 #include <cstdint>
