@@ -16,7 +16,7 @@
 // multiple of the block.
 //
 // Deterministic: each output row is computed by one CTA, keys in ascending block order.
-// Every pointer is a device pointer. Rust: sparsek::attention (src/attention.rs).
+// Every pointer is a device pointer. Rust: sparsek::attention (src/attention/mod.rs).
 #pragma once
 
 #include <sparsek/sparsek.hpp>
@@ -83,7 +83,7 @@ struct AttentionOptions {
   // The softmax scale; 0 means 1/sqrt(head_dim).
   float scale = 0.0f;
   bool causal = false;
-  // Auto or Cutlass (the Hopper kernels, sm_90a); the other backends have no attention.
+  // Auto or Hopper (sm_90a); the other backends have no attention.
   Backend backend = Backend::Auto;
   // As SpmmOptions::check_indices: the mask's row_ptr/col_idx checked on the device first
   // (synchronizes with the stream); a defect gives InvalidArgument, nothing else launched.

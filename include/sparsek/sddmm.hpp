@@ -31,7 +31,7 @@ struct BsrMutView {
 struct SddmmOptions {
   float alpha = 1.0f;
   float beta = 0.0f;
-  // Auto: Cutlass (sm_90a) where one of its rows takes the problem, else Wmma (sm_80+).
+  // Auto: Hopper (sm_90a) where one of its rows takes the problem, else Wmma (sm_80+).
   // Decode has no SDDMM.
   Backend backend = Backend::Auto;
   // As SpmmOptions::check_indices: S's row_ptr/col_idx checked on the device first.

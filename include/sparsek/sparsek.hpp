@@ -10,9 +10,10 @@
 // reads wider vectors says so with NotSupported; a pointer misaligned for its type is
 // InvalidArgument). When beta == 0, C is not read (it may hold NaN).
 //
-// Every call runs on the current device (cudaGetDevice): `stream` must be one of its streams
-// or a default stream (0, cudaStreamLegacy, cudaStreamPerThread); a stream of another device
-// is InvalidArgument, with nothing enqueued.
+// Every call runs on the current device (cudaGetDevice) and its current CUDA context: `stream`
+// must be a live stream of that context or a default stream (0, cudaStreamLegacy,
+// cudaStreamPerThread); a stream of another device or of another context (a driver-API
+// context of the same device included) is InvalidArgument, with nothing enqueued.
 //
 // FP8 (E4M3 / E5M2 A, with scales, see ScaleKind):
 //   C = act(alpha * sum over A's blocks (sa * A_blk * B_blk) * sb + bias + beta * C)
@@ -37,7 +38,7 @@ namespace sparsek {
 enum class Status : int32_t {
   Success = 0,
   InvalidArgument = 1,   // a view is malformed (null or misaligned pointer, bad dims, bad indices),
-                         // or the stream is another device's
+                         // or the stream is another device's or another context's
   NotSupported = 2,      // valid, but no kernel (of the chosen backend) takes this case
   CudaError = 3,         // a CUDA call failed; the message says which and why, cuda_error its code
   PendingCudaError = 4,  // a CUDA error was already pending when the call began (cudaPeekAtLastError):
@@ -145,7 +146,7 @@ struct SpmmOptions {
   // `transpose_index` must then describe A (see TransposeIndexView); with check_indices it
   // is checked too (its col_ptr/row_idx as a BSR pattern of A^T, every block_id in
   // [0, nnzb)); that it lists A's own blocks is the caller's promise. The Decode family
-  // does not run A^T; the Cutlass and Wmma families do.
+  // does not run A^T; the Hopper and Wmma families do.
   bool transpose_a = false;
   TransposeIndexView transpose_index;
   // Gated (GLU) epilogue, the gate and up products of a SwiGLU/GeGLU MLP in one launch: A
