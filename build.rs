@@ -567,8 +567,16 @@ mod cuda {
             fail("ar failed".into());
         }
 
+        // The bridge's C++ half: each operation's cpp/<operation>/bridge.cc, found rather than
+        // listed, so an operation's bridge touches no shared build file.
+        let mut bridge_sources: Vec<PathBuf> = fs::read_dir(root.join("cpp"))
+            .unwrap_or_else(|e| fail(format!("reading cpp/: {e}")))
+            .filter_map(|entry| entry.ok().map(|e| e.path().join("bridge.cc")))
+            .filter(|path| path.is_file())
+            .collect();
+        bridge_sources.sort();
         cxx_build::bridge("src/gpu/sys.rs")
-            .file("cpp/bridge.cc")
+            .files(&bridge_sources)
             .define("SPARSEK_FEATURES", format!("{feature_bits}u").as_str())
             .include(root.join("include"))
             .include(root.join("cpp"))

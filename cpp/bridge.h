@@ -1,5 +1,6 @@
-// The C++ side of the cxx bridge (src/gpu/sys.rs): turns the one problem description that
-// Rust validated into the checked detail::Problem, selects a kernel row and launches it.
+// The C++ side of the cxx bridge (src/gpu/sys.rs): one entry per operation, each defined in
+// its operation's cpp/<operation>/bridge.cc, which turns the problem description that Rust
+// validated into the operation's checked problem, selects a kernel row and launches it.
 // Compiled by the host compiler, only in the Rust build.
 #pragma once
 

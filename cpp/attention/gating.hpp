@@ -1,6 +1,6 @@
 // Top-k key-block gating (include/sparsek/attention.hpp, block_topk*): the checked request and
 // its launch (cpp/attention/gating.cu). The C++ entry (cpp/attention/api.cu) and the Rust
-// bridge (cpp/bridge.cc) build a GatingProblem after their validation; the launch trusts it.
+// bridge (cpp/attention/bridge.cc) build a GatingProblem after their validation; the launch trusts it.
 #pragma once
 
 #include <sparsek/attention.hpp>

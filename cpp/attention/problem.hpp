@@ -1,8 +1,8 @@
 // The checked attention problem: what the attention kernel family (cpp/attention/sm90) takes.
 // Made in exactly two places, each the validation of one entry point: validate() in
 // cpp/attention/api.cu (the C++ API, include/sparsek/attention.hpp) and
-// AttentionProblem::from_rust() in cpp/bridge.cc (the Rust API, which validated the same
-// invariants in src/attention). Nothing downstream re-checks them.
+// AttentionProblem::from_rust() in cpp/attention/bridge.cc (the Rust API, which validated the
+// same invariants in src/attention). Nothing downstream re-checks them.
 //
 // Invariants:
 //   - q is [batch, heads, seq_q, head_dim], k and v [batch, heads, seq_k, head_dim], o like

@@ -2,7 +2,7 @@
 // compiles. One bit per feature; the cargo features of the same names and the CMake options
 // SPARSEK_WITH_<NAME> pick them, and the build passes the set as -DSPARSEK_FEATURES=<bits>
 // to the units that select rows (registries, families, APIs). The row units themselves do
-// not depend on it (cpp/core/units.cpp generates them per feature set of their rows), so one
+// not depend on it (the units generator makes them per feature set of their rows), so one
 // compiled row serves every build that has it.
 //
 // A row names the features it needs (each family's `needs(row)`, configs.hpp); a row that

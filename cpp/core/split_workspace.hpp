@@ -1,4 +1,5 @@
-// Per-launch scratch memory (the partial sums of split tiles, sm90/scheduler.hpp):
+// Per-launch scratch memory (the partial sums of split tiles, spmm/sm90/scheduler.hpp; the
+// SM90 SDDMM's block coordinates, sddmm/sm90/kernel.hpp):
 // stream-ordered allocations from a memory pool sparsek owns, one per device, created on
 // first use. The pool keeps up to kScratchKeepBytes between launches: the device's default
 // pool gives its memory back at every synchronization and maps it again on the next launch.

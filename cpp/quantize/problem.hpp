@@ -1,7 +1,7 @@
 // FP8 quantization of BSR values on the device (include/sparsek/quantize.hpp): the checked
 // request and its launch (cpp/quantize/kernel.cu). The C++ entry (cpp/quantize/api.cu) and the
-// Rust bridge (cpp/bridge.cc) build a QuantizeProblem after their validation; the launch
-// trusts it.
+// Rust bridge (cpp/quantize/bridge.cc) build a QuantizeProblem after their validation; the
+// launch trusts it.
 #pragma once
 
 #include <cstdint>

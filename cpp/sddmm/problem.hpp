@@ -1,8 +1,8 @@
 // The checked SDDMM problem: what the SDDMM kernel families (cpp/sddmm/) take. Made in
 // exactly two places, each the validation of one entry point: validate() in
 // cpp/sddmm/api.cu (the C++ API, include/sparsek/sddmm.hpp) and SddmmProblem::from_rust()
-// in cpp/bridge.cc (the Rust API, whose `sddmm` validated the same invariants in
-// src/spmm.rs). Nothing downstream re-checks them; families check only what is theirs.
+// in cpp/sddmm/bridge.cc (the Rust API, whose `sddmm` validated the same invariants in
+// src/sddmm/check.rs). Nothing downstream re-checks them; families check only what is theirs.
 //
 // Invariants:
 //   - S is m x n in bm x bn blocks: 1 <= bm, bn <= INT32_MAX, m % bm == 0, n % bn == 0,

@@ -2,10 +2,10 @@
 // takes. Not installed; users see include/sparsek/sparsek.hpp.
 //
 // A `Problem` is made in exactly two places, each the validation of one entry point:
-//   - `validate()` in cpp/api.cu, for the C++ API (sparsek::spmm / can_implement);
-//   - `Problem::from_rust()` in cpp/bridge.cc, for the Rust API, whose `spmm` validated the
-//     same invariants on the Rust side (src/spmm.rs) and whose `DeviceBsr` comes only from
-//     validated host data.
+//   - `validate()` in cpp/spmm/api.cu, for the C++ API (sparsek::spmm / can_implement);
+//   - `Problem::from_rust()` in cpp/spmm/bridge.cc, for the Rust API, whose `spmm` validated
+//     the same invariants on the Rust side (src/spmm/check.rs) and whose `DeviceBsr` comes
+//     only from validated host data.
 // Nothing downstream re-checks the invariants below; families check only what is theirs
 // (architecture, block-shape range, alignment, grid limits).
 //
