@@ -260,7 +260,7 @@ impl<'a, Q: Fp8> Dense<'a, Q> {
     /// buffers for a device one; their lengths are checked by the product.
     ///
     /// ```
-    /// use sparsek::quant::ColumnScales;
+    /// use sparsek::quantize::ColumnScales;
     /// use sparsek::{Dense, Layout, ScaleKind, Vector, F8E4M3};
     ///
     /// let x = vec![F8E4M3::from_f32(1.0); 64 * 3]; // 3 tokens of 64, row-major: xᵀ column-major

@@ -37,7 +37,7 @@
 //!
 //! FP8: [`spmm_fp8`] multiplies an E4M3 or E5M2 A ([`F8E4M3`], [`F8E5M2`]) with its scales
 //! (per tensor or per block) by a B of the same FP8 type with its scales (per tensor or per
-//! column: W8A8) or an f16/bf16 B (W8A16), into f16, bf16 or f32; [`quant`] holds the
+//! column: W8A8) or an f16/bf16 B (W8A16), into f16, bf16 or f32; [`quantize`] holds the
 //! scales, the quantized operands and the host quantizers
 //! ([`BsrMatrix::quantize_fp8`], [`QuantizedDense::quantize`]).
 //!
@@ -63,11 +63,37 @@ pub mod gpu;
 pub mod linear;
 pub mod mlp;
 pub mod options;
-pub mod quant;
+pub mod quantize;
 mod scale;
 mod sddmm;
 pub mod spmm;
 pub mod tp;
+
+/// The FP8 scales, quantized operands and quantizers under their former name: the module is
+/// now [`quantize`], the name the C++ API uses (`sparsek::quantize_fp8`, cpp/quantize).
+/// Each item is a deprecated alias (a deprecated module alone warns at no use of it).
+#[deprecated(since = "0.1.1", note = "renamed `sparsek::quantize`")]
+pub mod quant {
+    macro_rules! renamed {
+        ($($name:ident $(<$($param:tt),+>)?),+) => {$(
+            #[doc = concat!("[`crate::quantize::", stringify!($name), "`] under the former path.")]
+            #[deprecated(
+                since = "0.1.1",
+                note = "renamed `sparsek::quantize`; `sparsek::quant` goes in the next release"
+            )]
+            pub type $name$(<$($param),+>)? = crate::quantize::$name$(<$($param),+>)?;
+        )+};
+    }
+    renamed!(
+        BlockGranularity,
+        BlockScales,
+        ColumnGranularity,
+        ColumnScales<'a>,
+        QuantizedBsr<Q>,
+        QuantizedDense<Q>,
+        ScaleKind
+    );
+}
 
 pub use attention::{
     attention, attention_into, AttentionOptions, BlockPatterns, Heads, HeadsMut, HeadsShape,
@@ -87,7 +113,7 @@ pub use half::{bf16, f16};
 pub use linear::SparseLinear;
 pub use mlp::SparseMlp;
 pub use options::{Backend, SpmmOptions};
-pub use quant::{
+pub use quantize::{
     BlockGranularity, BlockScales, ColumnGranularity, ColumnScales, QuantizedBsr, QuantizedDense,
     ScaleKind,
 };

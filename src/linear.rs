@@ -16,7 +16,7 @@ use crate::format::BsrMatrix;
 #[cfg(feature = "cuda")]
 use crate::gpu::DeviceBsr;
 use crate::options::SpmmOptions;
-use crate::quant::{ColumnScales, QuantizedBsr};
+use crate::quantize::{ColumnScales, QuantizedBsr};
 use crate::spmm::{check_fused, spmm_fp8, spmm_fused, BsrOperand, Fp8Operand};
 
 /// A linear layer with a block-sparse weight, on the host (`W: BsrMatrix<T>`, bias
@@ -160,7 +160,7 @@ impl<Q: Fp8, V: Element> SparseLinear<QuantizedBsr<Q>, Vec<V>> {
     /// `V`.
     ///
     /// ```
-    /// use sparsek::quant::{BlockGranularity, ColumnGranularity, QuantizedDense};
+    /// use sparsek::quantize::{BlockGranularity, ColumnGranularity, QuantizedDense};
     /// use sparsek::{bf16, Activation, BlockMask, BlockShape, BsrMatrix, ColumnScales, DenseShape,
     ///               Layout, SparseLinear, F8E4M3};
     ///

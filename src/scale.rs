@@ -1,4 +1,4 @@
-//! The scales of FP8 operands (re-exported by [`crate::quant`], where they are documented
+//! The scales of FP8 operands (re-exported by [`crate::quantize`], where they are documented
 //! with the quantizers): their kinds and the host values of A's and B's. Below the operands
 //! that carry them (`dense`, `error`, `check`), so it uses none of them.
 
@@ -44,7 +44,7 @@ impl ScaleKind {
 }
 
 /// The scales of an FP8 BSR matrix (A), on the host: none, one per tensor, or one per
-/// stored block (`nnzb` values, in the order of the values). A [`QuantizedBsr`](crate::quant::QuantizedBsr) holds them
+/// stored block (`nnzb` values, in the order of the values). A [`QuantizedBsr`](crate::quantize::QuantizedBsr) holds them
 /// with its values; `DeviceBsr::upload_quantized` (`cuda` feature) uploads them.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub enum BlockScales {
@@ -127,7 +127,7 @@ pub enum BlockGranularity {
     PerBlock,
 }
 
-/// The granularity of B's scales when quantizing ([`QuantizedDense::quantize`](crate::quant::QuantizedDense::quantize)).
+/// The granularity of B's scales when quantizing ([`QuantizedDense::quantize`](crate::quantize::QuantizedDense::quantize)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ColumnGranularity {
     /// One scale for the matrix.

@@ -10,7 +10,7 @@ use common::fp8::{make, tolerance, Attach, BOperand, Case};
 use common::{outside_untouched, rel_err, seed, PatternKind};
 use proptest::prelude::*;
 use rand::{rngs::StdRng, Rng, SeedableRng};
-use sparsek::quant::{BlockGranularity, ColumnGranularity, QuantizedBsr, QuantizedDense};
+use sparsek::quantize::{BlockGranularity, ColumnGranularity, QuantizedBsr, QuantizedDense};
 use sparsek::{
     bf16, f16, sddmm, spmm, spmm_fp8, Activation, Backend, BlockMask, BlockScales, BlockShape,
     BsrMatrix, ColumnScales, DType, Dense, DenseMut, DenseShape, Element, Epilogue, Error, Fp8,

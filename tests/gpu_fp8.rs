@@ -19,7 +19,7 @@ use common::{device, is_hopper, outside_untouched, rel_err, seed, PatternKind};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use sparsek::gpu::can_implement_fp8;
-use sparsek::quant::{BlockGranularity, ColumnGranularity, QuantizedDense};
+use sparsek::quantize::{BlockGranularity, ColumnGranularity, QuantizedDense};
 use sparsek::{
     bf16, f16, spmm_fp8, Activation, Backend, BlockMask, BlockScales, BlockShape, BsrMatrix,
     ColumnScales, DType, Dense, DenseMut, DenseShape, DeviceBlockScales, DeviceBsr, Element,

@@ -16,7 +16,7 @@ use common::{
 };
 use cudarc::driver::{CudaContext, CudaSlice};
 use rand::{rngs::StdRng, Rng, SeedableRng};
-use sparsek::quant::BlockGranularity;
+use sparsek::quantize::BlockGranularity;
 use sparsek::{
     bf16, f16, spmm_fused, Activation, Backend, BlockMask, BlockShape, BsrMatrix, Dense, DenseMut,
     DenseShape, DeviceBsr, Element, Epilogue, Error, Layout, SparseMlp, SpmmOptions, Vector,

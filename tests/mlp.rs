@@ -6,7 +6,7 @@ mod common;
 
 use common::{act64, nonzero, random_vec, seed};
 use rand::{rngs::StdRng, SeedableRng};
-use sparsek::quant::BlockGranularity;
+use sparsek::quantize::BlockGranularity;
 use sparsek::{
     bf16, f16, spmm_fused, Activation, Backend, BlockMask, BlockShape, BsrError, BsrMatrix, Dense,
     DenseMut, Element, Epilogue, Error, Fp8, Layout, QuantizedBsr, SparseMlp, SpmmOptions, Vector,

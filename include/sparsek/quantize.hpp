@@ -1,5 +1,5 @@
 // FP8 quantization of a BSR matrix's values on the device: the device twin of the Rust
-// host's BsrMatrix::quantize_fp8 (src/quant/mod.rs), bit for bit.
+// host's BsrMatrix::quantize_fp8 (src/quantize/mod.rs), bit for bit.
 #pragma once
 
 #include <sparsek/sparsek.hpp>

@@ -10,7 +10,7 @@ use crate::error::{BsrError, Error};
 use crate::format::bsr::{check_grid, values_len_of};
 use crate::format::transpose::transpose_pattern;
 use crate::format::{validate_parts, BlockShape, BsrMatrix};
-use crate::quant::{BlockScales, QuantizedBsr, ScaleKind};
+use crate::quantize::{BlockScales, QuantizedBsr, ScaleKind};
 
 /// A validated BSR matrix in device memory: the three arrays of [`BsrMatrix`] (see
 /// [`crate::format::bsr`]) in cudarc buffers, freed on drop.
@@ -388,7 +388,7 @@ impl<Q: Fp8> DeviceBsr<Q> {
     ///
     /// ```no_run
     /// use sparsek::cudarc::driver::CudaContext;
-    /// use sparsek::quant::BlockGranularity;
+    /// use sparsek::quantize::BlockGranularity;
     /// use sparsek::{BlockMask, BlockShape, BsrMatrix, DeviceBsr, ScaleKind, F8E4M3};
     ///
     /// let mask = BlockMask::from_fn(4, 4, |r, c| r == c)?;

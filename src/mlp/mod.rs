@@ -22,7 +22,7 @@ use crate::gpu::result::check_contexts;
 #[cfg(feature = "cuda")]
 use crate::gpu::DeviceBsr;
 use crate::options::{Backend, SpmmOptions};
-use crate::quant::{BlockScales, QuantizedBsr};
+use crate::quantize::{BlockScales, QuantizedBsr};
 use crate::spmm::{check_fp8_product, check_fused, run_fp8, run_fused, BsrOperand, Fp8Operand};
 
 mod shard;

@@ -10,7 +10,7 @@ use crate::element::{Element, Fp8};
 use crate::epilogue::Activation;
 use crate::error::{BsrError, Error};
 use crate::format::{BsrMatrix, TransposeIndex};
-use crate::quant::{dequantize_bsr, BlockScales};
+use crate::quantize::{dequantize_bsr, BlockScales};
 
 /// The epilogue's scalars and vector: `C = act(α·A·B + bias + β·C)`; `bias` has `m`
 /// values (checked by the caller). Gated (`Epilogue::gated`, its rules checked by the

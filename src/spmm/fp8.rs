@@ -17,7 +17,7 @@ use crate::format::BsrMatrix;
 #[cfg(feature = "cuda")]
 use crate::gpu::DeviceBsr;
 use crate::options::{Backend, SpmmOptions};
-use crate::quant::{BlockScales, QuantizedBsr};
+use crate::quantize::{BlockScales, QuantizedBsr};
 
 /// The sparse FP8 operand with its scales: a host matrix and its [`BlockScales`] (a
 /// [`QuantizedBsr`], or a `BsrMatrix` of FP8 values read without scales), or a `DeviceBsr`,
@@ -79,7 +79,7 @@ impl<'a, Q> From<&'a DeviceBsr<Q>> for Fp8Operand<'a, Q> {
 /// per block, `n` per column ([`Error::ScaleLength`]). Scale values are used as given.
 ///
 /// ```
-/// use sparsek::quant::{BlockGranularity, ColumnGranularity, QuantizedDense};
+/// use sparsek::quantize::{BlockGranularity, ColumnGranularity, QuantizedDense};
 /// use sparsek::{spmm_fp8, BlockMask, BlockShape, BsrMatrix, DenseMut, DenseShape, Epilogue,
 ///               Layout, SpmmOptions, F8E4M3};
 ///

@@ -26,7 +26,7 @@ use cudarc::driver::{CudaSlice, CudaStream};
 use half::f16;
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
-use sparsek::quant::{BlockGranularity, ColumnGranularity, QuantizedDense};
+use sparsek::quantize::{BlockGranularity, ColumnGranularity, QuantizedDense};
 use sparsek::{
     gpu, spmm, spmm_fp8, Backend, BsrMatrix, ColumnScales, Dense, DenseMut, DenseShape, DeviceBsr,
     Epilogue, Layout, SpmmOptions, Vector, F8E4M3,

@@ -13,7 +13,7 @@ use cudarc::driver::{CudaGraph, CudaSlice, CudaStream, LaunchConfig, PushKernelA
 use half::f16;
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
-use sparsek::quant::BlockGranularity;
+use sparsek::quantize::BlockGranularity;
 use sparsek::{BlockShape, BsrMatrix, DeviceBsr, SparseMlp, F8E4M3};
 
 use super::device::{device_us, mask, parse_pair, random_device};

@@ -24,7 +24,7 @@
 //! below it; plus the f32 roundings of the division and the product.
 //!
 //! ```
-//! use sparsek::quant::{BlockGranularity, BlockScales};
+//! use sparsek::quantize::{BlockGranularity, BlockScales};
 //! use sparsek::{BlockShape, BsrMatrix, F8E4M3};
 //!
 //! let a = BsrMatrix::from_dense(&[1.0f32, -2.0, 0.0, 0.0, 0.5, 0.25, 0.0, 0.0], 2, 4, BlockShape::new(2, 2))?;
@@ -162,7 +162,7 @@ impl<T: Element> BsrMatrix<T> {
     /// [`F8E5M2`](crate::F8E5M2)) with scales per tensor or per stored block, on the same
     /// pattern: each scale `amax / Q::MAX` of its part (1 for an all-zero block), each value
     /// `Q::from_f32(v / scale)`, rounded to nearest even and saturating (see the
-    /// [module docs](crate::quant) for the error bound). A NaN or infinite value is
+    /// [module docs](crate::quantize) for the error bound). A NaN or infinite value is
     /// [`Error::NonFinite`] (its index in [`values`](Self::values)); a failed allocation
     /// `Error::Bsr(BsrError::Allocation)`.
     pub fn quantize_fp8<Q: Fp8>(
@@ -211,7 +211,7 @@ fn quantize_into<T: Element, Q: Fp8>(out: &mut [Q], values: &[T], scale: f32) {
 /// what [`view`](Self::view) hands to [`spmm_fp8`](crate::spmm_fp8).
 ///
 /// ```
-/// use sparsek::quant::{ColumnGranularity, QuantizedDense};
+/// use sparsek::quantize::{ColumnGranularity, QuantizedDense};
 /// use sparsek::{DenseShape, F8E4M3, Layout};
 ///
 /// // x: 2 tokens of 3 features, row-major; as B = xᵀ it is 3 x 2 column-major, and its

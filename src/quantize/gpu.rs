@@ -39,7 +39,7 @@ impl<T: Element> DeviceBsr<T> {
     ///
     /// ```no_run
     /// use sparsek::cudarc::driver::CudaContext;
-    /// use sparsek::quant::BlockGranularity;
+    /// use sparsek::quantize::BlockGranularity;
     /// use sparsek::{f16, BlockMask, BlockShape, BsrMatrix, DeviceBsr, F8E4M3};
     ///
     /// let mask = BlockMask::from_fn(4, 8, |r, c| (r + c) % 2 == 0)?;
