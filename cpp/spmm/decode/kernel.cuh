@@ -1,8 +1,8 @@
 // The Decode kernel: C = act(alpha * A*B + bias + beta * C) with A in BSR form and few
-// columns n (decode-sized batches: y = x W^T with A = W, B = x^T, C = y^T): how it works and
-// why it is built this way. This header is what each generated row unit includes (one row per
-// translation unit, instantiated with SPARSEK_DECODE_INSTANTIATE below); the code is in the
-// files listed at the end of this comment.
+// columns n (decode-sized batches: y = x W^T with A = W, B = x^T, C = y^T). This header is
+// its design and what each generated row unit includes (one row per translation unit,
+// instantiated with SPARSEK_DECODE_INSTANTIATE below); the code is in the files listed at
+// the end of this comment.
 //
 // Why it is built this way. The problem is memory-bound (time = A's nonzero bytes / HBM
 // bandwidth; B and C are small and stay in L2), so everything serves one goal: every SM
