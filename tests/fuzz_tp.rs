@@ -6,9 +6,9 @@
 //! activation, the backend), a split and a rank count from 0 to past `MAX_SHARDS` (more
 //! ranks than block-rows or -columns included), and, now and then, a layer of i32::MAX
 //! columns holding a few blocks. Every case must
-//! - not panic, not abort and finish within `CASE_LIMIT` (as in tests/fuzz_api.rs: every
-//!   case under `catch_unwind`, a global allocator refusing any allocation above 16 MiB, a
-//!   watchdog for hangs),
+//! - not panic, not abort and finish within `DRIVER.case_limit` (tests/common/fuzz.rs's
+//!   driver, as tests/fuzz_api/main.rs's: every case under `catch_unwind`, a global
+//!   allocator refusing any allocation above 16 MiB, a watchdog for hangs),
 //! - be refused with the documented typed error exactly when the oracle says so,
 //! - on `Ok`, give each rank what its part says: its weight's shape, its slice of the bias
 //!   (none for a rank without outputs), the layer's activation and options (α, backend; β
@@ -22,12 +22,8 @@
 //! optimized build and 10 000 in a debug one; CI runs it again with 100 000),
 //! `SPARSEK_FUZZ_ONLY=<i>` runs case `i` alone.
 
-use std::fmt::Debug;
 use std::ops::Range;
-use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rand::Rng;
 use sparsek::mlp::MlpShards;
@@ -37,216 +33,23 @@ use sparsek::{
     SparseLinear, SparseMlp, SpmmOptions, MAX_SHARDS,
 };
 
-#[path = "common/alloc_guard.rs"]
-mod alloc_guard;
+#[path = "common/fuzz.rs"]
+mod fuzz;
 
-use alloc_guard::{Guard, ALLOC_LIMIT, CASE, LARGEST, REFUSED};
+use fuzz::{ensure, random_values, Check, Driver, FuzzRng, Outcome, I32_MAX};
 
-#[global_allocator]
-static GLOBAL: Guard = Guard;
-
-#[path = "common/fuzz_rng.rs"]
-mod fuzz_rng;
-
-use fuzz_rng::FuzzRng;
-
-// ---------------------------------------------------------------------------------------
-// The driver (tests/fuzz_api.rs's): one test at a time (the guard's counters, the panic
-// hook and the watchdog are process-wide).
-
-/// Longest a case may take: a cut into `MAX_SHARDS` ranks takes a few hundred milliseconds
-/// in a debug build; a cut that walked i32::MAX columns one by one would take seconds.
-const CASE_LIMIT: Duration = Duration::from_millis(1500);
-/// A case still running after this is a hang: the watchdog names it and aborts.
-const HANG_LIMIT: Duration = Duration::from_secs(30);
-
-static SERIAL: Mutex<()> = Mutex::new(());
-static LAST_PANIC: Mutex<Option<String>> = Mutex::new(None);
-
-fn env_u64(name: &str) -> Option<u64> {
-    let v = std::env::var(name).ok()?;
-    Some(
-        v.trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}={v} is not a u64")),
-    )
-}
-
-/// What a case's call did.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Outcome {
-    /// Returned `Ok` (and its result checked).
-    Accepted,
-    /// Returned the expected `Err`.
-    Rejected,
-}
-
-type Check = Result<Outcome, String>;
-
-macro_rules! ensure {
-    ($cond:expr, $($fmt:tt)*) => {{
-        let holds: bool = $cond;
-        if !holds {
-            return Err(format!($($fmt)*));
-        }
-    }};
-}
-
-/// Cases per target unless `SPARSEK_FUZZ_CASES` says: a debug build runs a tenth (CI runs
-/// this file under `cargo test`, then once more with `SPARSEK_FUZZ_CASES=100000`).
-const DEFAULT_CASES: u64 = if cfg!(debug_assertions) {
-    10_000
-} else {
-    100_000
+/// How these targets run: a case within 1.5 s (a cut into `MAX_SHARDS` ranks takes a few
+/// hundred milliseconds in a debug build; a cut that walked i32::MAX columns one by one would
+/// take seconds), on two rayon workers (the CPU products' parallel loops); no allocation
+/// above the guard's limit, whatever the call returns.
+const DRIVER: Driver = Driver {
+    case_limit: Duration::from_millis(1500),
+    workers: 2,
+    refusal_may_reject: false,
 };
-
-/// Runs the cases of one target: `gen` draws the input (printed on failure), `run` calls
-/// the entry points and checks them (drawing the data from the same generator).
-fn fuzz<C: Debug>(
-    name: &str,
-    salt: u64,
-    gen: impl Fn(&mut FuzzRng) -> C + Sync,
-    run: impl Fn(&C, &mut FuzzRng) -> Check + Sync,
-) {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let seed = env_u64("SPARSEK_FUZZ_SEED").unwrap_or_else(|| rand::rng().random());
-    let cases = env_u64("SPARSEK_FUZZ_CASES").unwrap_or(DEFAULT_CASES);
-    let only = env_u64("SPARSEK_FUZZ_ONLY");
-    println!("{name}: seed {seed} (replay with SPARSEK_FUZZ_SEED={seed}), {cases} cases");
-    LARGEST.store(0, Ordering::Relaxed);
-
-    let hook = panic::take_hook();
-    panic::set_hook(Box::new(|info| {
-        *LAST_PANIC.lock().unwrap_or_else(|e| e.into_inner()) = Some(info.to_string());
-    }));
-    let started = Instant::now();
-    let case_start_ms = Arc::new(AtomicU64::new(0));
-    let done = Arc::new(AtomicBool::new(false));
-    let watchdog = {
-        let (case_start_ms, done, name) = (case_start_ms.clone(), done.clone(), name.to_owned());
-        std::thread::spawn(move || {
-            while !done.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(100));
-                let now = started.elapsed().as_millis() as u64;
-                let at = case_start_ms.load(Ordering::Relaxed);
-                if now.saturating_sub(at) > HANG_LIMIT.as_millis() as u64 {
-                    let case = CASE.load(Ordering::Relaxed);
-                    eprintln!(
-                        "{name}: case {case} has run {} ms: a hang (SPARSEK_FUZZ_SEED={seed} \
-                         SPARSEK_FUZZ_ONLY={case})",
-                        now - at
-                    );
-                    std::process::abort();
-                }
-            }
-        })
-    };
-    // The CPU products' parallel loops run on two workers; calls from a worker avoid the
-    // injection latency.
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(2)
-        .build()
-        .expect("a rayon pool");
-
-    let (mut accepted, mut rejected, mut failures) = (0u64, 0u64, 0u64);
-    let mut slowest = (Duration::ZERO, 0u64);
-    let mut first_failure: Option<String> = None;
-    let range = match only {
-        Some(i) => i..i + 1,
-        None => 0..cases,
-    };
-    let ran = range.end - range.start;
-    pool.install(|| {
-        for i in range {
-            CASE.store(i, Ordering::Relaxed);
-            let case_seed = (seed ^ salt.wrapping_mul(0xD6E8_FEB8_6659_FD93))
-                ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            let rng = &mut FuzzRng::new(case_seed);
-            let case = match panic::catch_unwind(AssertUnwindSafe(|| gen(rng))) {
-                Ok(case) => case,
-                Err(_) => {
-                    let msg = LAST_PANIC.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                    first_failure.get_or_insert(format!(
-                        "case {i}: the generator panicked (a bug of the fuzz): {msg:?}"
-                    ));
-                    failures += 1;
-                    continue;
-                }
-            };
-            if only.is_some() {
-                println!("{name}: case {i}: {case:?}");
-            }
-            let refused_before = REFUSED.load(Ordering::Relaxed);
-            case_start_ms.store(started.elapsed().as_millis() as u64, Ordering::Relaxed);
-            let t = Instant::now();
-            let result = panic::catch_unwind(AssertUnwindSafe(|| run(&case, rng)));
-            let took = t.elapsed();
-            let refused = REFUSED.load(Ordering::Relaxed) - refused_before;
-            if took > slowest.0 {
-                slowest = (took, i);
-            }
-            let failure = match result {
-                Ok(Ok(_)) if took > CASE_LIMIT => Some(format!("took {took:?}")),
-                Ok(Ok(_)) if refused > 0 => Some(format!(
-                    "{refused} allocations above {ALLOC_LIMIT} bytes were asked for"
-                )),
-                Ok(Ok(Outcome::Accepted)) => {
-                    accepted += 1;
-                    None
-                }
-                Ok(Ok(Outcome::Rejected)) => {
-                    rejected += 1;
-                    None
-                }
-                Ok(Err(why)) => Some(why),
-                Err(_) => {
-                    let msg = LAST_PANIC.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                    Some(format!("panic: {}", msg.unwrap_or_default()))
-                }
-            };
-            if let Some(why) = failure {
-                failures += 1;
-                first_failure.get_or_insert(format!(
-                    "case {i} (SPARSEK_FUZZ_SEED={seed} SPARSEK_FUZZ_ONLY={i}): {why}\n\
-                     input: {case:?}"
-                ));
-            }
-        }
-    });
-    let elapsed = started.elapsed();
-    done.store(true, Ordering::Relaxed);
-    let _ = watchdog.join();
-    CASE.store(u64::MAX, Ordering::Relaxed);
-    panic::set_hook(hook);
-
-    println!(
-        "{name}: {ran} cases, {accepted} accepted, {rejected} rejected, {failures} failed; \
-         slowest case {} ({:.2?}); largest allocation {} bytes; {:.2?}",
-        slowest.1,
-        slowest.0,
-        LARGEST.load(Ordering::Relaxed),
-        elapsed
-    );
-    if let Some(first) = &first_failure {
-        println!("{name}: first failure (seed {seed}): {first}");
-    }
-    assert!(
-        failures == 0,
-        "{name} (seed {seed}): {failures} failed cases; first: {}",
-        first_failure.unwrap_or_default()
-    );
-    if only.is_none() && cases >= 1000 {
-        assert!(
-            accepted > cases / 20 && rejected > cases / 20,
-            "{name}: the fuzz lost its mix ({accepted} accepted, {rejected} rejected)"
-        );
-    }
-}
 
 // ---------------------------------------------------------------------------------------
 // Inputs shared by the targets.
-
-const I32_MAX: usize = i32::MAX as usize;
 
 /// Most ranks whose forwards a case runs (a cut into more is checked without them).
 const FORWARD_RANKS: usize = 64;
@@ -292,12 +95,6 @@ fn gen_scalar(rng: &mut FuzzRng, one: f32) -> f32 {
         1 => 1.0 - one,
         _ => rng.random_range(-2.0f32..2.0),
     }
-}
-
-fn random_values<T: Element>(rng: &mut FuzzRng, n: usize) -> Vec<T> {
-    (0..n)
-        .map(|_| T::from_f32(rng.random_range(-1.0f32..1.0)))
-        .collect()
 }
 
 /// A small BSR pattern: block sides 1 to 3, 0 to `most` block-rows and -columns, a density.
@@ -646,7 +443,7 @@ fn run_linear<T: Element>(c: &LinearCase, rng: &mut FuzzRng) -> Check {
 
 #[test]
 fn fuzz_tp_linear() {
-    fuzz("TpLinearPlan", 1, gen_linear, |c, rng| match c.ty {
+    DRIVER.run("TpLinearPlan", 1, gen_linear, |c, rng| match c.ty {
         Ty::F32 => run_linear::<f32>(c, rng),
         Ty::F16 => run_linear::<f16>(c, rng),
     });
@@ -836,7 +633,7 @@ fn run_mlp<T: Element>(c: &MlpCase, rng: &mut FuzzRng) -> Check {
 
 #[test]
 fn fuzz_tp_mlp() {
-    fuzz("SparseMlp::shard", 2, gen_mlp, |c, rng| match c.ty {
+    DRIVER.run("SparseMlp::shard", 2, gen_mlp, |c, rng| match c.ty {
         Ty::F32 => run_mlp::<f32>(c, rng),
         Ty::F16 => run_mlp::<f16>(c, rng),
     });

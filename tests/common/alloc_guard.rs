@@ -1,8 +1,9 @@
-//! The allocation guard of the fuzz tests (tests/fuzz.rs, tests/fuzz_api.rs): a global
+//! The allocation guard of the fuzz tests (tests/fuzz.rs, tests/common/fuzz.rs): a global
 //! allocator that refuses any single allocation above `ALLOC_LIMIT` (16 MiB), returning null,
 //! and counts it. A huge request then surfaces as a typed error through `try_reserve`, or
 //! aborts the test (an infallible allocation): the fuzz tests tell which was attempted.
-//! Each test binary declares `#[global_allocator] static GLOBAL: Guard = Guard;`.
+//! Each test binary declares `#[global_allocator] static GLOBAL: Guard = Guard;` (a binary
+//! using tests/common/fuzz.rs gets the declaration there).
 
 use std::alloc::{GlobalAlloc, Layout as AllocLayout, System};
 use std::io::Write;

@@ -1,4 +1,4 @@
-//! The fuzz tests' generator (tests/fuzz.rs, tests/fuzz_api.rs).
+//! The fuzz tests' generator (tests/fuzz.rs, and tests/common/fuzz.rs's driver).
 
 use rand::RngCore;
 

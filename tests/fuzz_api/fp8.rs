@@ -1,0 +1,523 @@
+//! Target: the FP8 products (spmm_fp8, SparseLinear::forward_fp8, and the other products
+//! given FP8 operands, which must refuse them).
+
+use std::fmt::Debug;
+
+use rand::Rng;
+use sparsek::{bf16, f16, Activation, Backend, BsrMatrix, Dense, Element, Layout, SpmmOptions};
+
+use crate::fuzz::{ensure, random_values, Check, FuzzRng, Outcome};
+use crate::inputs::{
+    act_f64, buffer_len, dim, huge, rel_err, same_bits, sentinel_above, tolerance, Ty, CAP,
+};
+use crate::operands::{build_bsr, gen_bsr_spec, gen_dview, BsrSpec, DView};
+use crate::DRIVER;
+
+/// B's element type against A's FP8 type.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Fp8B {
+    /// A's FP8 type (W8A8).
+    Same,
+    /// The other FP8 type (refused).
+    Other,
+    F16,
+    Bf16,
+    /// f32 (refused).
+    F32,
+}
+
+/// Which entry a case calls.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Fp8Entry {
+    /// `spmm_fp8` on host views.
+    Spmm,
+    /// `SparseLinear::new_fp8` and `forward_fp8` (x and y row-major).
+    Linear,
+    /// `spmm` / `spmm_fused` / `sddmm` with FP8 operands: always refused.
+    Generic,
+}
+
+#[derive(Debug, Clone)]
+struct Fp8Case {
+    /// Drawn without defects (shown in the failure report).
+    #[allow(dead_code)]
+    clean: bool,
+    entry: Fp8Entry,
+    /// A is E5M2 (else E4M3).
+    e5m2: bool,
+    b_ty: Fp8B,
+    /// C's type: f32, f16, bf16, or A's FP8 type (refused).
+    c_ty: Option<Ty>,
+    a: BsrSpec,
+    /// A's scales: kind (None, PerTensor, PerBlock) and the number of values given.
+    a_scales: (sparsek::ScaleKind, usize),
+    /// B (`k x n`), C (`m x n`).
+    b: DView,
+    c: DView,
+    /// B's scales: kind (None, PerTensor, PerColumn), values given, and whether they were
+    /// attached to the transposed view (`Dense::t` after `with_scales`).
+    b_scales: (sparsek::ScaleKind, usize, bool),
+    transpose: bool,
+    alpha: f32,
+    beta: f32,
+    bias: Option<usize>,
+    act: Activation,
+    backend: Backend,
+    nan_poison: bool,
+}
+
+fn gen_fp8(rng: &mut FuzzRng) -> Fp8Case {
+    use sparsek::ScaleKind as K;
+    let clean = rng.random_bool(0.5);
+    let entry = match rng.random_range(0..10) {
+        0..=6 => Fp8Entry::Spmm,
+        7 | 8 => Fp8Entry::Linear,
+        _ => Fp8Entry::Generic,
+    };
+    let b_ty = if clean {
+        [Fp8B::Same, Fp8B::Same, Fp8B::F16, Fp8B::Bf16][rng.random_range(0..4)]
+    } else {
+        [
+            Fp8B::Same,
+            Fp8B::Same,
+            Fp8B::F16,
+            Fp8B::Bf16,
+            Fp8B::Other,
+            Fp8B::F32,
+        ][rng.random_range(0..6)]
+    };
+    let c_ty = if !clean && rng.random_bool(0.05) {
+        None
+    } else {
+        Some([Ty::F32, Ty::F32, Ty::F16, Ty::Bf16][rng.random_range(0..4)])
+    };
+    let a = gen_bsr_spec(rng, clean);
+    let (m, k) = (a.m(), a.k());
+    let transpose = !clean && rng.random_bool(0.1);
+    let n = rng.random_range(0..=6);
+    let mut dims = [[k, n], [m, n]];
+    if !clean && rng.random_bool(0.2) {
+        let (t, i) = (rng.random_range(0..2), rng.random_range(0..2));
+        dims[t][i] = match rng.random_range(0..3) {
+            0 => dims[t][i] ^ 1,
+            1 => huge(rng),
+            _ => rng.random_range(0..=6),
+        };
+    }
+    let (b, c) = if entry == Fp8Entry::Linear {
+        // The layer's views: x row-major (xᵀ column-major, ld = in), y likewise.
+        let packed = |rows: usize, cols: usize, rng: &mut FuzzRng| {
+            let mut v = DView {
+                rows,
+                cols,
+                layout: Layout::ColMajor,
+                ld: rows.max(1),
+                len: 0,
+            };
+            v.len = buffer_len(rng, v.needed(), clean);
+            v
+        };
+        (packed(k, n, rng), packed(m, n, rng))
+    } else {
+        (
+            gen_dview(rng, dims[0][0], dims[0][1], clean),
+            gen_dview(rng, dims[1][0], dims[1][1], clean),
+        )
+    };
+    // Scales: mostly of the right length; unless clean, sometimes off by one.
+    let nnzb_guess = (a.br * a.bc) as f64 * a.p;
+    let a_kind = [K::None, K::PerTensor, K::PerBlock, K::PerBlock][rng.random_range(0..4)];
+    // PerBlock's count is known only once A is built: usize::MAX stands for nnzb (± 1).
+    let a_len = match a_kind {
+        K::None => 0,
+        K::PerTensor if !clean && rng.random_bool(0.1) => 2,
+        K::PerTensor => 1,
+        _ => usize::MAX - if !clean && rng.random_bool(0.1) { 1 } else { 0 },
+    };
+    let _ = nnzb_guess;
+    let fp8_b = matches!(b_ty, Fp8B::Same | Fp8B::Other);
+    let b_kind = if fp8_b || (!clean && rng.random_bool(0.1)) {
+        [K::None, K::PerTensor, K::PerColumn, K::PerColumn][rng.random_range(0..4)]
+    } else {
+        K::None
+    };
+    let b_len = match b_kind {
+        K::None => 0,
+        K::PerTensor => 1 + (!clean && rng.random_bool(0.1)) as usize,
+        _ => {
+            let off = !clean && rng.random_bool(0.1);
+            if off {
+                (b.cols.min(CAP) + 1).min(CAP)
+            } else {
+                b.cols.min(CAP)
+            }
+        }
+    };
+    let b_transposed =
+        entry == Fp8Entry::Spmm && b_kind == K::PerColumn && !clean && rng.random_bool(0.1);
+    let alpha = [1.0, 1.0, 0.0, -1.0, 0.5, rng.random_range(-2.0f32..2.0)][rng.random_range(0..6)];
+    let beta = if rng.random_bool(0.3) {
+        [1.0, -0.5, rng.random_range(-2.0f32..2.0)][rng.random_range(0..3)]
+    } else {
+        0.0
+    };
+    let bias = rng.random_bool(0.5).then(|| {
+        if clean || rng.random_bool(0.7) {
+            c.rows.min(CAP)
+        } else {
+            dim(rng, 8, 0.0)
+        }
+    });
+    let act = [
+        Activation::None,
+        Activation::Relu,
+        Activation::GeluTanh,
+        Activation::Silu,
+    ][rng.random_range(0..4)];
+    let backend = match rng.random_range(0..if clean { 10 } else { 14 }) {
+        0..=5 => Backend::Auto,
+        6..=9 => Backend::Cpu,
+        10 | 11 => Backend::Hopper,
+        _ => Backend::Decode,
+    };
+    Fp8Case {
+        clean,
+        entry,
+        e5m2: rng.random_bool(0.5),
+        b_ty,
+        c_ty,
+        a,
+        a_scales: (a_kind, a_len),
+        b,
+        c,
+        b_scales: (b_kind, b_len, b_transposed),
+        transpose,
+        alpha,
+        beta,
+        bias,
+        act,
+        backend,
+        nan_poison: rng.random_bool(0.3),
+    }
+}
+
+/// `Dense::with_scales` for B's types: FP8 ones attach, the others cannot (the generator
+/// gives them scales only through the layer, which attaches any).
+trait FuzzB: Element {
+    fn attach<'a>(d: Dense<'a, Self>, s: sparsek::ColumnScales<'a>) -> Dense<'a, Self>;
+}
+impl FuzzB for sparsek::F8E4M3 {
+    fn attach<'a>(d: Dense<'a, Self>, s: sparsek::ColumnScales<'a>) -> Dense<'a, Self> {
+        d.with_scales(s)
+    }
+}
+impl FuzzB for sparsek::F8E5M2 {
+    fn attach<'a>(d: Dense<'a, Self>, s: sparsek::ColumnScales<'a>) -> Dense<'a, Self> {
+        d.with_scales(s)
+    }
+}
+macro_rules! no_attach {
+    ($($t:ty),*) => {$(
+        impl FuzzB for $t {
+            fn attach<'a>(d: Dense<'a, Self>, _: sparsek::ColumnScales<'a>) -> Dense<'a, Self> {
+                d
+            }
+        }
+    )*};
+}
+no_attach!(f16, bf16, f32);
+
+/// The documented acceptance of an FP8 case, from its description alone (A's scales as
+/// given: kind and count; `nnzb`: A's stored blocks; whether B's scales could be attached).
+fn fp8_valid(
+    c: &Fp8Case,
+    a_scales: (sparsek::ScaleKind, usize),
+    nnzb: usize,
+    b_scales_given: bool,
+) -> bool {
+    use sparsek::ScaleKind as K;
+    let (m, k) = (c.a.m(), c.a.k());
+    if c.entry == Fp8Entry::Generic {
+        return false;
+    }
+    // The layer fixes op(A) = A (its options' transpose is ignored) and checks its bias
+    // at construction.
+    let transpose_ok = c.entry == Fp8Entry::Linear || !c.transpose;
+    let shapes = c.b.rows == k && c.c.rows == m && c.c.cols == c.b.cols && c.b.ok() && c.c.ok();
+    let bias = c.bias.is_none_or(|len| len == c.c.rows);
+    let types = c.c_ty.is_some() && matches!(c.b_ty, Fp8B::Same | Fp8B::F16 | Fp8B::Bf16);
+    let a_scales = match a_scales.0 {
+        K::None => true,
+        K::PerTensor => a_scales.1 == 1,
+        _ => a_scales.1 == nnzb,
+    };
+    let (b_kind, b_len, b_t) = c.b_scales;
+    let b_scales = !b_scales_given
+        || b_kind == K::None
+        || (c.b_ty == Fp8B::Same
+            && !(b_kind == K::PerColumn && b_t)
+            && match b_kind {
+                K::PerTensor => b_len == 1,
+                _ => b_len == c.b.cols,
+            });
+    transpose_ok
+        && matches!(c.backend, Backend::Auto | Backend::Cpu)
+        && shapes
+        && bias
+        && types
+        && a_scales
+        && b_scales
+}
+
+fn run_fp8<Q: sparsek::Fp8, TB: FuzzB, O: Element>(c: &Fp8Case, rng: &mut FuzzRng) -> Check {
+    use sparsek::ScaleKind as K;
+    let a: BsrMatrix<Q> = build_bsr(rng, &c.a, |rng| Q::from_f32(rng.random_range(-1.0f32..1.0)));
+    let (m, k) = (a.m(), a.k());
+    let nnzb = a.nnz_blocks();
+    let scale = |rng: &mut FuzzRng| rng.random_range(0.25f32..2.0);
+    let a_len = if c.a_scales.1 >= usize::MAX - 1 {
+        // nnzb, or nnzb + 1 (the generator's off-by-one).
+        nnzb + (usize::MAX - c.a_scales.1)
+    } else {
+        c.a_scales.1
+    };
+    let a_scales = match c.a_scales.0 {
+        K::None => sparsek::BlockScales::None,
+        K::PerTensor if a_len == 1 => sparsek::BlockScales::PerTensor(scale(rng)),
+        // Two per-tensor values are not representable in BlockScales: per block instead,
+        // of a length that is then wrong unless nnzb = 2.
+        _ => sparsek::BlockScales::PerBlock((0..a_len).map(|_| scale(rng)).collect()),
+    };
+    // The scales as given (two per-tensor values became a per-block list).
+    let a_given = (a_scales.kind(), a_scales.as_slice().len());
+    let sa = |blk: usize| a_scales.of_block(blk).unwrap_or(1.0) as f64;
+    // A's dense form (dequantized) where it is small; else A stores nothing.
+    let (bm, bk) = (c.a.bm, c.a.bk);
+    let dense_a: Option<Vec<f64>> = match m.checked_mul(k) {
+        Some(len) if len <= CAP * 4 => {
+            let mut d = vec![0f64; len];
+            let mut id = 0;
+            for row in a.block_rows() {
+                for (jb, &col) in row.col_idx.iter().enumerate() {
+                    for r in 0..bm {
+                        for cc in 0..bk {
+                            d[(row.index * bm + r) * k + col as usize * bk + cc] =
+                                row.values[jb * bm * bk + r * bk + cc].to_f32() as f64 * sa(id);
+                        }
+                    }
+                    id += 1;
+                }
+            }
+            Some(d)
+        }
+        _ => {
+            ensure!(nnzb == 0, "a large matrix with blocks");
+            None
+        }
+    };
+    let b_data: Vec<TB> = random_values(rng, c.b.len);
+    let (b_kind, b_len, b_transposed) = c.b_scales;
+    let b_scale_values: Vec<f32> = (0..b_len).map(|_| scale(rng)).collect();
+    // spmm_fp8's B can carry scales only when FP8 (Dense::with_scales); the layer attaches
+    // any, for the product to refuse.
+    let b_scales_given = c.entry != Fp8Entry::Spmm || TB::DTYPE.is_fp8();
+    let sb = |j: usize| match if b_scales_given { b_kind } else { K::None } {
+        K::PerTensor => b_scale_values[0] as f64,
+        K::PerColumn => b_scale_values[j] as f64,
+        _ => 1.0,
+    };
+    let b_at = |i: usize, j: usize| b_data[c.b.offset(i, j)].to_f32() as f64 * sb(j);
+    let longest = [m, k, c.b.rows, c.b.cols, c.c.rows, c.c.cols]
+        .into_iter()
+        .max()
+        .unwrap_or(0);
+    // |A·B| per term is at most 2 · 2 (scales up to 2, values up to 1).
+    let bound = c.alpha.abs() as f64 * 4.0 * longest as f64 + c.beta.abs() as f64 + 1.0;
+    let sentinel = O::from_f32(sentinel_above(bound));
+    let poison = if c.beta == 0.0 && c.nan_poison {
+        O::from_f32(f32::NAN)
+    } else {
+        sentinel
+    };
+    let y = c.c;
+    let mut yd = vec![sentinel; y.len];
+    let addressed: Vec<usize> = if y.ok() && y.elements() > 0 {
+        (0..y.rows)
+            .flat_map(|i| (0..y.cols).map(move |j| (i, j)))
+            .map(|(i, j)| y.offset(i, j))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    for &off in &addressed {
+        yd[off] = if c.beta != 0.0 {
+            O::from_f32(rng.random_range(-1.0f32..1.0))
+        } else {
+            poison
+        };
+    }
+    let before = yd.clone();
+    let bias: Option<Vec<O>> = c.bias.map(|n| random_values(rng, n));
+    let opts = SpmmOptions::new()
+        .alpha(c.alpha)
+        .beta(c.beta)
+        .transpose_a(c.transpose)
+        .backend(c.backend);
+    fn scales_of(kind: sparsek::ScaleKind, v: &[f32]) -> sparsek::ColumnScales<'_> {
+        match kind {
+            K::PerTensor => sparsek::ColumnScales::PerTensor(sparsek::Vector::Host(v)),
+            K::PerColumn => sparsek::ColumnScales::PerColumn(sparsek::Vector::Host(v)),
+            _ => sparsek::ColumnScales::None,
+        }
+    }
+    let col_scales = |v| scales_of(b_kind, v);
+    let r = match c.entry {
+        Fp8Entry::Spmm => {
+            let b = if b_transposed {
+                // The same elements, viewed transposed, the scales attached there, then
+                // transposed back: the scales now belong to B's rows.
+                TB::attach(c.b.dense(&b_data).t(), col_scales(&b_scale_values)).t()
+            } else {
+                TB::attach(c.b.dense(&b_data), col_scales(&b_scale_values))
+            };
+            let mut e = sparsek::Epilogue::new().activation(c.act);
+            if let Some(bias) = &bias {
+                e = e.bias(sparsek::Vector::Host(bias));
+            }
+            sparsek::spmm_fp8(
+                sparsek::Fp8Operand::Host(&a, &a_scales),
+                b,
+                y.dense_mut(&mut yd),
+                &e,
+                &opts,
+            )
+        }
+        Fp8Entry::Linear => {
+            let q = sparsek::QuantizedBsr::new(a.clone(), a_scales.clone());
+            let a_ok = match a_given.0 {
+                K::None => true,
+                K::PerTensor => a_given.1 == 1,
+                _ => a_given.1 == nnzb,
+            };
+            ensure!(
+                q.is_ok() == a_ok,
+                "QuantizedBsr::new gave {:?}",
+                q.as_ref().err()
+            );
+            match q {
+                Err(e) => Err(e),
+                Ok(q) => match sparsek::SparseLinear::new_fp8(q, bias.clone(), c.act) {
+                    Err(e) => Err(e),
+                    Ok(layer) => layer.with_options(opts).forward_fp8(
+                        &b_data,
+                        col_scales(&b_scale_values),
+                        c.b.cols,
+                        &mut yd,
+                    ),
+                },
+            }
+        }
+        Fp8Entry::Generic => {
+            let bq: Vec<Q> = random_values(rng, c.b.len);
+            match rng.random_range(0..3) {
+                0 => sparsek::spmm(&a, c.b.dense(&bq), y.dense_mut(&mut yd), &opts),
+                1 => {
+                    let bias_q: Vec<Q> = random_values(rng, y.rows.min(CAP));
+                    let e = sparsek::Epilogue::new()
+                        .activation(c.act)
+                        .bias(sparsek::Vector::Host(&bias_q));
+                    sparsek::spmm_fused(&a, c.b.dense(&bq), y.dense_mut(&mut yd), &e, &opts)
+                }
+                _ => sparsek::dense_spmm(c.b.dense(&bq), &a, y.dense_mut(&mut yd), &opts),
+            }
+        }
+    };
+    let valid = fp8_valid(c, a_given, nnzb, b_scales_given);
+    ensure!(
+        r.is_ok() == valid,
+        "{:?} gave {:?}, the oracle says valid = {valid}",
+        c.entry,
+        r.as_ref().err()
+    );
+    if r.is_err() {
+        ensure!(
+            yd.iter()
+                .zip(&before)
+                .all(|(&x, &y)| x.to_f32().to_bits() == y.to_f32().to_bits()),
+            "C written by a call that failed ({:?})",
+            r.err()
+        );
+        return Ok(Outcome::Rejected);
+    }
+    let mut pairs = Vec::with_capacity(addressed.len());
+    let mut seen = vec![false; yd.len()];
+    if !addressed.is_empty() {
+        for i in 0..y.rows {
+            for j in 0..y.cols {
+                let dot: f64 = (0..k)
+                    .map(|l| dense_a.as_ref().map_or(0.0, |d| d[i * k + l]) * b_at(l, j))
+                    .sum();
+                let off = y.offset(i, j);
+                seen[off] = true;
+                let mut v = c.alpha as f64 * dot;
+                if let Some(b) = &bias {
+                    v += b[i].to_f32() as f64;
+                }
+                if c.beta != 0.0 {
+                    v += c.beta as f64 * before[off].to_f32() as f64;
+                }
+                ensure!(
+                    c.beta != 0.0 || !same_bits(yd[off], poison),
+                    "C({i}, {j}) not written"
+                );
+                pairs.push((yd[off].to_f32() as f64, act_f64(c.act, v)));
+            }
+        }
+    }
+    for (i, (&x, &b)) in yd.iter().zip(&before).enumerate() {
+        ensure!(
+            seen[i] || x.to_f32().to_bits() == b.to_f32().to_bits(),
+            "C[{i}] outside the view written"
+        );
+    }
+    let tol = tolerance(c.c_ty.unwrap_or(Ty::F32));
+    let err = rel_err(&pairs, 0.1);
+    ensure!(
+        err <= tol,
+        "C off the reference by {err:e} (tolerance {tol:e})"
+    );
+    Ok(Outcome::Accepted)
+}
+
+/// The monomorphization of one case: A's FP8 type, B's type, C's type.
+fn run_fp8_typed<Q: sparsek::Fp8 + FuzzB, R: sparsek::Fp8 + FuzzB>(
+    c: &Fp8Case,
+    rng: &mut FuzzRng,
+) -> Check {
+    fn by_c<Q: sparsek::Fp8, TB: FuzzB>(c: &Fp8Case, rng: &mut FuzzRng) -> Check {
+        match c.c_ty {
+            Some(Ty::F32) => run_fp8::<Q, TB, f32>(c, rng),
+            Some(Ty::F16) => run_fp8::<Q, TB, f16>(c, rng),
+            Some(Ty::Bf16) => run_fp8::<Q, TB, bf16>(c, rng),
+            None => run_fp8::<Q, TB, Q>(c, rng),
+        }
+    }
+    match c.b_ty {
+        Fp8B::Same => by_c::<Q, Q>(c, rng),
+        Fp8B::Other => by_c::<Q, R>(c, rng),
+        Fp8B::F16 => by_c::<Q, f16>(c, rng),
+        Fp8B::Bf16 => by_c::<Q, bf16>(c, rng),
+        Fp8B::F32 => by_c::<Q, f32>(c, rng),
+    }
+}
+
+#[test]
+fn fuzz_spmm_fp8() {
+    DRIVER.run("spmm_fp8", 15, gen_fp8, |c, rng| {
+        if c.e5m2 {
+            run_fp8_typed::<sparsek::F8E5M2, sparsek::F8E4M3>(c, rng)
+        } else {
+            run_fp8_typed::<sparsek::F8E4M3, sparsek::F8E5M2>(c, rng)
+        }
+    });
+}
