@@ -575,7 +575,7 @@ mod cuda {
             .filter(|path| path.is_file())
             .collect();
         bridge_sources.sort();
-        cxx_build::bridge("src/gpu/sys.rs")
+        cxx_build::bridge("src/device/sys.rs")
             .files(&bridge_sources)
             .define("SPARSEK_FEATURES", format!("{feature_bits}u").as_str())
             .include(root.join("include"))
@@ -583,7 +583,7 @@ mod cuda {
             .include(&cuda_include)
             .std("c++17")
             .compile("sparsek_bridge");
-        println!("cargo:rerun-if-changed=src/gpu/sys.rs");
+        println!("cargo:rerun-if-changed=src/device/sys.rs");
 
         // After the bridge (which calls into it), before cudart (which it calls).
         println!("cargo:rustc-link-search=native={}", out.display());

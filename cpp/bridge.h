@@ -1,4 +1,4 @@
-// The C++ side of the cxx bridge (src/gpu/sys.rs): one entry per operation, each defined in
+// The C++ side of the cxx bridge (src/device/sys.rs): one entry per operation, each defined in
 // its operation's cpp/<operation>/bridge.cc, which turns the problem description that Rust
 // validated into the operation's checked problem, selects a kernel row and launches it.
 // Compiled by the host compiler, only in the Rust build.

@@ -1,5 +1,5 @@
 // What every operation's half of the cxx bridge (cpp/<operation>/bridge.cc; the Rust side is
-// src/gpu/sys.rs) shares: the descriptors' conversions into the C++ views, and the one
+// src/device/sys.rs) shares: the descriptors' conversions into the C++ views, and the one
 // select-or-launch path of an operation whose families the registry holds. Compiled by the
 // host compiler, only in the Rust build.
 #pragma once
@@ -10,7 +10,7 @@
 #include "core/result.hpp"
 #include "core/validate.hpp"
 #include "sparsek/cpp/bridge.h"
-#include "sparsek/src/gpu/sys.rs.h"
+#include "sparsek/src/device/sys.rs.h"
 
 namespace sparsek::ffi {
 

@@ -49,25 +49,67 @@
 //! [`sparsek::rand`](rand), whatever `rand` your crate uses.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-// Module order is dependency order: each module uses only those above it (the device
-// path of `attention` is in `gpu`, which the entry dispatches to).
-pub mod attention;
+// The layers, bottom up: a module uses modules of its own layer or of the layers below it,
+// never of one above (rustfmt sorts each group by name).
+//
+// The ground: element types, errors, the BSR format, dense views and their scales,
+// epilogues, options, and the checks the operations share.
 mod check;
 pub mod dense;
 pub mod element;
 pub mod epilogue;
 pub mod error;
 pub mod format;
-#[cfg(feature = "cuda")]
-pub mod gpu;
-pub mod linear;
-pub mod mlp;
 pub mod options;
-pub mod quantize;
 mod scale;
+
+// The device layer (`cuda` feature): the cxx seam to the C++ registry, its checked calls,
+// the device matrix. It names no operation.
+#[cfg(feature = "cuda")]
+mod device;
+
+// The operations: each its entry point, its checks and its device path.
+pub mod attention;
+pub mod quantize;
 mod sddmm;
 pub mod spmm;
+
+// Layers composed of operations.
+pub mod linear;
+pub mod mlp;
 pub mod tp;
+
+// The public faces, at the top: `gpu` and the re-exports below name items of the layers
+// above; `quant` is `quantize` under its former name.
+#[cfg(feature = "cuda")]
+pub mod gpu {
+    //! The GPU backends (`cuda` feature): device operands ([`DeviceBsr`] with its
+    //! [`DeviceBlockScales`], [`DeviceBlockPatterns`]), which kernel would run a product or
+    //! why none can ([`can_implement`], [`can_implement_fp8`], [`can_implement_sddmm`]),
+    //! top-k gating on the device ([`block_topk`], [`block_topk_scores`]), and
+    //! [`open_device`]. Device memory and streams are cudarc's (re-exported as
+    //! [`sparsek::cudarc`](crate::cudarc)): bring your `CudaContext`/`CudaStream`, upload with
+    //! [`DeviceBsr::upload`] (or take buffers already on the GPU with
+    //! [`DeviceBsr::from_device_parts`]), wrap B and C with `Dense::device`/`DenseMut::device`.
+    //!
+    //! This module only names them: they live in the device layer (`src/device/`) and in each
+    //! operation's device path (`spmm/gpu.rs`, `sddmm/gpu.rs`, `attention/gpu.rs`).
+    //!
+    //! ```no_run
+    //! use sparsek::gpu;
+    //!
+    //! match gpu::open_device() {
+    //!     Ok(ctx) => println!("GPU: {}", ctx.name()?),
+    //!     Err(why) => println!("no GPU ({why}): use host operands (Backend::Cpu)"),
+    //! }
+    //! # Ok::<(), sparsek::cudarc::driver::DriverError>(())
+    //! ```
+
+    pub use crate::attention::gpu::{block_topk, block_topk_scores, DeviceBlockPatterns};
+    pub use crate::device::{open_device, DeviceBlockScales, DeviceBsr, CUTLASS_VERSION};
+    pub use crate::sddmm::gpu::can_implement_sddmm;
+    pub use crate::spmm::gpu::{can_implement, can_implement_fp8};
+}
 
 /// The FP8 scales, quantized operands and quantizers under their former name: the module is
 /// now [`quantize`], the name the C++ API uses (`sparsek::quantize_fp8`, cpp/quantize).

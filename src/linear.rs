@@ -9,12 +9,12 @@
 use cudarc::driver::CudaSlice;
 
 use crate::dense::{Dense, DenseMut, Layout};
+#[cfg(feature = "cuda")]
+use crate::device::DeviceBsr;
 use crate::element::{Element, Fp8};
 use crate::epilogue::{Activation, Epilogue, Vector};
 use crate::error::Error;
 use crate::format::BsrMatrix;
-#[cfg(feature = "cuda")]
-use crate::gpu::DeviceBsr;
 use crate::options::SpmmOptions;
 use crate::quantize::{ColumnScales, QuantizedBsr};
 use crate::spmm::{check_fused, spmm_fp8, spmm_fused, BsrOperand, Fp8Operand};

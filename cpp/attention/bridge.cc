@@ -1,4 +1,4 @@
-// attention's half of the cxx bridge (src/gpu/sys.rs, cpp/bridge_common.hpp): block-sparse
+// attention's half of the cxx bridge (src/device/sys.rs, cpp/bridge_common.hpp): block-sparse
 // attention, and the top-k gating that builds its mask.
 #include "attention/gating.hpp"
 #include "attention/problem.hpp"

@@ -1,4 +1,4 @@
-// quantize's half of the cxx bridge (src/gpu/sys.rs, cpp/bridge_common.hpp).
+// quantize's half of the cxx bridge (src/device/sys.rs, cpp/bridge_common.hpp).
 #include "bridge_common.hpp"
 #include "quantize/problem.hpp"
 

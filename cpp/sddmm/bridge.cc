@@ -1,4 +1,4 @@
-// sddmm's half of the cxx bridge (src/gpu/sys.rs, cpp/bridge_common.hpp).
+// sddmm's half of the cxx bridge (src/device/sys.rs, cpp/bridge_common.hpp).
 #include "bridge_common.hpp"
 #include "sddmm/problem.hpp"
 

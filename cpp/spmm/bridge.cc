@@ -1,4 +1,4 @@
-// spmm's half of the cxx bridge (src/gpu/sys.rs, cpp/bridge_common.hpp).
+// spmm's half of the cxx bridge (src/device/sys.rs, cpp/bridge_common.hpp).
 #include "bridge_common.hpp"
 #include "spmm/problem.hpp"
 

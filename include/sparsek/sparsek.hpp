@@ -25,7 +25,7 @@
 // C is f16, bf16 or f32; the bias, if any, has C's dtype. Non-FP8 operands take no scale.
 //
 // This header is the public C++ API and the one definition of the problem: the Rust
-// crate's bridge (src/gpu/sys.rs) declares these enums as cxx shared enums, and cxx
+// crate's bridge (src/device/sys.rs) declares these enums as cxx shared enums, and cxx
 // checks at compile time that every value below matches the Rust side. It uses no
 // CUTLASS type; it needs only the CUDA runtime header for cudaStream_t.
 #pragma once

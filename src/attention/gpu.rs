@@ -11,11 +11,11 @@ use super::heads::{Heads, HeadsShape};
 use super::options::AttentionOptions;
 use super::patterns::{BlockPatterns, MaskDims};
 use crate::dense::Storage;
+use crate::device::device_bsr::{download_prefix, upload_slice};
+use crate::device::result::{backend, check, check_contexts, dtype, to_i32, to_i64};
+use crate::device::sys;
 use crate::element::{DType, Element};
 use crate::error::Error;
-use crate::gpu::device_bsr::{download_prefix, upload_slice};
-use crate::gpu::result::{backend, check, check_contexts, dtype, to_i32, to_i64};
-use crate::gpu::sys;
 use crate::options::Backend;
 
 /// A validated attention mask ([`BlockPatterns`]) in device memory: its `row_ptr` and

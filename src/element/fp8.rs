@@ -151,7 +151,7 @@ const E5M2_TABLE: [u32; 256] = E5M2.table();
 
 /// What the products need of an FP8 element type beyond [`Element`](crate::Element): its
 /// format's limits and its bits. Implemented by [`F8E4M3`] and [`F8E5M2`] only.
-pub trait Fp8: crate::Element {
+pub trait Fp8: crate::element::Element {
     /// The largest finite value: 448 (E4M3), 57344 (E5M2).
     const MAX: f32;
     /// The smallest positive normal value: 2⁻⁶ (E4M3), 2⁻¹⁴ (E5M2).
@@ -205,8 +205,8 @@ macro_rules! fp8_type {
 
         impl crate::element::sealed::Sealed for $name {}
 
-        impl crate::Element for $name {
-            const DTYPE: crate::DType = crate::DType::$dtype;
+        impl crate::element::Element for $name {
+            const DTYPE: crate::element::DType = crate::element::DType::$dtype;
             fn to_f32(self) -> f32 {
                 $name::to_f32(self)
             }
@@ -477,7 +477,7 @@ mod tests {
 
     #[test]
     fn element_impl() {
-        use crate::{DType, Element};
+        use crate::element::{DType, Element};
         assert_eq!(<F8E4M3 as Element>::DTYPE, DType::E4M3);
         assert_eq!(<F8E5M2 as Element>::DTYPE, DType::E5M2);
         assert_eq!(F8E4M3::default().to_bits(), 0);

@@ -13,14 +13,14 @@
 use cudarc::driver::CudaSlice;
 
 use crate::dense::{Dense, DenseMut, Layout};
+#[cfg(feature = "cuda")]
+use crate::device::result::check_contexts;
+#[cfg(feature = "cuda")]
+use crate::device::DeviceBsr;
 use crate::element::{Element, Fp8};
 use crate::epilogue::{Activation, Epilogue};
 use crate::error::Error;
 use crate::format::BsrMatrix;
-#[cfg(feature = "cuda")]
-use crate::gpu::result::check_contexts;
-#[cfg(feature = "cuda")]
-use crate::gpu::DeviceBsr;
 use crate::options::{Backend, SpmmOptions};
 use crate::quantize::{BlockScales, QuantizedBsr};
 use crate::spmm::{check_fp8_product, check_fused, run_fp8, run_fused, BsrOperand, Fp8Operand};
@@ -241,7 +241,7 @@ impl<Q: Fp8> QuantizedBsr<Q> {
                 let (fa, fb) = (first.matrix(), second.matrix());
                 let mut s = Vec::new();
                 s.try_reserve_exact(matrix.nnz_blocks()).map_err(|_| {
-                    crate::BsrError::Allocation {
+                    crate::error::BsrError::Allocation {
                         what: "block scales",
                         elements: matrix.nnz_blocks(),
                     }

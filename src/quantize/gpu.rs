@@ -1,17 +1,20 @@
 //! FP8 quantization on the device ([`DeviceBsr::quantize_fp8`],
 //! [`DeviceBsr::quantize_fp8_from`]): the kernel of `cpp/quantize/`, computing the bits the
-//! host quantizer ([`BsrMatrix::quantize_fp8`](crate::BsrMatrix::quantize_fp8)) computes.
+//! host quantizer ([`BsrMatrix::quantize_fp8`](crate::BsrMatrix::quantize_fp8)) computes;
+//! and a [`QuantizedBsr`]'s copies to and from the device
+//! ([`DeviceBsr::upload_quantized`], [`DeviceBsr::download_quantized`]).
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
-use cudarc::driver::CudaSlice;
+use cudarc::driver::{CudaSlice, CudaStream};
 
-use super::BlockGranularity;
+use super::{BlockGranularity, BlockScales, QuantizedBsr};
+use crate::device::device_bsr::download_prefix;
+use crate::device::result::{check, check_contexts, dtype, scale_kind, to_i64};
+use crate::device::sys;
+use crate::device::{DeviceBlockScales, DeviceBsr};
 use crate::element::{DType, Element, Fp8};
 use crate::error::{check_agree, Error};
-use crate::gpu::result::{check, check_contexts, dtype, scale_kind, to_i64};
-use crate::gpu::sys;
-use crate::gpu::{DeviceBlockScales, DeviceBsr};
 use crate::options::Backend;
 use crate::scale::ScaleKind;
 
@@ -81,6 +84,50 @@ impl<T: Element> DeviceBsr<T> {
 }
 
 impl<Q: Fp8> DeviceBsr<Q> {
+    /// Copies a quantized matrix to the device on `stream`: its values and pattern as
+    /// [`upload`](Self::upload), and its scales.
+    ///
+    /// ```no_run
+    /// use sparsek::cudarc::driver::CudaContext;
+    /// use sparsek::quantize::BlockGranularity;
+    /// use sparsek::{BlockMask, BlockShape, BsrMatrix, DeviceBsr, ScaleKind, F8E4M3};
+    ///
+    /// let mask = BlockMask::from_fn(4, 4, |r, c| r == c)?;
+    /// let w = BsrMatrix::from_block_mask(&mask, BlockShape::new(128, 128), |i, j| (i + j) as f32 * 1e-3)?;
+    /// let wq = w.quantize_fp8::<F8E4M3>(BlockGranularity::PerBlock)?;
+    /// let stream = CudaContext::new(0)?.default_stream();
+    /// let dw = DeviceBsr::upload_quantized(&wq, &stream)?;
+    /// assert_eq!(dw.scale_kind(), ScaleKind::PerBlock);
+    /// assert_eq!(dw.download_quantized()?, wq);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn upload_quantized(a: &QuantizedBsr<Q>, stream: &Arc<CudaStream>) -> Result<Self, Error> {
+        let mut d = Self::upload(a.matrix(), stream)?;
+        d.scales = DeviceBlockScales::upload(a.scales(), stream)?;
+        Ok(d)
+    }
+
+    /// Copies the matrix and its scales back to the host (on the values buffer's stream,
+    /// then waits for it).
+    pub fn download_quantized(&self) -> Result<QuantizedBsr<Q>, Error> {
+        let matrix = self.download()?;
+        let stream = self.values.stream().clone();
+        let scales = match &self.scales {
+            DeviceBlockScales::None => BlockScales::None,
+            DeviceBlockScales::PerTensor(b) => {
+                let v = download_prefix(b, 1, &stream)?;
+                stream.synchronize()?;
+                BlockScales::PerTensor(v[0])
+            }
+            DeviceBlockScales::PerBlock(b) => {
+                let v = download_prefix(b, self.nnzb, &stream)?;
+                stream.synchronize()?;
+                BlockScales::PerBlock(v)
+            }
+        };
+        QuantizedBsr::new(matrix, scales)
+    }
+
     /// Re-quantizes `src` into this matrix's values and scales, on this matrix's values
     /// buffer's stream: weights updated on the device, quantized again without allocating
     /// (CUDA-graph capturable). The bits are [`quantize_fp8`](DeviceBsr::quantize_fp8)'s.

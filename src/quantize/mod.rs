@@ -44,7 +44,7 @@ use rayon::prelude::*;
 mod gpu;
 
 use crate::check::{check_scale_len, check_view};
-use crate::dense::{Dense, DenseShape};
+use crate::dense::{Dense, DenseShape, Layout};
 use crate::element::{Element, Fp8};
 use crate::epilogue::Vector;
 use crate::error::Error;
@@ -314,8 +314,8 @@ impl<Q: Fp8> QuantizedDense<Q> {
                 .for_each(|(outer, run)| {
                     for (inner, o) in run.iter_mut().enumerate() {
                         let (i, j) = match shape.layout {
-                            crate::Layout::RowMajor => (outer, inner),
-                            crate::Layout::ColMajor => (inner, outer),
+                            Layout::RowMajor => (outer, inner),
+                            Layout::ColMajor => (inner, outer),
                         };
                         *o = Q::from_f32(data[at(i, j)].to_f32() / scale(j));
                     }
@@ -365,8 +365,8 @@ impl<Q: Fp8> QuantizedDense<Q> {
         let ld = self.shape.ld;
         for (idx, q) in self.values.iter().enumerate() {
             let j = match self.shape.layout {
-                crate::Layout::RowMajor => idx % ld,
-                crate::Layout::ColMajor => idx / ld,
+                Layout::RowMajor => idx % ld,
+                Layout::ColMajor => idx / ld,
             };
             let s = match self.granularity {
                 ColumnGranularity::PerTensor => self.scales[0],
@@ -385,7 +385,8 @@ impl<Q: Fp8> QuantizedDense<Q> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{BlockShape, Layout, F8E4M3, F8E5M2};
+    use crate::element::{F8E4M3, F8E5M2};
+    use crate::format::BlockShape;
 
     #[test]
     fn zero_blocks_scale_one() {

@@ -6,10 +6,10 @@ use cudarc::driver::{CudaSlice, CudaStream};
 use super::check::check_sddmm;
 use crate::check::check_gpu_types;
 use crate::dense::{Dense, DenseShape, Storage};
+use crate::device::result::{backend, check, check_contexts, dense_desc};
+use crate::device::{sys, DeviceBsr};
 use crate::element::Element;
 use crate::error::Error;
-use crate::gpu::result::{backend, check, check_contexts, dense_desc};
-use crate::gpu::{sys, DeviceBsr};
 use crate::options::{Backend, SpmmOptions};
 
 /// The device operands of one `sddmm`, validated by `crate::sddmm`.

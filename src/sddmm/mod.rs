@@ -7,11 +7,11 @@ mod cpu;
 pub(crate) mod gpu;
 
 use crate::dense::{Dense, Storage};
+#[cfg(feature = "cuda")]
+use crate::device::DeviceBsr;
 use crate::element::Element;
 use crate::error::Error;
 use crate::format::BsrMatrix;
-#[cfg(feature = "cuda")]
-use crate::gpu::DeviceBsr;
 use crate::options::{Backend, SpmmOptions};
 use check::check_sddmm;
 

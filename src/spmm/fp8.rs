@@ -10,12 +10,12 @@ use super::check::{check_fp8_device, device_vector, OPERANDS_TOGETHER};
 use super::check_product;
 use super::cpu;
 use crate::dense::{Dense, DenseMut, Storage, StorageMut};
+#[cfg(feature = "cuda")]
+use crate::device::DeviceBsr;
 use crate::element::{Element, Fp8};
 use crate::epilogue::{Epilogue, Vector};
 use crate::error::Error;
 use crate::format::BsrMatrix;
-#[cfg(feature = "cuda")]
-use crate::gpu::DeviceBsr;
 use crate::options::{Backend, SpmmOptions};
 use crate::quantize::{BlockScales, QuantizedBsr};
 

@@ -5,11 +5,11 @@ use cudarc::driver::{CudaSlice, CudaStream};
 
 use super::{BsrOperand, Fp8Operand};
 use crate::dense::{Dense, DenseMut, DenseShape, Storage, StorageMut};
+use crate::device::result::{activation, backend, check, check_contexts, dense_desc, scale_kind};
+use crate::device::{sys, DeviceBsr};
 use crate::element::{Element, Fp8};
 use crate::epilogue::{Activation, Epilogue};
 use crate::error::Error;
-use crate::gpu::result::{activation, backend, check, check_contexts, dense_desc, scale_kind};
-use crate::gpu::{sys, DeviceBsr};
 use crate::options::{Backend, SpmmOptions};
 use crate::scale::ScaleKind;
 

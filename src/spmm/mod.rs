@@ -12,12 +12,12 @@ pub(crate) use fp8::{check_fp8_product, run_fp8};
 pub use fp8::{spmm_fp8, Fp8Operand};
 
 use crate::dense::{Dense, DenseMut, DenseShape, Storage, StorageMut};
+#[cfg(feature = "cuda")]
+use crate::device::DeviceBsr;
 use crate::element::Element;
 use crate::epilogue::{Epilogue, Vector};
 use crate::error::Error;
 use crate::format::BsrMatrix;
-#[cfg(feature = "cuda")]
-use crate::gpu::DeviceBsr;
 use crate::options::{Backend, SpmmOptions};
 #[cfg(feature = "cuda")]
 use check::OPERANDS_TOGETHER;

@@ -45,15 +45,15 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream};
 
 #[cfg(feature = "nccl")]
+use crate::device::result::check_contexts;
+#[cfg(feature = "nccl")]
+use crate::device::DeviceBsr;
+#[cfg(feature = "nccl")]
 use crate::element::Element;
 #[cfg(feature = "nccl")]
 use crate::error::Error;
 #[cfg(feature = "nccl")]
 use crate::format::{BsrMatrix, MAX_SHARDS};
-#[cfg(feature = "nccl")]
-use crate::gpu::result::check_contexts;
-#[cfg(feature = "nccl")]
-use crate::gpu::DeviceBsr;
 #[cfg(feature = "nccl")]
 use crate::linear::SparseLinear;
 #[cfg(feature = "nccl")]

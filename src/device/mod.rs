@@ -1,24 +1,13 @@
-//! The GPU backends (`cuda` feature).
+//! The device layer (`cuda` feature), below the operations: it imports none of them.
 //!
 //! Three layers, as in cudarc: `sys` is the raw cxx seam to the C++ kernel registry (every
 //! `unsafe` block of the library is there; the FP8 element types' `unsafe impl`s of cudarc's
 //! marker traits are in `element::fp8`), `result` the checked calls over it (conversions,
-//! statuses, the context check), and the safe RAII types (`DeviceBsr`, and each
-//! operation's device path in its own folder: `spmm/gpu.rs`, `sddmm/gpu.rs`,
-//! `attention/gpu.rs` with `DeviceBlockPatterns`). Device memory and streams are cudarc's (re-exported as
-//! [`sparsek::cudarc`](crate::cudarc)): bring your `CudaContext`/`CudaStream`, upload with
-//! [`DeviceBsr::upload`] (or take buffers already on the GPU with
-//! [`DeviceBsr::from_device_parts`]), wrap B and C with `Dense::device`/`DenseMut::device`.
-//!
-//! ```no_run
-//! use sparsek::gpu;
-//!
-//! match gpu::open_device() {
-//!     Ok(ctx) => println!("GPU: {}", ctx.name()?),
-//!     Err(why) => println!("no GPU ({why}): use host operands (Backend::Cpu)"),
-//! }
-//! # Ok::<(), sparsek::cudarc::driver::DriverError>(())
-//! ```
+//! statuses, the context check), and the safe RAII types ([`DeviceBsr`] with its
+//! [`DeviceBlockScales`]). Each operation's device path is in its own folder and builds on
+//! these (`spmm/gpu.rs`, `sddmm/gpu.rs`, `attention/gpu.rs` with `DeviceBlockPatterns`,
+//! `quantize/gpu.rs`); the public `sparsek::gpu` gathers their device entry
+//! points with this layer's items.
 
 pub(crate) mod device_bsr;
 pub(crate) mod result;
@@ -30,9 +19,6 @@ use cudarc::driver::{CudaContext, DriverError};
 
 use crate::error::Error;
 
-pub use crate::attention::gpu::{block_topk, block_topk_scores, DeviceBlockPatterns};
-pub use crate::sddmm::gpu::can_implement_sddmm;
-pub use crate::spmm::gpu::{can_implement, can_implement_fp8};
 pub use device_bsr::{DeviceBlockScales, DeviceBsr};
 
 impl From<DriverError> for Error {

@@ -1,5 +1,5 @@
 //! The raw seam to C++ (the `cxx` bridge to cpp/bridge.h, each operation's half in
-//! cpp/<operation>/bridge.cc) and every `unsafe` block of sparsek's library.
+//! `cpp/<operation>/bridge.cc`) and every `unsafe` block of sparsek's library.
 //!
 //! One problem description crosses the seam: [`SpmmProblem`], whose enums *are*
 //! `sparsek::DType`, `Layout`, `Backend` and `Status` of include/sparsek/sparsek.hpp (the

@@ -10,7 +10,7 @@ use crate::error::{BsrError, Error};
 use crate::format::bsr::{check_grid, values_len_of};
 use crate::format::transpose::transpose_pattern;
 use crate::format::{validate_parts, BlockShape, BsrMatrix};
-use crate::quantize::{BlockScales, QuantizedBsr, ScaleKind};
+use crate::scale::{BlockScales, ScaleKind};
 
 /// A validated BSR matrix in device memory: the three arrays of [`BsrMatrix`] (see
 /// [`crate::format::bsr`]) in cudarc buffers, freed on drop.
@@ -24,8 +24,8 @@ use crate::quantize::{BlockScales, QuantizedBsr, ScaleKind};
 ///
 /// An FP8 matrix (`DeviceBsr<F8E4M3>`, `DeviceBsr<F8E5M2>`) holds its scales on the device
 /// beside its values ([`DeviceBlockScales`]): [`upload_quantized`](Self::upload_quantized)
-/// copies a [`QuantizedBsr`]'s, [`with_scales`](Self::with_scales) takes device buffers; a
-/// matrix of any other type has none.
+/// copies a [`QuantizedBsr`](crate::QuantizedBsr)'s, [`with_scales`](Self::with_scales) takes
+/// device buffers; a matrix of any other type has none.
 ///
 /// ```no_run
 /// use sparsek::cudarc::driver::CudaContext;
@@ -101,7 +101,7 @@ impl DeviceBlockScales {
         }
     }
     /// Copies host scales to the device on `stream`.
-    fn upload(scales: &BlockScales, stream: &Arc<CudaStream>) -> Result<Self, Error> {
+    pub(crate) fn upload(scales: &BlockScales, stream: &Arc<CudaStream>) -> Result<Self, Error> {
         Ok(match scales {
             BlockScales::None => DeviceBlockScales::None,
             BlockScales::PerTensor(s) => DeviceBlockScales::PerTensor(stream.clone_htod(&[*s])?),
@@ -383,29 +383,6 @@ impl<T: Element> DeviceBsr<T> {
 }
 
 impl<Q: Fp8> DeviceBsr<Q> {
-    /// Copies a quantized matrix to the device on `stream`: its values and pattern as
-    /// [`upload`](Self::upload), and its scales.
-    ///
-    /// ```no_run
-    /// use sparsek::cudarc::driver::CudaContext;
-    /// use sparsek::quantize::BlockGranularity;
-    /// use sparsek::{BlockMask, BlockShape, BsrMatrix, DeviceBsr, ScaleKind, F8E4M3};
-    ///
-    /// let mask = BlockMask::from_fn(4, 4, |r, c| r == c)?;
-    /// let w = BsrMatrix::from_block_mask(&mask, BlockShape::new(128, 128), |i, j| (i + j) as f32 * 1e-3)?;
-    /// let wq = w.quantize_fp8::<F8E4M3>(BlockGranularity::PerBlock)?;
-    /// let stream = CudaContext::new(0)?.default_stream();
-    /// let dw = DeviceBsr::upload_quantized(&wq, &stream)?;
-    /// assert_eq!(dw.scale_kind(), ScaleKind::PerBlock);
-    /// assert_eq!(dw.download_quantized()?, wq);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn upload_quantized(a: &QuantizedBsr<Q>, stream: &Arc<CudaStream>) -> Result<Self, Error> {
-        let mut d = Self::upload(a.matrix(), stream)?;
-        d.scales = DeviceBlockScales::upload(a.scales(), stream)?;
-        Ok(d)
-    }
-
     /// Attaches scales already on the device (e.g. with weights a framework loaded,
     /// [`from_device_parts`](Self::from_device_parts)), replacing any: one value per tensor,
     /// or `nnzb` per block (a one-element buffer when `nnzb = 0`); another length is
@@ -435,27 +412,6 @@ impl<Q: Fp8> DeviceBsr<Q> {
         let stream = self.values.stream().clone();
         self.scales = DeviceBlockScales::upload(scales, &stream)?;
         Ok(())
-    }
-
-    /// Copies the matrix and its scales back to the host (on the values buffer's stream,
-    /// then waits for it).
-    pub fn download_quantized(&self) -> Result<QuantizedBsr<Q>, Error> {
-        let matrix = self.download()?;
-        let stream = self.values.stream().clone();
-        let scales = match &self.scales {
-            DeviceBlockScales::None => BlockScales::None,
-            DeviceBlockScales::PerTensor(b) => {
-                let v = download_prefix(b, 1, &stream)?;
-                stream.synchronize()?;
-                BlockScales::PerTensor(v[0])
-            }
-            DeviceBlockScales::PerBlock(b) => {
-                let v = download_prefix(b, self.nnzb, &stream)?;
-                stream.synchronize()?;
-                BlockScales::PerBlock(v)
-            }
-        };
-        QuantizedBsr::new(matrix, scales)
     }
 }
 
