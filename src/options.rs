@@ -4,7 +4,8 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Backend {
     /// The best available for where the operands live: the CPU for host operands; on
-    /// the device, the CUTLASS SM90 path where it applies, else the WMMA kernel.
+    /// the device, the Decode family for few columns of B, else the Hopper family where it
+    /// applies, else the WMMA kernel.
     Auto,
     /// The CPU reference backend (host operands).
     Cpu,
@@ -77,7 +78,7 @@ impl SpmmOptions {
     /// Sets `op(A)`: `false` (default) multiplies by `A`, `true` by `Aᵀ`, read in place
     /// through the pattern's transpose index ([`BsrMatrix::transpose_index`](crate::BsrMatrix::transpose_index)):
     /// `C = α·Aᵀ·B + β·C` with `B` `m x n` and `C` `k x n` for `A` `m x k`. The CPU backend
-    /// and, on the device, the Cutlass and Wmma families run it (a `DeviceBsr` keeps its
+    /// and, on the device, the Hopper and Wmma families run it (a `DeviceBsr` keeps its
     /// transpose index on the device once built); the Decode family does not.
     pub fn transpose_a(mut self, transpose: bool) -> Self {
         self.transpose_a = transpose;

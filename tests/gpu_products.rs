@@ -17,7 +17,7 @@ use sparsek::{
     DenseShape, DeviceBsr, Element, Error, Layout, SpmmOptions,
 };
 
-/// The GPU families to run on this device: Auto and WMMA everywhere, CUTLASS on sm_90 (the
+/// The GPU families to run on this device: Auto and WMMA everywhere, Hopper on sm_90 (the
 /// test says it skips those cases elsewhere).
 fn backends(test: &str, ctx: &Arc<CudaContext>) -> Vec<Backend> {
     if is_hopper(ctx) {
@@ -341,10 +341,10 @@ fn run_case<T: Element, O: Element>(
     }
 }
 
-/// A's block shapes whose Aᵀ the Cutlass family must run. On the others (16- and 32-high
+/// A's block shapes whose Aᵀ the Hopper family must run. On the others (16- and 32-high
 /// blocks, 48x80: A's bm is the k of Aᵀ's tiles) it may refuse Aᵀ with NotSupported, C
 /// untouched (Auto then takes WMMA); the case then counts as refused, not passed.
-const CUTLASS_AT_MUST_RUN: [(usize, usize); 5] =
+const HOPPER_AT_MUST_RUN: [(usize, usize); 5] =
     [(64, 64), (128, 128), (128, 64), (64, 128), (128, 112)];
 
 /// Whether the product the case runs is Aᵀ·B (dense_spmm with op(A) = A runs as Aᵀ·Dᵀ).
@@ -353,7 +353,7 @@ fn runs_transposed(op: Op) -> bool {
 }
 
 /// The family that ran the case, or None where a refusal is allowed (see
-/// CUTLASS_AT_MUST_RUN).
+/// HOPPER_AT_MUST_RUN).
 fn check_case<T: Element, O: Element>(
     ctx: &Arc<CudaContext>,
     case: &Case,
@@ -365,7 +365,7 @@ fn check_case<T: Element, O: Element>(
         Ok(Outcome::Refused(e)) => {
             let may_refuse = case.backend == Backend::Hopper
                 && runs_transposed(case.op)
-                && !CUTLASS_AT_MUST_RUN.contains(&(case.block.rows, case.block.cols))
+                && !HOPPER_AT_MUST_RUN.contains(&(case.block.rows, case.block.cols))
                 && matches!(e, Error::NotSupported { .. });
             assert!(may_refuse, "{what}: refused: {e}");
             return None;
@@ -395,25 +395,25 @@ fn check_case<T: Element, O: Element>(
 #[derive(Debug, Default)]
 struct Tally {
     wmma: usize,
-    cutlass: usize,
+    hopper: usize,
     /// "block shape, op" of each allowed refusal.
     refused: Vec<String>,
 }
 
 impl Tally {
     fn passed(&self) -> usize {
-        self.wmma + self.cutlass
+        self.wmma + self.hopper
     }
     fn summary(&self) -> String {
         let mut s = format!(
-            "{} cases passed ({} on Wmma, {} on Cutlass)",
+            "{} cases passed ({} on Wmma, {} on Hopper)",
             self.passed(),
             self.wmma,
-            self.cutlass
+            self.hopper
         );
         if !self.refused.is_empty() {
             s += &format!(
-                "; {} Cutlass cases refused (NotSupported, C untouched): {}",
+                "; {} Hopper cases refused (NotSupported, C untouched): {}",
                 self.refused.len(),
                 self.refused.join(", ")
             );
@@ -433,7 +433,7 @@ fn run_all(ctx: &Arc<CudaContext>, list: &[Case], rng: &mut StdRng) -> Tally {
             _ => check_case::<bf16, bf16>(ctx, case, rng),
         };
         match ran_on {
-            Some(Backend::Hopper) => tally.cutlass += 1,
+            Some(Backend::Hopper) => tally.hopper += 1,
             Some(_) => tally.wmma += 1,
             None => tally.refused.push(format!(
                 "{}x{} {:?}",

@@ -33,7 +33,7 @@ impl AttentionOptions {
         self.causal = causal;
         self
     }
-    /// The backend: `Auto`, `Cpu` (host operands) or `Cutlass` (device operands, Hopper).
+    /// The backend: `Auto`, `Cpu` (host operands) or `Hopper` (device operands, sm_90a).
     pub fn backend(mut self, backend: Backend) -> Self {
         self.backend = Some(backend);
         self

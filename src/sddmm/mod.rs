@@ -46,7 +46,7 @@ impl<'a, T> From<&'a mut DeviceBsr<T>> for BsrOperandMut<'a, T> {
 /// `SpmmOptions::transpose_a` does not apply (`Error::InvalidArgument`); FP8 element types
 /// are `Error::UnsupportedTypes` (and scales `Error::ScalesNotTaken`). Host operands run
 /// on the CPU backend; device operands (a `DeviceBsr` S, `Dense::device` A and B) on the
-/// Cutlass family (sm_90a, where one of its rows takes the blocks and layouts) or the Wmma
+/// Hopper family (sm_90a, where one of its rows takes the blocks and layouts) or the Wmma
 /// family (sm_80+: blocks multiples of 16), enqueued on the stream of S's values.
 ///
 /// ```

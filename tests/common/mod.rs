@@ -209,7 +209,7 @@ pub fn layouts() -> [Layout; 2] {
     [Layout::RowMajor, Layout::ColMajor]
 }
 
-/// Whether the device is an sm_90 (Hopper) part, where the Cutlass family runs.
+/// Whether the device is an sm_90 (Hopper) part, where the Hopper family runs.
 #[cfg(feature = "cuda")]
 pub fn is_hopper(ctx: &std::sync::Arc<cudarc::driver::CudaContext>) -> bool {
     ctx.compute_capability()

@@ -5,7 +5,7 @@
 //! ```text
 //! bench_report run   [--m 8192 --n 8192 --k 8192] [--blocks 128x128,64x64,32x32]
 //!                    [--densities 1/16,1/8,1/4] [--patterns topk,skewed,random,causal]
-//!                    [--dtypes f16,bf16] [--layouts row/row,col/col] [--backends cutlass,wmma]
+//!                    [--dtypes f16,bf16] [--layouts row/row,col/col] [--backends hopper,wmma]
 //!                    [--repeats 7] [--iters 20] [--json report.json] [--png report.png]
 //!                    [--markdown report.md]
 //!                    [--baseline report/baseline/h100.json] [--tolerance 0.05] [--rechecks 1]
@@ -25,6 +25,9 @@
 //! bench_report plot  REPORT.json OUT.png
 //! bench_report markdown REPORT.json OUT.md
 //! ```
+//!
+//! `--backends` names the families as the reports key them: `hopper` (`cutlass`, its old name,
+//! is taken too and keyed `hopper`), `wmma`.
 //!
 //! `run`, `decode`, `products`, `fp8` and `tp` need the `cuda` feature and a GPU; `attention`, `check`,
 //! `plot` and `markdown` run anywhere (`attention` tabulates the JSON lines that

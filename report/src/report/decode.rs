@@ -48,7 +48,7 @@ pub struct DecodeRow {
     /// Median µs per call of `Auto`, and the family it picked.
     pub auto_us: f64,
     pub auto_backend: String,
-    /// Median µs per call of each family that takes the problem (`decode`, `cutlass`, `wmma`).
+    /// Median µs per call of each family that takes the problem (`decode`, `hopper`, `wmma`).
     pub families_us: BTreeMap<String, f64>,
     /// Dense cuBLAS on the full `W`, same n.
     pub dense_us: f64,
@@ -231,7 +231,7 @@ pub fn print_row(r: &DecodeRow, hbm_gbs: f64) {
             .unwrap_or_else(|| "-".into())
     };
     println!(
-        "{:<11} {:<8} d={:<4} n={:<4} auto {:>8.1} us ({:<7}) dense {:>8.1} us  ratio {:>5.2}  {:>6.0} GB/s  E_hbm {:>4.2}  | decode {:>7} cutlass {:>7} wmma {:>7}",
+        "{:<11} {:<8} d={:<4} n={:<4} auto {:>8.1} us ({:<7}) dense {:>8.1} us  ratio {:>5.2}  {:>6.0} GB/s  E_hbm {:>4.2}  | decode {:>7} hopper {:>7} wmma {:>7}",
         r.shape,
         r.block,
         r.density,
@@ -243,7 +243,7 @@ pub fn print_row(r: &DecodeRow, hbm_gbs: f64) {
         gbs,
         gbs / hbm_gbs,
         fam("decode"),
-        fam("cutlass"),
+        fam("hopper"),
         fam("wmma"),
     );
 }

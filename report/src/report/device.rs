@@ -212,11 +212,11 @@ pub fn memory_ceilings(stream: &Arc<CudaStream>) -> MemoryCeilings {
     }
 }
 
-/// A backend as the reports name it (`decode`, `cutlass`, `wmma`).
+/// A backend as the reports name it (`decode`, `hopper`, `wmma`).
 pub fn backend_name(b: Backend) -> &'static str {
     match b {
         Backend::Decode => "decode",
-        Backend::Hopper => "cutlass",
+        Backend::Hopper => "hopper",
         Backend::Wmma => "wmma",
         Backend::Cpu => "cpu",
         _ => "auto",

@@ -76,6 +76,16 @@ pub fn list(args: &[String], name: &str, default: &str) -> Vec<String> {
         .collect()
 }
 
+/// A backend's name as the reports key it (`hopper`, `wmma`, `decode`): `cutlass`, the
+/// Hopper family's old name, is `hopper`, so that `--backends cutlass` and reports that
+/// key the family `cutlass` still work.
+pub fn backend_key(name: &str) -> &str {
+    match name {
+        "cutlass" => "hopper",
+        other => other,
+    }
+}
+
 /// Writes `report` as pretty JSON where `--json` says, if it does.
 pub fn write_json(args: &[String], report: &impl Serialize) -> Result<()> {
     if let Some(path) = flag(args, "--json") {

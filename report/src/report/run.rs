@@ -34,7 +34,7 @@ use super::gate::{gate, tolerance};
 use super::markdown::write_markdown;
 use super::plot::plot;
 use super::spmm::{load, print_table, Report, Row};
-use super::{flag, list, timing, write_json};
+use super::{backend_key, flag, list, timing, write_json};
 use crate::{baseline, roofline::Problem};
 
 /// `bench_report run ARGS` (the usage in `src/bin/bench_report.rs`).
@@ -46,7 +46,7 @@ pub fn command(args: &[String]) -> Result<()> {
         list(args, "--patterns", "topk"),
         list(args, "--dtypes", "f16"),
         list(args, "--layouts", "row/row"),
-        list(args, "--backends", "cutlass,wmma"),
+        list(args, "--backends", "hopper,wmma"),
     ];
     let (device, stream, blas) = open()?;
     let report = measure(&s, &lists, device.clone(), &stream, &blas, None)?;
@@ -265,11 +265,15 @@ where
                         floor,
                     };
                     for name in backends {
-                        let backend = match name.as_str() {
-                            "cutlass" | "hopper" => Backend::Hopper,
+                        let key = backend_key(name);
+                        let backend = match key {
+                            "hopper" => Backend::Hopper,
                             "wmma" => Backend::Wmma,
-                            other => bail!("backend `{other}`: cutlass or wmma"),
+                            _ => bail!("backend `{name}`: hopper (old name: cutlass) or wmma"),
                         };
+                        if row.backends.contains_key(key) {
+                            continue;
+                        }
                         let opts = base_opts.backend(backend);
                         let view_b = || Dense::device(&b, k, n, bl);
                         if gpu::can_implement(
@@ -290,7 +294,7 @@ where
                                 &opts,
                             )?)
                         })?;
-                        row.backends.insert(name.clone(), timing(runs, flops));
+                        row.backends.insert(key.to_owned(), timing(runs, flops));
                     }
                     report.rows.push(row);
                     bar.inc(1);

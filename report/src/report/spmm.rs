@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use super::Timing;
+use super::{backend_key, Timing};
 use crate::roofline::{Ceilings, Floor};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -22,7 +22,7 @@ pub struct Row {
     pub flops: f64,
     /// cuBLAS on the gathered dense problem (same M, N; K = mean nnz per block-row × bk).
     pub cublas_gathered: Option<Timing>,
-    /// By backend name (`cutlass`, `wmma`).
+    /// By backend name (`hopper`, `wmma`; [`super::backend_key`]).
     pub backends: BTreeMap<String, Timing>,
     /// The roofline floor against this run's ceilings (absent in reports without them).
     #[serde(default)]
@@ -91,7 +91,20 @@ impl Report {
 /// The report in the JSON file `path`.
 pub fn load(path: &str) -> Result<Report> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
-    serde_json::from_str(&text).with_context(|| format!("parsing {path}"))
+    from_json(&text).with_context(|| format!("parsing {path}"))
+}
+
+/// The report a JSON text holds, its backends keyed by [`backend_key`] (a report that keys
+/// the Hopper family `cutlass` gates against one that keys it `hopper`).
+pub fn from_json(text: &str) -> serde_json::Result<Report> {
+    let mut report: Report = serde_json::from_str(text)?;
+    for row in &mut report.rows {
+        row.backends = std::mem::take(&mut row.backends)
+            .into_iter()
+            .map(|(name, t)| (backend_key(&name).to_owned(), t))
+            .collect();
+    }
+    Ok(report)
 }
 
 /// The table: per row the floor and the bound that sets it, then per backend the median
@@ -214,7 +227,7 @@ mod tests {
             layout: "row/row".into(),
             flops: p.flops(),
             cublas_gathered: None,
-            backends: BTreeMap::from([("cutlass".into(), timed(2.0 * floor.us, p.flops()))]),
+            backends: BTreeMap::from([("hopper".into(), timed(2.0 * floor.us, p.flops()))]),
             floor: Some(floor),
         });
         r
@@ -244,6 +257,7 @@ mod tests {
         assert!(base.l2_tbs.is_some() && base.hbm_tbs.is_some());
         assert!(base.rows.iter().all(|r| r.floor.is_some()));
         assert!(base.ceilings("f16").is_some());
+        assert_eq!(base.backend_names(), ["hopper", "wmma"]);
         print_table(&base);
         assert!(check(&base, &base, 0.05));
         let md = markdown(&base);
@@ -256,6 +270,17 @@ mod tests {
     }
 
     #[test]
+    fn reports_keying_hopper_cutlass_load_keyed_hopper_and_gate() {
+        let r = one_row();
+        let json = serde_json::to_string(&r).unwrap();
+        let old = json.replace("\"hopper\"", "\"cutlass\"");
+        assert_ne!(old, json);
+        let back = from_json(&old).unwrap();
+        assert_eq!(back.backend_names(), ["hopper"]);
+        assert!(check(&back, &r, 0.05) && check(&r, &back, 0.05));
+    }
+
+    #[test]
     fn old_reports_load_without_ceilings_and_gate_on_time() {
         let old = without_ceilings(one_row());
         assert!(old.l2_tbs.is_none() && old.rows[0].floor.is_none());
@@ -265,7 +290,7 @@ mod tests {
         assert!(markdown(&old).contains("L2 read not measured"));
         // 10 % slower in every repeat: fails on time.
         let mut slow = old.clone();
-        let t = slow.rows[0].backends.get_mut("cutlass").unwrap();
+        let t = slow.rows[0].backends.get_mut("hopper").unwrap();
         t.median_us *= 1.1;
         t.min_us *= 1.1;
         assert!(!check(&slow, &old, 0.05));
@@ -292,7 +317,7 @@ mod tests {
         let f = row.floor.as_mut().unwrap();
         f.us *= 1.1;
         f.compute_us *= 1.1;
-        let t = row.backends.get_mut("cutlass").unwrap();
+        let t = row.backends.get_mut("hopper").unwrap();
         t.median_us *= 1.1;
         t.min_us *= 1.1;
         assert!(check(&drift, &base, 0.05), "uniform drift is no regression");
@@ -304,13 +329,13 @@ mod tests {
         ));
         // The kernel 10 % slower on an unchanged machine: fails.
         let mut slow = base.clone();
-        let t = slow.rows[0].backends.get_mut("cutlass").unwrap();
+        let t = slow.rows[0].backends.get_mut("hopper").unwrap();
         t.median_us *= 1.1;
         t.min_us *= 1.1;
         assert!(!check(&slow, &base, 0.05));
         // One slow repeat with a fast best: passes (the best repeat decides).
         let mut noisy = base.clone();
-        noisy.rows[0].backends.get_mut("cutlass").unwrap().median_us *= 1.1;
+        noisy.rows[0].backends.get_mut("hopper").unwrap().median_us *= 1.1;
         assert!(check(&noisy, &base, 0.05));
     }
 
@@ -324,7 +349,7 @@ mod tests {
         let lease = cublas_slower(&base, 1.1);
         let slowed = |by: f64| {
             let mut r = lease.clone();
-            let t = r.rows[0].backends.get_mut("cutlass").unwrap();
+            let t = r.rows[0].backends.get_mut("hopper").unwrap();
             t.median_us *= by;
             t.min_us *= by;
             r
@@ -347,7 +372,7 @@ mod tests {
         let base = one_row();
         let config = base.rows[0].config.clone();
         let mut slow = base.clone();
-        let t = slow.rows[0].backends.get_mut("cutlass").unwrap();
+        let t = slow.rows[0].backends.get_mut("hopper").unwrap();
         t.median_us *= 1.1;
         t.min_us *= 1.1;
         let found = gate(&slow, &base, 0.05, None);
@@ -380,7 +405,7 @@ mod tests {
         assert!(md.contains("dense cuBLAS f16 710 TFLOPS, L2 read 7.60 TB/s, HBM read 3.10 TB/s"));
         assert!(md.contains("| blocks | density | backend | TFLOPS | floor set by | E |\n|---|---|---|---|---|---|\n"));
         assert!(
-            md.contains("| 128×128 | 1/8 | CUTLASS | 355 | compute | 0.50 |"),
+            md.contains("| 128×128 | 1/8 | HOPPER | 355 | compute | 0.50 |"),
             "{md}"
         );
     }
