@@ -25,7 +25,7 @@ fn auto_picks_the_fastest_available() {
     };
     let stream = ctx.default_stream();
     let mut rng = StdRng::seed_from_u64(seed());
-    // 16x16: Auto leaves it to WMMA (measured faster, cpp/spmm/sm90/family.cu).
+    // 16x16: Auto leaves it to WMMA (measured faster; the Auto policy, cpp/spmm/operation.hpp).
     for (bs, want_hopper) in [(16, false), (32, true), (48, true), (64, true), (128, true)] {
         let a = common::random_bsr::<f16>(
             PatternKind::Random(0.5),

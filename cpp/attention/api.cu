@@ -1,15 +1,18 @@
 // The C++ API of attention and top-k gating (include/sparsek/attention.hpp): validation of
-// every view once, at the entry, then the registry (attention) or the gating launch.
+// every view once, at the entry, then the registry (attention) or the gating launch. The
+// registry's select and launch for attention are defined here (SPARSEK_DEFINE_OPERATION), so
+// every caller of them links this object.
 #include <climits>
 #include <cmath>
 #include <cstdint>
 
 #include "attention/gating.hpp"
-#include "core/dtype.hpp"
+#include "attention/operation.hpp"
 #include "attention/problem.hpp"
+#include "core/dtype.hpp"
 #include "core/index_check.hpp"
 #include "core/overlap.hpp"
-#include "core/registry.hpp"
+#include "core/select.hpp"
 #include "core/validate.hpp"
 
 namespace sparsek {
@@ -302,6 +305,8 @@ Result validate_block_topk_scores(const float* scores, int64_t batch, int64_t he
   g->scores = scores;
   return check_gating_outputs(g, byte_range(scores, bytes), row_ptr, col_idx, mask, devices);
 }
+
+SPARSEK_DEFINE_OPERATION(AttentionProblem)
 
 }  // namespace detail
 

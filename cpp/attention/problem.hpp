@@ -51,9 +51,12 @@ class AttentionProblem {
   DType output() const { return o.dtype; }
   // Nothing to write: no query row.
   bool empty_output() const { return q.batch == 0 || q.heads == 0 || q.seq == 0; }
-  // The registry's questions (cpp/core/registry.hpp): no fused epilogue, no n or row-depth bound.
+  // The registry's questions (core/registry.hpp): no fused or gated epilogue, no n or
+  // row-depth bound.
   bool has_epilogue() const { return false; }
+  bool gated_epilogue() const { return false; }
   int64_t n() const { return 0; }
+  bool deeper_than(int64_t) const { return false; }
 
   static AttentionProblem from_rust(const HeadsView& q, const HeadsView& k, const HeadsView& v, const HeadsMutView& o,
                                     float* lse, const BlockMaskView* mask, bool causal, float scale, Backend backend,

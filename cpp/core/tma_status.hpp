@@ -11,8 +11,8 @@
 // The families' launch functions return cudaError_t (cpp/core/registry.hpp). tma_encode_error's
 // codes are not CUDA's: cudaError's enumerators end at cudaErrorApiFailureBase = 10000, so
 // its values run to 16383 (the smallest bit-field that holds them), and these are 16128 +
-// the operand. registry.cu turns one into InvalidArgument naming the operand
-// (tma_encode_failure); nothing else sees them.
+// the operand. The registry's launch (core/select.hpp) turns one into InvalidArgument naming
+// the operand (tma_encode_failure); nothing else sees them.
 //
 // Light (no CUTLASS): the descriptor is a CUtensorMap, which is cute::TmaDescriptor with
 // CUDA 12+ (cute/arch/copy_sm90_desc.hpp).

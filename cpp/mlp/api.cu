@@ -7,10 +7,10 @@
 #include <sparsek/mlp.hpp>
 
 #include "core/dtype.hpp"
-#include "core/registry.hpp"
 #include "core/validate.hpp"
 #include "mlp/problem.hpp"
 #include "spmm/index_check.hpp"
+#include "spmm/operation.hpp"
 #include "spmm/problem.hpp"
 
 namespace sparsek {

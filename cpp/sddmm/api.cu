@@ -1,6 +1,8 @@
 // The C++ entry of the SDDMM (include/sparsek/sddmm.hpp): validate the views once into a
 // checked SddmmProblem (cpp/sddmm/problem.hpp), optionally check S's indices on the device,
-// select a kernel row (cpp/core/registry.hpp) and launch it.
+// select a kernel row (the registry, core/registry.hpp) and launch it. The registry's select
+// and launch for the SDDMM are defined here (SPARSEK_DEFINE_OPERATION), so every caller of
+// them links this object.
 #include <climits>
 #include <cstdio>
 
@@ -8,8 +10,9 @@
 
 #include "core/dtype.hpp"
 #include "core/index_check.hpp"
-#include "core/registry.hpp"
+#include "core/select.hpp"
 #include "core/validate.hpp"
+#include "sddmm/operation.hpp"
 #include "sddmm/problem.hpp"
 
 namespace sparsek {
@@ -63,6 +66,8 @@ Result validate(const DenseView& a, const DenseView& b, const BsrMutView& s, con
   *out = SddmmProblem(a, b, s, options.alpha, options.beta, options.backend, device);
   return Result{};
 }
+
+SPARSEK_DEFINE_OPERATION(SddmmProblem)
 
 }  // namespace detail
 

@@ -43,8 +43,11 @@ class SddmmProblem {
   DType output() const { return s.dtype; }
   // Nothing to compute or write: no stored block.
   bool empty_output() const { return s.nnzb == 0; }
-  // The registry's questions (cpp/core/registry.hpp): no fused epilogue, no row-depth bound.
+  // The registry's questions (core/registry.hpp): no fused or gated epilogue, no row-depth
+  // bound.
   bool has_epilogue() const { return false; }
+  bool gated_epilogue() const { return false; }
+  bool deeper_than(int64_t) const { return false; }
 
   static SddmmProblem from_rust(const DenseView& a, const DenseView& b, const BsrMutView& s, float alpha, float beta,
                                 Backend backend, const DeviceInfo& device) {

@@ -1,14 +1,16 @@
 // The C++ entry of the products (include/sparsek/sparsek.hpp): validate the views once into
 // a checked Problem (cpp/spmm/problem.hpp), optionally check A's indices on the device,
-// select a kernel row (cpp/core/registry.hpp) and launch it. Nothing is launched unless every
-// check passes.
+// select a kernel row (the registry, core/registry.hpp) and launch it. Nothing is launched
+// unless every check passes. The registry's select and launch for the product are defined
+// here (SPARSEK_DEFINE_OPERATION), so every caller of them links this object.
 #include <climits>
 #include <cstdio>
 
 #include "core/dtype.hpp"
-#include "core/registry.hpp"
+#include "core/select.hpp"
 #include "core/validate.hpp"
 #include "spmm/index_check.hpp"
+#include "spmm/operation.hpp"
 #include "spmm/problem.hpp"
 
 namespace sparsek {
@@ -123,6 +125,8 @@ Result validate(const BsrView& a, const DenseView& b, const DenseMutView& c, con
   out->gated = options.gated;
   return Result{};
 }
+
+SPARSEK_DEFINE_OPERATION(Problem)
 
 }  // namespace detail
 

@@ -84,6 +84,11 @@ class Problem {
   DType output() const { return c.dtype; }
   bool empty_output() const { return a.m == 0 || c.cols == 0; }
   bool has_epilogue() const { return bias != nullptr || activation != Activation::None || gated; }
+  // The registry's questions (core/registry.hpp) beyond those above: the gated epilogue, and
+  // whether the block-rows' average depth (nonzero blocks * bk / block-rows) is above `bound`
+  // (no overflow: nnzb < 2^31, bk <= 2^31).
+  bool gated_epilogue() const { return gated; }
+  bool deeper_than(int64_t bound) const { return block_rows() > 0 && a.nnzb * int64_t(a.bk) > bound * block_rows(); }
 
   // The Rust bridge's constructor (see the file comment): the views come from a problem
   // that Rust validated (for op(A) = A^T, `a` is already transposed_view's).

@@ -1,7 +1,8 @@
-// sparsek SM90: the Hopper kernel family (kSm90Family, cpp/core/registry.hpp) over the rows of
-// kSm90Variants (configs.hpp). It checks what the kernels need beyond the Problem's
-// invariants (cpp/spmm/problem.hpp, not re-checked here) and dispatches to launch_row<row>,
-// which each row's own translation unit instantiates (a row unit (cpp/core/units.cpp)).
+// sparsek SM90: the Hopper kernel family of the product (kSm90Family, spmm/operation.hpp; the
+// registry: core/registry.hpp) over the rows of kSm90Variants (configs.hpp). It checks what
+// the kernels need beyond the Problem's invariants (cpp/spmm/problem.hpp, not re-checked
+// here) and dispatches to launch_row<row>, which the row units instantiate (generated from
+// the table by the units generator, a few rows each).
 //
 // The Fused and Direct rows take the linear-layer epilogue (bias per row of C or none,
 // activation), both run-time arguments of their one kernel (sm90/epilogue.hpp,
@@ -16,7 +17,7 @@
 
 #include "core/dtype.hpp"
 #include "core/launch_table.hpp"
-#include "core/registry.hpp"
+#include "spmm/operation.hpp"
 #include "spmm/sm90/configs.hpp"
 #include "spmm/sm90/split.hpp"
 
@@ -51,15 +52,6 @@ bool tma_stride_ok(int64_t ld, int64_t outer, DType t) {
          bytes < (int64_t(1) << 40);
 }
 
-// Whether the WMMA family runs p (Auto's next family after this one, cpp/core/registry.cu).
-bool wmma_runs(const Problem& p) {
-  const detail::Family& w = detail::kWmmaFamily;
-  if ((p.has_epilogue() && !w.epilogue) || w.supports(p) != nullptr) return false;
-  for (int row = 0; row < w.rows; ++row)
-    if (w.info(row).automatic && w.fits(p, row) == nullptr) return true;
-  return false;
-}
-
 // Pieces per tile of row v's launch for p (kernel.hpp: cluster and ping-pong launches and
 // Never rows do not split; this is what a cooperative launch with split tiles would do).
 int launch_split(const Problem& p, const Sm90Variant& v) {
@@ -82,17 +74,10 @@ const char* fits(const Problem& p, int row) {
     if (v.output != Output::Wide && p.output() != p.input() && p.output() != DType::F32)
       return "C must have the input dtype or f32";
     if (p.a.bm > v.bm) return "bm is above the row's tile";
-    // Auto takes an any-block row where it measured faster than WMMA, or where WMMA cannot
-    // run the problem. H100, report/NOTES.md session 10 run 1 (vector epilogue), f16
-    // TFLOPS at density 1/16, 1/8, 1/4, any-block vs WMMA: 32x32 204/234/245 vs 138/145/148;
-    // 128x112 370/424/478 vs 205/219/210; 64x112 291/317/332 vs 225/241/246; 128x48
-    // 342/422/476 vs 189/211/191; f32 C at 128x128, 64x64 (1/8): 444, 361 vs WMMA's
-    // input-type 329, 250 (session 9). Only 16-high blocks stay on WMMA: 16x16 62/67/67 vs
-    // 76/78/78. Backend::Hopper runs every row.
-    if (p.backend == Backend::Auto && p.a.bm <= 16 && wmma_runs(p))
-      return "Auto leaves 16-high blocks to WMMA (measured faster than the any-block rows)";
+    // (Auto leaves 16-high blocks to WMMA: the product's Auto policy, spmm/operation.hpp.)
     // bk % 16 == 0 (supports). A k-tile deeper than 16 may reach past the block: TMA
-    // zero-fills it and WGMMA multiplies the zeros (mainloop.hpp). Measured (run 1 above):
+    // zero-fills it and WGMMA multiplies the zeros (mainloop.hpp). Measured (H100, f16
+    // TFLOPS at density 1/16, 1/8, 1/4):
     // 64x112 on k64 291/317/332 vs k16 239/264/274, 24x48 on k32 113/121/125 vs k16
     // 100/105/110, 128x112 on k64 350/431/482 vs k16 370/424/478, but 128x48 on k64
     // 300/377/429 vs k16 342/422/476. So up to 1/8 of the last k-tile may be empty, up to
@@ -109,8 +94,8 @@ const char* fits(const Problem& p, int row) {
     if (p.n() % (v.cluster * dense_tile) != 0 && v.cluster > 1)
       return "the row's clusters need n a multiple of their dense extent";
     // Cluster and ping-pong launches do not split tiles (kernel.hpp); where a split pays, a
-    // cooperative row with split tiles takes the problem (1.4-1.9x on few long block-rows,
-    // report/NOTES.md session 11).
+    // cooperative row with split tiles takes the problem (measured 1.4-1.9x on few long
+    // block-rows).
     if (launch_split(p, v) > 1) return "few tiles with long block-rows: a cooperative row with split tiles takes them";
   }
   if (p.a.bm != v.bm) return v.bm == 64 ? "the row is for bm = 64" : "the row is for bm = 128";
@@ -163,7 +148,7 @@ const char* supports(const Problem& p) {
     if (bm > 128 || bk % 32 != 0) return "FP8 blocks must be at most 128 high with bk a multiple of 32";
   }
   if (bm > 256 || bk % 16 != 0) return "blocks must be at most 256 high with bk a multiple of 16";
-  if (p.empty_output()) return nullptr;  // nothing is launched (registry.cu)
+  if (p.empty_output()) return nullptr;  // nothing is launched (core/select.hpp)
   const int64_t m = p.m(), n = p.n(), k = p.k();
   if (k == 0) return "k must be positive";
   if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) return "m, n and k must fit in int32";  // nnzb does (Problem)

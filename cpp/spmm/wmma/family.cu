@@ -1,7 +1,7 @@
-// The WMMA kernel family (cpp/core/registry.hpp): what it supports, when a row of its table
-// (configs.hpp) fits a problem, and the dispatch to the row's launch (one translation unit
-// per row, the row units (cpp/core/units.cpp)). Sees the kernel only through launch.hpp, so this file
-// compiles no kernel.
+// The WMMA kernel family of the product (kWmmaFamily, spmm/operation.hpp; the registry:
+// core/registry.hpp): what it supports, when a row of its table (configs.hpp) fits a problem,
+// and the dispatch to the row's launch (the row units, generated from the table by the units
+// generator). Sees the kernel only through launch.hpp, so this file compiles no kernel.
 #include <array>
 #include <atomic>
 #include <climits>
@@ -10,7 +10,7 @@
 
 #include "core/family_util.hpp"
 #include "core/launch_table.hpp"
-#include "core/registry.hpp"
+#include "spmm/operation.hpp"
 #include "spmm/wmma/launch.hpp"
 
 namespace sparsek::detail {
