@@ -1,7 +1,7 @@
 // The C++ API of attention and top-k gating (include/sparsek/attention.hpp): validation of
-// every view once, at the entry, then the registry (attention) or the gating launch. The
-// registry's select and launch for attention are defined here (SPARSEK_DEFINE_OPERATION), so
-// every caller of them links this object.
+// every view once, at the entry, then the registry. The registry's select and launch for both
+// operations are defined here (SPARSEK_DEFINE_OPERATION), so every caller of them links this
+// object.
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -253,10 +253,9 @@ Result check_gating_outputs(GatingProblem* g, const ByteRange& scores, int32_t* 
   return devices.resolve(&g->device);
 }
 
-// A validated gating: launched, then the output view written.
+// A validated gating: selected and launched, then the output view written.
 Result run_gating(const GatingProblem& g, BlockMaskView* mask, cudaStream_t stream) {
-  if (const char* why = gating_supports(g)) return make_result(Status::NotSupported, "%s", why);
-  Result r = launch_gating(g, stream);
+  Result r = select_and_launch(g, stream);
   if (!r.ok()) return r;
   mask->block_q = g.options.block_q;
   mask->block_k = g.options.block_k;
@@ -307,6 +306,7 @@ Result validate_block_topk_scores(const float* scores, int64_t batch, int64_t he
 }
 
 SPARSEK_DEFINE_OPERATION(AttentionProblem)
+SPARSEK_DEFINE_OPERATION(GatingProblem)
 
 }  // namespace detail
 

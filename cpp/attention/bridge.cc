@@ -63,9 +63,7 @@ FfiStatus block_topk(const GatingProblem& x) {
   const cudaStream_t stream = reinterpret_cast<cudaStream_t>(x.stream);
   Result r = detail::pending_cuda_error();
   if (r.ok()) r = detail::DeviceSource::of_stream(stream).resolve(&g.device);
-  if (r.ok())
-    if (const char* why = detail::gating_supports(g)) r = detail::make_result(Status::NotSupported, "%s", why);
-  if (r.ok()) r = detail::launch_gating(g, stream);
+  if (r.ok()) r = detail::select_and_launch(g, stream);
   r = detail::settle(r);
   return FfiStatus{r.status, rust::String(r.message), Backend::Auto, rust::String(r.ok() ? "gating" : "")};
 }

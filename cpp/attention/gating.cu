@@ -12,6 +12,9 @@
 //      ascending block order. Counting instead of sorting keeps the result independent of
 //      thread order.
 // row_ptr is known before the launch (gating_row_keep); the chunk's CTA writes its rows.
+//
+// The registry (core/registry.hpp) sees this kernel as the one row of the gating's one
+// family, kGatingFamily (attention/gating.hpp), defined at the end of this file.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -192,8 +195,7 @@ int64_t gating_smem(const GatingProblem& p) {
   return bytes;
 }
 
-}  // namespace
-
+// Why the gating kernel cannot run p (shared memory for the pooled K, the grid), or nullptr.
 const char* gating_supports(const GatingProblem& p) {
   if (p.device.cc_major < 8) return "top-k gating needs compute capability 8.0 or newer";
   const int64_t smem = gating_smem(p);
@@ -207,7 +209,9 @@ const char* gating_supports(const GatingProblem& p) {
   return nullptr;
 }
 
-Result launch_gating(const GatingProblem& g, cudaStream_t stream) {
+// Enqueues the one gating launch (a memset of row_ptr's one entry when there is no query
+// block), each failure named by its call.
+Result launch_gating(const GatingProblem& g, int /*row*/, cudaStream_t stream) {
   if (g.batch * g.heads == 0 || g.q_blocks == 0) {
     // No query block: row_ptr is the one entry 0.
     const cudaError_t e = cudaMemsetAsync(g.row_ptr, 0, sizeof(int32_t), stream);
@@ -248,5 +252,29 @@ Result launch_gating(const GatingProblem& g, cudaStream_t stream) {
   if (e != cudaSuccess) return with_cuda_error(e, make_result(Status::CudaError, "top-k gating launch failed: %s", cudaGetErrorString(e)));
   return Result{};
 }
+
+VariantInfo gating_info(int /*row*/) {
+  return VariantInfo{"gating", /*automatic=*/true,
+                     "the gating's only kernel: one configuration (512 threads, 16 query blocks per CTA), nothing to "
+                     "choose between"};
+}
+
+const char* gating_fits(const GatingProblem&, int /*row*/) { return nullptr; }
+
+}  // namespace
+
+extern const GatingFamily kGatingFamily = {
+    Backend::Auto,  // no backend to choose
+    "gating",
+    /*rows=*/1,
+    /*epilogue=*/false,
+    &gating_info,
+    &gating_supports,
+    &gating_fits,
+    /*launch=*/nullptr,
+    /*auto_skips=*/nullptr,
+    /*gated=*/false,
+    /*launch_worded=*/&launch_gating,
+};
 
 }  // namespace sparsek::detail

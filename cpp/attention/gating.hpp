@@ -1,14 +1,19 @@
-// Top-k key-block gating (include/sparsek/attention.hpp, block_topk*): the checked request and
-// its launch (cpp/attention/gating.cu). The C++ entry (cpp/attention/api.cu) and the Rust
-// bridge (cpp/attention/bridge.cc) build a GatingProblem after their validation; the launch trusts it.
+// Top-k key-block gating (include/sparsek/attention.hpp, block_topk*) as an operation of the
+// registry (core/registry.hpp): the checked request, and its one family of one kernel
+// (cpp/attention/gating.cu). The C++ entry (cpp/attention/api.cu) and the Rust bridge
+// (cpp/attention/bridge.cc) build a GatingProblem after their validation and run it through
+// the registry (select_and_launch); the launch trusts it.
 #pragma once
 
 #include <sparsek/attention.hpp>
 
 #include "core/features.hpp"
-#include "spmm/problem.hpp"
+#include "core/registry.hpp"
+#include "core/result.hpp"
 
 namespace sparsek::detail {
+
+class DeviceSource;  // core/validate.hpp
 
 // Invariants: batch, heads, seq_q, seq_k >= 0; 1 <= block_q, block_k; top_k >= 0;
 // q_blocks = ceil(seq_q/block_q) and k_blocks = ceil(seq_k/block_k) fit int32;
@@ -27,6 +32,16 @@ struct GatingProblem {
   int32_t* row_ptr = nullptr;
   int32_t* col_idx = nullptr;
   DeviceInfo device;
+
+  // The registry's questions (core/registry.hpp): one kernel, so no backend to choose; no
+  // epilogue, no n or row-depth bound; never an empty output (with no query block the launch
+  // still writes row_ptr's one entry).
+  static constexpr Backend backend = Backend::Auto;
+  bool has_epilogue() const { return false; }
+  bool gated_epilogue() const { return false; }
+  int64_t n() const { return 0; }
+  bool deeper_than(int64_t) const { return false; }
+  bool empty_output() const { return false; }
 };
 
 // Blocks kept by query block i (min(top_k, candidates)).
@@ -87,21 +102,33 @@ Result validate_block_topk_scores(const float* scores, int64_t batch, int64_t he
                                   const TopkGatingOptions& options, int32_t* row_ptr, int32_t* col_idx,
                                   const BlockMaskView* mask, const DeviceSource& devices, GatingProblem* g);
 
-// Why the gating kernel cannot run p (shared memory for the pooled K), or nullptr.
-#if SPARSEK_FEATURES & SPARSEK_FEATURE_ATTENTION
-const char* gating_supports(const GatingProblem& p);
+using GatingFamily = FamilyOf<GatingProblem>;
+using GatingSelection = SelectionOf<GatingProblem>;
 
-// Enqueues the one gating launch (nothing when there is no query block).
-Result launch_gating(const GatingProblem& p, cudaStream_t stream);
+// The gating's one family: one row, the gating kernel (cpp/attention/gating.cu, compiled with
+// the feature `attention` only).
+extern const GatingFamily kGatingFamily;
+
+template <>
+struct Operation<GatingProblem> : OperationDefaults<GatingProblem> {
+  static constexpr uint32_t kNeeds = kFeatureAttention;
+  static constexpr const char* kNotBuilt =
+      "sparsek was built without attention: enable the feature `attention` (cargo feature; CMake "
+      "SPARSEK_WITH_ATTENTION)";
+  // Its kernel reads f16 and bf16 Q and K in every build.
+  static constexpr bool kBf16Feature = false;
+  // One kernel: nothing for SPARSEK_VARIANT to force, and a refusal is its reason alone.
+  static constexpr bool kForcible = false;
+  static constexpr bool kNamesFamilies = false;
+#if SPARSEK_FEATURES & SPARSEK_FEATURE_ATTENTION
+  static constexpr const GatingFamily* kFamilies[] = {&kGatingFamily};
 #else
-// Built without the feature `attention` (gating.cu not compiled): every gating is refused.
-inline const char* gating_supports(const GatingProblem&) {
-  return "sparsek was built without attention: enable the feature `attention` (cargo feature; CMake "
-         "SPARSEK_WITH_ATTENTION)";
-}
-inline Result launch_gating(const GatingProblem&, cudaStream_t) {
-  return make_result(Status::NotSupported, "%s", gating_supports(GatingProblem{}));
-}
+  static constexpr const GatingFamily* kFamilies[] = {nullptr};  // not built: select refuses first
 #endif
+};
+
+// select and launch for the gating are defined in cpp/attention/api.cu.
+extern template Result select<GatingProblem>(const GatingProblem&, GatingSelection*);
+extern template Result launch<GatingProblem>(const GatingProblem&, const GatingSelection&, cudaStream_t);
 
 }  // namespace sparsek::detail

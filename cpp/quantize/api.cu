@@ -1,10 +1,14 @@
 // The C++ entry of FP8 quantization (include/sparsek/quantize.hpp): every view checked once,
-// then the launch (cpp/quantize/kernel.cu).
+// then the registry's select and launch of its one kernel (cpp/quantize/kernel.cu), defined
+// for the operation here (SPARSEK_DEFINE_OPERATION), so every caller of them links this
+// object.
 #include <cstdint>
 
 #include <sparsek/quantize.hpp>
 
+#include "core/select.hpp"
 #include "core/validate.hpp"
+#include "quantize/operation.hpp"
 #include "quantize/problem.hpp"
 
 namespace sparsek {
@@ -62,15 +66,15 @@ Result validate_quantize(const BsrView& a, const QuantizedBsrOut& out, const Dev
   return devices.resolve(&device);
 }
 
+SPARSEK_DEFINE_OPERATION(QuantizeProblem)
+
 }  // namespace detail
 
 Result quantize_fp8(const BsrView& a, const QuantizedBsrOut& out, cudaStream_t stream) {
   detail::QuantizeProblem p;
   Result r = detail::pending_cuda_error();
   if (r.ok()) r = detail::validate_quantize(a, out, detail::DeviceSource::of_stream(stream), &p);
-  if (r.ok())
-    if (const char* why = detail::quantize_supports(p)) r = detail::make_result(Status::NotSupported, "%s", why);
-  if (r.ok()) r = detail::launch_quantize(p, stream);
+  if (r.ok()) r = detail::select_and_launch(p, stream);
   return detail::finish(r);
 }
 

@@ -1,6 +1,6 @@
 // quantize's half of the cxx bridge (src/device/sys.rs, cpp/bridge_common.hpp).
 #include "bridge_common.hpp"
-#include "quantize/problem.hpp"
+#include "quantize/operation.hpp"
 
 namespace sparsek::ffi {
 
@@ -20,9 +20,7 @@ FfiStatus quantize_fp8(const QuantizeProblem& x) {
   detail::DeviceInfo device;
   Result r = detail::pending_cuda_error();
   if (r.ok()) r = detail::DeviceSource::of_stream(stream).resolve(&device);
-  if (r.ok())
-    if (const char* why = detail::quantize_supports(q)) r = detail::make_result(Status::NotSupported, "%s", why);
-  if (r.ok()) r = detail::launch_quantize(q, stream);
+  if (r.ok()) r = detail::select_and_launch(q, stream);
   r = detail::settle(r);
   return FfiStatus{r.status, rust::String(r.message), Backend::Auto, rust::String(r.ok() ? "quantize" : "")};
 }

@@ -1,5 +1,5 @@
 // FP8 quantization of BSR values on the device (contract: include/sparsek/quantize.hpp). The
-// host quantizer (src/quant.rs, src/element/fp8.rs) computes the same bits: the same amax
+// host quantizer (src/quantize/mod.rs, src/element/fp8.rs) computes the same bits: the same amax
 // (a max is exact in any order), the same IEEE division v / scale, the same rounding.
 //
 // Per block: one CTA per stored block (grid-stride): the block's amax (thread maxima, warp
@@ -8,12 +8,16 @@
 // bits (exact and order-free: the bits of non-negative floats order as their values, NaN
 // above infinity above every finite value), a second launch quantizes with the scale the
 // amax gives, and a third turns the slot into that scale.
+//
+// The registry (core/registry.hpp) sees these launches as the one row of the quantization's
+// one family, kQuantizeFamily (quantize/operation.hpp), defined at the end of this file.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cfloat>
 #include <cstdint>
 
+#include "quantize/operation.hpp"
 #include "quantize/problem.hpp"
 
 namespace sparsek::detail {
@@ -134,7 +138,7 @@ int grid_for(int64_t work) {
 }
 
 template <class T, class F>
-Result launch(const QuantizeProblem& p, cudaStream_t stream) {
+Result launch_typed(const QuantizeProblem& p, cudaStream_t stream) {
   const T* in = static_cast<const T*>(p.values);
   uint8_t* out = static_cast<uint8_t*>(p.out_values);
   if (p.granularity == ScaleKind::PerBlock) {
@@ -160,17 +164,43 @@ Result launch(const QuantizeProblem& p, cudaStream_t stream) {
 
 template <class T>
 Result launch_to(const QuantizeProblem& p, cudaStream_t stream) {
-  return p.out == DType::E4M3 ? launch<T, E4M3Format>(p, stream) : launch<T, E5M2Format>(p, stream);
+  return p.out == DType::E4M3 ? launch_typed<T, E4M3Format>(p, stream) : launch_typed<T, E5M2Format>(p, stream);
 }
 
-}  // namespace
-
-Result launch_quantize(const QuantizeProblem& p, cudaStream_t stream) {
+// Enqueues the launches of p (a memset and three launches per tensor, one launch per block),
+// each failure named by its call.
+Result launch_quantize(const QuantizeProblem& p, int /*row*/, cudaStream_t stream) {
   if (!Fp8DTypes::contains(p.out))
     return make_result(Status::NotSupported, "quantize_fp8 writes e4m3 or e5m2, not %s", dtype_name(p.out));
   return dispatch<QuantizeInputs>(
       p.in, [&](auto tr) { return launch_to<DeviceType<decltype(tr)::kDType>>(p, stream); },
       [&] { return make_result(Status::NotSupported, "quantize_fp8 reads f16, bf16 or f32, not %s", dtype_name(p.in)); });
 }
+
+VariantInfo quantize_info(int /*row*/) {
+  return VariantInfo{"quantize", /*automatic=*/true,
+                     "the quantization's only kernel: one configuration per granularity (per block or per tensor, "
+                     "picked by the problem inside the launch), nothing to choose between"};
+}
+
+// Every checked QuantizeProblem runs: the launches need no more than its invariants.
+const char* quantize_supports(const QuantizeProblem&) { return nullptr; }
+const char* quantize_fits(const QuantizeProblem&, int /*row*/) { return nullptr; }
+
+}  // namespace
+
+extern const QuantizeFamily kQuantizeFamily = {
+    Backend::Auto,  // no backend to choose
+    "quantize",
+    /*rows=*/1,
+    /*epilogue=*/false,
+    &quantize_info,
+    &quantize_supports,
+    &quantize_fits,
+    /*launch=*/nullptr,
+    /*auto_skips=*/nullptr,
+    /*gated=*/false,
+    /*launch_worded=*/&launch_quantize,
+};
 
 }  // namespace sparsek::detail

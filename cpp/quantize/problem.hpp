@@ -1,7 +1,7 @@
 // FP8 quantization of BSR values on the device (include/sparsek/quantize.hpp): the checked
-// request and its launch (cpp/quantize/kernel.cu). The C++ entry (cpp/quantize/api.cu) and the
-// Rust bridge (cpp/quantize/bridge.cc) build a QuantizeProblem after their validation; the
-// launch trusts it.
+// request. The C++ entry (cpp/quantize/api.cu) and the Rust bridge (cpp/quantize/bridge.cc)
+// build a QuantizeProblem after their validation and run it through the registry
+// (quantize/operation.hpp; its kernel: cpp/quantize/kernel.cu); the launch trusts it.
 #pragma once
 
 #include <cstdint>
@@ -9,10 +9,11 @@
 #include <sparsek/quantize.hpp>
 
 #include "core/dtype.hpp"
-#include "core/features.hpp"
-#include "spmm/problem.hpp"
+#include "core/result.hpp"
 
 namespace sparsek::detail {
+
+class DeviceSource;  // core/validate.hpp
 
 // Invariants: `in` is F16, BF16 or F32 and `out` E4M3 or E5M2; granularity is PerBlock or
 // PerTensor; 0 <= nnzb <= INT32_MAX, block_len = bm * bk >= 1 and nnzb * block_len * 4
@@ -28,6 +29,16 @@ struct QuantizeProblem {
   DType out = DType::E4M3;
   float* scales = nullptr;
   ScaleKind granularity = ScaleKind::PerBlock;
+
+  // The registry's questions (core/registry.hpp): one kernel, so no backend to choose; no
+  // epilogue, no n or row-depth bound; never an empty output (with no block, a per-tensor
+  // quantization still writes its scale; the launch skips what it need not do).
+  static constexpr Backend backend = Backend::Auto;
+  bool has_epilogue() const { return false; }
+  bool gated_epilogue() const { return false; }
+  int64_t n() const { return 0; }
+  bool deeper_than(int64_t) const { return false; }
+  bool empty_output() const { return false; }
 };
 
 // The C++ entry's validation (cpp/quantize/api.cu): A's view (check_bsr: its values aligned
@@ -38,20 +49,5 @@ Result validate_quantize(const BsrView& a, const QuantizedBsrOut& out, const Dev
 
 // The types quantize_fp8 reads and writes (core/dtype.hpp).
 using QuantizeInputs = DTypeList<DType::F16, DType::BF16, DType::F32>;
-
-#if SPARSEK_FEATURES & SPARSEK_FEATURE_FP8
-// Enqueues the launches of p on `stream` (a memset and three launches per tensor, one launch
-// per block).
-Result launch_quantize(const QuantizeProblem& p, cudaStream_t stream);
-inline const char* quantize_supports(const QuantizeProblem&) { return nullptr; }
-#else
-// Built without the feature `fp8` (kernel.cu not compiled): every quantization is refused.
-inline const char* quantize_supports(const QuantizeProblem&) {
-  return "sparsek was built without fp8: enable the feature `fp8` (cargo feature; CMake SPARSEK_WITH_FP8)";
-}
-inline Result launch_quantize(const QuantizeProblem& p, cudaStream_t) {
-  return make_result(Status::NotSupported, "%s", quantize_supports(p));
-}
-#endif
 
 }  // namespace sparsek::detail
