@@ -1,7 +1,8 @@
 // The registry's selection and launch (the rule: core/registry.hpp), one template for every
-// operation. Included by each operation's api.cu only, which instantiates it for its problem
-// with SPARSEK_DEFINE_OPERATION; every other caller sees the declarations of
-// core/registry.hpp and links those instances.
+// operation. Included by each operation's api.cu, which instantiates it for its problem with
+// SPARSEK_DEFINE_OPERATION (and by core/registry.cu, which defines the functions declared
+// here); every other caller sees the declarations of core/registry.hpp and links those
+// instances.
 #pragma once
 
 #include <cstdio>
