@@ -1,9 +1,10 @@
 //! All of sparsek's build logic. Always: the README's Rust examples for the doctests
 //! (`buildscript/readme.rs`). With the `cuda` feature: find nvcc and CUTLASS (or install
-//! the pinned toolchain, `buildscript/provision.rs`), compile every source listed in
-//! cpp/sources.txt with the flags in cpp/nvcc_flags.txt (the same list the CMake build
-//! reads), archive them into libsparsek_kernels.a, compile the cxx bridge, and link the
-//! static CUDA runtime.
+//! the pinned toolchain, `buildscript/provision.rs`), compile every unit the units
+//! generator lists (cpp/units/units.cpp: the row units and the hand-written sources of every
+//! cpp/<op>/sources.txt, each with its nvcc arguments, as for CMake and the scripts),
+//! archive them into libsparsek_kernels.a, compile the cxx bridge, and link the static CUDA
+//! runtime.
 
 #[path = "buildscript/readme.rs"]
 mod readme;
@@ -192,21 +193,6 @@ mod cuda {
             .unwrap_or_default()
     }
 
-    /// Non-empty, non-comment lines of a file in cpp/.
-    fn read_list(path: &Path) -> Vec<String> {
-        println!("cargo:rerun-if-changed={}", path.display());
-        let text = fs::read_to_string(path)
-            .unwrap_or_else(|e| fail(format!("reading {}: {e}", path.display())));
-        text.lines()
-            .map(|l| l.split('#').next().unwrap_or("").trim().to_string())
-            .filter(|l| !l.is_empty())
-            .collect()
-    }
-
-    fn gencode(arch: &str) -> String {
-        format!("-gencode=arch=compute_{arch},code=sm_{arch}")
-    }
-
     fn mtime(p: &Path) -> Option<SystemTime> {
         fs::metadata(p).and_then(|m| m.modified()).ok()
     }
@@ -269,7 +255,7 @@ mod cuda {
     }
 
     /// How many nvcc run at once: cargo's NUM_JOBS (the CUTLASS units are memory- and
-    /// CPU-hungry). The row units are cut to it too (cpp/core/units.cpp).
+    /// CPU-hungry). The row units are cut to it too (cpp/units/units.cpp).
     fn nvcc_jobs() -> usize {
         env::var("NUM_JOBS")
             .ok()
@@ -278,43 +264,76 @@ mod cuda {
             .clamp(1, 4096)
     }
 
-    /// The units of libsparsek_kernels for these features: cpp/core/units.cpp (the one
-    /// reader of cpp/sources.txt and of the row tables, CMake runs it too) compiled for the
+    /// The sources of the units generator: cpp/units/*.cpp and every family's
+    /// cpp/<op>/<family>/rows.cpp (its row table), sorted; found, so a family or an operation
+    /// edits no list here.
+    fn units_sources(root: &Path) -> Vec<PathBuf> {
+        let cpp = root.join("cpp");
+        let read = |dir: &Path| -> Vec<PathBuf> {
+            let entries = fs::read_dir(dir)
+                .unwrap_or_else(|e| fail(format!("reading {}: {e}", dir.display())));
+            entries.filter_map(|e| e.ok().map(|e| e.path())).collect()
+        };
+        let mut sources: Vec<PathBuf> = read(&cpp.join("units"))
+            .into_iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "cpp"))
+            .collect();
+        for op in read(&cpp).into_iter().filter(|p| p.is_dir()) {
+            sources.extend(
+                read(&op)
+                    .into_iter()
+                    .map(|family| family.join("rows.cpp"))
+                    .filter(|p| p.is_file()),
+            );
+        }
+        sources.sort();
+        sources
+    }
+
+    /// The units of libsparsek_kernels for these features and architectures, each with its
+    /// nvcc arguments (all but the include directories, `-c` and the output): the units
+    /// generator (cpp/units/units.cpp, CMake and the scripts run it too) compiled for the
     /// host and run; it writes the row units into `gen`, as many per group of rows as nvcc
-    /// runs at once, and prints every unit with its arch class, after the value of
-    /// -DSPARSEK_FEATURES.
+    /// runs at once. Also the value of -DSPARSEK_FEATURES, for the bridge.
     fn list_units(
         nvcc: &Path,
         root: &Path,
         out: &Path,
         gen: &Path,
         features: &str,
-    ) -> (String, Vec<(String, String)>) {
+        archs: &str,
+        lineinfo: bool,
+    ) -> (String, Vec<(String, Vec<String>)>) {
         let exe = out.join("sparsek-units");
         let status = Command::new(nvcc)
             .args(["-std=c++17", "-O1", "-x", "c++"])
             .arg(format!("-I{}", root.join("include").display()))
             .arg(format!("-I{}", root.join("cpp").display()))
-            .arg(root.join("cpp/core/units.cpp"))
+            .args(units_sources(root))
             .arg("-o")
             .arg(&exe)
             .status()
-            .unwrap_or_else(|e| fail(format!("running nvcc on cpp/core/units.cpp: {e}")));
+            .unwrap_or_else(|e| fail(format!("running nvcc on cpp/units/units.cpp: {e}")));
         if !status.success() {
-            fail("compiling cpp/core/units.cpp failed".into());
+            fail("compiling the units generator (cpp/units/units.cpp) failed".into());
         }
         fs::create_dir_all(gen)
             .unwrap_or_else(|e| fail(format!("creating {}: {e}", gen.display())));
+        // Run in the root, so the hand-written units' paths are relative to it (cpp/...).
         let output = Command::new(&exe)
-            .arg(root.join("cpp"))
+            .current_dir(root)
+            .arg("units")
+            .arg("cpp")
             .arg(gen)
             .arg(if features.is_empty() { "-" } else { features })
             .arg(nvcc_jobs().to_string())
+            .arg(archs)
+            .arg(if lineinfo { "1" } else { "0" })
             .output()
             .unwrap_or_else(|e| fail(format!("running {}: {e}", exe.display())));
         if !output.status.success() {
             fail(format!(
-                "cpp/core/units.cpp: {}",
+                "cpp/units/units.cpp: {}",
                 String::from_utf8_lossy(&output.stderr)
             ));
         }
@@ -323,14 +342,13 @@ mod cuda {
         let bits = lines
             .next()
             .and_then(|l| l.strip_prefix("features "))
-            .unwrap_or_else(|| fail("cpp/core/units.cpp printed no feature line".into()))
+            .unwrap_or_else(|| fail("cpp/units/units.cpp printed no feature line".into()))
             .to_string();
         let units = lines
             .map(|l| {
-                let (path, class) = l
-                    .split_once(' ')
-                    .unwrap_or_else(|| fail(format!("cpp/core/units.cpp: bad line `{l}`")));
-                (path.to_string(), class.to_string())
+                let mut fields = l.split('\t').map(str::to_string);
+                let path = fields.next().unwrap_or_default();
+                (path, fields.collect())
             })
             .collect();
         (bits, units)
@@ -455,24 +473,11 @@ mod cuda {
         let version = nvcc_version(&nvcc);
 
         println!("cargo:rerun-if-env-changed=SPARSEK_CUDA_ARCHS");
-        let archs_env =
-            env::var("SPARSEK_CUDA_ARCHS").unwrap_or_else(|_| DEFAULT_ARCHS.to_string());
-        let archs: Vec<String> = archs_env
-            .split(',')
-            .map(|a| a.trim().to_string())
-            .filter(|a| !a.is_empty())
-            .collect();
-        if archs.is_empty() {
-            fail("SPARSEK_CUDA_ARCHS lists no architecture".into());
-        }
-
-        let mut flags = read_list(&root.join("cpp/nvcc_flags.txt"));
+        let archs = env::var("SPARSEK_CUDA_ARCHS").unwrap_or_else(|_| DEFAULT_ARCHS.to_string());
         // Source lines in the kernels, for ncu and compute-sanitizer: opt-in, as it costs
-        // about a tenth of cicc's time (report/NOTES.md session 17).
+        // about a tenth of cicc's time.
         println!("cargo:rerun-if-env-changed=SPARSEK_LINEINFO");
-        if env::var("SPARSEK_LINEINFO").is_ok_and(|v| v == "1") {
-            flags.push("-lineinfo".into());
-        }
+        let lineinfo = env::var("SPARSEK_LINEINFO").is_ok_and(|v| v == "1");
         println!("cargo:rerun-if-changed=cpp");
         println!("cargo:rerun-if-changed=include");
 
@@ -486,37 +491,12 @@ mod cuda {
         // another checkout's build reuses its object (buildscript/shared_objects.rs).
         let norm = Normalizer::new(&root, toolchain.py.as_deref()).with(&gen, "@GEN@");
         let features = build_features();
-        let (feature_bits, sources) = list_units(&nvcc, &root, &out, &gen, &features);
+        let (feature_bits, units) =
+            list_units(&nvcc, &root, &out, &gen, &features, &archs, lineinfo);
         let mut jobs = Vec::new();
-        for (src, arch_kind) in &sources {
-            // The hand-written units select rows: they see the feature set; a row unit's
-            // text names its rows.
+        for (src, unit_args) in &units {
             let generated = Path::new(src).starts_with(&gen);
-            // Without sm_90a the Hopper families are stubs that launch nothing: their row
-            // units would compile to nothing.
-            if generated && arch_kind == "sm90a" && !archs.iter().any(|a| a == "90a") {
-                continue;
-            }
-            // Hopper-only sources (CUTLASS SM90) build for sm_90a alone, whatever the list.
-            let file_archs: Vec<&String> = match arch_kind.as_str() {
-                "all" => archs.iter().collect(),
-                "sm90a" => archs.iter().filter(|a| a.as_str() == "90a").collect(),
-                other => fail(format!(
-                    "cpp/sources.txt: unknown arch class `{other}` for {src}"
-                )),
-            };
-            let mut args: Vec<String> = flags.clone();
-            if !generated {
-                args.push(format!("-DSPARSEK_FEATURES={feature_bits}u"));
-            }
-            if file_archs.is_empty() {
-                // Built without sm_90a: the file still provides its host functions, which
-                // report the missing architecture.
-                args.push("-DSPARSEK_NO_SM90A".into());
-                args.push(gencode(&archs[0]));
-            } else {
-                args.extend(file_archs.iter().map(|a| gencode(a)));
-            }
+            let mut args = unit_args.clone();
             for inc in [root.join("include"), root.join("cpp")]
                 .iter()
                 .chain(cutlass.iter())

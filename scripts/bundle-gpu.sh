@@ -61,12 +61,15 @@ if [ ! -f "$kernels_dir/libsparsek_kernels.a" ]; then
   exit 1
 fi
 # The nvcc and CUTLASS the library was built with (NVCC / CUTLASS_DIR, as build.rs), and
-# its architectures.
+# its architectures' -gencode arguments (the units generator, cpp/units/units.cpp, as for
+# build.rs).
 nvcc="${NVCC:-$PWD/third_party/py/nvidia/cu13/bin/nvcc}"
 cutlass="${CUTLASS_DIR:-$PWD/third_party/py/cutlass_library/source}"
-gencode=()
-IFS=',;' read -r -a archs <<< "${SPARSEK_CUDA_ARCHS:-90a,80}"
-for a in "${archs[@]}"; do [[ -n "${a// /}" ]] && gencode+=("-gencode=arch=compute_${a// /},code=sm_${a// /}"); done
+units_dir=$(mktemp -d)
+trap 'rm -rf "$units_dir"' EXIT
+scripts/units-tool.sh "$nvcc" "$units_dir/units"
+gencode=$("$units_dir/units" gencode "${SPARSEK_CUDA_ARCHS:-90a,80}")
+mapfile -t gencode <<< "$gencode"
 for prog in examples/cpp/quickstart.cpp:quickstart_cpp examples/cpp/spmm_check.cpp:spmm_check examples/cpp/sddmm_check.cpp:sddmm_check \
             examples/cpp/attention_check.cpp:attention_check examples/cpp/fp8_check.cpp:fp8_check \
             tests/cpp/api_errors.cpp:cpp_api_errors tests/cpp/index_check.cpp:cpp_index_check \

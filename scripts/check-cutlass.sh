@@ -8,7 +8,8 @@
 #   UNITS=all scripts/check-cutlass.sh DIR...  # every unit of the `full` feature set
 #
 # Environment: NVCC (default third_party/py/nvidia/cu13/bin/nvcc), SPARSEK_CUDA_ARCHS
-# (default 90a: every CUTLASS-using unit is Hopper code), JOBS (default: the cores),
+# (default 90a: every CUTLASS-using unit is Hopper code; each unit's architectures follow
+# the build's rule, cpp/units/units.cpp), JOBS (default: the cores),
 # OUT (default dist/check-cutlass: objects, logs, table.md). Exit status 1 if any unit
 # fails on any tree, 2 on bad arguments.
 set -uo pipefail
@@ -32,20 +33,17 @@ for dir in "$@"; do
   names+=("$v")
 done
 
-mapfile -t flags < <(sed -e 's/#.*//' -e 's/^[[:space:]]*//' -e 's/[[:space:]]*$//' cpp/nvcc_flags.txt | grep -v '^$')
-IFS=',;' read -r -a archs <<< "${SPARSEK_CUDA_ARCHS:-90a}"
-gencode_all=()
-for a in "${archs[@]}"; do [[ -n "${a// /}" ]] && gencode_all+=("-gencode=arch=compute_${a// /},code=sm_${a// /}"); done
-gencode_sm90a=(-gencode=arch=compute_90a,code=sm_90a)
-
-# The units of the full feature set (cpp/core/units.cpp: the one reader of the lists).
-"$nvcc" -std=c++17 -O1 -x c++ -I include -I cpp cpp/core/units.cpp -o "$out/units" || exit 2
+# The units of the full feature set and their nvcc arguments (the units generator,
+# cpp/units/units.cpp: the one reader of the lists, as for build.rs and CMake).
+scripts/units-tool.sh "$nvcc" "$out/units" || exit 2
+unit_lines="$("$out/units" units cpp "$out/gen" bf16,transpose,any-block,tuning,sddmm,attention "$jobs" \
+  "${SPARSEK_CUDA_ARCHS:-90a}" 0)" || exit 2
 srcs=()
-classes=()
-bits=
+unit_args=()  # each unit's nvcc arguments, tab-separated
 declare -A seen_family
-while read -r path class; do
-  if [[ "$path" == features ]]; then bits="$class"; continue; fi
+while IFS= read -r line; do
+  [[ "$line" == "features "* ]] && continue
+  path="${line%%$'\t'*}"
   if [[ "${UNITS:-}" != all && "$path" == "$out/gen/"* ]]; then
     # One row unit per family and feature group (e.g. spmm_sm90_base, spmm_sm90_transpose).
     group=$(basename "$path" .cu); group="${group%_*}"
@@ -53,19 +51,18 @@ while read -r path class; do
     seen_family[$group]=1
   fi
   srcs+=("$path")
-  classes+=("$class")
-done < <("$out/units" cpp "$out/gen" bf16,transpose,any-block,tuning,sddmm,attention "$jobs")
-flags+=("-DSPARSEK_FEATURES=${bits}u")
+  unit_args+=("${line#*$'\t'}")
+done <<< "$unit_lines"
 echo "check-cutlass: ${#srcs[@]} units x ${#trees[@]} trees (${names[*]}), $jobs at a time, nvcc: $("$nvcc" --version | tail -n 2 | head -n 1)"
 
 # One job per (unit, tree); each writes its status file.
 run_one() {  # unit-index tree-index
   local i="$1" t="$2" src="${srcs[$1]}" tree="${trees[$2]}"
   local stem; stem="$(basename "${src%.*}")-${names[$t]}"
-  local gencode=("${gencode_all[@]}")
-  [[ "${classes[$i]}" == sm90a ]] && gencode=("${gencode_sm90a[@]}")
+  local args
+  IFS=$'\t' read -r -a args <<< "${unit_args[$i]}"
   local start=$SECONDS
-  if "$nvcc" "${flags[@]}" "${gencode[@]}" -I include -I cpp -I "$tree/include" \
+  if "$nvcc" "${args[@]}" -I include -I cpp -I "$tree/include" \
        -c "$src" -o "$out/$stem.o" > "$out/$stem.log" 2>&1; then
     echo "ok $((SECONDS - start))" > "$out/$stem.status"
   else
