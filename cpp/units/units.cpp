@@ -195,7 +195,8 @@ std::vector<FamilyRows> families() {
   std::sort(all.begin(), all.end(),
             [](const FamilyRows& a, const FamilyRows& b) { return std::string(a.id) < b.id; });
   for (size_t i = 1; i < all.size(); ++i)
-    if (std::string(all[i - 1].id) == all[i].id) fail(std::string("two families register `") + all[i].id + "`");
+    if (std::string(all[i - 1].id) == all[i].id)
+      fail(std::string("two families register `") + all[i].id + "`");
   return all;
 }
 
@@ -259,7 +260,8 @@ std::vector<Unit> list_units(const std::string& cpp, const std::string& gen, uin
     for (const std::string& line : read_list(list)) {
       std::stringstream words(line);
       std::string file, arch, feature, extra;
-      if (!(words >> file >> arch >> feature) || (words >> extra)) fail(list + ": malformed line `" + line + "`");
+      if (!(words >> file >> arch >> feature) || (words >> extra))
+        fail(list + ": malformed line `" + line + "`");
       if (arch != "all" && arch != "sm90a") fail(list + ": unknown arch class `" + arch + "`");
       const std::string path = dir + "/" + file;
       if (!std::ifstream(path)) fail(list + ": no file " + path);

@@ -7,8 +7,9 @@
 namespace sparsek::detail::attention_sm90 {
 namespace {
 
-const units::Registration kRows(units::table_rows<kAttentionSm90Variants>("attention_sm90", "attention/sm90/kernel.hpp", "SPARSEK_ATTENTION_SM90_INSTANTIATE",
-                                                              units::ArchClass::kSm90a, kFeatureAttention));
+const units::Registration kRows(units::table_rows<kAttentionSm90Variants>(
+    "attention_sm90", "attention/sm90/kernel.hpp", "SPARSEK_ATTENTION_SM90_INSTANTIATE",
+    units::ArchClass::kSm90a, kFeatureAttention));
 
 }  // namespace
 }  // namespace sparsek::detail::attention_sm90

@@ -7,8 +7,9 @@
 namespace sparsek::detail::sddmm_sm90 {
 namespace {
 
-const units::Registration kRows(units::table_rows<kSddmmSm90Variants>("sddmm_sm90", "sddmm/sm90/kernel.hpp", "SPARSEK_SDDMM_SM90_INSTANTIATE",
-                                                              units::ArchClass::kSm90a, kFeatureSddmm));
+const units::Registration kRows(units::table_rows<kSddmmSm90Variants>(
+    "sddmm_sm90", "sddmm/sm90/kernel.hpp", "SPARSEK_SDDMM_SM90_INSTANTIATE",
+    units::ArchClass::kSm90a, kFeatureSddmm));
 
 }  // namespace
 }  // namespace sparsek::detail::sddmm_sm90

@@ -7,8 +7,9 @@
 namespace sparsek::detail::sddmm_wmma {
 namespace {
 
-const units::Registration kRows(units::table_rows<kSddmmWmmaVariants>("sddmm_wmma", "sddmm/wmma/kernel.cuh", "SPARSEK_SDDMM_WMMA_INSTANTIATE",
-                                                              units::ArchClass::kAll, kFeatureSddmm));
+const units::Registration kRows(units::table_rows<kSddmmWmmaVariants>(
+    "sddmm_wmma", "sddmm/wmma/kernel.cuh", "SPARSEK_SDDMM_WMMA_INSTANTIATE", units::ArchClass::kAll,
+    kFeatureSddmm));
 
 }  // namespace
 }  // namespace sparsek::detail::sddmm_wmma

@@ -7,8 +7,8 @@
 namespace sparsek::detail::spmm_decode {
 namespace {
 
-const units::Registration kRows(units::table_rows<kDecodeVariants>("spmm_decode", "spmm/decode/kernel.cuh", "SPARSEK_DECODE_INSTANTIATE",
-                                                              units::ArchClass::kAll));
+const units::Registration kRows(units::table_rows<kDecodeVariants>(
+    "spmm_decode", "spmm/decode/kernel.cuh", "SPARSEK_DECODE_INSTANTIATE", units::ArchClass::kAll));
 
 }  // namespace
 }  // namespace sparsek::detail::spmm_decode

@@ -7,8 +7,8 @@
 namespace sparsek::detail::spmm_sm90 {
 namespace {
 
-const units::Registration kRows(units::table_rows<kSm90Variants>("spmm_sm90", "spmm/sm90/kernel.hpp", "SPARSEK_SM90_INSTANTIATE",
-                                                              units::ArchClass::kSm90a));
+const units::Registration kRows(units::table_rows<kSm90Variants>(
+    "spmm_sm90", "spmm/sm90/kernel.hpp", "SPARSEK_SM90_INSTANTIATE", units::ArchClass::kSm90a));
 
 }  // namespace
 }  // namespace sparsek::detail::spmm_sm90

@@ -7,8 +7,8 @@
 namespace sparsek::detail::spmm_wmma {
 namespace {
 
-const units::Registration kRows(units::table_rows<kWmmaVariants>("spmm_wmma", "spmm/wmma/kernel.cuh", "SPARSEK_WMMA_INSTANTIATE",
-                                                              units::ArchClass::kAll));
+const units::Registration kRows(units::table_rows<kWmmaVariants>(
+    "spmm_wmma", "spmm/wmma/kernel.cuh", "SPARSEK_WMMA_INSTANTIATE", units::ArchClass::kAll));
 
 }  // namespace
 }  // namespace sparsek::detail::spmm_wmma
