@@ -9,7 +9,6 @@
 #include "core/registry.hpp"
 #include "core/result.hpp"
 #include "core/validate.hpp"
-#include "sparsek/cpp/bridge.h"
 #include "sparsek/src/device/sys.rs.h"
 
 namespace sparsek::ffi {

@@ -24,7 +24,7 @@ namespace {
 // data 2-byte aligned (its elements') and non-null when non-empty, its extent inside int64
 // bytes.
 Result check_heads(const char* name, const HeadsView& t, int64_t batch, int64_t heads, int64_t seq, int64_t head_dim) {
-  if (t.dtype != DType::F16 && t.dtype != DType::BF16)
+  if (!is_half(t.dtype))
     return make_result(Status::InvalidArgument, "%s.dtype = %d: attention takes f16 or bf16", name, int(t.dtype));
   if (t.batch != batch || t.heads != heads || t.seq != seq || t.head_dim != head_dim)
     return make_result(Status::InvalidArgument, "%s is [%lld, %lld, %lld, %lld]; [%lld, %lld, %lld, %lld] expected", name,

@@ -3,6 +3,7 @@
 #include "attention/gating.hpp"
 #include "attention/problem.hpp"
 #include "bridge_common.hpp"
+#include "sparsek/cpp/attention/bridge.h"
 
 namespace sparsek::ffi {
 namespace {

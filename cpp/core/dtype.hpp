@@ -77,6 +77,12 @@ using KnownDTypes = DTypeList<DType::F16, DType::BF16, DType::F32, DType::E4M3, 
 using Fp8DTypes = DTypeList<DType::E4M3, DType::E5M2>;
 constexpr bool is_fp8(DType t) { return Fp8DTypes::contains(t); }
 
+// The 16-bit floats: the inputs of the 16-bit products (A and B of one type), W8A16's B, and
+// attention's Q, K and V. The validators ask these lists, not for named types, so a new type
+// joins an operation here and in the families that list it.
+using HalfDTypes = DTypeList<DType::F16, DType::BF16>;
+constexpr bool is_half(DType t) { return HalfDTypes::contains(t); }
+
 // f(DTypeTraits<t>{}) for the entry of `t` in List, else missing(). Both must return the
 // same type.
 template <class List, class F, class Missing>

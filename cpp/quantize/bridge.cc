@@ -1,5 +1,6 @@
 // quantize's half of the cxx bridge (src/device/sys.rs, cpp/bridge_common.hpp).
 #include "bridge_common.hpp"
+#include "sparsek/cpp/quantize/bridge.h"
 #include "quantize/operation.hpp"
 
 namespace sparsek::ffi {

@@ -55,7 +55,7 @@ Result validate(const DenseView& a, const DenseView& b, const BsrMutView& s, con
     r = check_disjoint("S.values", elements(s.values, s.nnzb * s.bm * s.bn, element_bytes(s.dtype)), inputs, names);
     if (!r.ok()) return r;
   }
-  if ((a.dtype != DType::F16 && a.dtype != DType::BF16) || b.dtype != a.dtype)
+  if (!is_half(a.dtype) || b.dtype != a.dtype)
     return make_result(Status::NotSupported, "inputs must be f16 or bf16 and equal (A is %s, B is %s)",
                        dtype_name(a.dtype), dtype_name(b.dtype));
   if (s.dtype != a.dtype && s.dtype != DType::F32)

@@ -1,5 +1,6 @@
 // sddmm's half of the cxx bridge (src/device/sys.rs, cpp/bridge_common.hpp).
 #include "bridge_common.hpp"
+#include "sparsek/cpp/sddmm/bridge.h"
 #include "sddmm/problem.hpp"
 
 namespace sparsek::ffi {

@@ -97,18 +97,18 @@ Result validate(const BsrView& a, const DenseView& b, const DenseMutView& c, con
   if (fp8) {
     // W8A8 (B of A's FP8 type) or W8A16 (B f16/bf16: check_scales refused scales on it); C f16,
     // bf16 or f32.
-    const bool w8a16 = b.dtype == DType::F16 || b.dtype == DType::BF16;
+    const bool w8a16 = is_half(b.dtype);
     if (b.dtype != a.dtype && !w8a16)
       return make_result(Status::NotSupported, "an %s A takes B of %s, f16 or bf16, not %s", dtype_name(a.dtype),
                          dtype_name(a.dtype), dtype_name(b.dtype));
-    if (c.dtype != DType::F16 && c.dtype != DType::BF16 && c.dtype != DType::F32)
+    if (!is_half(c.dtype) && c.dtype != DType::F32)
       return make_result(Status::NotSupported, "C must be f16, bf16 or f32, not %s", dtype_name(c.dtype));
     if (t)
       return make_result(Status::NotSupported,
                          "op(A) = A^T with an FP8 A: FP8 tensor cores read K-major operands only (transpose A's "
                          "blocks when quantizing)");
   } else {
-    if ((a.dtype != DType::F16 && a.dtype != DType::BF16) || b.dtype != a.dtype)
+    if (!is_half(a.dtype) || b.dtype != a.dtype)
       return make_result(Status::NotSupported, "inputs must be f16 or bf16 and equal (A is %s, B is %s)",
                          dtype_name(a.dtype), dtype_name(b.dtype));
     if (c.dtype != a.dtype && c.dtype != DType::F32)

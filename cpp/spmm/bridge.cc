@@ -1,5 +1,6 @@
 // spmm's half of the cxx bridge (src/device/sys.rs, cpp/bridge_common.hpp).
 #include "bridge_common.hpp"
+#include "sparsek/cpp/spmm/bridge.h"
 #include "spmm/problem.hpp"
 
 namespace sparsek::ffi {

@@ -12,15 +12,9 @@ use crate::error::Error;
 use crate::options::Backend;
 use crate::scale::ScaleKind;
 
-pub(crate) fn dtype(t: DType) -> sys::DType {
-    match t {
-        DType::F16 => sys::DType::F16,
-        DType::Bf16 => sys::DType::BF16,
-        DType::F32 => sys::DType::F32,
-        DType::E4M3 => sys::DType::E4M3,
-        DType::E5M2 => sys::DType::E5M2,
-    }
-}
+// The element type's seam value sits beside the seam's enum (`sys`), so a new type is one
+// arm there.
+pub(crate) use super::sys::dtype;
 
 pub(crate) fn scale_kind(k: ScaleKind) -> sys::ScaleKind {
     match k {

@@ -1,5 +1,5 @@
-//! The raw seam to C++ (the `cxx` bridge to cpp/bridge.h, each operation's half in
-//! `cpp/<operation>/bridge.cc`) and every `unsafe` block of sparsek's library.
+//! The raw seam to C++ (the `cxx` bridge; each operation's half in
+//! `cpp/<operation>/bridge.h` and `bridge.cc`) and every `unsafe` block of sparsek's library.
 //!
 //! One problem description crosses the seam: [`SpmmProblem`], whose enums *are*
 //! `sparsek::DType`, `Layout`, `Backend` and `Status` of include/sparsek/sparsek.hpp (the
@@ -250,7 +250,10 @@ mod ffi {
 
     unsafe extern "C++" {
         include!("sparsek/sparsek.hpp");
-        include!("sparsek/cpp/bridge.h");
+        include!("sparsek/cpp/spmm/bridge.h");
+        include!("sparsek/cpp/sddmm/bridge.h");
+        include!("sparsek/cpp/attention/bridge.h");
+        include!("sparsek/cpp/quantize/bridge.h");
 
         type DType;
         type Layout;
@@ -282,6 +285,18 @@ mod ffi {
         /// a live device allocation large enough for its view.
         #[namespace = "sparsek::ffi"]
         unsafe fn quantize_fp8(problem: &QuantizeProblem) -> FfiStatus;
+    }
+}
+
+/// The seam's value of an element type (`sparsek::DType`).
+pub(crate) fn dtype(t: crate::element::DType) -> DType {
+    use crate::element::DType as T;
+    match t {
+        T::F16 => DType::F16,
+        T::Bf16 => DType::BF16,
+        T::F32 => DType::F32,
+        T::E4M3 => DType::E4M3,
+        T::E5M2 => DType::E5M2,
     }
 }
 
