@@ -298,7 +298,7 @@ case "${1:-test}" in
   sddmm)
     # The SDDMM at m = n = k = 8192 beside its peer on the same pattern (torch.sparse.sampled_addmm,
     # which runs cuSPARSE's SDDMM; f32 values where PyTorch has no f16 kernel) and the cuBLAS
-    # ceiling of the same run: one line each (report/NOTES.md session 14 run 3).
+    # ceiling of the same run: one line each.
     pattern="$(mktemp)"
     for blk in 128 64; do for d in 0.125 0.25; do for dt in f16 bf16; do for lay in "row col" "col row"; do
       "$here/sddmm_check" --time 8192 8192 8192 $blk $d $dt $lay 10 "$pattern" || exit 1
