@@ -171,22 +171,33 @@ void write_if_changed(const std::string& path, const std::string& text) {
   if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot rename " + tmp + " to " + path);
 }
 
-// The folders of `dir`, sorted by name (so every build lists the units in one order).
-std::vector<std::string> subfolders(const std::string& dir) {
+bool is_folder(const std::string& path) {
+  DIR* d = opendir(path.c_str());
+  if (d == nullptr) return false;
+  closedir(d);
+  return true;
+}
+
+// The entries of the folder `dir` (sorted by name, so every build lists the units in one
+// order): its folders, or its other files.
+std::vector<std::string> entries(const std::string& dir, bool folders) {
   DIR* d = opendir(dir.c_str());
   if (d == nullptr) fail("cannot read the folder " + dir);
   std::vector<std::string> names;
   while (const dirent* e = readdir(d)) {
     const std::string name = e->d_name;
-    if (name == "." || name == "..") continue;
-    DIR* sub = opendir((dir + "/" + name).c_str());
-    if (sub == nullptr) continue;
-    closedir(sub);
-    names.push_back(name);
+    if (name != "." && name != ".." && is_folder(dir + "/" + name) == folders) names.push_back(name);
   }
   closedir(d);
   std::sort(names.begin(), names.end());
   return names;
+}
+
+// Every CUDA source (.cu) under `dir`, at any depth.
+void cuda_sources(const std::string& dir, std::vector<std::string>& out) {
+  for (const std::string& name : entries(dir, false))
+    if (name.size() > 3 && name.compare(name.size() - 3, 3, ".cu") == 0) out.push_back(dir + "/" + name);
+  for (const std::string& name : entries(dir, true)) cuda_sources(dir + "/" + name, out);
 }
 
 // The registered families, in one order whatever the link order (by id); an id twice fails.
@@ -254,9 +265,17 @@ std::vector<Unit> list_units(const std::string& cpp, const std::string& gen, uin
   });
 
   // Hand-written sources: "file arch-class feature" lines, the file relative to its list.
-  for (const std::string& folder : subfolders(cpp)) {
+  // Every .cu file of a folder must be in its list, built or not: one left out would not
+  // be compiled, and what it defines (a family, an operation's registration at static
+  // initialization) would be missing without a word.
+  for (const std::string& folder : entries(cpp, true)) {
     const std::string dir = cpp + "/" + folder, list = dir + "/sources.txt";
-    if (!std::ifstream(list)) continue;
+    std::vector<std::string> unlisted;
+    cuda_sources(dir, unlisted);
+    if (!std::ifstream(list)) {
+      if (!unlisted.empty()) fail(unlisted[0] + " is listed in no sources.txt (want it in " + list + ")");
+      continue;
+    }
     for (const std::string& line : read_list(list)) {
       std::stringstream words(line);
       std::string file, arch, feature, extra;
@@ -265,9 +284,11 @@ std::vector<Unit> list_units(const std::string& cpp, const std::string& gen, uin
       if (arch != "all" && arch != "sm90a") fail(list + ": unknown arch class `" + arch + "`");
       const std::string path = dir + "/" + file;
       if (!std::ifstream(path)) fail(list + ": no file " + path);
+      unlisted.erase(std::remove(unlisted.begin(), unlisted.end(), path), unlisted.end());
       if (feature == "-" || has(feature_bit(feature, list)))
         units.push_back({path, arch == "all" ? ArchClass::kAll : ArchClass::kSm90a, false, 0});
     }
+    if (!unlisted.empty()) fail(unlisted[0] + " is listed in no sources.txt (want it in " + list + ")");
   }
   return units;
 }
