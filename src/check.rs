@@ -1,8 +1,8 @@
 //! The checks the operations share, below both them and the device layer: a dense view fits
 //! its buffer, a scale buffer holds what its kind needs, dimensions agree, and the
-//! refusals of what only `spmm_fp8` takes (FP8 operands, scales). Each operation keeps its
-//! own checks next to it (`spmm/check.rs`, `sddmm/check.rs`, `attention/check.rs`) and
-//! builds them from these.
+//! refusals of what only the products' FP8 rules take (FP8 operands, scales). Each
+//! operation keeps its own checks next to it (`spmm/check.rs`, `sddmm/check.rs`,
+//! `attention/check.rs`) and builds them from these.
 
 use crate::dense::DenseShape;
 #[cfg(feature = "cuda")]
@@ -43,7 +43,8 @@ pub(crate) fn check_view(
     Ok(())
 }
 
-/// The GPU backends take f16/bf16 in and the same type or f32 out (FP8: `spmm_fp8`).
+/// The GPU backends take f16/bf16 in and the same type or f32 out (an FP8 A with its scales
+/// follows the FP8 rules instead).
 #[cfg(feature = "cuda")]
 pub(crate) fn check_gpu_types<T: Element, O: Element>(backend: Backend) -> Result<(), Error> {
     let (input, output) = (T::DTYPE, O::DTYPE);
@@ -71,8 +72,8 @@ pub(crate) fn same(what: &'static str, expected: usize, got: usize) -> Result<()
     }
 }
 
-/// The products other than [`spmm_fp8`](crate::spmm_fp8) take no FP8 operand: its values
-/// mean `stored * scale`, and their bias has A's type where FP8's has C's.
+/// No FP8 operand where the FP8 rules do not apply (an FP8 value means `stored * scale`): the
+/// SDDMM, attention, and a product whose A is read as it is (no FP8 A with its scales).
 pub(crate) fn refuse_fp8<T: Element, O: Element>(backend: Backend) -> Result<(), Error> {
     let (input, output) = (T::DTYPE, O::DTYPE);
     if input.is_fp8() || output.is_fp8() {
@@ -85,13 +86,13 @@ pub(crate) fn refuse_fp8<T: Element, O: Element>(backend: Backend) -> Result<(),
     Ok(())
 }
 
-/// Scales reach only `spmm_fp8`: anywhere else they are refused.
+/// Scales reach only an FP8 operand of a product: anywhere else they are refused.
 pub(crate) fn refuse_scales(operand: &'static str, kind: ScaleKind) -> Result<(), Error> {
     if kind != ScaleKind::None {
         return Err(Error::ScalesNotTaken {
             operand,
             kind,
-            reason: "only spmm_fp8 reads scales",
+            reason: "only FP8 operands of spmm / spmm_fused take scales",
         });
     }
     Ok(())

@@ -255,7 +255,7 @@ impl<'a, T> Dense<'a, T> {
 }
 
 impl<'a, Q: Fp8> Dense<'a, Q> {
-    /// Attaches the scales of an FP8 operand (B of [`spmm_fp8`](crate::spmm_fp8)): one per
+    /// Attaches the scales of an FP8 operand (B of [`spmm`](crate::spmm())): one per
     /// tensor or one per column of this view, host values for a host view and device
     /// buffers for a device one; their lengths are checked by the product.
     ///

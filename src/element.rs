@@ -16,9 +16,9 @@ pub enum DType {
     Bf16,
     /// IEEE 754 single precision (`f32`).
     F32,
-    /// OCP FP8 E4M3 ([`F8E4M3`]): read as `stored * scale` in the FP8 products.
+    /// OCP FP8 E4M3 ([`F8E4M3`]): read as `stored * scale` with its operand's scales.
     E4M3,
-    /// OCP FP8 E5M2 ([`F8E5M2`]): read as `stored * scale` in the FP8 products.
+    /// OCP FP8 E5M2 ([`F8E5M2`]): read as `stored * scale` with its operand's scales.
     E5M2,
 }
 
@@ -70,9 +70,10 @@ pub(crate) mod sealed {
 }
 
 /// An element of a BSR or dense matrix: `f16`, `bf16`, `f32`, or an FP8 type ([`F8E4M3`],
-/// [`F8E5M2`]: stored values that the FP8 products read with their scales,
-/// [`spmm_fp8`](crate::spmm_fp8); the other products refuse them). Arithmetic is done in
-/// `f32` (the accumulation type), so an element only needs to convert both ways.
+/// [`F8E5M2`]: stored values that the products read with their scales, `stored·scale`:
+/// an FP8 A of [`spmm`](crate::spmm()) comes with its scales, a `QuantizedBsr` or a
+/// `DeviceBsr`; the SDDMM and attention refuse them). Arithmetic is done in `f32` (the
+/// accumulation type), so an element only needs to convert both ways.
 pub trait Element:
     Copy
     + Default
@@ -95,6 +96,44 @@ pub trait Element:
         self.to_f32() == 0.0
     }
 }
+
+/// The B element types a product takes with an A of this type (`TB`, and `x` in the layers'
+/// `y = x·Wᵀ`): A's own type; with an FP8 A also f16 and bf16 (W8A16). A bound of
+/// [`spmm`](crate::spmm()) and the layers, so that B's type follows from A's where A is
+/// f16, bf16 or f32 (it is A's). The rest is checked when the product runs: an FP8 B of A's
+/// type is W8A8 and may carry scales ([`Dense::with_scales`](crate::Dense::with_scales)).
+/// Implemented for the element types only.
+pub trait TakesB<TB: Element>: Element {}
+
+/// The bias types a product takes with an A of this type (`V` of [`Epilogue<V>`]).
+///
+/// **The bias has the type of A's values**: an f16, bf16 or f32 A holds its values, so the
+/// bias has A's type; an FP8 A is a storage format (its values are `stored·scale`, which the
+/// product carries in C's type), so the bias has C's type (f16, bf16 or f32). A bound of
+/// [`spmm_fused`](crate::spmm_fused) and the layers, so that the bias's type follows from A's
+/// where A is f16, bf16 or f32; with an FP8 A it admits the three C types and the product
+/// checks that the bias is C's ([`Error::OperandTypes`](crate::Error::OperandTypes)
+/// otherwise, nothing run or written). A bias of an FP8 A's own type compiles only so that
+/// code generic over [`Element`] does, and is refused the same way. Implemented for the
+/// element types only.
+///
+/// [`Epilogue<V>`]: crate::Epilogue
+pub trait TakesBias<V: Element>: Element {}
+
+impl<T: Element> TakesB<T> for T {}
+impl<T: Element> TakesBias<T> for T {}
+
+/// An FP8 A's other B types (W8A16) and its bias types (C's).
+macro_rules! fp8_takes {
+    ($($q:ty),+) => {$(
+        impl TakesB<f16> for $q {}
+        impl TakesB<bf16> for $q {}
+        impl TakesBias<f16> for $q {}
+        impl TakesBias<bf16> for $q {}
+        impl TakesBias<f32> for $q {}
+    )+};
+}
+fp8_takes!(F8E4M3, F8E5M2);
 
 impl Element for f16 {
     const DTYPE: DType = DType::F16;

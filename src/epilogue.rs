@@ -59,8 +59,8 @@ impl<T> Vector<'_, T> {
 }
 
 /// What follows the product: an optional bias (one value per row of `C`, i.e. per output
-/// feature of `y = x·Wᵀ`, of A's element type; of C's in [`spmm_fp8`](crate::spmm_fp8)) and
-/// an activation.
+/// feature of `y = x·Wᵀ`, of the type of A's values: A's element type, or C's when A is FP8,
+/// [`TakesBias`](crate::element::TakesBias)) and an activation.
 ///
 /// ```
 /// use sparsek::{Activation, Epilogue, Vector};

@@ -343,7 +343,8 @@ pub enum Error {
     },
     /// Scales of a kind this operand does not take: per block on B, per column on A (or
     /// on a transposed view, [`Dense::t`](crate::Dense::t), whose columns were rows), or
-    /// any scales on an operand that is not FP8 (or outside [`spmm_fp8`](crate::spmm_fp8)).
+    /// any scales on an operand that is not FP8 (or on an operation that takes none: the
+    /// SDDMM).
     #[error("{operand}: {kind} scales are not taken here: {reason}")]
     ScalesNotTaken {
         /// The operand: `"A"` or `"B"`.
@@ -363,6 +364,26 @@ pub enum Error {
         b: DType,
         /// C's element type.
         c: DType,
+        /// Which rule fails, in words.
+        reason: &'static str,
+    },
+    /// A product's element types do not go together outside the FP8 rules
+    /// ([`Error::Fp8Types`]): a B of another type than an f16/bf16/f32 A's, or a bias of
+    /// another type than the product's ([`TakesBias`](crate::element::TakesBias): A's; C's
+    /// when A is FP8).
+    #[error(
+        "a product of {a} A, {b} B and {c} C{}: {reason}",
+        bias.map(|t| format!(" with a {t} bias")).unwrap_or_default()
+    )]
+    OperandTypes {
+        /// A's element type.
+        a: DType,
+        /// B's element type.
+        b: DType,
+        /// C's element type.
+        c: DType,
+        /// The bias's element type, when the bias is what is refused.
+        bias: Option<DType>,
         /// Which rule fails, in words.
         reason: &'static str,
     },

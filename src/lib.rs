@@ -35,11 +35,13 @@
 //! ([`attention::gating`]); the CPU reference on host operands, the Hopper kernel on device
 //! ones.
 //!
-//! FP8: [`spmm_fp8`] multiplies an E4M3 or E5M2 A ([`F8E4M3`], [`F8E5M2`]) with its scales
-//! (per tensor or per block) by a B of the same FP8 type with its scales (per tensor or per
-//! column: W8A8) or an f16/bf16 B (W8A16), into f16, bf16 or f32; [`quantize`] holds the
-//! scales, the quantized operands and the host quantizers
-//! ([`BsrMatrix::quantize_fp8`], [`QuantizedDense::quantize`]).
+//! FP8 is a dtype of the same products: [`spmm()`] / [`spmm_fused`] multiply an E4M3 or E5M2
+//! A ([`F8E4M3`], [`F8E5M2`]) with its scales (per tensor or per block: a [`QuantizedBsr`],
+//! [`BsrOperand::Scaled`], a `DeviceBsr`) by a B of the same FP8 type with its scales (per
+//! tensor or per column, [`Dense::with_scales`]: W8A8) or an f16/bf16 B (W8A16), into f16,
+//! bf16 or f32, the bias of C's type ([`TakesBias`]); [`SparseLinear`] and [`SparseMlp`]
+//! take FP8 weights the same way. [`quantize`] holds the scales, the quantized operands and
+//! the host quantizers ([`BsrMatrix::quantize_fp8`], [`QuantizedDense::quantize`]).
 //!
 //! Other entry points: [`BsrMatrix::from_csr`] and [`from_coo`](BsrMatrix::from_coo) for
 //! matrices from elsewhere, [`SparseLinear`] for a pruned linear layer, and with the `cuda`
@@ -85,7 +87,7 @@ pub mod tp;
 pub mod gpu {
     //! The GPU backends (`cuda` feature): device operands ([`DeviceBsr`] with its
     //! [`DeviceBlockScales`], [`DeviceBlockPatterns`]), which kernel would run a product or
-    //! why none can ([`can_implement`], [`can_implement_fp8`], [`can_implement_sddmm`]),
+    //! why none can ([`can_implement`], any element type; [`can_implement_sddmm`]),
     //! top-k gating on the device ([`block_topk`], [`block_topk_scores`]), and
     //! [`open_device`]. Device memory and streams are cudarc's (re-exported as
     //! [`sparsek::cudarc`](crate::cudarc)): bring your `CudaContext`/`CudaStream`, upload with
@@ -108,7 +110,9 @@ pub mod gpu {
     pub use crate::attention::gpu::{block_topk, block_topk_scores, DeviceBlockPatterns};
     pub use crate::device::{open_device, DeviceBlockScales, DeviceBsr, CUTLASS_VERSION};
     pub use crate::sddmm::gpu::can_implement_sddmm;
-    pub use crate::spmm::gpu::{can_implement, can_implement_fp8};
+    pub use crate::spmm::gpu::can_implement;
+    #[allow(deprecated)]
+    pub use crate::spmm::gpu::can_implement_fp8;
 }
 
 /// The FP8 scales, quantized operands and quantizers under their former name: the module is
@@ -142,7 +146,7 @@ pub use attention::{
     LseMut, MaskOperand, TopkOptions,
 };
 pub use dense::{Dense, DenseMut, DenseShape, Layout};
-pub use element::{DType, Element, Fp8, F8E4M3, F8E5M2};
+pub use element::{DType, Element, Fp8, TakesB, TakesBias, F8E4M3, F8E5M2};
 pub use epilogue::{Activation, Epilogue, Vector};
 pub use error::{BsrError, Error};
 pub use format::{
@@ -160,7 +164,9 @@ pub use quantize::{
     ScaleKind,
 };
 pub use sddmm::{sddmm, BsrOperandMut};
-pub use spmm::{dense_spmm, spmm, spmm_fp8, spmm_fused, BsrOperand, Fp8Operand};
+pub use spmm::{dense_spmm, spmm, spmm_fused, BsrOperand, HostWeight, SparseWeight};
+#[allow(deprecated)]
+pub use spmm::{spmm_fp8, Fp8Operand};
 
 /// Whether this build has the GPU backends (the `cuda` feature).
 pub const HAS_CUDA: bool = cfg!(feature = "cuda");

@@ -3,6 +3,7 @@
 //! bf16 / f32 out, α/β, bias, activations, NaN-poisoned C, ld padding), the quantized
 //! product against the unquantized one, `SparseLinear` with FP8 weights, and every typed
 //! refusal (C untouched).
+#![allow(deprecated)]
 
 mod common;
 

@@ -9,6 +9,7 @@
 //! SPARSEK_REQUIRE_GPU=1 (set by the bundle's run script on the GPU machine) a missing GPU
 //! is a failure instead.
 #![cfg(feature = "full")]
+#![allow(deprecated)]
 
 mod common;
 
@@ -22,9 +23,9 @@ use sparsek::gpu::can_implement_fp8;
 use sparsek::quantize::{BlockGranularity, ColumnGranularity, QuantizedDense};
 use sparsek::{
     bf16, f16, spmm_fp8, Activation, Backend, BlockMask, BlockScales, BlockShape, BsrMatrix,
-    ColumnScales, DType, Dense, DenseMut, DenseShape, DeviceBlockScales, DeviceBsr, Element,
-    Epilogue, Error, Fp8, Fp8Operand, Layout, QuantizedBsr, ScaleKind, SparseLinear, SpmmOptions,
-    Vector, F8E4M3, F8E5M2,
+    ColumnScales, Dense, DenseMut, DenseShape, DeviceBlockScales, DeviceBsr, Element, Epilogue,
+    Error, Fp8, Fp8Operand, Layout, QuantizedBsr, ScaleKind, SparseLinear, SpmmOptions, Vector,
+    F8E4M3, F8E5M2,
 };
 
 /// A device buffer of `v`, at least one element (CUDA has no empty allocations).
@@ -539,24 +540,51 @@ fn fp8_device_refusals() {
     )
     .unwrap_err();
     assert!(matches!(e, Error::MixedLocations(_)), "{e}");
-    // The generic spmm takes no FP8.
+    // FP8 is a dtype of the one spmm: a device FP8 A (its DeviceBsr holds its scales) takes
+    // the FP8 rules there, spmm_fp8's refusal for a row-major FP8 B included, and on Hopper
+    // writes spmm_fp8's bits.
     let e = sparsek::spmm(
         &da,
-        Dense::device(&db, k, n, cm),
+        Dense::device(&db, k, n, Layout::RowMajor).with_scales(per_col(&ds)),
         DenseMut::device(&mut dc, m, n, cm),
         &SpmmOptions::new(),
     )
     .unwrap_err();
     assert!(
-        matches!(
-            e,
-            Error::UnsupportedTypes {
-                input: DType::E4M3,
-                ..
-            }
-        ),
+        matches!(&e, Error::NotSupported { reason, .. } if reason.contains("column-major")),
         "{e}"
     );
+    assert!(untouched(&dc), "C written by a refused call");
+    if is_hopper(&ctx) {
+        let (mut d1, mut d2) = (
+            stream.clone_htod(&c0).unwrap(),
+            stream.clone_htod(&c0).unwrap(),
+        );
+        sparsek::spmm(
+            &da,
+            Dense::device(&db, k, n, cm).with_scales(per_col(&ds)),
+            DenseMut::device(&mut d1, m, n, cm),
+            &SpmmOptions::new(),
+        )
+        .unwrap();
+        spmm_fp8(
+            &da,
+            Dense::device(&db, k, n, cm).with_scales(per_col(&ds)),
+            DenseMut::device(&mut d2, m, n, cm),
+            &Epilogue::new(),
+            &SpmmOptions::new(),
+        )
+        .unwrap();
+        let (h1, h2) = (
+            stream.clone_dtoh(&d1).unwrap(),
+            stream.clone_dtoh(&d2).unwrap(),
+        );
+        stream.synchronize().unwrap();
+        assert!(
+            h1.iter().zip(&h2).all(|(x, y)| x.to_bits() == y.to_bits()),
+            "spmm and spmm_fp8 differ on a device FP8 A"
+        );
+    }
     // can_implement_fp8 refuses the same way, and takes the valid problem.
     let c = DenseMut::device(&mut dc, m, n, cm);
     let e = can_implement_fp8(

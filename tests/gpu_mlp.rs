@@ -6,6 +6,7 @@
 //! a CUDA graph and replayed 100 times bitwise. Without a GPU each test says SKIPPED (with
 //! SPARSEK_REQUIRE_GPU=1 it fails instead).
 #![cfg(feature = "full")]
+#![allow(deprecated)]
 
 mod common;
 

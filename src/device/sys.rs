@@ -415,7 +415,7 @@ pub(crate) fn spmm<TA, TB, O, V>(
     problem.stream = stream.cu_stream() as u64;
     // SAFETY: every pointer is a live cudarc allocation borrowed for this call (C mutably
     // when it launches; a selection reads and writes nothing), sized for its view as
-    // crate::spmm / crate::spmm_fp8 checked (B, C, the bias's m values, B's scales: 1 or n)
+    // crate::spmm checked (B, C, the bias's m values, B's scales: 1 or n)
     // and as DeviceBsr's validating constructors guarantee (row_ptr, col_idx, values, its
     // scales: 1 or nnzb, and the transpose index DeviceBsr built from those validated
     // arrays); the dtypes and scale kinds in `problem` are those of these buffers (set

@@ -17,20 +17,23 @@ use crate::dense::{Dense, DenseMut, Layout};
 use crate::device::result::check_contexts;
 #[cfg(feature = "cuda")]
 use crate::device::DeviceBsr;
-use crate::element::{Element, Fp8};
+use crate::element::{Element, Fp8, TakesB};
 use crate::epilogue::{Activation, Epilogue};
 use crate::error::Error;
 use crate::format::BsrMatrix;
 use crate::options::{Backend, SpmmOptions};
 use crate::quantize::{BlockScales, QuantizedBsr};
-use crate::spmm::{check_fp8_product, check_fused, run_fp8, run_fused, BsrOperand, Fp8Operand};
+use crate::spmm::{check_spmm, run_spmm, HostWeight, SparseWeight};
 
 mod shard;
 pub use shard::MlpShards;
 
-/// A gated MLP with block-sparse weights: the gate and up weights interleaved by block-row
-/// (`gate_up`, `2·inter x hidden`) and the down weight (`hidden x inter`), on the host
-/// (`BsrMatrix<T>`, or `QuantizedBsr<Q>` for FP8 weights) or the device (`DeviceBsr`).
+/// A gated MLP with block-sparse weights of any element type: the gate and up weights
+/// interleaved by block-row (`gate_up`, `2·inter x hidden`) and the down weight (`hidden x
+/// inter`), on the host (`BsrMatrix<T>`, or [`QuantizedBsr<Q>`] for FP8 weights with their
+/// scales) or the device (`DeviceBsr`, FP8 ones holding their scales). One
+/// [`new`](Self::new) and one [`forward`](Self::forward) whatever the weights: `x` and `h`
+/// of the weights' type, or f16/bf16 with FP8 weights (W8A16).
 ///
 /// ```
 /// use sparsek::{f16, Activation, BlockMask, BlockShape, BsrMatrix, SparseMlp};
@@ -47,6 +50,19 @@ pub use shard::MlpShards;
 /// let g = 32.0 * 0.02f32; // each row of G meets one block of x's 64 values
 /// let hv = g / (1.0 + (-g).exp()) * (32.0 * 0.03);
 /// assert!((y[0] - 64.0 * 0.01 * hv).abs() < 1e-2 * y[0].abs().max(1.0));
+///
+/// // The same MLP with FP8 weights quantized per block (W8A16: x and h stay f16).
+/// use sparsek::{quantize::BlockGranularity, F8E4M3};
+/// let q = |m: &BsrMatrix<f16>| {
+///     let f = BsrMatrix::from_parts(m.m(), m.k(), m.block(), m.row_ptr().to_vec(), m.col_idx().to_vec(),
+///                                   m.values().iter().map(|v| v.to_f32()).collect())?;
+///     f.quantize_fp8::<F8E4M3>(BlockGranularity::PerBlock)
+/// };
+/// let fp8 = SparseMlp::new(&q(&w(128, 64, 0.02)?)?, &q(&w(128, 64, 0.03)?)?, q(&w(64, 128, 0.01)?)?,
+///                          Activation::Silu)?;
+/// let mut y8 = vec![0f32; 2 * 64];
+/// fp8.forward(&x, 2, &mut h, &mut y8)?;
+/// assert!((y8[0] - y[0]).abs() < 2e-2 * y[0].abs().max(1.0));
 /// # Ok::<(), sparsek::Error>(())
 /// ```
 pub struct SparseMlp<W> {
@@ -82,6 +98,10 @@ impl<W> SparseMlp<W> {
 /// One weight's `(m, k)` and block rows.
 type Dims = ((usize, usize), usize);
 
+fn dims<W: SparseWeight>(w: &W) -> Dims {
+    ((w.m(), w.k()), w.block().rows)
+}
+
 /// The weights agree: `gate_up` has an even number of block-rows and `2·inter` rows,
 /// `down` takes `inter` inputs. Returns `(inter, hidden in, hidden out)`.
 fn check_weights(gate_up: Dims, down: Dims) -> Result<(usize, usize, usize), Error> {
@@ -96,86 +116,114 @@ fn check_weights(gate_up: Dims, down: Dims) -> Result<(usize, usize, usize), Err
     Ok((gu_m / 2, hidden, out))
 }
 
-/// A forward's two products, every check of both first: the gated gate-and-up product
-/// into h, then the down product into y. Both products are checked in full (shapes, types,
-/// scales, locations, backends; on the device contexts and the kernels' selection) before
-/// the first writes anything, so a refused call leaves h and y untouched; with `$launch`
-/// false nothing runs after the checks. `$operand` is the weights' operand type
-/// (`BsrOperand` or `Fp8Operand`), `$check` / `$run` that entry's check and product
-/// (`check_fused` / `run_fused` or `check_fp8_product` / `run_fp8`), `$view` the views'
-/// constructor (`host` or `device`), `$dims` the weights' `Dims`.
-macro_rules! two_products {
-    ($self:ident, $operand:ident, $check:ident, $run:ident, $view:ident, $dims:expr, $x:ident, $batch:ident, $h:ident, $y:ident, $launch:expr) => {{
-        let opts = $self.options();
-        let (gu, dn) = $dims;
-        let (inter, hidden, out) = check_weights(gu, dn)?;
-        let gated = Epilogue::new().activation($self.activation).gated(true);
-        let plain = Epilogue::new();
-        $check(
-            &$operand::from(&$self.gate_up),
-            &Dense::$view($x, hidden, $batch, Layout::ColMajor),
-            &DenseMut::$view($h, inter, $batch, Layout::ColMajor),
+/// A buffer of row-major activations (`x`, `h`, `y`), host or device, viewed as the
+/// column-major `rows x batch` operand of `yᵀ = W·xᵀ`.
+trait Activations<T> {
+    fn view(&self, rows: usize, batch: usize) -> Dense<'_, T>;
+    fn view_mut(&mut self, rows: usize, batch: usize) -> DenseMut<'_, T>;
+}
+
+impl<T> Activations<T> for [T] {
+    fn view(&self, rows: usize, batch: usize) -> Dense<'_, T> {
+        Dense::host(self, rows, batch, Layout::ColMajor)
+    }
+    fn view_mut(&mut self, rows: usize, batch: usize) -> DenseMut<'_, T> {
+        DenseMut::host(self, rows, batch, Layout::ColMajor)
+    }
+}
+
+#[cfg(feature = "cuda")]
+impl<T> Activations<T> for CudaSlice<T> {
+    fn view(&self, rows: usize, batch: usize) -> Dense<'_, T> {
+        Dense::device(self, rows, batch, Layout::ColMajor)
+    }
+    fn view_mut(&mut self, rows: usize, batch: usize) -> DenseMut<'_, T> {
+        DenseMut::device(self, rows, batch, Layout::ColMajor)
+    }
+}
+
+impl<W: SparseWeight> SparseMlp<W> {
+    /// A forward's two products, every check of both first: the gated gate-and-up product
+    /// into h, then the down product into y. Both products are checked in full (shapes,
+    /// types, scales, locations, backends; on the device contexts and the kernels'
+    /// selection) before the first writes anything, so a refused call leaves h and y
+    /// untouched; with `launch` false nothing runs after the checks. One body for every
+    /// weight type and location: the rules of each are the product's.
+    fn two_products<X, O, XB, YB>(
+        &self,
+        x: &XB,
+        batch: usize,
+        h: &mut XB,
+        y: &mut YB,
+        launch: bool,
+    ) -> Result<(), Error>
+    where
+        X: Element,
+        O: Element,
+        XB: Activations<X> + ?Sized,
+        YB: Activations<O> + ?Sized,
+    {
+        let opts = self.options();
+        let (inter, hidden, out) = check_weights(dims(&self.gate_up), dims(&self.down))?;
+        // No bias: the epilogues' bias type is any the product takes.
+        let gated = Epilogue::<W::Element>::new()
+            .activation(self.activation)
+            .gated(true);
+        let plain = Epilogue::<W::Element>::new();
+        let (gate_up, down) = (self.gate_up.operand(), self.down.operand());
+        check_spmm(
+            &gate_up,
+            &x.view(hidden, batch),
+            &h.view_mut(inter, batch),
             &gated,
             &opts,
             true,
         )?;
-        $check(
-            &$operand::from(&$self.down),
-            &Dense::$view($h, inter, $batch, Layout::ColMajor),
-            &DenseMut::$view($y, out, $batch, Layout::ColMajor),
+        check_spmm(
+            &down,
+            &h.view(inter, batch),
+            &y.view_mut(out, batch),
             &plain,
             &opts,
             true,
         )?;
-        if $launch {
-            $run(
-                $operand::from(&$self.gate_up),
-                Dense::$view($x, hidden, $batch, Layout::ColMajor),
-                DenseMut::$view($h, inter, $batch, Layout::ColMajor),
-                &gated,
-                &opts,
-            )?;
-            $run(
-                $operand::from(&$self.down),
-                Dense::$view($h, inter, $batch, Layout::ColMajor),
-                DenseMut::$view($y, out, $batch, Layout::ColMajor),
-                &plain,
-                &opts,
-            )
-        } else {
-            Ok(())
+        if !launch {
+            return Ok(());
         }
-    }};
+        run_spmm(
+            gate_up,
+            x.view(hidden, batch),
+            h.view_mut(inter, batch),
+            &gated,
+            &opts,
+        )?;
+        run_spmm(
+            down,
+            h.view(inter, batch),
+            y.view_mut(out, batch),
+            &plain,
+            &opts,
+        )
+    }
 }
 
-fn dims_of<T>(a: &BsrMatrix<T>) -> Dims {
-    ((a.m(), a.k()), a.block().rows)
-}
-
-impl<T: Element> SparseMlp<BsrMatrix<T>> {
+impl<W: HostWeight> SparseMlp<W> {
     /// A host MLP from its gate and up (`inter x hidden`, one block shape) and down
-    /// (`hidden x inter`) weights; `activation` is the gate's (Silu for SwiGLU). The gate and
-    /// up weights are interleaved by block-row ([`BsrMatrix::interleave_block_rows`]).
-    pub fn new(
-        gate: &BsrMatrix<T>,
-        up: &BsrMatrix<T>,
-        down: BsrMatrix<T>,
-        activation: Activation,
-    ) -> Result<Self, Error> {
+    /// (`hidden x inter`) weights, `BsrMatrix` or FP8 [`QuantizedBsr`] (each quantized per
+    /// tensor or per block: [`BsrMatrix::quantize_fp8`]); `activation` is the gate's (Silu
+    /// for SwiGLU). The gate and up weights are interleaved by block-row
+    /// ([`BsrMatrix::interleave_block_rows`], [`QuantizedBsr::interleave_block_rows`]).
+    pub fn new(gate: &W, up: &W, down: W, activation: Activation) -> Result<Self, Error> {
         Self::from_interleaved(
-            BsrMatrix::interleave_block_rows(gate, up)?,
+            crate::spmm::sealed::Host::interleave_block_rows(gate, up)?,
             down,
             activation,
         )
     }
 
     /// A host MLP from gate and up already interleaved by block-row.
-    pub fn from_interleaved(
-        gate_up: BsrMatrix<T>,
-        down: BsrMatrix<T>,
-        activation: Activation,
-    ) -> Result<Self, Error> {
-        check_weights(dims_of(&gate_up), dims_of(&down))?;
+    pub fn from_interleaved(gate_up: W, down: W, activation: Activation) -> Result<Self, Error> {
+        check_weights(dims(&gate_up), dims(&down))?;
         Ok(Self {
             gate_up,
             down,
@@ -186,29 +234,23 @@ impl<T: Element> SparseMlp<BsrMatrix<T>> {
 
     /// `y = down(act(x·Gᵀ) ⊙ (x·Uᵀ))` for row-major `x` (`batch x hidden`), writing the
     /// intermediate to `h` (`batch x inter`, row-major) and the result to `y` (`batch x
-    /// hidden`, row-major). Every check of both products runs first.
-    pub fn forward<O: Element>(
+    /// hidden`, row-major). `x` and `h` of the weights' type, or f16/bf16 for FP8 weights
+    /// (W8A16); `y` of a type the products write. Every check of both products runs first.
+    pub fn forward<X: Element, O: Element>(
         &self,
-        x: &[T],
+        x: &[X],
         batch: usize,
-        h: &mut [T],
+        h: &mut [X],
         y: &mut [O],
-    ) -> Result<(), Error> {
-        two_products!(
-            self,
-            BsrOperand,
-            check_fused,
-            run_fused,
-            host,
-            (dims_of(&self.gate_up), dims_of(&self.down)),
-            x,
-            batch,
-            h,
-            y,
-            true
-        )
+    ) -> Result<(), Error>
+    where
+        W::Element: TakesB<X>,
+    {
+        self.two_products(x, batch, h, y, true)
     }
+}
 
+impl<T: Element> SparseMlp<BsrMatrix<T>> {
     /// The MLP on the device of `stream` (its weights uploaded).
     #[cfg(feature = "cuda")]
     pub fn upload(
@@ -262,26 +304,22 @@ impl<Q: Fp8> QuantizedBsr<Q> {
 }
 
 impl<Q: Fp8> SparseMlp<QuantizedBsr<Q>> {
-    /// A host MLP with FP8 weights (W8A16: activations f16 or bf16), each quantized per
-    /// tensor or per block ([`BsrMatrix::quantize_fp8`]).
+    /// [`new`](SparseMlp::new) for FP8 weights, under its former name.
+    #[deprecated(
+        since = "0.1.1",
+        note = "FP8 is a dtype of the one MLP: use `SparseMlp::new`"
+    )]
     pub fn new_fp8(
         gate: &QuantizedBsr<Q>,
         up: &QuantizedBsr<Q>,
         down: QuantizedBsr<Q>,
         activation: Activation,
     ) -> Result<Self, Error> {
-        let gate_up = QuantizedBsr::interleave_block_rows(gate, up)?;
-        check_weights(dims_of(gate_up.matrix()), dims_of(down.matrix()))?;
-        Ok(Self {
-            gate_up,
-            down,
-            activation,
-            backend: Backend::Auto,
-        })
+        Self::new(gate, up, down, activation)
     }
 
-    /// [`forward`](SparseMlp::forward) with FP8 weights: `x` and `h` of one 16-bit type
-    /// `X` (f16 or bf16), `y` f16, bf16 or f32 (the checks are [`spmm_fp8`](crate::spmm_fp8)'s).
+    /// [`forward`](SparseMlp::forward) for FP8 weights, under its former name.
+    #[deprecated(since = "0.1.1", note = "FP8 is a dtype of the one MLP: use `forward`")]
     pub fn forward_fp8<X: Element, O: Element>(
         &self,
         x: &[X],
@@ -289,19 +327,7 @@ impl<Q: Fp8> SparseMlp<QuantizedBsr<Q>> {
         h: &mut [X],
         y: &mut [O],
     ) -> Result<(), Error> {
-        two_products!(
-            self,
-            Fp8Operand,
-            check_fp8_product,
-            run_fp8,
-            host,
-            (dims_of(self.gate_up.matrix()), dims_of(self.down.matrix())),
-            x,
-            batch,
-            h,
-            y,
-            true
-        )
+        self.two_products(x, batch, h, y, true)
     }
 
     /// The MLP on the device of `stream` (weights and scales uploaded).
@@ -333,23 +359,18 @@ fn same_stream<A, B>(h: &CudaSlice<A>, y: &CudaSlice<B>) -> Result<(), Error> {
 }
 
 #[cfg(feature = "cuda")]
-fn device_dims<T>(a: &DeviceBsr<T>) -> Dims {
-    ((a.m(), a.k()), a.block().rows)
-}
-
-#[cfg(feature = "cuda")]
 impl<T: Element> SparseMlp<DeviceBsr<T>> {
     /// A device MLP from gate and up already interleaved by block-row
-    /// ([`BsrMatrix::interleave_block_rows`], then [`DeviceBsr::upload`]) and down, both in
-    /// one CUDA context ([`Error::ContextMismatch`] otherwise). FP8 weights (a `DeviceBsr`
-    /// of F8E4M3 / F8E5M2 holding its scales) run through
-    /// [`forward_fp8`](Self::forward_fp8).
+    /// ([`BsrMatrix::interleave_block_rows`], then [`DeviceBsr::upload`]; FP8 weights with
+    /// their scales: [`QuantizedBsr::interleave_block_rows`], then
+    /// [`DeviceBsr::upload_quantized`]) and down, both in one CUDA context
+    /// ([`Error::ContextMismatch`] otherwise).
     pub fn from_device(
         gate_up: DeviceBsr<T>,
         down: DeviceBsr<T>,
         activation: Activation,
     ) -> Result<Self, Error> {
-        check_weights(device_dims(&gate_up), device_dims(&down))?;
+        check_weights(dims(&gate_up), dims(&down))?;
         // A DeviceBsr's arrays (and scales) share its values' context.
         check_contexts(gate_up.values.stream(), &[("down", down.values.stream())])?;
         Ok(Self {
@@ -361,39 +382,27 @@ impl<T: Element> SparseMlp<DeviceBsr<T>> {
     }
 
     /// [`forward`](Self::forward), or with `launch` false its checks alone.
-    fn forward_device<O: Element>(
+    fn forward_device<X: Element, O: Element>(
         &self,
-        x: &CudaSlice<T>,
+        x: &CudaSlice<X>,
         batch: usize,
-        h: &mut CudaSlice<T>,
+        h: &mut CudaSlice<X>,
         y: &mut CudaSlice<O>,
         launch: bool,
     ) -> Result<(), Error> {
         // The gated product runs on h's stream and the down product on y's.
         same_stream(h, y)?;
-        two_products!(
-            self,
-            BsrOperand,
-            check_fused,
-            run_fused,
-            device,
-            (device_dims(&self.gate_up), device_dims(&self.down)),
-            x,
-            batch,
-            h,
-            y,
-            launch
-        )
+        self.two_products(x, batch, h, y, launch)
     }
 
     /// Every check of [`forward`](Self::forward) on these buffers, nothing launched
     /// (`sparsek::tp` checks every rank before the first launch).
     #[cfg(feature = "nccl")]
-    pub(crate) fn check_forward<O: Element>(
+    pub(crate) fn check_forward<X: Element, O: Element>(
         &self,
-        x: &CudaSlice<T>,
+        x: &CudaSlice<X>,
         batch: usize,
-        h: &mut CudaSlice<T>,
+        h: &mut CudaSlice<X>,
         y: &mut CudaSlice<O>,
     ) -> Result<(), Error> {
         self.forward_device(x, batch, h, y, false)
@@ -401,20 +410,25 @@ impl<T: Element> SparseMlp<DeviceBsr<T>> {
 
     /// `y = down(act(x·Gᵀ) ⊙ (x·Uᵀ))` on the device, enqueued on `y`'s stream (`h` and `y`
     /// on the same one): two launches, no allocation, no host synchronization, so it can be
-    /// captured in a CUDA graph. Every check of both products runs first, the kernels'
-    /// selection included, so a refused call launches nothing.
-    pub fn forward<O: Element>(
+    /// captured in a CUDA graph. `x` and `h` of the weights' type, or f16/bf16 for FP8
+    /// weights (W8A16); `y` of a type the products write. Every check of both products
+    /// runs first, the kernels' selection included, so a refused call launches nothing.
+    pub fn forward<X: Element, O: Element>(
         &self,
-        x: &CudaSlice<T>,
+        x: &CudaSlice<X>,
         batch: usize,
-        h: &mut CudaSlice<T>,
+        h: &mut CudaSlice<X>,
         y: &mut CudaSlice<O>,
-    ) -> Result<(), Error> {
+    ) -> Result<(), Error>
+    where
+        T: TakesB<X>,
+    {
         self.forward_device(x, batch, h, y, true)
     }
 
-    /// [`forward`](Self::forward) for FP8 weights (`T` F8E4M3 or F8E5M2, W8A16): `x` and `h`
-    /// of one 16-bit type, `y` f16, bf16 or f32.
+    /// [`forward`](Self::forward) for FP8 weights (`T` F8E4M3 or F8E5M2, W8A16), under its
+    /// former name.
+    #[deprecated(since = "0.1.1", note = "FP8 is a dtype of the one MLP: use `forward`")]
     pub fn forward_fp8<X: Element, O: Element>(
         &self,
         x: &CudaSlice<X>,
@@ -425,19 +439,6 @@ impl<T: Element> SparseMlp<DeviceBsr<T>> {
     where
         T: Fp8,
     {
-        same_stream(h, y)?;
-        two_products!(
-            self,
-            Fp8Operand,
-            check_fp8_product,
-            run_fp8,
-            device,
-            (device_dims(&self.gate_up), device_dims(&self.down)),
-            x,
-            batch,
-            h,
-            y,
-            true
-        )
+        self.forward_device(x, batch, h, y, true)
     }
 }

@@ -8,8 +8,8 @@
 //!   (`n` values: one per token of `x` in `y = x·Wᵀ`).
 //!
 //! The types make the other combinations unrepresentable (a per-column A, a per-block B);
-//! [`spmm_fp8`](crate::spmm_fp8) refuses with a typed [`Error`] what they cannot rule out
-//! (lengths, scales on an operand that is not FP8, a transposed per-column view).
+//! the products ([`spmm`](crate::spmm())) refuse with a typed [`Error`] what they cannot
+//! rule out (lengths, scales on an operand that is not FP8, a transposed per-column view).
 //!
 //! The quantizers ([`BsrMatrix::quantize_fp8`], [`QuantizedDense::quantize`]) pick each scale
 //! as `amax / MAX`, the largest magnitude of its part over the largest finite FP8 value, so
@@ -73,7 +73,7 @@ fn amax<T: Element>(values: &[T]) -> f32 {
 }
 
 /// A BSR matrix of FP8 values with its scales ([`BlockScales`]): what
-/// [`BsrMatrix::quantize_fp8`] makes and [`spmm_fp8`](crate::spmm_fp8) takes (on the device:
+/// [`BsrMatrix::quantize_fp8`] makes and [`spmm`](crate::spmm()) takes as A (on the device:
 /// `DeviceBsr::upload_quantized`). Its per-block
 /// scales, if any, number exactly its stored blocks.
 #[derive(Debug, Clone, PartialEq)]
@@ -133,7 +133,7 @@ impl<Q: Fp8> QuantizedBsr<Q> {
 
 /// `stored * scale` of every value of `a`, on its pattern. The scales' length is checked
 /// here too (`ScaleLength`).
-pub(crate) fn dequantize_bsr<Q: Fp8>(
+pub(crate) fn dequantize_bsr<Q: Element>(
     a: &BsrMatrix<Q>,
     scales: &BlockScales,
 ) -> Result<BsrMatrix<f32>, Error> {
@@ -208,7 +208,7 @@ fn quantize_into<T: Element, Q: Fp8>(out: &mut [Q], values: &[T], scale: f32) {
 
 /// A dense FP8 matrix with its scales (per tensor or per column), packed in its layout:
 /// what [`quantize`](Self::quantize) makes of B (or of `x` in `y = x·Wᵀ`, per token), and
-/// what [`view`](Self::view) hands to [`spmm_fp8`](crate::spmm_fp8).
+/// what [`view`](Self::view) hands to [`spmm`](crate::spmm()).
 ///
 /// ```
 /// use sparsek::quantize::{ColumnGranularity, QuantizedDense};
@@ -353,7 +353,7 @@ impl<Q: Fp8> QuantizedDense<Q> {
         }
     }
     /// The host operand: the values in their shape with their scales, for
-    /// [`spmm_fp8`](crate::spmm_fp8).
+    /// [`spmm`](crate::spmm()).
     pub fn view(&self) -> Dense<'_, Q> {
         let s = self.shape;
         Dense::host(&self.values, s.rows, s.cols, s.layout).with_scales(self.column_scales())

@@ -126,6 +126,46 @@ pub(crate) fn check_gated(m: usize, bm: usize, transpose: bool, beta: f32) -> Re
     }
 }
 
+/// The bias has the type of A's values ([`TakesBias`](crate::element::TakesBias)):
+/// `expected` is A's type for an A read as it is, C's for an FP8 A with its scales.
+/// [`Error::OperandTypes`] otherwise; `(a, b, c)` are the operands' types, `bias` the bias's
+/// (`None`: no bias, nothing to check).
+pub(crate) fn check_bias_type(
+    (a, b, c): (DType, DType, DType),
+    bias: Option<DType>,
+    expected: DType,
+) -> Result<(), Error> {
+    match bias {
+        Some(t) if t != expected => Err(Error::OperandTypes {
+            a,
+            b,
+            c,
+            bias: Some(t),
+            reason: if a.is_fp8() {
+                "the bias has C's type (an FP8 A's values, stored·scale, are carried in C's type)"
+            } else {
+                "the bias has A's type"
+            },
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// An A read as it is (f16, bf16, f32) takes a B of its own type ([`Error::OperandTypes`]
+/// otherwise; an f16/bf16 B with an FP8 A is W8A16, whose rules are [`check_fp8`]'s).
+pub(crate) fn check_b_type((a, b, c): (DType, DType, DType)) -> Result<(), Error> {
+    if a == b {
+        return Ok(());
+    }
+    Err(Error::OperandTypes {
+        a,
+        b,
+        c,
+        bias: None,
+        reason: "B must be of A's type (an FP8 A with its scales takes f16/bf16 B: W8A16)",
+    })
+}
+
 /// The two kinds of FP8 product (include/sparsek/sparsek.hpp).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Fp8Kind {
@@ -159,7 +199,7 @@ pub(crate) struct Fp8Spec {
 }
 
 /// Every check of an FP8 product's types and scales that holds for every backend
-/// (`spmm_fp8` has checked the shapes): A FP8; C f16, bf16 or f32; B of A's FP8 type
+/// (the product has checked the shapes): A FP8; C f16, bf16 or f32; B of A's FP8 type
 /// (W8A8) or f16/bf16 (W8A16); A's scales none, per tensor (1 value) or per block (`nnzb`);
 /// B's none, or when B is FP8 per tensor (1) or per column of the view (`n`). Typed errors,
 /// never a panic.
@@ -287,6 +327,32 @@ mod tests {
                 matches!(check_fp8(&spec(a, b, c)), Err(Error::Fp8Types { .. })),
                 "{a} {b} {c}"
             );
+        }
+    }
+
+    #[test]
+    fn bias_and_b_types() {
+        use DType::*;
+        // A read as it is: the bias and B of A's type.
+        assert!(check_bias_type((F16, F16, F32), Some(F16), F16).is_ok());
+        assert!(check_bias_type((F16, F16, F32), None, F16).is_ok());
+        assert!(matches!(
+            check_bias_type((Bf16, Bf16, F32), Some(F32), Bf16),
+            Err(Error::OperandTypes {
+                bias: Some(F32),
+                ..
+            })
+        ));
+        assert!(check_b_type((F16, F16, F32)).is_ok());
+        assert!(matches!(
+            check_b_type((F16, Bf16, F32)),
+            Err(Error::OperandTypes { bias: None, .. })
+        ));
+        // An FP8 A: the bias of C's type.
+        assert!(check_bias_type((E4M3, F16, F32), Some(F32), F32).is_ok());
+        for t in [E4M3, F16] {
+            let e = check_bias_type((E4M3, F16, F32), Some(t), F32).unwrap_err();
+            assert!(e.to_string().contains("C's type"), "{e}");
         }
     }
 

@@ -6,7 +6,7 @@
 use rayon::prelude::*;
 
 use crate::dense::{packed_f32, DenseShape, Layout};
-use crate::element::{Element, Fp8};
+use crate::element::Element;
 use crate::epilogue::Activation;
 use crate::error::{BsrError, Error};
 use crate::format::{BsrMatrix, TransposeIndex};
@@ -34,10 +34,10 @@ const N_CHUNK: usize = 256;
 /// cannot overflow; `j * bm * bk` and `r * bk + kk` are below `values.len() = nnzb * bm *
 /// bk` (validated when A was built). `Aᵀ` needs the transpose index: `BsrError::Allocation`
 /// when it cannot be allocated, with C untouched.
-pub(crate) fn spmm<T: Element, V: Element, O: Element>(
+pub(crate) fn spmm<T: Element, TB: Element, V: Element, O: Element>(
     a: &BsrMatrix<T>,
     transpose: bool,
-    b: &[T],
+    b: &[TB],
     b_shape: &DenseShape,
     c: &mut [O],
     c_shape: &DenseShape,
@@ -109,11 +109,11 @@ fn gate<V: Element>(acc: &[f32], n: usize, bm: usize, s: &Scalars<'_, V>) -> Vec
 
 /// The CPU reference of the FP8 products: A dequantized (`stored * scale`, its block's
 /// scale) and B dequantized when FP8 (its column's scale, or the tensor's), both to f32,
-/// then the f32 product and epilogue of [`spmm`] (the bias of C's type). `spmm_fp8` checked
-/// the shapes, types and scales' lengths. `BsrError::Allocation` when the dequantized A
-/// cannot be allocated, with C untouched.
+/// then the f32 product and epilogue of [`spmm`] (the bias of C's type). `crate::spmm`
+/// checked the shapes, types and scales' lengths. `BsrError::Allocation` when the
+/// dequantized A cannot be allocated, with C untouched.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn spmm_fp8<Q: Fp8, TB: Element, O: Element>(
+pub(crate) fn spmm_fp8<Q: Element, TB: Element, V: Element, O: Element>(
     a: &BsrMatrix<Q>,
     a_scales: &BlockScales,
     b: &[TB],
@@ -121,7 +121,7 @@ pub(crate) fn spmm_fp8<Q: Fp8, TB: Element, O: Element>(
     b_scales: Option<&[f32]>,
     c: &mut [O],
     c_shape: &DenseShape,
-    scalars: Scalars<'_, O>,
+    scalars: Scalars<'_, V>,
 ) -> Result<(), Error> {
     let n = c_shape.cols;
     if c_shape.rows == 0 || n == 0 {

@@ -1,14 +1,16 @@
-//! The FP8 products ([`spmm_fp8`]): `C = act(α·Σ_blocks (sa·A_blk·B_blk)·sb + bias + β·C)`
-//! with an FP8 A and its scales, one entry point for every backend.
+//! FP8 as a dtype of the products: `C = act(α·Σ_blocks (sa·A_blk·B_blk)·sb + bias + β·C)`
+//! with an FP8 A and its scales (`sa`, per tensor or per block) and B's (`sb`, per tensor or
+//! per column; 1 for an f16/bf16 B). These are the FP8 element types' rules and run path,
+//! which [`spmm`](crate::spmm()) and [`spmm_fused`](crate::spmm_fused) dispatch to; the
+//! deprecated names of the former parallel API ([`spmm_fp8`], [`Fp8Operand`]) call them.
 
 use super::check::{
-    check_fp8, check_fp8_op, check_host_backend, host_vector, Fp8Spec, BIAS_WITH_OPERANDS,
-    B_SCALES_WITH_OPERANDS,
+    check_bias_type, check_fp8, check_fp8_op, check_host_backend, host_vector, Fp8Spec,
+    BIAS_WITH_OPERANDS, B_SCALES_WITH_OPERANDS,
 };
 #[cfg(feature = "cuda")]
 use super::check::{check_fp8_device, device_vector, OPERANDS_TOGETHER};
-use super::check_product;
-use super::cpu;
+use super::{check_product, cpu, BsrOperand};
 use crate::dense::{Dense, DenseMut, Storage, StorageMut};
 #[cfg(feature = "cuda")]
 use crate::device::DeviceBsr;
@@ -19,113 +21,32 @@ use crate::format::BsrMatrix;
 use crate::options::{Backend, SpmmOptions};
 use crate::quantize::{BlockScales, QuantizedBsr};
 
-/// The sparse FP8 operand with its scales: a host matrix and its [`BlockScales`] (a
-/// [`QuantizedBsr`], or a `BsrMatrix` of FP8 values read without scales), or a `DeviceBsr`,
-/// which holds its scales on the device.
-pub enum Fp8Operand<'a, Q> {
-    /// Values and scales in host memory (CPU backend). Per-block scales must number the
-    /// matrix's stored blocks ([`Error::ScaleLength`] otherwise).
-    Host(&'a BsrMatrix<Q>, &'a BlockScales),
-    /// A matrix in device memory with its device scales (GPU backends).
-    #[cfg(feature = "cuda")]
-    Device(&'a DeviceBsr<Q>),
-}
-
-static NO_SCALES: BlockScales = BlockScales::None;
-
-impl<'a, Q> From<&'a QuantizedBsr<Q>> for Fp8Operand<'a, Q>
-where
-    Q: Fp8,
-{
-    fn from(a: &'a QuantizedBsr<Q>) -> Self {
-        Fp8Operand::Host(a.matrix(), a.scales())
-    }
-}
-
-impl<'a, Q> From<&'a BsrMatrix<Q>> for Fp8Operand<'a, Q> {
-    fn from(a: &'a BsrMatrix<Q>) -> Self {
-        Fp8Operand::Host(a, &NO_SCALES)
-    }
-}
-
-#[cfg(feature = "cuda")]
-impl<'a, Q> From<&'a DeviceBsr<Q>> for Fp8Operand<'a, Q> {
-    fn from(a: &'a DeviceBsr<Q>) -> Self {
-        Fp8Operand::Device(a)
-    }
-}
-
-/// The FP8 product: `C = act(α·Σ_blocks (sa·A_blk·B_blk)·sb + bias + β·C)`, f32
-/// accumulation, where `sa` is A's scale (its block's with per-block scales) and `sb` B's
-/// (its column's with per-column scales, 1 for an f16/bf16 B), each block's product scaled
-/// once, as `include/sparsek/sparsek.hpp` defines it. Two kinds:
-/// - **W8A8**: B of A's FP8 type with its own scales (none, per tensor, per column). On
-///   the device, the Hopper family; B must be column-major (K-major: a row-major `x` in
-///   `y = x·Wᵀ`, see [`crate::dense`]), else [`Error::NotSupported`] naming why.
-/// - **W8A16**: B f16 or bf16, without scales (the weights alone are quantized). On the
-///   device, the Decode family.
-///
-/// `A` is `m x k` FP8 BSR ([`F8E4M3`](crate::F8E4M3) or [`F8E5M2`](crate::F8E5M2)) with
-/// its scales (none, per tensor, per stored block: [`Fp8Operand`]), `B` is `k x n` (its
-/// scales attached with [`Dense::with_scales`]), `C` is `m x n` of f16, bf16 or f32, the
-/// bias (if any) `m` values of C's type. `op(A) = A` only
-/// ([`SpmmOptions::transpose_a`] is [`Error::NotSupported`]). Host operands run the CPU
-/// reference (A and B dequantized to f32, then [`spmm`](crate::spmm())'s product); device
-/// operands a GPU family, on C's stream. With `β = 0`, C is not read (it may hold NaN).
-///
-/// Every check runs first, and on error C is untouched: shapes as [`spmm`](crate::spmm());
-/// the types ([`Error::Fp8Types`]); scales only on FP8 operands, per block only on A and
-/// per column only on B ([`Error::ScalesNotTaken`]); their lengths: 1 per tensor, `nnzb`
-/// per block, `n` per column ([`Error::ScaleLength`]). Scale values are used as given.
-///
-/// ```
-/// use sparsek::quantize::{BlockGranularity, ColumnGranularity, QuantizedDense};
-/// use sparsek::{spmm_fp8, BlockMask, BlockShape, BsrMatrix, DenseMut, DenseShape, Epilogue,
-///               Layout, SpmmOptions, F8E4M3};
-///
-/// // W: 64 x 128 in 32x32 blocks, quantized per block; x: 4 tokens, quantized per token.
-/// let mask = BlockMask::from_fn(2, 4, |r, c| (r + c) % 2 == 0)?;
-/// let w = BsrMatrix::from_block_mask(&mask, BlockShape::new(32, 32), |i, j| ((i * 3 + j) % 7) as f32 - 3.0)?;
-/// let wq = w.quantize_fp8::<F8E4M3>(BlockGranularity::PerBlock)?;
-/// let x: Vec<f32> = (0..4 * 128).map(|i| (i % 5) as f32 * 0.25).collect();
-/// let xq = QuantizedDense::<F8E4M3>::quantize(&x, DenseShape::packed(128, 4, Layout::ColMajor),
-///                                               ColumnGranularity::PerColumn)?;
-/// // yᵀ = W·xᵀ, y row-major (4 x 64) = yᵀ column-major.
-/// let mut y = vec![0f32; 4 * 64];
-/// spmm_fp8(&wq, xq.view(), DenseMut::host(&mut y, 64, 4, Layout::ColMajor), &Epilogue::new(),
-///          &SpmmOptions::new())?;
-/// # Ok::<(), sparsek::Error>(())
-/// ```
-pub fn spmm_fp8<'a, Q: Fp8, TB: Element, O: Element>(
-    a: impl Into<Fp8Operand<'a, Q>>,
-    b: Dense<'_, TB>,
-    c: DenseMut<'_, O>,
-    epilogue: &Epilogue<'_, O>,
-    options: &SpmmOptions,
-) -> Result<(), Error> {
-    let a = a.into();
-    check_fp8_product(&a, &b, &c, epilogue, options, false)?;
-    run_fp8(a, b, c, epilogue, options)
-}
-
-/// Every check of [`spmm_fp8`] on these operands, launching nothing and writing nothing:
-/// `op(A) = A`, shapes ([`check_product`]), the types and scales ([`check_fp8`]), where
-/// the operands, B's scales and the bias are, the backend for host operands, and on the
-/// device B's layout for W8A8, the problem's fields and every buffer's context against C's
-/// stream. With `select_kernel`, device operands also select their kernel (C++
+/// Every check of a product with an FP8 A and its scales (a [`BsrOperand::Scaled`] or
+/// [`BsrOperand::Device`] of an FP8 type), launching nothing and writing nothing: `op(A) =
+/// A`, shapes ([`check_product`]), the types and scales ([`check_fp8`]), the bias of C's
+/// type, where the operands, B's scales and the bias are, the backend for host operands,
+/// and on the device B's layout for W8A8, the problem's fields and every buffer's context
+/// against C's stream. With `select_kernel`, device operands also select their kernel (C++
 /// `Mode::Select`): `Some(backend)`, the one that would run (`None` on the host).
-pub(crate) fn check_fp8_product<Q: Fp8, TB: Element, O: Element>(
-    a: &Fp8Operand<'_, Q>,
+pub(super) fn check<TA: Element, TB: Element, O: Element, V: Element>(
+    a: &BsrOperand<'_, TA>,
     b: &Dense<'_, TB>,
     c: &DenseMut<'_, O>,
-    epilogue: &Epilogue<'_, O>,
+    epilogue: &Epilogue<'_, V>,
     options: &SpmmOptions,
     select_kernel: bool,
 ) -> Result<Option<Backend>, Error> {
     let backend = options.backend;
     check_fp8_op(options.transpose_a, backend)?;
     let (dims, bm, nnzb, a_scales, device) = match a {
-        Fp8Operand::Host(a, s) => (
+        BsrOperand::Host(a) => (
+            (a.m(), a.k()),
+            a.block().rows,
+            a.nnz_blocks(),
+            (BlockScales::None.kind(), 0),
+            false,
+        ),
+        BsrOperand::Scaled(a, s) => (
             (a.m(), a.k()),
             a.block().rows,
             a.nnz_blocks(),
@@ -133,7 +54,7 @@ pub(crate) fn check_fp8_product<Q: Fp8, TB: Element, O: Element>(
             false,
         ),
         #[cfg(feature = "cuda")]
-        Fp8Operand::Device(a) => (
+        BsrOperand::Device(a) => (
             (a.m(), a.k()),
             a.block().rows,
             a.nnz_blocks(),
@@ -154,7 +75,7 @@ pub(crate) fn check_fp8_product<Q: Fp8, TB: Element, O: Element>(
     )?;
     let b_scales = b.scales.values();
     let kind = check_fp8(&Fp8Spec {
-        a: Q::DTYPE,
+        a: TA::DTYPE,
         a_scales,
         nnzb,
         b: TB::DTYPE,
@@ -164,8 +85,13 @@ pub(crate) fn check_fp8_product<Q: Fp8, TB: Element, O: Element>(
         c: O::DTYPE,
         device,
     })?;
+    check_bias_type(
+        (TA::DTYPE, TB::DTYPE, O::DTYPE),
+        epilogue.bias.as_ref().map(|_| V::DTYPE),
+        O::DTYPE,
+    )?;
     match (a, &b.data, &c.data) {
-        (Fp8Operand::Host(..), Storage::Host(_), StorageMut::Host(_)) => {
+        (BsrOperand::Host(_) | BsrOperand::Scaled(..), Storage::Host(_), StorageMut::Host(_)) => {
             // W8A8 or W8A16 alike: the CPU reference takes either layout of B, and has no
             // kernel to select.
             let _ = (kind, select_kernel);
@@ -175,9 +101,9 @@ pub(crate) fn check_fp8_product<Q: Fp8, TB: Element, O: Element>(
             Ok(None)
         }
         #[cfg(feature = "cuda")]
-        (Fp8Operand::Device(a), Storage::Device(b_data), StorageMut::Device(c_data)) => {
+        (BsrOperand::Device(a), Storage::Device(b_data), StorageMut::Device(c_data)) => {
             check_fp8_device(kind, b.shape.layout, backend)?;
-            let operands = super::gpu::Fp8Operands {
+            let operands = super::gpu::Operands {
                 a,
                 b: b_data,
                 b_shape: &b.shape,
@@ -189,7 +115,7 @@ pub(crate) fn check_fp8_product<Q: Fp8, TB: Element, O: Element>(
                 c_shape: &c.shape,
                 bias: device_vector(epilogue.bias, BIAS_WITH_OPERANDS)?,
             };
-            super::gpu::check_spmm_fp8(
+            super::gpu::check_spmm(
                 &operands,
                 epilogue.activation,
                 epilogue.gated,
@@ -202,17 +128,24 @@ pub(crate) fn check_fp8_product<Q: Fp8, TB: Element, O: Element>(
     }
 }
 
-/// The product of [`spmm_fp8`] once [`check_fp8_product`] has passed on these operands.
-pub(crate) fn run_fp8<Q: Fp8, TB: Element, O: Element>(
-    a: Fp8Operand<'_, Q>,
+/// The product of an FP8 A once [`check`] has passed on these operands.
+pub(super) fn run<TA: Element, TB: Element, O: Element, V: Element>(
+    a: BsrOperand<'_, TA>,
     b: Dense<'_, TB>,
     c: DenseMut<'_, O>,
-    epilogue: &Epilogue<'_, O>,
+    epilogue: &Epilogue<'_, V>,
     options: &SpmmOptions,
 ) -> Result<(), Error> {
     let b_scales = b.scales.values();
+    let scalars = |bias| cpu::Scalars {
+        alpha: options.alpha,
+        beta: options.beta,
+        bias,
+        activation: epilogue.activation,
+        gated: epilogue.gated,
+    };
     match (a, b.data, c.data) {
-        (Fp8Operand::Host(a, a_scales), Storage::Host(b_data), StorageMut::Host(c_data)) => {
+        (BsrOperand::Scaled(a, a_scales), Storage::Host(b_data), StorageMut::Host(c_data)) => {
             cpu::spmm_fp8(
                 a,
                 a_scales,
@@ -221,19 +154,23 @@ pub(crate) fn run_fp8<Q: Fp8, TB: Element, O: Element>(
                 host_vector(b_scales, B_SCALES_WITH_OPERANDS)?,
                 c_data,
                 &c.shape,
-                cpu::Scalars {
-                    alpha: options.alpha,
-                    beta: options.beta,
-                    bias: host_vector(epilogue.bias, BIAS_WITH_OPERANDS)?,
-                    activation: epilogue.activation,
-                    gated: epilogue.gated,
-                },
+                scalars(host_vector(epilogue.bias, BIAS_WITH_OPERANDS)?),
             )
         }
+        (BsrOperand::Host(a), Storage::Host(b_data), StorageMut::Host(c_data)) => cpu::spmm_fp8(
+            a,
+            &BlockScales::None,
+            b_data,
+            &b.shape,
+            host_vector(b_scales, B_SCALES_WITH_OPERANDS)?,
+            c_data,
+            &c.shape,
+            scalars(host_vector(epilogue.bias, BIAS_WITH_OPERANDS)?),
+        ),
         #[cfg(feature = "cuda")]
-        (Fp8Operand::Device(a), Storage::Device(b_data), StorageMut::Device(c_data)) => {
-            super::gpu::spmm_fp8(
-                super::gpu::Fp8Operands {
+        (BsrOperand::Device(a), Storage::Device(b_data), StorageMut::Device(c_data)) => {
+            super::gpu::spmm(
+                super::gpu::Operands {
                     a,
                     b: b_data,
                     b_shape: &b.shape,
@@ -253,4 +190,99 @@ pub(crate) fn run_fp8<Q: Fp8, TB: Element, O: Element>(
         #[cfg(feature = "cuda")]
         _ => Err(Error::MixedLocations(OPERANDS_TOGETHER)),
     }
+}
+
+/// The sparse FP8 operand with its scales: a host matrix and its [`BlockScales`] (a
+/// [`QuantizedBsr`], or a `BsrMatrix` of FP8 values read without scales), or a `DeviceBsr`,
+/// which holds its scales on the device. Each converts to the [`BsrOperand`] that every
+/// product takes.
+#[deprecated(
+    since = "0.1.1",
+    note = "FP8 is a dtype of the one product: use `BsrOperand` (`Scaled(&matrix, &scales)`, \
+            `&QuantizedBsr`, `&DeviceBsr`)"
+)]
+pub enum Fp8Operand<'a, Q> {
+    /// Values and scales in host memory (CPU backend): [`BsrOperand::Scaled`].
+    Host(&'a BsrMatrix<Q>, &'a BlockScales),
+    /// A matrix in device memory with its device scales: [`BsrOperand::Device`].
+    #[cfg(feature = "cuda")]
+    Device(&'a DeviceBsr<Q>),
+}
+
+#[allow(deprecated)]
+mod conversions {
+    use super::*;
+
+    static NO_SCALES: BlockScales = BlockScales::None;
+
+    impl<'a, Q: Fp8> From<&'a QuantizedBsr<Q>> for Fp8Operand<'a, Q> {
+        fn from(a: &'a QuantizedBsr<Q>) -> Self {
+            Fp8Operand::Host(a.matrix(), a.scales())
+        }
+    }
+
+    impl<'a, Q> From<&'a BsrMatrix<Q>> for Fp8Operand<'a, Q> {
+        fn from(a: &'a BsrMatrix<Q>) -> Self {
+            Fp8Operand::Host(a, &NO_SCALES)
+        }
+    }
+
+    #[cfg(feature = "cuda")]
+    impl<'a, Q> From<&'a DeviceBsr<Q>> for Fp8Operand<'a, Q> {
+        fn from(a: &'a DeviceBsr<Q>) -> Self {
+            Fp8Operand::Device(a)
+        }
+    }
+
+    impl<'a, Q> From<Fp8Operand<'a, Q>> for BsrOperand<'a, Q> {
+        fn from(a: Fp8Operand<'a, Q>) -> Self {
+            match a {
+                Fp8Operand::Host(a, scales) => BsrOperand::Scaled(a, scales),
+                #[cfg(feature = "cuda")]
+                Fp8Operand::Device(a) => BsrOperand::Device(a),
+            }
+        }
+    }
+}
+
+/// The FP8 product of [`spmm_fused`](crate::spmm_fused) under its former name: an FP8 A
+/// with its scales ([`Fp8Operand`]), B of A's FP8 type with its scales (W8A8) or f16/bf16
+/// (W8A16), C f16, bf16 or f32, the bias of C's type. The same checks, errors and results,
+/// bit for bit.
+///
+/// ```
+/// # #![allow(deprecated)]
+/// use sparsek::quantize::{BlockGranularity, ColumnGranularity, QuantizedDense};
+/// use sparsek::{spmm_fp8, spmm_fused, BlockMask, BlockShape, BsrMatrix, DenseMut, DenseShape,
+///               Epilogue, Layout, SpmmOptions, F8E4M3};
+///
+/// let mask = BlockMask::from_fn(2, 4, |r, c| (r + c) % 2 == 0)?;
+/// let w = BsrMatrix::from_block_mask(&mask, BlockShape::new(32, 32), |i, j| ((i * 3 + j) % 7) as f32 - 3.0)?;
+/// let wq = w.quantize_fp8::<F8E4M3>(BlockGranularity::PerBlock)?;
+/// let x: Vec<f32> = (0..4 * 128).map(|i| (i % 5) as f32 * 0.25).collect();
+/// let xq = QuantizedDense::<F8E4M3>::quantize(&x, DenseShape::packed(128, 4, Layout::ColMajor),
+///                                               ColumnGranularity::PerColumn)?;
+/// let (mut y, mut y2) = (vec![0f32; 4 * 64], vec![1f32; 4 * 64]);
+/// spmm_fp8(&wq, xq.view(), DenseMut::host(&mut y, 64, 4, Layout::ColMajor), &Epilogue::new(),
+///          &SpmmOptions::new())?;
+/// // The same product, FP8 a dtype of the one entry point.
+/// spmm_fused(&wq, xq.view(), DenseMut::host(&mut y2, 64, 4, Layout::ColMajor),
+///            &Epilogue::<f32>::new(), &SpmmOptions::new())?;
+/// assert_eq!(y, y2);
+/// # Ok::<(), sparsek::Error>(())
+/// ```
+#[deprecated(
+    since = "0.1.1",
+    note = "FP8 is a dtype of the one product: use `spmm_fused` (or `spmm`) with a \
+            `QuantizedBsr`, `BsrOperand::Scaled` or an FP8 `DeviceBsr`"
+)]
+#[allow(deprecated)]
+pub fn spmm_fp8<'a, Q: Fp8, TB: Element, O: Element>(
+    a: impl Into<Fp8Operand<'a, Q>>,
+    b: Dense<'_, TB>,
+    c: DenseMut<'_, O>,
+    epilogue: &Epilogue<'_, O>,
+    options: &SpmmOptions,
+) -> Result<(), Error> {
+    super::product(a.into().into(), b, c, epilogue, options)
 }

@@ -1,6 +1,12 @@
-//! The products, one entry point each for every backend: `C = α·op(A)·B + β·C`
-//! ([`spmm`], [`spmm_fused`]) and `C = α·D·op(A) + β·C` ([`dense_spmm`]). (The sampled
+//! The products, one entry point each for every backend and element type: `C = α·op(A)·B +
+//! β·C` ([`spmm`], [`spmm_fused`]) and `C = α·D·op(A) + β·C` ([`dense_spmm`]). (The sampled
 //! product is [`sddmm`](crate::sddmm()).)
+//!
+//! FP8 is a dtype of these products, not an API beside them: an FP8 A comes with its scales
+//! ([`BsrOperand::Scaled`], a [`QuantizedBsr`], a `DeviceBsr`, which holds its scales), a B
+//! may carry its own ([`Dense::with_scales`]). One check path (`check_spmm`: the shapes
+//! and locations every product shares, then the rules of A's element type) and one run
+//! path (`run_spmm`) dispatch on it; the FP8 rules are in `fp8.rs`.
 
 pub(crate) mod check;
 mod cpu;
@@ -8,26 +14,34 @@ mod fp8;
 #[cfg(feature = "cuda")]
 pub(crate) mod gpu;
 
-pub(crate) use fp8::{check_fp8_product, run_fp8};
+#[allow(deprecated)]
 pub use fp8::{spmm_fp8, Fp8Operand};
 
 use crate::dense::{Dense, DenseMut, DenseShape, Storage, StorageMut};
 #[cfg(feature = "cuda")]
 use crate::device::DeviceBsr;
-use crate::element::Element;
+use crate::element::{Element, Fp8, TakesB, TakesBias};
 use crate::epilogue::{Epilogue, Vector};
 use crate::error::Error;
-use crate::format::BsrMatrix;
+use crate::format::{BlockShape, BsrMatrix};
 use crate::options::{Backend, SpmmOptions};
+use crate::quantize::{BlockScales, QuantizedBsr};
 #[cfg(feature = "cuda")]
 use check::OPERANDS_TOGETHER;
 use check::{check_operands, check_view, same, BIAS_WITH_OPERANDS};
 
-/// The sparse operand: a host `BsrMatrix` or a `DeviceBsr`.
+/// The sparse operand A of every product, by reference, with its scales where it has them.
 pub enum BsrOperand<'a, T> {
-    /// A matrix in host memory (CPU backend).
+    /// A matrix in host memory (CPU backend), its values read as they are. An FP8 matrix
+    /// needs its scales (`Scaled`, or a [`QuantizedBsr`]): alone it is
+    /// [`Error::UnsupportedTypes`], since a `BsrMatrix` holds no scales.
     Host(&'a BsrMatrix<T>),
-    /// A matrix in device memory (GPU backends).
+    /// A matrix in host memory with its scales (CPU backend): the values are `stored·scale`
+    /// (FP8: none, one per tensor, or one per stored block, [`Error::ScaleLength`]
+    /// otherwise). An A that is not FP8 takes [`BlockScales::None`] only
+    /// ([`Error::ScalesNotTaken`]). A `&QuantizedBsr` converts to this.
+    Scaled(&'a BsrMatrix<T>, &'a BlockScales),
+    /// A matrix in device memory with the scales it holds (GPU backends).
     #[cfg(feature = "cuda")]
     Device(&'a DeviceBsr<T>),
 }
@@ -38,6 +52,12 @@ impl<'a, T> From<&'a BsrMatrix<T>> for BsrOperand<'a, T> {
     }
 }
 
+impl<'a, Q: Fp8> From<&'a QuantizedBsr<Q>> for BsrOperand<'a, Q> {
+    fn from(a: &'a QuantizedBsr<Q>) -> Self {
+        BsrOperand::Scaled(a.matrix(), a.scales())
+    }
+}
+
 #[cfg(feature = "cuda")]
 impl<'a, T> From<&'a DeviceBsr<T>> for BsrOperand<'a, T> {
     fn from(a: &'a DeviceBsr<T>) -> Self {
@@ -45,10 +65,18 @@ impl<'a, T> From<&'a DeviceBsr<T>> for BsrOperand<'a, T> {
     }
 }
 
+impl<T: Element> BsrOperand<'_, T> {
+    /// Whether the product runs on the FP8 rules: an FP8 A with its scales. (An FP8 host
+    /// matrix without them is refused by the rules of an A read as it is.)
+    fn scaled_fp8(&self) -> bool {
+        T::DTYPE.is_fp8() && !matches!(self, BsrOperand::Host(_))
+    }
+}
+
 /// `m` and `k` of the sparse operand, wherever it lives.
 pub(crate) fn bsr_dims<T>(a: &BsrOperand<'_, T>) -> (usize, usize) {
     match a {
-        BsrOperand::Host(a) => (a.m(), a.k()),
+        BsrOperand::Host(a) | BsrOperand::Scaled(a, _) => (a.m(), a.k()),
         #[cfg(feature = "cuda")]
         BsrOperand::Device(a) => (a.m(), a.k()),
     }
@@ -57,15 +85,116 @@ pub(crate) fn bsr_dims<T>(a: &BsrOperand<'_, T>) -> (usize, usize) {
 /// The rows of the sparse operand's blocks.
 fn bsr_bm<T>(a: &BsrOperand<'_, T>) -> usize {
     match a {
-        BsrOperand::Host(a) => a.block().rows,
+        BsrOperand::Host(a) | BsrOperand::Scaled(a, _) => a.block().rows,
         #[cfg(feature = "cuda")]
         BsrOperand::Device(a) => a.block().rows,
     }
 }
 
-/// The shape checks of a product with `epilogue` (`spmm_fused`, `spmm_fp8`): shapes agree
-/// and B and C hold their views ([`check_operands`]), the bias has one value per row of
-/// op(A), and a gated epilogue's rules hold (C then has `m/2` rows).
+/// A weight of the layers ([`SparseLinear`](crate::SparseLinear),
+/// [`SparseMlp`](crate::SparseMlp)), whatever its element type and wherever it lives: a
+/// `BsrMatrix` (its values as they are), a [`QuantizedBsr`] (FP8 values with their scales)
+/// or a `DeviceBsr` (with the scales it holds). Implemented for those three only.
+pub trait SparseWeight: sealed::Sealed {
+    /// The element type of the stored values.
+    type Element: Element;
+    /// The operand every product takes.
+    fn operand(&self) -> BsrOperand<'_, Self::Element>;
+    /// Rows (`m`).
+    fn m(&self) -> usize;
+    /// Columns (`k`).
+    fn k(&self) -> usize;
+    /// The block shape.
+    fn block(&self) -> BlockShape;
+}
+
+/// A weight in host memory: a `BsrMatrix` or a [`QuantizedBsr`]. What the host layers
+/// take; the device ones take a `DeviceBsr`.
+pub trait HostWeight: SparseWeight + sealed::Host {}
+
+pub(crate) mod sealed {
+    use super::*;
+
+    pub trait Sealed {}
+    /// What the host layers need of their weights beyond [`SparseWeight`]: interleaving
+    /// the gate and up weights by block-row.
+    pub trait Host: Sized {
+        /// [`BsrMatrix::interleave_block_rows`] (with the scales following their blocks).
+        fn interleave_block_rows(first: &Self, second: &Self) -> Result<Self, Error>;
+    }
+
+    impl<T> Sealed for BsrMatrix<T> {}
+    impl<Q> Sealed for QuantizedBsr<Q> {}
+    #[cfg(feature = "cuda")]
+    impl<T> Sealed for DeviceBsr<T> {}
+
+    impl<T: Element> Host for BsrMatrix<T> {
+        fn interleave_block_rows(first: &Self, second: &Self) -> Result<Self, Error> {
+            Ok(BsrMatrix::interleave_block_rows(first, second)?)
+        }
+    }
+    impl<Q: Fp8> Host for QuantizedBsr<Q> {
+        fn interleave_block_rows(first: &Self, second: &Self) -> Result<Self, Error> {
+            QuantizedBsr::interleave_block_rows(first, second)
+        }
+    }
+}
+
+impl<T: Element> SparseWeight for BsrMatrix<T> {
+    type Element = T;
+    fn operand(&self) -> BsrOperand<'_, T> {
+        BsrOperand::Host(self)
+    }
+    fn m(&self) -> usize {
+        BsrMatrix::m(self)
+    }
+    fn k(&self) -> usize {
+        BsrMatrix::k(self)
+    }
+    fn block(&self) -> BlockShape {
+        BsrMatrix::block(self)
+    }
+}
+
+impl<Q: Fp8> SparseWeight for QuantizedBsr<Q> {
+    type Element = Q;
+    fn operand(&self) -> BsrOperand<'_, Q> {
+        BsrOperand::Scaled(self.matrix(), self.scales())
+    }
+    fn m(&self) -> usize {
+        QuantizedBsr::m(self)
+    }
+    fn k(&self) -> usize {
+        QuantizedBsr::k(self)
+    }
+    fn block(&self) -> BlockShape {
+        QuantizedBsr::block(self)
+    }
+}
+
+#[cfg(feature = "cuda")]
+impl<T: Element> SparseWeight for DeviceBsr<T> {
+    type Element = T;
+    fn operand(&self) -> BsrOperand<'_, T> {
+        BsrOperand::Device(self)
+    }
+    fn m(&self) -> usize {
+        DeviceBsr::m(self)
+    }
+    fn k(&self) -> usize {
+        DeviceBsr::k(self)
+    }
+    fn block(&self) -> BlockShape {
+        DeviceBsr::block(self)
+    }
+}
+
+impl<T: Element> HostWeight for BsrMatrix<T> {}
+impl<Q: Fp8> HostWeight for QuantizedBsr<Q> {}
+
+/// The shape checks of a product with `epilogue`: shapes agree and B and C hold their views
+/// ([`check_operands`]), the bias has one value per row of op(A), and a gated epilogue's
+/// rules hold (C then has `m/2` rows).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn check_product(
     (m, k): (usize, usize),
@@ -89,15 +218,34 @@ pub(crate) fn check_product(
     check_bias_len(bias_len, c.rows)
 }
 
-/// `C = α·op(A)·B + β·C` with f32 accumulation.
+/// `C = α·op(A)·B + β·C` with f32 accumulation, for every element type.
 ///
 /// `A` is `m x k` BSR, `B` is `k x n`, `C` is `m x n`; `B` and `C` each row- or
 /// column-major. With [`SpmmOptions::transpose_a`], `op(A) = Aᵀ`: `B` is `m x n` and `C`
 /// `k x n`. Host operands run on the CPU backend; device operands (`DeviceBsr` and
 /// `Dense::device`) run on a GPU backend, enqueued on `C`'s stream (the call returns
 /// once the work is enqueued; a `DeviceBsr`'s first `Aᵀ` product first builds its
-/// transpose index, `DeviceBsr::prepare_transpose`). Every check runs before anything is launched or written;
-/// on error `C` is untouched.
+/// transpose index, `DeviceBsr::prepare_transpose`). Every check runs before anything is
+/// launched or written; on error `C` is untouched.
+///
+/// The element types: an f16 or bf16 A (f32 on the CPU) takes B of its type and writes C of
+/// its type or f32 (the GPU's combinations; the CPU takes any C). An FP8 A
+/// ([`F8E4M3`](crate::F8E4M3), [`F8E5M2`](crate::F8E5M2)) comes with its scales (a
+/// [`QuantizedBsr`], [`BsrOperand::Scaled`], a `DeviceBsr`) and the product is `C =
+/// α·Σ_blocks (sa·A_blk·B_blk)·sb + β·C`, each block's product scaled once, as
+/// `include/sparsek/sparsek.hpp` defines it:
+/// - **W8A8**: B of A's FP8 type with its own scales (none, per tensor, per column:
+///   [`Dense::with_scales`]). On the device, the Hopper family; B must be column-major
+///   (K-major: a row-major `x` in `y = x·Wᵀ`, see [`crate::dense`]), else
+///   [`Error::NotSupported`] naming why.
+/// - **W8A16**: B f16 or bf16, without scales (the weights alone are quantized). On the
+///   device, the Decode family.
+///
+/// into C of f16, bf16 or f32, `op(A) = A` only ([`Error::NotSupported`]); the CPU
+/// reference dequantizes A and B to f32, then runs the f32 product. Their errors: the types
+/// ([`Error::Fp8Types`]); scales only on FP8 operands, per block only on A and per column
+/// only on B ([`Error::ScalesNotTaken`]); their lengths: 1 per tensor, `nnzb` per block,
+/// `n` per column ([`Error::ScaleLength`]). Scale values are used as given.
 ///
 /// ```
 /// use sparsek::{bf16, spmm, BlockShape, BsrMatrix, Dense, DenseMut, Error, Layout, SpmmOptions};
@@ -117,46 +265,123 @@ pub(crate) fn check_product(
 /// assert!(matches!(e, Err(Error::ShapeMismatch { .. })));
 /// # Ok::<(), Error>(())
 /// ```
-pub fn spmm<'a, T: Element, O: Element>(
-    a: impl Into<BsrOperand<'a, T>>,
-    b: Dense<'_, T>,
+///
+/// FP8 weights, W8A8 (`x` quantized per token) and W8A16 (`x` as it is):
+///
+/// ```
+/// use sparsek::quantize::{BlockGranularity, ColumnGranularity, QuantizedDense};
+/// use sparsek::{bf16, spmm, BlockMask, BlockShape, BsrMatrix, Dense, DenseMut, DenseShape, Layout,
+///               SpmmOptions, F8E4M3};
+///
+/// // W: 64 x 128 in 32x32 blocks, quantized per block; x: 4 tokens, quantized per token.
+/// let mask = BlockMask::from_fn(2, 4, |r, c| (r + c) % 2 == 0)?;
+/// let w = BsrMatrix::from_block_mask(&mask, BlockShape::new(32, 32), |i, j| ((i * 3 + j) % 7) as f32 - 3.0)?;
+/// let wq = w.quantize_fp8::<F8E4M3>(BlockGranularity::PerBlock)?;
+/// let x: Vec<f32> = (0..4 * 128).map(|i| (i % 5) as f32 * 0.25).collect();
+/// let xq = QuantizedDense::<F8E4M3>::quantize(&x, DenseShape::packed(128, 4, Layout::ColMajor),
+///                                               ColumnGranularity::PerColumn)?;
+/// // yᵀ = W·xᵀ, y row-major (4 x 64) = yᵀ column-major.
+/// let mut y = vec![0f32; 4 * 64];
+/// spmm(&wq, xq.view(), DenseMut::host(&mut y, 64, 4, Layout::ColMajor), &SpmmOptions::new())?;
+/// let xh: Vec<bf16> = x.iter().map(|&v| bf16::from_f32(v)).collect();
+/// spmm(&wq, Dense::host(&xh, 128, 4, Layout::ColMajor), DenseMut::host(&mut y, 64, 4, Layout::ColMajor),
+///      &SpmmOptions::new())?;
+/// # Ok::<(), sparsek::Error>(())
+/// ```
+pub fn spmm<'a, TA: TakesB<TB>, TB: Element, O: Element>(
+    a: impl Into<BsrOperand<'a, TA>>,
+    b: Dense<'_, TB>,
     c: DenseMut<'_, O>,
     options: &SpmmOptions,
 ) -> Result<(), Error> {
-    spmm_fused(a, b, c, &Epilogue::new(), options)
+    product(a.into(), b, c, &Epilogue::<TA>::new(), options)
 }
 
 /// [`spmm`] with the fused linear-layer epilogue: `C = act(α·op(A)·B + bias + β·C)`, with
 /// `bias` (if any) holding one value per row of `C` (where the operands live).
 ///
-/// FP8 operands (`T` or `O` [`F8E4M3`](crate::F8E4M3) / [`F8E5M2`](crate::F8E5M2)) are
-/// [`Error::UnsupportedTypes`] here, on every backend, as is a B with scales
-/// ([`Error::ScalesNotTaken`]): their products are [`spmm_fp8`]'s.
-pub fn spmm_fused<'a, T: Element, O: Element>(
-    a: impl Into<BsrOperand<'a, T>>,
-    b: Dense<'_, T>,
+/// **The bias has the type of A's values** ([`TakesBias`]): A's element type for an f16,
+/// bf16 or f32 A (inferred from A); C's for an FP8 A, a storage format whose values
+/// (`stored·scale`) the product carries in C's type. Another type is
+/// [`Error::OperandTypes`], found before anything runs. With an FP8 A and no bias, name the
+/// bias type: `&Epilogue::<f32>::new()` (any of C's types), or call [`spmm`].
+pub fn spmm_fused<'a, TA, TB, O, V>(
+    a: impl Into<BsrOperand<'a, TA>>,
+    b: Dense<'_, TB>,
     c: DenseMut<'_, O>,
-    epilogue: &Epilogue<'_, T>,
+    epilogue: &Epilogue<'_, V>,
+    options: &SpmmOptions,
+) -> Result<(), Error>
+where
+    TA: TakesB<TB> + TakesBias<V>,
+    TB: Element,
+    O: Element,
+    V: Element,
+{
+    product(a.into(), b, c, epilogue, options)
+}
+
+/// Every check of the product, then the product: the body of [`spmm_fused`] and of the
+/// deprecated `spmm_fp8`, without their type bounds (the checks hold the rules).
+pub(crate) fn product<TA: Element, TB: Element, O: Element, V: Element>(
+    a: BsrOperand<'_, TA>,
+    b: Dense<'_, TB>,
+    c: DenseMut<'_, O>,
+    epilogue: &Epilogue<'_, V>,
     options: &SpmmOptions,
 ) -> Result<(), Error> {
-    let a = a.into();
-    check_fused(&a, &b, &c, epilogue, options, false)?;
-    run_fused(a, b, c, epilogue, options)
+    check_spmm(&a, &b, &c, epilogue, options, false)?;
+    run_spmm(a, b, c, epilogue, options)
 }
 
 /// Every check of [`spmm_fused`] on these operands, launching nothing and writing nothing:
-/// shapes, the bias and the gated rules ([`check_product`]), the element types (no FP8, the
-/// GPU's types on the device), no scales, where the operands are, the backend for host
-/// operands, and on the device the problem's fields and every buffer's context against
-/// C's stream. With `select_kernel`, device operands also select their kernel (C++
-/// `Mode::Select`: no device memory read, nothing launched), so a backend that cannot run
-/// the product is refused here: `Some(backend)`, the one that would run (`None` on the
-/// host). A caller that launches several products checks them all with this first.
-pub(crate) fn check_fused<T: Element, O: Element>(
-    a: &BsrOperand<'_, T>,
-    b: &Dense<'_, T>,
+/// the rules of A's element type (those of an FP8 A with its scales, or of an A read as it
+/// is: [`check_plain`]), shapes, locations, the backend for host operands, and on the
+/// device the problem's fields and every buffer's context against C's stream. With
+/// `select_kernel`, device operands also select their kernel (C++ `Mode::Select`: no device
+/// memory read, nothing launched), so a backend that cannot run the product is refused
+/// here: `Some(backend)`, the one that would run (`None` on the host). A caller that
+/// launches several products checks them all with this first.
+pub(crate) fn check_spmm<TA: Element, TB: Element, O: Element, V: Element>(
+    a: &BsrOperand<'_, TA>,
+    b: &Dense<'_, TB>,
     c: &DenseMut<'_, O>,
-    epilogue: &Epilogue<'_, T>,
+    epilogue: &Epilogue<'_, V>,
+    options: &SpmmOptions,
+    select_kernel: bool,
+) -> Result<Option<Backend>, Error> {
+    if a.scaled_fp8() {
+        fp8::check(a, b, c, epilogue, options, select_kernel)
+    } else {
+        check_plain(a, b, c, epilogue, options, select_kernel)
+    }
+}
+
+/// The product once [`check_spmm`] has passed on these operands.
+pub(crate) fn run_spmm<TA: Element, TB: Element, O: Element, V: Element>(
+    a: BsrOperand<'_, TA>,
+    b: Dense<'_, TB>,
+    c: DenseMut<'_, O>,
+    epilogue: &Epilogue<'_, V>,
+    options: &SpmmOptions,
+) -> Result<(), Error> {
+    if a.scaled_fp8() {
+        fp8::run(a, b, c, epilogue, options)
+    } else {
+        run_plain(a, b, c, epilogue, options)
+    }
+}
+
+/// The checks of a product whose A is read as it is (f16, bf16, f32): shapes, the bias and
+/// the gated rules ([`check_product`]), no FP8 A or C ([`Error::UnsupportedTypes`], an FP8
+/// matrix without its scales included), B and the bias of A's type
+/// ([`Error::OperandTypes`]), no scales, where the operands are, the backend for host
+/// operands, the GPU's types on the device, and the device checks of [`check_spmm`].
+fn check_plain<TA: Element, TB: Element, O: Element, V: Element>(
+    a: &BsrOperand<'_, TA>,
+    b: &Dense<'_, TB>,
+    c: &DenseMut<'_, O>,
+    epilogue: &Epilogue<'_, V>,
     options: &SpmmOptions,
     select_kernel: bool,
 ) -> Result<Option<Backend>, Error> {
@@ -171,10 +396,16 @@ pub(crate) fn check_fused<T: Element, O: Element>(
         epilogue.gated,
         options,
     )?;
-    check::refuse_fp8::<T, O>(options.backend)?;
+    check::refuse_fp8::<TA, O>(options.backend)?;
+    let types = (TA::DTYPE, TB::DTYPE, O::DTYPE);
+    check::check_b_type(types)?;
+    check::check_bias_type(types, epilogue.bias.as_ref().map(|_| V::DTYPE), TA::DTYPE)?;
+    if let BsrOperand::Scaled(_, scales) = a {
+        check::refuse_scales("A", scales.kind())?;
+    }
     check::refuse_scales("B", b.scales.kind())?;
     match (a, &b.data, &c.data) {
-        (BsrOperand::Host(_), Storage::Host(_), StorageMut::Host(_)) => {
+        (BsrOperand::Host(_) | BsrOperand::Scaled(..), Storage::Host(_), StorageMut::Host(_)) => {
             // The CPU backend has no kernel to select.
             let _ = select_kernel;
             check::check_host_backend(options.backend)?;
@@ -183,11 +414,12 @@ pub(crate) fn check_fused<T: Element, O: Element>(
         }
         #[cfg(feature = "cuda")]
         (BsrOperand::Device(a), Storage::Device(b_data), StorageMut::Device(c_data)) => {
-            check::check_gpu_types::<T, O>(options.backend)?;
+            check::check_gpu_types::<TA, O>(options.backend)?;
             let operands = gpu::Operands {
                 a,
                 b: b_data,
                 b_shape: &b.shape,
+                b_scales: (b.scales.kind(), None),
                 c: &**c_data,
                 c_shape: &c.shape,
                 bias: check::device_vector(epilogue.bias, BIAS_WITH_OPERANDS)?,
@@ -205,16 +437,20 @@ pub(crate) fn check_fused<T: Element, O: Element>(
     }
 }
 
-/// The product of [`spmm_fused`] once [`check_fused`] has passed on these operands.
-pub(crate) fn run_fused<T: Element, O: Element>(
-    a: BsrOperand<'_, T>,
-    b: Dense<'_, T>,
+/// The product of an A read as it is once [`check_plain`] has passed.
+fn run_plain<TA: Element, TB: Element, O: Element, V: Element>(
+    a: BsrOperand<'_, TA>,
+    b: Dense<'_, TB>,
     c: DenseMut<'_, O>,
-    epilogue: &Epilogue<'_, T>,
+    epilogue: &Epilogue<'_, V>,
     options: &SpmmOptions,
 ) -> Result<(), Error> {
     match (a, b.data, c.data) {
-        (BsrOperand::Host(a), Storage::Host(b_data), StorageMut::Host(c_data)) => {
+        (
+            BsrOperand::Host(a) | BsrOperand::Scaled(a, _),
+            Storage::Host(b_data),
+            StorageMut::Host(c_data),
+        ) => {
             let bias = check::host_vector(epilogue.bias, BIAS_WITH_OPERANDS)?;
             cpu::spmm(
                 a,
@@ -239,6 +475,7 @@ pub(crate) fn run_fused<T: Element, O: Element>(
                 a,
                 b: b_data,
                 b_shape: &b.shape,
+                b_scales: (b.scales.kind(), None),
                 c: c_data,
                 c_shape: &c.shape,
                 bias: check::device_vector(epilogue.bias, BIAS_WITH_OPERANDS)?,
@@ -268,7 +505,8 @@ pub(crate) fn check_bias_len(len: Option<usize>, rows: usize) -> Result<(), Erro
 /// `D` is `p x m`, `A` `m x k` BSR, `C` `p x k` (`op(A) = Aᵀ` with
 /// [`SpmmOptions::transpose_a`]: `D` `p x k`, `C` `p x m`). It runs as the transposed
 /// product `Cᵀ = op(A)ᵀ·Dᵀ` on transposed views of the same buffers ([`Dense::t`]), so
-/// nothing is copied; the checks and backends are [`spmm`]'s.
+/// nothing is copied; the checks, element types and backends are [`spmm`]'s (an FP8 A, which
+/// takes `op(A) = A` only, runs with [`SpmmOptions::transpose_a`]: `y = x·Wᵀ`).
 ///
 /// ```
 /// use sparsek::{dense_spmm, f16, BlockShape, BsrMatrix, Dense, DenseMut, Layout, SpmmOptions};
@@ -283,9 +521,9 @@ pub(crate) fn check_bias_len(len: Option<usize>, rows: usize) -> Result<(), Erro
 /// assert_eq!(y, [3.0, 0.0]);
 /// # Ok::<(), sparsek::Error>(())
 /// ```
-pub fn dense_spmm<'a, T: Element, O: Element>(
-    d: Dense<'_, T>,
-    a: impl Into<BsrOperand<'a, T>>,
+pub fn dense_spmm<'a, TA: TakesB<TD>, TD: Element, O: Element>(
+    d: Dense<'_, TD>,
+    a: impl Into<BsrOperand<'a, TA>>,
     c: DenseMut<'_, O>,
     options: &SpmmOptions,
 ) -> Result<(), Error> {

@@ -17,6 +17,7 @@
 //!                  [--decode-shapes 4096x4096,14336x4096] [--ns 1,8,16] [--decode-density 0.5]
 //!                  [--decode-block 128x128] [--json fp8.json] [--markdown fp8.md]
 //! ```
+#![allow(deprecated)]
 
 use std::sync::Arc;
 

@@ -3,6 +3,7 @@
 //! cuBLAS (the gate and up GEMM stacked, the SiLU-and-multiply kernel, the down GEMM) in the
 //! same run, eager and replayed from a CUDA graph, with f16 and FP8 (W8A16) weights.
 //! Weights are cycled out of L2 as in the decode rows.
+#![allow(deprecated)]
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
