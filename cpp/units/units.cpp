@@ -2,7 +2,8 @@
 // of each, for every build (build.rs, CMakeLists.txt, and the scripts through
 // scripts/units-tool.sh), so that no builder reads a source list or derives an nvcc flag
 // itself. Built from this file and every family's cpp/<op>/<family>/rows.cpp
-// (cpp/units/family_rows.hpp): it sits above the operations, which the core does not.
+// (cpp/units/family_rows.hpp), which brings in the family's table: a build tool above the
+// operations, so that the core includes none of them.
 //
 //   units units <cpp-dir> <gen-dir> <features> <jobs> <archs> <lineinfo>
 //   units nvcc-args <cpp-dir> <archs> <lineinfo>
@@ -18,8 +19,8 @@
 // set), then one line per unit: its path, then every nvcc argument it is compiled with, all
 // separated by tabs (the builder adds its include directories, -c <path> and its output):
 //   - the row units, generated into <gen-dir> (a file is rewritten only when its text
-//     changes, so a rebuild recompiles nothing), heaviest first so a build starts them
-//     first: each family's rows (its configs.hpp table, the one list of rows) whose
+//     changes, so a rebuild recompiles nothing), heaviest first (most rows, Hopper first
+//     among equals) so a build starts them first: each family's rows (its configs.hpp table, the one list of rows) whose
 //     features are all built, in two groups: the rows every build has (`base`), and the
 //     rows of the build's features (named by the features those rows need, so one set of
 //     rows has one name in every build). A group is cut into min(<jobs>, rows / 12) units
@@ -33,7 +34,8 @@
 //     `base` units of any two feature sets are the same files (and the same cached objects).
 //   - the hand-written sources that each folder of <cpp-dir> lists in its sources.txt
 //     (cpp/core/sources.txt, cpp/<op>/sources.txt; found, not listed, so an operation
-//     touches no shared list) whose feature is built.
+//     touches no shared list) whose feature is built. A .cu file under a folder that its
+//     list leaves out is an error.
 // A unit's arguments: cpp/nvcc_flags.txt's; -lineinfo on request; -DSPARSEK_FEATURES=<bits>u
 // for a hand-written unit (it selects rows by the feature set; a row unit's text names its
 // rows, so one compiled row serves every build that has it); then its architectures: a
