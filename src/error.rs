@@ -373,7 +373,7 @@ pub enum Error {
     /// when A is FP8).
     #[error(
         "a product of {a} A, {b} B and {c} C{}: {reason}",
-        bias.map(|t| format!(" with a {t} bias")).unwrap_or_default()
+        bias.map(|t| format!(", bias {t}")).unwrap_or_default()
     )]
     OperandTypes {
         /// A's element type.

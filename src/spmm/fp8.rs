@@ -20,6 +20,7 @@ use crate::error::Error;
 use crate::format::BsrMatrix;
 use crate::options::{Backend, SpmmOptions};
 use crate::quantize::{BlockScales, QuantizedBsr};
+use crate::scale::ScaleKind;
 
 /// Every check of a product with an FP8 A and its scales (a [`BsrOperand::Scaled`] or
 /// [`BsrOperand::Device`] of an FP8 type), launching nothing and writing nothing: `op(A) =
@@ -39,11 +40,13 @@ pub(super) fn check<TA: Element, TB: Element, O: Element, V: Element>(
     let backend = options.backend;
     check_fp8_op(options.transpose_a, backend)?;
     let (dims, bm, nnzb, a_scales, device) = match a {
+        // An FP8 matrix alone takes the rules of an A read as it is (`check_spmm`, which
+        // refuses it); were it here, it would read as without scales.
         BsrOperand::Host(a) => (
             (a.m(), a.k()),
             a.block().rows,
             a.nnz_blocks(),
-            (BlockScales::None.kind(), 0),
+            (ScaleKind::None, 0),
             false,
         ),
         BsrOperand::Scaled(a, s) => (
