@@ -391,8 +391,8 @@ void check(const std::string& label, const Problem& p, const Options& o, int rep
   const double rel = std::sqrt(num / std::max(den, 1e-300));
   // bf16 and f16 C: their rounding dominates (8 and 11 bits). f32 C: FP8 WGMMA adds within a
   // k-tile with about 14 bits kept (DeepSeek-V3 section 3.3.2), promoted to fp32 every k-tile
-  // (mainloop.hpp): measured 0.6-1.1e-4 against the f64 reference on the H100 (report/NOTES.md
-  // session 19), far below e4m3's own rounding (2^-4).
+  // (mainloop.hpp): measured 0.6-1.1e-4 against the f64 reference on the H100, far below
+  // e4m3's own rounding (2^-4).
   // W8A16 (Decode): mma.sync products of exact 16-bit values, summed in fp32 and scaled once
   // per block in fp32: f32 C far below W8A8's bound.
   const bool w8a16 = p.b_type == DType::F16 || p.b_type == DType::BF16;
