@@ -23,6 +23,11 @@
 //! optimized build and 10 000 in a debug one; CI runs it a third time with 100 000),
 //! `SPARSEK_FUZZ_ONLY=<i>` runs case `i` alone.
 
+// The FP8 targets (fp8, mlp) call the deprecated FP8 names (`spmm_fp8`, `Fp8Operand`,
+// `SparseLinear::new_fp8` / `forward_fp8`, `SparseMlp::new_fp8`, ...): beside their checks,
+// they prove the aliases still compile and still behave while they stay.
+#![allow(deprecated)]
+
 use std::time::Duration;
 
 #[path = "../common/fuzz.rs"]
