@@ -48,7 +48,7 @@ pub(crate) fn check_view(
 #[cfg(feature = "cuda")]
 pub(crate) fn check_gpu_types<T: Element, O: Element>(backend: Backend) -> Result<(), Error> {
     let (input, output) = (T::DTYPE, O::DTYPE);
-    if matches!(input, DType::F16 | DType::Bf16) && (output == input || output == DType::F32) {
+    if input.is_half() && (output == input || output == DType::F32) {
         Ok(())
     } else {
         Err(Error::UnsupportedTypes {

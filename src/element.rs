@@ -27,6 +27,12 @@ impl DType {
     pub fn is_fp8(self) -> bool {
         matches!(self, DType::E4M3 | DType::E5M2)
     }
+    /// Whether this is a 16-bit float (`F16`, `Bf16`): the inputs of the 16-bit products and
+    /// of attention, and W8A16's B. The checks ask this, not for named types, so a new type
+    /// joins them here (as C++'s `HalfDTypes` in `cpp/core/dtype.hpp`).
+    pub fn is_half(self) -> bool {
+        matches!(self, DType::F16 | DType::Bf16)
+    }
     /// Bytes of one element.
     pub fn size(self) -> usize {
         match self {

@@ -14,7 +14,7 @@ use crate::dense::Storage;
 use crate::device::device_bsr::{download_prefix, upload_slice};
 use crate::device::result::{backend, check, check_contexts, dtype, to_i32, to_i64};
 use crate::device::sys;
-use crate::element::{DType, Element};
+use crate::element::Element;
 use crate::error::Error;
 use crate::options::Backend;
 
@@ -143,7 +143,7 @@ fn heads_desc(s: &HeadsShape) -> Result<sys::HeadsDesc, Error> {
 
 fn gpu_dtype<T: Element>(backend: Backend) -> Result<sys::DType, Error> {
     match T::DTYPE {
-        DType::F16 | DType::Bf16 => Ok(dtype(T::DTYPE)),
+        t if t.is_half() => Ok(dtype(t)),
         other => Err(Error::UnsupportedTypes {
             backend,
             input: other,

@@ -209,14 +209,14 @@ pub(crate) fn check_fp8(spec: &Fp8Spec) -> Result<Fp8Kind, Error> {
     if !a.is_fp8() {
         return Err(types("A must be E4M3 or E5M2"));
     }
-    if !matches!(c, DType::F16 | DType::Bf16 | DType::F32) {
+    if !(c.is_half() || c == DType::F32) {
         return Err(types("C must be f16, bf16 or f32"));
     }
     let kind = if b == a {
         Fp8Kind::W8A8
     } else if b.is_fp8() {
         return Err(types("B's FP8 type must be A's (W8A8)"));
-    } else if matches!(b, DType::F16 | DType::Bf16) {
+    } else if b.is_half() {
         Fp8Kind::W8A16
     } else {
         return Err(types(
