@@ -110,7 +110,7 @@ const char* supports(const Problem& p) {
     return "A and B must be f16 or bf16";
   }
   if (p.device.cc_major < 8) return "needs compute capability >= 8.0 (cp.async, ldmatrix, bf16 mma.sync)";
-  if (p.a_transposed) return "op(A) = A^T is not in this family (the Cutlass and Wmma families run it)";
+  if (p.a_transposed) return "op(A) = A^T is not in this family (the Hopper and WMMA families run it)";
   const int bm = p.a.bm, bk = p.a.bk;
   if (bm < 16 || bm > 256 || bm % 16 != 0) return "bm must be a multiple of 16 in [16, 256]";
   if (bk < 16 || bk > 256 || bk % 16 != 0) return "bk must be a multiple of 16 in [16, 256]";
