@@ -17,7 +17,8 @@ root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 os.chdir(root)
 # The code: what is compiled, run or built, with its comments.
 scopes = ("src/", "cpp/", "include/", "tests/", "examples/", "benches/", "bindings/", "buildscript/",
-          "scripts/", "cmake/", "ci/", ".ci/", "build.rs", "CMakeLists.txt")
+          "scripts/", "cmake/", "ci/", ".ci/", "build.rs", "CMakeLists.txt", "report/src/", "report/peers/",
+          "report/kernels/", "report/build.rs")
 c_like = (".rs", ".c", ".cc", ".cpp", ".h", ".hpp", ".cu", ".cuh", ".in")
 hash_like = (".sh", ".py", ".txt", ".cmake", ".toml")
 # A file without an extension under .ci/ or scripts/ is a shell script.

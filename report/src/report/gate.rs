@@ -4,8 +4,8 @@
 //! tolerance, so one noisy repeat does not fail it; a config or backend the new report
 //! lacks fails too. With floors, a row must also have grown past the lease's drift
 //! ([`lease_drift`]) to fail. Where both reports carry floors it compares E = floor ÷ time: the H100's
-//! clocks drift between leases (dense cuBLAS 695–775 TFLOPS f16 across report/NOTES.md
-//! sessions 16–18) and move every kernel with them, which absolute times cannot tell from a
+//! clocks drift between leases (dense cuBLAS f16 has measured 695–775 TFLOPS on different
+//! leases) and move every kernel with them, which absolute times cannot tell from a
 //! regression.
 
 use std::collections::BTreeSet;
@@ -58,10 +58,10 @@ pub struct Verdict {
 /// A kernel's speed is set by some mix of the SM clock (what cuBLAS shows) and the memory
 /// system; its E is taken against the floor of one resource only, so on a lease whose SM
 /// clock runs lower while the L2 ceiling does not move, an L2-floored kernel that is really
-/// held back by its issue rate (a WMMA row at E 0.45) looks slower than it is. Session 21,
-/// two leases with cuBLAS f16 10 % and 12 % below the baseline's: 5 and 2 rows failed on E
-/// through two rechecks each, while the same rows built from the baseline's commit and from
-/// this tree ran within 0.8 % of each other in one lease (report/NOTES.md).
+/// held back by its issue rate (a WMMA row at E 0.45) looks slower than it is: on leases with
+/// cuBLAS f16 10 % and 12 % below the baseline's, 5 and 2 rows failed on E through two
+/// rechecks each, while the same rows built from the baseline's commit and from this tree
+/// ran within 0.8 % of each other in one lease.
 pub fn lease_drift(new: &Report, base: &Report, dtype: &str) -> Option<f64> {
     let cublas = new.cublas_full.get(dtype)?.median_us / base.cublas_full.get(dtype)?.median_us;
     let l2 = base.l2_tbs? / new.l2_tbs?;

@@ -71,8 +71,8 @@ pub fn command(args: &[String]) -> Result<()> {
         // A config the gate finds slower is timed again, in a round of its own (fresh
         // ceilings and repeats, the same matrices: each config's are drawn from its own
         // seed), and fails only if it is slower in every round. One lease's noise moves a
-        // few rows past the tolerance, different ones each run (report/NOTES.md, session
-        // 20: 2 then 3 of 168, no row twice); a regression stays.
+        // few rows past the tolerance, different ones each run (2 then 3 of 168 in two runs
+        // of one lease, no row twice); a regression stays.
         for round in 1..=rechecks {
             if found.slower.is_empty() || found.missing > 0 {
                 break;
