@@ -82,12 +82,12 @@ pub(crate) fn bsr_dims<T>(a: &BsrOperand<'_, T>) -> (usize, usize) {
     }
 }
 
-/// The rows of the sparse operand's blocks.
-fn bsr_bm<T>(a: &BsrOperand<'_, T>) -> usize {
+/// The block shape of the sparse operand, wherever it lives.
+fn bsr_block<T>(a: &BsrOperand<'_, T>) -> BlockShape {
     match a {
-        BsrOperand::Host(a) | BsrOperand::Scaled(a, _) => a.block().rows,
+        BsrOperand::Host(a) | BsrOperand::Scaled(a, _) => a.block(),
         #[cfg(feature = "cuda")]
-        BsrOperand::Device(a) => a.block().rows,
+        BsrOperand::Device(a) => a.block(),
     }
 }
 
@@ -101,11 +101,17 @@ pub trait SparseWeight: sealed::Sealed {
     /// The operand every product takes.
     fn operand(&self) -> BsrOperand<'_, Self::Element>;
     /// Rows (`m`).
-    fn m(&self) -> usize;
+    fn m(&self) -> usize {
+        bsr_dims(&self.operand()).0
+    }
     /// Columns (`k`).
-    fn k(&self) -> usize;
+    fn k(&self) -> usize {
+        bsr_dims(&self.operand()).1
+    }
     /// The block shape.
-    fn block(&self) -> BlockShape;
+    fn block(&self) -> BlockShape {
+        bsr_block(&self.operand())
+    }
 }
 
 /// A weight in host memory: a `BsrMatrix` or a [`QuantizedBsr`]. What the host layers
@@ -145,30 +151,12 @@ impl<T: Element> SparseWeight for BsrMatrix<T> {
     fn operand(&self) -> BsrOperand<'_, T> {
         BsrOperand::Host(self)
     }
-    fn m(&self) -> usize {
-        BsrMatrix::m(self)
-    }
-    fn k(&self) -> usize {
-        BsrMatrix::k(self)
-    }
-    fn block(&self) -> BlockShape {
-        BsrMatrix::block(self)
-    }
 }
 
 impl<Q: Fp8> SparseWeight for QuantizedBsr<Q> {
     type Element = Q;
     fn operand(&self) -> BsrOperand<'_, Q> {
         BsrOperand::Scaled(self.matrix(), self.scales())
-    }
-    fn m(&self) -> usize {
-        QuantizedBsr::m(self)
-    }
-    fn k(&self) -> usize {
-        QuantizedBsr::k(self)
-    }
-    fn block(&self) -> BlockShape {
-        QuantizedBsr::block(self)
     }
 }
 
@@ -177,15 +165,6 @@ impl<T: Element> SparseWeight for DeviceBsr<T> {
     type Element = T;
     fn operand(&self) -> BsrOperand<'_, T> {
         BsrOperand::Device(self)
-    }
-    fn m(&self) -> usize {
-        DeviceBsr::m(self)
-    }
-    fn k(&self) -> usize {
-        DeviceBsr::k(self)
-    }
-    fn block(&self) -> BlockShape {
-        DeviceBsr::block(self)
     }
 }
 
@@ -387,7 +366,7 @@ fn check_plain<TA: Element, TB: Element, O: Element, V: Element>(
 ) -> Result<Option<Backend>, Error> {
     check_product(
         bsr_dims(a),
-        bsr_bm(a),
+        bsr_block(a).rows,
         &b.shape,
         b.data.len(),
         &c.shape,
