@@ -7,8 +7,8 @@
 
 mod common;
 
-use common::fp8::{make, tolerance, Attach, BOperand, Case};
-use common::{outside_untouched, rel_err, seed, PatternKind};
+use common::fp8::{make, quantize_per_token, tolerance, Attach, BOperand, Case};
+use common::{outside_untouched, random_vec, rel_err, seed, PatternKind};
 use proptest::prelude::*;
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use sparsek::quantize::{BlockGranularity, ColumnGranularity, QuantizedBsr, QuantizedDense};
@@ -457,7 +457,7 @@ fn quantized_product_close_to_unquantized() {
     let a =
         BsrMatrix::from_block_mask(&mask, block, |_, _| rng.random_range(-1.0f32..1.0)).unwrap();
     let (m, k) = (a.m(), a.k());
-    let x: Vec<f32> = (0..k * n).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+    let x = random_vec::<f32>(k * n, &mut rng);
     let bs = DenseShape::packed(k, n, Layout::ColMajor);
     let dense = a.to_dense().unwrap();
     let want: Vec<f64> = (0..m * n)
@@ -563,18 +563,11 @@ fn sparse_linear_fp8() {
         .collect();
     let layer = SparseLinear::new_fp8(wq, Some(bias.clone()), Activation::Silu).unwrap();
     assert_eq!(layer.weight().m(), out_f);
-    let x: Vec<f32> = (0..batch * in_f)
-        .map(|_| rng.random_range(-1.0f32..1.0))
-        .collect();
+    let x = random_vec::<f32>(batch * in_f, &mut rng);
     // W8A16: x in f16 as it is.
     let xh: Vec<f16> = x.iter().map(|&v| f16::from_f32(v)).collect();
     // W8A8: x quantized per token (x row-major = xᵀ column-major, a token per column).
-    let xq = QuantizedDense::<F8E4M3>::quantize(
-        &x,
-        DenseShape::packed(in_f, batch, Layout::ColMajor),
-        ColumnGranularity::PerColumn,
-    )
-    .unwrap();
+    let xq = quantize_per_token(&x, in_f, batch);
     let xqd = xq.dequantize().unwrap();
     let want = |xv: &dyn Fn(usize, usize) -> f64| -> Vec<f64> {
         (0..batch * out_f)

@@ -12,33 +12,17 @@ mod common;
 
 use std::sync::Arc;
 
-use common::fp8::{make, Attach, BOperand, Case};
-use common::{device, is_hopper, random_vec, seed, PatternKind};
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
+use common::fp8::{make, quantize_per_token, random_e4m3_weight, Attach, BOperand, Case};
+use common::{device, download, is_hopper, random_vec, seed, upload, PatternKind};
+use cudarc::driver::CudaContext;
 use rand::{rngs::StdRng, Rng, SeedableRng};
-use sparsek::quantize::{BlockGranularity, ColumnGranularity, QuantizedDense};
+use sparsek::quantize::BlockGranularity;
 use sparsek::{
     bf16, f16, gpu, spmm, spmm_fp8, spmm_fused, Activation, BlockMask, BlockShape, BsrMatrix,
-    ColumnScales, DType, Dense, DenseMut, DenseShape, DeviceBsr, Element, Epilogue, Error, Fp8,
-    Layout, QuantizedBsr, ScaleKind, SparseLinear, SparseMlp, SpmmOptions, TakesB, TakesBias,
-    Vector, F8E4M3, F8E5M2,
+    ColumnScales, DType, Dense, DenseMut, DeviceBsr, Element, Epilogue, Error, Fp8, Layout,
+    QuantizedBsr, ScaleKind, SparseLinear, SparseMlp, SpmmOptions, TakesB, TakesBias, Vector,
+    F8E4M3, F8E5M2,
 };
-
-/// A device buffer of `v`, at least one element (CUDA has no empty allocations).
-fn upload<T: Element>(stream: &Arc<CudaStream>, v: &[T]) -> CudaSlice<T> {
-    if v.is_empty() {
-        stream.alloc_zeros::<T>(1).unwrap()
-    } else {
-        stream.clone_htod(v).unwrap()
-    }
-}
-
-/// The host copy of a device buffer.
-fn download<T: Element>(stream: &Arc<CudaStream>, d: &CudaSlice<T>) -> Vec<T> {
-    let v = stream.clone_dtoh(d).unwrap();
-    stream.synchronize().unwrap();
-    v
-}
 
 fn same_bits<T: Element>(x: &[T], y: &[T]) -> bool {
     x.len() == y.len()
@@ -189,14 +173,7 @@ fn fp8_device_bias_of_another_type_is_refused() {
     let stream = ctx.default_stream();
     let mut rng = StdRng::seed_from_u64(seed());
     let (m, k, n) = (128, 256, 8);
-    let mask = BlockMask::random(m / 64, k / 64, 0.5, &mut rng).unwrap();
-    let w = BsrMatrix::from_block_mask(&mask, BlockShape::new(64, 64), |_, _| {
-        rng.random_range(-1.0f32..1.0)
-    })
-    .unwrap();
-    let q = w
-        .quantize_fp8::<F8E4M3>(BlockGranularity::PerBlock)
-        .unwrap();
+    let q = random_e4m3_weight(m, k, 64, 0.5, &mut rng);
     let da = DeviceBsr::upload_quantized(&q, &stream).unwrap();
     let db = upload(&stream, &random_vec::<f16>(k * n, &mut rng));
     let c0 = vec![7.0f32; m * n];
@@ -237,15 +214,8 @@ fn sparse_linear_device_one_forward_for_every_weight() {
     let stream = ctx.default_stream();
     let mut rng = StdRng::seed_from_u64(seed());
     let (out_f, in_f, batch) = (512, 1024, 24);
-    let mask = BlockMask::random(out_f / 128, in_f / 128, 0.5, &mut rng).unwrap();
-    let w = BsrMatrix::from_block_mask(&mask, BlockShape::new(128, 128), |_, _| {
-        rng.random_range(-1.0f32..1.0)
-    })
-    .unwrap();
-    let q = w
-        .quantize_fp8::<F8E4M3>(BlockGranularity::PerBlock)
-        .unwrap();
-    let bias: Vec<f32> = (0..out_f).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+    let q = random_e4m3_weight(out_f, in_f, 128, 0.5, &mut rng);
+    let bias = random_vec::<f32>(out_f, &mut rng);
     let new = SparseLinear::new_device(
         DeviceBsr::upload_quantized(&q, &stream).unwrap(),
         Some(upload(&stream, &bias)),
@@ -258,9 +228,7 @@ fn sparse_linear_device_one_forward_for_every_weight() {
         Activation::GeluTanh,
     )
     .unwrap();
-    let x: Vec<f32> = (0..batch * in_f)
-        .map(|_| rng.random_range(-1.0f32..1.0))
-        .collect();
+    let x = random_vec::<f32>(batch * in_f, &mut rng);
     let y0 = vec![f32::NAN; batch * out_f];
     // W8A16.
     let xb: Vec<bf16> = x.iter().map(|&v| bf16::from_f32(v)).collect();
@@ -277,12 +245,7 @@ fn sparse_linear_device_one_forward_for_every_weight() {
     );
     // W8A8: x quantized per token.
     if is_hopper(&ctx) {
-        let xq = QuantizedDense::<F8E4M3>::quantize(
-            &x,
-            DenseShape::packed(in_f, batch, Layout::ColMajor),
-            ColumnGranularity::PerColumn,
-        )
-        .unwrap();
+        let xq = quantize_per_token(&x, in_f, batch);
         let (dx, ds) = (upload(&stream, xq.values()), upload(&stream, xq.scales()));
         let scales = ColumnScales::PerColumn(Vector::Device(&ds));
         let (mut y_new, mut y_old) = (upload(&stream, &y0), upload(&stream, &y0));

@@ -15,27 +15,22 @@ mod common;
 
 use std::sync::Arc;
 
-use common::fp8::{make, tolerance, Attach, BOperand, Case};
-use common::{device, is_hopper, outside_untouched, rel_err, seed, PatternKind};
+use common::fp8::{
+    make, quantize_per_token, random_e4m3_weight, tolerance, Attach, BOperand, Case,
+};
+use common::{
+    device, is_hopper, outside_untouched, random_vec, rel_err, seed, upload, PatternKind,
+};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use sparsek::gpu::can_implement_fp8;
-use sparsek::quantize::{BlockGranularity, ColumnGranularity, QuantizedDense};
+use sparsek::quantize::BlockGranularity;
 use sparsek::{
     bf16, f16, spmm_fp8, Activation, Backend, BlockMask, BlockScales, BlockShape, BsrMatrix,
     ColumnScales, Dense, DenseMut, DenseShape, DeviceBlockScales, DeviceBsr, Element, Epilogue,
     Error, Fp8, Fp8Operand, Layout, QuantizedBsr, ScaleKind, SparseLinear, SpmmOptions, Vector,
     F8E4M3, F8E5M2,
 };
-
-/// A device buffer of `v`, at least one element (CUDA has no empty allocations).
-fn upload<T: Element>(stream: &Arc<CudaStream>, v: &[T]) -> CudaSlice<T> {
-    if v.is_empty() {
-        stream.alloc_zeros::<T>(1).unwrap()
-    } else {
-        stream.clone_htod(v).unwrap()
-    }
-}
 
 /// Runs `case` on the device and on the CPU: (device rel. error vs f64, non-finite device
 /// outputs, CPU rel. error vs f64). Panics if C is written outside its view.
@@ -428,22 +423,10 @@ fn fp8_device_refusals() {
     let stream = ctx.default_stream();
     let mut rng = StdRng::seed_from_u64(seed());
     let (m, k, n) = (256, 256, 16);
-    let mask = BlockMask::random(m / 128, k / 128, 0.75, &mut rng).unwrap();
-    let w = BsrMatrix::from_block_mask(&mask, BlockShape::new(128, 128), |_, _| {
-        rng.random_range(-1.0f32..1.0)
-    })
-    .unwrap();
-    let q = w
-        .quantize_fp8::<F8E4M3>(BlockGranularity::PerBlock)
-        .unwrap();
+    let q = random_e4m3_weight(m, k, 128, 0.75, &mut rng);
     let da = DeviceBsr::upload_quantized(&q, &stream).unwrap();
-    let x: Vec<f32> = (0..k * n).map(|_| rng.random_range(-1.0f32..1.0)).collect();
-    let xq = QuantizedDense::<F8E4M3>::quantize(
-        &x,
-        DenseShape::packed(k, n, Layout::ColMajor),
-        ColumnGranularity::PerColumn,
-    )
-    .unwrap();
+    let x = random_vec::<f32>(k * n, &mut rng);
+    let xq = quantize_per_token(&x, k, n);
     let db = stream.clone_htod(xq.values()).unwrap();
     let ds = stream.clone_htod(xq.scales()).unwrap();
     let ds_short = stream.clone_htod(&xq.scales()[..n - 1]).unwrap();
@@ -636,15 +619,8 @@ fn sparse_linear_fp8_on_device() {
     let stream = ctx.default_stream();
     let mut rng = StdRng::seed_from_u64(seed());
     let (out_f, in_f, batch) = (512, 1024, 24);
-    let mask = BlockMask::random(out_f / 128, in_f / 128, 0.5, &mut rng).unwrap();
-    let w = BsrMatrix::from_block_mask(&mask, BlockShape::new(128, 128), |_, _| {
-        rng.random_range(-1.0f32..1.0)
-    })
-    .unwrap();
-    let q = w
-        .quantize_fp8::<F8E4M3>(BlockGranularity::PerBlock)
-        .unwrap();
-    let bias: Vec<f32> = (0..out_f).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+    let q = random_e4m3_weight(out_f, in_f, 128, 0.5, &mut rng);
+    let bias = random_vec::<f32>(out_f, &mut rng);
     let host = SparseLinear::new_fp8(q.clone(), Some(bias.clone()), Activation::GeluTanh).unwrap();
     let dev = SparseLinear::new_fp8_device(
         DeviceBsr::upload_quantized(&q, &stream).unwrap(),
@@ -652,9 +628,7 @@ fn sparse_linear_fp8_on_device() {
         Activation::GeluTanh,
     )
     .unwrap();
-    let x: Vec<f32> = (0..batch * in_f)
-        .map(|_| rng.random_range(-1.0f32..1.0))
-        .collect();
+    let x = random_vec::<f32>(batch * in_f, &mut rng);
     let shape = DenseShape::packed(batch, out_f, Layout::RowMajor);
     let compare = |want: &[f32], got: &[f32], what: &str| {
         let want64: Vec<f64> = want.iter().map(|&v| v as f64).collect();
@@ -665,12 +639,7 @@ fn sparse_linear_fp8_on_device() {
         );
     };
     // W8A8.
-    let xq = QuantizedDense::<F8E4M3>::quantize(
-        &x,
-        DenseShape::packed(in_f, batch, Layout::ColMajor),
-        ColumnGranularity::PerColumn,
-    )
-    .unwrap();
+    let xq = quantize_per_token(&x, in_f, batch);
     let mut want = vec![0f32; batch * out_f];
     host.forward_fp8(xq.values(), xq.column_scales(), batch, &mut want)
         .unwrap();

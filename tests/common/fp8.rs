@@ -5,9 +5,11 @@
 
 use rand::{rngs::StdRng, Rng};
 use rayon::prelude::*;
+use sparsek::quantize::{BlockGranularity, ColumnGranularity, QuantizedDense};
 use sparsek::{
-    bf16, f16, Activation, Backend, BlockScales, BlockShape, BsrMatrix, ColumnScales, DType, Dense,
-    DenseShape, Element, Fp8, Layout, ScaleKind, Vector, F8E4M3, F8E5M2,
+    bf16, f16, Activation, Backend, BlockMask, BlockScales, BlockShape, BsrMatrix, ColumnScales,
+    DType, Dense, DenseShape, Element, Fp8, Layout, QuantizedBsr, ScaleKind, Vector, F8E4M3,
+    F8E5M2,
 };
 
 /// B's element types: the FP8 ones take scales (`Dense::with_scales`), f16/bf16 none.
@@ -274,4 +276,33 @@ pub fn tolerance(output: DType) -> f64 {
         DType::F16 => 2e-3,
         _ => 1e-3,
     }
+}
+
+/// A layer's FP8 weight: `m x k` of `block x block` blocks, each kept with probability
+/// `density`, values uniform in [-1, 1), quantized to E4M3 with a scale per block.
+pub fn random_e4m3_weight(
+    m: usize,
+    k: usize,
+    block: usize,
+    density: f64,
+    rng: &mut StdRng,
+) -> QuantizedBsr<F8E4M3> {
+    let mask = BlockMask::random(m / block, k / block, density, &mut *rng).unwrap();
+    let w = BsrMatrix::from_block_mask(&mask, BlockShape::new(block, block), |_, _| {
+        rng.random_range(-1.0f32..1.0)
+    })
+    .unwrap();
+    w.quantize_fp8::<F8E4M3>(BlockGranularity::PerBlock)
+        .unwrap()
+}
+
+/// `x` (`features x tokens`, column-major: a row-major `tokens x features` activation)
+/// quantized to E4M3 with a scale per token.
+pub fn quantize_per_token(x: &[f32], features: usize, tokens: usize) -> QuantizedDense<F8E4M3> {
+    QuantizedDense::<F8E4M3>::quantize(
+        x,
+        DenseShape::packed(features, tokens, Layout::ColMajor),
+        ColumnGranularity::PerColumn,
+    )
+    .unwrap()
 }

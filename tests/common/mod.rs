@@ -235,6 +235,30 @@ pub fn device(test: &str) -> Option<std::sync::Arc<cudarc::driver::CudaContext>>
     }
 }
 
+/// A device buffer of `v`, at least one element (CUDA has no empty allocations).
+#[cfg(feature = "cuda")]
+pub fn upload<T: Element>(
+    stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+    v: &[T],
+) -> cudarc::driver::CudaSlice<T> {
+    if v.is_empty() {
+        stream.alloc_zeros::<T>(1).unwrap()
+    } else {
+        stream.clone_htod(v).unwrap()
+    }
+}
+
+/// The host copy of a device buffer.
+#[cfg(feature = "cuda")]
+pub fn download<T: Element>(
+    stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+    d: &cudarc::driver::CudaSlice<T>,
+) -> Vec<T> {
+    let v = stream.clone_dtoh(d).unwrap();
+    stream.synchronize().unwrap();
+    v
+}
+
 /// Naive attention in f64 of `[batch, heads, seq, d]` views (`HeadsShape` strides):
 /// `(O packed [b, h, seq_q, d], LSE [b, h, seq_q])`, O = 0 and LSE = -inf for rows that keep
 /// no key. `kept(p, qb, kb)`: whether pattern `p` keeps block (qb, kb) (128-row/key blocks of
