@@ -340,22 +340,7 @@ fn run_fp8<Q: sparsek::Fp8, TB: FuzzB, O: Element>(c: &Fp8Case, rng: &mut FuzzRn
         sentinel
     };
     let y = c.c;
-    let mut yd = vec![sentinel; y.len];
-    let addressed: Vec<usize> = if y.ok() && y.elements() > 0 {
-        (0..y.rows)
-            .flat_map(|i| (0..y.cols).map(move |j| (i, j)))
-            .map(|(i, j)| y.offset(i, j))
-            .collect()
-    } else {
-        Vec::new()
-    };
-    for &off in &addressed {
-        yd[off] = if c.beta != 0.0 {
-            O::from_f32(rng.random_range(-1.0f32..1.0))
-        } else {
-            poison
-        };
-    }
+    let (mut yd, addressed) = y.output(sentinel, poison, c.beta, rng);
     let before = yd.clone();
     let bias: Option<Vec<O>> = c.bias.map(|n| random_values(rng, n));
     let opts = SpmmOptions::new()

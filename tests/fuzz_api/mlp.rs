@@ -265,6 +265,19 @@ fn mlp_fits(batch: usize, cols: usize, len: usize) -> bool {
         .is_some_and(|n| n <= usize::MAX as u128 && n <= len as u128)
 }
 
+/// Whether the forward's checks other than the element types pass: a host backend, and x,
+/// h and y (of these lengths) holding `batch` columns of hidden, inter and out values.
+fn mlp_otherwise_valid(
+    c: &MlpCase,
+    (hidden, inter, out): (usize, usize, usize),
+    (x_len, h_len, y_len): (usize, usize, usize),
+) -> bool {
+    matches!(c.backend, Backend::Auto | Backend::Cpu)
+        && mlp_fits(c.batch, hidden, x_len)
+        && mlp_fits(c.batch, inter, h_len)
+        && mlp_fits(c.batch, out, y_len)
+}
+
 fn dense64<T: Element>(m: &BsrMatrix<T>) -> Result<Vec<f64>, String> {
     Ok(m.to_dense()
         .map_err(|e| format!("to_dense: {e}"))?
@@ -317,11 +330,7 @@ fn run_mlp<T: Element, O: Element>(c: &MlpCase, rng: &mut FuzzRng) -> Check {
     let mut h = vec![mlp_sentinel::<T>(); c.h_len];
     let mut y = vec![mlp_sentinel::<O>(); c.y_len];
     let r = mlp.forward(&x, c.batch, &mut h, &mut y);
-    let (hidden, inter, out) = dims;
-    let otherwise_valid = matches!(c.backend, Backend::Auto | Backend::Cpu)
-        && mlp_fits(c.batch, hidden, x.len())
-        && mlp_fits(c.batch, inter, h.len())
-        && mlp_fits(c.batch, out, y.len());
+    let otherwise_valid = mlp_otherwise_valid(c, dims, (x.len(), h.len(), y.len()));
     // Only y can have a wrong type here (an FP8 one): the products' UnsupportedTypes.
     let types_ok = !O::DTYPE.is_fp8();
     let type_error: Option<fn(&sparsek::Error) -> bool> = (otherwise_valid && !types_ok)
@@ -409,11 +418,7 @@ fn run_mlp_fp8<Q: sparsek::Fp8, X: Element, O: Element>(c: &MlpCase, rng: &mut F
     let mut h = vec![mlp_sentinel::<X>(); c.h_len];
     let mut y = vec![mlp_sentinel::<O>(); c.y_len];
     let r = mlp.forward_fp8(&x, c.batch, &mut h, &mut y);
-    let (hidden, inter, out) = dims;
-    let otherwise_valid = matches!(c.backend, Backend::Auto | Backend::Cpu)
-        && mlp_fits(c.batch, hidden, x.len())
-        && mlp_fits(c.batch, inter, h.len())
-        && mlp_fits(c.batch, out, y.len());
+    let otherwise_valid = mlp_otherwise_valid(c, dims, (x.len(), h.len(), y.len()));
     use sparsek::DType;
     let types_ok = matches!(X::DTYPE, DType::F16 | DType::Bf16)
         && matches!(O::DTYPE, DType::F16 | DType::Bf16 | DType::F32);

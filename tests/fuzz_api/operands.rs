@@ -245,6 +245,34 @@ impl DView {
     pub fn dense_mut<'a, T>(&self, data: &'a mut [T]) -> DenseMut<'a, T> {
         DenseMut::host(data, self.rows, self.cols, self.layout).with_ld(self.ld)
     }
+    /// An output buffer of `len` elements, `sentinel` outside the view; inside it `poison`
+    /// with β = 0, else random old values in [-1, 1) (drawn row by row). With the view's
+    /// offsets row by row (none for a view the rule refuses or an empty one).
+    pub fn output<O: Element>(
+        &self,
+        sentinel: O,
+        poison: O,
+        beta: f32,
+        rng: &mut FuzzRng,
+    ) -> (Vec<O>, Vec<usize>) {
+        let mut data = vec![sentinel; self.len];
+        let addressed: Vec<usize> = if self.ok() && self.elements() > 0 {
+            (0..self.rows)
+                .flat_map(|i| (0..self.cols).map(move |j| (i, j)))
+                .map(|(i, j)| self.offset(i, j))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        for &off in &addressed {
+            data[off] = if beta != 0.0 {
+                O::from_f32(rng.random_range(-1.0f32..1.0))
+            } else {
+                poison
+            };
+        }
+        (data, addressed)
+    }
 }
 
 pub fn gen_dview(rng: &mut FuzzRng, rows: usize, cols: usize, clean: bool) -> DView {

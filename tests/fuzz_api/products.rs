@@ -268,25 +268,7 @@ fn run_prod<T: Element, O: Element>(c: &ProdCase, op: Prod, rng: &mut FuzzRng) -
     // spmm, spmm_fused, dense_spmm: C poisoned outside its view and (β = 0) inside it,
     // random old values inside it with β ≠ 0.
     let y = c.y;
-    let mut yd = vec![sentinel; y.len];
-    let addressed: Vec<usize> = if y.ok() && y.elements() > 0 {
-        let mut v = Vec::new();
-        for i in 0..y.rows {
-            for j in 0..y.cols {
-                v.push(y.offset(i, j));
-            }
-        }
-        v
-    } else {
-        Vec::new()
-    };
-    for &off in &addressed {
-        yd[off] = if c.beta != 0.0 {
-            O::from_f32(rng.random_range(-1.0f32..1.0))
-        } else {
-            poison
-        };
-    }
+    let (mut yd, addressed) = y.output(sentinel, poison, c.beta, rng);
     let before = yd.clone();
     let bias: Option<Vec<T>> = c.bias.map(|n| random_values(rng, n));
     let r = match op {
