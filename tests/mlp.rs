@@ -5,12 +5,13 @@
 
 mod common;
 
+use common::dequantize::dequantized64;
 use common::{act64, nonzero, random_vec, seed};
 use rand::{rngs::StdRng, SeedableRng};
 use sparsek::quantize::BlockGranularity;
 use sparsek::{
     bf16, f16, spmm_fused, Activation, Backend, BlockMask, BlockShape, BsrError, BsrMatrix, Dense,
-    DenseMut, Element, Epilogue, Error, Fp8, Layout, QuantizedBsr, SparseMlp, SpmmOptions, Vector,
+    DenseMut, Element, Epilogue, Error, Layout, QuantizedBsr, SparseMlp, SpmmOptions, Vector,
     F8E4M3, F8E5M2,
 };
 
@@ -457,27 +458,6 @@ fn refuses_y_type<T: Element, O: Element>(rng: &mut StdRng) -> Error {
         O::DTYPE
     );
     e
-}
-
-/// Dense f64 form of FP8 weights with their scales (`stored * scale`, per block or per
-/// tensor).
-fn dequantized64<Q: Fp8>(q: &QuantizedBsr<Q>) -> Vec<f64> {
-    let m = q.matrix();
-    let (bm, bk) = (m.block().rows, m.block().cols);
-    let mut out = vec![0f64; m.m() * m.k()];
-    for row in m.block_rows() {
-        let first = m.row_ptr()[row.index] as usize;
-        for (j, &col) in row.col_idx.iter().enumerate() {
-            let s = q.scales().of_block(first + j).unwrap_or(1.0) as f64;
-            for r in 0..bm {
-                for c in 0..bk {
-                    out[(row.index * bm + r) * m.k() + col as usize * bk + c] =
-                        row.values[j * bm * bk + r * bk + c].to_f32() as f64 * s;
-                }
-            }
-        }
-    }
-    out
 }
 
 /// Issue 45: an f32, f16 or bf16 MLP with an FP8 y is `UnsupportedTypes`, found before the

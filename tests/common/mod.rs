@@ -388,6 +388,9 @@ pub fn heads_shape(
     }
 }
 
+/// FP8 weights in f64 for the oracles (`tests/mlp.rs`, the fuzz_api targets).
+pub mod dequantize;
+
 /// The FP8 products' cases (`tests/fp8.rs`, `tests/gpu_fp8.rs`).
 pub mod fp8;
 

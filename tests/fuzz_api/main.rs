@@ -30,6 +30,8 @@
 
 use std::time::Duration;
 
+#[path = "../common/dequantize.rs"]
+mod dequantize;
 #[path = "../common/fuzz.rs"]
 mod fuzz;
 

@@ -7,6 +7,7 @@ use std::fmt::Debug;
 use rand::Rng;
 use sparsek::{bf16, f16, Activation, Backend, BsrMatrix, Element};
 
+use crate::dequantize::dequantized64;
 use crate::fuzz::{ensure, random_values, Check, FuzzRng, Outcome};
 use crate::inputs::{
     act_f64, buffer_len, huge, rel_err, same_bits, sentinel_above, tol2, tolerance, Ty,
@@ -350,27 +351,6 @@ fn run_mlp<T: Element, O: Element>(c: &MlpCase, rng: &mut FuzzRng) -> Check {
             })
         },
     )
-}
-
-/// Dense f64 form of FP8 weights with their scales: `stored * scale` (its block's, or the
-/// tensor's).
-fn dequantized64<Q: sparsek::Fp8>(q: &sparsek::QuantizedBsr<Q>) -> Vec<f64> {
-    let m = q.matrix();
-    let (bm, bk) = (m.block().rows, m.block().cols);
-    let mut out = vec![0f64; m.m() * m.k()];
-    for row in m.block_rows() {
-        let first = m.row_ptr()[row.index] as usize;
-        for (j, &col) in row.col_idx.iter().enumerate() {
-            let s = q.scales().of_block(first + j).unwrap_or(1.0) as f64;
-            for r in 0..bm {
-                for cc in 0..bk {
-                    out[(row.index * bm + r) * m.k() + col as usize * bk + cc] =
-                        row.values[j * bm * bk + r * bk + cc].to_f32() as f64 * s;
-                }
-            }
-        }
-    }
-    out
 }
 
 /// An MLP of FP8 weights (`Q`, quantized from random f32 ones) through `forward_fp8` with x
