@@ -16,7 +16,7 @@ use crate::epilogue::{Activation, Epilogue, Vector};
 use crate::error::Error;
 use crate::options::SpmmOptions;
 use crate::quantize::{ColumnScales, QuantizedBsr};
-use crate::spmm::{check_spmm, product, BsrOperand, HostWeight};
+use crate::spmm::{check_spmm, product, BsrOperand, HostWeight, SparseWeight};
 
 /// A linear layer with a block-sparse weight of any element type: on the host (`W` a
 /// `BsrMatrix<T>`, or a [`QuantizedBsr<Q>`] of FP8 weights with their scales; bias
@@ -94,15 +94,17 @@ impl<W, V> SparseLinear<W, V> {
     pub fn bias(&self) -> Option<&V> {
         self.bias.as_ref()
     }
+}
 
-    /// A layer of `weight` (`out x in` rows) and `bias` (`len` values, if any).
+impl<W: SparseWeight, V> SparseLinear<W, V> {
+    /// A layer of `weight` (`out x in`) and `bias` (`len` values, if any: `out` of them).
     fn with_parts(
         weight: W,
-        out_features: usize,
         bias: Option<V>,
         len: impl Fn(&V) -> usize,
         activation: Activation,
     ) -> Result<Self, Error> {
+        let out_features = weight.m();
         if let Some(got) = bias.as_ref().map(len) {
             if got != out_features {
                 return Err(Error::ShapeMismatch {
@@ -160,8 +162,7 @@ impl<W: HostWeight, V: Element> SparseLinear<W, Vec<V>> {
     where
         W::Element: TakesBias<V>,
     {
-        let out = weight.m();
-        Self::with_parts(weight, out, bias, Vec::len, activation)
+        Self::with_parts(weight, bias, Vec::len, activation)
     }
 
     /// `y = act(x·Wᵀ + bias)` for row-major `x` (`batch x in`) and `y` (`batch x out`):
@@ -227,8 +228,7 @@ impl<Q: Fp8, V: Element> SparseLinear<QuantizedBsr<Q>, Vec<V>> {
         bias: Option<Vec<V>>,
         activation: Activation,
     ) -> Result<Self, Error> {
-        let out = weight.m();
-        Self::with_parts(weight, out, bias, Vec::len, activation)
+        Self::with_parts(weight, bias, Vec::len, activation)
     }
 
     /// [`forward_scaled`](SparseLinear::forward_scaled) for FP8 weights, under its former
@@ -262,8 +262,7 @@ impl<T: Element, V: Element> SparseLinear<DeviceBsr<T>, CudaSlice<V>> {
     where
         T: TakesBias<V>,
     {
-        let out = weight.m();
-        Self::with_parts(weight, out, bias, CudaSlice::len, activation)
+        Self::with_parts(weight, bias, CudaSlice::len, activation)
     }
 
     /// `y = act(x·Wᵀ + bias)` for row-major device `x` (`batch x in`) and `y`
@@ -343,8 +342,7 @@ impl<Q: Fp8, V: Element> SparseLinear<DeviceBsr<Q>, CudaSlice<V>> {
         bias: Option<CudaSlice<V>>,
         activation: Activation,
     ) -> Result<Self, Error> {
-        let out = weight.m();
-        Self::with_parts(weight, out, bias, CudaSlice::len, activation)
+        Self::with_parts(weight, bias, CudaSlice::len, activation)
     }
 
     /// [`forward_scaled`](SparseLinear::forward_scaled) for FP8 device weights, under its
