@@ -283,25 +283,7 @@ fn fp8_interleave_keeps_each_blocks_scale() {
             u.quantize_fp8::<F8E4M3>(gran).unwrap(),
         );
         let gu = QuantizedBsr::interleave_block_rows(&gq, &uq).unwrap();
-        let deq = |q: &QuantizedBsr<F8E4M3>| -> Vec<f64> {
-            let m = q.matrix();
-            let mut out = vec![0f64; m.m() * m.k()];
-            let (bm, bk) = (m.block().rows, m.block().cols);
-            for row in m.block_rows() {
-                let first = m.row_ptr()[row.index] as usize;
-                for (j, &col) in row.col_idx.iter().enumerate() {
-                    let s = q.scales().of_block(first + j).unwrap_or(1.0) as f64;
-                    for r in 0..bm {
-                        for c in 0..bk {
-                            out[(row.index * bm + r) * m.k() + col as usize * bk + c] =
-                                row.values[j * bm * bk + r * bk + c].to_f32() as f64 * s;
-                        }
-                    }
-                }
-            }
-            out
-        };
-        let (dg, du, dgu) = (deq(&gq), deq(&uq), deq(&gu));
+        let (dg, du, dgu) = (dequantized64(&gq), dequantized64(&uq), dequantized64(&gu));
         let k = g.k();
         for i in 0..2 * g.m() {
             let (pair, r) = (i / 32, i % 32);
