@@ -8,6 +8,7 @@
 #include <sparsek/attention.hpp>
 
 #include "core/features.hpp"
+#include "core/one_kernel.hpp"
 #include "core/registry.hpp"
 #include "core/result.hpp"
 
@@ -22,7 +23,7 @@ class DeviceSource;  // core/validate.hpp
 // null; else scores holds batch*heads*q_blocks*k_blocks floats (4-byte aligned); row_ptr
 // non-null, col_idx non-null when nnzb > 0, both 4-byte aligned; row_ptr and col_idx overlap
 // neither each other nor the inputs; `device` is the current device, the launch stream's.
-struct GatingProblem {
+struct GatingProblem : OneKernelProblem {
   bool pooled = false;  // scores from q and k (else from `scores`)
   HeadsView q, k;
   const float* scores = nullptr;
@@ -33,15 +34,8 @@ struct GatingProblem {
   int32_t* col_idx = nullptr;
   DeviceInfo device;
 
-  // The registry's questions (core/registry.hpp): one kernel, so no backend to choose; no
-  // epilogue, no n or row-depth bound; never an empty output (with no query block the launch
-  // still writes row_ptr's one entry).
-  static constexpr Backend backend = Backend::Auto;
-  bool has_epilogue() const { return false; }
-  bool gated_epilogue() const { return false; }
-  int64_t n() const { return 0; }
-  bool deeper_than(int64_t) const { return false; }
-  bool empty_output() const { return false; }
+  // One kernel (core/one_kernel.hpp); with no query block the launch still writes row_ptr's
+  // one entry, so the output is never empty.
 };
 
 // Blocks kept by query block i (min(top_k, candidates)).

@@ -9,6 +9,7 @@
 #include <sparsek/quantize.hpp>
 
 #include "core/dtype.hpp"
+#include "core/one_kernel.hpp"
 #include "core/result.hpp"
 
 namespace sparsek::detail {
@@ -21,7 +22,7 @@ class DeviceSource;  // core/validate.hpp
 // nnzb > 0), `values` aligned to its type; `scales` holds nnzb (PerBlock) or 1 (PerTensor)
 // floats and is non-null and 16-byte aligned; no output overlaps an input or the other
 // output.
-struct QuantizeProblem {
+struct QuantizeProblem : OneKernelProblem {
   const void* values = nullptr;
   DType in = DType::F16;
   int64_t nnzb = 0, block_len = 0;
@@ -30,15 +31,8 @@ struct QuantizeProblem {
   float* scales = nullptr;
   ScaleKind granularity = ScaleKind::PerBlock;
 
-  // The registry's questions (core/registry.hpp): one kernel, so no backend to choose; no
-  // epilogue, no n or row-depth bound; never an empty output (with no block, a per-tensor
-  // quantization still writes its scale; the launch skips what it need not do).
-  static constexpr Backend backend = Backend::Auto;
-  bool has_epilogue() const { return false; }
-  bool gated_epilogue() const { return false; }
-  int64_t n() const { return 0; }
-  bool deeper_than(int64_t) const { return false; }
-  bool empty_output() const { return false; }
+  // One kernel (core/one_kernel.hpp); with no block, a per-tensor quantization still writes
+  // its scale, so the output is never empty.
 };
 
 // The C++ entry's validation (cpp/quantize/api.cu): A's view (check_bsr: its values aligned
