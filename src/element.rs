@@ -20,8 +20,6 @@ pub enum DType {
     E4M3,
     /// OCP FP8 E5M2 ([`F8E5M2`]): read as `stored * scale` with its operand's scales.
     E5M2,
-    /// A throwaway 16-bit type: f16's bits under another tag ([`F16T`]).
-    F16T,
 }
 
 impl DType {
@@ -33,12 +31,12 @@ impl DType {
     /// of attention, and W8A16's B. The checks ask this, not for named types, so a new type
     /// joins them here (as C++'s `HalfDTypes` in `cpp/core/dtype.hpp`).
     pub fn is_half(self) -> bool {
-        matches!(self, DType::F16 | DType::Bf16 | DType::F16T)
+        matches!(self, DType::F16 | DType::Bf16)
     }
     /// Bytes of one element.
     pub fn size(self) -> usize {
         match self {
-            DType::F16 | DType::Bf16 | DType::F16T => 2,
+            DType::F16 | DType::Bf16 => 2,
             DType::F32 => 4,
             DType::E4M3 | DType::E5M2 => 1,
         }
@@ -53,7 +51,6 @@ impl std::fmt::Display for DType {
             DType::F32 => "f32",
             DType::E4M3 => "e4m3",
             DType::E5M2 => "e5m2",
-            DType::F16T => "f16t",
         })
     }
 }
@@ -76,7 +73,6 @@ pub(crate) mod sealed {
     impl Sealed for half::f16 {}
     impl Sealed for half::bf16 {}
     impl Sealed for f32 {}
-    impl Sealed for super::F16T {}
 }
 
 /// An element of a BSR or dense matrix: `f16`, `bf16`, `f32`, or an FP8 type ([`F8E4M3`],
@@ -162,29 +158,6 @@ impl Element for bf16 {
     }
     fn from_f32(v: f32) -> Self {
         bf16::from_f32(v)
-    }
-}
-
-/// A throwaway 16-bit type: f16's bits under another [`DType`].
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-#[repr(transparent)]
-pub struct F16T(pub f16);
-
-// SAFETY: F16T is repr(transparent) over f16, plain 16-bit data that cudarc copies bit for
-// bit; the all-zero bits are +0.0.
-#[cfg(feature = "cuda")]
-unsafe impl cudarc::driver::DeviceRepr for F16T {}
-// SAFETY: as above.
-#[cfg(feature = "cuda")]
-unsafe impl cudarc::driver::ValidAsZeroBits for F16T {}
-
-impl Element for F16T {
-    const DTYPE: DType = DType::F16T;
-    fn to_f32(self) -> f32 {
-        self.0.to_f32()
-    }
-    fn from_f32(v: f32) -> Self {
-        F16T(f16::from_f32(v))
     }
 }
 

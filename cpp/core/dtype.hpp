@@ -56,15 +56,6 @@ struct DTypeTraits<DType::E4M3> {
 };
 
 template <>
-struct DTypeTraits<DType::F16T> {  // a throwaway type: f16's bits under another DType
-  static constexpr DType kDType = DType::F16T;
-  static constexpr int kBytes = 2;
-  static constexpr const char* kName = "f16t";
-  static constexpr const char* kRowTakes = "the row takes f16t inputs";
-  static constexpr uint32_t kNeeds = 0;
-};
-
-template <>
 struct DTypeTraits<DType::E5M2> {
   static constexpr DType kDType = DType::E5M2;
   static constexpr int kBytes = 1;
@@ -80,7 +71,7 @@ struct DTypeList {
 };
 
 // Every DType with a traits entry: what the validators call "known".
-using KnownDTypes = DTypeList<DType::F16, DType::BF16, DType::F32, DType::E4M3, DType::E5M2, DType::F16T>;
+using KnownDTypes = DTypeList<DType::F16, DType::BF16, DType::F32, DType::E4M3, DType::E5M2>;
 
 // The 8-bit floats, read as stored * scale (include/sparsek/sparsek.hpp, ScaleKind).
 using Fp8DTypes = DTypeList<DType::E4M3, DType::E5M2>;
@@ -89,7 +80,7 @@ constexpr bool is_fp8(DType t) { return Fp8DTypes::contains(t); }
 // The 16-bit floats: the inputs of the 16-bit products (A and B of one type), W8A16's B, and
 // attention's Q, K and V. The validators ask these lists, not for named types, so a new type
 // joins an operation here and in the families that list it.
-using HalfDTypes = DTypeList<DType::F16, DType::BF16, DType::F16T>;
+using HalfDTypes = DTypeList<DType::F16, DType::BF16>;
 constexpr bool is_half(DType t) { return HalfDTypes::contains(t); }
 
 // f(DTypeTraits<t>{}) for the entry of `t` in List, else missing(). Both must return the
@@ -150,12 +141,6 @@ template <DType kT>
 struct DeviceTypeOf;
 template <>
 struct DeviceTypeOf<DType::F16> {
-  using type = __half;
-  using cutlass_type = cutlass::half_t;
-  static constexpr CUtensorMapDataType kTensorMap = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-};
-template <>
-struct DeviceTypeOf<DType::F16T> {
   using type = __half;
   using cutlass_type = cutlass::half_t;
   static constexpr CUtensorMapDataType kTensorMap = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;

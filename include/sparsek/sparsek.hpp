@@ -49,7 +49,7 @@ enum class Status : int32_t {
 
 // Element types. E4M3 and E5M2 are the 8-bit floats of NVIDIA's FP8 (OCP FP8: e4m3 finite
 // to +-448 with NaN 0x7f/0xff, e5m2 IEEE-like to +-57344), each read as `stored * scale` (ScaleKind).
-enum class DType : int32_t { F16 = 0, BF16 = 1, F32 = 2, E4M3 = 3, E5M2 = 4, F16T = 5 };
+enum class DType : int32_t { F16 = 0, BF16 = 1, F32 = 2, E4M3 = 3, E5M2 = 4 };
 
 // How an FP8 operand's values scale: value = stored * scale, with `scales` f32 device values
 //   None      - no scale (1);

@@ -23,7 +23,6 @@ mod ffi {
         F32 = 2,
         E4M3 = 3,
         E5M2 = 4,
-        F16T = 5,
     }
 
     /// How an FP8 operand's values scale (`sparsek::ScaleKind`): value = stored * scale.
@@ -298,7 +297,6 @@ pub(crate) fn dtype(t: crate::element::DType) -> DType {
         T::F32 => DType::F32,
         T::E4M3 => DType::E4M3,
         T::E5M2 => DType::E5M2,
-        T::F16T => DType::F16T,
     }
 }
 

@@ -69,7 +69,7 @@
 namespace sparsek::detail::spmm_wmma {
 
 // The input types the family takes (core/dtype.hpp); a problem of another type is refused.
-using WmmaDTypes = DTypeList<DType::F16, DType::BF16, DType::F16T>;
+using WmmaDTypes = DTypeList<DType::F16, DType::BF16>;
 
 struct WmmaVariant {
   const char* name;                        // the registry's name (SPARSEK_VARIANT)
