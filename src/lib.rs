@@ -73,7 +73,6 @@ mod device;
 // The operations: each its entry point, its checks and its device path.
 pub mod attention;
 pub mod quantize;
-mod rowscale;
 mod sddmm;
 pub mod spmm;
 
@@ -164,7 +163,6 @@ pub use quantize::{
     BlockGranularity, BlockScales, ColumnGranularity, ColumnScales, QuantizedBsr, QuantizedDense,
     ScaleKind,
 };
-pub use rowscale::{rowscale, Rowscale};
 pub use sddmm::{sddmm, BsrOperandMut};
 pub use spmm::{dense_spmm, spmm, spmm_fused, BsrOperand, HostWeight, SparseWeight};
 #[allow(deprecated)]

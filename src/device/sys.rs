@@ -239,18 +239,6 @@ mod ffi {
         stream: u64,
     }
 
-    /// One row scaling `C = diag(s)·A`, validated by the Rust entry point
-    /// (`crate::rowscale`): A `m x k` (a `DeviceBsr`), `m` f32 scales at `s`, C's values (A's
-    /// pattern and dtype) at `c`. Pointers are device addresses.
-    #[namespace = "sparsek::ffi"]
-    struct RowscaleProblem {
-        a: BsrDesc,
-        s: u64,
-        c: u64,
-        stream: u64,
-        mode: Mode,
-    }
-
     /// The outcome, and the family and variant that ran (or would run).
     #[namespace = "sparsek::ffi"]
     struct FfiStatus {
@@ -266,7 +254,6 @@ mod ffi {
         include!("sparsek/cpp/sddmm/bridge.h");
         include!("sparsek/cpp/attention/bridge.h");
         include!("sparsek/cpp/quantize/bridge.h");
-        include!("sparsek/cpp/rowscale/bridge.h");
 
         type DType;
         type Layout;
@@ -298,10 +285,6 @@ mod ffi {
         /// a live device allocation large enough for its view.
         #[namespace = "sparsek::ffi"]
         unsafe fn quantize_fp8(problem: &QuantizeProblem) -> FfiStatus;
-
-        /// As `spmm`, for a row scaling (A's index arrays valid).
-        #[namespace = "sparsek::ffi"]
-        unsafe fn rowscale(problem: &RowscaleProblem) -> FfiStatus;
     }
 }
 
@@ -319,8 +302,7 @@ pub(crate) fn dtype(t: crate::element::DType) -> DType {
 
 pub(crate) use ffi::{
     Activation, AttentionProblem, Backend, BsrDesc, DType, DenseDesc, FfiStatus, GatingProblem,
-    HeadsDesc, Layout, Mode, QuantizeProblem, RowscaleProblem, ScaleKind, SddmmProblem,
-    SpmmProblem, Status,
+    HeadsDesc, Layout, Mode, QuantizeProblem, ScaleKind, SddmmProblem, SpmmProblem, Status,
 };
 
 /// An output buffer of one call, and so its mode: written by a launch (`&mut`), or only
@@ -598,43 +580,4 @@ pub(crate) fn quantize_fp8<T, Q>(
     // stream's context (result::check_contexts), which the caller
     // (`DeviceBsr::quantize_fp8_from`) bound to this thread.
     unsafe { ffi::quantize_fp8(&problem) }
-}
-
-/// The device buffers of one row scaling, all used on `stream`.
-pub(crate) struct RowscaleBuffers<'a, T> {
-    /// A's block-row offsets.
-    pub row_ptr: &'a CudaSlice<i32>,
-    /// A's block-columns.
-    pub col_idx: &'a CudaSlice<i32>,
-    /// A's values, read only.
-    pub values: &'a CudaSlice<T>,
-    /// The row scales, read only.
-    pub s: &'a CudaSlice<f32>,
-    /// C's values, written by a launch.
-    pub c_values: Output<'a, T>,
-}
-
-/// Fills the pointers and mode of `problem` from `bufs` and selects, or enqueues on
-/// `stream`, its kernel. The caller (`rowscale::gpu`) validated the scalar fields against the
-/// buffers.
-pub(crate) fn rowscale<T>(
-    mut problem: RowscaleProblem,
-    bufs: RowscaleBuffers<'_, T>,
-    stream: &CudaStream,
-) -> FfiStatus {
-    let mut guards = Vec::new();
-    problem.a.row_ptr = read(bufs.row_ptr, stream, &mut guards);
-    problem.a.col_idx = read(bufs.col_idx, stream, &mut guards);
-    problem.a.values = read(bufs.values, stream, &mut guards);
-    problem.s = read(bufs.s, stream, &mut guards);
-    let (mode, c, _c) = bufs.c_values.pointer(stream);
-    problem.c = c;
-    problem.mode = mode;
-    problem.stream = stream.cu_stream() as u64;
-    // SAFETY: every pointer is a live cudarc allocation borrowed for this call (C's values
-    // mutably when it launches, so distinct from A's arrays and s), sized as crate::rowscale
-    // checked (s: m values, C's values: A's) and as DeviceBsr's validating constructors
-    // guarantee (row_ptr, col_idx, values); every buffer belongs to the stream's context
-    // (result::check_contexts), which rowscale::gpu bound to this thread.
-    unsafe { ffi::rowscale(&problem) }
 }
