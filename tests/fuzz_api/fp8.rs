@@ -1,10 +1,17 @@
-//! Target: the FP8 products (spmm_fp8, SparseLinear::forward_fp8, and the other products
-//! given FP8 operands, which must refuse them).
+//! Target: the FP8 products: `spmm` / `spmm_fused` / `dense_spmm` with an FP8 A and its
+//! scales (`&QuantizedBsr` or `BsrOperand::Scaled`), `SparseLinear::new` with `forward` /
+//! `forward_scaled` of FP8 weights, the deprecated names they replace (`spmm_fp8`,
+//! `SparseLinear::new_fp8` / `forward_fp8`, checked bit for bit against the unified entries
+//! in a fraction of cases), and a bare FP8 `BsrMatrix`, which the products must refuse.
 
+use std::any::Any;
 use std::fmt::Debug;
 
 use rand::Rng;
-use sparsek::{bf16, f16, Activation, Backend, BsrMatrix, Dense, Element, Layout, SpmmOptions};
+use sparsek::{
+    bf16, f16, Activation, Backend, BsrMatrix, Dense, Element, Epilogue, Layout, SpmmOptions,
+    TakesB, TakesBias,
+};
 
 use crate::fuzz::{ensure, random_values, Check, FuzzRng, Outcome};
 use crate::inputs::{
@@ -29,12 +36,40 @@ enum Fp8B {
 /// Which entry a case calls.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Fp8Entry {
-    /// `spmm_fp8` on host views.
+    /// The deprecated `spmm_fp8` on host views.
     Spmm,
-    /// `SparseLinear::new_fp8` and `forward_fp8` (x and y row-major).
+    /// A unified product on host views, A an FP8 matrix with its scales: a
+    /// `&QuantizedBsr` (`quantized`) or `BsrOperand::Scaled`.
+    Unified { call: UnifiedCall, quantized: bool },
+    /// The deprecated `SparseLinear::new_fp8` and `forward_fp8` (x and y row-major).
     Linear,
-    /// `spmm` / `spmm_fused` / `sddmm` with FP8 operands: always refused.
+    /// `SparseLinear::new` of a `QuantizedBsr`, then `forward`, or `forward_scaled` where x
+    /// has scales (x and y row-major).
+    LinearUnified,
+    /// `spmm` / `spmm_fused` / `dense_spmm` with a bare FP8 `BsrMatrix` (no scales): always
+    /// refused.
     Generic,
+}
+
+impl Fp8Entry {
+    /// A layer's forward: x and y packed row-major, op(A) = A whatever the options say.
+    fn layer(self) -> bool {
+        matches!(self, Fp8Entry::Linear | Fp8Entry::LinearUnified)
+    }
+    /// A product on host views, B's scales attached by `Dense::with_scales` (FP8 B only).
+    fn product(self) -> bool {
+        matches!(self, Fp8Entry::Spmm | Fp8Entry::Unified { .. })
+    }
+}
+
+/// The unified product a `Unified` case calls. `Spmm` and `Dense` take no epilogue (the
+/// case draws no bias and no activation for them); `Dense` computes the same product as
+/// `dense_spmm(Bᵀ, A, Cᵀ)` with op(A) flipped.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum UnifiedCall {
+    Spmm,
+    Fused,
+    Dense,
 }
 
 #[derive(Debug, Clone)]
@@ -64,17 +99,29 @@ struct Fp8Case {
     act: Activation,
     backend: Backend,
     nan_poison: bool,
+    /// Also make the deprecated call (`spmm_fp8`, `new_fp8` / `forward_fp8`) on the same
+    /// inputs: a unified entry's result must equal it bit for bit.
+    cross_check: bool,
 }
 
 fn gen_fp8(rng: &mut FuzzRng) -> Fp8Case {
     use sparsek::ScaleKind as K;
     let clean = rng.random_bool(0.5);
-    let entry = match rng.random_range(0..10) {
-        0..=6 => Fp8Entry::Spmm,
-        7 | 8 => Fp8Entry::Linear,
+    let entry = match rng.random_range(0..16) {
+        0..=5 => Fp8Entry::Spmm,
+        6..=10 => Fp8Entry::Unified {
+            call: [UnifiedCall::Spmm, UnifiedCall::Fused, UnifiedCall::Dense]
+                [rng.random_range(0..3)],
+            quantized: rng.random_bool(0.5),
+        },
+        11 | 12 => Fp8Entry::Linear,
+        13 | 14 => Fp8Entry::LinearUnified,
         _ => Fp8Entry::Generic,
     };
-    let b_ty = if clean {
+    let unified = matches!(entry, Fp8Entry::Unified { .. } | Fp8Entry::LinearUnified);
+    // The unified entries bound B's type (`TakesB`): another FP8 type or f32 does not
+    // compile there, so only the deprecated ones are given them.
+    let b_ty = if clean || unified {
         [Fp8B::Same, Fp8B::Same, Fp8B::F16, Fp8B::Bf16][rng.random_range(0..4)]
     } else {
         [
@@ -104,7 +151,7 @@ fn gen_fp8(rng: &mut FuzzRng) -> Fp8Case {
             _ => rng.random_range(0..=6),
         };
     }
-    let (b, c) = if entry == Fp8Entry::Linear {
+    let (b, c) = if entry.layer() {
         // The layer's views: x row-major (xᵀ column-major, ld = in), y likewise.
         let packed = |rows: usize, cols: usize, rng: &mut FuzzRng| {
             let mut v = DView {
@@ -153,27 +200,37 @@ fn gen_fp8(rng: &mut FuzzRng) -> Fp8Case {
             }
         }
     };
-    let b_transposed =
-        entry == Fp8Entry::Spmm && b_kind == K::PerColumn && !clean && rng.random_bool(0.1);
+    let b_transposed = entry.product() && b_kind == K::PerColumn && !clean && rng.random_bool(0.1);
     let alpha = [1.0, 1.0, 0.0, -1.0, 0.5, rng.random_range(-2.0f32..2.0)][rng.random_range(0..6)];
     let beta = if rng.random_bool(0.3) {
         [1.0, -0.5, rng.random_range(-2.0f32..2.0)][rng.random_range(0..3)]
     } else {
         0.0
     };
-    let bias = rng.random_bool(0.5).then(|| {
+    let epilogue = !matches!(
+        entry,
+        Fp8Entry::Unified {
+            call: UnifiedCall::Spmm | UnifiedCall::Dense,
+            ..
+        }
+    );
+    let bias = (epilogue && rng.random_bool(0.5)).then(|| {
         if clean || rng.random_bool(0.7) {
             c.rows.min(CAP)
         } else {
             dim(rng, 8, 0.0)
         }
     });
-    let act = [
-        Activation::None,
-        Activation::Relu,
-        Activation::GeluTanh,
-        Activation::Silu,
-    ][rng.random_range(0..4)];
+    let act = if epilogue {
+        [
+            Activation::None,
+            Activation::Relu,
+            Activation::GeluTanh,
+            Activation::Silu,
+        ][rng.random_range(0..4)]
+    } else {
+        Activation::None
+    };
     let backend = match rng.random_range(0..if clean { 10 } else { 14 }) {
         0..=5 => Backend::Auto,
         6..=9 => Backend::Cpu,
@@ -198,6 +255,7 @@ fn gen_fp8(rng: &mut FuzzRng) -> Fp8Case {
         act,
         backend,
         nan_poison: rng.random_bool(0.3),
+        cross_check: unified && rng.random_bool(0.25),
     }
 }
 
@@ -242,7 +300,7 @@ fn fp8_valid(
     }
     // The layer fixes op(A) = A (its options' transpose is ignored) and checks its bias
     // at construction.
-    let transpose_ok = c.entry == Fp8Entry::Linear || !c.transpose;
+    let transpose_ok = c.entry.layer() || !c.transpose;
     let shapes = c.b.rows == k && c.c.rows == m && c.c.cols == c.b.cols && c.b.ok() && c.c.ok();
     let bias = c.bias.is_none_or(|len| len == c.c.rows);
     let types = c.c_ty.is_some() && matches!(c.b_ty, Fp8B::Same | Fp8B::F16 | Fp8B::Bf16);
@@ -269,7 +327,146 @@ fn fp8_valid(
         && b_scales
 }
 
-fn run_fp8<Q: sparsek::Fp8, TB: FuzzB, O: Element>(c: &Fp8Case, rng: &mut FuzzRng) -> Check {
+/// B's scales as `ColumnScales` of their kind.
+fn scales_of(kind: sparsek::ScaleKind, v: &[f32]) -> sparsek::ColumnScales<'_> {
+    use sparsek::ScaleKind as K;
+    match kind {
+        K::PerTensor => sparsek::ColumnScales::PerTensor(sparsek::Vector::Host(v)),
+        K::PerColumn => sparsek::ColumnScales::PerColumn(sparsek::Vector::Host(v)),
+        _ => sparsek::ColumnScales::None,
+    }
+}
+
+/// The products' B (`k x n`) with its scales as the case draws them: attached (FP8 only), or
+/// attached to the transposed view and transposed back (then they belong to B's rows).
+fn b_view<'a, TB: FuzzB>(c: &Fp8Case, data: &'a [TB], scales: &'a [f32]) -> Dense<'a, TB> {
+    let (kind, _, transposed) = c.b_scales;
+    if transposed {
+        TB::attach(c.b.dense(data).t(), scales_of(kind, scales)).t()
+    } else {
+        TB::attach(c.b.dense(data), scales_of(kind, scales))
+    }
+}
+
+/// `v` as a vector of `U` where `T` is `U`: how a case generic over B's type reaches the
+/// unified entries, whose bound (`TakesB`) admits A's FP8 type, f16 and bf16 only.
+fn as_type<T: 'static, U: 'static>(v: &Vec<T>) -> Option<&Vec<U>> {
+    (v as &dyn Any).downcast_ref::<Vec<U>>()
+}
+
+/// `QuantizedBsr::new` of A and its scales, checked against the scales as given: it
+/// refuses (`Ok(Err)`) exactly a count that is not 0, 1 or nnzb for its kind.
+fn quantized_a<Q: sparsek::Fp8>(
+    a: &BsrMatrix<Q>,
+    scales: &sparsek::BlockScales,
+    (kind, len): (sparsek::ScaleKind, usize),
+    nnzb: usize,
+) -> Result<Result<sparsek::QuantizedBsr<Q>, sparsek::Error>, String> {
+    use sparsek::ScaleKind as K;
+    let q = sparsek::QuantizedBsr::new(a.clone(), scales.clone());
+    let a_ok = match kind {
+        K::None => true,
+        K::PerTensor => len == 1,
+        _ => len == nnzb,
+    };
+    ensure!(
+        q.is_ok() == a_ok,
+        "QuantizedBsr::new gave {:?}",
+        q.as_ref().err()
+    );
+    Ok(q)
+}
+
+/// A unified product of the case's kind: `spmm`, `spmm_fused` or `dense_spmm` (as
+/// `dense_spmm(Bᵀ, A, Cᵀ)` with op(A) flipped: the same product and the same checks).
+#[allow(clippy::too_many_arguments)]
+fn unified_product<'a, Q, X, O>(
+    b: &[X],
+    c: &Fp8Case,
+    call: UnifiedCall,
+    a: impl Into<sparsek::BsrOperand<'a, Q>>,
+    b_scales: &[f32],
+    yd: &mut [O],
+    epilogue: &Epilogue<'_, O>,
+    opts: &SpmmOptions,
+) -> Result<(), sparsek::Error>
+where
+    Q: TakesB<X> + TakesBias<O> + 'a,
+    X: FuzzB,
+    O: Element,
+{
+    let b = b_view(c, b, b_scales);
+    let y = c.c.dense_mut(yd);
+    match call {
+        UnifiedCall::Spmm => sparsek::spmm(a, b, y, opts),
+        UnifiedCall::Fused => sparsek::spmm_fused(a, b, y, epilogue, opts),
+        UnifiedCall::Dense => sparsek::dense_spmm(b.t(), a, y.t(), &opts.transpose_a(!c.transpose)),
+    }
+}
+
+/// `SparseLinear::new` of FP8 weights, then `forward` (x without scales) or
+/// `forward_scaled` (x with them).
+fn unified_layer<Q, X, O>(
+    x: &[X],
+    c: &Fp8Case,
+    q: sparsek::QuantizedBsr<Q>,
+    bias: Option<Vec<O>>,
+    opts: &SpmmOptions,
+    x_scales: &[f32],
+    yd: &mut [O],
+) -> Result<(), sparsek::Error>
+where
+    Q: sparsek::Fp8 + TakesB<X> + TakesBias<O>,
+    X: Element,
+    O: Element,
+{
+    let layer = sparsek::SparseLinear::new(q, bias, c.act)?.with_options(*opts);
+    match c.b_scales.0 {
+        sparsek::ScaleKind::None => layer.forward(x, c.b.cols, yd),
+        kind => layer.forward_scaled(x, scales_of(kind, x_scales), c.b.cols, yd),
+    }
+}
+
+/// A unified entry and the deprecated one on the same inputs agree: both accept or both
+/// refuse, and leave the same output, bit for bit.
+fn same_result<O: Element>(
+    r: &Result<(), sparsek::Error>,
+    y: &[O],
+    r_old: &Result<(), sparsek::Error>,
+    y_old: &[O],
+) -> Result<(), String> {
+    ensure!(
+        r.is_ok() == r_old.is_ok(),
+        "the unified entry gave {:?}, the deprecated one {:?}",
+        r.as_ref().err(),
+        r_old.as_ref().err()
+    );
+    ensure!(
+        y.len() == y_old.len() && y.iter().zip(y_old).all(|(&a, &b)| same_bits(a, b)),
+        "the unified and the deprecated entries wrote different outputs"
+    );
+    Ok(())
+}
+
+/// A's FP8 types with what the unified entries bound: B of A's type, f16 or bf16, and a
+/// bias of C's type (f32, f16, bf16; A's own compiles and is refused).
+trait FuzzA:
+    sparsek::Fp8
+    + FuzzB
+    + TakesB<f16>
+    + TakesB<bf16>
+    + TakesBias<f32>
+    + TakesBias<f16>
+    + TakesBias<bf16>
+{
+}
+impl FuzzA for sparsek::F8E4M3 {}
+impl FuzzA for sparsek::F8E5M2 {}
+
+fn run_fp8<Q: FuzzA + TakesBias<O>, TB: FuzzB, O: Element>(
+    c: &Fp8Case,
+    rng: &mut FuzzRng,
+) -> Check {
     use sparsek::ScaleKind as K;
     let a: BsrMatrix<Q> = build_bsr(rng, &c.a, |rng| Q::from_f32(rng.random_range(-1.0f32..1.0)));
     let (m, k) = (a.m(), a.k());
@@ -316,11 +513,11 @@ fn run_fp8<Q: sparsek::Fp8, TB: FuzzB, O: Element>(c: &Fp8Case, rng: &mut FuzzRn
         }
     };
     let b_data: Vec<TB> = random_values(rng, c.b.len);
-    let (b_kind, b_len, b_transposed) = c.b_scales;
+    let (b_kind, b_len, _) = c.b_scales;
     let b_scale_values: Vec<f32> = (0..b_len).map(|_| scale(rng)).collect();
-    // spmm_fp8's B can carry scales only when FP8 (Dense::with_scales); the layer attaches
-    // any, for the product to refuse.
-    let b_scales_given = c.entry != Fp8Entry::Spmm || TB::DTYPE.is_fp8();
+    // The products' B can carry scales only when FP8 (Dense::with_scales); the layer
+    // attaches any, for the product to refuse.
+    let b_scales_given = !c.entry.product() || TB::DTYPE.is_fp8();
     let sb = |j: usize| match if b_scales_given { b_kind } else { K::None } {
         K::PerTensor => b_scale_values[0] as f64,
         K::PerColumn => b_scale_values[j] as f64,
@@ -348,59 +545,108 @@ fn run_fp8<Q: sparsek::Fp8, TB: FuzzB, O: Element>(c: &Fp8Case, rng: &mut FuzzRn
         .beta(c.beta)
         .transpose_a(c.transpose)
         .backend(c.backend);
-    fn scales_of(kind: sparsek::ScaleKind, v: &[f32]) -> sparsek::ColumnScales<'_> {
-        match kind {
-            K::PerTensor => sparsek::ColumnScales::PerTensor(sparsek::Vector::Host(v)),
-            K::PerColumn => sparsek::ColumnScales::PerColumn(sparsek::Vector::Host(v)),
-            _ => sparsek::ColumnScales::None,
-        }
+    let mut epilogue = Epilogue::<O>::new().activation(c.act);
+    if let Some(bias) = &bias {
+        epilogue = epilogue.bias(sparsek::Vector::Host(bias));
     }
-    let col_scales = |v| scales_of(b_kind, v);
-    let r = match c.entry {
-        Fp8Entry::Spmm => {
-            let b = if b_transposed {
-                // The same elements, viewed transposed, the scales attached there, then
-                // transposed back: the scales now belong to B's rows.
-                TB::attach(c.b.dense(&b_data).t(), col_scales(&b_scale_values)).t()
+    // A unified entry `$f::<Q, X, O>(b, ...)` with B as a vector of its own type X (the
+    // entries bound it: `TakesB`).
+    macro_rules! with_b {
+        ($f:ident($($arg:expr),*)) => {
+            if let Some(bx) = as_type::<TB, Q>(&b_data) {
+                $f::<Q, Q, O>(bx, $($arg),*)
+            } else if let Some(bx) = as_type::<TB, f16>(&b_data) {
+                $f::<Q, f16, O>(bx, $($arg),*)
+            } else if let Some(bx) = as_type::<TB, bf16>(&b_data) {
+                $f::<Q, bf16, O>(bx, $($arg),*)
             } else {
-                TB::attach(c.b.dense(&b_data), col_scales(&b_scale_values))
-            };
-            let mut e = sparsek::Epilogue::new().activation(c.act);
-            if let Some(bias) = &bias {
-                e = e.bias(sparsek::Vector::Host(bias));
+                return Err(format!(
+                    "{:?} with B of {:?}: the generator gives the unified entries A's FP8 \
+                     type, f16 or bf16",
+                    c.entry,
+                    TB::DTYPE
+                ));
             }
-            sparsek::spmm_fp8(
-                sparsek::Fp8Operand::Host(&a, &a_scales),
-                b,
-                y.dense_mut(&mut yd),
-                &e,
-                &opts,
+        };
+    }
+    let deprecated_product = |yd: &mut [O]| {
+        sparsek::spmm_fp8(
+            sparsek::Fp8Operand::Host(&a, &a_scales),
+            b_view(c, &b_data, &b_scale_values),
+            y.dense_mut(yd),
+            &epilogue,
+            &opts,
+        )
+    };
+    let deprecated_layer = |q: sparsek::QuantizedBsr<Q>, yd: &mut [O]| {
+        sparsek::SparseLinear::new_fp8(q, bias.clone(), c.act).and_then(|layer| {
+            layer.with_options(opts).forward_fp8(
+                &b_data,
+                scales_of(b_kind, &b_scale_values),
+                c.b.cols,
+                yd,
             )
-        }
-        Fp8Entry::Linear => {
-            let q = sparsek::QuantizedBsr::new(a.clone(), a_scales.clone());
-            let a_ok = match a_given.0 {
-                K::None => true,
-                K::PerTensor => a_given.1 == 1,
-                _ => a_given.1 == nnzb,
-            };
-            ensure!(
-                q.is_ok() == a_ok,
-                "QuantizedBsr::new gave {:?}",
-                q.as_ref().err()
-            );
-            match q {
-                Err(e) => Err(e),
-                Ok(q) => match sparsek::SparseLinear::new_fp8(q, bias.clone(), c.act) {
+        })
+    };
+    let r = match c.entry {
+        Fp8Entry::Spmm => deprecated_product(&mut yd),
+        Fp8Entry::Unified { call, quantized } => {
+            let r = if quantized {
+                match quantized_a(&a, &a_scales, a_given, nnzb)? {
                     Err(e) => Err(e),
-                    Ok(layer) => layer.with_options(opts).forward_fp8(
-                        &b_data,
-                        col_scales(&b_scale_values),
-                        c.b.cols,
+                    Ok(q) => with_b!(unified_product(
+                        c,
+                        call,
+                        &q,
+                        &b_scale_values,
                         &mut yd,
-                    ),
-                },
+                        &epilogue,
+                        &opts
+                    )),
+                }
+            } else {
+                with_b!(unified_product(
+                    c,
+                    call,
+                    sparsek::BsrOperand::Scaled(&a, &a_scales),
+                    &b_scale_values,
+                    &mut yd,
+                    &epilogue,
+                    &opts
+                ))
+            };
+            if c.cross_check {
+                let mut old = before.clone();
+                let r_old = deprecated_product(&mut old);
+                same_result(&r, &yd, &r_old, &old)?;
             }
+            r
+        }
+        Fp8Entry::Linear => match quantized_a(&a, &a_scales, a_given, nnzb)? {
+            Err(e) => Err(e),
+            Ok(q) => deprecated_layer(q, &mut yd),
+        },
+        Fp8Entry::LinearUnified => {
+            let (r, q) = match quantized_a(&a, &a_scales, a_given, nnzb)? {
+                Err(e) => (Err(e), None),
+                Ok(q) => (
+                    with_b!(unified_layer(
+                        c,
+                        q.clone(),
+                        bias.clone(),
+                        &opts,
+                        &b_scale_values,
+                        &mut yd
+                    )),
+                    Some(q),
+                ),
+            };
+            if let (true, Some(q)) = (c.cross_check, q) {
+                let mut old = before.clone();
+                let r_old = deprecated_layer(q, &mut old);
+                same_result(&r, &yd, &r_old, &old)?;
+            }
+            r
         }
         Fp8Entry::Generic => {
             let bq: Vec<Q> = random_values(rng, c.b.len);
@@ -475,11 +721,8 @@ fn run_fp8<Q: sparsek::Fp8, TB: FuzzB, O: Element>(c: &Fp8Case, rng: &mut FuzzRn
 }
 
 /// The monomorphization of one case: A's FP8 type, B's type, C's type.
-fn run_fp8_typed<Q: sparsek::Fp8 + FuzzB, R: sparsek::Fp8 + FuzzB>(
-    c: &Fp8Case,
-    rng: &mut FuzzRng,
-) -> Check {
-    fn by_c<Q: sparsek::Fp8, TB: FuzzB>(c: &Fp8Case, rng: &mut FuzzRng) -> Check {
+fn run_fp8_typed<Q: FuzzA, R: sparsek::Fp8 + FuzzB>(c: &Fp8Case, rng: &mut FuzzRng) -> Check {
+    fn by_c<Q: FuzzA, TB: FuzzB>(c: &Fp8Case, rng: &mut FuzzRng) -> Check {
         match c.c_ty {
             Some(Ty::F32) => run_fp8::<Q, TB, f32>(c, rng),
             Some(Ty::F16) => run_fp8::<Q, TB, f16>(c, rng),
