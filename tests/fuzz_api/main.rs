@@ -1,7 +1,8 @@
 //! Fuzz of the public entry points on host operands, a module per operation: attention,
 //! the gating, block patterns, the products (spmm, spmm_fused, dense_spmm, sddmm), the CSR /
-//! COO converters, `SparseLinear`, the FP8 products (spmm_fp8, the FP8 layer, and the other
-//! products refusing FP8), the FP8 quantizers, the tensor-parallel shards and the gated MLP
+//! COO converters, `SparseLinear`, the FP8 products (spmm / spmm_fused / dense_spmm with an
+//! FP8 A and its scales, the FP8 layer, their deprecated names, a bare FP8 matrix refused),
+//! the FP8 quantizers, the tensor-parallel shards and the gated MLP
 //! (`SparseMlp`, `interleave_block_rows`, the gated epilogue). One `#[test]` per
 //! entry point, each drawing random
 //! problems, tiny ones that must be accepted mixed with huge, zero, overlapping and
@@ -23,9 +24,10 @@
 //! optimized build and 10 000 in a debug one; CI runs it a third time with 100 000),
 //! `SPARSEK_FUZZ_ONLY=<i>` runs case `i` alone.
 
-// The FP8 targets (fp8, mlp) call the deprecated FP8 names (`spmm_fp8`, `Fp8Operand`,
-// `SparseLinear::new_fp8` / `forward_fp8`, `SparseMlp::new_fp8`, ...): beside their checks,
-// they prove the aliases still compile and still behave while they stay.
+// The FP8 targets (fp8, mlp) call the unified entries and the deprecated FP8 names they
+// replace (`spmm_fp8`, `Fp8Operand`, `SparseLinear::new_fp8` / `forward_fp8`,
+// `SparseMlp::new_fp8` / `forward_fp8`): the aliases must still compile, pass the same
+// oracle, and give the unified entries' results bit for bit while they stay.
 #![allow(deprecated)]
 
 use std::time::Duration;

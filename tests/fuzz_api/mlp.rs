@@ -1,11 +1,14 @@
 //! Target: the gated MLP (BsrMatrix::interleave_block_rows, SparseMlp::new / forward on
-//! the host; QuantizedBsr::interleave_block_rows, SparseMlp::new_fp8 / forward_fp8 with FP8
-//! weights; the gated epilogue through both).
+//! the host; QuantizedBsr::interleave_block_rows, SparseMlp::new / forward with FP8 weights
+//! and the deprecated SparseMlp::new_fp8 / forward_fp8, checked bit for bit against them in
+//! a fraction of cases; the gated epilogue through all).
 
 use std::fmt::Debug;
 
 use rand::Rng;
-use sparsek::{bf16, f16, Activation, Backend, BsrMatrix, Element};
+use sparsek::{
+    bf16, f16, Activation, Backend, BsrMatrix, Element, QuantizedBsr, SparseMlp, TakesB,
+};
 
 use crate::dequantize::dequantized64;
 use crate::fuzz::{ensure, random_values, Check, FuzzRng, Outcome};
@@ -36,12 +39,18 @@ impl MlpTy {
     }
 }
 
-/// FP8 weights (`SparseMlp::new_fp8`, W8A16): their type and, per weight (gate, up, down),
-/// per-block scales (else one per tensor).
+/// FP8 weights (W8A16): their type and, per weight (gate, up, down), per-block scales
+/// (else one per tensor).
 #[derive(Debug, Clone, Copy)]
 struct MlpFp8 {
     e5m2: bool,
     per_block: [bool; 3],
+    /// Through `SparseMlp::new` / `forward`, else the deprecated `new_fp8` / `forward_fp8`
+    /// (always for an f32 x, which the unified `forward` does not compile with: `TakesB`).
+    unified: bool,
+    /// Also through the other pair, on the same inputs: the same acceptance and the same
+    /// h and y, bit for bit.
+    cross_check: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -52,7 +61,7 @@ struct MlpCase {
     /// x's and h's type (the weights' too, unless FP8).
     tin: Ty,
     tout: MlpTy,
-    /// FP8 weights through `forward_fp8`, or weights of `tin` through `forward`.
+    /// FP8 weights, or weights of `tin`.
     fp8: Option<MlpFp8>,
     gate: BsrSpec,
     up: BsrSpec,
@@ -95,13 +104,15 @@ fn gen_mlp(rng: &mut FuzzRng) -> MlpCase {
     let x_len = buffer_len(rng, need(batch, hidden), clean);
     let h_len = buffer_len(rng, need(batch, inter), clean);
     let y_len = buffer_len(rng, need(batch, out), clean);
-    let fp8 = rng.random_bool(0.3).then(|| MlpFp8 {
+    let mut fp8 = rng.random_bool(0.3).then(|| MlpFp8 {
         e5m2: rng.random_bool(0.5),
         per_block: [
             rng.random_bool(0.5),
             rng.random_bool(0.5),
             rng.random_bool(0.5),
         ],
+        unified: rng.random_bool(0.5),
+        cross_check: rng.random_bool(0.25),
     });
     // Types the products refuse (an FP8 y; an f32 x for FP8 weights) only when not clean.
     let wrong_types = !clean && rng.random_bool(0.3);
@@ -129,6 +140,9 @@ fn gen_mlp(rng: &mut FuzzRng) -> MlpCase {
             (Ty::Bf16, MlpTy::E4M3),
         ][rng.random_range(0..3)],
     };
+    if let Some(f) = fp8.as_mut() {
+        f.unified &= tin != Ty::F32;
+    }
     let backend = if clean || rng.random_bool(0.8) {
         [Backend::Auto, Backend::Cpu][rng.random_range(0..2)]
     } else {
@@ -353,9 +367,51 @@ fn run_mlp<T: Element, O: Element>(c: &MlpCase, rng: &mut FuzzRng) -> Check {
     )
 }
 
-/// An MLP of FP8 weights (`Q`, quantized from random f32 ones) through `forward_fp8` with x
-/// and h of `X` (W8A16 takes f16/bf16) and y of `O` (f16, bf16 or f32).
-fn run_mlp_fp8<Q: sparsek::Fp8, X: Element, O: Element>(c: &MlpCase, rng: &mut FuzzRng) -> Check {
+/// The FP8 weights' types, with the x types the unified `forward` bounds them to take.
+trait MlpQ: sparsek::Fp8 + TakesB<f16> + TakesB<bf16> {}
+impl MlpQ for sparsek::F8E4M3 {}
+impl MlpQ for sparsek::F8E5M2 {}
+
+/// x's types of the FP8 MLP: `forward_unified` is `SparseMlp::forward`, which compiles with
+/// those FP8 weights take (f16, bf16: `TakesB`) and is `None` for the others (f32, refused
+/// when run through the deprecated `forward_fp8`).
+trait MlpX: Element {
+    fn forward_unified<Q: MlpQ, O: Element>(
+        mlp: &SparseMlp<QuantizedBsr<Q>>,
+        x: &[Self],
+        batch: usize,
+        h: &mut [Self],
+        y: &mut [O],
+    ) -> Option<Result<(), sparsek::Error>>;
+}
+macro_rules! mlp_x {
+    ($($t:ty: $takes:tt),*) => {$(
+        impl MlpX for $t {
+            fn forward_unified<Q: MlpQ, O: Element>(
+                mlp: &SparseMlp<QuantizedBsr<Q>>,
+                x: &[Self],
+                batch: usize,
+                h: &mut [Self],
+                y: &mut [O],
+            ) -> Option<Result<(), sparsek::Error>> {
+                mlp_x!(@ $takes, mlp, x, batch, h, y)
+            }
+        }
+    )*};
+    (@ true, $mlp:ident, $x:ident, $batch:ident, $h:ident, $y:ident) => {
+        Some($mlp.forward($x, $batch, $h, $y))
+    };
+    (@ false, $mlp:ident, $x:ident, $batch:ident, $h:ident, $y:ident) => {{
+        let _ = ($mlp, $x, $batch, $h, $y);
+        None
+    }};
+}
+mlp_x!(f16: true, bf16: true, f32: false);
+
+/// An MLP of FP8 weights (`Q`, quantized from random f32 ones) through `new` / `forward` or
+/// the deprecated `new_fp8` / `forward_fp8`, with x and h of `X` (W8A16 takes f16/bf16) and
+/// y of `O` (f16, bf16 or f32).
+fn run_mlp_fp8<Q: MlpQ, X: MlpX, O: Element>(c: &MlpCase, rng: &mut FuzzRng) -> Check {
     let Some(f) = c.fp8 else {
         return Err("run_mlp_fp8 without FP8 weights".into());
     };
@@ -380,15 +436,35 @@ fn run_mlp_fp8<Q: sparsek::Fp8, X: Element, O: Element>(c: &MlpCase, rng: &mut F
     );
     let same_shape = gate.m() == up.m() && gate.k() == up.k() && gate.block() == up.block();
     let weights_ok = same_shape && down.k() == gate.m();
-    let mlp = sparsek::SparseMlp::new_fp8(&gq, &uq, dq.clone(), c.act);
+    let construct = |unified: bool| {
+        if unified {
+            SparseMlp::new(&gq, &uq, dq.clone(), c.act)
+        } else {
+            SparseMlp::new_fp8(&gq, &uq, dq.clone(), c.act)
+        }
+    };
+    let name = |unified: bool| if unified { "new" } else { "new_fp8" };
+    let mlp = construct(f.unified);
     ensure!(
         mlp.is_ok() == weights_ok,
-        "new_fp8 of {:?}, {:?}, {:?} gave {:?}",
+        "{} of {:?}, {:?}, {:?} gave {:?}",
+        name(f.unified),
         c.gate,
         c.up,
         c.down,
         mlp.as_ref().err()
     );
+    let other = f.cross_check.then(|| construct(!f.unified));
+    if let Some(o) = &other {
+        ensure!(
+            o.is_ok() == mlp.is_ok(),
+            "{} gave {:?}, {} {:?}",
+            name(f.unified),
+            mlp.as_ref().err(),
+            name(!f.unified),
+            o.as_ref().err()
+        );
+    }
     let Ok(mlp) = mlp else {
         return Ok(Outcome::Rejected);
     };
@@ -397,7 +473,38 @@ fn run_mlp_fp8<Q: sparsek::Fp8, X: Element, O: Element>(c: &MlpCase, rng: &mut F
     let x: Vec<X> = random_values(rng, c.x_len);
     let mut h = vec![mlp_sentinel::<X>(); c.h_len];
     let mut y = vec![mlp_sentinel::<O>(); c.y_len];
-    let r = mlp.forward_fp8(&x, c.batch, &mut h, &mut y);
+    // `forward`, or the deprecated `forward_fp8`; `None` where `forward` does not compile
+    // (an f32 x).
+    let forward = |mlp: &SparseMlp<QuantizedBsr<Q>>, unified: bool, h: &mut [X], y: &mut [O]| {
+        if unified {
+            X::forward_unified(mlp, &x, c.batch, h, y)
+        } else {
+            Some(mlp.forward_fp8(&x, c.batch, h, y))
+        }
+    };
+    let Some(r) = forward(&mlp, f.unified, &mut h, &mut y) else {
+        return Err(
+            "the unified forward with an f32 x (the generator gives it forward_fp8)".into(),
+        );
+    };
+    if let Some(Ok(other)) = other {
+        let other = other.with_backend(c.backend);
+        let mut h_other = vec![mlp_sentinel::<X>(); c.h_len];
+        let mut y_other = vec![mlp_sentinel::<O>(); c.y_len];
+        if let Some(r_other) = forward(&other, !f.unified, &mut h_other, &mut y_other) {
+            ensure!(
+                r.is_ok() == r_other.is_ok(),
+                "forward gave {:?}, the other pair {:?}",
+                r.as_ref().err(),
+                r_other.as_ref().err()
+            );
+            let same = |a: &[X], b: &[X]| a.iter().zip(b).all(|(&u, &v)| same_bits(u, v));
+            ensure!(
+                same(&h, &h_other) && y.iter().zip(&y_other).all(|(&u, &v)| same_bits(u, v)),
+                "the unified and the deprecated pairs wrote different h or y"
+            );
+        }
+    }
     let otherwise_valid = mlp_otherwise_valid(c, dims, (x.len(), h.len(), y.len()));
     use sparsek::DType;
     let types_ok = matches!(X::DTYPE, DType::F16 | DType::Bf16)
@@ -421,7 +528,7 @@ fn run_mlp_fp8<Q: sparsek::Fp8, X: Element, O: Element>(c: &MlpCase, rng: &mut F
     )
 }
 
-fn run_mlp_fp8_of<Q: sparsek::Fp8>(c: &MlpCase, rng: &mut FuzzRng) -> Check {
+fn run_mlp_fp8_of<Q: MlpQ>(c: &MlpCase, rng: &mut FuzzRng) -> Check {
     match (c.tin, c.tout) {
         (Ty::F16, MlpTy::F32) => run_mlp_fp8::<Q, f16, f32>(c, rng),
         (Ty::Bf16, MlpTy::Bf16) => run_mlp_fp8::<Q, bf16, bf16>(c, rng),
