@@ -348,10 +348,11 @@ fn b_view<'a, TB: FuzzB>(c: &Fp8Case, data: &'a [TB], scales: &'a [f32]) -> Dens
     }
 }
 
-/// `v` as a vector of `U` where `T` is `U`: how a case generic over B's type reaches the
-/// unified entries, whose bound (`TakesB`) admits A's FP8 type, f16 and bf16 only.
-fn as_type<T: 'static, U: 'static>(v: &Vec<T>) -> Option<&Vec<U>> {
-    (v as &dyn Any).downcast_ref::<Vec<U>>()
+/// `v` (a `Vec`) as a slice of `U` where it is a `Vec<U>`: how a case generic over B's
+/// type reaches the unified entries, whose bound (`TakesB`) admits A's FP8 type, f16 and
+/// bf16 only.
+fn as_type<U: 'static>(v: &dyn Any) -> Option<&[U]> {
+    v.downcast_ref::<Vec<U>>().map(Vec::as_slice)
 }
 
 /// `QuantizedBsr::new` of A and its scales, checked against the scales as given: it
@@ -553,11 +554,11 @@ fn run_fp8<Q: FuzzA + TakesBias<O>, TB: FuzzB, O: Element>(
     // entries bound it: `TakesB`).
     macro_rules! with_b {
         ($f:ident($($arg:expr),*)) => {
-            if let Some(bx) = as_type::<TB, Q>(&b_data) {
+            if let Some(bx) = as_type::<Q>(&b_data) {
                 $f::<Q, Q, O>(bx, $($arg),*)
-            } else if let Some(bx) = as_type::<TB, f16>(&b_data) {
+            } else if let Some(bx) = as_type::<f16>(&b_data) {
                 $f::<Q, f16, O>(bx, $($arg),*)
-            } else if let Some(bx) = as_type::<TB, bf16>(&b_data) {
+            } else if let Some(bx) = as_type::<bf16>(&b_data) {
                 $f::<Q, bf16, O>(bx, $($arg),*)
             } else {
                 return Err(format!(
