@@ -3,7 +3,7 @@
 
 use cudarc::driver::{CudaSlice, CudaStream};
 
-use super::check::check_sddmm;
+use super::check::check_operands;
 use crate::check::check_gpu_types;
 use crate::dense::{Dense, DenseShape, Storage};
 use crate::device::result::{backend, check, check_contexts, dense_desc};
@@ -99,12 +99,7 @@ pub fn can_implement_sddmm<T: Element, O: Element>(
             "can_implement_sddmm takes device A and B",
         ));
     };
-    check_sddmm(
-        (s.m, s.k),
-        (&a.shape, a_data.len()),
-        (&b.shape, b_data.len()),
-        options,
-    )?;
+    check_operands::<T, O>((s.m, s.k), a, b, options)?;
     check_gpu_types::<T, O>(options.backend)?;
     let problem = sddmm_problem::<T, O>(&a.shape, &b.shape, s, options)?;
     let stream = s.values.stream().clone();

@@ -13,7 +13,7 @@ use crate::element::Element;
 use crate::error::Error;
 use crate::format::BsrMatrix;
 use crate::options::{Backend, SpmmOptions};
-use check::check_sddmm;
+use check::check_operands;
 
 /// The sparse output of [`sddmm`]: a host `BsrMatrix` or a `DeviceBsr`, its values
 /// overwritten in place.
@@ -74,16 +74,7 @@ pub fn sddmm<'a, T: Element, O: Element>(
         #[cfg(feature = "cuda")]
         BsrOperandMut::Device(s) => (s.m(), s.k()),
     };
-    check_sddmm(
-        dims,
-        (&a.shape, a.data.len()),
-        (&b.shape, b.data.len()),
-        options,
-    )?;
-    // FP8 values mean `stored * scale`: the SDDMM takes none, and no scales.
-    crate::check::refuse_fp8::<T, O>(options.backend)?;
-    crate::check::refuse_scales("A", a.scales.kind())?;
-    crate::check::refuse_scales("B", b.scales.kind())?;
+    check_operands::<T, O>(dims, &a, &b, options)?;
     match (s, a.data, b.data) {
         (BsrOperandMut::Host(s), Storage::Host(a_data), Storage::Host(b_data)) => {
             if !matches!(options.backend, Backend::Auto | Backend::Cpu) {
