@@ -32,6 +32,11 @@ Result check_heads(const char* name, const HeadsView& t, int64_t batch, int64_t 
                        (long long)batch, (long long)heads, (long long)seq, (long long)head_dim);
   if (t.stride_b < 0 || t.stride_h < 0 || t.stride_s < 0)
     return make_result(Status::InvalidArgument, "%s has a negative stride", name);
+  // A row is head_dim contiguous elements, and rows do not overlap: the leading-dimension
+  // rule of the products' views (ld >= the contiguous extent), and the Rust entry's.
+  if (t.seq > 1 && t.stride_s < t.head_dim)
+    return make_result(Status::InvalidArgument, "%s.stride_s = %lld is below head_dim = %lld: its rows overlap", name,
+                       (long long)t.stride_s, (long long)t.head_dim);
   if (reinterpret_cast<uintptr_t>(t.data) % 2 != 0)
     return make_result(Status::InvalidArgument, "%s.data is not 2-byte aligned (%s elements)", name,
                        dtype_name(t.dtype));
@@ -57,8 +62,8 @@ ByteRange heads_bytes(const HeadsView& t) {
 
 // An output view must not overlap itself: with head_dim contiguous, the dims of extent > 1
 // taken by stride ascending, each stride must be at least the span (in elements) of the
-// dims inside it (head_dim: span head_dim). So stride_h = 0 with heads > 1, or stride_s <
-// head_dim with seq > 1, is refused. `t` passed check_heads.
+// dims inside it (head_dim: span head_dim). So stride_h = 0 with heads > 1 is refused (stride_s <
+// head_dim with seq > 1 already was, by check_heads). `t` passed check_heads.
 Result check_no_self_overlap(const char* name, const HeadsView& t) {
   struct Dim {
     const char* name;
@@ -134,8 +139,9 @@ Result validate(const HeadsView& q, const HeadsView& k, const HeadsView& v, cons
     if (m.patterns != 1 && m.patterns != heads)
       return make_result(Status::InvalidArgument, "mask.patterns = %lld: must be 1 or batch * heads = %lld",
                          (long long)m.patterns, (long long)heads);
-    // Per-head patterns are for one (batch, heads): a set made for (2, 3) is not (3, 2)'s.
-    if (m.patterns > 1 && (m.batch != q.batch || m.heads != q.heads))
+    // Per-head patterns are for one (batch, heads): a set made for (2, 3) is not (3, 2)'s
+    // (batch * heads = 0 included: 0 patterns are per-head too).
+    if (m.patterns != 1 && (m.batch != q.batch || m.heads != q.heads))
       return make_result(Status::InvalidArgument,
                          "mask has %lld per-head patterns made for (batch, heads) = (%lld, %lld); Q is (%lld, %lld) "
                          "(set mask.batch and mask.heads)",

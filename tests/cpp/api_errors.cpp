@@ -952,6 +952,9 @@ int main() {
     bad = q;
     bad.stride_s = -64;
     expect("attention: negative stride", run(bad, kv, o, lse, &m, opt), bad_status(), "negative");
+    bad = kv;
+    bad.stride_s = 32, bad.stride_h = 8 * 64;  // rows of 64 elements 32 apart: an input's rows overlap
+    expect("attention: K with stride_s < head_dim", run(q, bad, o, lse, &m, opt), bad_status(), "rows overlap");
     bad = q;
     bad.stride_b = kHuge;
     bad.batch = 4;
@@ -986,7 +989,7 @@ int main() {
     bad_o.stride_s = 32;  // rows of 64 elements 32 apart
     bad_o.stride_h = 8 * 64;
     expect("attention: O with stride_s < head_dim", run(q, kv, bad_o, lse, &m, opt), bad_status(),
-           "O overlaps itself");
+           "O.stride_s = 32 is below head_dim = 64: its rows overlap");
     bad_o = o;
     bad_o.stride_h = 7 * 64;  // head 1's first row on head 0's last
     expect("attention: O's heads overlapping by one row", run(q, kv, bad_o, lse, &m, opt), bad_status(),
@@ -1033,6 +1036,17 @@ int main() {
              "made for");
       ph.batch = 3, ph.heads = 2;
       expect("attention: control, per-head mask made for (3, 2)", run(q32, kv32, o32, nullptr, &ph, opt),
+             Status::CudaError, "device");
+      // batch * heads = 0: zero patterns are per-head ones, made for (0, 2).
+      const HeadsView q0 = sparsek::packed_heads(mem.b.data(), 0, 2, 8, 64, DType::BF16);
+      const HeadsMutView o0 = sparsek::packed_heads_mut(mem.c.data(), 0, 2, 8, 64, DType::BF16);
+      sparsek::BlockMaskView none = m;
+      none.patterns = 0, none.nnzb = 0;
+      none.batch = 5, none.heads = 7;
+      expect("attention: no patterns made for (5, 7), Q is (0, 2)", run(q0, q0, o0, nullptr, &none, opt),
+             bad_status(), "made for");
+      none.batch = 0, none.heads = 2;
+      expect("attention: control, no patterns made for (0, 2)", run(q0, q0, o0, nullptr, &none, opt),
              Status::CudaError, "device");
       sparsek::BlockMaskView one = m;
       one.batch = 5, one.heads = 7;  // ignored with one pattern

@@ -367,6 +367,7 @@ bool heads_ok(const HeadsView& t, int64_t batch, int64_t heads, int64_t seq, int
   if (!half(t.dtype)) return false;
   if (t.batch != batch || t.heads != heads || t.seq != seq || t.head_dim != head_dim) return false;
   if (t.stride_b < 0 || t.stride_h < 0 || t.stride_s < 0) return false;
+  if (t.seq > 1 && t.stride_s < t.head_dim) return false;  // rows overlap
   if (misaligned(t.data, 2)) return false;
   if (t.batch == 0 || t.heads == 0 || t.seq == 0) return true;
   if (t.data == nullptr) return false;
@@ -425,7 +426,7 @@ Want model_attention(const HeadsView& q, const HeadsView& k, const HeadsView& v,
     if (qb > kI32Max || kb > kI32Max) return Want::Invalid;
     if (m.q_blocks != qb || m.k_blocks != kb) return Want::Invalid;
     if (m.patterns != 1 && i128(m.patterns) != bh) return Want::Invalid;
-    if (m.patterns > 1 && (m.batch != q.batch || m.heads != q.heads)) return Want::Invalid;
+    if (m.patterns != 1 && (m.batch != q.batch || m.heads != q.heads)) return Want::Invalid;
     const i128 rows_len = i128(m.patterns) * m.q_blocks;
     if (rows_len >= kI32Max) return Want::Invalid;
     if (m.nnzb < 0 || m.nnzb > kI32Max || m.nnzb > rows_len * m.k_blocks) return Want::Invalid;
