@@ -9,8 +9,8 @@ use super::check::{
     BIAS_WITH_OPERANDS, B_SCALES_WITH_OPERANDS,
 };
 #[cfg(feature = "cuda")]
-use super::check::{check_fp8_device, device_vector, OPERANDS_TOGETHER};
-use super::{check_product, cpu, BsrOperand};
+use super::check::{check_fp8_device, OPERANDS_TOGETHER};
+use super::{check_product, BsrOperand};
 use crate::dense::{Dense, DenseMut, Storage, StorageMut};
 #[cfg(feature = "cuda")]
 use crate::device::DeviceBsr;
@@ -106,88 +106,13 @@ pub(super) fn check<TA: Element, TB: Element, O: Element, V: Element>(
         #[cfg(feature = "cuda")]
         (BsrOperand::Device(a), Storage::Device(b_data), StorageMut::Device(c_data)) => {
             check_fp8_device(kind, b.shape.layout, backend)?;
-            let operands = super::gpu::Operands {
+            super::check_device(
                 a,
-                b: b_data,
-                b_shape: &b.shape,
-                b_scales: (
-                    b.scales.kind(),
-                    device_vector(b_scales, B_SCALES_WITH_OPERANDS)?,
-                ),
-                c: &**c_data,
-                c_shape: &c.shape,
-                bias: device_vector(epilogue.bias, BIAS_WITH_OPERANDS)?,
-            };
-            super::gpu::check_spmm(
-                &operands,
-                epilogue.activation,
-                epilogue.gated,
+                (b, b_data),
+                (c, c_data),
+                epilogue,
                 options,
                 select_kernel,
-            )
-        }
-        #[cfg(feature = "cuda")]
-        _ => Err(Error::MixedLocations(OPERANDS_TOGETHER)),
-    }
-}
-
-/// The product of an FP8 A once [`check`] has passed on these operands.
-pub(super) fn run<TA: Element, TB: Element, O: Element, V: Element>(
-    a: BsrOperand<'_, TA>,
-    b: Dense<'_, TB>,
-    c: DenseMut<'_, O>,
-    epilogue: &Epilogue<'_, V>,
-    options: &SpmmOptions,
-) -> Result<(), Error> {
-    let b_scales = b.scales.values();
-    let scalars = |bias| cpu::Scalars {
-        alpha: options.alpha,
-        beta: options.beta,
-        bias,
-        activation: epilogue.activation,
-        gated: epilogue.gated,
-    };
-    match (a, b.data, c.data) {
-        (BsrOperand::Scaled(a, a_scales), Storage::Host(b_data), StorageMut::Host(c_data)) => {
-            cpu::spmm_fp8(
-                a,
-                a_scales,
-                b_data,
-                &b.shape,
-                host_vector(b_scales, B_SCALES_WITH_OPERANDS)?,
-                c_data,
-                &c.shape,
-                scalars(host_vector(epilogue.bias, BIAS_WITH_OPERANDS)?),
-            )
-        }
-        (BsrOperand::Host(a), Storage::Host(b_data), StorageMut::Host(c_data)) => cpu::spmm_fp8(
-            a,
-            &BlockScales::None,
-            b_data,
-            &b.shape,
-            host_vector(b_scales, B_SCALES_WITH_OPERANDS)?,
-            c_data,
-            &c.shape,
-            scalars(host_vector(epilogue.bias, BIAS_WITH_OPERANDS)?),
-        ),
-        #[cfg(feature = "cuda")]
-        (BsrOperand::Device(a), Storage::Device(b_data), StorageMut::Device(c_data)) => {
-            super::gpu::spmm(
-                super::gpu::Operands {
-                    a,
-                    b: b_data,
-                    b_shape: &b.shape,
-                    b_scales: (
-                        b.scales.kind(),
-                        device_vector(b_scales, B_SCALES_WITH_OPERANDS)?,
-                    ),
-                    c: c_data,
-                    c_shape: &c.shape,
-                    bias: device_vector(epilogue.bias, BIAS_WITH_OPERANDS)?,
-                },
-                epilogue.activation,
-                epilogue.gated,
-                options,
             )
         }
         #[cfg(feature = "cuda")]

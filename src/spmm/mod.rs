@@ -336,6 +336,40 @@ pub(crate) fn check_spmm<TA: Element, TB: Element, O: Element, V: Element>(
     }
 }
 
+/// The device checks of a product whose type rules have passed (both dtypes' paths): its
+/// problem's fields, every buffer's context against C's stream and, with `select_kernel`,
+/// the kernel C++ would run (`gpu::check_spmm`). B's scales are FP8 B's alone (the type
+/// rules refused any other's).
+#[cfg(feature = "cuda")]
+fn check_device<TA: Element, TB: Element, O: Element, V: Element>(
+    a: &DeviceBsr<TA>,
+    (b, b_data): (&Dense<'_, TB>, &cudarc::driver::CudaSlice<TB>),
+    (c, c_data): (&DenseMut<'_, O>, &cudarc::driver::CudaSlice<O>),
+    epilogue: &Epilogue<'_, V>,
+    options: &SpmmOptions,
+    select_kernel: bool,
+) -> Result<Option<Backend>, Error> {
+    let operands = gpu::Operands {
+        a,
+        b: b_data,
+        b_shape: &b.shape,
+        b_scales: (
+            b.scales.kind(),
+            check::device_vector(b.scales.values(), check::B_SCALES_WITH_OPERANDS)?,
+        ),
+        c: c_data,
+        c_shape: &c.shape,
+        bias: check::device_vector(epilogue.bias, BIAS_WITH_OPERANDS)?,
+    };
+    gpu::check_spmm(
+        &operands,
+        epilogue.activation,
+        epilogue.gated,
+        options,
+        select_kernel,
+    )
+}
+
 /// The product once [`check_spmm`] has passed on these operands.
 pub(crate) fn run_spmm<TA: Element, TB: Element, O: Element, V: Element>(
     a: BsrOperand<'_, TA>,
@@ -344,10 +378,68 @@ pub(crate) fn run_spmm<TA: Element, TB: Element, O: Element, V: Element>(
     epilogue: &Epilogue<'_, V>,
     options: &SpmmOptions,
 ) -> Result<(), Error> {
-    if a.scaled_fp8() {
-        fp8::run(a, b, c, epilogue, options)
-    } else {
-        run_plain(a, b, c, epilogue, options)
+    let b_scales = b.scales.values();
+    let scalars = |bias| cpu::Scalars {
+        alpha: options.alpha,
+        beta: options.beta,
+        bias,
+        activation: epilogue.activation,
+        gated: epilogue.gated,
+    };
+    match (a, b.data, c.data) {
+        // An FP8 A with its scales (the FP8 rules, fp8.rs), and B's scales if any.
+        (BsrOperand::Scaled(a, a_scales), Storage::Host(b_data), StorageMut::Host(c_data))
+            if TA::DTYPE.is_fp8() =>
+        {
+            cpu::spmm_fp8(
+                a,
+                a_scales,
+                b_data,
+                &b.shape,
+                check::host_vector(b_scales, check::B_SCALES_WITH_OPERANDS)?,
+                c_data,
+                &c.shape,
+                scalars(check::host_vector(epilogue.bias, BIAS_WITH_OPERANDS)?),
+            )
+        }
+        // An A read as it is.
+        (
+            BsrOperand::Host(a) | BsrOperand::Scaled(a, _),
+            Storage::Host(b_data),
+            StorageMut::Host(c_data),
+        ) => {
+            let bias = check::host_vector(epilogue.bias, BIAS_WITH_OPERANDS)?;
+            cpu::spmm(
+                a,
+                options.transpose_a,
+                b_data,
+                &b.shape,
+                c_data,
+                &c.shape,
+                scalars(bias),
+            )?;
+            Ok(())
+        }
+        // Every dtype alike: A's scales live in the DeviceBsr, B's (FP8 only: the checks
+        // refused any other's) beside B.
+        #[cfg(feature = "cuda")]
+        (BsrOperand::Device(a), Storage::Device(b_data), StorageMut::Device(c_data)) => {
+            let operands = gpu::Operands {
+                a,
+                b: b_data,
+                b_shape: &b.shape,
+                b_scales: (
+                    b.scales.kind(),
+                    check::device_vector(b_scales, check::B_SCALES_WITH_OPERANDS)?,
+                ),
+                c: c_data,
+                c_shape: &c.shape,
+                bias: check::device_vector(epilogue.bias, BIAS_WITH_OPERANDS)?,
+            };
+            gpu::spmm(operands, epilogue.activation, epilogue.gated, options)
+        }
+        #[cfg(feature = "cuda")]
+        _ => Err(Error::MixedLocations(OPERANDS_TOGETHER)),
     }
 }
 
@@ -394,72 +486,14 @@ fn check_plain<TA: Element, TB: Element, O: Element, V: Element>(
         #[cfg(feature = "cuda")]
         (BsrOperand::Device(a), Storage::Device(b_data), StorageMut::Device(c_data)) => {
             check::check_gpu_types::<TA, O>(options.backend)?;
-            let operands = gpu::Operands {
+            check_device(
                 a,
-                b: b_data,
-                b_shape: &b.shape,
-                b_scales: (b.scales.kind(), None),
-                c: &**c_data,
-                c_shape: &c.shape,
-                bias: check::device_vector(epilogue.bias, BIAS_WITH_OPERANDS)?,
-            };
-            gpu::check_spmm(
-                &operands,
-                epilogue.activation,
-                epilogue.gated,
+                (b, b_data),
+                (c, c_data),
+                epilogue,
                 options,
                 select_kernel,
             )
-        }
-        #[cfg(feature = "cuda")]
-        _ => Err(Error::MixedLocations(OPERANDS_TOGETHER)),
-    }
-}
-
-/// The product of an A read as it is once [`check_plain`] has passed.
-fn run_plain<TA: Element, TB: Element, O: Element, V: Element>(
-    a: BsrOperand<'_, TA>,
-    b: Dense<'_, TB>,
-    c: DenseMut<'_, O>,
-    epilogue: &Epilogue<'_, V>,
-    options: &SpmmOptions,
-) -> Result<(), Error> {
-    match (a, b.data, c.data) {
-        (
-            BsrOperand::Host(a) | BsrOperand::Scaled(a, _),
-            Storage::Host(b_data),
-            StorageMut::Host(c_data),
-        ) => {
-            let bias = check::host_vector(epilogue.bias, BIAS_WITH_OPERANDS)?;
-            cpu::spmm(
-                a,
-                options.transpose_a,
-                b_data,
-                &b.shape,
-                c_data,
-                &c.shape,
-                cpu::Scalars {
-                    alpha: options.alpha,
-                    beta: options.beta,
-                    bias,
-                    activation: epilogue.activation,
-                    gated: epilogue.gated,
-                },
-            )?;
-            Ok(())
-        }
-        #[cfg(feature = "cuda")]
-        (BsrOperand::Device(a), Storage::Device(b_data), StorageMut::Device(c_data)) => {
-            let operands = gpu::Operands {
-                a,
-                b: b_data,
-                b_shape: &b.shape,
-                b_scales: (b.scales.kind(), None),
-                c: c_data,
-                c_shape: &c.shape,
-                bias: check::device_vector(epilogue.bias, BIAS_WITH_OPERANDS)?,
-            };
-            gpu::spmm(operands, epilogue.activation, epilogue.gated, options)
         }
         #[cfg(feature = "cuda")]
         _ => Err(Error::MixedLocations(OPERANDS_TOGETHER)),
