@@ -38,12 +38,26 @@ class AttentionProblem {
   bool has_mask = false;
   BlockMaskView mask;
   bool causal = false;
+  CausalAlignment causal_alignment = CausalAlignment::TopLeft;
   float scale = 1.0f;
   Backend backend = Backend::Auto;
   DeviceInfo device;
 
   int64_t batch() const { return q.batch; }
   int64_t heads() const { return q.heads; }
+  // K and V's heads (grouped-query attention: heads_kv divides heads; query head h reads KV
+  // head h / group(), consecutive query heads sharing one KV head).
+  int64_t heads_kv() const { return k.heads; }
+  int64_t group() const { return k.heads > 0 ? q.heads / k.heads : 1; }
+  // The causal diagonal: query i keeps key j <= i + causal_offset() (0 top-left, seq_k - seq_q
+  // bottom-right; may be negative).
+  int64_t causal_offset() const { return causal_alignment == CausalAlignment::BottomRight ? k.seq - q.seq : 0; }
+  // The mask pattern of query head h of batch b: 0 for a shared pattern, else per (batch, head)
+  // of the mask's heads (Q's, or K's for a pattern a group shares).
+  int64_t pattern_of(int64_t b, int64_t h) const {
+    if (!has_mask || mask.patterns == 1 || mask.heads == 0) return 0;
+    return b * mask.heads + h / (q.heads / mask.heads);
+  }
   int64_t seq_q() const { return q.seq; }
   int64_t seq_k() const { return k.seq; }
   int64_t head_dim() const { return q.head_dim; }

@@ -79,6 +79,12 @@ struct BlockMaskView {
   const int32_t* col_idx = nullptr;
 };
 
+// Where the causal diagonal sits when seq_q != seq_k. TopLeft: query i keeps key j <= i (PyTorch's
+// is_causal). BottomRight: query i keeps key j <= i + seq_k - seq_q, the last query sees the last
+// key (a KV cache: chunked prefill, speculative decoding, decode); with seq_q > seq_k the first
+// seq_q - seq_k queries keep no key (O = 0, LSE = -inf).
+enum class CausalAlignment : int32_t { TopLeft = 0, BottomRight = 1 };
+
 struct AttentionOptions {
   // The softmax scale; 0 means 1/sqrt(head_dim).
   float scale = 0.0f;
@@ -88,6 +94,8 @@ struct AttentionOptions {
   // As SpmmOptions::check_indices: the mask's row_ptr/col_idx checked on the device first
   // (synchronizes with the stream); a defect gives InvalidArgument, nothing else launched.
   bool check_indices = false;
+  // Where the causal diagonal sits (read only with `causal`).
+  CausalAlignment causal_alignment = CausalAlignment::TopLeft;
 };
 
 // Whether `attention` would run this problem (and with which backend). `mask` may be null
