@@ -302,6 +302,15 @@ pub enum Error {
     /// `op(A) = A`, `β = 0`, an even number of block-rows (gate and up pairs).
     #[error("gated epilogue: {0}")]
     Gated(&'static str),
+    /// K and V's heads do not divide Q's (grouped-query attention: query head `h` reads KV
+    /// head `h / (q_heads / kv_heads)`; `kv_heads` may be 0 only when `q_heads` is).
+    #[error("K and V have {kv_heads} heads: they must divide Q's {q_heads} heads (grouped-query attention)")]
+    HeadGroups {
+        /// Heads of Q (and O).
+        q_heads: usize,
+        /// Heads of K (and V).
+        kv_heads: usize,
+    },
     /// An output view overlaps itself (`other == output`: two of its elements share an
     /// address, e.g. a head stride of 0 with several heads) or an input: the result would
     /// depend on the order of the writes, so the call is refused.

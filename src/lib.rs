@@ -31,7 +31,8 @@
 //!
 //! Block-sparse attention: [`attention()`] / [`attention_into`] (`O = softmax(scale·Q·Kᵀ +
 //! M)·V` and its log-sum-exp, the mask `M` a per-head block pattern ([`BlockPatterns`]),
-//! causal, or both), with top-k key-block gating to build the pattern
+//! causal (top-left or bottom-right: [`CausalAlignment`]), or both; grouped-query heads,
+//! K and V with fewer heads than Q), with top-k key-block gating to build the pattern
 //! ([`attention::gating`]); the CPU reference on host operands, the Hopper kernel on device
 //! ones.
 //!
@@ -142,8 +143,8 @@ pub mod quant {
 }
 
 pub use attention::{
-    attention, attention_into, AttentionOptions, BlockPatterns, Heads, HeadsMut, HeadsShape,
-    LseMut, MaskOperand, TopkOptions,
+    attention, attention_into, AttentionOptions, BlockPatterns, CausalAlignment, Heads, HeadsMut,
+    HeadsShape, LseMut, MaskOperand, TopkOptions,
 };
 pub use dense::{Dense, DenseMut, DenseShape, Layout};
 pub use element::{DType, Element, Fp8, TakesB, TakesBias, F8E4M3, F8E5M2};

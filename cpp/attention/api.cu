@@ -92,6 +92,16 @@ Result check_no_self_overlap(const char* name, const HeadsView& t) {
   return Result{};
 }
 
+// K and V's heads (heads_kv) divide Q's: heads_q is a multiple of heads_kv (0 only when heads_q
+// is 0). Query head h reads KV head h / (heads_q / heads_kv).
+Result check_head_groups(int64_t heads_q, int64_t heads_kv) {
+  if (heads_kv < 0 || (heads_kv == 0 ? heads_q != 0 : heads_q % heads_kv != 0))
+    return make_result(Status::InvalidArgument,
+                       "K and V have %lld heads: must divide Q's %lld heads (grouped-query attention)",
+                       (long long)heads_kv, (long long)heads_q);
+  return Result{};
+}
+
 // ceil(seq / block) into *blocks; false when it does not fit int32.
 bool block_count(int64_t seq, int64_t block, int64_t* blocks) {
   *blocks = seq / block + (seq % block != 0 ? 1 : 0);
@@ -106,9 +116,11 @@ Result validate(const HeadsView& q, const HeadsView& k, const HeadsView& v, cons
   if (q.batch < 0 || q.heads < 0 || q.seq < 0 || k.seq < 0 || q.head_dim < 1)
     return make_result(Status::InvalidArgument, "Q is [%lld, %lld, %lld, %lld]: dims must be >= 0 and head_dim >= 1",
                        (long long)q.batch, (long long)q.heads, (long long)q.seq, (long long)q.head_dim);
-  Result r = check_heads("Q", q, q.batch, q.heads, q.seq, q.head_dim);
-  if (r.ok()) r = check_heads("K", k, q.batch, q.heads, k.seq, q.head_dim);
-  if (r.ok()) r = check_heads("V", v, q.batch, q.heads, k.seq, q.head_dim);
+  // K and V have heads_kv = K's heads (grouped-query attention), a divisor of Q's heads.
+  Result r = check_head_groups(q.heads, k.heads);
+  if (r.ok()) r = check_heads("Q", q, q.batch, q.heads, q.seq, q.head_dim);
+  if (r.ok()) r = check_heads("K", k, q.batch, k.heads, k.seq, q.head_dim);
+  if (r.ok()) r = check_heads("V", v, q.batch, k.heads, k.seq, q.head_dim);
   if (r.ok()) r = check_heads("O", o, q.batch, q.heads, q.seq, q.head_dim);
   if (!r.ok()) return r;
   if (k.dtype != q.dtype || v.dtype != q.dtype || o.dtype != q.dtype)
@@ -124,6 +136,9 @@ Result validate(const HeadsView& q, const HeadsView& k, const HeadsView& v, cons
                        double(options.scale));
   if (!valid(options.backend))
     return make_result(Status::InvalidArgument, "unknown backend %d", static_cast<int>(options.backend));
+  if (options.causal_alignment != CausalAlignment::TopLeft && options.causal_alignment != CausalAlignment::BottomRight)
+    return make_result(Status::InvalidArgument, "unknown causal_alignment %d",
+                       static_cast<int>(options.causal_alignment));
   if (mask != nullptr) {
     const BlockMaskView& m = *mask;
     if (m.block_q < 1 || m.block_k < 1)
@@ -136,17 +151,21 @@ Result validate(const HeadsView& q, const HeadsView& k, const HeadsView& v, cons
                          "mask is %lld x %lld blocks; seq_q %lld and seq_k %lld in %dx%d blocks need %lld x %lld",
                          (long long)m.q_blocks, (long long)m.k_blocks, (long long)q.seq, (long long)k.seq, m.block_q,
                          m.block_k, (long long)qb, (long long)kb);
-    if (m.patterns != 1 && m.patterns != heads)
-      return make_result(Status::InvalidArgument, "mask.patterns = %lld: must be 1 or batch * heads = %lld",
-                         (long long)m.patterns, (long long)heads);
-    // Per-head patterns are for one (batch, heads): a set made for (2, 3) is not (3, 2)'s
-    // (batch * heads = 0 included: 0 patterns are per-head too).
-    if (m.patterns != 1 && (m.batch != q.batch || m.heads != q.heads))
-      return make_result(Status::InvalidArgument,
-                         "mask has %lld per-head patterns made for (batch, heads) = (%lld, %lld); Q is (%lld, %lld) "
-                         "(set mask.batch and mask.heads)",
-                         (long long)m.patterns, (long long)m.batch, (long long)m.heads, (long long)q.batch,
-                         (long long)q.heads);
+    // Per-head patterns are for one (batch, heads), the heads Q's (one per query head) or K's
+    // (one per KV head, shared by its group): a set made for (2, 3) is not (3, 2)'s (batch *
+    // heads = 0 included: 0 patterns are per-head too).
+    if (m.patterns != 1) {
+      if (m.batch != q.batch || (m.heads != q.heads && m.heads != k.heads))
+        return make_result(Status::InvalidArgument,
+                           "mask has %lld per-head patterns made for (batch, heads) = (%lld, %lld); Q is (%lld, %lld) "
+                           "and K has %lld heads (set mask.batch and mask.heads)",
+                           (long long)m.patterns, (long long)m.batch, (long long)m.heads, (long long)q.batch,
+                           (long long)q.heads, (long long)k.heads);
+      // batch * mask.heads <= batch * heads (no overflow: checked above).
+      if (m.patterns != q.batch * m.heads)
+        return make_result(Status::InvalidArgument, "mask.patterns = %lld: must be 1 or batch * mask.heads = %lld",
+                           (long long)m.patterns, (long long)(q.batch * m.heads));
+    }
     int64_t row_ptr_len = 0;
     if (__builtin_mul_overflow(m.patterns, m.q_blocks, &row_ptr_len) || row_ptr_len >= INT32_MAX)
       return make_result(Status::InvalidArgument, "patterns * q_blocks + 1 row_ptr entries must fit int32");
@@ -190,6 +209,7 @@ Result validate(const HeadsView& q, const HeadsView& k, const HeadsView& v, cons
   p.has_mask = mask != nullptr;
   if (mask != nullptr) p.mask = *mask;
   p.causal = options.causal;
+  p.causal_alignment = options.causal_alignment;
   p.scale = options.scale > 0.0f ? options.scale : 1.0f / std::sqrt(float(q.head_dim));
   p.backend = options.backend;
   r = devices.resolve(&p.device);
@@ -208,13 +228,16 @@ Result gating_dims(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_k, c
   if (o.block_q < 1 || o.block_k < 1 || o.top_k < 0)
     return make_result(Status::InvalidArgument, "gating blocks %dx%d and top_k %d: blocks >= 1, top_k >= 0", o.block_q,
                        o.block_k, o.top_k);
+  if (o.causal_alignment != CausalAlignment::TopLeft && o.causal_alignment != CausalAlignment::BottomRight)
+    return make_result(Status::InvalidArgument, "gating: unknown causal_alignment %d",
+                       static_cast<int>(o.causal_alignment));
   int64_t qb = 0, kb = 0, patterns = 0, rows = 0;
   if (!block_count(seq_q, o.block_q, &qb) || !block_count(seq_k, o.block_k, &kb) ||
       __builtin_mul_overflow(batch, heads, &patterns) || __builtin_mul_overflow(patterns, qb, &rows) ||
       rows >= INT32_MAX)
     return make_result(Status::InvalidArgument, "gating: batch * heads * query blocks must fit int32");
   // Closed form (qb may be 2^31 - 1 with no pattern at all): at most qb * kb < 2^62.
-  const int64_t per_pattern = gating_pattern_keep(o, qb, kb);
+  const int64_t per_pattern = gating_pattern_keep(o, qb, kb, gating_causal_offset(o, seq_q, seq_k));
   int64_t nnzb = 0;
   if (__builtin_mul_overflow(per_pattern, patterns, &nnzb) || nnzb > INT32_MAX)
     return make_result(Status::InvalidArgument, "gating: the mask's %lld * %lld blocks do not fit int32",
@@ -283,8 +306,11 @@ Result validate_block_topk(const HeadsView& q, const HeadsView& k, const TopkGat
                            GatingProblem* g) {
   Result r = gating_dims(q.batch, q.heads, q.seq, k.seq, options, g);
   if (r.ok() && q.head_dim < 1) r = make_result(Status::InvalidArgument, "Q.head_dim must be >= 1");
+  // K has the KV heads of grouped-query attention: query head h is scored against KV head
+  // h / (heads / heads_kv).
+  if (r.ok()) r = check_head_groups(q.heads, k.heads);
   if (r.ok()) r = check_heads("Q", q, q.batch, q.heads, q.seq, q.head_dim);
-  if (r.ok()) r = check_heads("K", k, q.batch, q.heads, k.seq, q.head_dim);
+  if (r.ok()) r = check_heads("K", k, q.batch, k.heads, k.seq, q.head_dim);
   if (r.ok() && k.dtype != q.dtype) r = make_result(Status::InvalidArgument, "Q and K must have one dtype");
   if (!r.ok()) return r;
   g->pooled = true;
@@ -319,8 +345,8 @@ SPARSEK_DEFINE_OPERATION(GatingProblem)
 Result can_implement(const HeadsView& q, const HeadsView& k, const HeadsView& v, const HeadsMutView& o, const float* lse,
                      const BlockMaskView* mask, const AttentionOptions& options, Backend* chosen) {
   if (chosen != nullptr) *chosen = Backend::Auto;
-  detail::AttentionProblem p = detail::AttentionProblem::from_rust(q, k, v, o, nullptr, nullptr, false, 1.0f,
-                                                                   Backend::Auto, detail::DeviceInfo{});
+  detail::AttentionProblem p = detail::AttentionProblem::from_rust(
+      q, k, v, o, nullptr, nullptr, false, CausalAlignment::TopLeft, 1.0f, Backend::Auto, detail::DeviceInfo{});
   Result r = detail::pending_cuda_error();
   if (r.ok()) r = detail::validate(q, k, v, o, lse, mask, options, detail::DeviceSource::current(), &p);
   detail::AttentionSelection s;
@@ -331,8 +357,8 @@ Result can_implement(const HeadsView& q, const HeadsView& k, const HeadsView& v,
 
 Result attention(const HeadsView& q, const HeadsView& k, const HeadsView& v, const HeadsMutView& o, float* lse,
                  const BlockMaskView* mask, const AttentionOptions& options, cudaStream_t stream) {
-  detail::AttentionProblem p = detail::AttentionProblem::from_rust(q, k, v, o, nullptr, nullptr, false, 1.0f,
-                                                                   Backend::Auto, detail::DeviceInfo{});
+  detail::AttentionProblem p = detail::AttentionProblem::from_rust(
+      q, k, v, o, nullptr, nullptr, false, CausalAlignment::TopLeft, 1.0f, Backend::Auto, detail::DeviceInfo{});
   Result r = detail::pending_cuda_error();
   if (r.ok()) r = detail::validate(q, k, v, o, lse, mask, options, detail::DeviceSource::of_stream(stream), &p);
   detail::AttentionSelection s;

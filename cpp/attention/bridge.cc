@@ -31,7 +31,8 @@ detail::AttentionProblem to_problem(const AttentionProblem& x, const detail::Dev
   m.col_idx = reinterpret_cast<const int32_t*>(x.col_idx);
   return detail::AttentionProblem::from_rust(to_heads(x.q, x.dtype), to_heads(x.k, x.dtype), to_heads(x.v, x.dtype),
                                              to_heads_mut(x.o, x.dtype), reinterpret_cast<float*>(x.lse),
-                                             x.has_mask ? &m : nullptr, x.causal, x.scale, x.backend, device);
+                                             x.has_mask ? &m : nullptr, x.causal, x.causal_alignment, x.scale,
+                                             x.backend, device);
 }
 
 }  // namespace
@@ -54,6 +55,7 @@ FfiStatus block_topk(const GatingProblem& x) {
   g.seq_k = x.seq_k;
   g.options.top_k = x.top_k;
   g.options.causal = x.causal;
+  g.options.causal_alignment = x.causal_alignment;
   g.options.block_q = x.block_q;
   g.options.block_k = x.block_k;
   g.q_blocks = x.q_blocks;

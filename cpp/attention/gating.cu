@@ -80,20 +80,24 @@ struct GatingParams {
   const void* k;
   int64_t q_stride_b, q_stride_h, q_stride_s, k_stride_b, k_stride_h, k_stride_s;
   const float* scores;
-  int32_t heads, head_dim;
+  int32_t heads, group, head_dim;  // group: query heads per KV head (K has heads / group)
   int64_t seq_q, seq_k;
   int32_t q_blocks, k_blocks, chunks;
   int32_t block_q, block_k, top_k;
   bool causal;
+  int64_t causal_offset;  // gating_causal_offset (attention/gating.hpp)
   int32_t* row_ptr;
   int32_t* col_idx;
   int64_t per_pattern;  // blocks per (batch, head): the sum of gating_row_keep over its rows
 };
 
-// Candidates of query block i: every key block, or (causal) those with a key <= its last query.
+// Candidates of query block i: every key block, or (causal) those with a key on or before the
+// diagonal of its last query (gating_row_candidates, attention/gating.hpp).
 __device__ inline int32_t row_candidates(const GatingParams& p, int64_t i) {
   if (!p.causal) return p.k_blocks;
-  const int64_t last = ((i + 1) * p.block_q - 1) / p.block_k;
+  const int64_t last_key = (i + 1) * p.block_q - 1 + p.causal_offset;
+  if (last_key < 0) return 0;
+  const int64_t last = last_key / p.block_k;
   return int32_t(last + 1 < p.k_blocks ? last + 1 : p.k_blocks);
 }
 __device__ inline int32_t row_keep(const GatingParams& p, int64_t i) {
@@ -119,7 +123,8 @@ __global__ void __launch_bounds__(kThreads) gating_kernel(const GatingParams p) 
 
   if constexpr (kPooled) {
     const int64_t b = bh / p.heads, h = bh % p.heads;
-    const T* kb = static_cast<const T*>(p.k) + b * p.k_stride_b + h * p.k_stride_h;
+    // The query head's KV head (grouped-query attention).
+    const T* kb = static_cast<const T*>(p.k) + b * p.k_stride_b + (h / p.group) * p.k_stride_h;
     const T* qb = static_cast<const T*>(p.q) + b * p.q_stride_b + h * p.q_stride_h;
     pool_blocks(kb, p.k_stride_s, p.seq_k, p.block_k, 0, p.k_blocks, d, pooled_k, d + 1, tid, kThreads);
     pool_blocks(qb, p.q_stride_s, p.seq_q, p.block_q, i0, rows, d, pooled_q, d, tid, kThreads);
@@ -228,6 +233,7 @@ Result launch_gating(const GatingProblem& g, int /*row*/, cudaStream_t stream) {
   p.k_stride_s = g.k.stride_s;
   p.scores = g.scores;
   p.heads = int32_t(g.heads);
+  p.group = g.pooled && g.k.heads > 0 ? int32_t(g.heads / g.k.heads) : 1;
   p.head_dim = int32_t(g.pooled ? g.q.head_dim : 0);
   p.seq_q = g.seq_q;
   p.seq_k = g.seq_k;
@@ -238,9 +244,10 @@ Result launch_gating(const GatingProblem& g, int /*row*/, cudaStream_t stream) {
   p.block_k = g.options.block_k;
   p.top_k = g.options.top_k;
   p.causal = g.options.causal;
+  p.causal_offset = gating_causal_offset(g.options, g.seq_q, g.seq_k);
   p.row_ptr = g.row_ptr;
   p.col_idx = g.col_idx;
-  p.per_pattern = gating_pattern_keep(g.options, g.q_blocks, g.k_blocks);
+  p.per_pattern = gating_pattern_keep(g.options, g.q_blocks, g.k_blocks, p.causal_offset);
   const unsigned grid = unsigned(int64_t(p.chunks) * g.batch * g.heads);
   const size_t smem = size_t(gating_smem(g));
   // Given scores need no element type (the f16 kernel reads none); pooled Q and K of one

@@ -5,20 +5,22 @@
 // same invariants in src/attention). Nothing downstream re-checks them.
 //
 // Invariants:
-//   - q is [batch, heads, seq_q, head_dim], k and v [batch, heads, seq_k, head_dim], o like
-//     q; batch, heads, seq >= 0, head_dim >= 1; strides >= 0 and every view's extent
+//   - q is [batch, heads, seq_q, head_dim], k and v [batch, heads_kv, seq_k, head_dim], o like
+//     q; batch, heads, heads_kv, seq >= 0, head_dim >= 1; heads_kv divides heads (heads a
+//     multiple of heads_kv: 0 only when heads is 0); strides >= 0 and every view's extent
 //     (the largest offset + 1) fits int64 elements; data non-null when a view is non-empty;
 //     all four F16 or all four BF16;
 //   - lse is null or holds batch*heads*seq_q floats;
 //   - has_mask: 1 <= block_q, block_k; q_blocks = ceil(seq_q/block_q), k_blocks =
-//     ceil(seq_k/block_k), both fit int32; patterns is 1 or batch*heads, and with
-//     patterns > 1 the mask's (batch, heads) are q's; patterns*q_blocks + 1 row_ptr
+//     ceil(seq_k/block_k), both fit int32; patterns is 1, or batch*mask.heads with
+//     mask.batch q's and mask.heads q's or k's heads; patterns*q_blocks + 1 row_ptr
 //     entries and nnzb fit int32; row_ptr non-null, col_idx
 //     non-null when nnzb > 0; the index arrays valid (host-checked by Rust, device-checked
 //     with check_indices, or trusted);
 //   - o does not overlap itself (its dims of extent > 1, by stride ascending, each step over
 //     the span of those inside it); o and lse overlap neither each other nor q, k, v or the
 //     mask's arrays;
+//   - causal_alignment is TopLeft or BottomRight;
 //   - scale is finite and > 0 (0 in the options was resolved to 1/sqrt(head_dim));
 //   - q, k, v and o's data are 2-byte aligned (their elements'), lse 4-byte;
 //   - `device` describes the current device, which is the launch stream's.
@@ -73,7 +75,8 @@ class AttentionProblem {
   bool deeper_than(int64_t) const { return false; }
 
   static AttentionProblem from_rust(const HeadsView& q, const HeadsView& k, const HeadsView& v, const HeadsMutView& o,
-                                    float* lse, const BlockMaskView* mask, bool causal, float scale, Backend backend,
+                                    float* lse, const BlockMaskView* mask, bool causal,
+                                    CausalAlignment causal_alignment, float scale, Backend backend,
                                     const DeviceInfo& device) {
     AttentionProblem p;
     p.q = q;
@@ -84,6 +87,7 @@ class AttentionProblem {
     p.has_mask = mask != nullptr;
     if (mask != nullptr) p.mask = *mask;
     p.causal = causal;
+    p.causal_alignment = causal_alignment;
     p.scale = scale;
     p.backend = backend;
     p.device = device;

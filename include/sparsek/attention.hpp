@@ -1,19 +1,27 @@
 // sparsek: block-sparse attention (forward) on NVIDIA Hopper GPUs.
 //
-//   O[b,h] = softmax(scale * Q[b,h] * K[b,h]^T + M[b,h]) * V[b,h]
-//   LSE[b,h,i] = log(sum_j exp(scale * Q[b,h,i] . K[b,h,j] + M[b,h,i,j]))   (natural log)
+//   O[b,h] = softmax(scale * Q[b,h] * K[b,g(h)]^T + M[b,h]) * V[b,g(h)]
+//   LSE[b,h,i] = log(sum_j exp(scale * Q[b,h,i] . K[b,g(h),j] + M[b,h,i,j]))   (natural log)
 //
-// Q is [batch, heads, seq_q, head_dim], K and V [batch, heads, seq_k, head_dim], O like Q;
-// f16 or bf16 (all four the same), head_dim 64 or 128, fp32 softmax and accumulation. The
-// mask M is 0 for kept (query, key) pairs and -inf for the others:
+// Q is [batch, heads, seq_q, head_dim], K and V [batch, heads_kv, seq_k, head_dim], O like Q;
+// f16 or bf16 (all four the same), head_dim 64 or 128, fp32 softmax and accumulation.
+// Grouped-query attention (GQA; MQA with heads_kv = 1): heads_kv divides heads (0 only when
+// heads is 0), and query head h reads KV head g(h) = h / (heads / heads_kv), so consecutive
+// query heads share one KV head (PyTorch's enable_gqa, repeat_interleave of K and V).
+// heads_kv = heads is ordinary multi-head attention. The mask M is 0 for kept (query, key)
+// pairs and -inf for the others:
 //   - a block mask (BlockMaskView): query block i (rows i*block_q ..) keeps key block j
-//     (keys j*block_k ..) when j is listed in row i of its pattern;
-//   - causal: query i keeps key j only when j <= i (top-left aligned, as PyTorch's
-//     is_causal; with seq_q != seq_k the first query sees the first key);
+//     (keys j*block_k ..) when j is listed in row i of its pattern; one pattern for all, one
+//     per (batch, query head), or one per (batch, KV head) that the group's query heads share;
+//   - causal: query i keeps key j only when j <= i + offset, where the offset places the
+//     diagonal (AttentionOptions::causal_alignment): TopLeft, offset 0 (PyTorch's is_causal;
+//     with seq_q != seq_k the first query sees the first key), or BottomRight, offset
+//     seq_k - seq_q (the last query sees the last key: a KV cache, chunked prefill, decode;
+//     with seq_q > seq_k the first seq_q - seq_k queries keep no key);
 //   - or both: a pair is kept when both keep it.
-// A query row that keeps no key (an empty mask row, or every listed key out of range)
-// gets O = 0 and LSE = -inf. The last blocks may be partial: sequences need not be a
-// multiple of the block.
+// A query row that keeps no key (an empty mask row, every listed key out of range, or a
+// bottom-right query before the first key) gets O = 0 and LSE = -inf. The last blocks may be
+// partial: sequences need not be a multiple of the block.
 //
 // Deterministic: each output row is computed by one CTA, keys in ascending block order.
 // Every pointer is a device pointer. Rust: sparsek::attention (src/attention/mod.rs).
@@ -61,14 +69,17 @@ inline HeadsMutView packed_heads_mut(void* data, int64_t batch, int64_t heads, i
 
 // Block patterns over (query blocks x key blocks), stacked as one BSR pattern: pattern p
 // is block-rows p*q_blocks .. (p+1)*q_blocks - 1. `patterns` is 1 (one pattern for every
-// (batch, head)) or batch*heads (pattern b*heads + h for head h of batch b).
+// (batch, head)) or batch*heads (the mask's `heads`: Q's heads, one pattern per query head,
+// or K's heads, one per KV head that the query heads of its group share). Query head h of
+// batch b reads pattern b*heads + h / (Q's heads / heads).
 // q_blocks = ceil(seq_q / block_q), k_blocks = ceil(seq_k / block_k). `row_ptr` has
 // patterns*q_blocks + 1 entries (from 0, non-decreasing, ending at nnzb), `col_idx` nnzb
 // entries, each < k_blocks, sorted and unique within a block-row. The Hopper kernels take
 // block_q = block_k = 128.
 // (batch, heads): the (batch, heads) the per-head patterns were made for. Required when
-// patterns > 1, and then equal to Q's (a set made for (2, 3) is refused for (3, 2)); ignored
-// when patterns == 1. block_topk and block_topk_scores fill them.
+// patterns != 1, and then batch is Q's and heads Q's or K's (a set made for (2, 3) is refused
+// for (3, 2)), with patterns = batch*heads; ignored when patterns == 1. block_topk and
+// block_topk_scores fill them.
 struct BlockMaskView {
   int32_t block_q = 128, block_k = 128;
   int64_t q_blocks = 0, k_blocks = 0;
@@ -79,7 +90,7 @@ struct BlockMaskView {
   const int32_t* col_idx = nullptr;
 };
 
-// Where the causal diagonal sits when seq_q != seq_k. TopLeft: query i keeps key j <= i (PyTorch's
+// Where the causal diagonal sits when seq_q != seq_k (any other value is refused: InvalidArgument). TopLeft: query i keeps key j <= i (PyTorch's
 // is_causal). BottomRight: query i keeps key j <= i + seq_k - seq_q, the last query sees the last
 // key (a KV cache: chunked prefill, speculative decoding, decode); with seq_q > seq_k the first
 // seq_q - seq_k queries keep no key (O = 0, LSE = -inf).
@@ -125,16 +136,22 @@ Result attention(const HeadsView& q, const HeadsView& k, const HeadsView& v, con
 //   sums added from 0 in order; the dot product is the fused
 //   multiply-add chain acc = fma(a[d], b[d], acc) from acc = 0, d ascending. The CPU
 //   reference (sparsek::gating in Rust) computes the same bits, so both masks are equal.
+//   Grouped-query attention (K with heads_kv heads dividing Q's, as for `attention`): the
+//   patterns are still one per (batch, query head), each query head's pooled Q scored
+//   against its KV head's pooled K (KV head h / (heads / heads_kv)); mask.heads = Q's heads.
 //   Ranking (the rule of the Rust BlockMask::topk_per_row): NaN counts as -inf, then the
 //   IEEE 754 total order, higher first (so +0 above -0); equal keys by lower j first. With
-//   `causal`, only key blocks j with j*block_k <=
-//   (i+1)*block_q - 1 (some key not after the block's last query) are candidates.
-//   Row i keeps min(top_k, candidates) blocks; its row_ptr offsets are therefore known
-//   before the launch (block_topk_row_ptr).
+//   `causal`, only key blocks j with j*block_k <= (i+1)*block_q - 1 + offset (some key not
+//   after the diagonal of the block's last query; offset 0 TopLeft, seq_k - seq_q
+//   BottomRight, as attention's causal_alignment) are candidates (none when that bound is
+//   negative). Row i keeps min(top_k, candidates) blocks; its row_ptr offsets are therefore
+//   known before the launch (block_topk_nnzb counts them).
 struct TopkGatingOptions {
   int32_t top_k = 1;
   bool causal = false;
   int32_t block_q = 128, block_k = 128;
+  // Where the causal diagonal sits (read only with `causal`); set it as the attention's.
+  CausalAlignment causal_alignment = CausalAlignment::TopLeft;
 };
 
 // The number of mask blocks block_topk writes for these dims (nnzb of its BlockMaskView).
@@ -142,7 +159,7 @@ struct TopkGatingOptions {
 Result block_topk_nnzb(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_k, const TopkGatingOptions& options,
                        int64_t* nnzb);
 
-// Top-k from pooled Q and K (q, k as for `attention`). `row_ptr` (batch*heads*q_blocks + 1
+// Top-k from pooled Q and K (q, k as for `attention`: K may have fewer heads, dividing Q's). `row_ptr` (batch*heads*q_blocks + 1
 // ints) and `col_idx` (block_topk_nnzb ints) are device buffers the call fills (they must
 // overlap neither each other nor Q, K or the scores); `*mask` gets the view of them, with its
 // (batch, heads). One launch on `stream`.

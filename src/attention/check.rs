@@ -33,8 +33,23 @@ pub(crate) fn check_buffer(
     Ok(())
 }
 
-/// Every check of the operands that holds for every backend (shapes agree, buffers hold
-/// their views, the mask's dims fit, the scale is valid). The one validation of the entry.
+/// K and V's heads divide Q's (grouped-query attention): `q_heads` is a multiple of
+/// `kv_heads`, 0 only when `q_heads` is 0. [`Error::HeadGroups`] otherwise.
+pub(crate) fn check_head_groups(q_heads: usize, kv_heads: usize) -> Result<(), Error> {
+    let divides = match kv_heads {
+        0 => q_heads == 0,
+        kv => q_heads % kv == 0,
+    };
+    if divides {
+        Ok(())
+    } else {
+        Err(Error::HeadGroups { q_heads, kv_heads })
+    }
+}
+
+/// Every check of the operands that holds for every backend (shapes agree, K and V's heads
+/// divide Q's, buffers hold their views, the mask's dims fit, the scale is valid). The one
+/// validation of the entry.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn check_operands(
     q: &HeadsShape,
@@ -50,8 +65,7 @@ pub(crate) fn check_operands(
         ("batch of K (= batch of Q)", q.batch, k.batch),
         ("batch of V (= batch of Q)", q.batch, v.batch),
         ("batch of O (= batch of Q)", q.batch, o.batch),
-        ("heads of K (= heads of Q)", q.heads, k.heads),
-        ("heads of V (= heads of Q)", q.heads, v.heads),
+        ("heads of V (= heads of K)", k.heads, v.heads),
         ("heads of O (= heads of Q)", q.heads, o.heads),
         ("head_dim of K (= head_dim of Q)", q.head_dim, k.head_dim),
         ("head_dim of V (= head_dim of Q)", q.head_dim, v.head_dim),
@@ -59,6 +73,7 @@ pub(crate) fn check_operands(
         ("seq of V (= seq of K)", k.seq, v.seq),
         ("seq of O (= seq of Q)", q.seq, o.seq),
     ])?;
+    check_head_groups(q.heads, k.heads)?;
     if q.head_dim == 0 {
         return Err(Error::InvalidArgument("head_dim must be at least 1".into()));
     }
@@ -101,7 +116,7 @@ pub(crate) fn check_operands(
         )));
     }
     if let Some(dims) = mask {
-        check_mask_dims(dims, (q.batch, q.heads, q.seq, k.seq))?;
+        check_mask_dims(dims, (q.batch, q.heads, k.heads, q.seq, k.seq))?;
     }
     Ok(())
 }

@@ -1,11 +1,13 @@
 //! The CPU reference of attention: per (batch, head, query row), the kept keys' scores in
 //! f32 (inputs widened exactly), the softmax with the row max subtracted, O = Σ p·v / Σ p in
-//! f32, rounded once. (Batch, head) pairs run in parallel on rayon's pool.
+//! f32, rounded once. (Batch, head) pairs run in parallel on rayon's pool. Query head `h`
+//! reads KV head `h / (heads of Q / heads of K)` (grouped-query attention); causal keeps
+//! keys `j <= i + offset` (the alignment's offset, [`CausalAlignment::offset`]).
 
 use rayon::prelude::*;
 
 use super::heads::HeadsShape;
-use super::options::AttentionOptions;
+use super::options::{AttentionOptions, CausalAlignment};
 use super::patterns::BlockPatterns;
 use crate::element::Element;
 use crate::error::Error;
@@ -21,15 +23,19 @@ pub(super) struct Operands<'a, T> {
 /// One (batch, head)'s O rows (`seq·head_dim`, packed) and LSE (`seq`), as computed.
 type HeadResult = (Vec<f32>, Vec<f32>);
 
-/// One (batch, head)'s rows: O rows written through `write(s, d, value)`, LSE through `lse`.
+/// One (batch, query head)'s rows.
 struct Head<'a, T> {
     b: usize,
+    /// The query head (Q, O).
     h: usize,
+    /// The KV head it reads (K, V).
+    h_kv: usize,
     q: (&'a [T], &'a HeadsShape),
     k: (&'a [T], &'a HeadsShape),
     v: (&'a [T], &'a HeadsShape),
     pattern: Option<(&'a BlockPatterns, usize)>,
-    causal: bool,
+    /// Causal: the alignment (query `i` keeps keys `j <= i + offset`).
+    causal: Option<CausalAlignment>,
     scale: f32,
 }
 
@@ -48,15 +54,23 @@ impl<T: Element> Head<'_, T> {
                 .binary_search(&((j / p.block_k()) as i32))
                 .is_ok(),
         };
+        // Keys past the causal diagonal are never kept: the row's keys end there.
+        let keys = match self.causal {
+            None => ks.seq,
+            Some(a) => {
+                let last = (i as i128) + a.offset(qs.seq, ks.seq) as i128;
+                (last + 1).clamp(0, ks.seq as i128) as usize
+            }
+        };
         let mut max = f32::NEG_INFINITY;
-        for j in 0..ks.seq {
-            if (self.causal && j > i) || !kept_block(j) {
+        for j in 0..keys {
+            if !kept_block(j) {
                 continue;
             }
             let mut dot = 0f32;
             for c in 0..d {
                 dot += qd[qs.offset(self.b, self.h, i, c)].to_f32()
-                    * kd[ks.offset(self.b, self.h, j, c)].to_f32();
+                    * kd[ks.offset(self.b, self.h_kv, j, c)].to_f32();
             }
             let s = dot * self.scale;
             max = max.max(s);
@@ -71,7 +85,7 @@ impl<T: Element> Head<'_, T> {
             let p = (s - max).exp();
             sum += p;
             for (c, x) in out.iter_mut().enumerate() {
-                *x += p * vd[vs.offset(self.b, self.h, j, c)].to_f32();
+                *x += p * vd[vs.offset(self.b, self.h_kv, j, c)].to_f32();
             }
         }
         out.iter_mut().for_each(|x| *x /= sum);
@@ -97,6 +111,8 @@ pub(super) fn attention<T: Element>(
         return Ok(());
     }
     let pairs = batch * heads;
+    // K's heads divide Q's (checked at the entry; 0 only with no query head, then no pair).
+    let group = heads / ops.k.1.heads.max(1);
     let scale = opts.get_scale(d);
     let threads = rayon::current_num_threads().clamp(1, pairs);
     // Every buffer before the first write (so an allocation failure leaves O untouched):
@@ -114,11 +130,12 @@ pub(super) fn attention<T: Element>(
         let head = Head {
             b,
             h,
+            h_kv: h / group,
             q: ops.q,
             k: ops.k,
             v: ops.v,
-            pattern: mask.map(|p| (p, if p.patterns() == 1 { 0 } else { bh })),
-            causal: opts.get_causal(),
+            pattern: mask.map(|p| (p, p.pattern_of(b, h, heads))),
+            causal: opts.get_causal().then(|| opts.get_causal_alignment()),
             scale,
         };
         // K's rows are disjoint (checked at the entry): at most K's buffer of scores.

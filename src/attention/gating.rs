@@ -12,9 +12,14 @@
 //! - ranking (as [`BlockMask::topk_per_row`](crate::BlockMask::topk_per_row)): NaN counts
 //!   as `-inf`, then IEEE 754's total order, higher first (`+0` above `-0`); equal keys go
 //!   to the lower block;
-//! - with `causal`, only key blocks `j` with `j·block_k <= (i+1)·block_q - 1` (some key not
-//!   after the query block's last query) are candidates; row `i` keeps `min(top_k,
-//!   candidates)` blocks, listed in ascending order.
+//! - with `causal`, only key blocks `j` with `j·block_k <= (i+1)·block_q - 1 + offset` (some
+//!   key not after the diagonal of the query block's last query; `offset` 0 top-left,
+//!   `seq_k - seq_q` bottom-right: [`TopkOptions::causal_alignment`], as the attention's) are
+//!   candidates, none when that bound is negative; row `i` keeps `min(top_k, candidates)`
+//!   blocks, listed in ascending order;
+//! - grouped-query attention (pooled: K with `heads_kv` heads dividing Q's): still one
+//!   pattern per (batch, query head), query head `h`'s pooled Q scored against KV head
+//!   `h / (heads / heads_kv)`'s pooled K; the set is recorded for `(batch, heads of Q)`.
 //!
 //! ```
 //! use sparsek::attention::{block_topk_scores, TopkOptions};
@@ -27,8 +32,9 @@
 //! # Ok::<(), sparsek::Error>(())
 //! ```
 
-use super::check::check_buffer;
+use super::check::{check_buffer, check_head_groups};
 use super::heads::{Heads, HeadsShape};
+use super::options::CausalAlignment;
 use super::patterns::BlockPatterns;
 use crate::dense::Storage;
 use crate::element::Element;
@@ -40,6 +46,7 @@ use crate::format::mask::select_top;
 pub struct TopkOptions {
     top_k: usize,
     causal: bool,
+    causal_alignment: CausalAlignment,
     block_q: usize,
     block_k: usize,
 }
@@ -50,13 +57,21 @@ impl TopkOptions {
         Self {
             top_k,
             causal: false,
+            causal_alignment: CausalAlignment::TopLeft,
             block_q: 128,
             block_k: 128,
         }
     }
-    /// Only key blocks with a key not after the query block's last query are candidates.
+    /// Only key blocks with a key not after the diagonal of the query block's last query are
+    /// candidates.
     pub fn causal(mut self, causal: bool) -> Self {
         self.causal = causal;
+        self
+    }
+    /// Where the causal diagonal sits (read only with [`causal`](Self::causal)): set it as
+    /// the attention's [`AttentionOptions::causal_alignment`](crate::AttentionOptions::causal_alignment).
+    pub fn causal_alignment(mut self, alignment: CausalAlignment) -> Self {
+        self.causal_alignment = alignment;
         self
     }
     /// Rows per query block and keys per key block.
@@ -73,6 +88,10 @@ impl TopkOptions {
     pub fn get_causal(&self) -> bool {
         self.causal
     }
+    /// The causal alignment (meaningful with [`get_causal`](Self::get_causal)).
+    pub fn get_causal_alignment(&self) -> CausalAlignment {
+        self.causal_alignment
+    }
     /// Rows per query block.
     pub fn block_q(&self) -> usize {
         self.block_q
@@ -82,13 +101,27 @@ impl TopkOptions {
         self.block_k
     }
 
-    /// Candidates of query block `i` among `k_blocks` (the blocks were checked to be ≥ 1).
-    fn candidates(&self, i: usize, k_blocks: usize) -> usize {
+    /// The causal diagonal's offset for these lengths (0 when not causal), in `i128`: the
+    /// lengths are `usize`.
+    fn offset(&self, seq_q: usize, seq_k: usize) -> i128 {
+        match (self.causal, self.causal_alignment) {
+            (true, CausalAlignment::BottomRight) => seq_k as i128 - seq_q as i128,
+            _ => 0,
+        }
+    }
+
+    /// Candidates of query block `i` among `k_blocks` (the blocks were checked to be ≥ 1),
+    /// the diagonal at `offset`.
+    fn candidates(&self, i: usize, k_blocks: usize, offset: i128) -> usize {
         if !self.causal {
             return k_blocks;
         }
-        // (i + 1) * block_q fits: i < q_blocks and q_blocks * block_q < seq_q + block_q.
-        (((i + 1).saturating_mul(self.block_q) - 1) / self.block_k + 1).min(k_blocks)
+        // In i128: (i + 1) * block_q < 2^128 for any usize values.
+        let last_key = (i as i128 + 1) * self.block_q as i128 - 1 + offset;
+        if last_key < 0 {
+            return 0;
+        }
+        (last_key / self.block_k as i128 + 1).min(k_blocks as i128) as usize
     }
 }
 
@@ -137,7 +170,7 @@ pub fn topk_nnzb(
     if patterns == 0 {
         return Ok(0);
     }
-    kept_per_pattern(opts, q_blocks, k_blocks)
+    kept_per_pattern(opts, q_blocks, k_blocks, opts.offset(seq_q, seq_k))
         .checked_mul(patterns as u128)
         .filter(|&n| n <= i32::MAX as u128)
         .map(|n| n as usize)
@@ -147,21 +180,37 @@ pub fn topk_nnzb(
 }
 
 /// `Σ_{i < q_blocks} min(top_k, candidates(i))`, in closed form (no loop over the query
-/// blocks, which may number 2^31).
-fn kept_per_pattern(opts: &TopkOptions, q_blocks: usize, k_blocks: usize) -> u128 {
-    let (n, kb) = (q_blocks as u128, k_blocks as u128);
+/// blocks, which may number 2^31); the diagonal at `offset` (within `[-seq_q, seq_k]`).
+fn kept_per_pattern(opts: &TopkOptions, q_blocks: usize, k_blocks: usize, offset: i128) -> u128 {
+    let kb = k_blocks as u128;
     let t = (opts.top_k as u128).min(kb);
     if !opts.causal || t == 0 {
-        return n * t;
+        return q_blocks as u128 * t;
     }
-    // Causal: candidates(i) = min(kb, f(i)), f(i) = ((i+1)·bq - 1) / bk + 1, non-decreasing;
-    // min(t, candidates(i)) = min(t, f(i)) since t <= kb. f(i) >= t from
-    // i0 = ceil(((t-1)·bk + 1) / bq) - 1 on.
-    let (bq, bk) = (opts.block_q as u128, opts.block_k as u128);
-    let i0 = ((t - 1) * bk + 1).div_ceil(bq) - 1;
-    let below = i0.min(n);
-    // Σ_{i < below} f(i) = below + Σ_{i < below} floor((bq·i + bq - 1) / bk).
-    below + floor_sum(below, bk, bq, bq - 1) + (n - below) * t
+    // Causal: rows before s (the first with (s+1)·bq - 1 + offset >= 0) have no candidate.
+    // From s on, row s + u has candidates min(kb, f(u)), f(u) = (bq·u + c) / bk + 1 with
+    // c = (s+1)·bq - 1 + offset >= 0, non-decreasing; min(t, candidates) = min(t, f(u))
+    // since t <= kb, and f(u) >= t once bq·u + c >= (t-1)·bk.
+    let (bq, bk) = (opts.block_q as i128, opts.block_k as i128);
+    let s = if offset >= 0 {
+        0
+    } else {
+        (1 - offset + bq - 1) / bq - 1
+    };
+    if s >= q_blocks as i128 {
+        return 0;
+    }
+    let n = (q_blocks as i128 - s) as u128;
+    let c = (s + 1) * bq - 1 + offset;
+    let need = (t as i128 - 1) * bk;
+    let below = if need > c {
+        ((need - c + bq - 1) / bq) as u128
+    } else {
+        0
+    }
+    .min(n);
+    // Σ_{u < below} f(u) = below + Σ_{u < below} floor((bq·u + c) / bk).
+    below + floor_sum(below, bk as u128, bq as u128, c as u128) + (n - below) * t
 }
 
 /// `Σ_{i < n} floor((a·i + b) / m)` for `m >= 1` (the Euclidean-like reduction).
@@ -223,8 +272,9 @@ fn pool<T: Element>(
     Ok(out)
 }
 
-/// Q and K of the pooled gating agree (batch, heads, head_dim >= 1) and their buffers hold
-/// their views: the one check of the pooled gating's inputs, host and device.
+/// Q and K of the pooled gating agree (batch, head_dim >= 1; K's heads divide Q's) and
+/// their buffers hold their views: the one check of the pooled gating's inputs, host and
+/// device.
 pub(crate) fn check_gating_inputs(
     q: &HeadsShape,
     q_len: usize,
@@ -233,9 +283,9 @@ pub(crate) fn check_gating_inputs(
 ) -> Result<(), Error> {
     check_agree(&[
         ("batch of K (= batch of Q)", q.batch, k.batch),
-        ("heads of K (= heads of Q)", q.heads, k.heads),
         ("head_dim of K (= head_dim of Q)", q.head_dim, k.head_dim),
     ])?;
+    check_head_groups(q.heads, k.heads)?;
     if q.head_dim == 0 {
         return Err(Error::InvalidArgument("head_dim must be at least 1".into()));
     }
@@ -243,7 +293,8 @@ pub(crate) fn check_gating_inputs(
     check_buffer("K", k, k_len)
 }
 
-/// Pooled block scores of host Q and K, `[batch, heads, q_blocks, k_blocks]` packed.
+/// Pooled block scores of host Q and K, `[batch, heads, q_blocks, k_blocks]` packed (heads:
+/// Q's; query head `h` against KV head `h / (heads of Q / heads of K)`).
 pub fn pooled_scores<T: Element>(
     q: &Heads<'_, T>,
     k: &Heads<'_, T>,
@@ -272,9 +323,14 @@ pub fn pooled_scores<T: Element>(
         return Ok(scores);
     }
     let d = qs.head_dim;
+    // K's heads divide Q's (checked; not 0: there is a query block, so Q has a head).
+    let group = qs.heads / ks.heads.max(1);
     for b in 0..qs.batch {
         for h in 0..qs.heads {
-            let (pq, pk) = (pool(qd, &qs, b, h, block_q)?, pool(kd, &ks, b, h, block_k)?);
+            let (pq, pk) = (
+                pool(qd, &qs, b, h, block_q)?,
+                pool(kd, &ks, b, h / group, block_k)?,
+            );
             for i in 0..q_blocks {
                 for j in 0..k_blocks {
                     let (a, c) = (&pq[i * d..(i + 1) * d], &pk[j * d..(j + 1) * d]);
@@ -313,8 +369,9 @@ pub fn block_topk_scores(
     // k_blocks <= scores.len() unless there are no rows.
     let mut keep = vec![false; if rows == 0 { 0 } else { k_blocks }];
     let mut order = Vec::new();
+    let offset = opts.offset(seq_q, seq_k);
     for r in 0..rows {
-        let cand = opts.candidates(r % q_blocks.max(1), k_blocks);
+        let cand = opts.candidates(r % q_blocks.max(1), k_blocks, offset);
         if opts.top_k == 0 || cand == 0 {
             // Nothing kept: no ranking (rows may number 2^31 with no key block).
             row_ptr.push(col_idx.len() as i32);

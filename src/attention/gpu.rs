@@ -8,7 +8,7 @@ use cudarc::driver::{CudaSlice, CudaStream};
 
 use super::gating::{check_gating_inputs, topk_nnzb, TopkOptions};
 use super::heads::{Heads, HeadsShape};
-use super::options::AttentionOptions;
+use super::options::{AttentionOptions, CausalAlignment};
 use super::patterns::{BlockPatterns, MaskDims};
 use crate::dense::Storage;
 use crate::device::device_bsr::{download_prefix, upload_slice};
@@ -141,6 +141,14 @@ fn heads_desc(s: &HeadsShape) -> Result<sys::HeadsDesc, Error> {
     })
 }
 
+/// The seam's value of a causal alignment (`sparsek::CausalAlignment`).
+fn causal_alignment(a: CausalAlignment) -> sys::CausalAlignment {
+    match a {
+        CausalAlignment::TopLeft => sys::CausalAlignment::TopLeft,
+        CausalAlignment::BottomRight => sys::CausalAlignment::BottomRight,
+    }
+}
+
 fn gpu_dtype<T: Element>(backend: Backend) -> Result<sys::DType, Error> {
     match T::DTYPE {
         t if t.is_half() => Ok(dtype(t)),
@@ -244,6 +252,7 @@ fn attention_problem<T: Element>(
         row_ptr: 0,
         col_idx: 0,
         causal: opts.get_causal(),
+        causal_alignment: causal_alignment(opts.get_causal_alignment()),
         scale: opts.get_scale(q.shape.head_dim),
         backend: backend(requested)?,
         stream: 0,
@@ -297,6 +306,7 @@ fn run_gating<T: Element>(
         seq_k: to_i64("seq_k", seq_k)?,
         top_k: to_i32("top_k", opts.top_k())?,
         causal: opts.get_causal(),
+        causal_alignment: causal_alignment(opts.get_causal_alignment()),
         block_q: to_i32("block_q", opts.block_q())?,
         block_k: to_i32("block_k", opts.block_k())?,
         q_blocks: to_i64("q_blocks", q_blocks)?,

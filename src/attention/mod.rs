@@ -4,12 +4,21 @@
 //! `LSE[i] = ln Σ_j exp(scale·q_i·k_j + M_ij)`. Q, K, V and O are `[batch, heads, seq,
 //! head_dim]` views ([`Heads`], [`HeadsMut`]) with any batch, head and row strides
 //! (`head_dim` contiguous): packed, or `[batch, seq, heads, head_dim]` as a fused QKV
-//! projection stores them. The mask `M` is 0 on kept (query, key) pairs, `-inf` elsewhere:
+//! projection stores them.
+//!
+//! Grouped-query attention (GQA; MQA with one KV head): K and V may have fewer heads than Q,
+//! `heads_kv` dividing Q's `heads` ([`Error::HeadGroups`] otherwise); query head `h` reads
+//! KV head `h / (heads / heads_kv)`, consecutive query heads sharing one KV head (PyTorch's
+//! `enable_gqa`, `repeat_interleave` of K and V). O and the LSE have Q's heads.
+//!
+//! The mask `M` is 0 on kept (query, key) pairs, `-inf` elsewhere:
 //! - a block mask, [`BlockPatterns`]: query block `i` (rows `i·block_q ..`) keeps key block
-//!   `j` when `j` is listed in row `i` of its pattern (one pattern for every head, or one per
-//!   (batch, head));
-//! - [`causal`](AttentionOptions::causal): query `i` keeps key `j` only when `j <= i`
-//!   (top-left aligned, as PyTorch's `is_causal`);
+//!   `j` when `j` is listed in row `i` of its pattern (one pattern for every head, one per
+//!   (batch, query head), or one per (batch, KV head) that the group's query heads share);
+//! - [`causal`](AttentionOptions::causal): query `i` keeps key `j` only when `j <= i +
+//!   offset`, the offset 0 ([`CausalAlignment::TopLeft`], the default, as PyTorch's
+//!   `is_causal`) or `seq_k - seq_q` ([`CausalAlignment::BottomRight`]: the last query sees
+//!   the last key, as a KV cache needs);
 //! - or both. A query row that keeps no key gets `O = 0` and `LSE = -inf`.
 //!
 //! Sequences need not be multiples of the blocks (the last blocks are partial). Host operands
@@ -56,7 +65,7 @@ use check::check_operands;
 
 pub use gating::{block_topk_pooled, block_topk_scores, pooled_scores, topk_nnzb, TopkOptions};
 pub use heads::{Heads, HeadsMut, HeadsShape};
-pub use options::AttentionOptions;
+pub use options::{AttentionOptions, CausalAlignment};
 pub use patterns::BlockPatterns;
 
 /// The mask operand: host patterns (CPU) or device patterns (GPU).

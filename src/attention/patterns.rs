@@ -9,9 +9,12 @@ use crate::format::BlockMask;
 /// for every (batch, head)) or `batch·heads` (pattern `b·heads + h`). Column indices are
 /// ascending and unique within a row, every one below `k_blocks`.
 ///
-/// A per-head set (`patterns > 1`) records the `(batch, heads)` it was made for
+/// A per-head set (`patterns != 1`) records the `(batch, heads)` it was made for
 /// ([`with_heads`](Self::with_heads); the gating records it): attention takes it only for
-/// that `(batch, heads)`, so a set made for (2, 3) is not silently read as (3, 2).
+/// that `batch`, with `heads` Q's (one pattern per query head) or K's (grouped-query
+/// attention: one pattern per KV head, shared by the query heads of its group; query head
+/// `h` reads pattern `b·heads + h / (heads of Q / heads)`), so a set made for (2, 3) is not
+/// silently read as (3, 2).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BlockPatterns {
     block_q: usize,
@@ -160,8 +163,9 @@ impl BlockPatterns {
     }
 
     /// Records the `(batch, heads)` a per-head set was made for: `patterns` must equal
-    /// `batch·heads`. Attention then takes the set only for that `(batch, heads)`; a set of
-    /// more than one pattern must say it (a single pattern serves every head).
+    /// `batch·heads`. Attention then takes the set only for that `batch` and with `heads`
+    /// the heads of Q or of K (one pattern per KV head); a set of more than one pattern must
+    /// say it (a single pattern serves every head).
     pub fn with_heads(mut self, batch: usize, heads: usize) -> Result<Self, Error> {
         check_pattern_heads(self.patterns, batch, heads)?;
         self.heads = Some((batch, heads));
@@ -214,8 +218,9 @@ impl BlockPatterns {
         &self.col_idx[self.row_ptr[r] as usize..self.row_ptr[r + 1] as usize]
     }
 
-    /// Checks the patterns against an attention problem: `q_blocks = ceil(seq_q/block_q)`,
-    /// `k_blocks = ceil(seq_k/block_k)`, and `patterns` 1 or `batch·heads`.
+    /// Checks the patterns against an attention problem whose K and V have as many heads
+    /// as Q: `q_blocks = ceil(seq_q/block_q)`, `k_blocks = ceil(seq_k/block_k)`, and
+    /// `patterns` 1 or `batch·heads` (made for `(batch, heads)`).
     pub fn check_dims(
         &self,
         batch: usize,
@@ -223,7 +228,34 @@ impl BlockPatterns {
         seq_q: usize,
         seq_k: usize,
     ) -> Result<(), Error> {
-        check_mask_dims(self.dims(), (batch, heads, seq_q, seq_k))
+        check_mask_dims(self.dims(), (batch, heads, heads, seq_q, seq_k))
+    }
+
+    /// As [`check_dims`](Self::check_dims) for grouped-query attention, K and V with
+    /// `kv_heads` heads: a per-head set may be made for `(batch, q_heads)` or `(batch,
+    /// kv_heads)`.
+    pub fn check_dims_grouped(
+        &self,
+        batch: usize,
+        q_heads: usize,
+        kv_heads: usize,
+        seq_q: usize,
+        seq_k: usize,
+    ) -> Result<(), Error> {
+        check_mask_dims(self.dims(), (batch, q_heads, kv_heads, seq_q, seq_k))
+    }
+
+    /// The pattern query head `h` of batch `b` reads in a problem with `q_heads` query heads
+    /// (0 for a shared pattern; `b·heads + h / (q_heads / heads)` for a per-head set made for
+    /// `(batch, heads)`). The problem's dims must have passed
+    /// [`check_dims_grouped`](Self::check_dims_grouped).
+    pub fn pattern_of(&self, b: usize, h: usize, q_heads: usize) -> usize {
+        match self.heads {
+            Some((_, heads)) if self.patterns != 1 && heads > 0 => b
+                .saturating_mul(heads)
+                .saturating_add(h / (q_heads / heads).max(1)),
+            _ => 0,
+        }
     }
 
     /// What [`check_mask_dims`] compares.
@@ -262,10 +294,11 @@ pub(crate) struct MaskDims {
     pub heads: Option<(usize, usize)>,
 }
 
-/// The dims check of [`BlockPatterns::check_dims`], for the host and the device patterns.
+/// The dims check of [`BlockPatterns::check_dims_grouped`], for the host and the device
+/// patterns: `(batch, heads of Q, heads of K, seq_q, seq_k)`.
 pub(crate) fn check_mask_dims(
     mask: MaskDims,
-    (batch, heads, seq_q, seq_k): (usize, usize, usize, usize),
+    (batch, heads, kv_heads, seq_q, seq_k): (usize, usize, usize, usize, usize),
 ) -> Result<(), Error> {
     let MaskDims {
         block_q,
@@ -292,9 +325,11 @@ pub(crate) fn check_mask_dims(
     let pairs = batch
         .checked_mul(heads)
         .ok_or(Error::InvalidArgument("batch * heads overflows".into()))?;
-    if patterns != 1 && patterns != pairs {
+    // kv_heads divides heads (checked first): no overflow when pairs fits.
+    let kv_pairs = batch.saturating_mul(kv_heads);
+    if patterns != 1 && patterns != pairs && patterns != kv_pairs {
         return Err(Error::ShapeMismatch {
-            what: "patterns of the mask (1 or batch * heads)",
+            what: "patterns of the mask (1, batch * heads of Q, or batch * heads of K)",
             expected: pairs,
             got: patterns,
         });
@@ -305,9 +340,20 @@ pub(crate) fn check_mask_dims(
              (BlockPatterns::with_heads)"
                 .into(),
         ))?;
+        // Per query head, or per KV head (a pattern the group's query heads share).
+        let h_expected = if h == kv_heads { kv_heads } else { heads };
         check_agree(&[
             ("batch the per-head mask was made for", batch, b),
-            ("heads the per-head mask was made for", heads, h),
+            (
+                "heads the per-head mask was made for (= heads of Q, or of K)",
+                h_expected,
+                h,
+            ),
+            (
+                "patterns of the mask (= batch * heads it was made for)",
+                batch.saturating_mul(h),
+                patterns,
+            ),
         ])?;
     }
     Ok(())

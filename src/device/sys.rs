@@ -2,9 +2,10 @@
 //! `cpp/<operation>/bridge.h` and `bridge.cc`) and every `unsafe` block of sparsek's library.
 //!
 //! One problem description crosses the seam: [`SpmmProblem`], whose enums *are*
-//! `sparsek::DType`, `Layout`, `Backend` and `Status` of include/sparsek/sparsek.hpp (the
-//! one definition): cxx emits a `static_assert` for every value declared here, so a value
-//! that disagrees with the C++ header fails the build. Problems are composed of the same
+//! `sparsek::DType`, `Layout`, `Backend` and `Status` of include/sparsek/sparsek.hpp (and
+//! attention's `CausalAlignment` of include/sparsek/attention.hpp; the one definition): cxx
+//! emits a `static_assert` for every value declared here, so a value that disagrees with the
+//! C++ header fails the build. Problems are composed of the same
 //! descriptors (`DenseDesc`, `BsrDesc`, `HeadsDesc`) and carry a `Mode` (select or
 //! launch): one entry per operation. Checking and converting statuses into `Error`s is
 //! `result.rs`'s job; functions here only extract device pointers on the launch stream and
@@ -48,6 +49,13 @@ mod ffi {
         Wmma = 1,
         Hopper = 2,
         Decode = 3,
+    }
+
+    /// Where attention's causal diagonal sits (`sparsek::CausalAlignment`).
+    #[repr(i32)]
+    enum CausalAlignment {
+        TopLeft = 0,
+        BottomRight = 1,
     }
 
     /// Activations of the fused epilogue (`sparsek::Activation`).
@@ -191,6 +199,7 @@ mod ffi {
         row_ptr: u64,
         col_idx: u64,
         causal: bool,
+        causal_alignment: CausalAlignment,
         scale: f32,
         backend: Backend,
         stream: u64,
@@ -213,6 +222,7 @@ mod ffi {
         seq_k: i64,
         top_k: i32,
         causal: bool,
+        causal_alignment: CausalAlignment,
         block_q: i32,
         block_k: i32,
         q_blocks: i64,
@@ -250,6 +260,7 @@ mod ffi {
 
     unsafe extern "C++" {
         include!("sparsek/sparsek.hpp");
+        include!("sparsek/attention.hpp");
         include!("sparsek/cpp/spmm/bridge.h");
         include!("sparsek/cpp/sddmm/bridge.h");
         include!("sparsek/cpp/attention/bridge.h");
@@ -259,6 +270,7 @@ mod ffi {
         type Layout;
         type Backend;
         type Activation;
+        type CausalAlignment;
         type Status;
         type ScaleKind;
 
@@ -301,8 +313,9 @@ pub(crate) fn dtype(t: crate::element::DType) -> DType {
 }
 
 pub(crate) use ffi::{
-    Activation, AttentionProblem, Backend, BsrDesc, DType, DenseDesc, FfiStatus, GatingProblem,
-    HeadsDesc, Layout, Mode, QuantizeProblem, ScaleKind, SddmmProblem, SpmmProblem, Status,
+    Activation, AttentionProblem, Backend, BsrDesc, CausalAlignment, DType, DenseDesc, FfiStatus,
+    GatingProblem, HeadsDesc, Layout, Mode, QuantizeProblem, ScaleKind, SddmmProblem, SpmmProblem,
+    Status,
 };
 
 /// An output buffer of one call, and so its mode: written by a launch (`&mut`), or only

@@ -10,7 +10,8 @@
 //
 // Grid order: blockIdx.x = (batch*heads + head) * q_blocks + (q_blocks - 1 - qb): the CTAs of
 // one head run together (its K and V stay in L2 for all its query blocks), the longest
-// causal rows first.
+// causal rows first. Grouped-query attention: query head h reads KV head h / group, so the
+// query heads sharing a KV head are consecutive in the grid too.
 //
 // Deterministic: each output row is computed by one CTA, its key blocks in ascending order.
 //
@@ -87,7 +88,11 @@ struct AttentionKernel {
     const int32_t* row_ptr;  // the mask (has_mask), stacked patterns
     const int32_t* col_idx;
     int32_t seq_q, seq_k, heads, q_blocks, k_blocks;
-    bool has_mask, per_head_mask, causal;
+    int32_t group;       // query heads per KV head (heads / heads_kv)
+    int32_t mask_heads;  // heads of a per-head mask (Q's or K's), 0 for one shared pattern
+    int32_t mask_group;  // query heads per mask head (heads / mask_heads)
+    bool has_mask, causal;
+    int32_t causal_offset;  // query i keeps key j <= i + causal_offset (AttentionProblem::causal_offset)
     float scale;
   };
 
@@ -97,10 +102,17 @@ struct AttentionKernel {
     const int64_t bh = int64_t(blockIdx.x) / p.q_blocks;
     const int32_t qb = p.q_blocks - 1 - int32_t(int64_t(blockIdx.x) % p.q_blocks);
     const int32_t h = int32_t(bh % p.heads), b = int32_t(bh / p.heads);
-    const int64_t mask_row = (p.per_head_mask ? bh * p.q_blocks : 0) + qb;
-    // 128 x 128 tiles: the last key block with a key <= the block's last query is qb.
+    const int32_t h_kv = h / p.group;
+    // The pattern of (b, h): AttentionProblem::pattern_of.
+    const int64_t pattern = p.mask_heads > 0 ? int64_t(b) * p.mask_heads + h / p.mask_group : 0;
+    const int64_t mask_row = pattern * p.q_blocks + qb;
+    // The diagonal's key for the block's first query; the last key block with a key on or
+    // before the diagonal of its last query (qb*128 + 127 + offset), -1 when that is negative.
+    const int32_t diag0 = qb * kBlockM + p.causal_offset;
+    const int64_t last_diag = int64_t(qb) * kBlockM + kBlockM - 1 + p.causal_offset;
+    const int32_t last_causal = last_diag < 0 ? -1 : int32_t(last_diag / kBlockN);
     const KeyBlockRange range =
-        key_block_range(p.row_ptr, p.col_idx, p.has_mask, p.causal, mask_row, p.k_blocks, qb);
+        key_block_range(p.row_ptr, p.col_idx, p.has_mask, p.causal, mask_row, p.k_blocks, last_causal);
 
     typename Pipeline::Params pipe;
     pipe.transaction_bytes = Mainloop::kBytesKV;
@@ -116,7 +128,7 @@ struct AttentionKernel {
     if (warp_group == 0) {
       cutlass::arch::warpgroup_reg_dealloc<kProducerRegisters>();
       if (threadIdx.x < 32 && range.count() > 0)
-        Mainloop::load(p.mainloop, pipe_k, pipe_v, smem.mainloop, &smem.q_barrier, range, p.col_idx, qb, h, b,
+        Mainloop::load(p.mainloop, pipe_k, pipe_v, smem.mainloop, &smem.q_barrier, range, p.col_idx, qb, h, h_kv, b,
                        int(threadIdx.x));
       return;
     }
@@ -127,7 +139,7 @@ struct AttentionKernel {
     OnlineSoftmax<2> softmax(p.scale);
     const bool empty = range.count() == 0;
     if (!empty)
-      Mainloop::mma(pipe_k, pipe_v, smem.mainloop, &smem.q_barrier, range, p.col_idx, thread, qb * kBlockM, p.seq_k,
+      Mainloop::mma(pipe_k, pipe_v, smem.mainloop, &smem.q_barrier, range, p.col_idx, thread, diag0, p.seq_k,
                     p.causal, tOrO, softmax);
     float inv_sum[2], lse[2];
     softmax.finish(inv_sum, lse);
@@ -174,6 +186,7 @@ cudaError_t launch_row(const AttentionProblem& p, cudaStream_t stream) {
   using Epilogue = typename Kernel::Epilogue;
   // family.cu checked every size below against int32 and TMA's limits. With no key at all,
   // K and V are never loaded: Q stands in for them (a TMA descriptor needs a non-empty view).
+  // K and V's descriptors span their heads_kv heads (grouped-query attention).
   const bool no_keys = p.seq_k() == 0;
   const HeadsView& k = no_keys ? p.q : p.k;
   const HeadsView& v = no_keys ? p.q : p.v;
@@ -200,9 +213,14 @@ cudaError_t launch_row(const AttentionProblem& p, cudaStream_t stream) {
   params.heads = int32_t(p.heads());
   params.q_blocks = int32_t((p.seq_q() + kBlockM - 1) / kBlockM);
   params.k_blocks = int32_t((p.seq_k() + kBlockN - 1) / kBlockN);
+  params.group = int32_t(p.group());
+  const bool per_head_mask = p.has_mask && p.mask.patterns != 1 && p.mask.heads > 0;
+  params.mask_heads = per_head_mask ? int32_t(p.mask.heads) : 0;
+  params.mask_group = per_head_mask ? int32_t(p.heads() / p.mask.heads) : 1;
   params.has_mask = p.has_mask;
-  params.per_head_mask = p.has_mask && p.mask.patterns > 1;
   params.causal = p.causal;
+  // |seq_k - seq_q| < 2^31 - 128 (family.cu bounds both).
+  params.causal_offset = int32_t(p.causal_offset());
   params.scale = p.scale;
 
   const int smem = int(sizeof(typename Kernel::SharedStorage));

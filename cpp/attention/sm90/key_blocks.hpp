@@ -2,8 +2,10 @@
 //
 //   no mask            0 .. k_blocks-1
 //   block mask         the listed blocks of the query block's row (col_idx, ascending)
-//   causal             either of the above, cut after the last block with a key <= the
-//                      block's last query (col_idx is sorted: a binary search finds the cut)
+//   causal             either of the above, cut after the last block with a key on or before
+//                      the diagonal of the block's last query (col_idx is sorted: a binary
+//                      search finds the cut); nothing when no key is (bottom-right, a
+//                      query block wholly before the first key)
 //
 // Listed blocks are walked by the sparse tile iterator (sm90/tile_iterator.hpp) over the
 // mask's stacked BSR pattern, one k-iteration per 128-key block: col_idx read 32 entries at a
@@ -26,8 +28,9 @@ struct KeyBlockRange {
   CUTE_HOST_DEVICE int32_t count() const { return end - begin; }
 };
 
-// The range of query block `qb` of pattern row `row` (row_ptr index). `last_causal`: the last
-// key block with a key <= the query block's last query (causal only).
+// The range of pattern row `row` (row_ptr index). `last_causal`: the last key block with a
+// key on or before the diagonal of the query block's last query, -1 when there is none
+// (causal only).
 CUTE_DEVICE KeyBlockRange key_block_range(const int32_t* row_ptr, const int32_t* col_idx, bool has_mask, bool causal,
                                           int64_t row, int32_t k_blocks, int32_t last_causal) {
   const int32_t last = causal && last_causal < k_blocks - 1 ? last_causal : k_blocks - 1;
@@ -37,6 +40,7 @@ CUTE_DEVICE KeyBlockRange key_block_range(const int32_t* row_ptr, const int32_t*
     return r;
   }
   r.listed = true;
+  if (last < 0) return r;  // nothing on or before the diagonal: an empty range, row_ptr unread
   r.begin = __ldg(row_ptr + row);
   r.end = __ldg(row_ptr + row + 1);
   if (causal) {  // first position whose block is past `last`

@@ -95,18 +95,19 @@ struct AttentionMainloop {
     HeadsShape shape_q, shape_k;
   };
 
-  // The producer warp (all 32 lanes; lane 0 issues): Q once, then K and V of each key block.
+  // The producer warp (all 32 lanes; lane 0 issues): Q once (query head h), then K and V of
+  // each key block (KV head h_kv, the one query head h reads).
   CUTE_DEVICE static void load(Params const& mp, Pipeline& pipe_k, Pipeline& pipe_v, SharedStorage& smem,
                                uint64_t* q_barrier, KeyBlockRange const& range, const int32_t* col_idx, int32_t qb,
-                               int32_t h, int32_t b, int lane) {
+                               int32_t h, int32_t h_kv, int32_t b, int lane) {
     Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), SmemLayoutQ{});
     Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), SmemLayoutKV{});
     Tensor sV = make_tensor(make_smem_ptr(smem.v.data()), SmemLayoutKV{});
     Tensor gQ = local_tile(mp.tma_q.get_tma_tensor(mp.shape_q)(_, _, h, b), Shape<TileM, HeadDim>{},
                            make_coord(qb, _0{}));  // (128, d)
-    Tensor gK = local_tile(mp.tma_k.get_tma_tensor(mp.shape_k)(_, _, h, b), Shape<TileN, HeadDim>{},
+    Tensor gK = local_tile(mp.tma_k.get_tma_tensor(mp.shape_k)(_, _, h_kv, b), Shape<TileN, HeadDim>{},
                            make_coord(_, _0{}));  // (128, d, key blocks)
-    Tensor gV = local_tile(mp.tma_v.get_tma_tensor(mp.shape_k)(_, _, h, b), Shape<TileN, HeadDim>{},
+    Tensor gV = local_tile(mp.tma_v.get_tma_tensor(mp.shape_k)(_, _, h_kv, b), Shape<TileN, HeadDim>{},
                            make_coord(_, _0{}));
     auto [tQgQ, tQsQ] = tma_partition(mp.tma_q, Int<0>{}, cute::Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
     auto [tKgK, tKsK] = tma_partition(mp.tma_k, Int<0>{}, cute::Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
@@ -132,11 +133,12 @@ struct AttentionMainloop {
   }
 
   // The consumer warpgroups (thread 0..255): the query block's S, softmax and O over its key
-  // blocks (range.count() > 0). `q0`: the block's first query row. Leaves O unnormalized
-  // (the epilogue divides by the row sums, softmax.finish()).
+  // blocks (range.count() > 0). `diag0`: the last key the block's first query keeps when
+  // causal (its row + the causal offset; row r of the block keeps keys <= diag0 + r). Leaves
+  // O unnormalized (the epilogue divides by the row sums, softmax.finish()).
   template <class FragO>
   CUTE_DEVICE static void mma(Pipeline& pipe_k, Pipeline& pipe_v, SharedStorage& smem, uint64_t* q_barrier,
-                              KeyBlockRange const& range, const int32_t* col_idx, int thread, int32_t q0,
+                              KeyBlockRange const& range, const int32_t* col_idx, int thread, int32_t diag0,
                               int32_t seq_k, bool causal, FragO& tOrO, OnlineSoftmax<2>& softmax) {
     TiledMmaQK mma_qk;
     TiledMmaPV mma_pv;
@@ -183,7 +185,8 @@ struct AttentionMainloop {
     auto softmax_block = [&](int32_t kb, float (&o_scale)[2]) {
       warpgroup_fence_operand(tSrS);
       const int32_t k0 = kb * kBlockN;
-      if (k0 + kBlockN > seq_k || (causal && k0 + kBlockN - 1 > q0)) mask_scores(tSrS, tScS, q0, k0, seq_k, causal);
+      if (k0 + kBlockN > seq_k || (causal && k0 + kBlockN - 1 > diag0))
+        mask_scores(tSrS, tScS, diag0, k0, seq_k, causal);
       softmax.step(s_rows, o_scale);
     };
     auto convert_p = [&]() {

@@ -36,15 +36,16 @@ CUTE_HOST_DEVICE constexpr auto acc_as_a_operand(L const& l) {
                      coalesce(make_layout(get<2>(l), get<1>(pairs))));
 }
 
-// S(i) = -inf where key j = k0 + col is not kept: j >= seq_k, or causal and j > query
-// q0 + row. `coord` is the identity tensor partitioned like S.
+// S(i) = -inf where key j = k0 + col is not kept: j >= seq_k, or causal and j past the
+// diagonal of its query, diag0 + row (diag0: the block's first query + the causal offset,
+// AttentionProblem::causal_offset). `coord` is the identity tensor partitioned like S.
 template <class TS, class TC>
-CUTE_DEVICE void mask_scores(TS& s, TC const& coord, int32_t q0, int32_t k0, int32_t seq_k, bool causal) {
+CUTE_DEVICE void mask_scores(TS& s, TC const& coord, int32_t diag0, int32_t k0, int32_t seq_k, bool causal) {
   CUTE_UNROLL
   for (int i = 0; i < cute::size(s); ++i) {
-    const int32_t row = q0 + int32_t(cute::get<0>(coord(i)));
+    const int32_t diag = diag0 + int32_t(cute::get<0>(coord(i)));
     const int32_t key = k0 + int32_t(cute::get<1>(coord(i)));
-    if (key >= seq_k || (causal && key > row)) s(i) = -INFINITY;
+    if (key >= seq_k || (causal && key > diag)) s(i) = -INFINITY;
   }
 }
 
