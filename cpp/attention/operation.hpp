@@ -1,5 +1,5 @@
 // Block-sparse attention as an operation of the registry (core/registry.hpp): its checked
-// AttentionProblem (attention/problem.hpp) and its family. select and launch are defined for
+// AttentionProblem (attention/problem.hpp) and its families. select and launch are defined for
 // it in cpp/attention/api.cu. (The top-k gating that builds its masks is an operation of its
 // own: attention/gating.hpp.)
 #pragma once
@@ -13,7 +13,9 @@ namespace sparsek::detail {
 using AttentionFamily = FamilyOf<AttentionProblem>;
 using AttentionSelection = SelectionOf<AttentionProblem>;
 
-// Defined in cpp/attention/sm90/family.cu, compiled with the feature `attention` only.
+// Defined in cpp/attention/decode/family.cu and cpp/attention/sm90/family.cu, compiled with
+// the feature `attention` only.
+extern const AttentionFamily kAttentionDecodeFamily;
 extern const AttentionFamily kAttentionSm90Family;
 
 template <>
@@ -23,7 +25,9 @@ struct Operation<AttentionProblem> : OperationDefaults<AttentionProblem> {
       "sparsek was built without this operation: enable the feature `attention` (cargo feature; CMake "
       "SPARSEK_WITH_*)";
 #if SPARSEK_FEATURES & SPARSEK_FEATURE_ATTENTION
-  static constexpr const AttentionFamily* kFamilies[] = {&kAttentionSm90Family};
+  // Auto's order: the split-KV decode family first (it takes decode shapes only, at most 16
+  // query rows per KV head, and refuses the rest), then the Hopper family.
+  static constexpr const AttentionFamily* kFamilies[] = {&kAttentionDecodeFamily, &kAttentionSm90Family};
 #else
   static constexpr const AttentionFamily* kFamilies[] = {nullptr};  // not built: select refuses first
 #endif

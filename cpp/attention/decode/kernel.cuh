@@ -1,0 +1,619 @@
+// The split-KV decode attention kernel (flash-decoding) of one row of
+// kAttentionDecodeVariants (configs.hpp), and its launch. sm_80+ (mma.sync, ldmatrix,
+// cp.async); this header is what each generated row unit includes, of lines like
+//     #include "attention/decode/kernel.cuh"
+//     SPARSEK_ATTENTION_DECODE_INSTANTIATE("attn_decode_bf16_d128")
+//
+// Why it is built this way. Decode reads every kept key and value once for a handful of
+// queries: time = K/V bytes / HBM bandwidth, so everything serves streaming K and V with
+// enough bytes in flight on every SM.
+//
+//  * Rows. One CTA serves one (batch, KV head, split): its query rows are the seq_q queries of
+//    every query head of the KV head's group (row r = g * seq_q + i: query head
+//    kv_head * group + g, query i; at most 16, family.cu), the m16 of mma.sync m16n8k16,
+//    padded with zero rows. Each K and V tile is read once for the whole group.
+//
+//  * Key tiles. The keys of a (batch, KV head) are a sequence of tiles of 16 keys (split.hpp's
+//    tiles): without a mask tile u is keys [16u, 16u + 16) below key_end (causal: the last
+//    query's diagonal); with a mask the kept blocks of the (batch, KV head)'s pattern row
+//    (col_idx ascending, the blocks past key_end dropped by a binary search), each block cut
+//    into ceil(block_k / 16) tiles that end at the block's end. Split s of S takes tiles
+//    [T*s/S, T*(s+1)/S); warp w of the CTA takes the split's tiles w, w + W, w + 2W, ...
+//
+//  * Ring. Each warp streams its own tiles through its own ring of `stages` slots (one tile
+//    of K and one of V each) with 16-byte cp.async (L2 evict-first: read once), one commit
+//    group per tile, stages - 1 tiles in flight while it computes one; only __syncwarp
+//    orders a warp's copies and reads, no CTA barrier in the loop. Rows past a tile's keys
+//    are zero-filled (src-size 0): V's must be finite under P = 0. A slot row is
+//    head_dim elements, its 16-byte chunk c stored at c ^ (row % 8), so the 8 rows of each
+//    ldmatrix phase hit 8 distinct bank groups.
+//
+//  * Tensor cores. S = Q K^T: Q's fragments loaded once into registers (head_dim / 16 k16
+//    steps), K's by ldmatrix (K rows are mma's col-major B), two n8 tiles per key tile; then
+//    the online softmax in fp32 in the log2 domain (scale * log2(e) folded into one multiply)
+//    on the accumulators, the probabilities rounded to the input type as the A fragment of
+//    O += P V (the accumulator layout of two n8 tiles is the A layout of one k16 step), V's
+//    fragments by ldmatrix.trans, head_dim / 8 n8 tiles of O in registers. A key is kept by
+//    row r (query i) iff it is below its tile's end and, causal, key <= i + causal_offset;
+//    dropped keys score -inf. Each lane keeps its partial row sums; the four lanes of a row
+//    add them once at the end.
+//
+//  * Deterministic merge, no atomics: after the loop the warps' (max, sum, O) go to shared
+//    memory and the CTA merges them in warp order 0, 1, ..., W-1 (weights 2^(m_w - M) per
+//    row, computed once). S = 1: the CTA writes O = acc / sum and LSE = ln 2 (M + log2 sum)
+//    itself. S > 1: it writes its unnormalised fp32 partial O and (M, sum) per row to the
+//    workspace (core/split_workspace.hpp's pool), and the combine kernel merges the splits
+//    of each (batch, KV head) in split order 0, 1, ..., S-1 the same way. The order depends
+//    only on the problem, the row and S (split.hpp: shape and device), never on scheduling.
+//    A row that keeps no key has max -inf and sum 0 everywhere: O = 0, LSE = -inf.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "attention/decode/configs.hpp"
+#include "attention/decode/split.hpp"
+#include "attention/problem.hpp"
+#include "core/dtype.hpp"
+#include "core/split_workspace.hpp"
+
+// The body of a generated row unit: the row NAME's kernels and its entry points.
+#define SPARSEK_ATTENTION_DECODE_INSTANTIATE(NAME)                                                   \
+  static_assert(::sparsek::detail::attention_decode::attention_decode_row(NAME) >= 0,                \
+                "SPARSEK_ATTENTION_DECODE_INSTANTIATE: no row " NAME " in kAttentionDecodeVariants"); \
+  namespace sparsek::detail::attention_decode {                                                      \
+  template cudaError_t launch_row<attention_decode_row(NAME)>(const AttentionProblem&, cudaStream_t); \
+  template const void* probe_kernel<attention_decode_row(NAME)>();                                   \
+  }
+
+namespace sparsek::detail::attention_decode {
+
+// ---- PTX, one instruction each ----
+namespace ptx {
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// K and V are read once: their lines go first when L2 needs room.
+__device__ __forceinline__ uint64_t evict_first_policy() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+  return policy;
+}
+
+// 16 bytes from global to shared; the bytes past src_bytes (0 or 16) are zeros.
+__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, uint32_t src_bytes, uint64_t policy) {
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(dst), "l"(src),
+               "r"(src_bytes), "l"(policy)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr)
+               : "memory");
+}
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2,
+                                              uint32_t& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr)
+               : "memory");
+}
+
+// d += a (16x16, row) * b (16x8, col), fp32 accumulate.
+template <class T>
+__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same_v<T, __half>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+}  // namespace ptx
+
+// Two floats as the mma's pair of 16-bit values (lo: the lower column), rounded to nearest.
+template <class T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  uint32_t out;
+  if constexpr (std::is_same_v<T, __half>) {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    memcpy(&out, &h, 4);
+  } else {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    memcpy(&out, &h, 4);
+  }
+  return out;
+}
+
+template <class T>
+__device__ __forceinline__ T from_float(float x) {
+  if constexpr (std::is_same_v<T, __half>) return __float2half_rn(x);
+  else return __float2bfloat16_rn(x);
+}
+
+// What a launch passes its kernels (launch_row fills it from the checked problem; every
+// count fits int32 by family.cu's supports). Strides in elements.
+struct DecodeParams {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;
+  float* lse;  // null: not written
+  int64_t q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_sb, v_sh, v_ss, o_sb, o_sh, o_ss;
+  // The mask (null row_ptr: none). Its one query block's row: pattern b * heads_kv + kv_head
+  // when per_kv_pattern, else 0.
+  const int32_t* row_ptr;
+  const int32_t* col_idx;
+  bool per_kv_pattern;
+  int32_t block_k, tiles_per_block;
+  int32_t seq_q, heads_q, heads_kv, group, rows;  // rows = seq_q * group <= 16
+  int32_t key_end;                                // split.hpp's decode_key_end
+  bool causal;
+  int32_t causal_offset;
+  float scale_log2;  // scale * log2(e)
+  int32_t splits;
+  // splits > 1: the workspace, per CTA (blockIdx.x) 16 rows of head_dim floats of partial O,
+  // and 16 (max, sum) pairs.
+  float* part_o;
+  float* part_ml;
+};
+
+// One tile's keys: [key0, key0 + count), count in 0..16 (key0 = key_end when count is 0).
+struct TileSpan {
+  int32_t key0, count;
+};
+
+// Tile u of the (batch, KV head): listed (a mask: its kept blocks from col_idx position
+// `first`) or dense.
+__device__ __forceinline__ TileSpan tile_span(const DecodeParams& p, int32_t first, int32_t u) {
+  int64_t key0, end;
+  if (p.row_ptr != nullptr) {
+    const int32_t block = u / p.tiles_per_block;
+    const int32_t sub = u - block * p.tiles_per_block;
+    const int64_t start = int64_t(__ldg(p.col_idx + first + block)) * p.block_k;
+    key0 = start + int64_t(sub) * kDecodeKeys;
+    end = start + p.block_k;
+  } else {
+    key0 = int64_t(u) * kDecodeKeys;
+    end = key0 + kDecodeKeys;
+  }
+  if (end > p.key_end) end = p.key_end;
+  if (key0 + kDecodeKeys < end) end = key0 + kDecodeKeys;
+  if (key0 >= end) return TileSpan{p.key_end, 0};
+  return TileSpan{int32_t(key0), int32_t(end - key0)};
+}
+
+template <int kRow>
+struct DecodeTraits {
+  static constexpr AttentionDecodeVariant kVariant = kAttentionDecodeVariants[kRow];
+  using T = DeviceType<kVariant.input>;
+  static constexpr int kD = kVariant.head_dim;
+  static constexpr int kWarps = kVariant.warps;
+  static constexpr int kStages = kVariant.stages;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kChunks = kD / 8;                       // 16-byte chunks per row
+  static constexpr int kRowBytes = kD * 2;
+  static constexpr int kTileBytes = kDecodeKeys * kRowBytes;   // K or V of one tile
+  static constexpr int kSlotBytes = 2 * kTileBytes;            // K, then V
+  static constexpr int kK16 = kD / 16;                         // k16 steps of Q K^T, n16 steps of P V
+  static constexpr int kN8 = kD / 8;                           // n8 tiles of O
+  static constexpr int kCopies = kDecodeKeys * kChunks / 32;   // 16-byte copies per lane per operand and tile
+  static constexpr int kMergeStride = kD + 4;                  // floats per merge row (bank spread)
+  static constexpr int kSmemBytes = decode_smem_bytes(kVariant);
+  static constexpr int kCombineThreads = 128;
+  static_assert(kDecodeKeys == 16 && kDecodeRows == 16, "the tile is one m16 x (2 x n8) of S and one k16 of P V");
+  static_assert(kCopies * 32 == kDecodeKeys * kChunks, "a tile's copies spread evenly over the lanes");
+  static_assert(kWarps * kSlotBytes * kStages == decode_ring_bytes(kVariant), "the ring's size (configs.hpp)");
+};
+
+template <int kRow>
+__global__ void __launch_bounds__(DecodeTraits<kRow>::kThreads) attention_decode_kernel(const DecodeParams p) {
+  using Tr = DecodeTraits<kRow>;
+  using T = typename Tr::T;
+  constexpr int kD = Tr::kD, kWarps = Tr::kWarps, kStages = Tr::kStages, kChunks = Tr::kChunks;
+  extern __shared__ __align__(128) char smem[];
+  __shared__ float row_weight[kWarps][kDecodeRows];  // the merge's 2^(m_w - M)
+  __shared__ float row_sum[kDecodeRows];
+
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+  const int g = lane >> 2, t = lane & 3;  // the mma's row group and thread in group
+  const int32_t split = int32_t(blockIdx.x % uint32_t(p.splits));
+  const int64_t pair = int64_t(blockIdx.x / uint32_t(p.splits));  // b * heads_kv + kv_head
+  const int32_t kv_head = int32_t(pair % p.heads_kv);
+  const int64_t b = pair / p.heads_kv;
+
+  // The tiles of this (batch, KV head) and this split's share.
+  int32_t first = 0, tiles = 0;
+  if (p.row_ptr != nullptr) {
+    const int64_t row = p.per_kv_pattern ? pair : 0;  // q_blocks = 1: pattern = its row
+    first = __ldg(p.row_ptr + row);
+    int32_t last = __ldg(p.row_ptr + row + 1);
+    // Drop the blocks at or past key_end (col_idx ascending: the first such position).
+    int32_t lo = first, hi = last;
+    while (lo < hi) {
+      const int32_t mid = lo + (hi - lo) / 2;
+      if (int64_t(__ldg(p.col_idx + mid)) * p.block_k < p.key_end) lo = mid + 1;
+      else hi = mid;
+    }
+    last = lo;
+    tiles = (last - first) * p.tiles_per_block;
+  } else {
+    tiles = (p.key_end + kDecodeKeys - 1) / kDecodeKeys;
+  }
+  const int32_t u0 = int32_t(int64_t(tiles) * split / p.splits);
+  const int32_t u1 = int32_t(int64_t(tiles) * (split + 1) / p.splits);
+  const int32_t mine = u1 - u0 > warp ? (u1 - u0 - warp + kWarps - 1) / kWarps : 0;
+
+  const uint16_t* k_head = static_cast<const uint16_t*>(p.k) + b * p.k_sb + int64_t(kv_head) * p.k_sh;
+  const uint16_t* v_head = static_cast<const uint16_t*>(p.v) + b * p.v_sb + int64_t(kv_head) * p.v_sh;
+  char* ring = smem + warp * kStages * Tr::kSlotBytes;
+  const uint64_t policy = ptx::evict_first_policy();
+
+  // Tile i of this warp into slot `slot`: K rows, then V rows, 16 bytes per copy.
+  const auto load = [&](int32_t i, int slot) {
+    const TileSpan s = tile_span(p, first, u0 + warp + i * kWarps);
+    const uint32_t k_dst = ptx::smem_u32(ring + slot * Tr::kSlotBytes);
+    const uint32_t v_dst = k_dst + Tr::kTileBytes;
+#pragma unroll
+    for (int it = 0; it < Tr::kCopies; ++it) {
+      const int idx = lane + 32 * it;
+      const int r = idx / kChunks, c = idx % kChunks;
+      const bool kept = r < s.count;
+      const int64_t key = kept ? int64_t(s.key0) + r : 0;  // key 0 exists: a tile implies seq_k >= 1
+      const uint32_t off = uint32_t(r * Tr::kRowBytes + ((c ^ (r & 7)) << 4));
+      ptx::cp_async_16(k_dst + off, k_head + key * p.k_ss + c * 8, kept ? 16u : 0u, policy);
+      ptx::cp_async_16(v_dst + off, v_head + key * p.v_ss + c * 8, kept ? 16u : 0u, policy);
+    }
+  };
+
+  // Q's A fragments (rows g and g + 8; columns 2t, 2t + 1 and 2t + 8, 2t + 9 of each k16
+  // step), and each row's last kept key (causal; padding rows keep everything: zero Q).
+  uint32_t qa[Tr::kK16][4];
+  int32_t q_last[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = g + 8 * h;
+    const bool real = r < p.rows;
+    const int32_t gh = real ? r / p.seq_q : 0, i = real ? r % p.seq_q : 0;
+    const uint16_t* q_row = static_cast<const uint16_t*>(p.q) + b * p.q_sb +
+                            int64_t(kv_head * p.group + gh) * p.q_sh + int64_t(i) * p.q_ss;
+    q_last[h] = real && p.causal ? i + p.causal_offset : INT32_MAX;
+#pragma unroll
+    for (int kk = 0; kk < Tr::kK16; ++kk)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int col = 16 * kk + 8 * half + 2 * t;
+        const uint32_t lo = real ? q_row[col] : 0u, hi = real ? q_row[col + 1] : 0u;
+        qa[kk][h + 2 * half] = lo | (hi << 16);
+      }
+  }
+
+  float o[Tr::kN8][4];
+#pragma unroll
+  for (int n = 0; n < Tr::kN8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY};  // running row max (log2 domain)
+  float l[2] = {0.0f, 0.0f};            // this lane's share of the running row sum
+
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i) {
+    if (i < mine) load(i, i);
+    ptx::cp_async_commit();
+  }
+  // ldmatrix lane addresses within a slot: K (x4: keys 0-7 / 8-15 by lane / 16, the k16
+  // step's two 8-column halves by lane / 8 % 2) and V (.trans: keys by lane / 8 % 2, the n16
+  // step's halves by lane / 16).
+  const int k_row = (lane >> 4) * 8 + (lane & 7), k_half = (lane >> 3) & 1;
+  const int v_row = ((lane >> 3) & 1) * 8 + (lane & 7), v_half = lane >> 4;
+
+  for (int32_t i = 0; i < mine; ++i) {
+    const int32_t ahead = i + kStages - 1;
+    if (ahead < mine) load(ahead, ahead % kStages);
+    ptx::cp_async_commit();
+    ptx::cp_async_wait<kStages - 1>();
+    __syncwarp();
+
+    const TileSpan span = tile_span(p, first, u0 + warp + i * kWarps);
+    const uint32_t k_slot = ptx::smem_u32(ring + (i % kStages) * Tr::kSlotBytes);
+    const uint32_t v_slot = k_slot + Tr::kTileBytes;
+
+    // S = Q K^T: two n8 tiles (keys 0-7, 8-15).
+    float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+    for (int kk = 0; kk < Tr::kK16; ++kk) {
+      uint32_t b0, b1, b2, b3;
+      const int c = 2 * kk + k_half;
+      ptx::ldsm_x4(k_slot + uint32_t(k_row * Tr::kRowBytes + ((c ^ (k_row & 7)) << 4)), b0, b1, b2, b3);
+      ptx::mma_16816<T>(s[0], qa[kk], b0, b1);
+      ptx::mma_16816<T>(s[1], qa[kk], b2, b3);
+    }
+
+    // Masks, scale, online softmax. Lane (g, t) holds keys 8j + 2t + e of rows g (h = 0)
+    // and g + 8 (h = 1): s[j][2h + e].
+    float mx[2];
+    int32_t last[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int32_t causal_last = q_last[h] == INT32_MAX ? INT32_MAX : q_last[h] - span.key0;
+      last[h] = span.count - 1 < causal_last ? span.count - 1 : causal_last;
+      mx[h] = -INFINITY;
+    }
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int col = 8 * j + 2 * t + e;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const float x = col <= last[h] ? s[j][2 * h + e] * p.scale_log2 : -INFINITY;
+          s[j][2 * h + e] = x;
+          mx[h] = fmaxf(mx[h], x);
+        }
+      }
+    float alpha[2], base[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+      const float m_new = fmaxf(m[h], mx[h]);
+      base[h] = m_new == -INFINITY ? 0.0f : m_new;  // a row with nothing kept yet: every term 0
+      alpha[h] = exp2f(m[h] - base[h]);
+      m[h] = m_new;
+    }
+    float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const float x = exp2f(s[j][2 * h + e] - base[h]);
+          s[j][2 * h + e] = x;
+          sum[h] += x;
+        }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) l[h] = l[h] * alpha[h] + sum[h];
+#pragma unroll
+    for (int n = 0; n < Tr::kN8; ++n) {
+      o[n][0] *= alpha[0];
+      o[n][1] *= alpha[0];
+      o[n][2] *= alpha[1];
+      o[n][3] *= alpha[1];
+    }
+
+    // O += P V: P's A fragment is the two n8 accumulators (rows g, g + 8; keys 2t.. and 8 + 2t..).
+    const uint32_t pa[4] = {pack2<T>(s[0][0], s[0][1]), pack2<T>(s[0][2], s[0][3]), pack2<T>(s[1][0], s[1][1]),
+                            pack2<T>(s[1][2], s[1][3])};
+#pragma unroll
+    for (int nn = 0; nn < Tr::kK16; ++nn) {
+      uint32_t b0, b1, b2, b3;
+      const int c = 2 * nn + v_half;
+      ptx::ldsm_x4_trans(v_slot + uint32_t(v_row * Tr::kRowBytes + ((c ^ (v_row & 7)) << 4)), b0, b1, b2, b3);
+      ptx::mma_16816<T>(o[2 * nn], pa, b0, b1);
+      ptx::mma_16816<T>(o[2 * nn + 1], pa, b2, b3);
+    }
+    __syncwarp();  // the slot is read before the next iteration copies into it
+  }
+  ptx::cp_async_wait<0>();
+
+  // The row sums of the four lanes of each row (every lane gets the same bits: + commutes).
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+  }
+
+  // ---- merge the warps (the ring is free once every warp is here) ----
+  __syncthreads();
+  float* merge_o = reinterpret_cast<float*>(smem);  // [warp][row][kMergeStride]
+  float* merge_m = merge_o + kWarps * kDecodeRows * Tr::kMergeStride;
+  float* merge_l = merge_m + kWarps * kDecodeRows;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = g + 8 * h;
+    float* dst = merge_o + (warp * kDecodeRows + r) * Tr::kMergeStride + 2 * t;
+#pragma unroll
+    for (int n = 0; n < Tr::kN8; ++n) *reinterpret_cast<float2*>(dst + 8 * n) = make_float2(o[n][2 * h], o[n][2 * h + 1]);
+    if (t == 0) {
+      merge_m[warp * kDecodeRows + r] = m[h];
+      merge_l[warp * kDecodeRows + r] = l[h];
+    }
+  }
+  __syncthreads();
+
+  const int tid = int(threadIdx.x);
+  if (tid < p.rows) {
+    const int r = tid;
+    float mmax = -INFINITY;
+    for (int w = 0; w < kWarps; ++w) mmax = fmaxf(mmax, merge_m[w * kDecodeRows + r]);
+    const float mbase = mmax == -INFINITY ? 0.0f : mmax;
+    float total = 0.0f;
+    for (int w = 0; w < kWarps; ++w) {
+      const float weight = exp2f(merge_m[w * kDecodeRows + r] - mbase);
+      row_weight[w][r] = weight;
+      total += merge_l[w * kDecodeRows + r] * weight;
+    }
+    row_sum[r] = total;
+    if (p.splits == 1) {
+      if (p.lse != nullptr) {
+        const int32_t gh = r / p.seq_q, i = r % p.seq_q;
+        const int64_t at = (b * p.heads_q + kv_head * p.group + gh) * int64_t(p.seq_q) + i;
+        p.lse[at] = total > 0.0f ? (mmax + log2f(total)) * 0.69314718055994531f : -INFINITY;
+      }
+    } else {
+      float* ml = p.part_ml + (int64_t(blockIdx.x) * kDecodeRows + r) * 2;
+      ml[0] = mmax;
+      ml[1] = total;
+    }
+  }
+  __syncthreads();
+
+  for (int at = tid; at < p.rows * kD; at += Tr::kThreads) {
+    const int r = at / kD, c = at % kD;
+    float acc = 0.0f;
+    for (int w = 0; w < kWarps; ++w) acc += merge_o[(w * kDecodeRows + r) * Tr::kMergeStride + c] * row_weight[w][r];
+    if (p.splits == 1) {
+      const float total = row_sum[r];
+      const int32_t gh = r / p.seq_q, i = r % p.seq_q;
+      T* dst = static_cast<T*>(p.o) + b * p.o_sb + int64_t(kv_head * p.group + gh) * p.o_sh + int64_t(i) * p.o_ss;
+      dst[c] = from_float<T>(total > 0.0f ? acc / total : 0.0f);
+    } else {
+      p.part_o[(int64_t(blockIdx.x) * kDecodeRows + r) * kD + c] = acc;
+    }
+  }
+}
+
+// The splits of each (batch, KV head) (blockIdx.x) merged in split order: O and LSE.
+template <int kRow>
+__global__ void __launch_bounds__(DecodeTraits<kRow>::kCombineThreads) attention_decode_combine(const DecodeParams p) {
+  using Tr = DecodeTraits<kRow>;
+  using T = typename Tr::T;
+  constexpr int kD = Tr::kD;
+  __shared__ float split_weight[kDecodeMaxSplits][kDecodeRows];
+  __shared__ float row_sum[kDecodeRows];
+  const int64_t pair = blockIdx.x;
+  const int32_t kv_head = int32_t(pair % p.heads_kv);
+  const int64_t b = pair / p.heads_kv;
+  const int64_t cta0 = pair * p.splits;  // the pair's first CTA of the main kernel
+  const int tid = int(threadIdx.x);
+  if (tid < p.rows) {
+    const int r = tid;
+    float mmax = -INFINITY;
+    for (int s = 0; s < p.splits; ++s) mmax = fmaxf(mmax, p.part_ml[((cta0 + s) * kDecodeRows + r) * 2]);
+    const float mbase = mmax == -INFINITY ? 0.0f : mmax;
+    float total = 0.0f;
+    for (int s = 0; s < p.splits; ++s) {
+      const float* ml = p.part_ml + ((cta0 + s) * kDecodeRows + r) * 2;
+      const float weight = exp2f(ml[0] - mbase);
+      split_weight[s][r] = weight;
+      total += ml[1] * weight;
+    }
+    row_sum[r] = total;
+    if (p.lse != nullptr) {
+      const int32_t gh = r / p.seq_q, i = r % p.seq_q;
+      const int64_t at = (b * p.heads_q + kv_head * p.group + gh) * int64_t(p.seq_q) + i;
+      p.lse[at] = total > 0.0f ? (mmax + log2f(total)) * 0.69314718055994531f : -INFINITY;
+    }
+  }
+  __syncthreads();
+  for (int at = tid; at < p.rows * kD; at += Tr::kCombineThreads) {
+    const int r = at / kD, c = at % kD;
+    float acc = 0.0f;
+    for (int s = 0; s < p.splits; ++s) acc += p.part_o[((cta0 + s) * kDecodeRows + r) * kD + c] * split_weight[s][r];
+    const float total = row_sum[r];
+    const int32_t gh = r / p.seq_q, i = r % p.seq_q;
+    T* dst = static_cast<T*>(p.o) + b * p.o_sb + int64_t(kv_head * p.group + gh) * p.o_sh + int64_t(i) * p.o_ss;
+    dst[c] = from_float<T>(total > 0.0f ? acc / total : 0.0f);
+  }
+}
+
+template <int kRow>
+const void* probe_kernel() {
+  return reinterpret_cast<const void*>(&attention_decode_kernel<kRow>);
+}
+
+// CTAs of row kRow resident per SM on device `dev` (asked once per device; 1 if the runtime
+// cannot say).
+template <int kRow>
+int resident_per_sm(int dev) {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> known[kMaxDevices] = {};
+  const bool cached = dev >= 0 && dev < kMaxDevices;
+  if (cached) {
+    const int n = known[dev].load(std::memory_order_relaxed);
+    if (n > 0) return n;
+  }
+  int n = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, attention_decode_kernel<kRow>, DecodeTraits<kRow>::kThreads,
+                                                    size_t(DecodeTraits<kRow>::kSmemBytes)) != cudaSuccess ||
+      n < 1) {
+    (void)cudaGetLastError();  // a failed query must not surface as a later launch error
+    return 1;
+  }
+  if (cached) known[dev].store(n, std::memory_order_relaxed);
+  return n;
+}
+
+// p passed kAttentionDecodeFamily's supports and fits for this row; its output is not empty
+// (the registry launches nothing then).
+template <int kRow>
+cudaError_t launch_row(const AttentionProblem& p, cudaStream_t stream) {
+  using Tr = DecodeTraits<kRow>;
+  DecodeParams params{};
+  params.q = p.q.data;
+  params.k = p.k.data;
+  params.v = p.v.data;
+  params.o = p.o.data;
+  params.lse = p.lse;
+  params.q_sb = p.q.stride_b, params.q_sh = p.q.stride_h, params.q_ss = p.q.stride_s;
+  params.k_sb = p.k.stride_b, params.k_sh = p.k.stride_h, params.k_ss = p.k.stride_s;
+  params.v_sb = p.v.stride_b, params.v_sh = p.v.stride_h, params.v_ss = p.v.stride_s;
+  params.o_sb = p.o.stride_b, params.o_sh = p.o.stride_h, params.o_ss = p.o.stride_s;
+  params.row_ptr = p.has_mask ? p.mask.row_ptr : nullptr;
+  params.col_idx = p.has_mask ? p.mask.col_idx : nullptr;
+  params.per_kv_pattern = p.has_mask && p.mask.patterns > 1;
+  params.block_k = p.has_mask ? p.mask.block_k : kDecodeKeys;
+  params.tiles_per_block = int32_t(decode_tiles_per_block(p));
+  params.seq_q = int32_t(p.seq_q());
+  params.heads_q = int32_t(p.heads());
+  params.heads_kv = int32_t(p.heads_kv());
+  params.group = int32_t(p.group());
+  params.rows = int32_t(p.seq_q() * p.group());
+  params.key_end = int32_t(decode_key_end(p));
+  params.causal = p.causal;
+  params.causal_offset = int32_t(p.causal_offset());
+  params.scale_log2 = float(double(p.scale) * 1.4426950408889634);
+
+  const int64_t pairs = p.batch() * p.heads_kv();
+  const void* kernel = probe_kernel<kRow>();
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
+  if (e != cudaSuccess) return e;
+  const int64_t resident = int64_t(p.device.sm_count) * resident_per_sm<kRow>(p.device.id);
+  const int splits = decode_splits(pairs, decode_tiles_estimate(p), resident, Tr::kWarps);
+  params.splits = splits;
+
+  void* scratch = nullptr;
+  if (splits > 1) {
+    // pairs * splits <= INT32_MAX (family.cu); the partial O, then the (max, sum) pairs.
+    const size_t ctas = size_t(pairs) * size_t(splits);
+    const size_t o_floats = ctas * kDecodeRows * Tr::kD;
+    e = scratch_alloc(p.device.id, (o_floats + ctas * kDecodeRows * 2) * sizeof(float), /*zero_bytes=*/0, stream,
+                      &scratch);
+    if (e != cudaSuccess) return e;
+    params.part_o = static_cast<float*>(scratch);
+    params.part_ml = params.part_o + o_floats;
+  }
+  attention_decode_kernel<kRow>
+      <<<dim3(uint32_t(pairs * splits)), dim3(Tr::kThreads), size_t(Tr::kSmemBytes), stream>>>(params);
+  e = cudaGetLastError();
+  if (e == cudaSuccess && splits > 1) {
+    attention_decode_combine<kRow><<<dim3(uint32_t(pairs)), dim3(Tr::kCombineThreads), 0, stream>>>(params);
+    e = cudaGetLastError();
+  }
+  const cudaError_t freed = scratch_free(scratch, stream);
+  return e != cudaSuccess ? e : freed;
+}
+
+}  // namespace sparsek::detail::attention_decode
