@@ -678,8 +678,8 @@ fn typed_refusals() {
         |s| {
             spmm_fp8(
                 Fp8Operand::Host(&s.a, &s.scales),
-                Dense::host(&s.b, 4, 6, cm),
-                DenseMut::host(&mut s.c, 8, 3, cm),
+                Dense::host(&s.b, 4, 1, cm),
+                DenseMut::host(&mut s.c, 8, 1, cm),
                 &Epilogue::new(),
                 &SpmmOptions::new().transpose_a(true),
             )

@@ -81,10 +81,10 @@ class DeviceSource {
   int stream_device_ = 0;
 };
 
-// An operand's scales (include/sparsek/sparsek.hpp, ScaleKind): a ScaleKind value, none on a
-// non-FP8 dtype, `scales` null exactly with None and else 16-byte aligned, and the kind one
-// of None, PerTensor and `per_part` (PerBlock for A, PerColumn for B).
-Result check_scales(const char* name, DType t, ScaleKind kind, const float* scales, ScaleKind per_part);
+// An operand's scale fields by value (include/sparsek/sparsek.hpp, ScaleKind): a ScaleKind,
+// `scales` null exactly with None and else 16-byte aligned. Which kinds an operand takes, and
+// that only FP8 operands take any, are the operations' table rules (rules/<op>.toml).
+Result check_scales(const char* name, ScaleKind kind, const float* scales);
 
 // How many f32 values scales of `kind` hold: 0, 1 or `parts` (nnzb or n).
 int64_t scale_count(ScaleKind kind, int64_t parts);

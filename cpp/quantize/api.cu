@@ -19,8 +19,11 @@ namespace detail {
 Result validate_quantize(const BsrView& a, const QuantizedBsrOut& out, const DeviceSource& devices,
                          QuantizeProblem* p) {
   Result r = check_bsr(a, "A");
-  if (r.ok()) r = check_scales("A", a.dtype, a.scale_kind, a.scales, ScaleKind::None);
+  if (r.ok()) r = check_scales("A", a.scale_kind, a.scales);
   if (!r.ok()) return r;
+  // The input is read as it is: it carries no scales (only a quantized FP8 matrix does).
+  if (a.scale_kind != ScaleKind::None)
+    return make_result(Status::InvalidArgument, "A: the values to quantize take no scales (A.scale_kind is not None)");
   if (!valid(out.dtype)) return make_result(Status::InvalidArgument, "out.dtype = %d is not a DType", int(out.dtype));
   if (!valid(out.granularity))
     return make_result(Status::InvalidArgument, "out.granularity = %d is not a ScaleKind", int(out.granularity));

@@ -14,6 +14,7 @@
 #include "core/validate.hpp"
 #include "sddmm/operation.hpp"
 #include "sddmm/problem.hpp"
+#include "sddmm/rules.hpp"
 
 namespace sparsek {
 namespace detail {
@@ -34,18 +35,21 @@ Result validate(const DenseView& a, const DenseView& b, const BsrMutView& s, con
   Result r = check_bsr(pattern, "S");
   if (r.ok()) r = check_dense("A", a);
   if (r.ok()) r = check_dense("B", b);
-  // The SDDMM has no FP8 kind: its operands take no scales.
-  if (r.ok()) r = check_scales("A", a.dtype, a.scale_kind, a.scales, ScaleKind::None);
-  if (r.ok()) r = check_scales("B", b.dtype, b.scale_kind, b.scales, ScaleKind::None);
+  // A and B's scale fields by value (whether the SDDMM takes any is the table's rule).
+  if (r.ok()) r = check_scales("A", a.scale_kind, a.scales);
+  if (r.ok()) r = check_scales("B", b.scale_kind, b.scales);
   if (!r.ok()) return r;
-  if (a.rows != s.m)
-    return make_result(Status::InvalidArgument, "A has %lld rows, S has m = %lld", (long long)a.rows, (long long)s.m);
-  if (b.cols != s.n)
-    return make_result(Status::InvalidArgument, "B has %lld columns, S has n = %lld", (long long)b.cols,
-                       (long long)s.n);
-  if (b.rows != a.cols)
-    return make_result(Status::InvalidArgument, "B has %lld rows, A has %lld columns", (long long)b.rows,
-                       (long long)a.cols);
+  // The table's rules (rules/sddmm.toml, as the Rust entry checks them): the shapes and no
+  // scales here, the element types after the overlap check below.
+  sddmm_rules::Facts facts;
+  facts.m = s.m, facts.n = s.n;
+  facts.a_rows = a.rows, facts.a_cols = a.cols, facts.b_rows = b.rows, facts.b_cols = b.cols;
+  facts.a = a.dtype, facts.b = b.dtype, facts.c = s.dtype;
+  facts.a_scales = a.scale_kind, facts.b_scales = b.scale_kind;
+  facts.device = true;
+  facts.backend = options.backend;
+  r = sddmm_rules::shapes(facts);
+  if (!r.ok()) return r;
   // S's values are written: they may not overlap A, B or S's own index arrays (every count
   // fits int64 bytes, check_bsr).
   {
@@ -55,11 +59,8 @@ Result validate(const DenseView& a, const DenseView& b, const BsrMutView& s, con
     r = check_disjoint("S.values", elements(s.values, s.nnzb * s.bm * s.bn, element_bytes(s.dtype)), inputs, names);
     if (!r.ok()) return r;
   }
-  if (!is_half(a.dtype) || b.dtype != a.dtype)
-    return make_result(Status::NotSupported, "inputs must be f16 or bf16 and equal (A is %s, B is %s)",
-                       dtype_name(a.dtype), dtype_name(b.dtype));
-  if (s.dtype != a.dtype && s.dtype != DType::F32)
-    return make_result(Status::NotSupported, "S must be %s or f32, not %s", dtype_name(a.dtype), dtype_name(s.dtype));
+  r = sddmm_rules::types(facts);
+  if (!r.ok()) return r;
   DeviceInfo device;
   r = devices.resolve(&device);
   if (!r.ok()) return r;

@@ -12,6 +12,7 @@
 #include "spmm/index_check.hpp"
 #include "spmm/operation.hpp"
 #include "spmm/problem.hpp"
+#include "spmm/rules.hpp"
 
 namespace sparsek {
 namespace detail {
@@ -32,35 +33,26 @@ Result validate(const BsrView& a, const DenseView& b, const DenseMutView& c, con
   Result r = check_bsr(a);
   if (r.ok()) r = check_dense("B", b);
   if (r.ok()) r = check_dense("C", c);
-  if (r.ok()) r = check_scales("A", a.dtype, a.scale_kind, a.scales, ScaleKind::PerBlock);
-  if (r.ok()) r = check_scales("B", b.dtype, b.scale_kind, b.scales, ScaleKind::PerColumn);
+  if (r.ok()) r = check_scales("A", a.scale_kind, a.scales);
+  if (r.ok()) r = check_scales("B", b.scale_kind, b.scales);
+  if (!r.ok()) return r;
+  // The table's rules (rules/spmm.toml, as the Rust entry checks them): shapes, the gated
+  // epilogue and the scales' kinds here, the element types after the overlaps below.
+  const bool t = options.transpose_a;
+  spmm_rules::Facts facts;
+  facts.m = a.m, facts.k = a.k, facts.bm = a.bm;
+  facts.transpose = t, facts.gated = options.gated, facts.beta_zero = options.beta == 0.0f;
+  facts.b_rows = b.rows, facts.b_cols = b.cols, facts.c_rows = c.rows, facts.c_cols = c.cols;
+  facts.a = a.dtype, facts.b = b.dtype, facts.c = c.dtype;
+  facts.a_scaled = true;  // a C++ view's scales are its scale_kind (None: 1)
+  facts.a_scales = a.scale_kind, facts.b_scales = b.scale_kind;
+  facts.device = true;
+  facts.backend = options.backend;
+  r = spmm_rules::shapes(facts);
   if (!r.ok()) return r;
   // FP8 A: the bias has C's dtype (include/sparsek/sparsek.hpp).
-  const bool fp8 = is_fp8(a.dtype);
-  const DType bias_type = fp8 ? c.dtype : a.dtype;
-  // op(A)'s rows and columns: A's, or A's swapped for A^T.
-  const bool t = options.transpose_a;
-  const int64_t op_rows = t ? a.k : a.m, op_cols = t ? a.m : a.k;
-  const char* op = t ? "A^T" : "A";
-  if (b.rows != op_cols)
-    return make_result(Status::InvalidArgument, "B has %lld rows, %s has %lld columns", (long long)b.rows, op,
-                       (long long)op_cols);
-  // Gated: A's block-rows are (gate, up) pairs and C gets one row per pair row.
-  if (options.gated) {
-    if (t) return make_result(Status::InvalidArgument, "gated takes op(A) = A only");
-    if (options.beta != 0.0f)
-      return make_result(Status::InvalidArgument, "gated needs beta = 0 (C is the gated product alone)");
-    if (a.m % (2 * int64_t(a.bm)) != 0)
-      return make_result(Status::InvalidArgument,
-                         "gated needs an even number of block-rows (gate and up pairs): m = %lld, bm = %d",
-                         (long long)a.m, a.bm);
-  }
-  const int64_t c_rows = options.gated ? op_rows / 2 : op_rows;
-  if (c.rows != c_rows)
-    return make_result(Status::InvalidArgument, "C has %lld rows, %s%s has %lld", (long long)c.rows,
-                       options.gated ? "gated " : "", op, (long long)c_rows);
-  if (c.cols != b.cols)
-    return make_result(Status::InvalidArgument, "C has %lld columns, B has %lld", (long long)c.cols, (long long)b.cols);
+  const DType bias_type = is_fp8(a.dtype) ? c.dtype : a.dtype;
+  const int64_t op_rows = t ? a.k : a.m;
   if (t) {
     const TransposeIndexView& ti = options.transpose_index;
     if (ti.col_ptr == nullptr) return make_result(Status::InvalidArgument, "transpose_index.col_ptr is null");
@@ -94,26 +86,8 @@ Result validate(const BsrView& a, const DenseView& b, const DenseMutView& c, con
     r = check_disjoint("C", dense_bytes(c), inputs, names);
     if (!r.ok()) return r;
   }
-  if (fp8) {
-    // W8A8 (B of A's FP8 type) or W8A16 (B f16/bf16: check_scales refused scales on it); C f16,
-    // bf16 or f32.
-    const bool w8a16 = is_half(b.dtype);
-    if (b.dtype != a.dtype && !w8a16)
-      return make_result(Status::NotSupported, "an %s A takes B of %s, f16 or bf16, not %s", dtype_name(a.dtype),
-                         dtype_name(a.dtype), dtype_name(b.dtype));
-    if (!is_half(c.dtype) && c.dtype != DType::F32)
-      return make_result(Status::NotSupported, "C must be f16, bf16 or f32, not %s", dtype_name(c.dtype));
-    if (t)
-      return make_result(Status::NotSupported,
-                         "op(A) = A^T with an FP8 A: FP8 tensor cores read K-major operands only (transpose A's "
-                         "blocks when quantizing)");
-  } else {
-    if (!is_half(a.dtype) || b.dtype != a.dtype)
-      return make_result(Status::NotSupported, "inputs must be f16 or bf16 and equal (A is %s, B is %s)",
-                         dtype_name(a.dtype), dtype_name(b.dtype));
-    if (c.dtype != a.dtype && c.dtype != DType::F32)
-      return make_result(Status::NotSupported, "C must be %s or f32, not %s", dtype_name(a.dtype), dtype_name(c.dtype));
-  }
+  r = spmm_rules::types(facts);
+  if (!r.ok()) return r;
   DeviceInfo device;
   r = devices.resolve(&device);
   if (!r.ok()) return r;

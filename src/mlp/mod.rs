@@ -107,7 +107,7 @@ fn dims<W: SparseWeight>(w: &W) -> Dims {
 fn check_weights(gate_up: Dims, down: Dims) -> Result<(usize, usize, usize), Error> {
     let ((gu_m, hidden), bm) = gate_up;
     let ((out, inter_in), _) = down;
-    crate::spmm::check::check_gated(gu_m, bm, false, 0.0)?;
+    crate::spmm::check::check_gated_weight(gu_m, hidden, bm)?;
     crate::check::same(
         "down's inputs (= rows of gate and of up)",
         gu_m / 2,

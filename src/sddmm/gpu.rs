@@ -4,7 +4,6 @@
 use cudarc::driver::{CudaSlice, CudaStream};
 
 use super::check::check_operands;
-use crate::check::check_gpu_types;
 use crate::dense::{Dense, DenseShape, Storage};
 use crate::device::result::{backend, check, check_contexts, dense_desc};
 use crate::device::{sys, DeviceBsr};
@@ -99,8 +98,7 @@ pub fn can_implement_sddmm<T: Element, O: Element>(
             "can_implement_sddmm takes device A and B",
         ));
     };
-    check_operands::<T, O>((s.m, s.k), a, b, options)?;
-    check_gpu_types::<T, O>(options.backend)?;
+    check_operands::<T, O>((s.m, s.k), a, b, options, true)?;
     let problem = sddmm_problem::<T, O>(&a.shape, &b.shape, s, options)?;
     let stream = s.values.stream().clone();
     check_sddmm_contexts(a_data, b_data, s, &stream)?;

@@ -5,6 +5,7 @@ mod check;
 mod cpu;
 #[cfg(feature = "cuda")]
 pub(crate) mod gpu;
+pub(crate) mod rules;
 
 use crate::dense::{Dense, Storage};
 #[cfg(feature = "cuda")]
@@ -74,7 +75,11 @@ pub fn sddmm<'a, T: Element, O: Element>(
         #[cfg(feature = "cuda")]
         BsrOperandMut::Device(s) => (s.m(), s.k()),
     };
-    check_operands::<T, O>(dims, &a, &b, options)?;
+    #[cfg(feature = "cuda")]
+    let device = matches!(s, BsrOperandMut::Device(_));
+    #[cfg(not(feature = "cuda"))]
+    let device = false;
+    check_operands::<T, O>(dims, &a, &b, options, device)?;
     match (s, a.data, b.data) {
         (BsrOperandMut::Host(s), Storage::Host(a_data), Storage::Host(b_data)) => {
             if !matches!(options.backend, Backend::Auto | Backend::Cpu) {
@@ -97,7 +102,6 @@ pub fn sddmm<'a, T: Element, O: Element>(
         }
         #[cfg(feature = "cuda")]
         (BsrOperandMut::Device(s), Storage::Device(a_data), Storage::Device(b_data)) => {
-            crate::check::check_gpu_types::<T, O>(options.backend)?;
             let operands = gpu::SddmmOperands {
                 a: a_data,
                 a_shape: &a.shape,

@@ -4,13 +4,13 @@
 //! which [`spmm`](crate::spmm()) and [`spmm_fused`](crate::spmm_fused) dispatch to; the
 //! deprecated names of the former parallel API ([`spmm_fp8`], [`Fp8Operand`]) call them.
 
-use super::check::{
-    check_bias_type, check_fp8, check_fp8_op, check_host_backend, host_vector, Fp8Spec,
-    BIAS_WITH_OPERANDS, B_SCALES_WITH_OPERANDS,
-};
 #[cfg(feature = "cuda")]
 use super::check::{check_fp8_device, OPERANDS_TOGETHER};
-use super::{check_product, BsrOperand};
+use super::check::{
+    check_host_backend, check_scale_counts, host_vector, Fp8Kind, BIAS_WITH_OPERANDS,
+    B_SCALES_WITH_OPERANDS,
+};
+use super::BsrOperand;
 use crate::dense::{Dense, DenseMut, Storage, StorageMut};
 #[cfg(feature = "cuda")]
 use crate::device::DeviceBsr;
@@ -22,13 +22,14 @@ use crate::options::{Backend, SpmmOptions};
 use crate::quantize::{BlockScales, QuantizedBsr};
 use crate::scale::ScaleKind;
 
-/// Every check of a product with an FP8 A and its scales (a [`BsrOperand::Scaled`] or
-/// [`BsrOperand::Device`] of an FP8 type), launching nothing and writing nothing: `op(A) =
-/// A`, shapes ([`check_product`]), the types and scales ([`check_fp8`]), the bias of C's
-/// type, where the operands, B's scales and the bias are, the backend for host operands,
-/// and on the device B's layout for W8A8, the problem's fields and every buffer's context
-/// against C's stream. With `select_kernel`, device operands also select their kernel (C++
-/// `Mode::Select`): `Some(backend)`, the one that would run (`None` on the host).
+/// The checks of a product with an FP8 A and its scales (a [`BsrOperand::Scaled`] or
+/// [`BsrOperand::Device`] of an FP8 type) once the table's rules have passed (`op(A) = A`,
+/// the shapes, the types and the scales' kinds: `rules/spmm.toml`), launching nothing and
+/// writing nothing: the scales' lengths, where the operands, B's scales and the bias are,
+/// the backend for host operands, and on the device B's layout for W8A8, the problem's
+/// fields and every buffer's context against C's stream. With `select_kernel`, device
+/// operands also select their kernel (C++ `Mode::Select`): `Some(backend)`, the one that
+/// would run (`None` on the host).
 pub(super) fn check<TA: Element, TB: Element, O: Element, V: Element>(
     a: &BsrOperand<'_, TA>,
     b: &Dense<'_, TB>,
@@ -38,61 +39,32 @@ pub(super) fn check<TA: Element, TB: Element, O: Element, V: Element>(
     select_kernel: bool,
 ) -> Result<Option<Backend>, Error> {
     let backend = options.backend;
-    check_fp8_op(options.transpose_a, backend)?;
-    let (dims, bm, nnzb, a_scales, device) = match a {
-        // An FP8 matrix alone takes the rules of an A read as it is (`check_spmm`, which
-        // refuses it); were it here, it would read as without scales.
-        BsrOperand::Host(a) => (
-            (a.m(), a.k()),
-            a.block().rows,
-            a.nnz_blocks(),
-            (ScaleKind::None, 0),
-            false,
-        ),
-        BsrOperand::Scaled(a, s) => (
-            (a.m(), a.k()),
-            a.block().rows,
-            a.nnz_blocks(),
-            (s.kind(), s.as_slice().len()),
-            false,
-        ),
+    let (nnzb, a_scales, device) = match a {
+        // An FP8 matrix alone takes the rules of an A read as it is, which refuse it.
+        BsrOperand::Host(a) => (a.nnz_blocks(), (ScaleKind::None, 0), false),
+        BsrOperand::Scaled(a, s) => (a.nnz_blocks(), (s.kind(), s.as_slice().len()), false),
         #[cfg(feature = "cuda")]
         BsrOperand::Device(a) => (
-            (a.m(), a.k()),
-            a.block().rows,
             a.nnz_blocks(),
             (a.scale_kind(), a.scales.buffer().map_or(0, |s| s.len())),
             true,
         ),
     };
-    check_product(
-        dims,
-        bm,
-        &b.shape,
-        b.data.len(),
-        &c.shape,
-        c.data.len(),
-        epilogue.bias.as_ref().map(Vector::len),
-        epilogue.gated,
-        options,
-    )?;
     let b_scales = b.scales.values();
-    let kind = check_fp8(&Fp8Spec {
-        a: TA::DTYPE,
-        a_scales,
-        nnzb,
-        b: TB::DTYPE,
-        b_scales: (b.scales.kind(), b_scales.as_ref().map_or(0, Vector::len)),
-        b_scales_transposed: b.scales_transposed,
-        n: b.shape.cols,
-        c: O::DTYPE,
+    check_scale_counts(
+        (a_scales.0, a_scales.1, nnzb),
+        (
+            b.scales.kind(),
+            b_scales.as_ref().map_or(0, Vector::len),
+            b.shape.cols,
+        ),
         device,
-    })?;
-    check_bias_type(
-        (TA::DTYPE, TB::DTYPE, O::DTYPE),
-        epilogue.bias.as_ref().map(|_| V::DTYPE),
-        O::DTYPE,
     )?;
+    let kind = if TB::DTYPE == TA::DTYPE {
+        Fp8Kind::W8A8
+    } else {
+        Fp8Kind::W8A16
+    };
     match (a, &b.data, &c.data) {
         (BsrOperand::Host(_) | BsrOperand::Scaled(..), Storage::Host(_), StorageMut::Host(_)) => {
             // W8A8 or W8A16 alike: the CPU reference takes either layout of B, and has no

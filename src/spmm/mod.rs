@@ -13,11 +13,12 @@ mod cpu;
 mod fp8;
 #[cfg(feature = "cuda")]
 pub(crate) mod gpu;
+pub(crate) mod rules;
 
 #[allow(deprecated)]
 pub use fp8::{spmm_fp8, Fp8Operand};
 
-use crate::dense::{Dense, DenseMut, DenseShape, Storage, StorageMut};
+use crate::dense::{Dense, DenseMut, Storage, StorageMut};
 #[cfg(feature = "cuda")]
 use crate::device::DeviceBsr;
 use crate::element::{Element, Fp8, TakesB, TakesBias};
@@ -28,7 +29,7 @@ use crate::options::{Backend, SpmmOptions};
 use crate::quantize::{BlockScales, QuantizedBsr};
 #[cfg(feature = "cuda")]
 use check::OPERANDS_TOGETHER;
-use check::{check_operands, check_view, same, BIAS_WITH_OPERANDS};
+use check::{check_view, same, BIAS_WITH_OPERANDS};
 
 /// The sparse operand A of every product, by reference, with its scales where it has them.
 pub enum BsrOperand<'a, T> {
@@ -73,6 +74,16 @@ impl<T: Element> BsrOperand<'_, T> {
     }
 }
 
+/// Whether the sparse operand is in device memory (where the GPU's type rules hold).
+pub(crate) fn is_device<T>(a: &BsrOperand<'_, T>) -> bool {
+    #[cfg(feature = "cuda")]
+    if let BsrOperand::Device(_) = a {
+        return true;
+    }
+    let _ = a;
+    false
+}
+
 /// `m` and `k` of the sparse operand, wherever it lives.
 pub(crate) fn bsr_dims<T>(a: &BsrOperand<'_, T>) -> (usize, usize) {
     match a {
@@ -83,7 +94,7 @@ pub(crate) fn bsr_dims<T>(a: &BsrOperand<'_, T>) -> (usize, usize) {
 }
 
 /// The block shape of the sparse operand, wherever it lives.
-fn bsr_block<T>(a: &BsrOperand<'_, T>) -> BlockShape {
+pub(crate) fn bsr_block<T>(a: &BsrOperand<'_, T>) -> BlockShape {
     match a {
         BsrOperand::Host(a) | BsrOperand::Scaled(a, _) => a.block(),
         #[cfg(feature = "cuda")]
@@ -170,32 +181,6 @@ impl<T: Element> SparseWeight for DeviceBsr<T> {
 
 impl<T: Element> HostWeight for BsrMatrix<T> {}
 impl<Q: Fp8> HostWeight for QuantizedBsr<Q> {}
-
-/// The shape checks of a product with `epilogue`: shapes agree and B and C hold their views
-/// ([`check_operands`]), the bias has one value per row of op(A), and a gated epilogue's
-/// rules hold (C then has `m/2` rows).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn check_product(
-    (m, k): (usize, usize),
-    bm: usize,
-    b: &DenseShape,
-    b_len: usize,
-    c: &DenseShape,
-    c_len: usize,
-    bias_len: Option<usize>,
-    gated: bool,
-    options: &SpmmOptions,
-) -> Result<(), Error> {
-    let transpose = options.transpose_a;
-    if gated {
-        let rows = check::check_gated(m, bm, transpose, options.beta)?;
-        same("rows of C (= m/2 of A, gated)", rows, c.rows)?;
-        check_operands((rows, k), false, b, b_len, c, c_len)?;
-        return check_bias_len(bias_len, m);
-    }
-    check_operands((m, k), transpose, b, b_len, c, c_len)?;
-    check_bias_len(bias_len, c.rows)
-}
 
 /// `C = α·op(A)·B + β·C` with f32 accumulation, for every element type.
 ///
@@ -329,6 +314,16 @@ pub(crate) fn check_spmm<TA: Element, TB: Element, O: Element, V: Element>(
     options: &SpmmOptions,
     select_kernel: bool,
 ) -> Result<Option<Backend>, Error> {
+    // The table's rules (rules/spmm.toml, as the C++ entry checks them), with what only
+    // Rust's operands carry between its two groups: the buffers' lengths and the bias's.
+    let facts = check::facts(a, b, c, epilogue, options);
+    rules::shapes(&facts)?;
+    check_view("B", &b.shape, b.data.len())?;
+    check_view("C", &c.shape, c.data.len())?;
+    let (m, _) = bsr_dims(a);
+    let bias_rows = if epilogue.gated { m } else { c.shape.rows };
+    check_bias_len(epilogue.bias.as_ref().map(Vector::len), bias_rows)?;
+    rules::types(&facts)?;
     if a.scaled_fp8() {
         fp8::check(a, b, c, epilogue, options, select_kernel)
     } else {
@@ -443,11 +438,9 @@ pub(crate) fn run_spmm<TA: Element, TB: Element, O: Element, V: Element>(
     }
 }
 
-/// The checks of a product whose A is read as it is (f16, bf16, f32): shapes, the bias and
-/// the gated rules ([`check_product`]), no FP8 A or C ([`Error::UnsupportedTypes`], an FP8
-/// matrix without its scales included), B and the bias of A's type
-/// ([`Error::OperandTypes`]), no scales, where the operands are, the backend for host
-/// operands, the GPU's types on the device, and the device checks of [`check_spmm`].
+/// The checks of a product whose A is read as it is (f16, bf16, f32) once the table's rules
+/// have passed: where the operands are, the backend for host operands, and the device
+/// checks of [`check_spmm`].
 fn check_plain<TA: Element, TB: Element, O: Element, V: Element>(
     a: &BsrOperand<'_, TA>,
     b: &Dense<'_, TB>,
@@ -456,25 +449,6 @@ fn check_plain<TA: Element, TB: Element, O: Element, V: Element>(
     options: &SpmmOptions,
     select_kernel: bool,
 ) -> Result<Option<Backend>, Error> {
-    check_product(
-        bsr_dims(a),
-        bsr_block(a).rows,
-        &b.shape,
-        b.data.len(),
-        &c.shape,
-        c.data.len(),
-        epilogue.bias.as_ref().map(Vector::len),
-        epilogue.gated,
-        options,
-    )?;
-    check::refuse_fp8::<TA, O>(options.backend)?;
-    let types = (TA::DTYPE, TB::DTYPE, O::DTYPE);
-    check::check_b_type(types)?;
-    check::check_bias_type(types, epilogue.bias.as_ref().map(|_| V::DTYPE), TA::DTYPE)?;
-    if let BsrOperand::Scaled(_, scales) = a {
-        check::refuse_scales("A", scales.kind())?;
-    }
-    check::refuse_scales("B", b.scales.kind())?;
     match (a, &b.data, &c.data) {
         (BsrOperand::Host(_) | BsrOperand::Scaled(..), Storage::Host(_), StorageMut::Host(_)) => {
             // The CPU backend has no kernel to select.
@@ -485,7 +459,6 @@ fn check_plain<TA: Element, TB: Element, O: Element, V: Element>(
         }
         #[cfg(feature = "cuda")]
         (BsrOperand::Device(a), Storage::Device(b_data), StorageMut::Device(c_data)) => {
-            check::check_gpu_types::<TA, O>(options.backend)?;
             check_device(
                 a,
                 (b, b_data),

@@ -1208,7 +1208,7 @@ int main() {
     DenseMutView half = v.c;
     half.rows = 64;
     expect("gated: control", sparsek::spmm(v.a, v.b, half, g, nullptr), Status::CudaError, "device");
-    expect("gated: C with m rows", sparsek::spmm(v.a, v.b, v.c, g, nullptr), bad_status(), "gated A has 64");
+    expect("gated: C with m rows", sparsek::spmm(v.a, v.b, v.c, g, nullptr), bad_status(), "rows of C (= m/2 of A, gated): 128 given, 64 expected");
     SpmmOptions gb = g;
     gb.beta = 1.0f;
     expect("gated: beta = 1", sparsek::spmm(v.a, v.b, half, gb, nullptr), bad_status(), "beta");
