@@ -1,16 +1,17 @@
 //! CPU attention and top-k gating against independent references: attention against naive
-//! f64 (random block masks with empty and full rows, causal, top-k, none; f16/bf16; head_dim
-//! 64, 128 and 40; sequences not multiples of the block; strided views; one pattern or one
-//! per head), the gating against a sort with the documented comparator, and the refusals.
+//! f64 (random block masks with empty and full rows, causal top-left and bottom-right, top-k,
+//! none; f16/bf16; head_dim 64, 128 and 40; sequences not multiples of the block; strided
+//! views; one pattern, one per query head or one per KV head; grouped-query heads 1, 4, 8 and
+//! MQA), the gating against a sort with the documented comparator, and the refusals.
 
 mod common;
 
-use common::{attention_reference, random_patterns, random_vec, seed, tolerance};
+use common::{attention_reference_aligned, random_patterns, random_vec, seed, tolerance};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use sparsek::attention::{block_topk_pooled, block_topk_scores, pooled_scores, topk_nnzb};
 use sparsek::{
-    attention_into, bf16, f16, AttentionOptions, BlockPatterns, Element, Error, Heads, HeadsMut,
-    HeadsShape, LseMut, MaskOperand, TopkOptions,
+    attention_into, bf16, f16, AttentionOptions, BlockPatterns, CausalAlignment, Element, Error,
+    Heads, HeadsMut, HeadsShape, LseMut, MaskOperand, TopkOptions,
 };
 
 #[derive(Debug, Clone, Copy)]
@@ -20,24 +21,50 @@ enum MaskKind {
     TopK(usize),
 }
 
+/// Which heads a per-head mask is made for.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum PerHead {
+    /// One pattern for every (batch, head).
+    Shared,
+    /// One per (batch, query head).
+    Query,
+    /// One per (batch, KV head), shared by the group's query heads.
+    Kv,
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Case {
     batch: usize,
     heads: usize,
+    /// K and V's heads (dividing `heads`).
+    heads_kv: usize,
     seq_q: usize,
     seq_k: usize,
     d: usize,
     block: usize,
     mask: MaskKind,
-    causal: bool,
-    per_head: bool,
+    causal: Option<CausalAlignment>,
+    per_head: PerHead,
     bshd: bool,
 }
 
-/// The case's view of a `seq`-long tensor: `[batch, seq, heads, d]` with 3 elements of
-/// padding per head row when `bshd` (CPU: any padding), else packed.
-fn shape(c: &Case, seq: usize) -> HeadsShape {
-    common::heads_shape(c.batch, c.heads, seq, c.d, c.bshd.then_some(3))
+/// The case's view of a `seq`-long tensor of `heads` heads: `[batch, seq, heads, d]` with 3
+/// elements of padding per head row when `bshd` (CPU: any padding), else packed.
+fn shape(c: &Case, heads: usize, seq: usize) -> HeadsShape {
+    common::heads_shape(c.batch, heads, seq, c.d, c.bshd.then_some(3))
+}
+
+fn options(c: &Case) -> AttentionOptions {
+    AttentionOptions::new()
+        .causal(c.causal.is_some())
+        .causal_alignment(c.causal.unwrap_or_default())
+}
+
+fn topk_options(c: &Case, top: usize) -> TopkOptions {
+    TopkOptions::new(top)
+        .causal(c.causal.is_some())
+        .causal_alignment(c.causal.unwrap_or_default())
+        .blocks(c.block, c.block)
 }
 
 fn heads<'a, T>(data: &'a [T], s: &HeadsShape) -> Heads<'a, T> {
@@ -46,24 +73,21 @@ fn heads<'a, T>(data: &'a [T], s: &HeadsShape) -> Heads<'a, T> {
 }
 
 fn run_case<T: Element>(c: Case, rng: &mut StdRng) {
-    let (qs, ks) = (shape(&c, c.seq_q), shape(&c, c.seq_k));
+    let (qs, ks) = (shape(&c, c.heads, c.seq_q), shape(&c, c.heads_kv, c.seq_k));
     let q: Vec<T> = random_vec(qs.required_len().unwrap(), rng);
     let k: Vec<T> = random_vec(ks.required_len().unwrap(), rng);
     let v: Vec<T> = random_vec(ks.required_len().unwrap(), rng);
     let (qb, kb) = (c.seq_q.div_ceil(c.block), c.seq_k.div_ceil(c.block));
-    let per_head = c.per_head.then_some((c.batch, c.heads));
+    let per_head = match c.per_head {
+        PerHead::Shared => None,
+        PerHead::Query => Some((c.batch, c.heads)),
+        PerHead::Kv => Some((c.batch, c.heads_kv)),
+    };
     let mask = match c.mask {
         MaskKind::None => None,
         MaskKind::Random => Some(random_patterns(rng, per_head, qb, kb, c.block, 0.5)),
         MaskKind::TopK(top) => Some(
-            block_topk_pooled(
-                &heads(&q, &qs),
-                &heads(&k, &ks),
-                &TopkOptions::new(top)
-                    .causal(c.causal)
-                    .blocks(c.block, c.block),
-            )
-            .unwrap(),
+            block_topk_pooled(&heads(&q, &qs), &heads(&k, &ks), &topk_options(&c, top)).unwrap(),
         ),
     };
     let nan = T::from_f32(f32::NAN);
@@ -79,7 +103,7 @@ fn run_case<T: Element>(c: Case, rng: &mut StdRng) {
         }
     }
     let mut lse = vec![f32::NAN; c.batch * c.heads * c.seq_q];
-    let opts = AttentionOptions::new().causal(c.causal);
+    let opts = options(&c);
     attention_into(
         heads(&q, &qs),
         heads(&k, &ks),
@@ -95,7 +119,7 @@ fn run_case<T: Element>(c: Case, rng: &mut StdRng) {
     )
     .unwrap();
     let scale = 1.0 / (c.d as f64).sqrt();
-    let (ro, rl) = attention_reference(
+    let (ro, rl) = attention_reference_aligned(
         (&q, &qs),
         (&k, &ks),
         (&v, &ks),
@@ -157,21 +181,41 @@ fn run_case<T: Element>(c: Case, rng: &mut StdRng) {
     assert!(lse_err <= 1e-3, "{c:?}: LSE error {lse_err:.3e}");
 }
 
-#[test]
-fn cpu_attention_matches_f64() {
-    let mut rng = StdRng::seed_from_u64(seed());
-    let case = |batch, heads, seq_q, seq_k, d, block, mask, causal, per_head, bshd| Case {
+#[allow(clippy::too_many_arguments)]
+fn case(
+    batch: usize,
+    heads: usize,
+    seq_q: usize,
+    seq_k: usize,
+    d: usize,
+    block: usize,
+    mask: MaskKind,
+    causal: bool,
+    per_head: bool,
+    bshd: bool,
+) -> Case {
+    Case {
         batch,
         heads,
+        heads_kv: heads,
         seq_q,
         seq_k,
         d,
         block,
         mask,
-        causal,
-        per_head,
+        causal: causal.then_some(CausalAlignment::TopLeft),
+        per_head: if per_head {
+            PerHead::Query
+        } else {
+            PerHead::Shared
+        },
         bshd,
-    };
+    }
+}
+
+#[test]
+fn cpu_attention_matches_f64() {
+    let mut rng = StdRng::seed_from_u64(seed());
     use MaskKind::*;
     let cases = [
         case(1, 2, 200, 200, 64, 128, None, false, false, false),
@@ -191,6 +235,171 @@ fn cpu_attention_matches_f64() {
     }
 }
 
+/// Grouped-query heads (ratios 1, 4, 8 and MQA) and the bottom-right causal alignment with
+/// seq_q below, equal to and above seq_k, with masks per query head, per KV head and shared,
+/// top-k gating (pooled per query head against its KV head; bottom-right candidates) and
+/// strided views.
+#[test]
+fn cpu_grouped_heads_and_bottom_right_match_f64() {
+    let mut rng = StdRng::seed_from_u64(seed());
+    use MaskKind::*;
+    let br = Some(CausalAlignment::BottomRight);
+    let tl = Some(CausalAlignment::TopLeft);
+    let gqa = |c: Case, heads_kv: usize| Case { heads_kv, ..c };
+    let aligned = |c: Case, causal: Option<CausalAlignment>| Case { causal, ..c };
+    let per = |c: Case, per_head: PerHead| Case { per_head, ..c };
+    let cases = [
+        // GQA ratio 1 (8/8), 4 (8/2), 8 (16/2) and MQA (6/1), no mask and top-left causal.
+        gqa(case(1, 8, 150, 150, 64, 64, None, false, false, false), 8),
+        gqa(case(2, 8, 130, 200, 64, 64, None, true, false, false), 2),
+        gqa(case(1, 16, 100, 140, 40, 64, None, false, false, true), 2),
+        gqa(case(2, 6, 90, 170, 128, 64, None, true, false, false), 1),
+        // Masks per query head and per KV head, with GQA and MQA.
+        per(
+            gqa(case(2, 8, 200, 260, 64, 64, Random, false, false, false), 2),
+            PerHead::Query,
+        ),
+        per(
+            gqa(case(2, 8, 200, 260, 64, 64, Random, true, false, true), 2),
+            PerHead::Kv,
+        ),
+        per(
+            gqa(case(1, 4, 150, 150, 64, 32, Random, false, false, false), 1),
+            PerHead::Kv,
+        ),
+        per(
+            gqa(case(2, 4, 150, 150, 64, 32, Random, false, false, false), 4),
+            PerHead::Kv,
+        ),
+        // Bottom-right: seq_q < seq_k (a KV cache), = and > (the first queries keep nothing),
+        // single queries (decode) included.
+        aligned(case(2, 2, 70, 300, 64, 64, None, false, false, false), br),
+        aligned(case(1, 2, 200, 200, 64, 64, None, false, false, false), br),
+        aligned(case(1, 2, 300, 130, 64, 64, None, false, false, true), br),
+        aligned(
+            gqa(case(2, 8, 1, 333, 64, 64, None, false, false, false), 2),
+            br,
+        ),
+        aligned(
+            gqa(case(1, 4, 5, 5, 64, 64, None, false, false, false), 1),
+            br,
+        ),
+        aligned(case(1, 2, 40, 0, 64, 64, None, false, false, false), br),
+        // Bottom-right with masks (per KV head, per query head) and with top-k gating.
+        aligned(
+            per(
+                gqa(case(1, 8, 77, 600, 64, 64, Random, false, false, false), 2),
+                PerHead::Kv,
+            ),
+            br,
+        ),
+        aligned(
+            per(
+                gqa(case(2, 4, 260, 130, 64, 64, Random, false, false, true), 2),
+                PerHead::Query,
+            ),
+            br,
+        ),
+        aligned(
+            gqa(
+                case(1, 8, 100, 500, 64, 64, TopK(3), false, false, false),
+                2,
+            ),
+            br,
+        ),
+        aligned(
+            gqa(
+                case(1, 4, 300, 200, 64, 64, TopK(2), false, false, false),
+                1,
+            ),
+            br,
+        ),
+        aligned(
+            gqa(
+                case(1, 4, 300, 200, 64, 64, TopK(2), false, false, false),
+                4,
+            ),
+            tl,
+        ),
+    ];
+    for c in cases {
+        run_case::<bf16>(c, &mut rng);
+        run_case::<f16>(c, &mut rng);
+    }
+}
+
+/// Grouped-query attention is multi-head attention of K and V with each KV head repeated
+/// for its group (`repeat_interleave`), and a per-KV-head mask is the per-query-head mask
+/// of each KV head's pattern repeated: the CPU gives the same bits both ways.
+#[test]
+fn cpu_grouped_heads_equal_repeated_heads() {
+    let mut rng = StdRng::seed_from_u64(seed());
+    let (batch, heads, heads_kv, seq_q, seq_k, d, block) = (2, 6, 2, 150, 230, 64, 64);
+    let group = heads / heads_kv;
+    let q: Vec<bf16> = random_vec(batch * heads * seq_q * d, &mut rng);
+    let k: Vec<bf16> = random_vec(batch * heads_kv * seq_k * d, &mut rng);
+    let v: Vec<bf16> = random_vec(batch * heads_kv * seq_k * d, &mut rng);
+    let repeat = |x: &[bf16]| -> Vec<bf16> {
+        let mut out = Vec::with_capacity(x.len() * group);
+        for b in 0..batch {
+            for h in 0..heads {
+                let at = (b * heads_kv + h / group) * seq_k * d;
+                out.extend_from_slice(&x[at..at + seq_k * d]);
+            }
+        }
+        out
+    };
+    let (k_rep, v_rep) = (repeat(&k), repeat(&v));
+    let (qb, kb) = (seq_q.div_ceil(block), seq_k.div_ceil(block));
+    let per_kv = random_patterns(&mut rng, Some((batch, heads_kv)), qb, kb, block, 0.5);
+    let per_query = {
+        let masks: Vec<sparsek::BlockMask> = (0..batch * heads)
+            .map(|p| {
+                let (b, h) = (p / heads, p % heads);
+                let src = b * heads_kv + h / group;
+                sparsek::BlockMask::from_fn(qb, kb, |r, c| per_kv.row(src, r).contains(&(c as i32)))
+                    .unwrap()
+            })
+            .collect();
+        BlockPatterns::from_block_masks(block, block, &masks)
+            .unwrap()
+            .with_heads(batch, heads)
+            .unwrap()
+    };
+    for causal in [
+        None,
+        Some(CausalAlignment::TopLeft),
+        Some(CausalAlignment::BottomRight),
+    ] {
+        let opts = AttentionOptions::new()
+            .causal(causal.is_some())
+            .causal_alignment(causal.unwrap_or_default());
+        let grouped = sparsek::attention(
+            Heads::host(&q, batch, heads, seq_q, d),
+            Heads::host(&k, batch, heads_kv, seq_k, d),
+            Heads::host(&v, batch, heads_kv, seq_k, d),
+            Some(&per_kv),
+            &opts,
+        )
+        .unwrap();
+        let repeated = sparsek::attention(
+            Heads::host(&q, batch, heads, seq_q, d),
+            Heads::host(&k_rep, batch, heads, seq_k, d),
+            Heads::host(&v_rep, batch, heads, seq_k, d),
+            Some(&per_query),
+            &opts,
+        )
+        .unwrap();
+        let bits = |x: &(Vec<bf16>, Vec<f32>)| {
+            (
+                x.0.iter().map(|e| e.to_bits()).collect::<Vec<_>>(),
+                x.1.iter().map(|e| e.to_bits()).collect::<Vec<_>>(),
+            )
+        };
+        assert_eq!(bits(&grouped), bits(&repeated), "causal {causal:?}");
+    }
+}
+
 /// The documented rank: NaN as -inf, then total order, higher first; ties to the lower block.
 fn reference_topk(row: &[f32], top: usize) -> Vec<i32> {
     let key = |x: f32| if x.is_nan() { f32::NEG_INFINITY } else { x };
@@ -207,16 +416,27 @@ fn reference_topk(row: &[f32], top: usize) -> Vec<i32> {
 #[test]
 fn cpu_gating_matches_the_documented_rank() {
     let mut rng = StdRng::seed_from_u64(seed());
-    for &(batch, heads, seq_q, seq_k, bq, bk, top, causal) in &[
+    use CausalAlignment::{BottomRight as BR, TopLeft as TL};
+    for &(batch, heads, seq_q, seq_k, bq, bk, top, causal, align) in &[
         (
-            2usize, 3usize, 1000usize, 1300usize, 128usize, 128usize, 4usize, false,
+            2usize, 3usize, 1000usize, 1300usize, 128usize, 128usize, 4usize, false, TL,
         ),
-        (1, 2, 900, 900, 128, 128, 3, true),
-        (1, 2, 500, 700, 64, 100, 5, true),
-        (1, 1, 300, 300, 128, 128, 0, false),
-        (1, 2, 300, 400, 128, 128, 9, false),
+        (1, 2, 900, 900, 128, 128, 3, true, TL),
+        (1, 2, 500, 700, 64, 100, 5, true, TL),
+        (1, 1, 300, 300, 128, 128, 0, false, TL),
+        (1, 2, 300, 400, 128, 128, 9, false, TL),
+        // Bottom-right: fewer queries than keys, as many, and more (the first query blocks
+        // have no candidate).
+        (1, 2, 300, 1300, 128, 128, 3, true, BR),
+        (2, 1, 900, 900, 128, 128, 3, true, BR),
+        (1, 2, 1000, 333, 64, 100, 2, true, BR),
+        (1, 1, 1, 2000, 128, 128, 4, true, BR),
     ] {
         let (qb, kb) = (seq_q.div_ceil(bq), seq_k.div_ceil(bk));
+        let offset = match align {
+            TL => 0i64,
+            BR => seq_k as i64 - seq_q as i64,
+        };
         // Coarse scores: many ties, ±0, -inf and NaN.
         let scores: Vec<f32> = (0..batch * heads * qb * kb)
             .map(|_| match rng.random_range(0..20) {
@@ -227,7 +447,10 @@ fn cpu_gating_matches_the_documented_rank() {
                 _ => rng.random_range(-2i32..3) as f32,
             })
             .collect();
-        let opts = TopkOptions::new(top).causal(causal).blocks(bq, bk);
+        let opts = TopkOptions::new(top)
+            .causal(causal)
+            .causal_alignment(align)
+            .blocks(bq, bk);
         let got = block_topk_scores(&scores, batch, heads, seq_q, seq_k, &opts).unwrap();
         assert_eq!(
             got.nnzb(),
@@ -235,8 +458,11 @@ fn cpu_gating_matches_the_documented_rank() {
         );
         for p in 0..batch * heads {
             for i in 0..qb {
+                // Key block j is a candidate when j·bk <= (i+1)·bq - 1 + offset.
                 let cand = if causal {
-                    (((i + 1) * bq - 1) / bk + 1).min(kb)
+                    (0..kb)
+                        .filter(|&j| (j * bk) as i64 <= ((i + 1) * bq) as i64 - 1 + offset)
+                        .count()
                 } else {
                     kb
                 };
@@ -244,7 +470,7 @@ fn cpu_gating_matches_the_documented_rank() {
                 assert_eq!(
                     got.row(p, i),
                     reference_topk(row, top).as_slice(),
-                    "pattern {p} row {i}"
+                    "pattern {p} row {i} ({align:?})"
                 );
             }
         }
@@ -254,39 +480,114 @@ fn cpu_gating_matches_the_documented_rank() {
 #[test]
 fn cpu_pooled_scores_follow_the_documented_order() {
     let mut rng = StdRng::seed_from_u64(seed());
-    let (batch, heads, seq_q, seq_k, d) = (2, 2, 300, 200, 64);
-    let q: Vec<bf16> = random_vec(batch * heads * seq_q * d, &mut rng);
-    let k: Vec<bf16> = random_vec(batch * heads * seq_k * d, &mut rng);
-    let qh = Heads::host(&q, batch, heads, seq_q, d);
-    let kh = Heads::host(&k, batch, heads, seq_k, d);
-    let got = pooled_scores(&qh, &kh, 128, 64).unwrap();
-    let mean = |x: &[bf16], seq: usize, b: usize, h: usize, blk: usize, bs: usize, c: usize| {
-        let rows = (blk * bs..((blk + 1) * bs).min(seq)).len();
-        let mut total = 0f32;
-        for g in (0..rows).step_by(16) {
-            let mut part = 0f32;
-            for r in blk * bs + g..blk * bs + (g + 16).min(rows) {
-                part += x[((b * heads + h) * seq + r) * d + c].to_f32();
+    // K with as many heads as Q, half as many (GQA) and one (MQA): query head h is scored
+    // against KV head h / (heads / heads_kv).
+    for heads_kv in [4, 2, 1] {
+        let (batch, heads, seq_q, seq_k, d) = (2, 4, 300, 200, 64);
+        let group = heads / heads_kv;
+        let q: Vec<bf16> = random_vec(batch * heads * seq_q * d, &mut rng);
+        let k: Vec<bf16> = random_vec(batch * heads_kv * seq_k * d, &mut rng);
+        let qh = Heads::host(&q, batch, heads, seq_q, d);
+        let kh = Heads::host(&k, batch, heads_kv, seq_k, d);
+        let got = pooled_scores(&qh, &kh, 128, 64).unwrap();
+        let mean = |x: &[bf16],
+                    hn: usize,
+                    seq: usize,
+                    b: usize,
+                    h: usize,
+                    blk: usize,
+                    bs: usize,
+                    c: usize| {
+            let rows = (blk * bs..((blk + 1) * bs).min(seq)).len();
+            let mut total = 0f32;
+            for g in (0..rows).step_by(16) {
+                let mut part = 0f32;
+                for r in blk * bs + g..blk * bs + (g + 16).min(rows) {
+                    part += x[((b * hn + h) * seq + r) * d + c].to_f32();
+                }
+                total += part;
             }
-            total += part;
-        }
-        total / rows as f32
-    };
-    let (qb, kb) = (seq_q.div_ceil(128), seq_k.div_ceil(64));
-    for b in 0..batch {
-        for h in 0..heads {
-            for i in 0..qb {
-                for j in 0..kb {
-                    let mut acc = 0f32;
-                    for c in 0..d {
-                        acc = mean(&q, seq_q, b, h, i, 128, c)
-                            .mul_add(mean(&k, seq_k, b, h, j, 64, c), acc);
+            total / rows as f32
+        };
+        let (qb, kb) = (seq_q.div_ceil(128), seq_k.div_ceil(64));
+        assert_eq!(got.len(), batch * heads * qb * kb);
+        for b in 0..batch {
+            for h in 0..heads {
+                for i in 0..qb {
+                    for j in 0..kb {
+                        let mut acc = 0f32;
+                        for c in 0..d {
+                            acc = mean(&q, heads, seq_q, b, h, i, 128, c)
+                                .mul_add(mean(&k, heads_kv, seq_k, b, h / group, j, 64, c), acc);
+                        }
+                        let at = ((b * heads + h) * qb + i) * kb + j;
+                        assert_eq!(
+                            got[at].to_bits(),
+                            acc.to_bits(),
+                            "heads_kv {heads_kv}: score ({b},{h},{i},{j})"
+                        );
                     }
-                    let at = ((b * heads + h) * qb + i) * kb + j;
-                    assert_eq!(got[at].to_bits(), acc.to_bits(), "score ({b},{h},{i},{j})");
                 }
             }
         }
+        // The pooled top-k mask is one pattern per query head, recorded for (batch, heads).
+        let mask = block_topk_pooled(&qh, &kh, &TopkOptions::new(2).blocks(128, 64)).unwrap();
+        assert_eq!(
+            (mask.patterns(), mask.heads()),
+            (batch * heads, Some((batch, heads)))
+        );
+    }
+}
+
+/// topk_nnzb's closed form (no loop over the query blocks) against a count row by row, over
+/// blocks, top-k, lengths and both alignments, bottom-right with more queries than keys
+/// included (rows with no candidate).
+#[test]
+fn cpu_gating_block_counts_match_a_row_count() {
+    let mut rng = StdRng::seed_from_u64(seed());
+    for _ in 0..3000 {
+        let (bq, bk) = (rng.random_range(1..40usize), rng.random_range(1..40usize));
+        let (seq_q, seq_k) = (rng.random_range(0..400usize), rng.random_range(0..400usize));
+        let top = rng.random_range(0..12usize);
+        let causal = rng.random_bool(0.8);
+        let align = if rng.random_bool(0.5) {
+            CausalAlignment::TopLeft
+        } else {
+            CausalAlignment::BottomRight
+        };
+        let opts = TopkOptions::new(top)
+            .causal(causal)
+            .causal_alignment(align)
+            .blocks(bq, bk);
+        let (qb, kb) = (seq_q.div_ceil(bq), seq_k.div_ceil(bk));
+        let offset = if causal && align == CausalAlignment::BottomRight {
+            seq_k as i64 - seq_q as i64
+        } else {
+            0
+        };
+        let want: usize = (0..qb)
+            .map(|i| {
+                let cand = if causal {
+                    (0..kb)
+                        .filter(|&j| (j * bk) as i64 <= ((i + 1) * bq) as i64 - 1 + offset)
+                        .count()
+                } else {
+                    kb
+                };
+                top.min(cand)
+            })
+            .sum();
+        let what =
+            format!("blocks {bq}x{bk}, seq {seq_q}/{seq_k}, top {top}, causal {causal} {align:?}");
+        assert_eq!(
+            topk_nnzb(2, 3, seq_q, seq_k, &opts).unwrap(),
+            6 * want,
+            "{what}"
+        );
+        // The mask itself keeps that many.
+        let scores = vec![1.0f32; qb * kb];
+        let mask = block_topk_scores(&scores, 1, 1, seq_q, seq_k, &opts).unwrap();
+        assert_eq!(mask.nnzb(), want, "{what}");
     }
 }
 
@@ -402,6 +703,132 @@ fn attention_refusals_leave_outputs_untouched() {
     assert!(block_topk_scores(&[0.0; 3], 1, 1, 128, 512, &TopkOptions::new(1)).is_err());
     assert!(topk_nnzb(1, 1, 10, 10, &TopkOptions::new(1).blocks(0, 4)).is_err());
     assert_eq!((o, lse), before);
+}
+
+/// Grouped-query shapes the rules refuse, each with its typed error, O and LSE untouched:
+/// K's heads not dividing Q's (or 0 with query heads), V's heads not K's, O's not Q's, a
+/// per-head mask made for heads that are neither Q's nor K's, or for another batch. Empty
+/// calls with heads 0 pass.
+#[test]
+fn grouped_heads_refusals_leave_outputs_untouched() {
+    let (b, hq, s, d) = (2, 4, 40, 16);
+    let x = vec![bf16::from_f32(0.25); b * hq * s * d];
+    let mut o = vec![bf16::from_f32(3.0); b * hq * s * d];
+    let mut lse = vec![5.0f32; b * hq * s];
+    let before = (o.clone(), lse.clone());
+    let run = |o: &mut [bf16],
+               lse: &mut [f32],
+               (hk, hv, ho): (usize, usize, usize),
+               mask: Option<&BlockPatterns>| {
+        attention_into(
+            Heads::host(&x, b, hq, s, d),
+            Heads::host(&x, b, hk, s, d),
+            Heads::host(&x, b, hv, s, d),
+            HeadsMut::host(o, b, ho, s, d),
+            Some(LseMut::Host(lse)),
+            mask.map(MaskOperand::Host),
+            &AttentionOptions::new()
+                .causal(true)
+                .causal_alignment(CausalAlignment::BottomRight),
+        )
+    };
+    let expect = |what: &str, r: Result<(), Error>, ok: fn(&Error) -> bool| {
+        let e = r.expect_err(what);
+        assert!(ok(&e), "{what}: {e:?}");
+        println!("{what}: {e}");
+    };
+    let groups = |e: &Error| matches!(e, Error::HeadGroups { .. });
+    let shape = |e: &Error| matches!(e, Error::ShapeMismatch { .. });
+    expect(
+        "K heads 3 of 4",
+        run(&mut o, &mut lse, (3, 3, hq), None),
+        groups,
+    );
+    expect(
+        "K heads 8 of 4",
+        run(&mut o, &mut lse, (8, 8, hq), None),
+        groups,
+    );
+    expect(
+        "K heads 0 of 4",
+        run(&mut o, &mut lse, (0, 0, hq), None),
+        groups,
+    );
+    expect(
+        "V heads 4, K 2",
+        run(&mut o, &mut lse, (2, 4, hq), None),
+        shape,
+    );
+    expect("O heads 2", run(&mut o, &mut lse, (2, 2, 2), None), shape);
+    let qb = s.div_ceil(16);
+    let made_for = |batch: usize, heads: usize| {
+        random_patterns(
+            &mut StdRng::seed_from_u64(1),
+            Some((batch, heads)),
+            qb,
+            qb,
+            16,
+            0.5,
+        )
+    };
+    // K has 2 heads: masks made for 4 (Q's) or 2 (K's) heads pass, 1 head (3 patterns is
+    // neither) does not, nor another batch.
+    expect(
+        "mask for (2, 1) heads",
+        run(&mut o, &mut lse, (2, 2, hq), Some(&made_for(2, 1))),
+        shape,
+    );
+    expect(
+        "mask for (1, 2) heads",
+        run(&mut o, &mut lse, (2, 2, hq), Some(&made_for(1, 2))),
+        shape,
+    );
+    // As many patterns as batch * K's heads, made for another (batch, heads).
+    expect(
+        "mask for (4, 1) heads",
+        run(&mut o, &mut lse, (2, 2, hq), Some(&made_for(4, 1))),
+        shape,
+    );
+    expect(
+        "mask for (2, 8) heads",
+        run(&mut o, &mut lse, (2, 2, hq), Some(&made_for(2, 8))),
+        shape,
+    );
+    let unrecorded =
+        BlockPatterns::from_parts(16, 16, qb, qb, 4, vec![0; 4 * qb + 1], vec![]).unwrap();
+    expect(
+        "per-KV-head mask not recorded",
+        run(&mut o, &mut lse, (2, 2, hq), Some(&unrecorded)),
+        |e| matches!(e, Error::InvalidArgument(_)),
+    );
+    // Gating: K's heads must divide Q's too.
+    expect(
+        "pooled gating, K heads 3 of 4",
+        block_topk_pooled(
+            &Heads::host(&x, b, hq, s, d),
+            &Heads::host(&x, b, 3, s, d),
+            &TopkOptions::new(1).blocks(16, 16),
+        )
+        .map(|_| ()),
+        groups,
+    );
+    assert_eq!((o.clone(), lse.clone()), before);
+    // The accepted neighbours: per-query-head and per-KV-head masks, and empty calls.
+    run(&mut o, &mut lse, (2, 2, hq), Some(&made_for(2, 4))).unwrap();
+    run(&mut o, &mut lse, (2, 2, hq), Some(&made_for(2, 2))).unwrap();
+    run(&mut o, &mut lse, (1, 1, hq), None).unwrap();
+    for (hq, hk) in [(0, 0), (0, 2)] {
+        attention_into(
+            Heads::host(&x, b, hq, s, d),
+            Heads::host(&x, b, hk, s, d),
+            Heads::host(&x, b, hk, s, d),
+            HeadsMut::host(&mut o, b, hq, s, d),
+            None,
+            None,
+            &AttentionOptions::new(),
+        )
+        .unwrap();
+    }
 }
 
 /// FP8 Q, K, V, O mean `stored * scale` and attention takes no scales: both CPU entries refuse

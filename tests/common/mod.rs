@@ -261,8 +261,7 @@ pub fn download<T: Element>(
 
 /// Naive attention in f64 of `[batch, heads, seq, d]` views (`HeadsShape` strides):
 /// `(O packed [b, h, seq_q, d], LSE [b, h, seq_q])`, O = 0 and LSE = -inf for rows that keep
-/// no key. `kept(p, qb, kb)`: whether pattern `p` keeps block (qb, kb) (128-row/key blocks of
-/// `block`), `None` for no mask.
+/// no key. Top-left causal when `causal`; see [`attention_reference_aligned`].
 #[allow(clippy::too_many_arguments)]
 pub fn attention_reference<T: Element>(
     q: (&[T], &sparsek::HeadsShape),
@@ -272,6 +271,30 @@ pub fn attention_reference<T: Element>(
     causal: bool,
     scale: f64,
 ) -> (Vec<f64>, Vec<f64>) {
+    attention_reference_aligned(
+        q,
+        k,
+        v,
+        mask,
+        causal.then_some(sparsek::CausalAlignment::TopLeft),
+        scale,
+    )
+}
+
+/// Naive attention in f64, written from the documented rules alone: query head `h` reads KV
+/// head `h / (heads of Q / heads of K)` (grouped-query attention: K and V may have fewer
+/// heads); the mask's pattern of (b, h) is `b·mask_heads + h / (heads of Q / mask_heads)`
+/// (one pattern for all when the set has one); `causal = Some(alignment)` keeps key `j` for
+/// query `i` when `j <= i` (top-left) or `j + seq_q <= i + seq_k` (bottom-right).
+#[allow(clippy::too_many_arguments)]
+pub fn attention_reference_aligned<T: Element>(
+    q: (&[T], &sparsek::HeadsShape),
+    k: (&[T], &sparsek::HeadsShape),
+    v: (&[T], &sparsek::HeadsShape),
+    mask: Option<&sparsek::BlockPatterns>,
+    causal: Option<sparsek::CausalAlignment>,
+    scale: f64,
+) -> (Vec<f64>, Vec<f64>) {
     let (qd, qs) = q;
     let (kd, ks) = k;
     let (vd, vs) = v;
@@ -279,11 +302,25 @@ pub fn attention_reference<T: Element>(
         b * s.stride_b + h * s.stride_h + i * s.stride_s + c
     };
     let (bn, hn, sq, sk, d) = (qs.batch, qs.heads, qs.seq, ks.seq, qs.head_dim);
+    let group = if ks.heads == 0 { 1 } else { hn / ks.heads };
+    assert!(
+        ks.heads == 0 || hn % ks.heads == 0,
+        "the reference takes dividing heads"
+    );
+    let keeps = |i: usize, j: usize| match causal {
+        None => true,
+        Some(sparsek::CausalAlignment::TopLeft) => j <= i,
+        Some(sparsek::CausalAlignment::BottomRight) => j + sq <= i + sk,
+    };
     // One query row: its O row and LSE (rows in parallel, each summed in key order).
     let row = |r: usize| -> (Vec<f64>, f64) {
         let (b, h, i) = (r / (hn * sq), r / sq % hn, r % sq);
+        let hk = h / group;
         let mut o = vec![0f64; d];
-        let p = mask.map(|m| if m.patterns() == 1 { 0 } else { b * hn + h });
+        let p = mask.map(|m| match m.heads() {
+            Some((_, mh)) if m.patterns() != 1 => b * mh + h / (hn / mh),
+            _ => 0,
+        });
         let mut s = Vec::new();
         for j in 0..sk {
             let listed = match (mask, p) {
@@ -292,13 +329,13 @@ pub fn attention_reference<T: Element>(
                     .contains(&((j / m.block_k()) as i32)),
                 _ => true,
             };
-            if !listed || (causal && j > i) {
+            if !listed || !keeps(i, j) {
                 continue;
             }
             let mut dot = 0f64;
             for c in 0..d {
-                dot +=
-                    qd[at(qs, b, h, i, c)].to_f32() as f64 * kd[at(ks, b, h, j, c)].to_f32() as f64;
+                dot += qd[at(qs, b, h, i, c)].to_f32() as f64
+                    * kd[at(ks, b, hk, j, c)].to_f32() as f64;
             }
             s.push((j, dot * scale));
         }
@@ -311,7 +348,7 @@ pub fn attention_reference<T: Element>(
             let e = (x - max).exp();
             sum += e;
             for (c, oc) in o.iter_mut().enumerate() {
-                *oc += e * vd[at(vs, b, h, j, c)].to_f32() as f64;
+                *oc += e * vd[at(vs, b, hk, j, c)].to_f32() as f64;
             }
         }
         for oc in &mut o {
