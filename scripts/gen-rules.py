@@ -9,6 +9,10 @@ tests/cpp/rules_golden.cpp).
 
 A table (TOML):
     operation = "spmm"          # the folder: src/<operation>/, cpp/<operation>/
+    rust_module = "src/format/bsr_rules.rs"   # optional: other paths than the folder's
+    cpp_header = "cpp/core/bsr_rules.hpp"     #   rules.rs / rules.hpp, another Rust error
+    rust_error = "BsrError"                   #   type than Error, another C++ namespace
+    cpp_namespace = "bsr_rules"               #   than <operation>_rules
     doc = "..."
     [facts]                     # what the rules read; each entry fills them from its operands
     name = { type = "int" | "bool" | "dtype" | "scale" | "backend", doc = "...",
@@ -59,6 +63,11 @@ KINDS = {
     "operand_types": ("NotSupported", ["reason"]),
     "fp8_types": ("NotSupported", ["reason"]),
     "not_supported": ("NotSupported", ["reason"]),
+    # A BSR matrix's grid (rules/bsr.toml, whose Rust error type is BsrError).
+    "zero_block": ("InvalidArgument", []),
+    "block_side": ("InvalidArgument", ["dim", "side"]),
+    "not_multiple": ("InvalidArgument", ["dim", "len", "block"]),
+    "index_overflow": ("InvalidArgument", ["what", "value"]),
 }
 OPTIONAL = {"operand_types": ["bias"]}
 
@@ -271,6 +280,12 @@ class Table:
         t = tomllib.loads(path.read_text())
         self.op = t["operation"]
         self.doc = t.get("doc", "")
+        # Where the generated files go (an operation's folder unless the table says), the
+        # Rust error type its rules return and the C++ namespace.
+        self.rust_path = t.get("rust_module", f"src/{self.op}/rules.rs")
+        self.cpp_path = t.get("cpp_header", f"cpp/{self.op}/rules.hpp")
+        self.rust_error = t.get("rust_error", "Error")
+        self.cpp_ns = t.get("cpp_namespace", f"{self.op}_rules")
         self.facts = t["facts"]
         for name, fact in self.facts.items():
             if fact["type"] not in ("int", "bool", "dtype", "scale", "backend"):
@@ -296,7 +311,7 @@ class Table:
                 for field in KINDS[kind][1]:
                     if field not in err:
                         raise SystemExit(f"gen-rules: {path.name}: rule {r['id']}: {kind} needs {field}")
-                for field in ("expected", "got"):
+                for field in ("expected", "got", "side", "len", "block", "value"):
                     if field in err:
                         err[field + "_e"] = Parser(err[field], self.facts).parse("int")
                 if "scales" in err:
@@ -315,6 +330,8 @@ class Table:
                     used |= {"a", "b", "c"}
                 if kind == "not_supported":
                     used |= {"backend"}
+                if kind == "zero_block":
+                    used |= {"bm", "bk"}
                 missing = used - set(self.facts)
                 if missing:
                     raise SystemExit(f"gen-rules: {path.name}: rule {r['id']} reads {sorted(missing)}, no facts")
@@ -412,6 +429,15 @@ def rust_error(rule):
         return f"Error::Fp8Types {{ a: f.a, b: f.b, c: f.c, reason: {rs_str(e['reason'])} }}"
     if kind == "not_supported":
         return f"Error::NotSupported {{ backend: f.backend, reason: {rs_str(e['reason'])}.into() }}"
+    if kind == "zero_block":
+        return "BsrError::ZeroSizedBlock { bm: size(f.bm), bk: size(f.bk) }"
+    if kind == "block_side":
+        return f"BsrError::BlockSideOverflow {{ dim: {rs_str(e['dim'])}, side: size({emit(e['side_e'], 'rs', True)}) }}"
+    if kind == "not_multiple":
+        return (f"BsrError::NotBlockMultiple {{ dim: {rs_str(e['dim'])}, len: size({emit(e['len_e'], 'rs', True)}), "
+                f"block: size({emit(e['block_e'], 'rs', True)}) }}")
+    if kind == "index_overflow":
+        return f"BsrError::IndexOverflow {{ what: {rs_str(e['what'])}, value: size({emit(e['value_e'], 'rs', True)}) as u128 }}"
     raise AssertionError(kind)
 
 
@@ -440,6 +466,18 @@ def cpp_error(rule):
                 f"dtype_name(f.b), dtype_name(f.c), {cpp_str(e['reason'])})")
     if kind == "not_supported":
         return f"make_result({status}, \"%s\", {cpp_str(e['reason'])})"
+    if kind == "zero_block":
+        return (f"make_result({status}, \"block shape %lldx%lld has a zero side\", (long long)clamp(Int(f.bm)), "
+                f"(long long)clamp(Int(f.bk)))")
+    if kind == "block_side":
+        return (f"make_result({status}, \"block side %s = %lld exceeds 2147483647, the largest block side the kernels "
+                f"take (i32)\", {cpp_str(e['dim'])}, (long long)clamp({emit(e['side_e'], 'cpp', True)}))")
+    if kind == "not_multiple":
+        return (f"make_result({status}, \"%s = %lld is not a multiple of the block side %lld\", {cpp_str(e['dim'])}, "
+                f"(long long)clamp({emit(e['len_e'], 'cpp', True)}), (long long)clamp({emit(e['block_e'], 'cpp', True)}))")
+    if kind == "index_overflow":
+        return (f"make_result({status}, \"%s = %lld overflows the i32 indices the kernels use\", {cpp_str(e['what'])}, "
+                f"(long long)clamp({emit(e['value_e'], 'cpp', True)}))")
     raise AssertionError(kind)
 
 
@@ -460,7 +498,7 @@ def gen_rust(t):
         "@HELPERS@",
         "#[allow(unused_imports)]",
         "use crate::element::DType;",
-        "use crate::error::Error;",
+        f"use crate::error::{t.rust_error};",
         "#[allow(unused_imports)]",
         "use crate::options::Backend;",
         "#[allow(unused_imports)]",
@@ -484,13 +522,13 @@ def gen_rust(t):
         out.append(f"            Rule::{camel(r['id'])} => {rs_str(r['id'])},")
     out += ["        }", "    }", "", "    /// The error a violation of the rule is.",
             "    #[allow(unused_variables)]",
-            "    pub(crate) fn error(self, f: &Facts) -> Error {", "        match self {"]
+            "    pub(crate) fn error(self, f: &Facts) -> " + t.rust_error + " {", "        match self {"]
     for r in t.rules(True):
         out.append(f"            Rule::{camel(r['id'])} => {rust_error(r)},")
     out += ["        }", "    }", "}", ""]
     for g in t.groups:
         out.append(wrap_doc(g["doc"] + " The first rule broken, in the table's order.", "///"))
-        out.append(f"pub(crate) fn {g['name']}(f: &Facts) -> Result<(), Error> {{")
+        out.append(f"pub(crate) fn {g['name']}(f: &Facts) -> Result<(), {t.rust_error}> {{")
         out.append(f"    {g['name']}_rule(f).map_or(Ok(()), |r| Err(r.error(f)))")
         out.append("}")
         out.append("")
@@ -546,7 +584,7 @@ def gen_rust(t):
 
 def gen_cpp(t):
     facts = t.cpp_facts()
-    ns = f"{t.op}_rules"
+    ns = t.cpp_ns
     out = [wrap_doc(HEADER.format(op=t.op), "//"), wrap_doc(t.doc, "//"), "#pragma once", "",
            "#include \"core/rules.hpp\"", "", f"namespace sparsek::detail::{ns} {{", "",
            "using namespace ::sparsek::detail::rules;", "",
@@ -645,7 +683,7 @@ def golden(t, count=600):
     if never:
         raise SystemExit(f"gen-rules: {t.path.name}: no drawn case breaks {never} first (a rule that never decides?)")
     head = [f"# @generated by scripts/gen-rules.py from rules/{t.op}.toml: the table's verdict on each",
-            "# case (rust=, cpp=: the first rule broken, or ok); src/" + t.op + "/rules.rs and",
+            f"# case (rust=, cpp=: the first rule broken, or ok); {t.rust_path} and",
             "# tests/cpp/rules_golden.cpp replay them."]
     return "\n".join(head + lines) + "\n"
 
@@ -662,8 +700,8 @@ def rustfmt(text):
 def outputs():
     for path in sorted(TABLES.glob("*.toml")):
         t = Table(path)
-        yield ROOT / "src" / t.op / "rules.rs", rustfmt(gen_rust(t))
-        yield ROOT / "cpp" / t.op / "rules.hpp", gen_cpp(t)
+        yield ROOT / t.rust_path, rustfmt(gen_rust(t))
+        yield ROOT / t.cpp_path, gen_cpp(t)
         yield ROOT / "rules" / f"{t.op}.golden", golden(t)
 
 

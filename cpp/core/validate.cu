@@ -9,6 +9,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "core/bsr_rules.hpp"
 #include "core/dtype.hpp"
 #include "core/validate.hpp"
 
@@ -252,19 +253,21 @@ ByteRange dense_bytes(const DenseView& v) {
 // A BSR view (`name`: "A", or "S" for the SDDMM's output, whose k is n and bk is bn).
 Result check_bsr(const BsrView& a, const char* name) {
   if (!valid(a.dtype)) return make_result(Status::InvalidArgument, "%s.dtype = %d is not a DType", name, int(a.dtype));
-  if (a.bm <= 0 || a.bk <= 0) return make_result(Status::InvalidArgument, "block shape %dx%d is not positive", a.bm, a.bk);
+  // Negative sizes first (C++'s alone: Rust's are unsigned), then the grid's table
+  // (rules/bsr.toml, as Rust checks it when a matrix is built).
+  if (a.bm < 0 || a.bk < 0) return make_result(Status::InvalidArgument, "block shape %dx%d is negative", a.bm, a.bk);
   if (a.m < 0 || a.k < 0 || a.nnzb < 0)
     return make_result(Status::InvalidArgument, "%s is %lldx%lld with nnzb %lld: negative", name, (long long)a.m,
                        (long long)a.k, (long long)a.nnzb);
-  if (a.m % a.bm != 0 || a.k % a.bk != 0)
-    return make_result(Status::InvalidArgument, "%s is %lldx%lld, not a multiple of the %dx%d block", name, (long long)a.m,
-                       (long long)a.k, a.bm, a.bk);
+  bsr_rules::Facts facts;
+  facts.m = a.m, facts.k = a.k, facts.bm = a.bm, facts.bk = a.bk, facts.nnzb = a.nnzb;
+  Result r = bsr_rules::block(facts);
+  if (r.ok()) r = bsr_rules::grid(facts);
+  if (r.ok()) r = bsr_rules::stored(facts);
+  if (!r.ok()) return r;
   const int64_t rows = a.m / a.bm, cols = a.k / a.bk;
-  if (rows > INT32_MAX || cols > INT32_MAX)
-    return make_result(Status::InvalidArgument, "%s has %lldx%lld blocks; block counts must fit int32", name, (long long)rows,
-                       (long long)cols);
   const int64_t blocks = rows * cols;  // < 2^62: both factors fit int32
-  if (a.nnzb > blocks || a.nnzb > INT32_MAX)
+  if (a.nnzb > blocks)
     return make_result(Status::InvalidArgument, "nnzb = %lld is out of range (%lld blocks, int32 indices)",
                        (long long)a.nnzb, (long long)blocks);
   int64_t values = 0;

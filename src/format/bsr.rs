@@ -10,8 +10,10 @@
 //! These are the arrays scipy's `bsr_matrix` keeps (`indptr`, `indices`, `data`). Indices
 //! are `i32`, as the GPU kernels read them.
 
+use crate::check::rules::int;
 use crate::element::Element;
 use crate::error::BsrError;
+use crate::format::bsr_rules;
 use crate::format::mask::BlockMask;
 use crate::format::{try_grow, try_vec};
 
@@ -85,20 +87,22 @@ pub(crate) fn spmm_flops(n: usize, nnzb: usize, block: BlockShape) -> f64 {
     2.0 * n as f64 * nnzb as f64 * block.rows as f64 * block.cols as f64
 }
 
-/// Checks a block shape: both sides in `1..=i32::MAX` (the kernels take them as `i32`)
-/// and `bm * bk` fits `usize`. Returns `bm * bk`.
+/// The grid's facts for its table's rules (`rules/bsr.toml`, generated into
+/// [`bsr_rules`](super::bsr_rules)).
+fn grid_facts(m: usize, k: usize, block: BlockShape, nnzb: usize) -> bsr_rules::Facts {
+    bsr_rules::Facts {
+        m: int(m),
+        k: int(k),
+        bm: int(block.rows),
+        bk: int(block.cols),
+        nnzb: int(nnzb),
+    }
+}
+
+/// Checks a block shape: both sides in `1..=i32::MAX` (the kernels take them as `i32`:
+/// the table's rules) and `bm * bk` fits `usize`. Returns `bm * bk`.
 fn check_block(block: BlockShape) -> Result<usize, BsrError> {
-    if block.is_empty() {
-        return Err(BsrError::ZeroSizedBlock {
-            bm: block.rows,
-            bk: block.cols,
-        });
-    }
-    for (dim, side) in [("bm", block.rows), ("bk", block.cols)] {
-        if i32::try_from(side).is_err() {
-            return Err(BsrError::BlockSideOverflow { dim, side });
-        }
-    }
+    bsr_rules::block(&grid_facts(0, 0, block, 0))?;
     // Both sides are below 2^31: this only fails where usize is narrower than 62 bits.
     block.checked_len().ok_or(BsrError::SizeOverflow {
         what: "bm * bk",
@@ -106,53 +110,23 @@ fn check_block(block: BlockShape) -> Result<usize, BsrError> {
     })
 }
 
-/// Checks the grid (`m`, `k`, block) and returns (block rows, block cols).
+/// Checks the grid (`m`, `k`, block: the table's rules) and returns (block rows, block cols).
+/// With the block counts and the block sides at most `i32::MAX`, `m = br * bm` and `k = bc *
+/// bk` are below 2^62: they fit the device's `i64`.
 pub(crate) fn check_grid(
     m: usize,
     k: usize,
     block: BlockShape,
 ) -> Result<(usize, usize), BsrError> {
     check_block(block)?;
-    if m % block.rows != 0 {
-        return Err(BsrError::NotBlockMultiple {
-            dim: "m",
-            len: m,
-            block: block.rows,
-        });
-    }
-    if k % block.cols != 0 {
-        return Err(BsrError::NotBlockMultiple {
-            dim: "k",
-            len: k,
-            block: block.cols,
-        });
-    }
-    let (br, bc) = (m / block.rows, k / block.cols);
-    // The block counts are i32 on the device. With them and the block sides at most
-    // i32::MAX, m = br * bm and k = bc * bk are below 2^62: they fit the device's i64.
-    if i32::try_from(br).is_err() {
-        return Err(BsrError::IndexOverflow {
-            what: "block rows",
-            value: br as u128,
-        });
-    }
-    if i32::try_from(bc).is_err() {
-        return Err(BsrError::IndexOverflow {
-            what: "block columns",
-            value: bc as u128,
-        });
-    }
-    Ok((br, bc))
+    bsr_rules::grid(&grid_facts(m, k, block, 0))?;
+    Ok((m / block.rows, k / block.cols))
 }
 
-/// `nnzb * bm * bk`, refusing an `nnzb` beyond `i32::MAX` and a product beyond `usize`.
+/// `nnzb * bm * bk`, refusing an `nnzb` beyond `i32::MAX` (the table's rule) and a product
+/// beyond `usize`.
 pub(crate) fn values_len_of(nnzb: usize, block: BlockShape) -> Result<usize, BsrError> {
-    if i32::try_from(nnzb).is_err() {
-        return Err(BsrError::IndexOverflow {
-            what: "nnzb",
-            value: nnzb as u128,
-        });
-    }
+    bsr_rules::stored(&grid_facts(0, 0, block, nnzb))?;
     let blk = check_block(block)?;
     nnzb.checked_mul(blk).ok_or(BsrError::SizeOverflow {
         what: "nnzb * bm * bk",

@@ -6,6 +6,7 @@
 //! first (`BsrError::MaskTooLarge`).
 
 pub mod bsr;
+pub(crate) mod bsr_rules;
 pub mod convert;
 mod interleave;
 pub mod mask;

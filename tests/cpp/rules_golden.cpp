@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string>
 
+#include "core/bsr_rules.hpp"
 #include "sddmm/rules.hpp"
 #include "spmm/rules.hpp"
 
@@ -92,6 +93,9 @@ int main(int argc, char** argv) {
   failed += replay<d::spmm_rules::Facts, d::spmm_rules::Rule>(dir, "spmm", d::spmm_rules::set_fact,
                                                               d::spmm_rules::rust_only_fact, d::spmm_rules::first_rule,
                                                               d::spmm_rules::name, d::spmm_rules::error, &cases);
+  failed += replay<d::bsr_rules::Facts, d::bsr_rules::Rule>(dir, "bsr", d::bsr_rules::set_fact,
+                                                            d::bsr_rules::rust_only_fact, d::bsr_rules::first_rule,
+                                                            d::bsr_rules::name, d::bsr_rules::error, &cases);
   failed += replay<d::sddmm_rules::Facts, d::sddmm_rules::Rule>(
       dir, "sddmm", d::sddmm_rules::set_fact, d::sddmm_rules::rust_only_fact, d::sddmm_rules::first_rule,
       d::sddmm_rules::name, d::sddmm_rules::error, &cases);
