@@ -4,8 +4,8 @@ use std::fmt::Debug;
 
 use rand::Rng;
 use sparsek::{
-    attention, attention_into, bf16, f16, AttentionOptions, BlockMask, BlockPatterns, Element,
-    LseMut, MaskOperand,
+    attention, attention_into, bf16, f16, AttentionOptions, BlockMask, BlockPatterns,
+    CausalAlignment, Element, LseMut, MaskOperand,
 };
 
 use crate::fuzz::{ensure, random_values, Check, FuzzRng, Outcome, ALLOC_LIMIT};
@@ -46,13 +46,15 @@ struct AttnCase {
     call: AttnCall,
     mask: Option<MaskSpec>,
     causal: bool,
+    alignment: CausalAlignment,
     scale: Option<f32>,
 }
 
+/// A mask for Q's `heads` and K's `heads_kv`: per-head sets are made for either.
 fn gen_mask_spec(
     rng: &mut FuzzRng,
     batch: usize,
-    heads: usize,
+    (heads, heads_kv): (usize, usize),
     seq_q: usize,
     seq_k: usize,
     clean: bool,
@@ -72,6 +74,12 @@ fn gen_mask_spec(
         q_blocks = rng.random_range(0..=4);
         k_blocks = rng.random_range(0..=4);
     }
+    // Per query head, or per KV head (a pattern the group shares).
+    let heads = if rng.random_bool(0.5) {
+        heads_kv
+    } else {
+        heads
+    };
     let pairs = batch.saturating_mul(heads);
     let per_head = rng.random_bool(0.4) && pairs <= 16;
     let count = match rng.random_range(0..12) {
@@ -111,6 +119,20 @@ fn gen_attention(rng: &mut FuzzRng) -> AttnCase {
     let p_huge = if clean { 0.0 } else { 0.06 };
     let batch = dim(rng, 3, p_huge);
     let heads = dim(rng, 3, p_huge);
+    // K and V's heads: Q's, or (grouped-query attention) a divisor of them, or (unless clean)
+    // any count.
+    let heads_kv = match rng.random_range(0..10) {
+        0..=4 => heads,
+        5..=7 => {
+            let divisors: Vec<usize> = (1..=heads.min(8)).filter(|x| heads % x == 0).collect();
+            match divisors.len() {
+                0 => heads,
+                n => divisors[rng.random_range(0..n)],
+            }
+        }
+        _ if clean => heads,
+        _ => dim(rng, 4, p_huge),
+    };
     let seq_q = dim(rng, 10, p_huge);
     let seq_k = dim(rng, 10, p_huge);
     let d = if rng.random_bool(p_huge) {
@@ -120,8 +142,8 @@ fn gen_attention(rng: &mut FuzzRng) -> AttnCase {
     };
     let mut dims = [
         [batch, heads, seq_q, d],
-        [batch, heads, seq_k, d],
-        [batch, heads, seq_k, d],
+        [batch, heads_kv, seq_k, d],
+        [batch, heads_kv, seq_k, d],
         [batch, heads, seq_q, d],
     ];
     // Mismatched dims: one dim of one of K, V, O.
@@ -151,7 +173,7 @@ fn gen_attention(rng: &mut FuzzRng) -> AttnCase {
     };
     let mask = rng
         .random_bool(0.5)
-        .then(|| gen_mask_spec(rng, batch, heads, seq_q, seq_k, clean));
+        .then(|| gen_mask_spec(rng, batch, (heads, heads_kv), seq_q, seq_k, clean));
     let scale = match rng.random_range(if clean { 5 } else { 0 }..20) {
         0 => Some(0.0),
         1 => Some(-0.5),
@@ -173,6 +195,11 @@ fn gen_attention(rng: &mut FuzzRng) -> AttnCase {
         call,
         mask,
         causal: rng.random_bool(0.5),
+        alignment: if rng.random_bool(0.5) {
+            CausalAlignment::TopLeft
+        } else {
+            CausalAlignment::BottomRight
+        },
         scale,
     }
 }
@@ -180,8 +207,20 @@ fn gen_attention(rng: &mut FuzzRng) -> AttnCase {
 /// Whether attention must accept (given the mask was built), from the documented rules.
 fn attention_valid(c: &AttnCase, o: &View, lse: Option<usize>, mask: Option<&MaskSpec>) -> bool {
     let (q, k, v) = (&c.q, &c.k, &c.v);
-    let same = |a: &View, b: &View| (a.batch, a.heads, a.d) == (b.batch, b.heads, b.d);
+    let same = |a: &View, b: &View| (a.batch, a.d) == (b.batch, b.d);
     if !(same(q, k) && same(q, v) && same(q, o) && k.seq == v.seq && q.seq == o.seq) {
+        return false;
+    }
+    // O has Q's heads; V has K's, which divide Q's (0 only when Q has none).
+    if o.heads != q.heads || v.heads != k.heads {
+        return false;
+    }
+    let divides = if k.heads == 0 {
+        q.heads == 0
+    } else {
+        q.heads % k.heads == 0
+    };
+    if !divides {
         return false;
     }
     if q.d == 0 {
@@ -217,16 +256,25 @@ fn attention_valid(c: &AttnCase, o: &View, lse: Option<usize>, mask: Option<&Mas
         if m.q_blocks != q.seq.div_ceil(m.block_q) || m.k_blocks != k.seq.div_ceil(m.block_k) {
             return false;
         }
-        let pairs = bh as usize;
+        // One pattern, or batch * heads of them made for (Q's batch, Q's or K's heads).
         let count = m.bits.len();
-        if count != 1 && (count != pairs || m.with_heads != Some((q.batch, q.heads))) {
-            return false;
+        if count != 1 {
+            match m.with_heads {
+                Some((b, h)) if b == q.batch && (h == q.heads || h == k.heads) => {
+                    if b.checked_mul(h) != Some(count) {
+                        return false;
+                    }
+                }
+                _ => return false,
+            }
         }
     }
     true
 }
 
-/// The naive f64 attention: per (b, h, i), a softmax over the kept keys. `(O packed, LSE)`.
+/// The naive f64 attention: per (b, h, i), a softmax over the kept keys of KV head
+/// `h / (heads of Q / heads of K)`, the mask's pattern `b·mask_heads + h / (heads of Q /
+/// mask_heads)`, the causal diagonal where the alignment puts it. `(O packed, LSE)`.
 fn attention_reference<T: Element>(
     c: &AttnCase,
     (qd, kd, vd): (&[T], &[T], &[T]),
@@ -242,22 +290,32 @@ fn attention_reference<T: Element>(
         return (o, lse);
     }
     let x = |data: &[T], at: usize| data[at].to_f32() as f64;
+    let group = heads / k.heads.max(1);
     for b in 0..batch {
         for h in 0..heads {
-            let bits = mask.map(|m| &m.bits[if m.bits.len() == 1 { 0 } else { b * heads + h }]);
+            let hk = h / group;
+            let pattern = mask.map_or(0, |m| match m.with_heads {
+                Some((_, mh)) if m.bits.len() != 1 && mh > 0 => b * mh + h / (heads / mh),
+                _ => 0,
+            });
+            let bits = mask.map(|m| &m.bits[pattern]);
             for i in 0..sq {
+                let on_diagonal = |j: usize| match c.alignment {
+                    CausalAlignment::TopLeft => j <= i,
+                    CausalAlignment::BottomRight => j + sq <= i + sk,
+                };
                 let kept = |j: usize| {
                     let in_mask = match (mask, bits) {
                         (Some(m), Some(bits)) => bits[(i / m.block_q) * m.k_blocks + j / m.block_k],
                         _ => true,
                     };
-                    in_mask && (!c.causal || j <= i)
+                    in_mask && (!c.causal || on_diagonal(j))
                 };
                 let scores: Vec<(usize, f64)> = (0..sk)
                     .filter(|&j| kept(j))
                     .map(|j| {
                         let dot: f64 = (0..d)
-                            .map(|t| x(qd, q.offset(b, h, i, t)) * x(kd, k.offset(b, h, j, t)))
+                            .map(|t| x(qd, q.offset(b, h, i, t)) * x(kd, k.offset(b, hk, j, t)))
                             .sum();
                         (j, dot * scale as f64)
                     })
@@ -271,7 +329,7 @@ fn attention_reference<T: Element>(
                 for &(j, s) in &scores {
                     let p = (s - max).exp() / sum;
                     for t in 0..d {
-                        o[row + t] += p * x(vd, v.offset(b, h, j, t));
+                        o[row + t] += p * x(vd, v.offset(b, hk, j, t));
                     }
                 }
                 lse[(b * heads + h) * sq + i] = max + sum.ln();
@@ -356,7 +414,9 @@ fn run_attention<T: Element>(c: &AttnCase, rng: &mut FuzzRng) -> Check {
         }
     };
     let opts = {
-        let o = AttentionOptions::new().causal(c.causal);
+        let o = AttentionOptions::new()
+            .causal(c.causal)
+            .causal_alignment(c.alignment);
         match c.scale {
             Some(s) => o.scale(s),
             None => o,

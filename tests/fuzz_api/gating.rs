@@ -4,7 +4,7 @@ use std::fmt::Debug;
 use std::time::Duration;
 
 use rand::Rng;
-use sparsek::{bf16, f16, BlockPatterns, Element};
+use sparsek::{bf16, f16, BlockPatterns, CausalAlignment, Element};
 
 use crate::fuzz::{ensure, random_values, Check, FuzzRng, Outcome, ALLOC_LIMIT, I32_MAX};
 use crate::inputs::{dim, huge, product, ty, Ty, CAP};
@@ -38,6 +38,7 @@ struct GateCase {
     block_q: usize,
     block_k: usize,
     causal: bool,
+    alignment: CausalAlignment,
     /// Length of the scores given to block_topk_scores.
     scores_len: usize,
 }
@@ -65,7 +66,17 @@ fn gen_gate(rng: &mut FuzzRng, gate: Gate) -> GateCase {
         2 => kb,
         _ => rng.random_range(0..=kb.min(16) + 2),
     };
-    let mut dims = [[batch, heads, seq_q, d], [batch, heads, seq_k, d]];
+    // K's heads: Q's, or a divisor of them (grouped-query attention).
+    let heads_kv = if rng.random_bool(0.4) {
+        let divisors: Vec<usize> = (1..=heads.min(8)).filter(|x| heads % x == 0).collect();
+        match divisors.len() {
+            0 => heads,
+            n => divisors[rng.random_range(0..n)],
+        }
+    } else {
+        heads
+    };
+    let mut dims = [[batch, heads, seq_q, d], [batch, heads_kv, seq_k, d]];
     if !clean && rng.random_bool(0.2) {
         let (t, i) = (rng.random_range(0..2), rng.random_range(0..4));
         dims[t][i] = if rng.random_bool(0.5) {
@@ -119,6 +130,11 @@ fn gen_gate(rng: &mut FuzzRng, gate: Gate) -> GateCase {
         block_q,
         block_k,
         causal: rng.random_bool(0.5),
+        alignment: if rng.random_bool(0.5) {
+            CausalAlignment::TopLeft
+        } else {
+            CausalAlignment::BottomRight
+        },
         scores_len,
     }
 }
@@ -153,19 +169,37 @@ fn gating_dims(c: &GateCase, seq_q: usize, seq_k: usize) -> Option<(usize, usize
     (rows < I32_MAX as u128 && qb <= I32_MAX && kb <= I32_MAX).then_some((qb, kb, rows as usize))
 }
 
+/// The causal diagonal's offset of a case: 0, or `seq_k - seq_q` bottom-right.
+fn offset(c: &GateCase, seq_q: usize, seq_k: usize) -> i128 {
+    match (c.causal, c.alignment) {
+        (true, CausalAlignment::BottomRight) => seq_k as i128 - seq_q as i128,
+        _ => 0,
+    }
+}
+
 /// Candidates of query block `i` (the documented rule, counted key block by key block when
-/// few): key blocks `j < k_blocks` with `j * block_k <= (i + 1) * block_q - 1`.
-fn candidates(i: usize, kb: usize, block_q: usize, block_k: usize, causal: bool) -> usize {
+/// few): key blocks `j < k_blocks` with `j * block_k <= (i + 1) * block_q - 1 + offset`.
+fn candidates(
+    i: usize,
+    kb: usize,
+    block_q: usize,
+    block_k: usize,
+    causal: bool,
+    off: i128,
+) -> usize {
     if !causal {
         return kb;
     }
-    let last = (i as u128 + 1) * block_q as u128 - 1;
+    let last = (i as i128 + 1) * block_q as i128 - 1 + off;
+    if last < 0 {
+        return 0;
+    }
     if kb <= 4096 {
         (0..kb)
-            .filter(|&j| j as u128 * block_k as u128 <= last)
+            .filter(|&j| j as i128 * block_k as i128 <= last)
             .count()
     } else {
-        ((last / block_k as u128 + 1).min(kb as u128)) as usize
+        ((last / block_k as i128 + 1).min(kb as i128)) as usize
     }
 }
 
@@ -173,6 +207,7 @@ fn candidates(i: usize, kb: usize, block_q: usize, block_k: usize, causal: bool)
 /// library's closed form: by key-block rank `c` (how many query blocks have at least `c`
 /// candidates) when `top_k` is small, else query block by query block up to the first one
 /// with `top_k` candidates (a binary search), else `None` (too long to count).
+#[allow(clippy::too_many_arguments)]
 fn kept_per_pattern(
     qb: usize,
     kb: usize,
@@ -180,23 +215,32 @@ fn kept_per_pattern(
     bq: usize,
     bk: usize,
     causal: bool,
+    off: i128,
 ) -> Option<u128> {
     let (n, t) = (qb as u128, top_k.min(kb) as u128);
     if !causal || t == 0 || n == 0 {
         return Some(n * t);
     }
     const STEPS: u128 = 200_000;
-    let (bq, bk) = (bq as u128, bk as u128);
+    let (bq, bk) = (bq as i128, bk as i128);
     if t <= STEPS {
-        // #{i < n : candidates(i) >= c} = n - (first i with (i+1)·bq - 1 >= (c-1)·bk).
+        // #{i < n : candidates(i) >= c} = n - (first i with (i+1)·bq - 1 + off >= (c-1)·bk).
         let mut sum = 0u128;
-        for c in 1..=t {
-            let first = ((c - 1) * bk + 1).div_ceil(bq) - 1;
+        for c in 1..=t as i128 {
+            let x = (c - 1) * bk + 1 - off; // (i+1)·bq >= x
+            let first = if x <= bq { 0 } else { (x + bq - 1) / bq - 1 } as u128;
             sum += n - first.min(n);
         }
         return Some(sum);
     }
-    let f = |i: u128| (((i + 1) * bq - 1) / bk + 1).min(kb as u128);
+    let f = |i: u128| {
+        let last = (i as i128 + 1) * bq - 1 + off;
+        if last < 0 {
+            0
+        } else {
+            ((last / bk + 1) as u128).min(kb as u128)
+        }
+    };
     let (mut lo, mut hi) = (0u128, n);
     while lo < hi {
         let mid = (lo + hi) / 2;
@@ -221,8 +265,9 @@ fn topk_reference(
 ) -> (Vec<i32>, Vec<i32>) {
     let (mut row_ptr, mut col_idx) = (vec![0i32], Vec::new());
     let key = |v: f32| if v.is_nan() { f32::NEG_INFINITY } else { v };
+    let off = offset(c, c.seq_q, c.seq_k);
     for r in 0..rows {
-        let cand = candidates(r % qb, kb, c.block_q, c.block_k, c.causal);
+        let cand = candidates(r % qb, kb, c.block_q, c.block_k, c.causal, off);
         if c.top_k.min(cand) == 0 {
             // Nothing kept (rows may number millions with no key block).
             row_ptr.push(col_idx.len() as i32);
@@ -244,7 +289,8 @@ fn topk_reference(
 
 /// The pooled scores by the documented rule, bit for bit: per block and column, rows in
 /// groups of 16 summed from 0, the group sums added from 0, divided by the rows; the dot
-/// product a fused multiply-add chain. `[batch, heads, q_blocks, k_blocks]`.
+/// product a fused multiply-add chain. `[batch, heads, q_blocks, k_blocks]`, query head `h`
+/// against KV head `h / (heads of Q / heads of K)`.
 fn pooled_reference<T: Element>(
     (q, qd): (&View, &[T]),
     (k, kd): (&View, &[T]),
@@ -281,9 +327,13 @@ fn pooled_reference<T: Element>(
         // An empty score matrix: loop over nothing, however many (batch, head) pairs.
         return out;
     }
+    let group = q.heads / k.heads.max(1);
     for b in 0..q.batch {
         for h in 0..q.heads {
-            let (pq, pk) = (means(q, qd, b, h, block_q), means(k, kd, b, h, block_k));
+            let (pq, pk) = (
+                means(q, qd, b, h, block_q),
+                means(k, kd, b, h / group, block_k),
+            );
             for a in &pq {
                 for c in &pk {
                     out.push(a.iter().zip(c).fold(0f32, |acc, (x, y)| x.mul_add(*y, acc)));
@@ -328,7 +378,8 @@ fn check_gating_mask(
     ensure!(m.nnzb() == col_idx.len(), "nnzb {}", m.nnzb());
     let opts = sparsek::TopkOptions::new(c.top_k)
         .blocks(c.block_q, c.block_k)
-        .causal(c.causal);
+        .causal(c.causal)
+        .causal_alignment(c.alignment);
     let n = sparsek::attention::topk_nnzb(c.batch, c.heads, c.seq_q, c.seq_k, &opts);
     ensure!(
         n.as_ref().ok() == Some(&col_idx.len()),
@@ -342,7 +393,8 @@ fn run_gate<T: Element>(c: &GateCase, gate: Gate, rng: &mut FuzzRng) -> Check {
     use sparsek::attention::{block_topk_pooled, block_topk_scores, pooled_scores, topk_nnzb};
     let opts = sparsek::TopkOptions::new(c.top_k)
         .blocks(c.block_q, c.block_k)
-        .causal(c.causal);
+        .causal(c.causal)
+        .causal_alignment(c.alignment);
     match gate {
         Gate::Nnzb => {
             let r = topk_nnzb(c.batch, c.heads, c.seq_q, c.seq_k, &opts);
@@ -351,7 +403,9 @@ fn run_gate<T: Element>(c: &GateCase, gate: Gate, rng: &mut FuzzRng) -> Check {
                 if pairs == 0 {
                     return Some(0);
                 }
-                kept_per_pattern(qb, kb, c.top_k, c.block_q, c.block_k, c.causal).map(|k| k * pairs)
+                let off = offset(c, c.seq_q, c.seq_k);
+                kept_per_pattern(qb, kb, c.top_k, c.block_q, c.block_k, c.causal, off)
+                    .map(|k| k * pairs)
             });
             match want {
                 None => ensure!(r.is_err(), "topk_nnzb gave {r:?} for invalid dims"),
@@ -398,7 +452,14 @@ fn run_gate<T: Element>(c: &GateCase, gate: Gate, rng: &mut FuzzRng) -> Check {
             let kd: Vec<T> = random_values(rng, c.k.len);
             let (qh, kh) = (c.q.heads(&qd), c.k.heads(&kd));
             let (q, k) = (&c.q, &c.k);
-            let inputs_ok = (q.batch, q.heads, q.d) == (k.batch, k.heads, k.d)
+            // K's heads divide Q's (0 only when Q has none).
+            let divides = if k.heads == 0 {
+                q.heads == 0
+            } else {
+                q.heads % k.heads == 0
+            };
+            let inputs_ok = (q.batch, q.d) == (k.batch, k.d)
+                && divides
                 && q.d >= 1
                 && [q, k].iter().all(|v| v.fits() && v.rows_ok());
             let problem = GateCase {
