@@ -72,6 +72,7 @@ gencode=$("$units_dir/units" gencode "${SPARSEK_CUDA_ARCHS:-90a,80}")
 mapfile -t gencode <<< "$gencode"
 for prog in examples/cpp/quickstart.cpp:quickstart_cpp examples/cpp/spmm_check.cpp:spmm_check examples/cpp/sddmm_check.cpp:sddmm_check \
             examples/cpp/attention_check.cpp:attention_check examples/cpp/fp8_check.cpp:fp8_check \
+            examples/cpp/attention_decode_check.cpp:attention_decode_check \
             tests/cpp/api_errors.cpp:cpp_api_errors tests/cpp/index_check.cpp:cpp_index_check \
             tests/cpp/check_decode.cu:check_decode tests/cpp/tma_status.cu:cpp_tma_status; do
   src=${prog%%:*} dest=${prog##*:}

@@ -128,11 +128,18 @@ ops_checkers() {
   for row in attn_sm90_bf16_d128_turns attn_sm90_bf16_d64_turns; do
     job "attention_check --quick [SPARSEK_VARIANT=$row]" env "SPARSEK_VARIANT=$row" "$here/attention_check" --quick
   done
+  # The split-KV decode family: its checker, and every case on each of two of its rows
+  # forced (both dtypes, both head_dims between them).
+  job attention_decode_check "$here/attention_decode_check"
+  for row in attn_decode_bf16_d128 attn_decode_f16_d64; do
+    job "attention_decode_check [SPARSEK_VARIANT=$row]" env "SPARSEK_VARIANT=$row" "$here/attention_decode_check"
+  done
   job sddmm_check "$here/sddmm_check"
   job linear_backward "$here/linear_backward"
   job cpp_api_errors "$here/cpp_api_errors"
 }
 ops_tests() {
+  local row
   whole_binary gpu_tp_tests
   tests_of "" gpu_products_tests
   # The A^T rows with split tiles, every launch in 3 pieces.
@@ -141,6 +148,14 @@ ops_tests() {
   tests_of "" gpu_mlp_tests
   tests_of "" gpu_sddmm_tests
   tests_of "" gpu_attention_tests
+  # The decode family: Auto, two rows forced, and every launch split in 3 (the combine
+  # kernel) or never split.
+  tests_of "" gpu_attention_decode_tests
+  for row in attn_decode_bf16_d128 attn_decode_f16_d64; do
+    tests_of "SPARSEK_VARIANT=$row" gpu_attention_decode_tests matches edge
+  done
+  tests_of "SPARSEK_ATTENTION_DECODE_SPLITS=3" gpu_attention_decode_tests matches edge deterministic
+  tests_of "SPARSEK_ATTENTION_DECODE_SPLITS=1" gpu_attention_decode_tests matches deterministic
   tests_of "" gpu_hardening_tests
 }
 
@@ -149,7 +164,7 @@ ops_tests() {
 other_jobs() {
   local known=(gpu_sm90_tests gpu_wmma_tests gpu_decode_tests gpu_families_tests device_bsr_tests
     gpu_products_tests gpu_fp8_tests gpu_mlp_tests gpu_sddmm_tests gpu_attention_tests
-    gpu_hardening_tests gpu_tp_tests) bin
+    gpu_attention_decode_tests gpu_hardening_tests gpu_tp_tests) bin
   for bin in "$here"/*_tests; do
     bin=${bin##*/}
     [ -x "$here/$bin" ] || continue
@@ -359,6 +374,11 @@ case "${1:-test}" in
       compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/attention_check" --quick || fail=1
       SPARSEK_VARIANT=attn_sm90_bf16_d128_turns compute-sanitizer --tool "$tool" --error-exitcode 9 \
         "$here/attention_check" --quick || fail=1
+      # The decode family: per-warp cp.async rings, the warps' merge in shared memory, the
+      # split partials and their combine kernel.
+      compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/attention_decode_check" --quick || fail=1
+      compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/gpu_attention_decode_tests" --test-threads=1 \
+        decode_sanitized || fail=1
     done
     exit $fail
     ;;

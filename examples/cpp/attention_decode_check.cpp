@@ -1,0 +1,617 @@
+// attention_decode_check: checks the split-KV decode attention family (cpp/attention/decode/)
+// through the public C++ header only (include/sparsek/attention.hpp).
+//
+//   attention_decode_check   built-in decode cases (seq_q * heads / heads_kv <= 16 query rows
+//                            per KV head) against a double-precision host reference:
+//                            grouped-query heads (groups 1, 4, 8, MQA), seq_q 1..16, seq_k
+//                            1..9000 (not multiples of the 16-key tile or of the blocks) and
+//                            0, both causal alignments, block masks shared / per KV head /
+//                            per query head with empty and full rows, f16/bf16, head_dim
+//                            64/128, packed and [batch, seq, heads, d] strided views. O is
+//                            poisoned with NaN (every element of the view must be written) and
+//                            the gaps of a strided O hold a sentinel (never written);
+//                            can_implement must name the Decode backend for each (Auto).
+//                            Then the shapes the family leaves to the Hopper family (Auto must
+//                            not name Decode), 100 repeats bitwise identical (a split launch
+//                            and an unsplit one), and a refusal (O untouched). One PASS/FAIL
+//                            line each, then "N passed, N failed".
+//   attention_decode_check --quick
+//                            the first six cases only (for compute-sanitizer memcheck and
+//                            racecheck). With SPARSEK_VARIANT=<row>, cases the row does not
+//                            take are SKIP.
+//   attention_decode_check --time DTYPE BATCH HEADS_Q HEADS_KV SEQ_Q SEQ_K HEAD_DIM ITERS
+//                            Times ITERS launches (CUDA events, median of 5 repeats) of the
+//                            dense KV and of a mask keeping a random quarter of the 128-key
+//                            blocks per (batch, KV head), and a device-to-device copy of the
+//                            K and V bytes as the bandwidth reference; one JSON line each
+//                            (GB/s on the K and V bytes read).
+// Exit status 0 only when everything passed.
+#include <sparsek/attention.hpp>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using sparsek::BlockMaskView;
+using sparsek::CausalAlignment;
+using sparsek::DType;
+using sparsek::HeadsView;
+
+#define CUDA_CHECK(x)                                                                          \
+  do {                                                                                         \
+    cudaError_t e_ = (x);                                                                      \
+    if (e_ != cudaSuccess) {                                                                   \
+      std::printf("FAIL CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
+      std::exit(2);                                                                            \
+    }                                                                                          \
+  } while (0)
+
+struct Rng {
+  uint64_t s;
+  explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 1) {}
+  uint64_t next() {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    return s;
+  }
+  double uniform() { return (next() >> 11) * (1.0 / 9007199254740992.0); }
+  float sym() { return static_cast<float>(2 * uniform() - 1); }
+};
+
+uint16_t to_bits(float v, DType t) {
+  uint16_t b;
+  if (t == DType::F16) {
+    const __half h = __float2half(v);
+    std::memcpy(&b, &h, 2);
+  } else {
+    const __nv_bfloat16 h = __float2bfloat16(v);
+    std::memcpy(&b, &h, 2);
+  }
+  return b;
+}
+float from_bits(uint16_t b, DType t) {
+  if (t == DType::F16) {
+    __half h;
+    std::memcpy(&h, &b, 2);
+    return __half2float(h);
+  }
+  __nv_bfloat16 h;
+  std::memcpy(&h, &b, 2);
+  return __bfloat162float(h);
+}
+
+// A host [batch, heads, seq, d] tensor of 16-bit values with its strides, and its device copy.
+struct Heads {
+  int64_t batch, heads, seq, d, sb, sh, ss;
+  DType t;
+  std::vector<uint16_t> host;
+  void* dev = nullptr;
+  Heads(int64_t b, int64_t h, int64_t s, int64_t d_, DType t_, bool bshd)
+      : batch(b), heads(h), seq(s), d(d_), t(t_) {
+    if (bshd) {  // [batch, seq, heads, d], rows padded by 8 elements (a gap between heads' rows)
+      sh = d + 8;
+      ss = heads * sh;
+      sb = seq * ss;
+    } else {
+      ss = d;
+      sh = seq * d;
+      sb = heads * sh;
+    }
+    host.assign(size_t(std::max<int64_t>(batch * sb, 1)), 0);
+  }
+  size_t at(int64_t b, int64_t h, int64_t s, int64_t x) const { return size_t(b * sb + h * sh + s * ss + x); }
+  float get(int64_t b, int64_t h, int64_t s, int64_t x) const { return from_bits(host[at(b, h, s, x)], t); }
+  void fill_random(Rng& rng) {
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t s = 0; s < seq; ++s)
+          for (int64_t x = 0; x < d; ++x) host[at(b, h, s, x)] = to_bits(rng.sym(), t);
+  }
+  void upload() {
+    if (dev == nullptr) CUDA_CHECK(cudaMalloc(&dev, host.size() * 2));
+    CUDA_CHECK(cudaMemcpy(dev, host.data(), host.size() * 2, cudaMemcpyHostToDevice));
+  }
+  void download() { CUDA_CHECK(cudaMemcpy(host.data(), dev, host.size() * 2, cudaMemcpyDeviceToHost)); }
+  sparsek::HeadsMutView out() const { return sparsek::HeadsMutView{dev, batch, heads, seq, d, sb, sh, ss, t}; }
+  HeadsView view() const { return out(); }
+  ~Heads() {
+    if (dev != nullptr) cudaFree(dev);
+  }
+  Heads(const Heads&) = delete;
+  Heads& operator=(const Heads&) = delete;
+};
+
+enum class MaskKind { None, Shared, PerKvHead, PerQueryHead };
+
+// A host block mask: stacked BSR (see BlockMaskView), with its device copy.
+struct Mask {
+  int32_t block_q = 16, block_k = 128;
+  int64_t q_blocks = 0, k_blocks = 0, patterns = 1, batch = 0, heads = 0;
+  std::vector<int32_t> row_ptr{0}, col_idx;
+  int32_t* d_row = nullptr;
+  int32_t* d_col = nullptr;
+  bool listed(int64_t p, int64_t i, int64_t j) const {
+    const int64_t r = p * q_blocks + i;
+    return std::binary_search(col_idx.begin() + row_ptr[size_t(r)], col_idx.begin() + row_ptr[size_t(r + 1)],
+                              int32_t(j));
+  }
+  // The pattern of query head h of batch b among heads_q query heads (the header's rule).
+  int64_t pattern_of(int64_t b, int64_t h, int64_t heads_q) const {
+    return patterns == 1 ? 0 : b * heads + h / (heads_q / heads);
+  }
+  BlockMaskView upload() {
+    CUDA_CHECK(cudaMalloc(&d_row, row_ptr.size() * 4));
+    CUDA_CHECK(cudaMemcpy(d_row, row_ptr.data(), row_ptr.size() * 4, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMalloc(&d_col, std::max<size_t>(col_idx.size(), 1) * 4));
+    if (!col_idx.empty())
+      CUDA_CHECK(cudaMemcpy(d_col, col_idx.data(), col_idx.size() * 4, cudaMemcpyHostToDevice));
+    BlockMaskView v;
+    v.block_q = block_q;
+    v.block_k = block_k;
+    v.q_blocks = q_blocks;
+    v.k_blocks = k_blocks;
+    v.patterns = patterns;
+    v.batch = batch;
+    v.heads = heads;
+    v.nnzb = int64_t(col_idx.size());
+    v.row_ptr = d_row;
+    v.col_idx = d_col;
+    return v;
+  }
+  Mask() = default;
+  Mask(const Mask&) = delete;
+  Mask& operator=(const Mask&) = delete;
+  ~Mask() {
+    cudaFree(d_row);
+    cudaFree(d_col);
+  }
+};
+
+// Random rows: each row empty with probability 1/6, full with 1/6, else each block with `density`.
+void random_mask(Rng& rng, Mask& m, double density) {
+  for (int64_t r = 0; r < m.patterns * m.q_blocks; ++r) {
+    const double u = rng.uniform();
+    for (int64_t j = 0; j < m.k_blocks; ++j) {
+      const bool keep = u < 1.0 / 6 ? false : u < 2.0 / 6 ? true : rng.uniform() < density;
+      if (keep) m.col_idx.push_back(int32_t(j));
+    }
+    m.row_ptr.push_back(int32_t(m.col_idx.size()));
+  }
+}
+
+struct Case {
+  int64_t batch, heads_q, heads_kv, seq_q, seq_k, d;
+  DType t;
+  bool causal;
+  CausalAlignment align;
+  MaskKind mask;
+  int32_t block_q, block_k;
+  double density;
+  bool bshd;
+};
+
+const char* name(DType t) { return t == DType::F16 ? "f16" : "bf16"; }
+const char* name(MaskKind m) {
+  return m == MaskKind::None ? "none" : m == MaskKind::Shared ? "shared" : m == MaskKind::PerKvHead ? "per-kv" : "per-q";
+}
+
+constexpr uint16_t kSentinel = 0x7777;
+
+// ---- the reference (double), from the header's rules alone ----
+struct Reference {
+  std::vector<double> o;    // [b, h, i, d] packed
+  std::vector<double> lse;  // [b, h, i]
+};
+Reference reference(const Case& c, const Heads& q, const Heads& k, const Heads& v, const Mask* mask) {
+  Reference r;
+  r.o.assign(size_t(c.batch * c.heads_q * c.seq_q * c.d), 0.0);
+  r.lse.assign(size_t(c.batch * c.heads_q * c.seq_q), -INFINITY);
+  const double scale = 1.0 / std::sqrt(double(c.d));
+  const int64_t group = c.heads_q / c.heads_kv;
+  const int64_t offset = c.align == CausalAlignment::BottomRight ? c.seq_k - c.seq_q : 0;
+  std::vector<double> s(size_t(c.seq_k));
+  for (int64_t b = 0; b < c.batch; ++b)
+    for (int64_t h = 0; h < c.heads_q; ++h) {
+      const int64_t kv = h / group;
+      const int64_t p = mask == nullptr ? 0 : mask->pattern_of(b, h, c.heads_q);
+      for (int64_t i = 0; i < c.seq_q; ++i) {
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < c.seq_k; ++j) {
+          const bool kept = (mask == nullptr || mask->listed(p, i / mask->block_q, j / mask->block_k)) &&
+                            (!c.causal || j <= i + offset);
+          if (!kept) {
+            s[size_t(j)] = -INFINITY;
+            continue;
+          }
+          double dot = 0;
+          for (int64_t x = 0; x < c.d; ++x) dot += double(q.get(b, h, i, x)) * double(k.get(b, kv, j, x));
+          s[size_t(j)] = dot * scale;
+          mx = std::max(mx, s[size_t(j)]);
+        }
+        if (mx == -INFINITY) continue;
+        double sum = 0;
+        const size_t row = size_t(((b * c.heads_q + h) * c.seq_q + i) * c.d);
+        for (int64_t j = 0; j < c.seq_k; ++j) {
+          if (s[size_t(j)] == -INFINITY) continue;
+          const double e = std::exp(s[size_t(j)] - mx);
+          sum += e;
+          for (int64_t x = 0; x < c.d; ++x) r.o[row + size_t(x)] += e * double(v.get(b, kv, j, x));
+        }
+        for (int64_t x = 0; x < c.d; ++x) r.o[row + size_t(x)] /= sum;
+        r.lse[size_t((b * c.heads_q + h) * c.seq_q + i)] = mx + std::log(sum);
+      }
+    }
+  return r;
+}
+
+// The operands of one case on the device.
+struct Problem {
+  Heads q, k, v, o;
+  Mask mask;
+  BlockMaskView view{};
+  float* d_lse = nullptr;
+  explicit Problem(const Case& c)
+      : q(c.batch, c.heads_q, c.seq_q, c.d, c.t, c.bshd),
+        k(c.batch, c.heads_kv, c.seq_k, c.d, c.t, c.bshd),
+        v(c.batch, c.heads_kv, c.seq_k, c.d, c.t, c.bshd),
+        o(c.batch, c.heads_q, c.seq_q, c.d, c.t, c.bshd) {}
+  ~Problem() { cudaFree(d_lse); }
+  void setup(const Case& c, Rng& rng) {
+    q.fill_random(rng);
+    k.fill_random(rng);
+    v.fill_random(rng);
+    q.upload();
+    k.upload();
+    v.upload();
+    if (c.mask != MaskKind::None) {
+      mask.block_q = c.block_q;
+      mask.block_k = c.block_k;
+      mask.q_blocks = (c.seq_q + c.block_q - 1) / c.block_q;
+      mask.k_blocks = (c.seq_k + c.block_k - 1) / c.block_k;
+      mask.batch = c.batch;
+      mask.heads = c.mask == MaskKind::PerKvHead ? c.heads_kv : c.heads_q;
+      mask.patterns = c.mask == MaskKind::Shared ? 1 : c.batch * mask.heads;
+      random_mask(rng, mask, c.density);
+      view = mask.upload();
+    }
+    CUDA_CHECK(cudaMalloc(&d_lse, size_t(std::max<int64_t>(c.batch * c.heads_q * c.seq_q, 1)) * 4));
+  }
+  // O poisoned: NaN inside the view, the sentinel in its gaps.
+  void poison(const Case& c) {
+    std::fill(o.host.begin(), o.host.end(), kSentinel);
+    for (int64_t b = 0; b < o.batch; ++b)
+      for (int64_t h = 0; h < o.heads; ++h)
+        for (int64_t s = 0; s < o.seq; ++s)
+          for (int64_t x = 0; x < o.d; ++x) o.host[o.at(b, h, s, x)] = to_bits(NAN, c.t);
+    o.upload();
+    std::vector<float> nan(size_t(c.batch * c.heads_q * c.seq_q), NAN);
+    if (!nan.empty()) CUDA_CHECK(cudaMemcpy(d_lse, nan.data(), nan.size() * 4, cudaMemcpyHostToDevice));
+  }
+  sparsek::AttentionOptions options(const Case& c) const {
+    sparsek::AttentionOptions opt;
+    opt.causal = c.causal;
+    opt.causal_alignment = c.align;
+    opt.check_indices = c.mask != MaskKind::None;
+    return opt;
+  }
+  const BlockMaskView* mask_view(const Case& c) const { return c.mask == MaskKind::None ? nullptr : &view; }
+  sparsek::Result launch(const Case& c) {
+    return sparsek::attention(q.view(), k.view(), v.view(), o.out(), d_lse, mask_view(c), options(c), nullptr);
+  }
+};
+
+bool forced_variant() { return std::getenv("SPARSEK_VARIANT") != nullptr; }
+
+void label(const Case& c, char* out, size_t n) {
+  std::snprintf(out, n, "b%lld hq%lld hkv%lld sq%lld sk%lld d%lld %s%s mask=%s(%dx%d)%s", (long long)c.batch,
+                (long long)c.heads_q, (long long)c.heads_kv, (long long)c.seq_q, (long long)c.seq_k, (long long)c.d,
+                name(c.t), c.causal ? (c.align == CausalAlignment::BottomRight ? " causal-br" : " causal-tl") : "",
+                name(c.mask), c.block_q, c.block_k, c.bshd ? " bshd" : "");
+}
+
+// Runs one case: can_implement's backend, the poisoned O, the launch, then every element
+// against the reference. `decode`: whether Auto must choose the Decode backend (else it must
+// not).
+bool run(const Case& c, uint64_t seed, bool decode) {
+  Rng rng(seed);
+  Problem pb(c);
+  pb.setup(c, rng);
+  pb.poison(c);
+  char what[240];
+  label(c, what, sizeof(what));
+  sparsek::Backend chosen = sparsek::Backend::Auto;
+  const sparsek::Result can = sparsek::can_implement(pb.q.view(), pb.k.view(), pb.v.view(), pb.o.out(), pb.d_lse,
+                                                     pb.mask_view(c), pb.options(c), &chosen);
+  const sparsek::Result r = pb.launch(c);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  if (!r.ok()) {
+    // A forced row takes only its dtype and head_dim (and decode shapes): the rest is skipped.
+    const bool skip = forced_variant() && r.status == sparsek::Status::NotSupported;
+    std::printf("%s %s: %s\n", skip ? "SKIP" : "FAIL", what, r.message);
+    return skip;
+  }
+  bool ok = can.ok();
+  if (!forced_variant() && ok && (chosen == sparsek::Backend::Decode) != decode) {
+    std::printf("FAIL %s: can_implement chose backend %d, %s expected\n", what, int(chosen),
+                decode ? "Decode" : "not Decode");
+    ok = false;
+  }
+  pb.o.download();
+  std::vector<float> lse(size_t(c.batch * c.heads_q * c.seq_q));
+  if (!lse.empty()) CUDA_CHECK(cudaMemcpy(lse.data(), pb.d_lse, lse.size() * 4, cudaMemcpyDeviceToHost));
+  const Reference ref = reference(c, pb.q, pb.k, pb.v, c.mask == MaskKind::None ? nullptr : &pb.mask);
+  double num = 0, den = 0, lse_err = 0;
+  int64_t bad = 0, empty_rows = 0, touched_gap = 0;
+  for (int64_t b = 0; b < c.batch; ++b)
+    for (int64_t h = 0; h < c.heads_q; ++h)
+      for (int64_t i = 0; i < c.seq_q; ++i) {
+        const size_t li = size_t((b * c.heads_q + h) * c.seq_q + i);
+        const bool empty = ref.lse[li] == -INFINITY;
+        empty_rows += empty;
+        if (empty) {
+          if (!(lse[li] == -INFINITY)) ++bad;
+        } else {
+          lse_err = std::max(lse_err, std::fabs(double(lse[li]) - ref.lse[li]));
+        }
+        for (int64_t x = 0; x < c.d; ++x) {
+          const float got = pb.o.get(b, h, i, x);
+          const double want = ref.o[li * size_t(c.d) + size_t(x)];
+          if (!std::isfinite(got) || (empty && got != 0.0f)) ++bad;
+          num += (got - want) * (got - want);
+          den += want * want;
+        }
+      }
+  if (c.bshd)
+    for (int64_t b = 0; b < c.batch; ++b)
+      for (int64_t s = 0; s < c.seq_q; ++s)
+        for (int64_t h = 0; h < c.heads_q; ++h)
+          for (int64_t x = c.d; x < pb.o.sh; ++x) touched_gap += pb.o.host[pb.o.at(b, h, s, x)] != kSentinel;
+  const double rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+  const double tol = c.t == DType::F16 ? 2e-3 : 1e-2;
+  ok = ok && bad == 0 && touched_gap == 0 && rel <= tol && lse_err <= 1e-3;
+  std::printf("%s %s: rel %.2e (tol %.0e), lse max abs err %.2e, empty rows %lld, bad %lld, gap writes %lld%s\n",
+              ok ? "PASS" : "FAIL", what, rel, tol, lse_err, (long long)empty_rows, (long long)bad,
+              (long long)touched_gap, can.ok() ? "" : " (can_implement refused)");
+  return ok;
+}
+
+// 100 launches: O and LSE bitwise identical.
+bool determinism(const Case& c, uint64_t seed) {
+  Rng rng(seed);
+  Problem pb(c);
+  pb.setup(c, rng);
+  char what[240];
+  label(c, what, sizeof(what));
+  std::vector<uint16_t> first_o;
+  std::vector<float> first_lse, lse(size_t(c.batch * c.heads_q * c.seq_q));
+  for (int run = 0; run < 100; ++run) {
+    CUDA_CHECK(cudaMemset(pb.o.dev, 0, pb.o.host.size() * 2));
+    const sparsek::Result r = pb.launch(c);
+    if (!r.ok()) {
+      const bool skip = forced_variant() && r.status == sparsek::Status::NotSupported;
+      std::printf("%s determinism %s: %s\n", skip ? "SKIP" : "FAIL", what, r.message);
+      return skip;
+    }
+    pb.o.download();
+    CUDA_CHECK(cudaMemcpy(lse.data(), pb.d_lse, lse.size() * 4, cudaMemcpyDeviceToHost));
+    if (run == 0) {
+      first_o = pb.o.host;
+      first_lse = lse;
+    } else if (first_o != pb.o.host || std::memcmp(first_lse.data(), lse.data(), lse.size() * 4) != 0) {
+      std::printf("FAIL determinism %s: run %d differs from the first\n", what, run);
+      return false;
+    }
+  }
+  std::printf("PASS determinism %s: 100 runs bitwise identical (O and LSE)\n", what);
+  return true;
+}
+
+// A mask of two query blocks (seq_q > block_q) with 64-key blocks: neither the decode family
+// (one query block) nor the Hopper family (128 x 128 blocks) takes it; O stays untouched.
+bool refusal(uint64_t seed) {
+  const Case c{1, 4, 4, 8, 200, 128, DType::BF16, false, CausalAlignment::TopLeft, MaskKind::Shared, 4, 64, 0.5,
+               false};
+  Rng rng(seed);
+  Problem pb(c);
+  pb.setup(c, rng);
+  std::fill(pb.o.host.begin(), pb.o.host.end(), kSentinel);
+  pb.o.upload();
+  const sparsek::Result r = pb.launch(c);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  pb.o.download();
+  const bool untouched = std::all_of(pb.o.host.begin(), pb.o.host.end(), [](uint16_t x) { return x == kSentinel; });
+  const bool ok = r.status == sparsek::Status::NotSupported && untouched && std::strncmp(r.message, "sparsek: ", 9) == 0;
+  std::printf("%s refusal (a mask of two query blocks, 64-key blocks): %s\n", ok ? "PASS" : "FAIL", r.message);
+  return ok;
+}
+
+// ---- --time ----
+int time_case(int argc, char** argv) {
+  if (argc != 10) {
+    std::fprintf(stderr,
+                 "usage: attention_decode_check --time DTYPE BATCH HEADS_Q HEADS_KV SEQ_Q SEQ_K HEAD_DIM ITERS\n");
+    return 2;
+  }
+  const DType t = std::strcmp(argv[2], "f16") == 0 ? DType::F16 : DType::BF16;
+  const int64_t B = std::atoll(argv[3]), HQ = std::atoll(argv[4]), HKV = std::atoll(argv[5]),
+                SQ = std::atoll(argv[6]), SK = std::atoll(argv[7]), D = std::atoll(argv[8]);
+  const int iters = std::atoi(argv[9]);
+  if (B < 1 || HQ < 1 || HKV < 1 || HQ % HKV != 0 || SQ < 1 || SK < 1 || (D != 64 && D != 128) || iters < 1) {
+    std::fprintf(stderr, "bad dims\n");
+    return 2;
+  }
+  // Device-side random data in chunks (a host fill of the whole KV cache would dominate).
+  Heads q(B, HQ, SQ, D, t, false), k(B, HKV, SK, D, t, false), v(B, HKV, SK, D, t, false), o(B, HQ, SQ, D, t, false);
+  Rng rng(7);
+  std::vector<uint16_t> chunk(1 << 20);
+  for (Heads* x : {&q, &k, &v, &o}) {
+    CUDA_CHECK(cudaMalloc(&x->dev, x->host.size() * 2));
+    for (size_t off = 0; off < x->host.size(); off += chunk.size()) {
+      const size_t n = std::min(chunk.size(), x->host.size() - off);
+      for (size_t i = 0; i < n; ++i) chunk[i] = to_bits(rng.sym(), t);
+      CUDA_CHECK(cudaMemcpy(static_cast<uint16_t*>(x->dev) + off, chunk.data(), n * 2, cudaMemcpyHostToDevice));
+    }
+  }
+  float* d_lse = nullptr;
+  CUDA_CHECK(cudaMalloc(&d_lse, size_t(B * HQ * SQ) * 4));
+  // A quarter of the 128-key blocks per (batch, KV head), at random, ascending.
+  Mask mask;
+  mask.block_q = int32_t(SQ);
+  mask.block_k = 128;
+  mask.q_blocks = 1;
+  mask.k_blocks = (SK + 127) / 128;
+  mask.batch = B;
+  mask.heads = HKV;
+  mask.patterns = B * HKV;
+  const int64_t keep = std::max<int64_t>(1, mask.k_blocks / 4);
+  std::vector<int32_t> all(size_t(mask.k_blocks));
+  for (int64_t p = 0; p < mask.patterns; ++p) {
+    for (int64_t j = 0; j < mask.k_blocks; ++j) all[size_t(j)] = int32_t(j);
+    for (int64_t j = 0; j < keep; ++j) std::swap(all[size_t(j)], all[size_t(j + int64_t(rng.next() % uint64_t(mask.k_blocks - j)))]);
+    std::sort(all.begin(), all.begin() + keep);
+    mask.col_idx.insert(mask.col_idx.end(), all.begin(), all.begin() + keep);
+    mask.row_ptr.push_back(int32_t(mask.col_idx.size()));
+  }
+  const BlockMaskView view = mask.upload();
+  int64_t kept_keys = 0;  // keys of the kept blocks (the last block may be partial)
+  for (int32_t j : mask.col_idx) kept_keys += std::min<int64_t>(128, SK - int64_t(j) * 128);
+
+  cudaEvent_t e0, e1;
+  CUDA_CHECK(cudaEventCreate(&e0));
+  CUDA_CHECK(cudaEventCreate(&e1));
+  const auto median = [&](const auto& body) {
+    body();  // warm-up
+    CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<float> times;
+    for (int rep = 0; rep < 5; ++rep) {
+      CUDA_CHECK(cudaEventRecord(e0));
+      for (int it = 0; it < iters; ++it) body();
+      CUDA_CHECK(cudaEventRecord(e1));
+      CUDA_CHECK(cudaEventSynchronize(e1));
+      float ms = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+      times.push_back(ms / float(iters));
+    }
+    std::sort(times.begin(), times.end());
+    return double(times[2]);
+  };
+  const double kv_bytes = double(B * HKV * SK) * double(D) * 2.0 * 2.0;
+  const double masked_bytes = double(kept_keys) * double(D) * 2.0 * 2.0;
+  // The bandwidth reference: a device-to-device copy of K into V's buffer reads and writes
+  // K's bytes (V is rewritten with random data after).
+  const double copy_ms = median([&] {
+    CUDA_CHECK(cudaMemcpyAsync(v.dev, k.dev, k.host.size() * 2, cudaMemcpyDeviceToDevice, nullptr));
+  });
+  const double copy_gbs = 2.0 * double(k.host.size() * 2) / (copy_ms * 1e-3) / 1e9;
+  for (size_t off = 0; off < v.host.size(); off += chunk.size()) {
+    const size_t n = std::min(chunk.size(), v.host.size() - off);
+    for (size_t i = 0; i < n; ++i) chunk[i] = to_bits(rng.sym(), t);
+    CUDA_CHECK(cudaMemcpy(static_cast<uint16_t*>(v.dev) + off, chunk.data(), n * 2, cudaMemcpyHostToDevice));
+  }
+  sparsek::AttentionOptions opt;
+  opt.causal = true;
+  opt.causal_alignment = CausalAlignment::BottomRight;
+  bool failed = false;
+  for (int masked = 0; masked < 2; ++masked) {
+    const BlockMaskView* mp = masked ? &view : nullptr;
+    sparsek::Backend chosen = sparsek::Backend::Auto;
+    sparsek::Result r = sparsek::can_implement(q.view(), k.view(), v.view(), o.out(), d_lse, mp, opt, &chosen);
+    if (!r.ok()) {
+      std::fprintf(stderr, "%s\n", r.message);
+      return 1;
+    }
+    const double ms = median([&] {
+      const sparsek::Result x = sparsek::attention(q.view(), k.view(), v.view(), o.out(), d_lse, mp, opt, nullptr);
+      if (!x.ok()) {
+        std::fprintf(stderr, "%s\n", x.message);
+        failed = true;
+      }
+    });
+    const double bytes = masked ? masked_bytes : kv_bytes;
+    std::printf("{\"impl\":\"sparsek\",\"backend\":%d,\"kv\":\"%s\",\"dtype\":\"%s\",\"batch\":%lld,\"heads_q\":%lld,"
+                "\"heads_kv\":%lld,\"seq_q\":%lld,\"seq_k\":%lld,\"head_dim\":%lld,\"kv_bytes\":%.0f,\"us\":%.2f,"
+                "\"gbs\":%.1f,\"copy_gbs\":%.1f}\n",
+                int(chosen), masked ? "topk_quarter" : "dense", name(t), (long long)B, (long long)HQ,
+                (long long)HKV, (long long)SQ, (long long)SK, (long long)D, bytes, ms * 1e3,
+                bytes / (ms * 1e-3) / 1e9, copy_gbs);
+  }
+  CUDA_CHECK(cudaGetLastError());
+  cudaFree(d_lse);
+  return failed ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "--time") == 0) return time_case(argc, argv);
+  int dev = 0;
+  cudaDeviceProp prop;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
+  std::printf("device: %s (cc %d.%d)\n", prop.name, prop.major, prop.minor);
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  const DType H = DType::F16, B = DType::BF16;
+  const CausalAlignment TL = CausalAlignment::TopLeft, BR = CausalAlignment::BottomRight;
+  using K = MaskKind;
+  const Case cases[] = {
+      // batch hq hkv seq_q seq_k d  dtype causal align mask           block_q block_k density bshd
+      {2, 32, 8, 1, 2049, 128, B, true, BR, K::None, 16, 128, 0, false},
+      {1, 8, 2, 2, 1500, 128, H, true, BR, K::PerKvHead, 16, 64, 0.5, false},
+      {2, 4, 4, 3, 37, 64, B, true, TL, K::None, 16, 128, 0, true},
+      {1, 16, 1, 1, 3000, 64, H, false, TL, K::Shared, 16, 100, 0.4, false},
+      {2, 4, 4, 16, 9, 128, B, true, BR, K::None, 16, 128, 0, false},
+      {1, 2, 2, 5, 0, 128, H, false, TL, K::None, 16, 128, 0, false},
+      {4, 32, 8, 1, 8999, 128, B, false, TL, K::None, 16, 128, 0, false},
+      {2, 32, 8, 4, 3001, 128, H, true, BR, K::PerKvHead, 4, 128, 0.25, false},
+      {1, 16, 2, 2, 4097, 64, B, true, BR, K::Shared, 2, 16, 0.5, true},
+      {3, 8, 8, 1, 1, 128, H, false, TL, K::None, 16, 128, 0, false},
+      {1, 2, 2, 16, 4097, 128, B, true, BR, K::PerQueryHead, 16, 33, 0.5, false},
+      {1, 6, 3, 8, 641, 64, H, true, BR, K::PerKvHead, 8, 7, 0.6, false},
+      {1, 5, 5, 13, 47, 128, B, true, BR, K::None, 16, 128, 0, false},
+      {1, 4, 2, 7, 2500, 128, H, true, TL, K::None, 16, 128, 0, true},
+      {2, 16, 1, 1, 9000, 128, H, true, BR, K::PerKvHead, 1, 128, 0.5, false},
+      {2, 8, 2, 2, 500, 64, B, false, TL, K::Shared, 16, 128, 0.0, false},
+      {1, 4, 4, 16, 300, 64, B, true, TL, K::None, 16, 128, 0, false},
+  };
+  // Shapes the family leaves to the Hopper family: more than 16 rows per KV head, a
+  // per-query-head mask under GQA.
+  const Case others[] = {
+      {1, 8, 2, 5, 700, 128, B, true, BR, K::None, 16, 128, 0, false},
+      {1, 4, 4, 17, 300, 64, H, false, TL, K::None, 16, 128, 0, false},
+      {2, 8, 2, 2, 900, 128, B, false, TL, K::PerQueryHead, 128, 128, 0.5, false},
+  };
+  int passed = 0, failed = 0;
+  uint64_t seed = 1;
+  for (const Case& c : cases) {
+    if (quick && seed > 6) break;
+    (run(c, seed++, true) ? passed : failed)++;
+  }
+  if (!quick) {
+    const bool hopper = prop.major == 9 && prop.minor == 0;
+    for (const Case& c : others) {
+      if (!hopper) {
+        std::printf("SKIP (not Hopper) a shape for the Hopper family\n");
+        continue;
+      }
+      (run(c, seed++, false) ? passed : failed)++;
+    }
+    // Few (batch, KV head) pairs over many keys (split), many pairs (not split).
+    const Case split{1, 8, 2, 2, 9000, 128, B, true, BR, K::PerKvHead, 16, 64, 0.5, false};
+    const Case whole{64, 32, 8, 1, 2000, 128, B, true, BR, K::None, 16, 128, 0, false};
+    (determinism(split, seed++) ? passed : failed)++;
+    (determinism(whole, seed++) ? passed : failed)++;
+    (refusal(seed++) ? passed : failed)++;
+  }
+  std::printf("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
