@@ -18,7 +18,7 @@ mod common;
 use std::sync::Arc;
 
 use common::{device, is_hopper, random_vec, seed, tolerance, upload};
-use cudarc::driver::{CudaContext, CudaSlice, DeviceRepr, ValidAsZeroBits};
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use rayon::prelude::*;
 use sparsek::{
@@ -231,11 +231,10 @@ struct Operands<T: DeviceRepr> {
 }
 
 fn operands<T: Element + DeviceRepr>(
-    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
     c: &Case,
     rng: &mut StdRng,
 ) -> Operands<T> {
-    let stream = ctx.default_stream();
     let (qs, ks) = (shape(c, c.heads_q, c.seq_q), shape(c, c.heads_kv, c.seq_k));
     let q: Vec<T> = random_vec(qs.required_len().unwrap(), rng);
     let k: Vec<T> = random_vec(ks.required_len().unwrap(), rng);
@@ -243,11 +242,11 @@ fn operands<T: Element + DeviceRepr>(
     let mask = random_mask(c, rng);
     let dmask = mask
         .as_ref()
-        .map(|m| DeviceBlockPatterns::upload(m, &stream).unwrap());
+        .map(|m| DeviceBlockPatterns::upload(m, stream).unwrap());
     Operands {
-        dq: upload(&stream, &q),
-        dk: upload(&stream, &k),
-        dv: upload(&stream, &v),
+        dq: upload(stream, &q),
+        dk: upload(stream, &k),
+        dv: upload(stream, &v),
         q,
         k,
         v,
@@ -320,7 +319,7 @@ fn run_case<T: Element + DeviceRepr + ValidAsZeroBits>(
     rng: &mut StdRng,
 ) {
     let stream = ctx.default_stream();
-    let ops = operands::<T>(ctx, &c, rng);
+    let ops = operands::<T>(&stream, &c, rng);
     let qs = ops.qs;
     let sentinel = T::from_f32(7.0);
     let mut o = upload(&stream, &poisoned(&c, &qs, sentinel));
@@ -518,7 +517,7 @@ fn decode_leaves_other_shapes() {
     // A mask of two 4-query blocks: neither family takes it (Hopper: 128 x 128 blocks only).
     let c = case(1, 4, 4, 8, 200, 128).mask(MaskKind::Shared, 4, 128);
     let stream = ctx.default_stream();
-    let ops = operands::<bf16>(&ctx, &c, &mut rng);
+    let ops = operands::<bf16>(&stream, &c, &mut rng);
     let before = poisoned(&c, &ops.qs, bf16::from_f32(7.0));
     let mut o = upload(&stream, &before);
     let mut lse = upload(&stream, &vec![f32::NAN; c.batch * c.heads_q * c.seq_q]);
@@ -549,7 +548,7 @@ fn decode_is_deterministic() {
             .causal(BR),
         case(64, 32, 8, 1, 2000, 128).causal(BR),
     ] {
-        let ops = operands::<bf16>(&ctx, &c, &mut rng);
+        let ops = operands::<bf16>(&stream, &c, &mut rng);
         let mut o = stream
             .alloc_zeros::<bf16>(ops.qs.required_len().unwrap())
             .unwrap();
@@ -604,4 +603,104 @@ fn decode_sanitized() {
         &mut rng,
     );
     run_case::<f16>(&ctx, case(2, 4, 4, 3, 37, 64).causal(BR).bshd(), &mut rng);
+}
+
+/// A decode step captured in a CUDA graph (no host synchronization or allocation outside the
+/// stream-ordered scratch pool): 100 replays bitwise equal to the eager call, and a replay
+/// on new queries equal to the eager call on them (the graph holds pointers, not values).
+/// A split case (the workspace and the combine kernel in the graph) and an unsplit one.
+#[test]
+fn decode_replays_in_a_cuda_graph() {
+    use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+    let Some(ctx) = device("decode_replays_in_a_cuda_graph") else {
+        return;
+    };
+    // SAFETY: every buffer of this test is created, used and freed on `stream` alone, so
+    // stream order is all the synchronization there is to manage (cudarc's per-buffer
+    // events, recorded outside the capture, are not wanted inside it).
+    unsafe { ctx.disable_event_tracking() };
+    let stream = ctx.new_stream().unwrap();
+    let mut rng = StdRng::seed_from_u64(seed());
+    for c in [
+        case(1, 8, 2, 2, 6000, 128)
+            .mask(MaskKind::PerKvHead, 16, 64)
+            .causal(BR),
+        case(64, 32, 8, 1, 1000, 128).causal(BR),
+    ] {
+        let mut ops = operands::<bf16>(&stream, &c, &mut rng);
+        let q_next: Vec<bf16> = random_vec(ops.q.len(), &mut rng);
+        let mut o = stream
+            .alloc_zeros::<bf16>(ops.qs.required_len().unwrap())
+            .unwrap();
+        let mut lse = stream
+            .alloc_zeros::<f32>(c.batch * c.heads_q * c.seq_q)
+            .unwrap();
+        let poison_o = vec![bf16::from_f32(f32::NAN); ops.qs.required_len().unwrap()];
+        let poison_lse = vec![f32::NAN; c.batch * c.heads_q * c.seq_q];
+        // Eager, on both queries: the expected outputs (and the set-up the capture needs).
+        let mut eager = Vec::new();
+        for q in [ops.q.clone(), q_next.clone()] {
+            stream.memcpy_htod(&q, &mut ops.dq).unwrap();
+            let r = launch(&c, &ops, &mut o, &mut lse);
+            if refusal_expected(&ctx, &c, &r) {
+                println!("SKIP {c:?}: {}", r.unwrap_err());
+                break;
+            }
+            r.unwrap();
+            eager.push((
+                stream.clone_dtoh(&o).unwrap(),
+                stream.clone_dtoh(&lse).unwrap(),
+            ));
+        }
+        if eager.len() < 2 {
+            continue;
+        }
+        let same = |got: &(Vec<bf16>, Vec<f32>), want: &(Vec<bf16>, Vec<f32>)| {
+            got.0
+                .iter()
+                .zip(&want.0)
+                .all(|(a, b)| a.to_bits() == b.to_bits())
+                && got
+                    .1
+                    .iter()
+                    .zip(&want.1)
+                    .all(|(a, b)| a.to_bits() == b.to_bits())
+        };
+        stream.memcpy_htod(&ops.q, &mut ops.dq).unwrap();
+        stream.synchronize().unwrap();
+        stream
+            .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .unwrap();
+        launch(&c, &ops, &mut o, &mut lse).unwrap();
+        let graph = stream
+            .end_capture(CUgraphInstantiate_flags(0))
+            .unwrap_or_else(|e| panic!("{c:?}: the decode attention did not capture: {e}"))
+            .expect("a captured call has nodes");
+        for rep in 0..100 {
+            stream.memcpy_htod(&poison_o, &mut o).unwrap();
+            stream.memcpy_htod(&poison_lse, &mut lse).unwrap();
+            graph.launch().unwrap();
+            let got = (
+                stream.clone_dtoh(&o).unwrap(),
+                stream.clone_dtoh(&lse).unwrap(),
+            );
+            assert!(
+                same(&got, &eager[0]),
+                "{c:?}: replay {rep} differs from the eager call"
+            );
+        }
+        stream.memcpy_htod(&q_next, &mut ops.dq).unwrap();
+        stream.memcpy_htod(&poison_o, &mut o).unwrap();
+        graph.launch().unwrap();
+        let got = (
+            stream.clone_dtoh(&o).unwrap(),
+            stream.clone_dtoh(&lse).unwrap(),
+        );
+        assert!(
+            same(&got, &eager[1]),
+            "{c:?}: a replay on new queries differs from the eager call on them"
+        );
+        stream.synchronize().unwrap();
+        println!("{c:?}: captured, 100 replays bitwise equal to eager, new queries too");
+    }
 }

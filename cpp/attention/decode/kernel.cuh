@@ -289,6 +289,13 @@ __global__ void __launch_bounds__(DecodeTraits<kRow>::kThreads) attention_decode
     }
   };
 
+  // The ring's first tiles in flight before Q's loads.
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i) {
+    if (i < mine) load(i, i);
+    ptx::cp_async_commit();
+  }
+
   // Q's A fragments (rows g and g + 8; columns 2t, 2t + 1 and 2t + 8, 2t + 9 of each k16
   // step), and each row's last kept key (causal; padding rows keep everything: zero Q).
   uint32_t qa[Tr::kK16][4];
@@ -317,11 +324,6 @@ __global__ void __launch_bounds__(DecodeTraits<kRow>::kThreads) attention_decode
   float m[2] = {-INFINITY, -INFINITY};  // running row max (log2 domain)
   float l[2] = {0.0f, 0.0f};            // this lane's share of the running row sum
 
-#pragma unroll
-  for (int i = 0; i < kStages - 1; ++i) {
-    if (i < mine) load(i, i);
-    ptx::cp_async_commit();
-  }
   // ldmatrix lane addresses within a slot: K (x4: keys 0-7 / 8-15 by lane / 16, the k16
   // step's two 8-column halves by lane / 8 % 2) and V (.trans: keys by lane / 8 % 2, the n16
   // step's halves by lane / 16).
