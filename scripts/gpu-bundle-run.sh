@@ -12,6 +12,7 @@
 #   run.sh fp8 [ARGS]      # bench_report fp8 ARGS (W8A8 and W8A16 beside dense FP8 cuBLASLt and f16)
 #   run.sh sddmm           # the SDDMM sweep beside torch.sparse.sampled_addmm (cuSPARSE)
 #   run.sh attention       # attention beside PyTorch SDPA and FlexAttention (same masks), table
+#   run.sh decode          # the split-KV decode attention: GB/s on K and V, dense and a quarter of the blocks, beside a device copy
 #   run.sh sanitize        # GPU tests under compute-sanitizer memcheck and racecheck
 #
 # The test modes run each Rust test in a process of its own (`BIN --exact NAME`: its own
@@ -339,6 +340,18 @@ case "${1:-test}" in
     python3 "$here/attention_torch.py" --iters 10 "${cases[@]}" >> "$out/attention.jsonl" || exit 1
     exec "$here/bench_report" attention "$out/attention.jsonl" --json "$out/attention.json"
     ;;
+  decode)
+    # The split-KV decode family at the issue's shapes (batch 32, 32 query heads over 8 KV
+    # heads, head_dim 128, one query per sequence, seq_k 8192 and 32768), then few sequences
+    # over long keys (the split path) and 4 queries per sequence: one JSON line each for the
+    # dense KV and a random quarter of the 128-key blocks, each beside a device-to-device
+    # copy's bandwidth in the same run.
+    for dt in bf16 f16; do for sk in 8192 32768; do
+      "$here/attention_decode_check" --time $dt 32 32 8 1 $sk 128 20 || exit 1
+    done; done
+    "$here/attention_decode_check" --time bf16 1 32 8 1 32768 128 20 || exit 1
+    "$here/attention_decode_check" --time bf16 8 32 8 4 8192 128 20 || exit 1
+    ;;
   sanitize)
     fail=0
     # A representative subset: small sweeps keep the sanitizers' slowdown bearable.
@@ -383,7 +396,7 @@ case "${1:-test}" in
     exit $fail
     ;;
   *)
-    echo "usage: run.sh [test | test-spmm | test-ops | bench [ARGS] | report [ARGS] | products [ARGS] | fp8 [ARGS] | sddmm | attention | sanitize]" >&2
+    echo "usage: run.sh [test | test-spmm | test-ops | bench [ARGS] | report [ARGS] | products [ARGS] | fp8 [ARGS] | sddmm | attention | decode | sanitize]" >&2
     exit 2
     ;;
 esac
