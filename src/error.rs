@@ -304,7 +304,7 @@ pub enum Error {
     Gated(&'static str),
     /// K and V's heads do not divide Q's (grouped-query attention: query head `h` reads KV
     /// head `h / (q_heads / kv_heads)`; `kv_heads` may be 0 only when `q_heads` is).
-    #[error("K and V have {kv_heads} heads: they must divide Q's {q_heads} heads (grouped-query attention)")]
+    #[error("K's heads ({kv_heads}) must divide Q's heads ({q_heads}): grouped-query attention")]
     HeadGroups {
         /// Heads of Q (and O).
         q_heads: usize,

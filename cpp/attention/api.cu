@@ -97,7 +97,7 @@ Result check_no_self_overlap(const char* name, const HeadsView& t) {
 Result check_head_groups(int64_t heads_q, int64_t heads_kv) {
   if (heads_kv < 0 || (heads_kv == 0 ? heads_q != 0 : heads_q % heads_kv != 0))
     return make_result(Status::InvalidArgument,
-                       "K and V have %lld heads: must divide Q's %lld heads (grouped-query attention)",
+                       "K's heads (%lld) must divide Q's heads (%lld): grouped-query attention",
                        (long long)heads_kv, (long long)heads_q);
   return Result{};
 }

@@ -1053,6 +1053,63 @@ int main() {
       expect("attention: control, one pattern, batch/heads ignored", run(q32, kv32, o32, nullptr, &one, opt),
              Status::CudaError, "device");
     }
+    // Grouped-query attention: K and V have heads_kv heads, a divisor of Q's; a per-head mask
+    // is made for Q's heads or K's; the causal alignment is one of the enum's values.
+    {
+      HeadsView k3 = kv;
+      k3.heads = 3;
+      expect("attention: K with 3 heads, Q 2", run(q, k3, o, lse, &m, opt), bad_status(), "must divide");
+      HeadsView k0 = kv;
+      k0.heads = 0;
+      expect("attention: K with 0 heads, Q 2", run(q, k0, o, lse, &m, opt), bad_status(), "must divide");
+      HeadsView k1 = kv;
+      k1.heads = 1, k1.stride_b = 8 * 64;
+      expect("attention: control, MQA (K and V with 1 head, Q 2)", run(q, k1, o, lse, &m, opt), Status::CudaError,
+             "device");
+      expect("attention: V with 2 heads, K 1",
+             sparsek::attention(q, k1, kv, o, lse, &m, opt, nullptr), bad_status(), "V is");
+      const HeadsView q32 = sparsek::packed_heads(mem.b.data(), 3, 2, 8, 64, DType::BF16);
+      const HeadsView kv31 = sparsek::packed_heads(mem.values.data(), 3, 1, 8, 64, DType::BF16);
+      const HeadsMutView o32 = sparsek::packed_heads_mut(mem.c.data(), 3, 2, 8, 64, DType::BF16);
+      sparsek::BlockMaskView ph = m;
+      ph.patterns = 3, ph.nnzb = 3, ph.batch = 3, ph.heads = 1;
+      expect("attention: control, a mask per KV head (3 patterns for (3, 1))", run(q32, kv31, o32, nullptr, &ph, opt),
+             Status::CudaError, "device");
+      ph.patterns = 6, ph.nnzb = 6, ph.heads = 2;
+      expect("attention: control, a mask per query head (6 patterns for (3, 2)), K 1 head",
+             run(q32, kv31, o32, nullptr, &ph, opt), Status::CudaError, "device");
+      ph.patterns = 3, ph.nnzb = 3, ph.batch = 1, ph.heads = 3;
+      expect("attention: mask made for (1, 3): heads neither Q's 2 nor K's 1", run(q32, kv31, o32, nullptr, &ph, opt),
+             bad_status(), "made for");
+      ph.patterns = 6, ph.nnzb = 6, ph.batch = 3, ph.heads = 1;
+      expect("attention: 6 patterns made for (3, 1)", run(q32, kv31, o32, nullptr, &ph, opt), bad_status(),
+             "patterns");
+      sparsek::AttentionOptions ca = opt;
+      ca.causal = true;
+      ca.causal_alignment = sparsek::CausalAlignment::BottomRight;
+      expect("attention: control, bottom-right causal", run(q, kv, o, lse, &m, ca), Status::CudaError, "device");
+      ca.causal_alignment = static_cast<sparsek::CausalAlignment>(2);
+      expect("attention: causal_alignment = 2", run(q, kv, o, lse, &m, ca), bad_status(), "causal_alignment");
+      ca.causal = false;  // checked whether or not causal is on
+      ca.causal_alignment = static_cast<sparsek::CausalAlignment>(-1);
+      expect("attention: causal_alignment = -1, not causal", run(q, kv, o, lse, &m, ca), bad_status(),
+             "causal_alignment");
+      int64_t n = -1;
+      sparsek::TopkGatingOptions ga;
+      ga.causal = true;
+      ga.causal_alignment = static_cast<sparsek::CausalAlignment>(3);
+      expect("block_topk_nnzb: causal_alignment = 3", sparsek::block_topk_nnzb(1, 2, 8, 8, ga, &n), bad_status(),
+             "causal_alignment");
+      sparsek::BlockMaskView gv;
+      expect("block_topk: K with 3 heads, Q 2",
+             sparsek::block_topk(q, k3, sparsek::TopkGatingOptions{}, reinterpret_cast<int32_t*>(mem.row_ptr.data()),
+                                 reinterpret_cast<int32_t*>(mem.col_idx.data()), &gv, nullptr),
+             bad_status(), "must divide");
+      expect("block_topk: control, K with 1 head, Q 2",
+             sparsek::block_topk(q, k1, sparsek::TopkGatingOptions{}, reinterpret_cast<int32_t*>(mem.row_ptr.data()),
+                                 reinterpret_cast<int32_t*>(mem.col_idx.data()), &gv, nullptr),
+             Status::CudaError, "device");
+    }
     int64_t nnzb = -1;
     sparsek::TopkGatingOptions go;
     go.top_k = -1;
@@ -1127,18 +1184,35 @@ int main() {
                     why.empty() ? r.message : why.c_str(), secs);
         (why.empty() ? passed : failed)++;
       }
-      // The closed form against the row-by-row sum (causal, unequal blocks, small top_k).
-      sparsek::TopkGatingOptions small;
-      small.causal = true, small.top_k = 3, small.block_q = 96, small.block_k = 160;
-      int64_t got = -1, want = 0;
-      const int64_t sq = 5000, sk = 3000, qb = (sq + 95) / 96, kb = (sk + 159) / 160;
-      for (int64_t i = 0; i < qb; ++i)
-        want += std::min<int64_t>(small.top_k, std::min<int64_t>(kb, ((i + 1) * 96 - 1) / 160 + 1));
-      const sparsek::Result r = sparsek::block_topk_nnzb(2, 3, sq, sk, small, &got);
-      const bool ok = r.ok() && got == 6 * want;
-      std::printf("%s block_topk_nnzb: closed form = row sum (%lld, want %lld)\n", ok ? "PASS" : "FAIL",
-                  (long long)got, (long long)(6 * want));
-      (ok ? passed : failed)++;
+      // The closed form against the row-by-row sum (causal, unequal blocks, small top_k), both
+      // alignments; bottom-right with more queries than keys (rows with no candidate) and fewer.
+      struct Lengths {
+        sparsek::CausalAlignment alignment;
+        int64_t sq, sk;
+      };
+      const Lengths lengths[] = {{sparsek::CausalAlignment::TopLeft, 5000, 3000},
+                                 {sparsek::CausalAlignment::BottomRight, 5000, 3000},
+                                 {sparsek::CausalAlignment::BottomRight, 700, 9000},
+                                 {sparsek::CausalAlignment::BottomRight, 3000, 3000}};
+      for (const Lengths& l : lengths) {
+        sparsek::TopkGatingOptions small;
+        small.causal = true, small.top_k = 3, small.block_q = 96, small.block_k = 160;
+        small.causal_alignment = l.alignment;
+        const int64_t off = l.alignment == sparsek::CausalAlignment::BottomRight ? l.sk - l.sq : 0;
+        int64_t got = -1, want = 0;
+        const int64_t qb = (l.sq + 95) / 96, kb = (l.sk + 159) / 160;
+        for (int64_t i = 0; i < qb; ++i) {
+          const int64_t last = (i + 1) * 96 - 1 + off;  // key block j is a candidate when j*160 <= last
+          const int64_t cand = last < 0 ? 0 : std::min<int64_t>(kb, last / 160 + 1);
+          want += std::min<int64_t>(small.top_k, cand);
+        }
+        const sparsek::Result r = sparsek::block_topk_nnzb(2, 3, l.sq, l.sk, small, &got);
+        const bool ok = r.ok() && got == 6 * want;
+        std::printf("%s block_topk_nnzb: closed form = row sum (%s, seq %lld / %lld: %lld, want %lld)\n",
+                    ok ? "PASS" : "FAIL", l.alignment == sparsek::CausalAlignment::TopLeft ? "top-left" : "bottom-right",
+                    (long long)l.sq, (long long)l.sk, (long long)got, (long long)(6 * want));
+        (ok ? passed : failed)++;
+      }
     }
     sparsek::BlockMaskView out;
     expect("block_topk_scores: null scores",

@@ -401,13 +401,25 @@ bool no_self_overlap(const HeadsView& t) {
 
 i128 ceil_div(i128 a, i128 b) { return (a + b - 1) / b; }
 
+// Grouped-query heads: heads_kv divides heads_q (a multiple of it; 0 only divides 0).
+bool divides(int64_t heads_kv, int64_t heads_q) {
+  if (heads_kv < 0 || heads_q < 0) return false;
+  return heads_kv == 0 ? heads_q == 0 : heads_q % heads_kv == 0;
+}
+
+bool valid_alignment(sparsek::CausalAlignment a) {
+  return a == sparsek::CausalAlignment::TopLeft || a == sparsek::CausalAlignment::BottomRight;
+}
+
 Want model_attention(const HeadsView& q, const HeadsView& k, const HeadsView& v, const HeadsView& o,
                      const float* lse, const BlockMaskView* mask, const sparsek::AttentionOptions& opt) {
   if (q.batch < 0 || q.heads < 0 || q.seq < 0 || k.seq < 0 || q.head_dim < 1) return Want::Invalid;
+  // K and V have heads_kv heads, a divisor of Q's (0 only when Q has none).
+  if (!divides(k.heads, q.heads)) return Want::Invalid;
   Range qr, kr, vr, orr;
   if (!heads_ok(q, q.batch, q.heads, q.seq, q.head_dim, &qr) ||
-      !heads_ok(k, q.batch, q.heads, k.seq, q.head_dim, &kr) ||
-      !heads_ok(v, q.batch, q.heads, k.seq, q.head_dim, &vr) ||
+      !heads_ok(k, q.batch, k.heads, k.seq, q.head_dim, &kr) ||
+      !heads_ok(v, q.batch, k.heads, k.seq, q.head_dim, &vr) ||
       !heads_ok(o, q.batch, q.heads, q.seq, q.head_dim, &orr))
     return Want::Invalid;
   if (k.dtype != q.dtype || v.dtype != q.dtype || o.dtype != q.dtype) return Want::Invalid;
@@ -418,6 +430,7 @@ Want model_attention(const HeadsView& q, const HeadsView& k, const HeadsView& v,
   if (misaligned(lse, 4)) return Want::Invalid;
   if (!std::isfinite(opt.scale) || opt.scale < 0.0f) return Want::Invalid;
   if (!valid_backend(opt.backend)) return Want::Invalid;
+  if (!valid_alignment(opt.causal_alignment)) return Want::Invalid;
   Range rp, ci;
   if (mask != nullptr) {
     const BlockMaskView& m = *mask;
@@ -425,8 +438,10 @@ Want model_attention(const HeadsView& q, const HeadsView& k, const HeadsView& v,
     const i128 qb = ceil_div(q.seq, m.block_q), kb = ceil_div(k.seq, m.block_k);
     if (qb > kI32Max || kb > kI32Max) return Want::Invalid;
     if (m.q_blocks != qb || m.k_blocks != kb) return Want::Invalid;
-    if (m.patterns != 1 && i128(m.patterns) != bh) return Want::Invalid;
-    if (m.patterns != 1 && (m.batch != q.batch || m.heads != q.heads)) return Want::Invalid;
+    // One pattern, or batch * mask.heads made for (Q's batch, Q's or K's heads).
+    if (m.patterns != 1 && (m.batch != q.batch || (m.heads != q.heads && m.heads != k.heads) ||
+                            i128(m.patterns) != i128(q.batch) * m.heads))
+      return Want::Invalid;
     const i128 rows_len = i128(m.patterns) * m.q_blocks;
     if (rows_len >= kI32Max) return Want::Invalid;
     if (m.nnzb < 0 || m.nnzb > kI32Max || m.nnzb > rows_len * m.k_blocks) return Want::Invalid;
@@ -462,6 +477,7 @@ Want model_gating_dims(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_
                        const sparsek::TopkGatingOptions& o, Gating* g) {
   if (batch < 0 || heads < 0 || seq_q < 0 || seq_k < 0) return Want::Invalid;
   if (o.block_q < 1 || o.block_k < 1 || o.top_k < 0) return Want::Invalid;
+  if (!valid_alignment(o.causal_alignment)) return Want::Invalid;
   const i128 qb = ceil_div(seq_q, o.block_q), kb = ceil_div(seq_k, o.block_k);
   const i128 bh = i128(batch) * heads;
   if (qb > kI32Max || kb > kI32Max || bh > kI64Max) return Want::Invalid;
@@ -472,22 +488,37 @@ Want model_gating_dims(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_
     return Want::Reached;
   }
   // The blocks one pattern keeps: row i keeps min(top_k, candidates(i)), candidates(i) =
-  // f(i) = ((i+1)*block_q - 1)/block_k + 1 (causal, at most k_blocks) or k_blocks. Summed
-  // row by row when the rows are few; else by candidate count (sum over c < T of the rows with
-  // f(i) > c: f never decreases and #{i : f(i) <= c} = min(q_blocks, c*block_k/block_q)) when
-  // T = min(top_k, k_blocks) is small; else in closed form (floor_sum).
+  // f(i) = ((i+1)*block_q - 1 + off)/block_k + 1 (causal, at most k_blocks, 0 when the
+  // numerator is negative; off = seq_k - seq_q bottom-right, else 0) or k_blocks. Summed row by
+  // row when the rows are few; else by candidate count (sum over c < T of the rows with
+  // f(i) > c: f never decreases, and f(i) > c from the first i with (i+1)*block_q >= c*block_k
+  // + 1 - off) when T = min(top_k, k_blocks) is small; else in closed form (floor_sum from the
+  // first row with a candidate).
   const i128 t = std::min<i128>(o.top_k, kb), bq = o.block_q, bk = o.block_k;
+  const i128 off = o.causal && o.causal_alignment == sparsek::CausalAlignment::BottomRight ? i128(seq_k) - seq_q : 0;
+  const auto f = [&](i128 i) -> i128 {
+    const i128 last = (i + 1) * bq - 1 + off;
+    return last < 0 ? 0 : std::min(kb, last / bk + 1);
+  };
   i128 per = 0;
   constexpr i128 kLoop = 4096;
   if (!o.causal) {
     per = qb * t;
   } else if (qb <= kLoop) {
-    for (i128 i = 0; i < qb; ++i) per += std::min(t, std::min(kb, ((i + 1) * bq - 1) / bk + 1));
+    for (i128 i = 0; i < qb; ++i) per += std::min(t, f(i));
   } else if (t <= kLoop) {
-    for (i128 c = 0; c < t; ++c) per += qb - std::min<i128>(qb, c * bk / bq);
+    for (i128 c = 0; c < t; ++c) {
+      const i128 x = c * bk + 1 - off;  // (i+1)*bq >= x
+      per += qb - std::min<i128>(qb, x <= bq ? 0 : ceil_div(x, bq) - 1);
+    }
   } else {
-    const i128 below = std::min<i128>(qb, (t - 1) * bk / bq);  // the rows with f(i) < T
-    per = below + floor_sum(below, bk, bq, bq - 1) + (qb - below) * t;
+    const i128 s0 = off >= 0 ? 0 : ceil_div(1 - off, bq) - 1;  // the first row with a candidate
+    if (s0 < qb) {
+      const i128 n = qb - s0, c0 = (s0 + 1) * bq - 1 + off;  // row s0 + u: f = (bq*u + c0)/bk + 1
+      const i128 need = (t - 1) * bk;
+      const i128 below = std::min<i128>(n, need > c0 ? ceil_div(need - c0, bq) : 0);  // rows with f < T
+      per = below + floor_sum(below, bk, bq, c0) + (n - below) * t;
+    }
   }
   if (per * bh > kI32Max) return Want::Invalid;
   g->nnzb = per * bh;
@@ -945,26 +976,31 @@ HeadsView heads_view(void* data, int64_t batch, int64_t heads, int64_t seq, int6
 AttnCase attention_base(Rng& rng, const Arenas& mem) {
   static const int64_t kD[] = {64, 128, 64, 128, 1, 8};
   AttnCase x;
-  const int64_t batch = rng.range(0, 2), heads = rng.range(0, 3), sq = rng.range(0, 300), sk = rng.range(0, 300);
+  const int64_t batch = rng.range(0, 2), heads = rng.range(0, 4), sq = rng.range(0, 300), sk = rng.range(0, 300);
+  // K and V's heads: Q's, or a divisor of them (grouped-query attention).
+  const int64_t heads_kv = rng.chance(0.5) || heads == 0 ? heads : (heads % 2 == 0 && rng.chance(0.5) ? 2 : 1);
   const int64_t d = rng.pick(kD);
   const DType t = rng.chance(0.5) ? DType::F16 : DType::BF16;
   x.q = heads_view(in_slot(rng, mem, 0), batch, heads, sq, d, t, rng.chance(0.3));
-  x.k = heads_view(in_slot(rng, mem, 1), batch, heads, sk, d, t, rng.chance(0.3));
-  x.v = rng.chance(0.2) ? x.k : heads_view(in_slot(rng, mem, 2), batch, heads, sk, d, t, rng.chance(0.3));
+  x.k = heads_view(in_slot(rng, mem, 1), batch, heads_kv, sk, d, t, rng.chance(0.3));
+  x.v = rng.chance(0.2) ? x.k : heads_view(in_slot(rng, mem, 2), batch, heads_kv, sk, d, t, rng.chance(0.3));
   x.o = heads_view(in_slot(rng, mem, 3), batch, heads, sq, d, t, rng.chance(0.3));
   if (rng.chance(0.6)) x.lse = static_cast<float*>(in_slot(rng, mem, 4));
   x.opt.causal = rng.chance(0.5);
   x.opt.scale = rng.chance(0.8) ? 0.0f : rng.wild_float();
   x.opt.backend = rng.chance(0.8) ? Backend::Auto : static_cast<Backend>(rng.range(0, 3));
   x.opt.check_indices = rng.chance(0.3);
+  x.opt.causal_alignment = rng.chance(0.5) ? sparsek::CausalAlignment::TopLeft : sparsek::CausalAlignment::BottomRight;
   x.has_mask = rng.chance(0.7);
   BlockMaskView& m = x.mask;
   m.block_q = rng.chance(0.8) ? 128 : int32_t(rng.range(1, 200));
   m.block_k = rng.chance(0.8) ? 128 : int32_t(rng.range(1, 200));
   m.q_blocks = (sq + m.block_q - 1) / m.block_q, m.k_blocks = (sk + m.block_k - 1) / m.block_k;
-  const bool per_head = rng.chance(0.5) && batch * heads > 1;
-  m.patterns = per_head ? batch * heads : 1;
-  if (per_head || rng.chance(0.3)) m.batch = batch, m.heads = heads;
+  // Per-head patterns per query head or per KV head.
+  const int64_t mask_heads = rng.chance(0.5) ? heads : heads_kv;
+  const bool per_head = rng.chance(0.5) && batch * mask_heads > 1;
+  m.patterns = per_head ? batch * mask_heads : 1;
+  if (per_head || rng.chance(0.3)) m.batch = batch, m.heads = mask_heads;
   m.nnzb = rng.range(0, m.patterns * m.q_blocks * m.k_blocks);
   m.row_ptr = static_cast<const int32_t*>(in_slot(rng, mem, 5));
   m.col_idx = static_cast<const int32_t*>(in_slot(rng, mem, 6));
@@ -1031,19 +1067,30 @@ void attention_mutate(Rng& rng, const Arenas& mem, AttnCase& x) {
       break;
     }
     case 15:
-      switch (rng.bits() % 4) {
+      switch (rng.bits() % 6) {
         case 0: x.opt.scale = rng.wild_float(); break;
         case 1: x.opt.backend = rng.wild_enum<Backend>(); break;
         case 2: x.has_mask = !x.has_mask; break;
+        case 3: x.opt.causal_alignment = rng.wild_enum<sparsek::CausalAlignment>(); break;
+        case 4: {  // K and V's heads: a divisor of Q's, or any count
+          const int64_t w = rng.chance(0.5) ? rng.range(0, 4) : rng.wild64();
+          x.k.heads = w;
+          if (rng.chance(0.8)) x.v.heads = w;
+          break;
+        }
         default: x.opt.causal = !x.opt.causal; break;
       }
       break;
     case 16: (rng.chance(0.5) ? x.mask.block_q : x.mask.block_k) = rng.wild32(); break;
     case 17: (rng.chance(0.5) ? x.mask.q_blocks : x.mask.k_blocks) = rng.wild64(); break;
     case 18:
-      switch (rng.bits() % 3) {
+      switch (rng.bits() % 4) {
         case 0: x.mask.patterns = rng.chance(0.5) ? rng.wild64() : sat(i128(x.q.batch) * x.q.heads); break;
         case 1: x.mask.batch = rng.chance(0.5) ? rng.wild64() : x.q.heads; break;
+        case 2:  // made for K's heads (one pattern per KV head), consistently or not
+          x.mask.heads = x.k.heads;
+          if (rng.chance(0.7)) x.mask.batch = x.q.batch, x.mask.patterns = sat(i128(x.q.batch) * x.k.heads);
+          break;
         default: x.mask.heads = rng.chance(0.5) ? rng.wild64() : x.q.batch; break;
       }
       break;
@@ -1162,12 +1209,15 @@ GatingCase gating_base(Rng& rng, const Arenas& mem) {
   x.seq_q = rng.range(0, 2000), x.seq_k = rng.range(0, 2000);
   x.o.top_k = int32_t(rng.range(0, 10));
   x.o.causal = rng.chance(0.5);
+  x.o.causal_alignment = rng.chance(0.5) ? sparsek::CausalAlignment::TopLeft : sparsek::CausalAlignment::BottomRight;
   x.o.block_q = rng.chance(0.7) ? 128 : int32_t(rng.range(1, 300));
   x.o.block_k = rng.chance(0.7) ? 128 : int32_t(rng.range(1, 300));
   const int64_t d = rng.chance(0.5) ? 64 : rng.range(1, 130);
   const DType t = rng.chance(0.5) ? DType::F16 : DType::BF16;
   x.q = heads_view(in_slot(rng, mem, 0), x.batch, x.heads, x.seq_q, d, t, rng.chance(0.3));
-  x.k = heads_view(in_slot(rng, mem, 1), x.batch, x.heads, x.seq_k, d, t, rng.chance(0.3));
+  // K's heads: Q's, or a divisor of them (grouped-query attention).
+  const int64_t heads_kv = rng.chance(0.5) || x.heads == 0 ? x.heads : (x.heads % 2 == 0 && rng.chance(0.5) ? 2 : 1);
+  x.k = heads_view(in_slot(rng, mem, 1), x.batch, heads_kv, x.seq_k, d, t, rng.chance(0.3));
   x.scores = static_cast<const float*>(in_slot(rng, mem, 2));
   x.row_ptr = static_cast<int32_t*>(in_slot(rng, mem, 3));
   x.col_idx = static_cast<int32_t*>(in_slot(rng, mem, 4));
@@ -1194,7 +1244,10 @@ void gating_mutate(Rng& rng, const Arenas& mem, GatingCase& x) {
     case 3: x.seq_k = x.k.seq = rng.chance(0.5) ? rng.wild64() : rng.range(0, int64_t(1) << 41); break;
     case 4: x.o.top_k = rng.wild32(); break;
     case 5: (rng.chance(0.5) ? x.o.block_q : x.o.block_k) = rng.wild32(); break;
-    case 6: x.o.causal = !x.o.causal; break;
+    case 6:
+      if (rng.chance(0.7)) x.o.causal = !x.o.causal;
+      else x.o.causal_alignment = rng.wild_enum<sparsek::CausalAlignment>();
+      break;
     case 7: {
       HeadsView& h = rng.chance(0.5) ? x.q : x.k;
       switch (rng.bits() % 6) {
@@ -1489,8 +1542,8 @@ int main() {
       judge.record(t, i, "attention", r, want);
       const Devices d = draw_devices(rng);
       detail::AttentionProblem p = detail::AttentionProblem::from_rust(
-          HeadsView{}, HeadsView{}, HeadsView{}, sparsek::HeadsMutView{}, nullptr, nullptr, false, 1.0f, Backend::Auto,
-          unwritten_device());
+          HeadsView{}, HeadsView{}, HeadsView{}, sparsek::HeadsMutView{}, nullptr, nullptr, false,
+          sparsek::CausalAlignment::TopLeft, 1.0f, Backend::Auto, unwritten_device());
       const Result v = detail::finish(detail::validate(x.q, x.k, x.v, out(x.o), x.lse, mask, x.opt, d.source(), &p));
       judge.record(tv, i, "validate", v, with_devices(want, d), validator_why(v, want, d, p.device.id, r),
                    Status::Success);
@@ -1523,8 +1576,9 @@ int main() {
       Want want = dims;
       Range qr, kr;
       if (want == Want::Reached) {
-        if (x.q.head_dim < 1 || !heads_ok(x.q, x.q.batch, x.q.heads, x.q.seq, x.q.head_dim, &qr) ||
-            !heads_ok(x.k, x.q.batch, x.q.heads, x.k.seq, x.q.head_dim, &kr) || x.k.dtype != x.q.dtype)
+        if (x.q.head_dim < 1 || !divides(x.k.heads, x.q.heads) ||
+            !heads_ok(x.q, x.q.batch, x.q.heads, x.q.seq, x.q.head_dim, &qr) ||
+            !heads_ok(x.k, x.q.batch, x.k.heads, x.k.seq, x.q.head_dim, &kr) || x.k.dtype != x.q.dtype)
           want = Want::Invalid;
         else
           want = model_gating_outputs(g, x.row_ptr, x.col_idx, mask, qr, kr);
