@@ -1,7 +1,8 @@
 //! GPU tests of attention and the top-k gating (`--features cuda`), against a naive f64
-//! attention and the CPU gating. Without a GPU each test says SKIPPED and returns; with
-//! SPARSEK_REQUIRE_GPU=1 (the bundle's run script) a missing GPU fails. On a GPU that is not
-//! Hopper the kernels refuse (NotSupported), which the tests check instead.
+//! attention (grouped-query heads and both causal alignments included) and the CPU gating.
+//! Without a GPU each test says SKIPPED and returns; with SPARSEK_REQUIRE_GPU=1 (the bundle's
+//! run script) a missing GPU fails. On a GPU that is not Hopper the kernels refuse
+//! (NotSupported), which the tests check instead.
 #![cfg(feature = "full")]
 
 mod common;
@@ -9,14 +10,15 @@ mod common;
 use std::sync::Arc;
 
 use common::{
-    attention_reference, device, is_hopper, random_patterns, random_vec, seed, tolerance,
+    attention_reference_aligned, device, is_hopper, random_patterns, random_vec, seed, tolerance,
 };
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use sparsek::attention::{block_topk_pooled, block_topk_scores};
 use sparsek::{
-    attention_into, bf16, f16, gpu, AttentionOptions, Backend, BlockPatterns, DeviceBlockPatterns,
-    Element, Error, Heads, HeadsMut, HeadsShape, LseMut, MaskOperand, TopkOptions,
+    attention_into, bf16, f16, gpu, AttentionOptions, Backend, BlockPatterns, CausalAlignment,
+    DeviceBlockPatterns, Element, Error, Heads, HeadsMut, HeadsShape, LseMut, MaskOperand,
+    TopkOptions,
 };
 
 #[derive(Debug, Clone, Copy)]
@@ -26,23 +28,45 @@ enum MaskKind {
     TopK(usize),
 }
 
+/// Which heads a random mask is made for.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum PerHead {
+    /// One pattern for every (batch, head).
+    Shared,
+    /// One per (batch, query head).
+    Query,
+    /// One per (batch, KV head), shared by the group's query heads.
+    Kv,
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Case {
     batch: usize,
     heads: usize,
+    /// K and V's heads (dividing `heads`: grouped-query attention).
+    heads_kv: usize,
     seq_q: usize,
     seq_k: usize,
     d: usize,
     mask: MaskKind,
-    causal: bool,
-    per_head: bool,
+    causal: Option<CausalAlignment>,
+    per_head: PerHead,
     bshd: bool,
+    /// `Auto`, or `Hopper` to hold the Hopper kernel to shapes the decode family would take.
+    backend: Backend,
 }
 
-/// The case's view of a `seq`-long tensor: `[batch, seq, heads, d]` with 8 elements of
-/// padding per head row when `bshd` (TMA needs 16-byte strides), else packed.
-fn shape(c: &Case, seq: usize) -> HeadsShape {
-    common::heads_shape(c.batch, c.heads, seq, c.d, c.bshd.then_some(8))
+/// The case's view of a `seq`-long tensor of `heads` heads: `[batch, seq, heads, d]` with 8
+/// elements of padding per head row when `bshd` (TMA needs 16-byte strides), else packed.
+fn shape(c: &Case, heads: usize, seq: usize) -> HeadsShape {
+    common::heads_shape(c.batch, heads, seq, c.d, c.bshd.then_some(8))
+}
+
+fn options(c: &Case) -> AttentionOptions {
+    AttentionOptions::new()
+        .causal(c.causal.is_some())
+        .causal_alignment(c.causal.unwrap_or_default())
+        .backend(c.backend)
 }
 
 fn on_device<'a, T>(data: &'a CudaSlice<T>, s: &HeadsShape) -> Heads<'a, T> {
@@ -69,7 +93,7 @@ fn run_case<T: Element + cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZer
     rng: &mut StdRng,
 ) {
     let stream = ctx.default_stream();
-    let (qs, ks) = (shape(&c, c.seq_q), shape(&c, c.seq_k));
+    let (qs, ks) = (shape(&c, c.heads, c.seq_q), shape(&c, c.heads_kv, c.seq_k));
     let q: Vec<T> = random_vec(qs.required_len().unwrap(), rng);
     let k: Vec<T> = random_vec(ks.required_len().unwrap(), rng);
     let v: Vec<T> = random_vec(ks.required_len().unwrap(), rng);
@@ -78,7 +102,11 @@ fn run_case<T: Element + cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZer
         upload(&stream, &k),
         upload(&stream, &v),
     );
-    let per_head = c.per_head.then_some((c.batch, c.heads));
+    let per_head = match c.per_head {
+        PerHead::Shared => None,
+        PerHead::Query => Some((c.batch, c.heads)),
+        PerHead::Kv => Some((c.batch, c.heads_kv)),
+    };
     let (qb, kb) = (c.seq_q.div_ceil(128), c.seq_k.div_ceil(128));
     let mask: Option<DeviceBlockPatterns> = match c.mask {
         MaskKind::None => None,
@@ -90,7 +118,9 @@ fn run_case<T: Element + cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZer
             gpu::block_topk(
                 &on_device(&dq, &qs),
                 &on_device(&dk, &ks),
-                &TopkOptions::new(top).causal(c.causal),
+                &TopkOptions::new(top)
+                    .causal(c.causal.is_some())
+                    .causal_alignment(c.causal.unwrap_or_default()),
             )
             .unwrap(),
         ),
@@ -123,7 +153,7 @@ fn run_case<T: Element + cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZer
         ),
         Some(LseMut::Device(&mut lse)),
         mask.as_ref().map(MaskOperand::Device),
-        &AttentionOptions::new().causal(c.causal),
+        &options(&c),
     );
     if !is_hopper(ctx) {
         assert!(matches!(r, Err(Error::NotSupported { .. })), "{c:?}: {r:?}");
@@ -133,7 +163,7 @@ fn run_case<T: Element + cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZer
     let o_got = stream.clone_dtoh(&o).unwrap();
     let lse_got = stream.clone_dtoh(&lse).unwrap();
     let scale = 1.0 / (c.d as f64).sqrt();
-    let (ro, rl) = attention_reference(
+    let (ro, rl) = attention_reference_aligned(
         (&q, &qs),
         (&k, &ks),
         (&v, &ks),
@@ -199,13 +229,15 @@ fn case(
     Case {
         batch,
         heads,
+        heads_kv: heads,
         seq_q,
         seq_k,
         d,
         mask,
-        causal,
-        per_head: false,
+        causal: causal.then_some(CausalAlignment::TopLeft),
+        per_head: PerHead::Shared,
         bshd: false,
+        backend: Backend::Auto,
     }
 }
 
@@ -217,7 +249,7 @@ fn attention_matches_reference() {
     let mut rng = StdRng::seed_from_u64(seed());
     use MaskKind::*;
     let per_head = |c: Case| Case {
-        per_head: true,
+        per_head: PerHead::Query,
         ..c
     };
     let bshd = |c: Case| Case { bshd: true, ..c };
@@ -239,9 +271,76 @@ fn attention_matches_reference() {
     }
 }
 
+/// Grouped-query heads (ratio 4 and MQA) and the bottom-right causal alignment (seq_q 1, 77,
+/// 128 against about 1000 keys, and more queries than keys), with masks per query head, per
+/// KV head and shared, top-k gating and strided views; d 64 and 128; f16 and bf16. The
+/// Hopper family is asked for by name: Auto gives decode shapes (seq_q * group <= 16) to the
+/// decode family (tests/gpu_attention_decode.rs).
 #[test]
-fn attention_is_deterministic() {
-    let Some(ctx) = device("attention_is_deterministic") else {
+fn attention_grouped_and_bottom_right_match_reference() {
+    let Some(ctx) = device("attention_grouped_and_bottom_right_match_reference") else {
+        return;
+    };
+    let mut rng = StdRng::seed_from_u64(seed());
+    use MaskKind::*;
+    let br = Some(CausalAlignment::BottomRight);
+    let tl = Some(CausalAlignment::TopLeft);
+    let off: Option<CausalAlignment> = Option::None;
+    let hopper = |batch,
+                  heads,
+                  heads_kv,
+                  seq_q,
+                  seq_k,
+                  d,
+                  mask,
+                  causal: Option<CausalAlignment>,
+                  per_head| Case {
+        batch,
+        heads,
+        heads_kv,
+        seq_q,
+        seq_k,
+        d,
+        mask,
+        causal,
+        per_head,
+        bshd: false,
+        backend: Backend::Hopper,
+    };
+    let bshd = |c: Case| Case { bshd: true, ..c };
+    use PerHead::{Kv, Query, Shared};
+    let cases = [
+        // GQA 4 (8 query heads over 2 KV heads) and MQA, masks of each kind.
+        hopper(1, 8, 2, 384, 384, 128, None, tl, Shared),
+        hopper(2, 8, 2, 300, 520, 64, Random, off, Kv),
+        hopper(1, 8, 2, 260, 400, 128, Random, tl, Query),
+        hopper(1, 4, 1, 256, 700, 128, Random, br, Query),
+        bshd(hopper(1, 4, 1, 200, 333, 64, Random, br, Kv)),
+        // Bottom-right: seq_q 1, 77, 128 against about 1000 keys (a KV cache).
+        hopper(2, 2, 2, 1, 1000, 128, None, br, Shared),
+        hopper(1, 8, 2, 1, 1021, 64, Random, br, Kv),
+        hopper(2, 8, 2, 77, 1037, 64, Random, br, Kv),
+        hopper(1, 4, 4, 77, 999, 128, None, br, Shared),
+        hopper(1, 4, 1, 128, 1000, 128, Random, br, Query),
+        hopper(1, 4, 2, 128, 1024, 64, TopK(3), br, Shared),
+        bshd(hopper(1, 8, 2, 128, 1000, 128, None, br, Shared)),
+        // seq_q = seq_k, and more queries than keys (query blocks that keep nothing).
+        hopper(1, 4, 2, 500, 500, 64, TopK(2), br, Shared),
+        hopper(1, 2, 1, 700, 130, 128, None, br, Shared),
+        hopper(2, 4, 2, 300, 200, 64, Random, br, Kv),
+    ];
+    for c in cases {
+        run_case::<bf16>(&ctx, c, &mut rng);
+        run_case::<f16>(&ctx, c, &mut rng);
+    }
+}
+
+/// Grouped-query attention on the device is multi-head attention of K and V with each KV
+/// head repeated for its group, and a per-KV-head mask the repeated per-query-head mask:
+/// the same bits both ways (each CTA computes the same rows from the same data).
+#[test]
+fn attention_grouped_equals_repeated_heads() {
+    let Some(ctx) = device("attention_grouped_equals_repeated_heads") else {
         return;
     };
     if !is_hopper(&ctx) {
@@ -249,31 +348,130 @@ fn attention_is_deterministic() {
     }
     let stream = ctx.default_stream();
     let mut rng = StdRng::seed_from_u64(seed());
-    let (b, h, s, d) = (2, 3, 1000, 128);
-    let x: Vec<bf16> = random_vec(b * h * s * d, &mut rng);
+    let (batch, heads, heads_kv, seq_q, seq_k, d) = (2, 8, 2, 300, 700, 128);
+    let group = heads / heads_kv;
+    let q: Vec<bf16> = random_vec(batch * heads * seq_q * d, &mut rng);
+    let k: Vec<bf16> = random_vec(batch * heads_kv * seq_k * d, &mut rng);
+    let v: Vec<bf16> = random_vec(batch * heads_kv * seq_k * d, &mut rng);
+    let repeat = |x: &[bf16]| -> Vec<bf16> {
+        let mut out = Vec::with_capacity(x.len() * group);
+        for b in 0..batch {
+            for h in 0..heads {
+                let at = (b * heads_kv + h / group) * seq_k * d;
+                out.extend_from_slice(&x[at..at + seq_k * d]);
+            }
+        }
+        out
+    };
+    let (qb, kb) = (seq_q.div_ceil(128), seq_k.div_ceil(128));
+    let per_kv = random_patterns(&mut rng, Some((batch, heads_kv)), qb, kb, 128, 0.5);
+    let masks: Vec<sparsek::BlockMask> = (0..batch * heads)
+        .map(|p| {
+            let src = (p / heads) * heads_kv + (p % heads) / group;
+            sparsek::BlockMask::from_fn(qb, kb, |r, c| per_kv.row(src, r).contains(&(c as i32)))
+                .unwrap()
+        })
+        .collect();
+    let per_query = BlockPatterns::from_block_masks(128, 128, &masks)
+        .unwrap()
+        .with_heads(batch, heads)
+        .unwrap();
+    let (dq, dk, dv) = (
+        upload(&stream, &q),
+        upload(&stream, &k),
+        upload(&stream, &v),
+    );
+    let (dk_rep, dv_rep) = (upload(&stream, &repeat(&k)), upload(&stream, &repeat(&v)));
+    let (m_kv, m_q) = (
+        DeviceBlockPatterns::upload(&per_kv, &stream).unwrap(),
+        DeviceBlockPatterns::upload(&per_query, &stream).unwrap(),
+    );
+    for causal in [
+        None,
+        Some(CausalAlignment::TopLeft),
+        Some(CausalAlignment::BottomRight),
+    ] {
+        let opts = AttentionOptions::new()
+            .causal(causal.is_some())
+            .causal_alignment(causal.unwrap_or_default())
+            .backend(Backend::Hopper);
+        let run = |k: &CudaSlice<bf16>, v: &CudaSlice<bf16>, hk: usize, m: &DeviceBlockPatterns| {
+            let mut o = stream.alloc_zeros::<bf16>(q.len()).unwrap();
+            let mut lse = stream.alloc_zeros::<f32>(batch * heads * seq_q).unwrap();
+            attention_into(
+                Heads::device(&dq, batch, heads, seq_q, d),
+                Heads::device(k, batch, hk, seq_k, d),
+                Heads::device(v, batch, hk, seq_k, d),
+                HeadsMut::device(&mut o, batch, heads, seq_q, d),
+                Some(LseMut::Device(&mut lse)),
+                Some(MaskOperand::Device(m)),
+                &opts,
+            )
+            .unwrap();
+            let o: Vec<u16> = stream
+                .clone_dtoh(&o)
+                .unwrap()
+                .iter()
+                .map(|x| x.to_bits())
+                .collect();
+            let l: Vec<u32> = stream
+                .clone_dtoh(&lse)
+                .unwrap()
+                .iter()
+                .map(|x| x.to_bits())
+                .collect();
+            (o, l)
+        };
+        let grouped = run(&dk, &dv, heads_kv, &m_kv);
+        let repeated = run(&dk_rep, &dv_rep, heads, &m_q);
+        assert!(
+            grouped == repeated,
+            "causal {causal:?}: GQA differs from repeated K/V"
+        );
+    }
+    println!("attention_grouped_equals_repeated_heads: GQA 8/2 = repeated K/V, bit for bit");
+}
+
+/// 100 runs of one problem, bitwise identical O and LSE: `(batch, heads, heads_kv, seq_q,
+/// seq_k, d)`, a per-head mask made for `mask_heads`, causal with `alignment`.
+fn assert_deterministic(
+    ctx: &Arc<CudaContext>,
+    (b, h, hk, sq, sk, d): (usize, usize, usize, usize, usize, usize),
+    mask_heads: usize,
+    opts: &AttentionOptions,
+    rng: &mut StdRng,
+) {
+    let stream = ctx.default_stream();
     let (q, k, v) = (
-        upload(&stream, &x),
-        upload(&stream, &random_vec::<bf16>(x.len(), &mut rng)),
-        upload(&stream, &random_vec::<bf16>(x.len(), &mut rng)),
+        upload(&stream, &random_vec::<bf16>(b * h * sq * d, rng)),
+        upload(&stream, &random_vec::<bf16>(b * hk * sk * d, rng)),
+        upload(&stream, &random_vec::<bf16>(b * hk * sk * d, rng)),
     );
     let mask = DeviceBlockPatterns::upload(
-        &random_patterns(&mut rng, Some((b, h)), 8, 8, 128, 0.5),
+        &random_patterns(
+            rng,
+            Some((b, mask_heads)),
+            sq.div_ceil(128),
+            sk.div_ceil(128),
+            128,
+            0.5,
+        ),
         &stream,
     )
     .unwrap();
-    let mut o = stream.alloc_zeros::<bf16>(x.len()).unwrap();
-    let mut lse = stream.alloc_zeros::<f32>(b * h * s).unwrap();
+    let mut o = stream.alloc_zeros::<bf16>(b * h * sq * d).unwrap();
+    let mut lse = stream.alloc_zeros::<f32>(b * h * sq).unwrap();
     let mut first: Option<(Vec<bf16>, Vec<f32>)> = None;
     for run in 0..100 {
         stream.memset_zeros(&mut o).unwrap();
         attention_into(
-            Heads::device(&q, b, h, s, d),
-            Heads::device(&k, b, h, s, d),
-            Heads::device(&v, b, h, s, d),
-            HeadsMut::device(&mut o, b, h, s, d),
+            Heads::device(&q, b, h, sq, d),
+            Heads::device(&k, b, hk, sk, d),
+            Heads::device(&v, b, hk, sk, d),
+            HeadsMut::device(&mut o, b, h, sq, d),
             Some(LseMut::Device(&mut lse)),
             Some(MaskOperand::Device(&mask)),
-            &AttentionOptions::new().causal(true),
+            opts,
         )
         .unwrap();
         let got = (
@@ -291,11 +489,40 @@ fn attention_is_deterministic() {
                             .iter()
                             .zip(&got.1)
                             .all(|(a, b)| a.to_bits() == b.to_bits());
-                assert!(same, "run {run} differs from the first");
+                assert!(same, "run {run} differs from the first ({opts:?})");
             }
         }
     }
-    println!("attention_is_deterministic: 100 runs bitwise identical (O and LSE)");
+}
+
+#[test]
+fn attention_is_deterministic() {
+    let Some(ctx) = device("attention_is_deterministic") else {
+        return;
+    };
+    if !is_hopper(&ctx) {
+        return;
+    }
+    let mut rng = StdRng::seed_from_u64(seed());
+    assert_deterministic(
+        &ctx,
+        (2, 3, 3, 1000, 1000, 128),
+        3,
+        &AttentionOptions::new().causal(true),
+        &mut rng,
+    );
+    // Grouped-query heads (8 over 2), a per-KV-head mask, bottom-right causal.
+    assert_deterministic(
+        &ctx,
+        (2, 8, 2, 777, 1000, 64),
+        2,
+        &AttentionOptions::new()
+            .causal(true)
+            .causal_alignment(CausalAlignment::BottomRight)
+            .backend(Backend::Hopper),
+        &mut rng,
+    );
+    println!("attention_is_deterministic: 100 runs bitwise identical (O and LSE), MHA and GQA");
 }
 
 #[test]
@@ -305,27 +532,34 @@ fn gating_matches_cpu() {
     };
     let stream = ctx.default_stream();
     let mut rng = StdRng::seed_from_u64(seed());
-    for &(b, h, sq, sk, d, top, causal) in &[
+    use CausalAlignment::{BottomRight as BR, TopLeft as TL};
+    // (batch, heads, K's heads, seq_q, seq_k, d, top-k, causal, alignment)
+    for &(b, h, hk, sq, sk, d, top, causal, align) in &[
         (
-            2usize, 3usize, 1000usize, 1300usize, 128usize, 4usize, false,
+            2usize, 3usize, 3usize, 1000usize, 1300usize, 128usize, 4usize, false, TL,
         ),
-        (1, 2, 900, 900, 64, 3, true),
-        (2, 2, 2048, 2048, 128, 16, false),
-        (1, 1, 300, 300, 40, 9, false),
+        (1, 2, 2, 900, 900, 64, 3, true, TL),
+        (2, 2, 2, 2048, 2048, 128, 16, false, TL),
+        (1, 1, 1, 300, 300, 40, 9, false, TL),
+        // Grouped-query heads (pooled per query head against its KV head), bottom-right.
+        (2, 8, 2, 1000, 1300, 128, 4, true, BR),
+        (1, 4, 1, 300, 2000, 64, 3, true, BR),
+        (1, 4, 2, 1500, 700, 64, 2, true, BR),
+        (1, 6, 3, 900, 900, 128, 5, false, TL),
     ] {
         let q: Vec<bf16> = random_vec(b * h * sq * d, &mut rng);
-        let k: Vec<bf16> = random_vec(b * h * sk * d, &mut rng);
-        let opts = TopkOptions::new(top).causal(causal);
+        let k: Vec<bf16> = random_vec(b * hk * sk * d, &mut rng);
+        let opts = TopkOptions::new(top).causal(causal).causal_alignment(align);
         let want = block_topk_pooled(
             &Heads::host(&q, b, h, sq, d),
-            &Heads::host(&k, b, h, sk, d),
+            &Heads::host(&k, b, hk, sk, d),
             &opts,
         )
         .unwrap();
         let (dq, dk) = (upload(&stream, &q), upload(&stream, &k));
         let got = gpu::block_topk(
             &Heads::device(&dq, b, h, sq, d),
-            &Heads::device(&dk, b, h, sk, d),
+            &Heads::device(&dk, b, hk, sk, d),
             &opts,
         )
         .unwrap()
@@ -333,7 +567,7 @@ fn gating_matches_cpu() {
         .unwrap();
         assert_eq!(
             got, want,
-            "pooled gating b{b} h{h} sq{sq} sk{sk} d{d} top {top} causal {causal}"
+            "pooled gating b{b} h{h}/{hk} sq{sq} sk{sk} d{d} top {top} causal {causal} {align:?}"
         );
         // Given scores: many ties, ±0, -inf and NaN.
         let (qb, kb) = (sq.div_ceil(128), sk.div_ceil(128));
@@ -353,10 +587,10 @@ fn gating_matches_cpu() {
             .unwrap();
         assert_eq!(
             got, want,
-            "given-score gating b{b} h{h} sq{sq} sk{sk} top {top} causal {causal}"
+            "given-score gating b{b} h{h} sq{sq} sk{sk} top {top} causal {causal} {align:?}"
         );
         println!(
-            "gating b{b} h{h} sq{sq} sk{sk} d{d} top {top} causal {causal}: {} blocks, equal",
+            "gating b{b} h{h}/{hk} sq{sq} sk{sk} d{d} top {top} causal {causal} {align:?}: {} blocks, equal",
             want.nnzb()
         );
     }
@@ -464,6 +698,31 @@ fn attention_errors() {
         ),
         |e| matches!(e, Error::ShapeMismatch { .. }),
     );
+    expect(
+        "K and V with 3 heads, Q 2 (heads must divide)",
+        attention_into(
+            hv(d),
+            Heads::device(&x, b, 3, 64, d),
+            Heads::device(&x, b, 3, 64, d),
+            HeadsMut::device(&mut o, b, h, s, d),
+            None,
+            None,
+            &AttentionOptions::new()
+                .causal(true)
+                .causal_alignment(CausalAlignment::BottomRight),
+        ),
+        |e| matches!(e, Error::HeadGroups { .. }),
+    );
+    expect(
+        "pooled gating, K with 3 heads, Q 2",
+        gpu::block_topk(
+            &hv(d),
+            &Heads::device(&x, b, 3, 64, d),
+            &TopkOptions::new(1),
+        )
+        .map(|_| ()),
+        |e| matches!(e, Error::HeadGroups { .. }),
+    );
     let after = stream.clone_dtoh(&o).unwrap();
     assert!(
         after
@@ -482,7 +741,7 @@ fn attention_sanitized() {
     };
     let mut rng = StdRng::seed_from_u64(seed());
     let c = Case {
-        per_head: true,
+        per_head: PerHead::Query,
         ..case(1, 2, 200, 300, 128, MaskKind::Random, true)
     };
     run_case::<bf16>(&ctx, c, &mut rng);
@@ -491,4 +750,14 @@ fn attention_sanitized() {
         case(1, 1, 130, 130, 64, MaskKind::TopK(1), false),
         &mut rng,
     );
+    // Grouped-query heads with a per-KV-head mask, bottom-right with more queries than keys
+    // (a query block wholly before the first key).
+    let c = Case {
+        heads_kv: 1,
+        per_head: PerHead::Kv,
+        causal: Some(CausalAlignment::BottomRight),
+        backend: Backend::Hopper,
+        ..case(1, 4, 300, 140, 64, MaskKind::Random, true)
+    };
+    run_case::<bf16>(&ctx, c, &mut rng);
 }
