@@ -1,9 +1,10 @@
 //! GPU tests of the split-KV decode attention family (cpp/attention/decode/; `--features
-//! full`): decode shapes (seq_q · heads_q / heads_kv <= 16 query rows per KV head) against a
-//! naive f64 attention of grouped-query heads, both causal alignments and block masks (one
-//! for all, per KV head, per query head), with O poisoned with NaN inside its view (every
-//! element must be written) and a sentinel in the gaps of a strided O (none may be); 100
-//! repeats bitwise identical; the shapes the family leaves to the Hopper family.
+//! full`): decode shapes (seq_q · heads_q / heads_kv <= 16 query rows per KV head) against the
+//! naive f64 attention (common::attention_reference_aligned) of grouped-query heads, both
+//! causal alignments and block masks (one for all, per KV head, per query head), with O
+//! poisoned with NaN inside its view (every element must be written) and a sentinel in the
+//! gaps of a strided O (none may be); 100 repeats bitwise identical; a CUDA graph's replays;
+//! the shapes the family leaves to the Hopper family.
 //!
 //! Without a GPU each test says SKIPPED and returns; with SPARSEK_REQUIRE_GPU=1 (the bundle's
 //! run script) a missing GPU fails. Knobs the bundle sets for a whole run:
@@ -17,10 +18,9 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{device, is_hopper, random_vec, seed, tolerance, upload};
+use common::{attention_reference_aligned, device, is_hopper, random_vec, seed, tolerance, upload};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits};
 use rand::{rngs::StdRng, Rng, SeedableRng};
-use rayon::prelude::*;
 use sparsek::{
     attention_into, bf16, f16, AttentionOptions, BlockMask, BlockPatterns, CausalAlignment,
     DeviceBlockPatterns, Element, Error, Heads, HeadsMut, HeadsShape, LseMut, MaskOperand,
@@ -149,69 +149,6 @@ fn random_mask(c: &Case, rng: &mut StdRng) -> Option<BlockPatterns> {
     })
 }
 
-/// Naive attention in f64 from the documented rules alone: query head `h` reads KV head
-/// `h / group`; its pattern is `BlockPatterns::pattern_of`; causal keeps key `j` for query `i`
-/// by `CausalAlignment::keeps`. `(O packed [b, h, i, d], LSE [b, h, i])`; O = 0 and LSE =
-/// -inf for a row that keeps no key.
-fn reference<T: Element>(
-    c: &Case,
-    (q, qs): (&[T], &HeadsShape),
-    (k, ks): (&[T], &HeadsShape),
-    (v, vs): (&[T], &HeadsShape),
-    mask: Option<&BlockPatterns>,
-    scale: f64,
-) -> (Vec<f64>, Vec<f64>) {
-    let at = |s: &HeadsShape, b: usize, h: usize, i: usize, x: usize| {
-        b * s.stride_b + h * s.stride_h + i * s.stride_s + x
-    };
-    let row = |r: usize| -> (Vec<f64>, f64) {
-        let (b, h, i) = (
-            r / (c.heads_q * c.seq_q),
-            r / c.seq_q % c.heads_q,
-            r % c.seq_q,
-        );
-        let kv = h / c.group();
-        let mut scores = Vec::new();
-        for j in 0..c.seq_k {
-            let listed = mask.is_none_or(|m| {
-                m.row(m.pattern_of(b, h, c.heads_q), i / m.block_q())
-                    .contains(&((j / m.block_k()) as i32))
-            });
-            let causal_keeps = c.causal.is_none_or(|a| a.keeps(i, j, c.seq_q, c.seq_k));
-            if !(listed && causal_keeps) {
-                continue;
-            }
-            let dot: f64 = (0..c.d)
-                .map(|x| {
-                    q[at(qs, b, h, i, x)].to_f32() as f64 * k[at(ks, b, kv, j, x)].to_f32() as f64
-                })
-                .sum();
-            scores.push((j, dot * scale));
-        }
-        let mut o = vec![0f64; c.d];
-        if scores.is_empty() {
-            return (o, f64::NEG_INFINITY);
-        }
-        let max = scores.iter().fold(f64::NEG_INFINITY, |m, &(_, s)| m.max(s));
-        let mut sum = 0f64;
-        for &(j, s) in &scores {
-            let e = (s - max).exp();
-            sum += e;
-            for (x, ox) in o.iter_mut().enumerate() {
-                *ox += e * v[at(vs, b, kv, j, x)].to_f32() as f64;
-            }
-        }
-        o.iter_mut().for_each(|x| *x /= sum);
-        (o, max + sum.ln())
-    };
-    let rows: Vec<(Vec<f64>, f64)> = (0..c.batch * c.heads_q * c.seq_q)
-        .into_par_iter()
-        .map(row)
-        .collect();
-    let lse = rows.iter().map(|r| r.1).collect();
-    (rows.into_iter().flat_map(|r| r.0).collect(), lse)
-}
-
 fn forced_variant() -> bool {
     std::env::var_os("SPARSEK_VARIANT").is_some()
 }
@@ -333,12 +270,12 @@ fn run_case<T: Element + DeviceRepr + ValidAsZeroBits>(
     let o_got = stream.clone_dtoh(&o).unwrap();
     let lse_got = stream.clone_dtoh(&lse).unwrap();
     let scale = 1.0 / (c.d as f64).sqrt();
-    let (ro, rl) = reference(
-        &c,
+    let (ro, rl) = attention_reference_aligned(
         (&ops.q, &ops.qs),
         (&ops.k, &ops.ks),
         (&ops.v, &ops.ks),
         ops.mask.as_ref(),
+        c.causal,
         scale,
     );
     let (mut num, mut den, mut lse_err, mut empty) = (0f64, 0f64, 0f64, 0usize);
