@@ -2,10 +2,12 @@
 // through the public C++ headers only.
 //
 //   attention_check        built-in cases against a double-precision host reference: block
-//                          masks with empty and full rows, causal, both, top-k masks from the
-//                          device gating, no mask; f16/bf16; head_dim 64/128; sequences not a
-//                          multiple of 128, seq_q != seq_k; packed and [batch, seq, heads, d]
-//                          strided views; one pattern or one per head. O is poisoned with NaN
+//                          masks with empty and full rows, causal (top-left and bottom-right),
+//                          both, top-k masks from the device gating, no mask; f16/bf16;
+//                          head_dim 64/128; sequences not a multiple of 128, seq_q != seq_k;
+//                          packed and [batch, seq, heads, d] strided views; one pattern, one
+//                          per query head or one per KV head; grouped-query heads (K and V
+//                          with fewer heads than Q, MQA). O is poisoned with NaN
 //                          (every element of the view must be written) and the gaps of a
 //                          strided O hold a sentinel (never written). Then 100 repeats bitwise
 //                          identical, the gating against the host top-k (pooled and given
@@ -223,9 +225,9 @@ bool ranks_above(float sa, int32_t a, float sb, int32_t b) {
   };
   return key(sa) != key(sb) ? key(sa) > key(sb) : a < b;
 }
-// scores: [patterns, qb, kb]
+// scores: [patterns, qb, kb]; `offset` the causal diagonal's (seq_k - seq_q bottom-right, else 0).
 Mask host_topk(const std::vector<float>& scores, int64_t patterns, int64_t qb, int64_t kb,
-               const sparsek::TopkGatingOptions& o) {
+               const sparsek::TopkGatingOptions& o, int64_t offset) {
   Mask m;
   m.q_blocks = qb;
   m.k_blocks = kb;
@@ -233,7 +235,10 @@ Mask host_topk(const std::vector<float>& scores, int64_t patterns, int64_t qb, i
   for (int64_t p = 0; p < patterns; ++p)
     for (int64_t i = 0; i < qb; ++i) {
       int64_t cand = kb;
-      if (o.causal) cand = std::min(kb, ((i + 1) * o.block_q - 1) / o.block_k + 1);
+      if (o.causal) {  // key block j is a candidate when j*block_k <= (i+1)*block_q - 1 + offset
+        cand = 0;
+        while (cand < kb && cand * o.block_k <= (i + 1) * o.block_q - 1 + offset) ++cand;
+      }
       std::vector<int32_t> order(static_cast<size_t>(cand));
       for (int64_t j = 0; j < cand; ++j) order[size_t(j)] = int32_t(j);
       const float* s = &scores[size_t((p * qb + i) * kb)];
@@ -245,12 +250,14 @@ Mask host_topk(const std::vector<float>& scores, int64_t patterns, int64_t qb, i
     }
   return m;
 }
+// Query head h against KV head h / (Q's heads / K's heads).
 std::vector<float> host_pooled_scores(const Heads& q, const Heads& k, int64_t bq, int64_t bk) {
   const int64_t qb = (q.seq + bq - 1) / bq, kb = (k.seq + bk - 1) / bk;
+  const int64_t group = q.heads / std::max<int64_t>(k.heads, 1);
   std::vector<float> s;
   for (int64_t b = 0; b < q.batch; ++b)
     for (int64_t h = 0; h < q.heads; ++h) {
-      const std::vector<float> pq = pooled(q, b, h, bq), pk = pooled(k, b, h, bk);
+      const std::vector<float> pq = pooled(q, b, h, bq), pk = pooled(k, b, h / group, bk);
       for (int64_t i = 0; i < qb; ++i)
         for (int64_t j = 0; j < kb; ++j) {
           float acc = 0.0f;
@@ -266,24 +273,32 @@ struct Reference {
   std::vector<double> o;    // [b, h, s, d] packed
   std::vector<double> lse;  // [b, h, s]
 };
-Reference reference(const Heads& q, const Heads& k, const Heads& v, const Mask* mask, bool causal, double scale) {
+// Query head h reads KV head h / (Q's heads / K's heads) and the mask's pattern b * mask.heads +
+// h / (Q's heads / mask.heads); causal keeps key j <= i + offset (offset seq_k - seq_q
+// bottom-right, else 0).
+Reference reference(const Heads& q, const Heads& k, const Heads& v, const Mask* mask, bool causal, bool bottom_right,
+                    double scale) {
   Reference r;
   r.o.assign(size_t(q.batch * q.heads * q.seq * q.d), 0.0);
   r.lse.assign(size_t(q.batch * q.heads * q.seq), -INFINITY);
   std::vector<double> s(size_t(k.seq));
+  const int64_t group = q.heads / std::max<int64_t>(k.heads, 1);
+  const int64_t offset = bottom_right ? k.seq - q.seq : 0;
   for (int64_t b = 0; b < q.batch; ++b)
     for (int64_t h = 0; h < q.heads; ++h) {
-      const int64_t p = mask == nullptr ? 0 : (mask->patterns == 1 ? 0 : b * q.heads + h);
+      const int64_t hk = h / group;
+      const int64_t p =
+          mask == nullptr || mask->patterns == 1 ? 0 : b * mask->heads + h / (q.heads / mask->heads);
       for (int64_t i = 0; i < q.seq; ++i) {
         double mx = -INFINITY;
         for (int64_t j = 0; j < k.seq; ++j) {
-          const bool kept = (mask == nullptr || mask->listed(p, i / 128, j / 128)) && (!causal || j <= i);
+          const bool kept = (mask == nullptr || mask->listed(p, i / 128, j / 128)) && (!causal || j <= i + offset);
           if (!kept) {
             s[size_t(j)] = -INFINITY;
             continue;
           }
           double dot = 0;
-          for (int64_t c = 0; c < q.d; ++c) dot += double(q.get(b, h, i, c)) * double(k.get(b, h, j, c));
+          for (int64_t c = 0; c < q.d; ++c) dot += double(q.get(b, h, i, c)) * double(k.get(b, hk, j, c));
           s[size_t(j)] = dot * scale;
           mx = std::max(mx, s[size_t(j)]);
         }
@@ -294,7 +309,7 @@ Reference reference(const Heads& q, const Heads& k, const Heads& v, const Mask* 
           if (s[size_t(j)] == -INFINITY) continue;
           const double e = std::exp(s[size_t(j)] - mx);
           sum += e;
-          for (int64_t c = 0; c < q.d; ++c) r.o[row + size_t(c)] += e * double(v.get(b, h, j, c));
+          for (int64_t c = 0; c < q.d; ++c) r.o[row + size_t(c)] += e * double(v.get(b, hk, j, c));
         }
         for (int64_t c = 0; c < q.d; ++c) r.o[row + size_t(c)] /= sum;
         r.lse[size_t((b * q.heads + h) * q.seq + i)] = mx + std::log(sum);
@@ -314,6 +329,10 @@ struct Case {
   bool bshd;
   float scale;  // 0: default
   double density;
+  int64_t heads_kv = 0;       // K and V's heads (grouped-query attention); 0: as Q's
+  bool bottom_right = false;  // the causal alignment
+  bool per_kv = false;        // per_head: one pattern per KV head (else per query head)
+  sparsek::Backend backend = sparsek::Backend::Auto;  // Hopper: keep decode shapes off the decode family
 };
 
 const char* name(DType t) { return t == DType::F16 ? "f16" : "bf16"; }
@@ -323,8 +342,9 @@ constexpr uint16_t kSentinel = 0x7777;
 // Runs one case: the poisoned O, the launch, then every element against the reference.
 bool run(const Case& c, uint64_t seed) {
   Rng rng(seed);
-  Heads q(c.batch, c.heads, c.seq_q, c.d, c.t, c.bshd), k(c.batch, c.heads, c.seq_k, c.d, c.t, c.bshd),
-      v(c.batch, c.heads, c.seq_k, c.d, c.t, c.bshd), o(c.batch, c.heads, c.seq_q, c.d, c.t, c.bshd);
+  const int64_t heads_kv = c.heads_kv > 0 ? c.heads_kv : c.heads;
+  Heads q(c.batch, c.heads, c.seq_q, c.d, c.t, c.bshd), k(c.batch, heads_kv, c.seq_k, c.d, c.t, c.bshd),
+      v(c.batch, heads_kv, c.seq_k, c.d, c.t, c.bshd), o(c.batch, c.heads, c.seq_q, c.d, c.t, c.bshd);
   q.fill_random(rng, 1.0f);
   k.fill_random(rng, 1.0f);
   v.fill_random(rng, 1.0f);
@@ -343,15 +363,17 @@ bool run(const Case& c, uint64_t seed) {
   int32_t *g_row = nullptr, *g_col = nullptr;
   DeviceMask* dm = nullptr;
   if (c.mask == MaskKind::Random) {
-    mask = random_mask(rng, c.per_head ? c.batch * c.heads : 1, qb, kb, c.density);
+    const int64_t mask_heads = c.per_kv ? heads_kv : c.heads;
+    mask = random_mask(rng, c.per_head ? c.batch * mask_heads : 1, qb, kb, c.density);
     mask.batch = c.batch;
-    mask.heads = c.heads;
+    mask.heads = mask_heads;
     dm = new DeviceMask(mask);
     view = dm->view;
   } else if (c.mask == MaskKind::TopK) {
     sparsek::TopkGatingOptions go;
     go.top_k = int32_t(c.density);
     go.causal = c.causal;
+    go.causal_alignment = c.bottom_right ? sparsek::CausalAlignment::BottomRight : sparsek::CausalAlignment::TopLeft;
     int64_t nnzb = 0;
     sparsek::Result r = sparsek::block_topk_nnzb(c.batch, c.heads, c.seq_q, c.seq_k, go, &nnzb);
     if (!r.ok()) {
@@ -374,15 +396,20 @@ bool run(const Case& c, uint64_t seed) {
   sparsek::AttentionOptions opt;
   opt.scale = c.scale;
   opt.causal = c.causal;
+  opt.causal_alignment = c.bottom_right ? sparsek::CausalAlignment::BottomRight : sparsek::CausalAlignment::TopLeft;
+  opt.backend = c.backend;
   opt.check_indices = c.mask == MaskKind::Random;
   const sparsek::BlockMaskView* mp = c.mask == MaskKind::None ? nullptr : &view;
   sparsek::Result r = sparsek::attention(q.view(), k.view(), v.view(), o.out(), d_lse, mp, opt, nullptr);
   CUDA_CHECK(cudaDeviceSynchronize());
-  char label[200];
-  std::snprintf(label, sizeof(label), "b%lld h%lld sq%lld sk%lld d%lld %s mask=%s%s%s%s scale=%g",
-                (long long)c.batch, (long long)c.heads, (long long)c.seq_q, (long long)c.seq_k, (long long)c.d,
-                name(c.t), c.mask == MaskKind::None ? "none" : c.mask == MaskKind::Random ? "random" : "topk",
-                c.causal ? "+causal" : "", c.per_head ? " per-head" : "", c.bshd ? " bshd" : "", double(c.scale));
+  char label[240];
+  std::snprintf(label, sizeof(label), "b%lld h%lld/%lld sq%lld sk%lld d%lld %s mask=%s%s%s%s scale=%g%s",
+                (long long)c.batch, (long long)c.heads, (long long)heads_kv, (long long)c.seq_q, (long long)c.seq_k,
+                (long long)c.d, name(c.t),
+                c.mask == MaskKind::None ? "none" : c.mask == MaskKind::Random ? "random" : "topk",
+                c.causal ? (c.bottom_right ? "+causal(bottom-right)" : "+causal") : "",
+                c.per_head ? (c.per_kv ? " per-kv-head" : " per-head") : "", c.bshd ? " bshd" : "", double(c.scale),
+                c.backend == sparsek::Backend::Hopper ? " hopper" : "");
   if (!r.ok()) {
     // A row forced with SPARSEK_VARIANT takes only its dtype and head_dim: the rest is skipped.
     const bool forced = std::getenv("SPARSEK_VARIANT") != nullptr && r.status == sparsek::Status::NotSupported;
@@ -396,7 +423,8 @@ bool run(const Case& c, uint64_t seed) {
   o.download();
   CUDA_CHECK(cudaMemcpy(lse.data(), d_lse, lse.size() * 4, cudaMemcpyDeviceToHost));
   const double scale = c.scale > 0 ? c.scale : 1.0 / std::sqrt(double(c.d));
-  const Reference ref = reference(q, k, v, c.mask == MaskKind::None ? nullptr : &mask, c.causal, scale);
+  const Reference ref =
+      reference(q, k, v, c.mask == MaskKind::None ? nullptr : &mask, c.causal, c.bottom_right, scale);
   double num = 0, den = 0, lse_err = 0;
   int64_t bad = 0, empty_rows = 0, touched_gap = 0;
   for (int64_t b = 0; b < c.batch; ++b)
@@ -484,15 +512,18 @@ bool determinism() {
   return differ == 0;
 }
 
-// Device gating against the host top-k: pooled from Q and K, and from given scores.
-bool gating_case(int64_t B, int64_t H, int64_t sq, int64_t sk, int64_t d, DType t, int top_k, bool causal,
-                 bool given, uint64_t seed) {
+// Device gating against the host top-k: pooled from Q and K (K with HK heads, dividing H), and
+// from given scores; causal top-left or bottom-right.
+bool gating_case(int64_t B, int64_t H, int64_t HK, int64_t sq, int64_t sk, int64_t d, DType t, int top_k, bool causal,
+                 bool bottom_right, bool given, uint64_t seed) {
   Rng rng(seed);
   sparsek::TopkGatingOptions go;
   go.top_k = top_k;
   go.causal = causal;
+  go.causal_alignment = bottom_right ? sparsek::CausalAlignment::BottomRight : sparsek::CausalAlignment::TopLeft;
+  const int64_t offset = causal && bottom_right ? sk - sq : 0;
   const int64_t qb = (sq + 127) / 128, kb = (sk + 127) / 128;
-  Heads q(B, H, sq, d, t, false), k(B, H, sk, d, t, true);
+  Heads q(B, H, sq, d, t, false), k(B, HK, sk, d, t, true);
   q.fill_random(rng, 1.0f);
   k.fill_random(rng, 1.0f);
   q.upload();
@@ -510,7 +541,7 @@ bool gating_case(int64_t B, int64_t H, int64_t sq, int64_t sk, int64_t d, DType 
   } else {
     scores = host_pooled_scores(q, k, 128, 128);
   }
-  const Mask want = host_topk(scores, B * H, qb, kb, go);
+  const Mask want = host_topk(scores, B * H, qb, kb, go, offset);
   int64_t nnzb = -1;
   sparsek::Result r = sparsek::block_topk_nnzb(B, H, sq, sk, go, &nnzb);
   int32_t *row = nullptr, *col = nullptr;
@@ -527,10 +558,11 @@ bool gating_case(int64_t B, int64_t H, int64_t sq, int64_t sk, int64_t d, DType 
     const Mask got = download_mask(view);
     ok = got.row_ptr == want.row_ptr && got.col_idx == want.col_idx;
   }
-  std::printf("%s gating %s b%lld h%lld sq%lld sk%lld d%lld %s top_k %d%s: %lld blocks%s%s\n", ok ? "PASS" : "FAIL",
-              given ? "scores" : "pooled", (long long)B, (long long)H, (long long)sq, (long long)sk, (long long)d,
-              name(t), top_k, causal ? " causal" : "", (long long)want.col_idx.size(), r.ok() ? "" : ": ",
-              r.ok() ? "" : r.message);
+  std::printf("%s gating %s b%lld h%lld/%lld sq%lld sk%lld d%lld %s top_k %d%s: %lld blocks%s%s\n",
+              ok ? "PASS" : "FAIL", given ? "scores" : "pooled", (long long)B, (long long)H, (long long)HK, (long long)sq,
+              (long long)sk, (long long)d, name(t), top_k,
+              causal ? (bottom_right ? " causal(bottom-right)" : " causal") : "", (long long)want.col_idx.size(),
+              r.ok() ? "" : ": ", r.ok() ? "" : r.message);
   cudaFree(row);
   cudaFree(col);
   cudaFree(d_scores);
@@ -608,6 +640,22 @@ void refusals(int& passed, int& failed) {
   bad.stride_s = 132;  // not a multiple of 8 elements: TMA cannot read it
   bad.stride_h = 256 * 132;
   expect("Q rows not 16-byte strided", sparsek::Status::NotSupported, bad, k.view(), v.view(), o.out(), nullptr, opt);
+  // Grouped-query heads: K and V with 3 heads do not divide Q's 2; a per-head mask made for
+  // heads that are neither Q's nor K's; a causal alignment out of the enum.
+  HeadsView k3 = k.view(), v3 = v.view();
+  k3.heads = v3.heads = 3;
+  k3.seq = v3.seq = 64;
+  expect("K and V with 3 heads, Q 2", sparsek::Status::InvalidArgument, q.view(), k3, v3, o.out(), nullptr, opt);
+  Mask per = random_mask(rng, 4, 2, 2, 0.5);
+  per.batch = 1, per.heads = 4;
+  DeviceMask dper(per);
+  expect("a mask made for 4 heads (Q 2, K 2)", sparsek::Status::InvalidArgument, q.view(), k.view(), v.view(),
+         o.out(), &dper.view, opt);
+  sparsek::AttentionOptions align;
+  align.causal = true;
+  align.causal_alignment = static_cast<sparsek::CausalAlignment>(2);
+  expect("causal_alignment = 2", sparsek::Status::InvalidArgument, q.view(), k.view(), v.view(), o.out(), nullptr,
+         align);
 }
 
 // ---- --time ----
@@ -774,6 +822,20 @@ int main(int argc, char** argv) {
       {1, 1, 5, 0, 64, B, K::None, false, false, false, 0, 0},
       {1, 2, 130, 7, 128, H, K::None, true, false, false, 0, 0},
       {3, 1, 129, 129, 128, B, K::Random, false, true, false, 0, 0.5},
+      // Grouped-query heads (8 over 2, MQA) and bottom-right causal, on the Hopper family by name
+      // (Auto gives decode shapes, seq_q * group <= 16, to the decode family).
+      // batch heads seq_q seq_k d  dtype mask   causal per_head bshd scale density heads_kv bottom_right per_kv backend
+      {1, 8, 384, 384, 128, B, K::None, true, false, false, 0, 0, 2, false, false, sparsek::Backend::Hopper},
+      {2, 8, 300, 520, 64, H, K::Random, false, true, false, 0, 0.5, 2, false, true, sparsek::Backend::Hopper},
+      {1, 4, 256, 700, 128, B, K::Random, true, true, false, 0, 0.6, 1, true, false, sparsek::Backend::Hopper},
+      {1, 2, 1, 1000, 128, B, K::None, true, false, false, 0, 0, 2, true, false, sparsek::Backend::Hopper},
+      {2, 8, 77, 1037, 64, H, K::Random, true, true, true, 0, 0.6, 2, true, true, sparsek::Backend::Hopper},
+      {1, 4, 128, 1000, 128, H, K::TopK, true, false, false, 0, 3, 1, true, false, sparsek::Backend::Hopper},
+      {1, 4, 500, 500, 64, B, K::TopK, true, false, false, 0, 2, 2, true, false, sparsek::Backend::Hopper},
+      {1, 2, 700, 130, 128, B, K::None, true, false, false, 0, 0, 1, true, false, sparsek::Backend::Hopper},
+      // The same shapes through Auto (seq_q 1 with a group of 4: the decode family).
+      {1, 8, 1, 1000, 128, B, K::None, true, false, false, 0, 0, 2, true, false, sparsek::Backend::Auto},
+      {2, 8, 300, 520, 128, B, K::Random, true, true, false, 0, 0.5, 2, true, true, sparsek::Backend::Auto},
   };
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   int passed = 0, failed = 0;
@@ -788,17 +850,25 @@ int main(int argc, char** argv) {
     DType t;
     int k;
     bool causal, given;
+    int64_t hk = 0;  // K's heads; 0: as Q's
+    bool bottom_right = false;
   };
   const G gates[] = {
       {2, 3, 1000, 1300, 128, B, 4, false, false}, {1, 2, 900, 900, 64, H, 3, true, false},
       {2, 2, 2048, 2048, 128, B, 16, false, false}, {1, 1, 300, 300, 40, H, 9, false, false},
       {2, 3, 1000, 1300, 0, B, 4, false, true},     {1, 2, 1500, 1500, 0, B, 5, true, true},
       {1, 2, 700, 800, 0, B, 0, false, true},      {1, 2, 700, 800, 0, B, 40, false, true},
+      // Grouped-query heads (pooled per query head against its KV head), bottom-right.
+      {2, 8, 1000, 1300, 128, B, 4, true, false, 2, true}, {1, 4, 300, 2000, 64, H, 3, true, false, 1, true},
+      {1, 4, 1500, 700, 64, B, 2, true, false, 2, true},   {1, 2, 1500, 700, 0, B, 3, true, true, 0, true},
   };
   int gated = 0;
   for (const G& g : gates) {
     if (quick && (gated++ % 4) != 1) continue;  // one pooled, one given
-    (gating_case(g.b, g.h, g.sq, g.sk, g.given ? 64 : g.d, g.t, g.k, g.causal, g.given, seed++) ? passed : failed)++;
+    (gating_case(g.b, g.h, g.hk > 0 ? g.hk : g.h, g.sq, g.sk, g.given ? 64 : g.d, g.t, g.k, g.causal, g.bottom_right,
+                 g.given, seed++)
+         ? passed
+         : failed)++;
   }
   if (!quick) refusals(passed, failed);
   std::printf("%d passed, %d failed\n", passed, failed);
