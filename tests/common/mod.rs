@@ -302,7 +302,7 @@ pub fn attention_reference_aligned<T: Element>(
         b * s.stride_b + h * s.stride_h + i * s.stride_s + c
     };
     let (bn, hn, sq, sk, d) = (qs.batch, qs.heads, qs.seq, ks.seq, qs.head_dim);
-    let group = if ks.heads == 0 { 1 } else { hn / ks.heads };
+    let group = hn.checked_div(ks.heads).unwrap_or(1);
     assert!(
         ks.heads == 0 || hn % ks.heads == 0,
         "the reference takes dividing heads"
