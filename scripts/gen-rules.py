@@ -18,6 +18,8 @@ A table (TOML):
     name = { type = "int" | "bool" | "dtype" | "scale" | "backend", doc = "...",
              rust_only = true }  # a fact only Rust has (no C++ field; its rules Rust's only)
     [[example]]                 # facts every rule accepts (the golden cases mutate them)
+    [[case]]                    # golden cases the draws rarely reach: example 0 with these
+                                # facts changed
     [[group]]                   # checked in order; an entry calls each group where its own
     name = "shapes"             # checks fit in between (C++: its overlaps before "types")
     [[group.rule]]
@@ -64,6 +66,7 @@ KINDS = {
     "fp8_types": ("NotSupported", ["reason"]),
     "not_supported": ("NotSupported", ["reason"]),
     # A BSR matrix's grid (rules/bsr.toml, whose Rust error type is BsrError).
+    "head_groups": ("InvalidArgument", ["q_heads", "kv_heads"]),
     "zero_block": ("InvalidArgument", []),
     "block_side": ("InvalidArgument", ["dim", "side"]),
     "not_multiple": ("InvalidArgument", ["dim", "len", "block"]),
@@ -293,6 +296,8 @@ class Table:
         self.examples = t.get("example", [])
         if not self.examples:
             raise SystemExit(f"gen-rules: {path.name}: no [[example]]")
+        # Cases the random draws rarely reach: example 0 with these facts changed.
+        self.cases = [dict(self.examples[0], **c) for c in t.get("case", [])]
         self.groups = []
         ids = set()
         for g in t["group"]:
@@ -311,21 +316,21 @@ class Table:
                 for field in KINDS[kind][1]:
                     if field not in err:
                         raise SystemExit(f"gen-rules: {path.name}: rule {r['id']}: {kind} needs {field}")
-                for field in ("expected", "got", "side", "len", "block", "value"):
+                for field in ("expected", "got", "side", "len", "block", "value", "q_heads", "kv_heads"):
                     if field in err:
                         err[field + "_e"] = Parser(err[field], self.facts).parse("int")
                 if "scales" in err:
                     err["scales_e"] = Parser(err["scales"], self.facts).parse("scale")
-                if "bias" in err:
-                    err["bias_e"] = Parser(err["bias"], self.facts).parse("dtype")
+                for field in ("bias", "input", "output"):
+                    if field in err:
+                        err[field + "_e"] = Parser(err[field], self.facts).parse("dtype")
                 rule["error"] = err
                 used = set()
-                for e in (rule["when_e"], rule["require_e"], err.get("expected_e"), err.get("got_e"),
-                          err.get("scales_e"), err.get("bias_e")):
+                for e in [rule["when_e"], rule["require_e"]] + [v for key, v in err.items() if key.endswith("_e")]:
                     if e is not None:
                         used |= facts_of(e)
-                if kind in ("unsupported_types",):
-                    used |= {"a", "c", "backend"}
+                if kind == "unsupported_types":
+                    used |= {"backend"} | ({"a"} if "input" not in err else set()) | ({"c"} if "output" not in err else set())
                 if kind in ("operand_types", "fp8_types"):
                     used |= {"a", "b", "c"}
                 if kind == "not_supported":
@@ -421,7 +426,12 @@ def rust_error(rule):
         return (f"Error::ScalesNotTaken {{ operand: {rs_str(e['operand'])}, kind: {emit(e['scales_e'], 'rs', True)}, "
                 f"reason: {rs_str(e['reason'])} }}")
     if kind == "unsupported_types":
-        return "Error::UnsupportedTypes { backend: f.backend, input: f.a, output: f.c }"
+        i = emit(e["input_e"], "rs", True) if "input_e" in e else "f.a"
+        o = emit(e["output_e"], "rs", True) if "output_e" in e else "f.c"
+        return f"Error::UnsupportedTypes {{ backend: f.backend, input: {i}, output: {o} }}"
+    if kind == "head_groups":
+        return (f"Error::HeadGroups {{ q_heads: size({emit(e['q_heads_e'], 'rs', True)}), "
+                f"kv_heads: size({emit(e['kv_heads_e'], 'rs', True)}) }}")
     if kind == "operand_types":
         bias = f"Some({emit(e['bias_e'], 'rs', True)})" if "bias_e" in e else "None"
         return f"Error::OperandTypes {{ a: f.a, b: f.b, c: f.c, bias: {bias}, reason: {rs_str(e['reason'])} }}"
@@ -456,8 +466,14 @@ def cpp_error(rule):
         return (f"make_result({status}, \"%s: %s scales are not taken here: %s\", {cpp_str(e['operand'])}, "
                 f"scale_kind_name({emit(e['scales_e'], 'cpp', True)}), {cpp_str(e['reason'])})")
     if kind == "unsupported_types":
+        i = emit(e["input_e"], "cpp", True) if "input_e" in e else "f.a"
+        o = emit(e["output_e"], "cpp", True) if "output_e" in e else "f.c"
         return (f"make_result({status}, \"%s backend does not take %s inputs with %s output\", backend_debug_name(f.backend), "
-                f"dtype_name(f.a), dtype_name(f.c))")
+                f"dtype_name({i}), dtype_name({o}))")
+    if kind == "head_groups":
+        return (f"make_result({status}, \"K and V have %lld heads: they must divide Q's %lld heads (grouped-query "
+                f"attention)\", (long long)clamp({emit(e['kv_heads_e'], 'cpp', True)}), "
+                f"(long long)clamp({emit(e['q_heads_e'], 'cpp', True)}))")
     if kind == "operand_types":
         return (f"make_result({status}, \"a product of %s A, %s B and %s C: %s\", dtype_name(f.a), dtype_name(f.b), "
                 f"dtype_name(f.c), {cpp_str(e['reason'])})")
@@ -662,8 +678,16 @@ def golden(t, count=600):
     ints = sorted({v for e in t.examples for n, v in e.items() if t.facts[n]["type"] == "int"})
     seen, lines = {}, []
     names = list(t.facts)
+    for f in t.cases:
+        rust = t.violation(f, rust=True)
+        seen[rust or "ok"] = seen.get(rust or "ok", 0) + 1
+        lines.append(" ".join([f"rust={rust or 'ok'}", f"cpp={t.violation(f, rust=False) or 'ok'}"]
+                              + [f"{n}={str(f[n]).lower()}" for n in names]))
     attempts = 0
-    while (len(lines) < count or any(seen.get(r["id"], 0) < 3 for r in t.rules(True))) and attempts < 200000:
+    cap = max(8, count // max(1, len(t.rules(True))))
+    while attempts < 50000:
+        if len(lines) >= count and all(seen.get(r["id"], 0) >= 3 for r in t.rules(True)):
+            break
         attempts += 1
         base = rng.choice(t.examples)
         f = dict(base)
@@ -673,7 +697,7 @@ def golden(t, count=600):
         rust = t.violation(f, rust=True)
         cpp = t.violation(f, rust=False)
         key = rust or "ok"
-        if seen.get(key, 0) >= max(8, count // max(1, len(t.rules(True)))) and attempts < 100000:
+        if seen.get(key, 0) >= cap:
             continue
         seen[key] = seen.get(key, 0) + 1
         words = [f"rust={rust or 'ok'}", f"cpp={cpp or 'ok'}"]

@@ -9,6 +9,8 @@
 #include "attention/gating.hpp"
 #include "attention/operation.hpp"
 #include "attention/problem.hpp"
+#include "attention/rules.hpp"
+#include "attention/gating_rules.hpp"
 #include "core/dtype.hpp"
 #include "core/index_check.hpp"
 #include "core/overlap.hpp"
@@ -20,16 +22,16 @@ namespace detail {
 namespace {
 
 
-// A [batch, heads, seq, head_dim] view with the given dims: F16/BF16, non-negative strides,
-// data 2-byte aligned (its elements') and non-null when non-empty, its extent inside int64
-// bytes.
-Result check_heads(const char* name, const HeadsView& t, int64_t batch, int64_t heads, int64_t seq, int64_t head_dim) {
-  if (!is_half(t.dtype))
-    return make_result(Status::InvalidArgument, "%s.dtype = %d: attention takes f16 or bf16", name, int(t.dtype));
-  if (t.batch != batch || t.heads != heads || t.seq != seq || t.head_dim != head_dim)
-    return make_result(Status::InvalidArgument, "%s is [%lld, %lld, %lld, %lld]; [%lld, %lld, %lld, %lld] expected", name,
-                       (long long)t.batch, (long long)t.heads, (long long)t.seq, (long long)t.head_dim,
-                       (long long)batch, (long long)heads, (long long)seq, (long long)head_dim);
+// A [batch, heads, seq, head_dim] view by value (C++'s checks alone; how its dims agree with
+// the others' is the table's, rules/attention.toml): a DType, non-negative dims and strides,
+// rows that do not overlap, data 2-byte aligned (the kernels' elements are 2 bytes; an element
+// type they do not take is the table's NotSupported) and non-null when non-empty, its extent
+// inside int64 bytes.
+Result check_heads(const char* name, const HeadsView& t) {
+  if (!valid(t.dtype)) return make_result(Status::InvalidArgument, "%s.dtype = %d is not a DType", name, int(t.dtype));
+  if (t.batch < 0 || t.heads < 0 || t.seq < 0 || t.head_dim < 0)
+    return make_result(Status::InvalidArgument, "%s is [%lld, %lld, %lld, %lld]: negative", name, (long long)t.batch,
+                       (long long)t.heads, (long long)t.seq, (long long)t.head_dim);
   if (t.stride_b < 0 || t.stride_h < 0 || t.stride_s < 0)
     return make_result(Status::InvalidArgument, "%s has a negative stride", name);
   // A row is head_dim contiguous elements, and rows do not overlap: the leading-dimension
@@ -92,16 +94,6 @@ Result check_no_self_overlap(const char* name, const HeadsView& t) {
   return Result{};
 }
 
-// K and V's heads (heads_kv) divide Q's: heads_q is a multiple of heads_kv (0 only when heads_q
-// is 0). Query head h reads KV head h / (heads_q / heads_kv).
-Result check_head_groups(int64_t heads_q, int64_t heads_kv) {
-  if (heads_kv < 0 || (heads_kv == 0 ? heads_q != 0 : heads_q % heads_kv != 0))
-    return make_result(Status::InvalidArgument,
-                       "K's heads (%lld) must divide Q's heads (%lld): grouped-query attention",
-                       (long long)heads_kv, (long long)heads_q);
-  return Result{};
-}
-
 // ceil(seq / block) into *blocks; false when it does not fit int32.
 bool block_count(int64_t seq, int64_t block, int64_t* blocks) {
   *blocks = seq / block + (seq % block != 0 ? 1 : 0);
@@ -113,59 +105,47 @@ bool block_count(int64_t seq, int64_t block, int64_t* blocks) {
 Result validate(const HeadsView& q, const HeadsView& k, const HeadsView& v, const HeadsMutView& o, const float* lse,
                 const BlockMaskView* mask, const AttentionOptions& options, const DeviceSource& devices,
                 AttentionProblem* out) {
-  if (q.batch < 0 || q.heads < 0 || q.seq < 0 || k.seq < 0 || q.head_dim < 1)
-    return make_result(Status::InvalidArgument, "Q is [%lld, %lld, %lld, %lld]: dims must be >= 0 and head_dim >= 1",
-                       (long long)q.batch, (long long)q.heads, (long long)q.seq, (long long)q.head_dim);
-  // K and V have heads_kv = K's heads (grouped-query attention), a divisor of Q's heads.
-  Result r = check_head_groups(q.heads, k.heads);
-  if (r.ok()) r = check_heads("Q", q, q.batch, q.heads, q.seq, q.head_dim);
-  if (r.ok()) r = check_heads("K", k, q.batch, k.heads, k.seq, q.head_dim);
-  if (r.ok()) r = check_heads("V", v, q.batch, k.heads, k.seq, q.head_dim);
-  if (r.ok()) r = check_heads("O", o, q.batch, q.heads, q.seq, q.head_dim);
+  // C++'s checks of each view and option by value, then the table's rules (rules/attention.toml,
+  // as the Rust entry checks them): the dims here, the element types after the overlaps.
+  if (!valid(options.backend))
+    return make_result(Status::InvalidArgument, "unknown backend %d", static_cast<int>(options.backend));
+  if (options.causal_alignment != CausalAlignment::TopLeft && options.causal_alignment != CausalAlignment::BottomRight)
+    return make_result(Status::InvalidArgument, "unknown causal_alignment %d",
+                       static_cast<int>(options.causal_alignment));
+  Result r = check_heads("Q", q);
+  if (r.ok()) r = check_heads("K", k);
+  if (r.ok()) r = check_heads("V", v);
+  if (r.ok()) r = check_heads("O", o);
   if (!r.ok()) return r;
-  if (k.dtype != q.dtype || v.dtype != q.dtype || o.dtype != q.dtype)
-    return make_result(Status::InvalidArgument, "Q, K, V and O must have one dtype (Q is %s)", dtype_name(q.dtype));
+  attention_rules::Facts facts;
+  facts.batch = q.batch, facts.heads = q.heads, facts.seq_q = q.seq, facts.head_dim = q.head_dim;
+  facts.k_batch = k.batch, facts.k_heads = k.heads, facts.seq_k = k.seq, facts.k_head_dim = k.head_dim;
+  facts.v_batch = v.batch, facts.v_heads = v.heads, facts.v_seq = v.seq, facts.v_head_dim = v.head_dim;
+  facts.o_batch = o.batch, facts.o_heads = o.heads, facts.o_seq = o.seq, facts.o_head_dim = o.head_dim;
+  facts.q = q.dtype, facts.k = k.dtype, facts.v = v.dtype, facts.o = o.dtype;
+  facts.device = true;
+  facts.backend = options.backend;
+  facts.has_mask = mask != nullptr;
+  if (mask != nullptr) {
+    facts.block_q = mask->block_q, facts.block_k = mask->block_k;
+    facts.q_blocks = mask->q_blocks, facts.k_blocks = mask->k_blocks, facts.patterns = mask->patterns;
+    facts.made_for = true;  // BlockMaskView's batch and heads
+    facts.mask_batch = mask->batch, facts.mask_heads = mask->heads;
+  }
+  r = attention_rules::shapes(facts);
+  if (!r.ok()) return r;
   int64_t heads = 0, rows = 0;  // batch * heads, and * seq_q: LSE's floats
   if (__builtin_mul_overflow(q.batch, q.heads, &heads) || __builtin_mul_overflow(heads, q.seq, &rows) ||
       rows > INT64_MAX / 4)
     return make_result(Status::InvalidArgument, "batch * heads * seq_q overflows (LSE)");
   if (reinterpret_cast<uintptr_t>(lse) % alignof(float) != 0)
     return make_result(Status::InvalidArgument, "lse is not 4-byte aligned");
+  // The scale as C++ gives it (0: the default 1/sqrt(head_dim), which Rust says with None).
   if (!std::isfinite(options.scale) || options.scale < 0.0f)
     return make_result(Status::InvalidArgument, "scale = %g: must be finite and >= 0 (0: 1/sqrt(head_dim))",
                        double(options.scale));
-  if (!valid(options.backend))
-    return make_result(Status::InvalidArgument, "unknown backend %d", static_cast<int>(options.backend));
-  if (options.causal_alignment != CausalAlignment::TopLeft && options.causal_alignment != CausalAlignment::BottomRight)
-    return make_result(Status::InvalidArgument, "unknown causal_alignment %d",
-                       static_cast<int>(options.causal_alignment));
   if (mask != nullptr) {
     const BlockMaskView& m = *mask;
-    if (m.block_q < 1 || m.block_k < 1)
-      return make_result(Status::InvalidArgument, "mask blocks %dx%d are not positive", m.block_q, m.block_k);
-    int64_t qb = 0, kb = 0;
-    if (!block_count(q.seq, m.block_q, &qb) || !block_count(k.seq, m.block_k, &kb))
-      return make_result(Status::InvalidArgument, "the mask's block counts must fit int32");
-    if (m.q_blocks != qb || m.k_blocks != kb)
-      return make_result(Status::InvalidArgument,
-                         "mask is %lld x %lld blocks; seq_q %lld and seq_k %lld in %dx%d blocks need %lld x %lld",
-                         (long long)m.q_blocks, (long long)m.k_blocks, (long long)q.seq, (long long)k.seq, m.block_q,
-                         m.block_k, (long long)qb, (long long)kb);
-    // Per-head patterns are for one (batch, heads), the heads Q's (one per query head) or K's
-    // (one per KV head, shared by its group): a set made for (2, 3) is not (3, 2)'s (batch *
-    // heads = 0 included: 0 patterns are per-head too).
-    if (m.patterns != 1) {
-      if (m.batch != q.batch || (m.heads != q.heads && m.heads != k.heads))
-        return make_result(Status::InvalidArgument,
-                           "mask has %lld per-head patterns made for (batch, heads) = (%lld, %lld); Q is (%lld, %lld) "
-                           "and K has %lld heads (set mask.batch and mask.heads)",
-                           (long long)m.patterns, (long long)m.batch, (long long)m.heads, (long long)q.batch,
-                           (long long)q.heads, (long long)k.heads);
-      // batch * mask.heads <= batch * heads (no overflow: checked above).
-      if (m.patterns != q.batch * m.heads)
-        return make_result(Status::InvalidArgument, "mask.patterns = %lld: must be 1 or batch * mask.heads = %lld",
-                           (long long)m.patterns, (long long)(q.batch * m.heads));
-    }
     int64_t row_ptr_len = 0;
     if (__builtin_mul_overflow(m.patterns, m.q_blocks, &row_ptr_len) || row_ptr_len >= INT32_MAX)
       return make_result(Status::InvalidArgument, "patterns * q_blocks + 1 row_ptr entries must fit int32");
@@ -200,6 +180,8 @@ Result validate(const HeadsView& q, const HeadsView& k, const HeadsView& v, cons
     r = check_disjoint("LSE", lse_bytes, lse_inputs, lse_names);
     if (!r.ok()) return r;
   }
+  r = attention_rules::types(facts);
+  if (!r.ok()) return r;
   AttentionProblem p;
   p.q = q;
   p.k = k;
@@ -222,20 +204,40 @@ namespace {
 
 // The dims of block_topk's output, checked: q_blocks, k_blocks and nnzb.
 Result gating_dims(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_k, const TopkGatingOptions& o,
-                   GatingProblem* g) {
+                   const HeadsView* q, const HeadsView* k, GatingProblem* g, gating_rules::Facts* facts) {
+  // C++'s checks by value (negative sizes, top_k, the enum, pooled Q and K as views), then
+  // the table's rules (rules/gating.toml, as the Rust entry checks them): the inputs and dims
+  // here, the element types after the outputs' overlaps (the caller's).
   if (batch < 0 || heads < 0 || seq_q < 0 || seq_k < 0)
     return make_result(Status::InvalidArgument, "gating dims must be >= 0");
-  if (o.block_q < 1 || o.block_k < 1 || o.top_k < 0)
-    return make_result(Status::InvalidArgument, "gating blocks %dx%d and top_k %d: blocks >= 1, top_k >= 0", o.block_q,
-                       o.block_k, o.top_k);
+  if (o.top_k < 0) return make_result(Status::InvalidArgument, "gating: top_k = %d must be >= 0", o.top_k);
+  int64_t pairs = 0;  // C++'s int64 bound (Rust's usize one is the table's)
+  if (__builtin_mul_overflow(batch, heads, &pairs))
+    return make_result(Status::InvalidArgument, "gating: batch * heads overflows int64");
   if (o.causal_alignment != CausalAlignment::TopLeft && o.causal_alignment != CausalAlignment::BottomRight)
     return make_result(Status::InvalidArgument, "gating: unknown causal_alignment %d",
                        static_cast<int>(o.causal_alignment));
-  int64_t qb = 0, kb = 0, patterns = 0, rows = 0;
-  if (!block_count(seq_q, o.block_q, &qb) || !block_count(seq_k, o.block_k, &kb) ||
-      __builtin_mul_overflow(batch, heads, &patterns) || __builtin_mul_overflow(patterns, qb, &rows) ||
-      rows >= INT32_MAX)
-    return make_result(Status::InvalidArgument, "gating: batch * heads * query blocks must fit int32");
+  Result r;
+  if (q != nullptr) r = check_heads("Q", *q);
+  if (r.ok() && k != nullptr) r = check_heads("K", *k);
+  if (!r.ok()) return r;
+  gating_rules::Facts& f = *facts;
+  f.batch = batch, f.heads = heads, f.seq_q = seq_q, f.seq_k = seq_k, f.block_q = o.block_q, f.block_k = o.block_k;
+  f.pooled = q != nullptr && k != nullptr;
+  if (f.pooled) {
+    f.head_dim = q->head_dim, f.k_batch = k->batch, f.k_heads = k->heads, f.k_head_dim = k->head_dim;
+    f.q = q->dtype, f.k = k->dtype;
+  }
+  f.device = true;
+  f.backend = Backend::Auto;
+  r = gating_rules::inputs(f);
+  if (r.ok()) r = gating_rules::dims(f);
+  if (!r.ok()) return r;
+  // The table bounds the block counts and batch * heads * query blocks below 2^31.
+  int64_t qb = 0, kb = 0;
+  block_count(seq_q, o.block_q, &qb);
+  block_count(seq_k, o.block_k, &kb);
+  const int64_t patterns = pairs;
   // Closed form (qb may be 2^31 - 1 with no pattern at all): at most qb * kb < 2^62.
   const int64_t per_pattern = gating_pattern_keep(o, qb, kb, gating_causal_offset(o, seq_q, seq_k));
   int64_t nnzb = 0;
@@ -254,9 +256,10 @@ Result gating_dims(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_k, c
 }
 
 // The outputs of a gating whose inputs passed (`scores`: the caller's scores' range, empty
-// when pooled: then Q and K are the inputs), then the device, into g.
+// when pooled: then Q and K are the inputs), then the table's types, then the device, into g.
 Result check_gating_outputs(GatingProblem* g, const ByteRange& scores, int32_t* row_ptr, int32_t* col_idx,
-                            const BlockMaskView* mask, const DeviceSource& devices) {
+                            const BlockMaskView* mask, const gating_rules::Facts& facts,
+                            const DeviceSource& devices) {
   if (row_ptr == nullptr || (g->nnzb > 0 && col_idx == nullptr))
     return make_result(Status::InvalidArgument, "gating: row_ptr or col_idx is null");
   if (reinterpret_cast<uintptr_t>(row_ptr) % alignof(int32_t) != 0 ||
@@ -279,6 +282,8 @@ Result check_gating_outputs(GatingProblem* g, const ByteRange& scores, int32_t* 
   }
   g->row_ptr = row_ptr;
   g->col_idx = col_idx;
+  Result r = gating_rules::types(facts);
+  if (!r.ok()) return r;
   return devices.resolve(&g->device);
 }
 
@@ -304,25 +309,20 @@ Result run_gating(const GatingProblem& g, BlockMaskView* mask, cudaStream_t stre
 Result validate_block_topk(const HeadsView& q, const HeadsView& k, const TopkGatingOptions& options, int32_t* row_ptr,
                            int32_t* col_idx, const BlockMaskView* mask, const DeviceSource& devices,
                            GatingProblem* g) {
-  Result r = gating_dims(q.batch, q.heads, q.seq, k.seq, options, g);
-  if (r.ok() && q.head_dim < 1) r = make_result(Status::InvalidArgument, "Q.head_dim must be >= 1");
-  // K has the KV heads of grouped-query attention: query head h is scored against KV head
-  // h / (heads / heads_kv).
-  if (r.ok()) r = check_head_groups(q.heads, k.heads);
-  if (r.ok()) r = check_heads("Q", q, q.batch, q.heads, q.seq, q.head_dim);
-  if (r.ok()) r = check_heads("K", k, q.batch, k.heads, k.seq, q.head_dim);
-  if (r.ok() && k.dtype != q.dtype) r = make_result(Status::InvalidArgument, "Q and K must have one dtype");
+  gating_rules::Facts facts;
+  Result r = gating_dims(q.batch, q.heads, q.seq, k.seq, options, &q, &k, g, &facts);
   if (!r.ok()) return r;
   g->pooled = true;
   g->q = q;
   g->k = k;
-  return check_gating_outputs(g, ByteRange{}, row_ptr, col_idx, mask, devices);
+  return check_gating_outputs(g, ByteRange{}, row_ptr, col_idx, mask, facts, devices);
 }
 
 Result validate_block_topk_scores(const float* scores, int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_k,
                                   const TopkGatingOptions& options, int32_t* row_ptr, int32_t* col_idx,
                                   const BlockMaskView* mask, const DeviceSource& devices, GatingProblem* g) {
-  Result r = gating_dims(batch, heads, seq_q, seq_k, options, g);
+  gating_rules::Facts facts;
+  Result r = gating_dims(batch, heads, seq_q, seq_k, options, nullptr, nullptr, g, &facts);
   if (!r.ok()) return r;
   // batch * heads * q_blocks * k_blocks floats (gating_dims bounds the first three factors'
   // product below 2^31 and k_blocks by 2^31; checked all the same).
@@ -334,7 +334,7 @@ Result validate_block_topk_scores(const float* scores, int64_t batch, int64_t he
   if (reinterpret_cast<uintptr_t>(scores) % alignof(float) != 0)
     return make_result(Status::InvalidArgument, "scores is not 4-byte aligned");
   g->scores = scores;
-  return check_gating_outputs(g, byte_range(scores, bytes), row_ptr, col_idx, mask, devices);
+  return check_gating_outputs(g, byte_range(scores, bytes), row_ptr, col_idx, mask, facts, devices);
 }
 
 SPARSEK_DEFINE_OPERATION(AttentionProblem)
@@ -373,7 +373,8 @@ Result attention(const HeadsView& q, const HeadsView& k, const HeadsView& v, con
 Result block_topk_nnzb(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_k, const TopkGatingOptions& options,
                        int64_t* nnzb) {
   detail::GatingProblem g;
-  Result r = detail::gating_dims(batch, heads, seq_q, seq_k, options, &g);
+  detail::gating_rules::Facts facts;
+  Result r = detail::gating_dims(batch, heads, seq_q, seq_k, options, nullptr, nullptr, &g, &facts);
   if (r.ok() && nnzb != nullptr) *nnzb = g.nnzb;
   return detail::finish(r);
 }

@@ -390,6 +390,7 @@ bool determinism(const Case& c, uint64_t seed) {
   Rng rng(seed);
   Problem pb(c);
   pb.setup(c, rng);
+  pb.o.upload();  // O's device buffer (the runs below reset it)
   char what[240];
   label(c, what, sizeof(what));
   std::vector<uint16_t> first_o;

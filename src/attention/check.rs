@@ -1,9 +1,14 @@
-//! The checks of attention's operands, below both the entry point and the device path.
+//! The checks of attention's operands, below both the entry point and the device path: the
+//! table's rules (`rules/attention.toml`, generated into `super::rules`, as the C++ entry
+//! checks them) and what only Rust's operands carry.
 
 use super::heads::HeadsShape;
 use super::options::AttentionOptions;
-use super::patterns::{check_mask_dims, MaskDims};
-use crate::error::{check_agree, Error};
+use super::rules::{self, Facts};
+use crate::check::rules::int;
+use crate::element::DType;
+use crate::error::Error;
+use crate::options::Backend;
 
 /// The buffer holds the view, and the view's rows do not overlap (`stride_s >= head_dim`
 /// over several rows): an input may repeat a head (`stride_h = 0`) or a batch, never rows
@@ -33,50 +38,75 @@ pub(crate) fn check_buffer(
     Ok(())
 }
 
-/// K and V's heads divide Q's (grouped-query attention): `q_heads` is a multiple of
-/// `kv_heads`, 0 only when `q_heads` is 0. [`Error::HeadGroups`] otherwise.
-pub(crate) fn check_head_groups(q_heads: usize, kv_heads: usize) -> Result<(), Error> {
-    let divides = match kv_heads {
-        0 => q_heads == 0,
-        kv => q_heads % kv == 0,
-    };
-    if divides {
-        Ok(())
-    } else {
-        Err(Error::HeadGroups { q_heads, kv_heads })
+/// The facts attention's rules read (`rules/attention.toml`, generated into
+/// `super::rules`): the four views' dims, their element type, where they are, the mask's dims.
+pub(crate) fn facts(
+    [q, k, v, o]: [&HeadsShape; 4],
+    mask: Option<MaskDims>,
+    dtype: DType,
+    device: bool,
+    backend: Backend,
+) -> Facts {
+    let m = mask.unwrap_or(MaskDims {
+        block_q: 0,
+        block_k: 0,
+        q_blocks: 0,
+        k_blocks: 0,
+        patterns: 0,
+        heads: None,
+    });
+    let (mask_batch, mask_heads) = m.heads.unwrap_or((0, 0));
+    Facts {
+        batch: int(q.batch),
+        heads: int(q.heads),
+        seq_q: int(q.seq),
+        head_dim: int(q.head_dim),
+        k_batch: int(k.batch),
+        k_heads: int(k.heads),
+        seq_k: int(k.seq),
+        k_head_dim: int(k.head_dim),
+        v_batch: int(v.batch),
+        v_heads: int(v.heads),
+        v_seq: int(v.seq),
+        v_head_dim: int(v.head_dim),
+        o_batch: int(o.batch),
+        o_heads: int(o.heads),
+        o_seq: int(o.seq),
+        o_head_dim: int(o.head_dim),
+        q: dtype,
+        k: dtype,
+        v: dtype,
+        o: dtype,
+        device,
+        backend,
+        has_mask: mask.is_some(),
+        block_q: int(m.block_q),
+        block_k: int(m.block_k),
+        q_blocks: int(m.q_blocks),
+        k_blocks: int(m.k_blocks),
+        patterns: int(m.patterns),
+        made_for: m.heads.is_some(),
+        mask_batch: int(mask_batch),
+        mask_heads: int(mask_heads),
     }
 }
 
-/// Every check of the operands that holds for every backend (shapes agree, K and V's heads
-/// divide Q's, buffers hold their views, the mask's dims fit, the scale is valid). The one
-/// validation of the entry.
+/// The one validation of the entry, for every backend: the table's shapes (the views' dims
+/// agree, K and V's heads dividing Q's, the mask fits them), then what only Rust's operands
+/// carry (buffers hold their views, O does not overlap itself, LSE's length, the scale as
+/// Rust gives it), then the table's element types (`device`: the operands are on the device).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn check_operands(
-    q: &HeadsShape,
-    k: &HeadsShape,
-    v: &HeadsShape,
-    o: &HeadsShape,
+    [q, k, v, o]: [&HeadsShape; 4],
     lens: [usize; 4],
     lse_len: Option<usize>,
     mask: Option<MaskDims>,
     opts: &AttentionOptions,
+    dtype: DType,
+    device: bool,
 ) -> Result<(), Error> {
-    check_agree(&[
-        ("batch of K (= batch of Q)", q.batch, k.batch),
-        ("batch of V (= batch of Q)", q.batch, v.batch),
-        ("batch of O (= batch of Q)", q.batch, o.batch),
-        ("heads of V (= heads of K)", k.heads, v.heads),
-        ("heads of O (= heads of Q)", q.heads, o.heads),
-        ("head_dim of K (= head_dim of Q)", q.head_dim, k.head_dim),
-        ("head_dim of V (= head_dim of Q)", q.head_dim, v.head_dim),
-        ("head_dim of O (= head_dim of Q)", q.head_dim, o.head_dim),
-        ("seq of V (= seq of K)", k.seq, v.seq),
-        ("seq of O (= seq of Q)", q.seq, o.seq),
-    ])?;
-    check_head_groups(q.heads, k.heads)?;
-    if q.head_dim == 0 {
-        return Err(Error::InvalidArgument("head_dim must be at least 1".into()));
-    }
+    let facts = facts([q, k, v, o], mask, dtype, device, opts.get_backend());
+    rules::shapes(&facts)?;
     for (operand, shape, len) in [
         ("Q", q, lens[0]),
         ("K", k, lens[1]),
@@ -109,14 +139,41 @@ pub(crate) fn check_operands(
             });
         }
     }
+    // The scale as Rust gives it (None: the default 1/sqrt(head_dim), which C++ says with 0).
     let scale = opts.get_scale(q.head_dim);
     if !(scale.is_finite() && scale > 0.0) {
         return Err(Error::InvalidArgument(format!(
             "scale = {scale}: must be finite and > 0"
         )));
     }
-    if let Some(dims) = mask {
-        check_mask_dims(dims, (q.batch, q.heads, k.heads, q.seq, k.seq))?;
-    }
-    Ok(())
+    rules::types(&facts)
+}
+
+/// The dims of a mask (host or device) that an attention problem is checked against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct MaskDims {
+    pub block_q: usize,
+    pub block_k: usize,
+    pub q_blocks: usize,
+    pub k_blocks: usize,
+    pub patterns: usize,
+    pub heads: Option<(usize, usize)>,
+}
+
+/// The dims check of [`BlockPatterns::check_dims_grouped`], for the host and the device
+/// patterns: `(batch, heads of Q, heads of K, seq_q, seq_k)`. The table's rules
+/// (`rules/attention.toml`) on a problem of those dims whose views agree.
+pub(crate) fn check_mask_dims(
+    mask: MaskDims,
+    (batch, heads, kv_heads, seq_q, seq_k): (usize, usize, usize, usize, usize),
+) -> Result<(), Error> {
+    let view = |heads, seq| HeadsShape::packed(batch, heads, seq, 1);
+    let (q, kv) = (view(heads, seq_q), view(kv_heads, seq_k));
+    rules::shapes(&facts(
+        [&q, &kv, &kv, &q],
+        Some(mask),
+        DType::F16,
+        false,
+        Backend::Auto,
+    ))
 }

@@ -32,14 +32,17 @@
 //! # Ok::<(), sparsek::Error>(())
 //! ```
 
-use super::check::{check_buffer, check_head_groups};
+use super::check::check_buffer;
+use super::gating_rules;
 use super::heads::{Heads, HeadsShape};
 use super::options::CausalAlignment;
 use super::patterns::BlockPatterns;
+use crate::check::rules::int;
 use crate::dense::Storage;
-use crate::element::Element;
-use crate::error::{check_agree, Error};
+use crate::element::{DType, Element};
+use crate::error::Error;
 use crate::format::mask::select_top;
+use crate::options::Backend;
 
 /// How many key blocks each query block keeps, and the block shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,8 +128,39 @@ impl TopkOptions {
     }
 }
 
-/// Query and key blocks of the gating of these dims, checked: blocks ≥ 1, counts and the
-/// mask's row offsets within `i32`.
+/// The facts the gating's rules read (`rules/gating.toml`, generated into
+/// `super::gating_rules`): the dims and blocks, and for pooled scores Q and K's views, their
+/// element type and where they are.
+fn gating_facts(
+    (batch, heads, seq_q, seq_k): (usize, usize, usize, usize),
+    (block_q, block_k): (usize, usize),
+    pooled: Option<(&HeadsShape, &HeadsShape, DType, bool)>,
+) -> gating_rules::Facts {
+    let (head_dim, k_batch, k_heads, k_head_dim, dtype, device) = match pooled {
+        Some((q, k, t, device)) => (q.head_dim, k.batch, k.heads, k.head_dim, t, device),
+        None => (0, 0, 0, 0, DType::F32, false),
+    };
+    gating_rules::Facts {
+        batch: int(batch),
+        heads: int(heads),
+        seq_q: int(seq_q),
+        seq_k: int(seq_k),
+        block_q: int(block_q),
+        block_k: int(block_k),
+        pooled: pooled.is_some(),
+        head_dim: int(head_dim),
+        k_batch: int(k_batch),
+        k_heads: int(k_heads),
+        k_head_dim: int(k_head_dim),
+        q: dtype,
+        k: dtype,
+        device,
+        backend: Backend::Auto,
+    }
+}
+
+/// Query and key blocks of the gating of these dims and the mask's rows, checked (the
+/// table's dims: blocks ≥ 1, the counts and the mask's row offsets within `i32`).
 fn gating_dims(
     batch: usize,
     heads: usize,
@@ -134,25 +168,15 @@ fn gating_dims(
     seq_k: usize,
     opts: &TopkOptions,
 ) -> Result<(usize, usize, usize), Error> {
-    if opts.block_q == 0 || opts.block_k == 0 {
-        return Err(Error::InvalidArgument(format!(
-            "gating blocks {} x {} are not positive",
-            opts.block_q, opts.block_k
-        )));
-    }
+    let facts = gating_facts(
+        (batch, heads, seq_q, seq_k),
+        (opts.block_q, opts.block_k),
+        None,
+    );
+    gating_rules::dims(&facts)?;
     let (q_blocks, k_blocks) = (seq_q.div_ceil(opts.block_q), seq_k.div_ceil(opts.block_k));
-    let patterns = batch
-        .checked_mul(heads)
-        .ok_or(Error::InvalidArgument("batch * heads overflows".into()))?;
-    // As the C++ entry: the block counts fit i32 whatever batch·heads is.
-    let rows = patterns
-        .checked_mul(q_blocks)
-        .filter(|&r| {
-            r < i32::MAX as usize && q_blocks <= i32::MAX as usize && k_blocks <= i32::MAX as usize
-        })
-        .ok_or(Error::InvalidArgument(
-            "gating: batch * heads * query blocks and the key blocks must fit i32".into(),
-        ))?;
+    // The table bounds batch·heads·q_blocks below 2^31 (q_blocks ≥ 1 or the product is 0).
+    let rows = batch.saturating_mul(heads).saturating_mul(q_blocks);
     Ok((q_blocks, k_blocks, rows))
 }
 
@@ -165,8 +189,8 @@ pub fn topk_nnzb(
     opts: &TopkOptions,
 ) -> Result<usize, Error> {
     let (q_blocks, k_blocks, _) = gating_dims(batch, heads, seq_q, seq_k, opts)?;
-    // gating_dims checked batch * heads.
-    let patterns = batch * heads;
+    // The table bounds batch * heads by u64::MAX (usize on 64-bit targets; saturating elsewhere).
+    let patterns = batch.saturating_mul(heads);
     if patterns == 0 {
         return Ok(0);
     }
@@ -272,25 +296,25 @@ fn pool<T: Element>(
     Ok(out)
 }
 
-/// Q and K of the pooled gating agree (batch, head_dim >= 1; K's heads divide Q's) and
-/// their buffers hold their views: the one check of the pooled gating's inputs, host and
-/// device.
+/// Q and K of a pooled gating: the table's inputs (K's batch and head_dim Q's, K's heads
+/// dividing Q's, head_dim ≥ 1), their buffers hold their views, then the table's element
+/// types (`device`: the operands are on the device). The one check of the pooled gating's
+/// inputs, host and device.
 pub(crate) fn check_gating_inputs(
-    q: &HeadsShape,
-    q_len: usize,
-    k: &HeadsShape,
-    k_len: usize,
+    (q, q_len): (&HeadsShape, usize),
+    (k, k_len): (&HeadsShape, usize),
+    dtype: DType,
+    device: bool,
 ) -> Result<(), Error> {
-    check_agree(&[
-        ("batch of K (= batch of Q)", q.batch, k.batch),
-        ("head_dim of K (= head_dim of Q)", q.head_dim, k.head_dim),
-    ])?;
-    check_head_groups(q.heads, k.heads)?;
-    if q.head_dim == 0 {
-        return Err(Error::InvalidArgument("head_dim must be at least 1".into()));
-    }
+    let facts = gating_facts(
+        (q.batch, q.heads, q.seq, k.seq),
+        (1, 1),
+        Some((q, k, dtype, device)),
+    );
+    gating_rules::inputs(&facts)?;
     check_buffer("Q", q, q_len)?;
-    check_buffer("K", k, k_len)
+    check_buffer("K", k, k_len)?;
+    gating_rules::types(&facts)
 }
 
 /// Pooled block scores of host Q and K, `[batch, heads, q_blocks, k_blocks]` packed (heads:
@@ -311,7 +335,7 @@ pub fn pooled_scores<T: Element>(
         }
     };
     let (qs, ks) = (q.shape, k.shape);
-    check_gating_inputs(&qs, qd.len(), &ks, kd.len())?;
+    check_gating_inputs((&qs, qd.len()), (&ks, kd.len()), T::DTYPE, false)?;
     let opts = TopkOptions::new(0).blocks(block_q, block_k);
     let (q_blocks, k_blocks, rows) = gating_dims(qs.batch, qs.heads, qs.seq, ks.seq, &opts)?;
     let len = rows.checked_mul(k_blocks).ok_or(Error::InvalidArgument(

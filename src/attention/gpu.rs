@@ -6,10 +6,11 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream};
 
+use super::check::MaskDims;
 use super::gating::{check_gating_inputs, topk_nnzb, TopkOptions};
 use super::heads::{Heads, HeadsShape};
 use super::options::{AttentionOptions, CausalAlignment};
-use super::patterns::{BlockPatterns, MaskDims};
+use super::patterns::BlockPatterns;
 use crate::dense::Storage;
 use crate::device::device_bsr::{download_prefix, upload_slice};
 use crate::device::result::{backend, check, check_contexts, dtype, to_i32, to_i64};
@@ -358,7 +359,7 @@ pub fn block_topk<T: Element>(
         ));
     };
     let (qs, ks) = (q.shape(), k.shape());
-    check_gating_inputs(&qs, qd.len(), &ks, kd.len())?;
+    check_gating_inputs((&qs, qd.len()), (&ks, kd.len()), T::DTYPE, true)?;
     run_gating(
         GatingInput::Pooled(qd, kd, qs, ks),
         (qs.batch, qs.heads, qs.seq, ks.seq),

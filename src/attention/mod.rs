@@ -47,11 +47,13 @@
 mod check;
 mod cpu;
 pub mod gating;
+pub(crate) mod gating_rules;
 #[cfg(feature = "cuda")]
 pub(crate) mod gpu;
 mod heads;
 mod options;
 mod patterns;
+pub(crate) mod rules;
 
 #[cfg(feature = "cuda")]
 use cudarc::driver::CudaSlice;
@@ -127,20 +129,18 @@ pub fn attention_into<T: Element>(
         #[cfg(feature = "cuda")]
         MaskOperand::Device(p) => p.dims(),
     });
+    // FP8 values mean `stored * scale`, and attention takes no scales: refused on every
+    // backend with the products' error (the table's types; the device takes f16/bf16 alone).
     check_operands(
-        &q.shape,
-        &k.shape,
-        &v.shape,
-        &o.shape,
+        [&q.shape, &k.shape, &v.shape, &o.shape],
         [q.data.len(), k.data.len(), v.data.len(), o.data.len()],
         lse.as_ref().map(LseMut::len),
         mask_dims,
         opts,
+        T::DTYPE,
+        !matches!(q.data, Storage::Host(_)),
     )?;
     let backend = opts.get_backend();
-    // FP8 values mean `stored * scale`, and attention takes no scales: refused on every
-    // backend with the products' error (the device takes f16/bf16 alone anyway).
-    refuse_fp8::<T, T>(backend)?;
     match (&q.data, &k.data, &v.data, o.data) {
         (Storage::Host(qd), Storage::Host(kd), Storage::Host(vd), StorageMut::Host(od)) => {
             if !matches!(backend, Backend::Auto | Backend::Cpu) {

@@ -1,6 +1,7 @@
 //! Block patterns of attention masks ([`BlockPatterns`]) and their checks against a
 //! problem.
 
+use super::check::{check_mask_dims, MaskDims};
 use crate::error::{check_agree, BsrError, Error};
 use crate::format::BlockMask;
 
@@ -281,80 +282,4 @@ pub(crate) fn check_pattern_heads(
         .checked_mul(heads)
         .ok_or(Error::InvalidArgument("batch * heads overflows".into()))?;
     check_agree(&[("patterns of the mask (= batch * heads)", pairs, patterns)])
-}
-
-/// The dims of a mask (host or device) that an attention problem is checked against.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct MaskDims {
-    pub block_q: usize,
-    pub block_k: usize,
-    pub q_blocks: usize,
-    pub k_blocks: usize,
-    pub patterns: usize,
-    pub heads: Option<(usize, usize)>,
-}
-
-/// The dims check of [`BlockPatterns::check_dims_grouped`], for the host and the device
-/// patterns: `(batch, heads of Q, heads of K, seq_q, seq_k)`.
-pub(crate) fn check_mask_dims(
-    mask: MaskDims,
-    (batch, heads, kv_heads, seq_q, seq_k): (usize, usize, usize, usize, usize),
-) -> Result<(), Error> {
-    let MaskDims {
-        block_q,
-        block_k,
-        q_blocks,
-        k_blocks,
-        patterns,
-        heads: made_for,
-    } = mask;
-    if q_blocks != seq_q.div_ceil(block_q) {
-        return Err(Error::ShapeMismatch {
-            what: "query blocks of the mask (= ceil(seq_q / block_q))",
-            expected: seq_q.div_ceil(block_q),
-            got: q_blocks,
-        });
-    }
-    if k_blocks != seq_k.div_ceil(block_k) {
-        return Err(Error::ShapeMismatch {
-            what: "key blocks of the mask (= ceil(seq_k / block_k))",
-            expected: seq_k.div_ceil(block_k),
-            got: k_blocks,
-        });
-    }
-    let pairs = batch
-        .checked_mul(heads)
-        .ok_or(Error::InvalidArgument("batch * heads overflows".into()))?;
-    // kv_heads divides heads (checked first): no overflow when pairs fits.
-    let kv_pairs = batch.saturating_mul(kv_heads);
-    if patterns != 1 && patterns != pairs && patterns != kv_pairs {
-        return Err(Error::ShapeMismatch {
-            what: "patterns of the mask (1, batch * heads of Q, or batch * heads of K)",
-            expected: pairs,
-            got: patterns,
-        });
-    }
-    if patterns != 1 {
-        let (b, h) = made_for.ok_or(Error::InvalidArgument(
-            "a per-head mask must record the (batch, heads) it was made for \
-             (BlockPatterns::with_heads)"
-                .into(),
-        ))?;
-        // Per query head, or per KV head (a pattern the group's query heads share).
-        let h_expected = if h == kv_heads { kv_heads } else { heads };
-        check_agree(&[
-            ("batch the per-head mask was made for", batch, b),
-            (
-                "heads the per-head mask was made for (= heads of Q, or of K)",
-                h_expected,
-                h,
-            ),
-            (
-                "patterns of the mask (= batch * heads it was made for)",
-                batch.saturating_mul(h),
-                patterns,
-            ),
-        ])?;
-    }
-    Ok(())
 }

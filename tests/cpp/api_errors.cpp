@@ -945,10 +945,10 @@ int main() {
     expect("attention: control", run(q, kv, o, lse, &m, opt), Status::CudaError, "device");
     HeadsView bad = kv;
     bad.head_dim = 32;
-    expect("attention: K head_dim != Q's", run(q, bad, o, lse, &m, opt), bad_status(), "K is");
+    expect("attention: K head_dim != Q's", run(q, bad, o, lse, &m, opt), bad_status(), "head_dim of K (= head_dim of Q): 32 given, 64 expected");
     HeadsMutView bad_o = o;
     bad_o.dtype = DType::F32;
-    expect("attention: f32 O", run(q, kv, bad_o, lse, &m, opt), bad_status(), "dtype");
+    expect("attention: f32 O", run(q, kv, bad_o, lse, &m, opt), Status::NotSupported, "one dtype");
     bad = q;
     bad.stride_s = -64;
     expect("attention: negative stride", run(bad, kv, o, lse, &m, opt), bad_status(), "negative");
@@ -964,7 +964,7 @@ int main() {
     expect("attention: Q's extent overflows", run(bad, kv4, o4, lse, nullptr, opt), bad_status(), "overflow");
     sparsek::BlockMaskView bm = m;
     bm.k_blocks = 2;
-    expect("attention: mask of the wrong size", run(q, kv, o, lse, &bm, opt), bad_status(), "mask is");
+    expect("attention: mask of the wrong size", run(q, kv, o, lse, &bm, opt), bad_status(), "blocks of the mask");
     bm = m;
     bm.patterns = 3;
     expect("attention: 3 patterns for 2 heads", run(q, kv, o, lse, &bm, opt), bad_status(), "patterns");
@@ -1067,7 +1067,7 @@ int main() {
       expect("attention: control, MQA (K and V with 1 head, Q 2)", run(q, k1, o, lse, &m, opt), Status::CudaError,
              "device");
       expect("attention: V with 2 heads, K 1",
-             sparsek::attention(q, k1, kv, o, lse, &m, opt, nullptr), bad_status(), "V is");
+             sparsek::attention(q, k1, kv, o, lse, &m, opt, nullptr), bad_status(), "heads of V (= heads of K): 2 given, 1 expected");
       const HeadsView q32 = sparsek::packed_heads(mem.b.data(), 3, 2, 8, 64, DType::BF16);
       const HeadsView kv31 = sparsek::packed_heads(mem.values.data(), 3, 1, 8, 64, DType::BF16);
       const HeadsMutView o32 = sparsek::packed_heads_mut(mem.c.data(), 3, 2, 8, 64, DType::BF16);
@@ -1116,9 +1116,9 @@ int main() {
     expect("block_topk_nnzb: top_k -1", sparsek::block_topk_nnzb(1, 2, 8, 8, go, &nnzb), bad_status(), "top_k");
     go.top_k = 4;
     expect("block_topk_nnzb: batch*heads*blocks overflow", sparsek::block_topk_nnzb(kHuge, 4, 8, 8, go, &nnzb),
-           bad_status(), "int32");
+           bad_status(), "batch * heads overflows int64");
     expect("block_topk_nnzb: batch*heads overflows int64", sparsek::block_topk_nnzb(INT64_MAX, 2, 8, 8, go, &nnzb),
-           bad_status(), "int32");
+           bad_status(), "batch * heads overflows int64");
     {
       int32_t* rp = reinterpret_cast<int32_t*>(mem.row_ptr.data());
       int32_t* ci = reinterpret_cast<int32_t*>(mem.col_idx.data());
@@ -1128,11 +1128,11 @@ int main() {
       expect("block_topk_scores: batch*heads*q_blocks*k_blocks overflows",
              sparsek::block_topk_scores(reinterpret_cast<const float*>(mem.b.data()), half, half, 256, 256, go, rp,
                                         ci, &out_view, nullptr),
-             bad_status(), "int32");
+             bad_status(), "must fit i32");
       expect("block_topk_scores: batch*heads overflows int64",
              sparsek::block_topk_scores(reinterpret_cast<const float*>(mem.b.data()), INT64_MAX, INT64_MAX, 256, 256,
                                         go, rp, ci, &out_view, nullptr),
-             bad_status(), "int32");
+             bad_status(), "batch * heads overflows int64");
       // The outputs may overlap neither each other nor an input.
       const float* scores = reinterpret_cast<const float*>(mem.b.data());
       expect("block_topk_scores: row_ptr overlaps col_idx",
@@ -1224,7 +1224,7 @@ int main() {
     expect("block_topk: Q and K of two dtypes",
            sparsek::block_topk(q, bad, go, reinterpret_cast<int32_t*>(mem.row_ptr.data()),
                                reinterpret_cast<int32_t*>(mem.col_idx.data()), &out, nullptr),
-           bad_status(), "dtype");
+           Status::NotSupported, "one dtype");
   }
   {
     // quantize_fp8: A (f16, 128 x 128 in 64 x 64 blocks, nnzb 2) into E4M3 values and
@@ -1324,7 +1324,7 @@ int main() {
     expect("sparse_mlp: control", run(mlp, h, y), Status::CudaError, "device");
     DenseMutView bad = y;
     bad.rows = 100;
-    expect("sparse_mlp: y rows != down's m", run(mlp, h, bad), bad_status(), "the down product: C has 100 rows");
+    expect("sparse_mlp: y rows != down's m", run(mlp, h, bad), bad_status(), "the down product: rows of C (= m of A): 100 given");
     bad = h, bad.rows = 128;
     expect("sparse_mlp: h rows != inter", run(mlp, bad, y), bad_status(), "the gate and up product");
     sparsek::MlpView m2 = mlp;

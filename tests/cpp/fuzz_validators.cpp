@@ -362,9 +362,11 @@ Want model_sddmm(const DenseView& a, const DenseView& b, const BsrMutView& s, co
 }
 
 // A [batch, heads, seq, head_dim] view with these dims: well-formed, and its bytes.
+// (An element type of the enum that the kernels do not take is NotSupported, checked last: the
+// models' type rules below.)
 bool heads_ok(const HeadsView& t, int64_t batch, int64_t heads, int64_t seq, int64_t head_dim, Range* bytes) {
   *bytes = Range{};
-  if (!half(t.dtype)) return false;
+  if (!valid_dtype(t.dtype)) return false;
   if (t.batch != batch || t.heads != heads || t.seq != seq || t.head_dim != head_dim) return false;
   if (t.stride_b < 0 || t.stride_h < 0 || t.stride_s < 0) return false;
   if (t.seq > 1 && t.stride_s < t.head_dim) return false;  // rows overlap
@@ -422,7 +424,6 @@ Want model_attention(const HeadsView& q, const HeadsView& k, const HeadsView& v,
       !heads_ok(v, q.batch, k.heads, k.seq, q.head_dim, &vr) ||
       !heads_ok(o, q.batch, q.heads, q.seq, q.head_dim, &orr))
     return Want::Invalid;
-  if (k.dtype != q.dtype || v.dtype != q.dtype || o.dtype != q.dtype) return Want::Invalid;
   const i128 bh = i128(q.batch) * q.heads;
   if (bh > kI64Max) return Want::Invalid;
   const i128 rows = bh * q.seq;  // < 2^126
@@ -456,6 +457,8 @@ Want model_attention(const HeadsView& q, const HeadsView& k, const HeadsView& v,
     if (overlaps(orr, r)) return Want::Invalid;
   for (const Range& r : {qr, kr, vr, rp, ci})
     if (overlaps(lr, r)) return Want::Invalid;
+  // The element types (rules/attention.toml's types, after the overlaps): one, f16 or bf16.
+  if (k.dtype != q.dtype || v.dtype != q.dtype || o.dtype != q.dtype || !half(q.dtype)) return Want::Unsupported;
   return Want::Reached;
 }
 
@@ -552,6 +555,7 @@ Want model_quantize(const BsrView& a, const sparsek::QuantizedBsrOut& o) {
   if (!bsr_ok(a.m, a.k, a.bm, a.bk, a.nnzb, a.row_ptr, a.col_idx, a.values, a.dtype, &ab)) return Want::Invalid;
   Range unused;
   if (!scales_ok(a.dtype, a.scale_kind, a.scales, ScaleKind::None, 0, &unused)) return Want::Invalid;
+  if (a.scale_kind != ScaleKind::None) return Want::Invalid;  // the values to quantize take no scales
   if (!valid_dtype(o.dtype) || int32_t(o.granularity) < 0 || int32_t(o.granularity) > 3) return Want::Invalid;
   if (o.granularity != ScaleKind::PerBlock && o.granularity != ScaleKind::PerTensor) return Want::Invalid;
   if ((a.nnzb > 0 && o.values == nullptr) || o.scales == nullptr || misaligned(o.scales, 16)) return Want::Invalid;
@@ -1578,10 +1582,12 @@ int main() {
       if (want == Want::Reached) {
         if (x.q.head_dim < 1 || !divides(x.k.heads, x.q.heads) ||
             !heads_ok(x.q, x.q.batch, x.q.heads, x.q.seq, x.q.head_dim, &qr) ||
-            !heads_ok(x.k, x.q.batch, x.k.heads, x.k.seq, x.q.head_dim, &kr) || x.k.dtype != x.q.dtype)
+            !heads_ok(x.k, x.q.batch, x.k.heads, x.k.seq, x.q.head_dim, &kr))
           want = Want::Invalid;
         else
           want = model_gating_outputs(g, x.row_ptr, x.col_idx, mask, qr, kr);
+        // The element types (rules/gating.toml's types, after the outputs): one, f16 or bf16.
+        if (want == Want::Reached && (x.k.dtype != x.q.dtype || (x.q.dtype != DType::F16 && x.q.dtype != DType::BF16))) want = Want::Unsupported;
       }
       // block_topk takes its dims from Q and K: the model's used x.batch etc.; they agree
       // unless a mutation of Q or K alone changed them, then judged from Q and K's.

@@ -11,6 +11,8 @@
 #include <sstream>
 #include <string>
 
+#include "attention/gating_rules.hpp"
+#include "attention/rules.hpp"
 #include "core/bsr_rules.hpp"
 #include "sddmm/rules.hpp"
 #include "spmm/rules.hpp"
@@ -99,6 +101,12 @@ int main(int argc, char** argv) {
   failed += replay<d::sddmm_rules::Facts, d::sddmm_rules::Rule>(
       dir, "sddmm", d::sddmm_rules::set_fact, d::sddmm_rules::rust_only_fact, d::sddmm_rules::first_rule,
       d::sddmm_rules::name, d::sddmm_rules::error, &cases);
+  failed += replay<d::attention_rules::Facts, d::attention_rules::Rule>(
+      dir, "attention", d::attention_rules::set_fact, d::attention_rules::rust_only_fact,
+      d::attention_rules::first_rule, d::attention_rules::name, d::attention_rules::error, &cases);
+  failed += replay<d::gating_rules::Facts, d::gating_rules::Rule>(
+      dir, "gating", d::gating_rules::set_fact, d::gating_rules::rust_only_fact, d::gating_rules::first_rule,
+      d::gating_rules::name, d::gating_rules::error, &cases);
   std::printf("%d cases, %d failed\n", cases, failed);
   return failed == 0 ? 0 : 1;
 }
