@@ -41,6 +41,8 @@ class AttentionProblem {
   BlockMaskView mask;
   bool causal = false;
   CausalAlignment causal_alignment = CausalAlignment::TopLeft;
+  // The serving layout (include/sparsek/attention.hpp): all null is the padded batch.
+  SequenceLayout layout;
   float scale = 1.0f;
   Backend backend = Backend::Auto;
   DeviceInfo device;
@@ -50,6 +52,11 @@ class AttentionProblem {
   // K and V's heads (grouped-query attention: heads_kv divides heads; query head h reads KV
   // head h / group(), consecutive query heads sharing one KV head).
   int64_t heads_kv() const { return k.heads; }
+  bool varlen_q() const { return layout.cu_seqlens_q != nullptr; }
+  bool varlen_k() const { return layout.cu_seqlens_k != nullptr; }
+  bool paged() const { return layout.page_table != nullptr; }
+  // Sequence lengths known only on the device (per-sequence arrays): a kernel reads them.
+  bool per_sequence() const { return varlen_q() || varlen_k() || layout.seqlens_k != nullptr || paged(); }
   int64_t group() const { return k.heads > 0 ? q.heads / k.heads : 1; }
   // The causal diagonal: query i keeps key j <= i + causal_offset() (0 top-left, seq_k - seq_q
   // bottom-right; may be negative).

@@ -96,6 +96,37 @@ struct BlockMaskView {
 // seq_q - seq_k queries keep no key (O = 0, LSE = -inf).
 enum class CausalAlignment : int32_t { TopLeft = 0, BottomRight = 1 };
 
+// Serving layouts of the batch's sequences (every pointer a device int32 array; null: off).
+// The default (all null) is the padded layout above: every sequence has seq_q queries and
+// seq_k keys.
+//   - Variable length (FlashAttention's varlen): with cu_seqlens_q, Q and O hold `batch`
+//     sequences packed along seq (HeadsView batch = 1, seq = the total query tokens; a fused
+//     [total, heads, head_dim] buffer is stride_s = heads*head_dim, stride_h = head_dim):
+//     sequence b's queries are rows cu_seqlens_q[b] .. cu_seqlens_q[b+1] - 1 (batch + 1
+//     offsets from 0, non-decreasing, ending at Q's seq). With cu_seqlens_k, K and V likewise.
+//     No padding work: a sequence's tiles stop at its own length.
+//   - Keys per sequence: seqlens_k[b] (<= the keys K holds for it) is sequence b's key count
+//     (a KV cache filled to different lengths); bottom-right causality aligns each sequence's
+//     last query with its own last key.
+//   - Paged K/V: with page_table, K and V are a pool [num_pages, heads_kv, page_size,
+//     head_dim] (HeadsView batch = num_pages, seq = page_size); sequence b's logical key j is
+//     row j % page_size of pool page page_table[b * max_pages + j / page_size]; seqlens_k is
+//     then required. A block mask's columns are logical key blocks (block_k a multiple of
+//     page_size, or page_size a multiple of block_k), so one table serves paged-only,
+//     sparse-only and both.
+// `batch`: the number of sequences (required with any field set); max_seqlen_q / max_seqlen_k:
+// the longest query / key sequence (upper bounds the caller knows; a mask's q_blocks and k_blocks
+// are counted from them), which launches size their grids by without reading the arrays.
+struct SequenceLayout {
+  const int32_t* cu_seqlens_q = nullptr;
+  const int32_t* cu_seqlens_k = nullptr;
+  const int32_t* seqlens_k = nullptr;
+  const int32_t* page_table = nullptr;
+  int64_t max_pages = 0;
+  int64_t batch = 0;
+  int64_t max_seqlen_q = 0, max_seqlen_k = 0;
+};
+
 struct AttentionOptions {
   // The softmax scale; 0 means 1/sqrt(head_dim).
   float scale = 0.0f;
@@ -107,6 +138,8 @@ struct AttentionOptions {
   bool check_indices = false;
   // Where the causal diagonal sits (read only with `causal`).
   CausalAlignment causal_alignment = CausalAlignment::TopLeft;
+  // Variable-length, per-sequence key counts and paged K/V (above); all null: padded.
+  SequenceLayout layout;
 };
 
 // Whether `attention` would run this problem (and with which backend). `mask` may be null
