@@ -23,7 +23,11 @@
 // bottom-right query before the first key) gets O = 0 and LSE = -inf. The last blocks may be
 // partial: sequences need not be a multiple of the block.
 //
-// Deterministic: each output row is computed by one CTA, keys in ascending block order.
+// Two kernel families: Hopper (sm_90a; any shape) and Decode (sm_80+; at most 16 query rows
+// per (batch, KV head), seq_q * heads / heads_kv <= 16: the key sequence split over CTAs,
+// flash-decoding). Auto tries Decode first. Deterministic: bitwise identical run to run; a
+// row's keys are reduced in ascending block order (Hopper: by one CTA; Decode: each split in
+// order, the splits combined in ascending order by a second kernel, no atomics).
 // Every pointer is a device pointer. Rust: sparsek::attention (src/attention/mod.rs).
 #pragma once
 
@@ -131,7 +135,7 @@ struct AttentionOptions {
   // The softmax scale; 0 means 1/sqrt(head_dim).
   float scale = 0.0f;
   bool causal = false;
-  // Auto or Hopper (sm_90a); the other backends have no attention.
+  // Auto, Hopper (sm_90a) or Decode (the split-KV family above); Wmma has no attention.
   Backend backend = Backend::Auto;
   // As SpmmOptions::check_indices: the mask's row_ptr/col_idx checked on the device first
   // (synchronizes with the stream); a defect gives InvalidArgument, nothing else launched.
