@@ -18,12 +18,21 @@
 //                          sanitizers: compute-sanitizer --tool memcheck|racecheck).
 //                          With SPARSEK_VARIANT=<row>, cases the row does not take are SKIP.
 //   attention_check --time MASK DTYPE BATCH HEADS SEQ HEAD_DIM ITERS MASK_JSON
+//                   [--heads-kv N] [--repeat-kv G] [--seq-k N] [--align top_left|bottom_right]
 //                          MASK: dense, causal, topk16, topk16_causal (16 key blocks per
 //                          query block, from the device gating on the random Q and K).
+//                          --heads-kv: K and V's heads (grouped-query attention; default
+//                          HEADS); --repeat-kv G: K and V's values drawn for heads-kv / G
+//                          heads, each repeated G times (--heads-kv HEADS --repeat-kv HEADS/N
+//                          is --heads-kv N's case with K and V repeated per query head: the
+//                          same values and the same top-k mask, without GQA);
+//                          --seq-k: the keys' length (default SEQ); --align: the causal
+//                          diagonal (default top_left).
 //                          Times ITERS launches (CUDA events, median of 5 repeats) and prints
-//                          one JSON line (TFLOPS on kept pairs: 4 * pairs * head_dim FLOPs);
-//                          writes the case and its mask to MASK_JSON for
-//                          report/peers/attention_torch.py (dims, kept pairs, stacked BSR).
+//                          one JSON line (the case, kept pairs, ms, TFLOPS on kept pairs:
+//                          4 * pairs * head_dim FLOPs); writes the case and its mask to
+//                          MASK_JSON for report/peers/attention_torch.py (dims, kept pairs,
+//                          stacked BSR).
 // Exit status 0 only when everything passed.
 #include <sparsek/attention.hpp>
 
@@ -659,37 +668,93 @@ void refusals(int& passed, int& failed) {
 }
 
 // ---- --time ----
-int time_case(int argc, char** argv) {
-  if (argc != 10) {
-    std::fprintf(stderr, "usage: attention_check --time MASK DTYPE BATCH HEADS SEQ HEAD_DIM ITERS MASK_JSON\n");
-    return 2;
+// The options after the positional ones: K and V's heads, K and V repeated from fewer heads,
+// the keys' length, the causal alignment.
+struct TimeOptions {
+  int64_t heads_kv = 0;   // 0: as Q's
+  int64_t repeat_kv = 1;  // K and V made of heads_kv / repeat_kv random heads, each repeated
+  int64_t seq_k = 0;      // 0: as Q's
+  bool bottom_right = false;
+};
+
+// Fills a device tensor with random values from `rng`, chunk by chunk (a host fill of 3 x 64M
+// values would dominate the run). With repeat > 1 the random values make x.heads / repeat heads
+// and each is copied to `repeat` consecutive heads: the same values, in the same order from
+// `rng`, as the tensor of x.heads / repeat heads (GQA's K and V repeated per query head).
+void fill_device_random(Heads& x, Rng& rng, int64_t repeat) {
+  const int64_t src_heads = x.heads / repeat;
+  const size_t n_src = size_t(x.batch * src_heads * x.seq * x.d);
+  CUDA_CHECK(cudaMalloc(&x.dev, x.host.size() * 2));
+  uint16_t* src = static_cast<uint16_t*>(x.dev);
+  if (repeat > 1) CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&src), std::max<size_t>(n_src, 1) * 2));
+  std::vector<uint16_t> chunk(size_t(1) << 20);
+  for (size_t off = 0; off < n_src; off += chunk.size()) {
+    const size_t n = std::min(chunk.size(), n_src - off);
+    for (size_t i = 0; i < n; ++i) chunk[i] = to_bits(rng.sym(), x.t);
+    CUDA_CHECK(cudaMemcpy(src + off, chunk.data(), n * 2, cudaMemcpyHostToDevice));
   }
+  if (repeat == 1) return;
+  const size_t head = size_t(x.seq * x.d);  // packed: one head is seq * d contiguous values
+  for (int64_t b = 0; b < x.batch; ++b)
+    for (int64_t h = 0; h < x.heads; ++h)
+      CUDA_CHECK(cudaMemcpy(static_cast<uint16_t*>(x.dev) + x.at(b, h, 0, 0),
+                            src + size_t(b * src_heads + h / repeat) * head, head * 2, cudaMemcpyDeviceToDevice));
+  CUDA_CHECK(cudaFree(src));
+}
+
+int time_usage() {
+  std::fprintf(stderr,
+               "usage: attention_check --time MASK DTYPE BATCH HEADS SEQ HEAD_DIM ITERS MASK_JSON\n"
+               "         [--heads-kv N] [--repeat-kv G] [--seq-k N] [--align top_left|bottom_right]\n");
+  return 2;
+}
+
+int time_case(int argc, char** argv) {
+  if (argc < 10) return time_usage();
   const std::string mask_kind = argv[2];
   const DType t = std::strcmp(argv[3], "f16") == 0 ? DType::F16 : DType::BF16;
   const int64_t B = std::atoll(argv[4]), H = std::atoll(argv[5]), S = std::atoll(argv[6]), D = std::atoll(argv[7]);
   const int iters = std::atoi(argv[8]);
+  TimeOptions to;
+  for (int a = 10; a < argc; a += 2) {
+    if (a + 1 >= argc) return time_usage();
+    const std::string flag = argv[a], value = argv[a + 1];
+    if (flag == "--heads-kv") {
+      to.heads_kv = std::atoll(value.c_str());
+    } else if (flag == "--repeat-kv") {
+      to.repeat_kv = std::atoll(value.c_str());
+    } else if (flag == "--seq-k") {
+      to.seq_k = std::atoll(value.c_str());
+    } else if (flag == "--align" && (value == "top_left" || value == "bottom_right")) {
+      to.bottom_right = value == "bottom_right";
+    } else {
+      return time_usage();
+    }
+  }
+  const int64_t HK = to.heads_kv > 0 ? to.heads_kv : H, SK = to.seq_k > 0 ? to.seq_k : S;
   const bool causal = mask_kind == "causal" || mask_kind == "topk16_causal";
   const bool topk = mask_kind == "topk16" || mask_kind == "topk16_causal";
   if (!(mask_kind == "dense" || causal || topk)) {
     std::fprintf(stderr, "unknown mask %s\n", mask_kind.c_str());
     return 2;
   }
-  // Device-side random data (a host fill of 3 x 64M values would dominate the run).
-  Heads q(B, H, S, D, t, false), k(B, H, S, D, t, false), v(B, H, S, D, t, false), o(B, H, S, D, t, false);
-  Rng rng(7);
-  std::vector<uint16_t> chunk(1 << 20);
-  for (Heads* x : {&q, &k, &v}) {
-    CUDA_CHECK(cudaMalloc(&x->dev, x->host.size() * 2));
-    for (size_t off = 0; off < x->host.size(); off += chunk.size()) {
-      const size_t n = std::min(chunk.size(), x->host.size() - off);
-      for (size_t i = 0; i < n; ++i) chunk[i] = to_bits(rng.sym(), t);
-      CUDA_CHECK(cudaMemcpy(static_cast<uint16_t*>(x->dev) + off, chunk.data(), n * 2, cudaMemcpyHostToDevice));
-    }
+  if (B < 1 || H < 1 || S < 1 || D < 1 || iters < 1 || to.repeat_kv < 1 || HK % to.repeat_kv != 0) {
+    std::fprintf(stderr, "dims must be positive and --repeat-kv must divide K's heads\n");
+    return 2;
   }
+  // K and V with HK heads (the attention checks that HK divides H).
+  Heads q(B, H, S, D, t, false), k(B, HK, SK, D, t, false), v(B, HK, SK, D, t, false), o(B, H, S, D, t, false);
+  Rng rng(7);
+  fill_device_random(q, rng, 1);
+  fill_device_random(k, rng, to.repeat_kv);
+  fill_device_random(v, rng, to.repeat_kv);
   CUDA_CHECK(cudaMalloc(&o.dev, o.host.size() * 2));
   float* d_lse = nullptr;
   CUDA_CHECK(cudaMalloc(&d_lse, size_t(B * H * S) * 4));
-  const int64_t qb = (S + 127) / 128;
+  const int64_t qb = (S + 127) / 128, kb = (SK + 127) / 128;
+  const int64_t offset = causal && to.bottom_right ? SK - S : 0;  // key j kept when j <= i + offset
+  const sparsek::CausalAlignment align =
+      to.bottom_right ? sparsek::CausalAlignment::BottomRight : sparsek::CausalAlignment::TopLeft;
   BlockMaskView view{};
   int32_t *row = nullptr, *col = nullptr;
   Mask mask;
@@ -701,8 +766,9 @@ int time_case(int argc, char** argv) {
     sparsek::TopkGatingOptions go;
     go.top_k = 16;
     go.causal = causal;
+    go.causal_alignment = align;
     int64_t nnzb = 0;
-    sparsek::Result r = sparsek::block_topk_nnzb(B, H, S, S, go, &nnzb);
+    sparsek::Result r = sparsek::block_topk_nnzb(B, H, S, SK, go, &nnzb);
     CUDA_CHECK(cudaMalloc(&row, size_t(B * H * qb + 1) * 4));
     CUDA_CHECK(cudaMalloc(&col, size_t(std::max<int64_t>(nnzb, 1)) * 4));
     if (r.ok()) r = sparsek::block_topk(q.view(), k.view(), go, row, col, &view, nullptr);  // warm-up
@@ -719,29 +785,31 @@ int time_case(int argc, char** argv) {
     }
     mask = download_mask(view);
   }
-  // Kept pairs, counted exactly.
+  // Kept pairs, counted exactly: per query row, the keys of each listed block not after the
+  // diagonal when causal.
   int64_t pairs = 0;
   const int64_t patterns = topk ? B * H : 1;
   for (int64_t p = 0; p < patterns; ++p)
     for (int64_t i = 0; i < qb; ++i) {
       const int64_t rows = std::min<int64_t>(128, S - i * 128);
       auto count_block = [&](int64_t j) {
-        const int64_t cols = std::min<int64_t>(128, S - j * 128);
+        const int64_t cols = std::min<int64_t>(128, SK - j * 128);
         if (!causal) return rows * cols;
         int64_t n = 0;
-        for (int64_t r = 0; r < rows; ++r) n += std::max<int64_t>(0, std::min(cols, i * 128 + r - j * 128 + 1));
+        for (int64_t r = 0; r < rows; ++r) n += std::max<int64_t>(0, std::min(cols, i * 128 + r + offset - j * 128 + 1));
         return n;
       };
       if (topk) {
         for (int32_t x = mask.row_ptr[size_t(p * qb + i)]; x < mask.row_ptr[size_t(p * qb + i + 1)]; ++x)
           pairs += count_block(mask.col_idx[size_t(x)]);
       } else {
-        for (int64_t j = 0; j < qb; ++j) pairs += count_block(j);
+        for (int64_t j = 0; j < kb; ++j) pairs += count_block(j);
       }
     }
   if (!topk) pairs *= B * H;
   sparsek::AttentionOptions opt;
   opt.causal = causal;
+  opt.causal_alignment = align;
   const BlockMaskView* mp = topk ? &view : nullptr;
   sparsek::Result r = sparsek::attention(q.view(), k.view(), v.view(), o.out(), d_lse, mp, opt, nullptr);
   if (!r.ok()) {
@@ -763,23 +831,25 @@ int time_case(int argc, char** argv) {
   std::sort(times.begin(), times.end());
   const double ms = times[2];
   const double tflops = 4.0 * double(pairs) * double(D) / (ms * 1e-3) / 1e12;
-  std::printf("{\"impl\":\"sparsek\",\"mask\":\"%s\",\"dtype\":\"%s\",\"batch\":%lld,\"heads\":%lld,\"seq\":%lld,"
-              "\"head_dim\":%lld,\"kept_pairs\":%lld,\"ms\":%.5f,\"tflops\":%.2f",
-              mask_kind.c_str(), name(t), (long long)B, (long long)H, (long long)S, (long long)D, (long long)pairs, ms,
-              tflops);
+  // The case's fields, shared by the JSON line and the case file.
+  char dims[512];
+  std::snprintf(dims, sizeof dims,
+                "\"mask\":\"%s\",\"dtype\":\"%s\",\"batch\":%lld,\"heads\":%lld,\"heads_kv\":%lld,\"seq\":%lld,"
+                "\"seq_k\":%lld,\"head_dim\":%lld,\"causal_alignment\":\"%s\",\"kv_repeated\":%lld,\"kept_pairs\":%lld",
+                mask_kind.c_str(), name(t), (long long)B, (long long)H, (long long)HK, (long long)S, (long long)SK,
+                (long long)D, to.bottom_right ? "bottom_right" : "top_left", (long long)to.repeat_kv, (long long)pairs);
+  std::printf("{\"impl\":\"sparsek\",%s,\"ms\":%.5f,\"tflops\":%.2f", dims, ms, tflops);
   if (gating_ms >= 0) std::printf(",\"gating_ms\":%.5f", gating_ms);
   std::printf("}\n");
-  // The mask for the peers' script.
+  // The case and its mask for the peers' script.
   FILE* f = std::fopen(argv[9], "w");
   if (f == nullptr) {
     std::fprintf(stderr, "cannot write %s\n", argv[9]);
     return 1;
   }
-  std::fprintf(f, "{\"mask\":\"%s\",\"dtype\":\"%s\",\"batch\":%lld,\"heads\":%lld,\"seq\":%lld,\"head_dim\":%lld,"
-               "\"kept_pairs\":%lld,\"block_q\":128,\"block_k\":128,\"q_blocks\":%lld,\"k_blocks\":%lld,"
-               "\"patterns\":%lld,\"causal\":%s,\"row_ptr\":[",
-               mask_kind.c_str(), name(t), (long long)B, (long long)H, (long long)S, (long long)D, (long long)pairs,
-               (long long)qb, (long long)qb, (long long)(topk ? B * H : 0), causal ? "true" : "false");
+  std::fprintf(f, "{%s,\"block_q\":128,\"block_k\":128,\"q_blocks\":%lld,\"k_blocks\":%lld,\"patterns\":%lld,"
+               "\"causal\":%s,\"row_ptr\":[",
+               dims, (long long)qb, (long long)kb, (long long)(topk ? B * H : 0), causal ? "true" : "false");
   if (topk)
     for (size_t i = 0; i < mask.row_ptr.size(); ++i) std::fprintf(f, "%s%d", i ? "," : "", mask.row_ptr[i]);
   std::fprintf(f, "],\"col_idx\":[");
