@@ -57,6 +57,8 @@ const char* supports(const AttentionProblem& p) {
   if (p.device.cc_major < 8) return "needs compute capability >= 8.0 (mma.sync, ldmatrix, cp.async)";
   if (const char* why = missing_image(p)) return why;
   if (p.empty_output()) return nullptr;  // nothing is launched (core/select.hpp)
+  // Packed sequences go to the Hopper family (Auto tries it next).
+  if (p.varlen_q() || p.varlen_k()) return "packed sequences (cu_seqlens_q, cu_seqlens_k): the Hopper family takes them";
   // Decode shapes only: the group's query rows fill one m16 tile.
   if (p.seq_q() > kDecodeRows || p.group() > kDecodeRows / p.seq_q())
     return "not a decode shape: seq_q * (heads / heads_kv) must be at most 16 query rows per KV head";

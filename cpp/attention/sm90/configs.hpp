@@ -42,6 +42,14 @@ struct AttentionSm90Variant {
 constexpr int kBlockM = 128;
 constexpr int kBlockN = 128;
 
+// The grid (kernel.hpp): one CTA per (query block, head, sequence). The sequences are the
+// layout's batch with packed queries (cu_seqlens_q; Q's batch is 1), else Q's batch; the
+// query blocks are the longest sequence's (max_seqlen_q when packed, else seq_q).
+inline int64_t grid_sequences(const AttentionProblem& p) { return p.varlen_q() ? p.layout.batch : p.batch(); }
+inline int64_t grid_q_blocks(const AttentionProblem& p) {
+  return ((p.varlen_q() ? p.layout.max_seqlen_q : p.seq_q()) + kBlockM - 1) / kBlockM;
+}
+
 namespace table {
 constexpr DType F16 = DType::F16;
 constexpr DType BF16 = DType::BF16;

@@ -1,9 +1,12 @@
 // sparsek attention SM90: the epilogue of one CTA: O = O / rowsum in the output type, through
-// shared memory (stmatrix) to one TMA store of the 128 x d tile, and the rows' LSE.
+// shared memory (stmatrix) to global memory, and the rows' LSE.
 //
-// TMA clips the store to O's view: rows past seq_q and the gaps of a strided O are never
-// written. A query block that kept no key writes zeros (its accumulators were never
-// written by WGMMA) and LSE = -inf.
+// Padded batch: one TMA store of the 128 x d tile, which TMA clips to O's view (rows past
+// seq_q and the gaps of a strided O are never written). Packed (varlen) queries: the rows
+// after the sequence's last belong to the next sequence, which a TMA box cannot leave out,
+// so the consumer threads store the tile's rows below the sequence's length themselves,
+// 16 bytes a store, as FlashAttention-3's varlen epilogue does. A query block that kept no
+// key writes zeros (its accumulators were never written by WGMMA) and LSE = -inf.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +17,7 @@
 #include "cutlass/numeric_conversion.h"
 
 #include "attention/sm90/mainloop.hpp"
+#include "attention/sm90/sequence.hpp"
 #include "attention/sm90/softmax.hpp"
 
 namespace sparsek::detail::attention_sm90 {
@@ -39,13 +43,21 @@ struct AttentionEpilogue {
   struct Params {
     TmaO tma_o;
     HeadsShape shape_o;
-    float* lse;  // [batch, heads, seq_q] packed, or null
+    // Packed queries (cu_seqlens_q): O's rows stored by the threads, at these strides.
+    bool packed;
+    Element* o;
+    int64_t o_stride_s, o_stride_h;
+    // The LSE, or null: [batch, heads, seq_q] packed, or [heads, total_q] with packed queries
+    // (FlashAttention's varlen LSE).
+    float* lse;
   };
 
+  // The tile of query block qb of sequence `sq` (sequence.hpp), query head h; `lse_row0`: the
+  // LSE index of the sequence's row 0 for head h.
   template <class FragO>
   CUTE_DEVICE static void store(Params const& ep, SharedStorage& smem, FragO& tOrO, const float (&inv_sum)[2],
-                                const float (&lse)[2], bool empty, int thread, int32_t qb, int32_t h, int32_t b,
-                                int64_t bh, int32_t seq_q) {
+                                const float (&lse)[2], bool empty, int thread, int32_t qb, int32_t h,
+                                SequenceRows const& sq, int64_t lse_row0) {
     typename Mainloop::TiledMmaPV mma_pv;
     auto thr_pv = mma_pv.get_thread_slice(thread);
     Tensor rO = make_tensor<Element>(tOrO.layout());
@@ -64,10 +76,22 @@ struct AttentionEpilogue {
     auto copy_o = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, mma_pv);
     auto thr_copy = copy_o.get_thread_slice(thread);
     copy(copy_o, thr_copy.retile_S(rO), thr_copy.partition_D(sO));
-    cutlass::arch::fence_view_async_shared();  // the TMA engine reads what the threads wrote
+    if (!ep.packed) cutlass::arch::fence_view_async_shared();  // the TMA engine reads what the threads wrote
     cutlass::arch::NamedBarrier::sync(Mainloop::kConsumerThreads, kStoreBarrier);
-    if (thread == 0) {
-      Tensor gO = local_tile(ep.tma_o.get_tma_tensor(ep.shape_o)(_, _, h, b), Shape<TileM, HeadDim>{},
+    const int32_t rows = sq.len - qb * kBlockM;  // the tile's rows in the sequence (> 0)
+    if (ep.packed) {
+      // 16-byte chunks, consecutive threads along a row; each chunk of 8 elements is
+      // contiguous in the swizzled tile (the 128-byte swizzle permutes 16-byte chunks).
+      constexpr int kChunks = Mainloop::kHeadDim / 8;
+      Element* o_tile = ep.o + (int64_t(sq.start) + int64_t(qb) * kBlockM) * ep.o_stride_s + int64_t(h) * ep.o_stride_h;
+      for (int i = thread; i < kBlockM * kChunks; i += Mainloop::kConsumerThreads) {
+        const int r = i / kChunks, c = (i % kChunks) * 8;
+        if (r >= rows) break;  // i ascends with r: every later chunk is past the sequence too
+        const uint4 chunk = *reinterpret_cast<const uint4*>(&sO(r, c));  // the swizzled address
+        *reinterpret_cast<uint4*>(o_tile + int64_t(r) * ep.o_stride_s + c) = chunk;
+      }
+    } else if (thread == 0) {
+      Tensor gO = local_tile(ep.tma_o.get_tma_tensor(ep.shape_o)(_, _, h, sq.batch), Shape<TileM, HeadDim>{},
                              make_coord(qb, _0{}));
       auto [tOgO, tOsO] = tma_partition(ep.tma_o, Int<0>{}, cute::Layout<_1>{}, group_modes<0, 2>(sO), group_modes<0, 2>(gO));
       copy(ep.tma_o, tOsO, tOgO);
@@ -79,11 +103,11 @@ struct AttentionEpilogue {
       Tensor c_rows = make_tensor(tOcO.data(), acc_rowcol(tOcO.layout()));
       CUTE_UNROLL
       for (int r = 0; r < 2; ++r) {
-        const int32_t row = qb * kBlockM + int32_t(get<0>(c_rows(r, 0)));
-        if (row < seq_q) ep.lse[bh * seq_q + row] = lse[r];
+        const int32_t row = int32_t(get<0>(c_rows(r, 0)));
+        if (row < rows) ep.lse[lse_row0 + int64_t(qb) * kBlockM + row] = lse[r];
       }
     }
-    if (thread == 0) tma_store_wait<0>();  // shared memory stays until the store has read it
+    if (!ep.packed && thread == 0) tma_store_wait<0>();  // shared memory stays until the store has read it
   }
 };
 

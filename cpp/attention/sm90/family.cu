@@ -69,10 +69,12 @@ const char* supports(const AttentionProblem& p) {
   // Index arithmetic is int32 (key block * 128 + 127 included); one CTA per query block.
   constexpr int64_t kMaxSeq = INT32_MAX - kBlockN;
   if (p.seq_q() > kMaxSeq || p.seq_k() > kMaxSeq) return "sequences must be below 2^31 - 128";
-  if (p.heads() > INT32_MAX || p.batch() > INT32_MAX) return "batch and heads must fit int32";
-  const int64_t q_blocks = (p.seq_q() + kBlockM - 1) / kBlockM;
+  if (p.heads() > INT32_MAX || p.batch() > INT32_MAX || grid_sequences(p) > INT32_MAX - 1)
+    return "batch and heads must fit int32";
+  // Packed queries: the grid is sized by the longest sequence (kernel.hpp).
+  if (p.varlen_q() && p.layout.max_seqlen_q > kMaxSeq) return "max_seqlen_q must be below 2^31 - 128";
   int64_t grid = 0;
-  if (__builtin_mul_overflow(q_blocks, p.batch() * p.heads(), &grid) || grid > INT32_MAX)
+  if (__builtin_mul_overflow(grid_q_blocks(p), grid_sequences(p) * p.heads(), &grid) || grid > INT32_MAX)
     return "batch * heads * query blocks must fit int32 (one CTA each)";
   if (!tma_ok(p.q) || !tma_ok(p.o) || (p.seq_k() > 0 && (!tma_ok(p.k) || !tma_ok(p.v))))
     return "Q, K, V and O must be 16-byte aligned with strides that are multiples of 8 elements (TMA)";

@@ -1,5 +1,5 @@
 // sparsek attention SM90: the kernel of one row of kAttentionSm90Variants (configs.hpp) and its
-// launch. Warp-specialized, one CTA per (query block, head, batch):
+// launch. Warp-specialized, one CTA per (query block, head, sequence):
 //
 //   warpgroup 0, warp 0   producer: TMA loads of Q, then K and V of each key block
 //                         (mainloop.hpp), through two PipelineTmaAsync;
@@ -11,7 +11,10 @@
 // Grid order: blockIdx.x = (batch*heads + head) * q_blocks + (q_blocks - 1 - qb): the CTAs of
 // one head run together (its K and V stay in L2 for all its query blocks), the longest
 // causal rows first. Grouped-query attention: query head h reads KV head h / group, so the
-// query heads sharing a KV head are consecutive in the grid too.
+// query heads sharing a KV head are consecutive in the grid too. Variable-length batches
+// (SequenceLayout's cu_seqlens_q / cu_seqlens_k, sequence.hpp): q_blocks is the longest
+// sequence's (max_seqlen_q; no host read of the arrays, so a launch is capturable in a CUDA
+// graph), and a CTA whose query block starts past its sequence's end exits at once.
 //
 // Deterministic: each output row is computed by one CTA, its key blocks in ascending order.
 //
@@ -87,12 +90,22 @@ struct AttentionKernel {
     typename Epilogue::Params epilogue;
     const int32_t* row_ptr;  // the mask (has_mask), stacked patterns
     const int32_t* col_idx;
-    int32_t seq_q, seq_k, heads, q_blocks, k_blocks;
+    // Packed sequences (SequenceLayout's cu_seqlens_q / cu_seqlens_k, batch + 1 offsets), or
+    // null: padded (sequence.hpp).
+    const int32_t* cu_seqlens_q;
+    const int32_t* cu_seqlens_k;
+    // Q's and K's seq: every sequence's length (padded) or the packed total.
+    int32_t seq_q, seq_k, heads;
+    // Query blocks of the longest sequence (the grid's CTAs per (sequence, head); the mask's
+    // q_blocks), and the mask's key blocks.
+    int32_t q_blocks, k_blocks;
     int32_t group;       // query heads per KV head (heads / heads_kv)
     int32_t mask_heads;  // heads of a per-head mask (Q's or K's), 0 for one shared pattern
     int32_t mask_group;  // query heads per mask head (heads / mask_heads)
     bool has_mask, causal;
-    int32_t causal_offset;  // query i keeps key j <= i + causal_offset (AttentionProblem::causal_offset)
+    // Causal alignment: bottom-right puts each sequence's diagonal at its own len_k - len_q
+    // (AttentionProblem::causal_offset per sequence), top-left at 0.
+    bool bottom_right;
     float scale;
   };
 
@@ -103,16 +116,29 @@ struct AttentionKernel {
     const int32_t qb = p.q_blocks - 1 - int32_t(int64_t(blockIdx.x) % p.q_blocks);
     const int32_t h = int32_t(bh % p.heads), b = int32_t(bh / p.heads);
     const int32_t h_kv = h / p.group;
+    const SequenceRows sq = sequence_rows(p.cu_seqlens_q, b, p.seq_q);
+    // A query block past its sequence (the grid is sized by the longest): nothing to write.
+    // Uniform over the CTA, before any barrier.
+    if (qb * kBlockM >= sq.len) return;
+    const SequenceRows sk = sequence_rows(p.cu_seqlens_k, b, p.seq_k);
     // The pattern of (b, h): AttentionProblem::pattern_of.
     const int64_t pattern = p.mask_heads > 0 ? int64_t(b) * p.mask_heads + h / p.mask_group : 0;
     const int64_t mask_row = pattern * p.q_blocks + qb;
-    // The diagonal's key for the block's first query; the last key block with a key on or
-    // before the diagonal of its last query (qb*128 + 127 + offset), -1 when that is negative.
-    const int32_t diag0 = qb * kBlockM + p.causal_offset;
-    const int64_t last_diag = int64_t(qb) * kBlockM + kBlockM - 1 + p.causal_offset;
-    const int32_t last_causal = last_diag < 0 ? -1 : int32_t(last_diag / kBlockN);
-    const KeyBlockRange range =
-        key_block_range(p.row_ptr, p.col_idx, p.has_mask, p.causal, mask_row, p.k_blocks, last_causal);
+    // The diagonal's key for the block's first query; the last key block with a key kept by
+    // some query of the block: the sequence's last, or when causal the one holding the
+    // diagonal of its last query (qb*128 + 127 + offset), -1 when there is none.
+    const int32_t causal_offset = p.bottom_right ? sk.len - sq.len : 0;
+    const int32_t diag0 = qb * kBlockM + causal_offset;
+    const int64_t last_diag = int64_t(qb) * kBlockM + kBlockM - 1 + causal_offset;
+    int32_t last = (sk.len + kBlockN - 1) / kBlockN - 1;
+    if (p.causal) {
+      const int64_t last_causal = last_diag < 0 ? -1 : last_diag / kBlockN;
+      if (last_causal < last) last = int32_t(last_causal);
+    }
+    const KeyBlockRange range = key_block_range(p.row_ptr, p.col_idx, p.has_mask, mask_row, p.k_blocks, last);
+    // The LSE index of the sequence's row 0 for head h ([heads, total_q] when packed).
+    const int64_t lse_row0 =
+        p.cu_seqlens_q != nullptr ? int64_t(h) * p.seq_q + sq.start : bh * int64_t(p.seq_q);
 
     typename Pipeline::Params pipe;
     pipe.transaction_bytes = Mainloop::kBytesKV;
@@ -128,8 +154,8 @@ struct AttentionKernel {
     if (warp_group == 0) {
       cutlass::arch::warpgroup_reg_dealloc<kProducerRegisters>();
       if (threadIdx.x < 32 && range.count() > 0)
-        Mainloop::load(p.mainloop, pipe_k, pipe_v, smem.mainloop, &smem.q_barrier, range, p.col_idx, qb, h, h_kv, b,
-                       int(threadIdx.x));
+        Mainloop::load(p.mainloop, pipe_k, pipe_v, smem.mainloop, &smem.q_barrier, range, p.col_idx, qb, h, h_kv, sq,
+                       sk, int(threadIdx.x));
       return;
     }
     cutlass::arch::warpgroup_reg_alloc<kConsumerRegisters>();
@@ -139,11 +165,11 @@ struct AttentionKernel {
     OnlineSoftmax<2> softmax(p.scale);
     const bool empty = range.count() == 0;
     if (!empty)
-      Mainloop::mma(pipe_k, pipe_v, smem.mainloop, &smem.q_barrier, range, p.col_idx, thread, diag0, p.seq_k,
+      Mainloop::mma(pipe_k, pipe_v, smem.mainloop, &smem.q_barrier, range, p.col_idx, thread, diag0, sk.len,
                     p.causal, tOrO, softmax);
     float inv_sum[2], lse[2];
     softmax.finish(inv_sum, lse);
-    Epilogue::store(p.epilogue, smem.epilogue, tOrO, inv_sum, lse, empty, thread, qb, h, b, bh, p.seq_q);
+    Epilogue::store(p.epilogue, smem.epilogue, tOrO, inv_sum, lse, empty, thread, qb, h, sq, lse_row0);
   }
 };
 
@@ -205,29 +231,35 @@ cudaError_t launch_row(const AttentionProblem& p, cudaStream_t stream) {
   if (!tma_encoded(params.mainloop.tma_k)) return tma_encode_error(TmaOperand::K);
   if (!tma_encoded(params.mainloop.tma_v)) return tma_encode_error(TmaOperand::V);
   if (!tma_encoded(params.epilogue.tma_o)) return tma_encode_error(TmaOperand::O);
+  params.epilogue.packed = p.varlen_q();
+  params.epilogue.o = static_cast<Element*>(p.o.data);
+  params.epilogue.o_stride_s = p.o.stride_s;
+  params.epilogue.o_stride_h = p.o.stride_h;
   params.epilogue.lse = p.lse;
   params.row_ptr = p.has_mask ? p.mask.row_ptr : nullptr;
   params.col_idx = p.has_mask ? p.mask.col_idx : nullptr;
+  params.cu_seqlens_q = p.layout.cu_seqlens_q;
+  params.cu_seqlens_k = p.layout.cu_seqlens_k;
   params.seq_q = int32_t(p.seq_q());
   params.seq_k = int32_t(p.seq_k());
   params.heads = int32_t(p.heads());
-  params.q_blocks = int32_t((p.seq_q() + kBlockM - 1) / kBlockM);
-  params.k_blocks = int32_t((p.seq_k() + kBlockN - 1) / kBlockN);
+  params.q_blocks = int32_t(grid_q_blocks(p));
+  params.k_blocks = p.has_mask ? int32_t(p.mask.k_blocks) : 0;
   params.group = int32_t(p.group());
   const bool per_head_mask = p.has_mask && p.mask.patterns != 1 && p.mask.heads > 0;
   params.mask_heads = per_head_mask ? int32_t(p.mask.heads) : 0;
   params.mask_group = per_head_mask ? int32_t(p.heads() / p.mask.heads) : 1;
   params.has_mask = p.has_mask;
   params.causal = p.causal;
-  // |seq_k - seq_q| < 2^31 - 128 (family.cu bounds both).
-  params.causal_offset = int32_t(p.causal_offset());
+  params.bottom_right = p.causal_alignment == CausalAlignment::BottomRight;
   params.scale = p.scale;
 
   const int smem = int(sizeof(typename Kernel::SharedStorage));
   const void* kernel = probe_kernel<kRow>();
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e != cudaSuccess) return e;
-  const int64_t grid = int64_t(params.q_blocks) * p.batch() * p.heads();  // <= INT32_MAX (family.cu)
+  const int64_t grid = int64_t(params.q_blocks) * grid_sequences(p) * p.heads();  // <= INT32_MAX (family.cu)
+  if (grid == 0) return cudaSuccess;  // packed queries, the longest sequence empty: no row to write
   attention_sm90_kernel<kRow><<<dim3(uint32_t(grid)), dim3(Kernel::kThreads), size_t(smem), stream>>>(params);
   return cudaGetLastError();
 }

@@ -1,11 +1,14 @@
 // sparsek attention SM90: the key blocks one query block visits, in ascending order.
 //
-//   no mask            0 .. k_blocks-1
+//   no mask            0 .. the sequence's last key block
 //   block mask         the listed blocks of the query block's row (col_idx, ascending)
 //   causal             either of the above, cut after the last block with a key on or before
 //                      the diagonal of the block's last query (col_idx is sorted: a binary
 //                      search finds the cut); nothing when no key is (bottom-right, a
 //                      query block wholly before the first key)
+//   per sequence       every range ends at the sequence's last key block (a mask counted
+//                      from the longest sequence may list blocks past a shorter one's keys:
+//                      the same search drops them)
 //
 // Listed blocks are walked by the sparse tile iterator (sm90/tile_iterator.hpp) over the
 // mask's stacked BSR pattern, one k-iteration per 128-key block: col_idx read 32 entries at a
@@ -28,22 +31,23 @@ struct KeyBlockRange {
   CUTE_HOST_DEVICE int32_t count() const { return end - begin; }
 };
 
-// The range of pattern row `row` (row_ptr index). `last_causal`: the last key block with a
-// key on or before the diagonal of the query block's last query, -1 when there is none
-// (causal only).
-CUTE_DEVICE KeyBlockRange key_block_range(const int32_t* row_ptr, const int32_t* col_idx, bool has_mask, bool causal,
-                                          int64_t row, int32_t k_blocks, int32_t last_causal) {
-  const int32_t last = causal && last_causal < k_blocks - 1 ? last_causal : k_blocks - 1;
+// The range of pattern row `row` (row_ptr index) up to key block `last`: the last block with
+// a key some query of the block keeps (the sequence's last key block, or before it the block
+// of the diagonal of the query block's last query when causal), -1 when there is none.
+// `k_blocks`: the mask's key blocks per row (listed blocks are below it); a listed row is cut
+// by a binary search only when `last` is below its last block.
+CUTE_DEVICE KeyBlockRange key_block_range(const int32_t* row_ptr, const int32_t* col_idx, bool has_mask, int64_t row,
+                                          int32_t k_blocks, int32_t last) {
   KeyBlockRange r;
   if (!has_mask) {
     r.end = last + 1;
     return r;
   }
   r.listed = true;
-  if (last < 0) return r;  // nothing on or before the diagonal: an empty range, row_ptr unread
+  if (last < 0) return r;  // no key kept: an empty range, row_ptr unread
   r.begin = __ldg(row_ptr + row);
   r.end = __ldg(row_ptr + row + 1);
-  if (causal) {  // first position whose block is past `last`
+  if (last < k_blocks - 1) {  // first position whose block is past `last`
     int32_t lo = r.begin, hi = r.end;
     while (lo < hi) {
       const int32_t mid = lo + (hi - lo) / 2;

@@ -32,6 +32,7 @@
 
 #include "attention/sm90/configs.hpp"
 #include "attention/sm90/key_blocks.hpp"
+#include "attention/sm90/sequence.hpp"
 #include "attention/sm90/softmax.hpp"
 
 namespace sparsek::detail::attention_sm90 {
@@ -96,18 +97,23 @@ struct AttentionMainloop {
   };
 
   // The producer warp (all 32 lanes; lane 0 issues): Q once (query head h), then K and V of
-  // each key block (KV head h_kv, the one query head h reads).
+  // each key block (KV head h_kv, the one query head h reads). Tiles start at the sequence's
+  // first row (sequence.hpp); rows past a sequence's end are loaded (the next sequence's, or
+  // zeros past the view) and masked by the consumers (keys) or never stored (queries).
   CUTE_DEVICE static void load(Params const& mp, Pipeline& pipe_k, Pipeline& pipe_v, SharedStorage& smem,
                                uint64_t* q_barrier, KeyBlockRange const& range, const int32_t* col_idx, int32_t qb,
-                               int32_t h, int32_t h_kv, int32_t b, int lane) {
+                               int32_t h, int32_t h_kv, SequenceRows const& sq, SequenceRows const& sk, int lane) {
     Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), SmemLayoutQ{});
     Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), SmemLayoutKV{});
     Tensor sV = make_tensor(make_smem_ptr(smem.v.data()), SmemLayoutKV{});
-    Tensor gQ = local_tile(mp.tma_q.get_tma_tensor(mp.shape_q)(_, _, h, b), Shape<TileM, HeadDim>{},
+    Tensor mQ = mp.tma_q.get_tma_tensor(mp.shape_q)(_, _, h, sq.batch);
+    Tensor mK = mp.tma_k.get_tma_tensor(mp.shape_k)(_, _, h_kv, sk.batch);
+    Tensor mV = mp.tma_v.get_tma_tensor(mp.shape_k)(_, _, h_kv, sk.batch);
+    Tensor gQ = local_tile(domain_offset(make_coord(sq.start, _0{}), mQ), Shape<TileM, HeadDim>{},
                            make_coord(qb, _0{}));  // (128, d)
-    Tensor gK = local_tile(mp.tma_k.get_tma_tensor(mp.shape_k)(_, _, h_kv, b), Shape<TileN, HeadDim>{},
+    Tensor gK = local_tile(domain_offset(make_coord(sk.start, _0{}), mK), Shape<TileN, HeadDim>{},
                            make_coord(_, _0{}));  // (128, d, key blocks)
-    Tensor gV = local_tile(mp.tma_v.get_tma_tensor(mp.shape_k)(_, _, h_kv, b), Shape<TileN, HeadDim>{},
+    Tensor gV = local_tile(domain_offset(make_coord(sk.start, _0{}), mV), Shape<TileN, HeadDim>{},
                            make_coord(_, _0{}));
     auto [tQgQ, tQsQ] = tma_partition(mp.tma_q, Int<0>{}, cute::Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
     auto [tKgK, tKsK] = tma_partition(mp.tma_k, Int<0>{}, cute::Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
@@ -134,7 +140,8 @@ struct AttentionMainloop {
 
   // The consumer warpgroups (thread 0..255): the query block's S, softmax and O over its key
   // blocks (range.count() > 0). `diag0`: the last key the block's first query keeps when
-  // causal (its row + the causal offset; row r of the block keeps keys <= diag0 + r). Leaves
+  // causal (its row + the causal offset; row r of the block keeps keys <= diag0 + r);
+  // `seq_k`: the sequence's keys (later ones score -inf). Leaves
   // O unnormalized (the epilogue divides by the row sums, softmax.finish()).
   template <class FragO>
   CUTE_DEVICE static void mma(Pipeline& pipe_k, Pipeline& pipe_v, SharedStorage& smem, uint64_t* q_barrier,
