@@ -78,13 +78,45 @@ __global__ void check_kernel(const int32_t* __restrict__ row_ptr, const int32_t*
   }
 }
 
-}  // namespace
+// Cumulative sequence lengths (SequenceLayout's cu_seqlens_*): batch + 1 entries from 0,
+// non-decreasing, ending at `total`, each length at most `max_len`.
+enum SeqlenDefect : unsigned long long {
+  kSeqStartNotZero = 1,
+  kSeqDecreasing = 2,
+  kSeqEndNotTotal = 3,
+  kSeqTooLong = 4,
+};
 
-// `what` names the pattern in messages ("A's indices fail", "S's indices fail", ...), `unit`
-// its block-rows.
-Result check_bsr_indices(const int32_t* row_ptr, const int32_t* col_idx, const int32_t* block_id,
-                         int64_t block_rows, int64_t block_cols, int64_t nnzb, cudaStream_t stream, const char* what,
-                         const char* unit) {
+const char* describe_seqlens(unsigned long long kind) {
+  switch (kind) {
+    case kSeqStartNotZero: return "its first entry is not 0";
+    case kSeqDecreasing: return "it decreases after this sequence";
+    case kSeqEndNotTotal: return "its last entry is not the packed total (the view's seq)";
+    case kSeqTooLong: return "this sequence is longer than the layout's max_seqlen";
+  }
+  return "unknown defect";
+}
+
+__global__ void check_seqlens_kernel(const int32_t* __restrict__ cu, int64_t batch, int64_t total, int64_t max_len,
+                                     unsigned long long* status) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t b = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; b <= batch; b += stride) {
+    const int64_t at = cu[b];
+    if (b == 0 && at != 0) report(status, 0, kSeqStartNotZero);
+    if (b == batch) {
+      if (at != total) report(status, b, kSeqEndNotTotal);
+      continue;
+    }
+    const int64_t len = int64_t(cu[b + 1]) - at;
+    if (len < 0) report(status, b, kSeqDecreasing);
+    else if (len > max_len) report(status, b, kSeqTooLong);
+  }
+}
+
+// Runs one check kernel (`launch(d_status)` enqueues it on `stream`) and waits for its status
+// into *status: ULLONG_MAX when it found nothing, else the lowest (entry << 8 | kind).
+template <class Launch>
+Result run_check(cudaStream_t stream, Launch launch, unsigned long long* status) {
   // The check waits for its result, which a stream being captured into a graph cannot do.
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   cudaError_t e = cudaStreamIsCapturing(stream, &capture);
@@ -95,21 +127,42 @@ Result check_bsr_indices(const int32_t* row_ptr, const int32_t* col_idx, const i
   unsigned long long* d_status = nullptr;
   e = cudaMallocAsync(&d_status, sizeof(unsigned long long), stream);
   if (e != cudaSuccess) return with_cuda_error(e, make_result(Status::CudaError, "index check: allocating its status: %s", cudaGetErrorString(e)));
-  unsigned long long status = ULLONG_MAX;
-  e = cudaMemcpyAsync(d_status, &status, sizeof(status), cudaMemcpyHostToDevice, stream);
+  *status = ULLONG_MAX;
+  e = cudaMemcpyAsync(d_status, status, sizeof(*status), cudaMemcpyHostToDevice, stream);
   if (e == cudaSuccess) {
-    const int64_t rows = block_rows + 1;
-    const int threads = 256;
-    const int64_t want = (rows + threads - 1) / threads;
-    const unsigned grid = static_cast<unsigned>(want < 4096 ? want : 4096);
-    check_kernel<<<grid, threads, 0, stream>>>(row_ptr, col_idx, block_id, block_rows, block_cols, nnzb, d_status);
+    launch(d_status);
     e = cudaGetLastError();
   }
-  if (e == cudaSuccess) e = cudaMemcpyAsync(&status, d_status, sizeof(status), cudaMemcpyDeviceToHost, stream);
+  if (e == cudaSuccess) e = cudaMemcpyAsync(status, d_status, sizeof(*status), cudaMemcpyDeviceToHost, stream);
   const cudaError_t e_free = cudaFreeAsync(d_status, stream);
   if (e == cudaSuccess) e = e_free;
   if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
   if (e != cudaSuccess) return with_cuda_error(e, make_result(Status::CudaError, "index check: %s", cudaGetErrorString(e)));
+  return Result{};
+}
+
+// A grid of 256-thread blocks over `items` entries (grid-stride beyond 4096 blocks).
+unsigned check_grid(int64_t items) {
+  const int64_t want = (items + 255) / 256;
+  return static_cast<unsigned>(want < 4096 ? want : 4096);
+}
+
+}  // namespace
+
+// `what` names the pattern in messages ("A's indices fail", "S's indices fail", ...), `unit`
+// its block-rows.
+Result check_bsr_indices(const int32_t* row_ptr, const int32_t* col_idx, const int32_t* block_id,
+                         int64_t block_rows, int64_t block_cols, int64_t nnzb, cudaStream_t stream, const char* what,
+                         const char* unit) {
+  unsigned long long status = ULLONG_MAX;
+  Result r = run_check(
+      stream,
+      [&](unsigned long long* d_status) {
+        check_kernel<<<check_grid(block_rows + 1), 256, 0, stream>>>(row_ptr, col_idx, block_id, block_rows,
+                                                                     block_cols, nnzb, d_status);
+      },
+      &status);
+  if (!r.ok()) return r;
   if (status == ULLONG_MAX) return Result{};
   const unsigned long long row = status >> 8, kind = status & 0xff;
   if (kind == kEndNotNnzb) return make_result(Status::InvalidArgument, "%s the device check: %s", what, describe(kind));
@@ -121,6 +174,25 @@ Result check_pattern(const int32_t* row_ptr, const int32_t* col_idx, int64_t blo
   char what[64];
   std::snprintf(what, sizeof(what), "%s's indices fail", name);
   return check_bsr_indices(row_ptr, col_idx, nullptr, block_rows, block_cols, nnzb, stream, what, "block-row");
+}
+
+Result check_cu_seqlens(const int32_t* cu_seqlens, int64_t batch, int64_t total, int64_t max_len,
+                        cudaStream_t stream, const char* name) {
+  unsigned long long status = ULLONG_MAX;
+  Result r = run_check(
+      stream,
+      [&](unsigned long long* d_status) {
+        check_seqlens_kernel<<<check_grid(batch + 1), 256, 0, stream>>>(cu_seqlens, batch, total, max_len, d_status);
+      },
+      &status);
+  if (!r.ok()) return r;
+  if (status == ULLONG_MAX) return Result{};
+  const unsigned long long b = status >> 8, kind = status & 0xff;
+  if (kind == kSeqEndNotTotal)
+    return make_result(Status::InvalidArgument, "%s fails the device check: %s (%lld)", name, describe_seqlens(kind),
+                       (long long)total);
+  return make_result(Status::InvalidArgument, "%s fails the device check at sequence %llu: %s", name, b,
+                     describe_seqlens(kind));
 }
 
 }  // namespace sparsek::detail

@@ -25,4 +25,13 @@ Result check_bsr_indices(const int32_t* row_ptr, const int32_t* col_idx, const i
 Result check_pattern(const int32_t* row_ptr, const int32_t* col_idx, int64_t block_rows, int64_t block_cols,
                      int64_t nnzb, cudaStream_t stream, const char* name);
 
+// Checks on `stream`, then waits for it: cumulative sequence lengths (an attention
+// SequenceLayout's cu_seqlens_q or cu_seqlens_k) of `batch` sequences: batch + 1 entries,
+// cu_seqlens[0] == 0, non-decreasing, cu_seqlens[batch] == total (the packed view's seq), and
+// every length cu_seqlens[b+1] - cu_seqlens[b] at most max_len. Reads cu_seqlens[0 .. batch].
+// InvalidArgument names `name` ("cu_seqlens_q") and the first bad sequence; CudaError if the
+// check itself failed.
+Result check_cu_seqlens(const int32_t* cu_seqlens, int64_t batch, int64_t total, int64_t max_len,
+                        cudaStream_t stream, const char* name);
+
 }  // namespace sparsek::detail
