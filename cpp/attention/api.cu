@@ -94,6 +94,20 @@ Result check_no_self_overlap(const char* name, const HeadsView& t) {
   return Result{};
 }
 
+// The serving layout by value (C++'s checks alone; how its counts agree with the views is the
+// table's): counts non-negative, every array 4-byte aligned (int32). A null array is off.
+Result check_layout(const SequenceLayout& l) {
+  if (l.batch < 0 || l.max_pages < 0 || l.max_seqlen_q < 0 || l.max_seqlen_k < 0)
+    return make_result(Status::InvalidArgument,
+                       "layout: batch = %lld, max_pages = %lld, max_seqlen_q = %lld, max_seqlen_k = %lld: negative",
+                       (long long)l.batch, (long long)l.max_pages, (long long)l.max_seqlen_q, (long long)l.max_seqlen_k);
+  const auto misaligned = [](const int32_t* a) { return reinterpret_cast<uintptr_t>(a) % alignof(int32_t) != 0; };
+  if (misaligned(l.cu_seqlens_q) || misaligned(l.cu_seqlens_k) || misaligned(l.seqlens_k) ||
+      misaligned(l.page_table))
+    return make_result(Status::InvalidArgument, "layout: an array is not 4-byte aligned (int32)");
+  return Result{};
+}
+
 // ceil(seq / block) into *blocks; false when it does not fit int32.
 bool block_count(int64_t seq, int64_t block, int64_t* blocks) {
   *blocks = seq / block + (seq % block != 0 ? 1 : 0);
@@ -116,7 +130,9 @@ Result validate(const HeadsView& q, const HeadsView& k, const HeadsView& v, cons
   if (r.ok()) r = check_heads("K", k);
   if (r.ok()) r = check_heads("V", v);
   if (r.ok()) r = check_heads("O", o);
+  if (r.ok()) r = check_layout(options.layout);
   if (!r.ok()) return r;
+  const SequenceLayout& layout = options.layout;
   attention_rules::Facts facts;
   facts.batch = q.batch, facts.heads = q.heads, facts.seq_q = q.seq, facts.head_dim = q.head_dim;
   facts.k_batch = k.batch, facts.k_heads = k.heads, facts.seq_k = k.seq, facts.k_head_dim = k.head_dim;
@@ -132,6 +148,11 @@ Result validate(const HeadsView& q, const HeadsView& k, const HeadsView& v, cons
     facts.made_for = true;  // BlockMaskView's batch and heads
     facts.mask_batch = mask->batch, facts.mask_heads = mask->heads;
   }
+  facts.varlen_q = layout.cu_seqlens_q != nullptr, facts.varlen_k = layout.cu_seqlens_k != nullptr;
+  facts.seqlens_k = layout.seqlens_k != nullptr, facts.paged = layout.page_table != nullptr;
+  facts.layout = facts.varlen_q || facts.varlen_k || facts.seqlens_k || facts.paged;
+  facts.layout_batch = layout.batch, facts.max_pages = layout.max_pages;
+  facts.max_seqlen_q = layout.max_seqlen_q, facts.max_seqlen_k = layout.max_seqlen_k;
   r = attention_rules::shapes(facts);
   if (!r.ok()) return r;
   int64_t heads = 0, rows = 0;  // batch * heads, and * seq_q: LSE's floats
@@ -164,19 +185,28 @@ Result validate(const HeadsView& q, const HeadsView& k, const HeadsView& v, cons
   {
     const ByteRange lse_bytes = elements(lse, rows, 4);
     const bool masked = mask != nullptr;
+    // The layout's arrays: batch key counts, batch * max_pages table entries (the table
+    // bounds both below 2^31).
+    const ByteRange seqlens_k_bytes = elements(layout.seqlens_k, layout.batch, 4);
+    const ByteRange page_table_bytes =
+        layout.page_table != nullptr ? elements(layout.page_table, layout.batch * layout.max_pages, 4) : ByteRange{};
     const ByteRange inputs[] = {
         heads_bytes(q),
         heads_bytes(k),
         heads_bytes(v),
         masked ? elements(mask->row_ptr, mask->patterns * mask->q_blocks + 1, 4) : ByteRange{},
         masked ? elements(mask->col_idx, mask->nnzb, 4) : ByteRange{},
+        seqlens_k_bytes,
+        page_table_bytes,
         lse_bytes,
     };
-    const char* const names[] = {"Q", "K", "V", "mask.row_ptr", "mask.col_idx", "LSE"};
+    const char* const names[] = {"Q", "K", "V", "mask.row_ptr", "mask.col_idx", "layout.seqlens_k", "layout.page_table",
+                                 "LSE"};
     r = check_disjoint("O", heads_bytes(o), inputs, names);
     if (!r.ok()) return r;
-    const ByteRange lse_inputs[] = {inputs[0], inputs[1], inputs[2], inputs[3], inputs[4]};
-    const char* const lse_names[] = {"Q", "K", "V", "mask.row_ptr", "mask.col_idx"};
+    const ByteRange lse_inputs[] = {inputs[0], inputs[1], inputs[2], inputs[3], inputs[4], inputs[5], inputs[6]};
+    const char* const lse_names[] = {"Q", "K", "V", "mask.row_ptr", "mask.col_idx", "layout.seqlens_k",
+                                     "layout.page_table"};
     r = check_disjoint("LSE", lse_bytes, lse_inputs, lse_names);
     if (!r.ok()) return r;
   }
@@ -192,6 +222,7 @@ Result validate(const HeadsView& q, const HeadsView& k, const HeadsView& v, cons
   if (mask != nullptr) p.mask = *mask;
   p.causal = options.causal;
   p.causal_alignment = options.causal_alignment;
+  p.layout = layout;
   p.scale = options.scale > 0.0f ? options.scale : 1.0f / std::sqrt(float(q.head_dim));
   p.backend = options.backend;
   r = devices.resolve(&p.device);

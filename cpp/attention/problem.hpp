@@ -21,6 +21,16 @@
 //     the span of those inside it); o and lse overlap neither each other nor q, k, v or the
 //     mask's arrays;
 //   - causal_alignment is TopLeft or BottomRight;
+//   - layout (SequenceLayout): its counts >= 0 and its arrays 4-byte aligned; all zero when no
+//     array is set; otherwise batch = q's batch (Q not packed) and max_seqlen_q 0 or seq_q;
+//     seqlens_k: max_seqlen_k <= k's seq (not paged); page_table: seqlens_k set, max_pages >=
+//     1, batch * max_pages < 2^31, k and v [num_pages >= 1, heads_kv, page_size >= 1,
+//     head_dim] with max_seqlen_k <= max_pages * page_size; a mask's k_blocks =
+//     ceil(max_seqlen_k / block_k) with keys per sequence, and paged, block_k a multiple of
+//     page_size or page_size of block_k; O and LSE overlap neither array; the arrays' values
+//     (seqlens_k[b] in [0, max_seqlen_k], reached page entries in [0, num_pages)) checked on
+//     the device with check_indices, else trusted for the results (kernels clamp them: no
+//     access leaves the views);
 //   - scale is finite and > 0 (0 in the options was resolved to 1/sqrt(head_dim));
 //   - q, k, v and o's data are 2-byte aligned (their elements'), lse 4-byte;
 //   - `device` describes the current device, which is the launch stream's.
@@ -57,6 +67,10 @@ class AttentionProblem {
   bool paged() const { return layout.page_table != nullptr; }
   // Sequence lengths known only on the device (per-sequence arrays): a kernel reads them.
   bool per_sequence() const { return varlen_q() || varlen_k() || layout.seqlens_k != nullptr || paged(); }
+  // Each sequence has its own key count (seqlens_k, paged or packed keys): the longest is
+  // layout.max_seqlen_k, which masks are counted from and launches size by.
+  bool keys_per_sequence() const { return varlen_k() || layout.seqlens_k != nullptr || paged(); }
+  int64_t max_seqlen_k() const { return keys_per_sequence() ? layout.max_seqlen_k : k.seq; }
   int64_t group() const { return k.heads > 0 ? q.heads / k.heads : 1; }
   // The causal diagonal: query i keeps key j <= i + causal_offset() (0 top-left, seq_k - seq_q
   // bottom-right; may be negative).
@@ -84,7 +98,7 @@ class AttentionProblem {
   static AttentionProblem from_rust(const HeadsView& q, const HeadsView& k, const HeadsView& v, const HeadsMutView& o,
                                     float* lse, const BlockMaskView* mask, bool causal,
                                     CausalAlignment causal_alignment, float scale, Backend backend,
-                                    const DeviceInfo& device) {
+                                    const DeviceInfo& device, const SequenceLayout& layout = SequenceLayout{}) {
     AttentionProblem p;
     p.q = q;
     p.k = k;
@@ -95,6 +109,7 @@ class AttentionProblem {
     if (mask != nullptr) p.mask = *mask;
     p.causal = causal;
     p.causal_alignment = causal_alignment;
+    p.layout = layout;
     p.scale = scale;
     p.backend = backend;
     p.device = device;

@@ -43,13 +43,35 @@ struct Facts {
   bool made_for = false;  // the mask records the (batch, heads) its per-head patterns were made for (C++: always, its fields)
   int64_t mask_batch = 0;  // the batch the mask's per-head patterns were made for
   int64_t mask_heads = 0;  // the heads the mask's per-head patterns were made for
+  bool layout = false;  // a serving layout is given (C++: a SequenceLayout array is non-null)
+  bool varlen_q = false;  // Q and O hold packed sequences (cu_seqlens_q)
+  bool varlen_k = false;  // K and V hold packed sequences (cu_seqlens_k)
+  bool seqlens_k = false;  // each sequence's key count is given (seqlens_k)
+  bool paged = false;  // K and V are a pool of pages read through a page table
+  int64_t layout_batch = 0;  // the layout's batch (its sequences)
+  int64_t max_pages = 0;  // the page table's entries per sequence
+  int64_t max_seqlen_q = 0;  // the layout's longest query sequence
+  int64_t max_seqlen_k = 0;  // the layout's longest key sequence
 };
 
 enum class Rule : int32_t {
   Ok = 0,
   HeadDim,  // always => head_dim >= 1
-  KBatch,  // always => k_batch == batch
-  VBatch,  // always => v_batch == batch
+  VarlenNotYet,  // always => !varlen_q && !varlen_k
+  LayoutCounts,  // !layout => layout_batch == 0 && max_pages == 0 && max_seqlen_q == 0 && max_seqlen_k == 0
+  LayoutBatch,  // layout && !varlen_q => layout_batch == batch
+  LayoutMaxSeqlenQ,  // layout && !varlen_q => max_seqlen_q == 0 || max_seqlen_q == seq_q
+  PageTableSeqlensK,  // paged => seqlens_k
+  MaxPages,  // paged => max_pages >= 1
+  MaxPagesUnused,  // !paged => max_pages == 0
+  PageTableEntries,  // paged => layout_batch * max_pages <= 2147483647
+  Pages,  // paged => k_batch >= 1
+  PageSize,  // paged => seq_k >= 1
+  PagedCapacity,  // paged => max_seqlen_k <= max_pages * seq_k
+  SeqlensKCapacity,  // seqlens_k && !paged && !varlen_k => max_seqlen_k <= seq_k
+  KBatch,  // !paged => k_batch == batch
+  VBatch,  // !paged => v_batch == batch
+  VPages,  // paged => v_batch == k_batch
   OBatch,  // always => o_batch == batch
   VHeads,  // always => v_heads == k_heads
   OHeads,  // always => o_heads == heads
@@ -62,7 +84,9 @@ enum class Rule : int32_t {
   HeadPairs,  // always => batch * heads <= 18446744073709551615
   MaskBlocks,  // has_mask => block_q >= 1 && block_k >= 1
   MaskQBlocks,  // has_mask => q_blocks == (seq_q + block_q - 1) / block_q
-  MaskKBlocks,  // has_mask => k_blocks == (seq_k + block_k - 1) / block_k
+  MaskKBlocks,  // has_mask && !(seqlens_k || paged || varlen_k) => k_blocks == (seq_k + block_k - 1) / block_k
+  MaskKBlocksPerSequence,  // has_mask && (seqlens_k || paged || varlen_k) => k_blocks == (max_seqlen_k + block_k - 1) / block_k
+  MaskPages,  // has_mask && paged => block_k % seq_k == 0 || seq_k % block_k == 0
   MaskBlockCounts,  // has_mask => q_blocks <= 2147483647 && k_blocks <= 2147483647
   MaskPatterns,  // has_mask && patterns != 1 => patterns == batch * heads || patterns == batch * k_heads
   MaskMadeFor,  // has_mask && patterns != 1 => made_for
@@ -81,10 +105,36 @@ inline const char* name(Rule r) {
       return "";
     case Rule::HeadDim:
       return "head_dim";
+    case Rule::VarlenNotYet:
+      return "varlen_not_yet";
+    case Rule::LayoutCounts:
+      return "layout_counts";
+    case Rule::LayoutBatch:
+      return "layout_batch";
+    case Rule::LayoutMaxSeqlenQ:
+      return "layout_max_seqlen_q";
+    case Rule::PageTableSeqlensK:
+      return "page_table_seqlens_k";
+    case Rule::MaxPages:
+      return "max_pages";
+    case Rule::MaxPagesUnused:
+      return "max_pages_unused";
+    case Rule::PageTableEntries:
+      return "page_table_entries";
+    case Rule::Pages:
+      return "pages";
+    case Rule::PageSize:
+      return "page_size";
+    case Rule::PagedCapacity:
+      return "paged_capacity";
+    case Rule::SeqlensKCapacity:
+      return "seqlens_k_capacity";
     case Rule::KBatch:
       return "k_batch";
     case Rule::VBatch:
       return "v_batch";
+    case Rule::VPages:
+      return "v_pages";
     case Rule::OBatch:
       return "o_batch";
     case Rule::VHeads:
@@ -111,6 +161,10 @@ inline const char* name(Rule r) {
       return "mask_q_blocks";
     case Rule::MaskKBlocks:
       return "mask_k_blocks";
+    case Rule::MaskKBlocksPerSequence:
+      return "mask_k_blocks_per_sequence";
+    case Rule::MaskPages:
+      return "mask_pages";
     case Rule::MaskBlockCounts:
       return "mask_block_counts";
     case Rule::MaskPatterns:
@@ -140,10 +194,36 @@ inline Result error(Rule r, [[maybe_unused]] const Facts& f) {
       return Result{};
     case Rule::HeadDim:
       return make_result(Status::InvalidArgument, "invalid argument: %s", "head_dim must be at least 1");
+    case Rule::VarlenNotYet:
+      return make_result(Status::NotSupported, "%s", "varlen (cu_seqlens_q, cu_seqlens_k): not yet");
+    case Rule::LayoutCounts:
+      return make_result(Status::InvalidArgument, "invalid argument: %s", "the layout's counts (batch, max_pages, max_seqlen_q, max_seqlen_k) are set but none of its arrays");
+    case Rule::LayoutBatch:
+      return make_result(Status::InvalidArgument, "%s: %lld given, %lld expected", "batch of the layout (= batch of Q)", (long long)clamp(Int(f.layout_batch)), (long long)clamp(Int(f.batch)));
+    case Rule::LayoutMaxSeqlenQ:
+      return make_result(Status::InvalidArgument, "%s: %lld given, %lld expected", "max_seqlen_q of the layout (0, or seq of Q when Q is not packed)", (long long)clamp(Int(f.max_seqlen_q)), (long long)clamp(Int(f.seq_q)));
+    case Rule::PageTableSeqlensK:
+      return make_result(Status::InvalidArgument, "invalid argument: %s", "a page table needs seqlens_k (each sequence's key count)");
+    case Rule::MaxPages:
+      return make_result(Status::InvalidArgument, "invalid argument: %s", "a page table needs max_pages >= 1 (its entries per sequence)");
+    case Rule::MaxPagesUnused:
+      return make_result(Status::InvalidArgument, "invalid argument: %s", "max_pages is set without a page table");
+    case Rule::PageTableEntries:
+      return make_result(Status::InvalidArgument, "invalid argument: %s", "the page table's batch * max_pages entries must fit int32");
+    case Rule::Pages:
+      return make_result(Status::InvalidArgument, "invalid argument: %s", "paged K and V need at least one page (K's batch is the pool's pages)");
+    case Rule::PageSize:
+      return make_result(Status::InvalidArgument, "invalid argument: %s", "paged K and V need pages of at least one key (K's seq is the page size)");
+    case Rule::PagedCapacity:
+      return make_result(Status::InvalidArgument, "invalid argument: %s", "max_seqlen_k exceeds max_pages * page_size, the keys a sequence's pages hold");
+    case Rule::SeqlensKCapacity:
+      return make_result(Status::InvalidArgument, "invalid argument: %s", "max_seqlen_k exceeds seq of K, the keys K holds for each sequence");
     case Rule::KBatch:
       return make_result(Status::InvalidArgument, "%s: %lld given, %lld expected", "batch of K (= batch of Q)", (long long)clamp(Int(f.k_batch)), (long long)clamp(Int(f.batch)));
     case Rule::VBatch:
       return make_result(Status::InvalidArgument, "%s: %lld given, %lld expected", "batch of V (= batch of Q)", (long long)clamp(Int(f.v_batch)), (long long)clamp(Int(f.batch)));
+    case Rule::VPages:
+      return make_result(Status::InvalidArgument, "%s: %lld given, %lld expected", "batch of V (= pages of K)", (long long)clamp(Int(f.v_batch)), (long long)clamp(Int(f.k_batch)));
     case Rule::OBatch:
       return make_result(Status::InvalidArgument, "%s: %lld given, %lld expected", "batch of O (= batch of Q)", (long long)clamp(Int(f.o_batch)), (long long)clamp(Int(f.batch)));
     case Rule::VHeads:
@@ -170,6 +250,10 @@ inline Result error(Rule r, [[maybe_unused]] const Facts& f) {
       return make_result(Status::InvalidArgument, "%s: %lld given, %lld expected", "query blocks of the mask (= ceil(seq_q / block_q))", (long long)clamp(Int(f.q_blocks)), (long long)clamp(div(sub(add(Int(f.seq_q), Int(f.block_q)), Int(1)), Int(f.block_q))));
     case Rule::MaskKBlocks:
       return make_result(Status::InvalidArgument, "%s: %lld given, %lld expected", "key blocks of the mask (= ceil(seq_k / block_k))", (long long)clamp(Int(f.k_blocks)), (long long)clamp(div(sub(add(Int(f.seq_k), Int(f.block_k)), Int(1)), Int(f.block_k))));
+    case Rule::MaskKBlocksPerSequence:
+      return make_result(Status::InvalidArgument, "%s: %lld given, %lld expected", "key blocks of the mask (= ceil(max_seqlen_k / block_k) with keys per sequence)", (long long)clamp(Int(f.k_blocks)), (long long)clamp(div(sub(add(Int(f.max_seqlen_k), Int(f.block_k)), Int(1)), Int(f.block_k))));
+    case Rule::MaskPages:
+      return make_result(Status::InvalidArgument, "invalid argument: %s", "with a page table, the mask's block_k must be a multiple of the page size or the page size a multiple of block_k");
     case Rule::MaskBlockCounts:
       return make_result(Status::InvalidArgument, "invalid argument: %s", "the mask's block counts must fit int32");
     case Rule::MaskPatterns:
@@ -196,8 +280,21 @@ inline Result error(Rule r, [[maybe_unused]] const Facts& f) {
 // InvalidArgument). The first rule broken, in the table's order.
 inline Rule shapes_rule([[maybe_unused]] const Facts& f) {
   if (Int(f.head_dim) < Int(1)) return Rule::HeadDim;
-  if (Int(f.k_batch) != Int(f.batch)) return Rule::KBatch;
-  if (Int(f.v_batch) != Int(f.batch)) return Rule::VBatch;
+  if (!(!f.varlen_q && !f.varlen_k)) return Rule::VarlenNotYet;
+  if (!f.layout && !((((Int(f.layout_batch) == Int(0)) && (Int(f.max_pages) == Int(0))) && (Int(f.max_seqlen_q) == Int(0))) && (Int(f.max_seqlen_k) == Int(0)))) return Rule::LayoutCounts;
+  if ((f.layout && !f.varlen_q) && (Int(f.layout_batch) != Int(f.batch))) return Rule::LayoutBatch;
+  if ((f.layout && !f.varlen_q) && !((Int(f.max_seqlen_q) == Int(0)) || (Int(f.max_seqlen_q) == Int(f.seq_q)))) return Rule::LayoutMaxSeqlenQ;
+  if (f.paged && !f.seqlens_k) return Rule::PageTableSeqlensK;
+  if (f.paged && (Int(f.max_pages) < Int(1))) return Rule::MaxPages;
+  if (!f.paged && (Int(f.max_pages) != Int(0))) return Rule::MaxPagesUnused;
+  if (f.paged && (mul(Int(f.layout_batch), Int(f.max_pages)) > Int(2147483647))) return Rule::PageTableEntries;
+  if (f.paged && (Int(f.k_batch) < Int(1))) return Rule::Pages;
+  if (f.paged && (Int(f.seq_k) < Int(1))) return Rule::PageSize;
+  if (f.paged && (Int(f.max_seqlen_k) > mul(Int(f.max_pages), Int(f.seq_k)))) return Rule::PagedCapacity;
+  if (((f.seqlens_k && !f.paged) && !f.varlen_k) && (Int(f.max_seqlen_k) > Int(f.seq_k))) return Rule::SeqlensKCapacity;
+  if (!f.paged && (Int(f.k_batch) != Int(f.batch))) return Rule::KBatch;
+  if (!f.paged && (Int(f.v_batch) != Int(f.batch))) return Rule::VBatch;
+  if (f.paged && (Int(f.v_batch) != Int(f.k_batch))) return Rule::VPages;
   if (Int(f.o_batch) != Int(f.batch)) return Rule::OBatch;
   if (Int(f.v_heads) != Int(f.k_heads)) return Rule::VHeads;
   if (Int(f.o_heads) != Int(f.heads)) return Rule::OHeads;
@@ -210,7 +307,9 @@ inline Rule shapes_rule([[maybe_unused]] const Facts& f) {
   if (mul(Int(f.batch), Int(f.heads)) > Int(18446744073709551615)) return Rule::HeadPairs;
   if (f.has_mask && !((Int(f.block_q) >= Int(1)) && (Int(f.block_k) >= Int(1)))) return Rule::MaskBlocks;
   if (f.has_mask && (Int(f.q_blocks) != div(sub(add(Int(f.seq_q), Int(f.block_q)), Int(1)), Int(f.block_q)))) return Rule::MaskQBlocks;
-  if (f.has_mask && (Int(f.k_blocks) != div(sub(add(Int(f.seq_k), Int(f.block_k)), Int(1)), Int(f.block_k)))) return Rule::MaskKBlocks;
+  if ((f.has_mask && !((f.seqlens_k || f.paged) || f.varlen_k)) && (Int(f.k_blocks) != div(sub(add(Int(f.seq_k), Int(f.block_k)), Int(1)), Int(f.block_k)))) return Rule::MaskKBlocks;
+  if ((f.has_mask && ((f.seqlens_k || f.paged) || f.varlen_k)) && (Int(f.k_blocks) != div(sub(add(Int(f.max_seqlen_k), Int(f.block_k)), Int(1)), Int(f.block_k)))) return Rule::MaskKBlocksPerSequence;
+  if ((f.has_mask && f.paged) && !((rem(Int(f.block_k), Int(f.seq_k)) == Int(0)) || (rem(Int(f.seq_k), Int(f.block_k)) == Int(0)))) return Rule::MaskPages;
   if (f.has_mask && !((Int(f.q_blocks) <= Int(2147483647)) && (Int(f.k_blocks) <= Int(2147483647)))) return Rule::MaskBlockCounts;
   if ((f.has_mask && (Int(f.patterns) != Int(1))) && !((Int(f.patterns) == mul(Int(f.batch), Int(f.heads))) || (Int(f.patterns) == mul(Int(f.batch), Int(f.k_heads))))) return Rule::MaskPatterns;
   if ((f.has_mask && (Int(f.patterns) != Int(1))) && !f.made_for) return Rule::MaskMadeFor;
@@ -272,11 +371,21 @@ inline bool set_fact(Facts& f, const char* name, const char* value) {
   if (golden::same(name, "made_for")) return golden::parse(value, &f.made_for);
   if (golden::same(name, "mask_batch")) return golden::parse(value, &f.mask_batch);
   if (golden::same(name, "mask_heads")) return golden::parse(value, &f.mask_heads);
+  if (golden::same(name, "layout")) return golden::parse(value, &f.layout);
+  if (golden::same(name, "varlen_q")) return golden::parse(value, &f.varlen_q);
+  if (golden::same(name, "varlen_k")) return golden::parse(value, &f.varlen_k);
+  if (golden::same(name, "seqlens_k")) return golden::parse(value, &f.seqlens_k);
+  if (golden::same(name, "paged")) return golden::parse(value, &f.paged);
+  if (golden::same(name, "layout_batch")) return golden::parse(value, &f.layout_batch);
+  if (golden::same(name, "max_pages")) return golden::parse(value, &f.max_pages);
+  if (golden::same(name, "max_seqlen_q")) return golden::parse(value, &f.max_seqlen_q);
+  if (golden::same(name, "max_seqlen_k")) return golden::parse(value, &f.max_seqlen_k);
   return false;
 }
 
 // The facts only the Rust entry has (the golden cases carry them; C++ skips them).
 inline bool rust_only_fact(const char* name) {
+  if (golden::same(name, "page_size")) return true;
   return false;
 }
 

@@ -88,6 +88,16 @@ pub(crate) fn facts(
         made_for: m.heads.is_some(),
         mask_batch: int(mask_batch),
         mask_heads: int(mask_heads),
+        layout: false,
+        varlen_q: false,
+        varlen_k: false,
+        seqlens_k: false,
+        paged: false,
+        layout_batch: 0,
+        max_pages: 0,
+        max_seqlen_q: 0,
+        max_seqlen_k: 0,
+        page_size: 0,
     }
 }
 

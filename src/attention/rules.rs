@@ -81,6 +81,26 @@ pub(crate) struct Facts {
     pub mask_batch: i128,
     /// The heads the mask's per-head patterns were made for.
     pub mask_heads: i128,
+    /// A serving layout is given (C++: a SequenceLayout array is non-null).
+    pub layout: bool,
+    /// Q and O hold packed sequences (cu_seqlens_q).
+    pub varlen_q: bool,
+    /// K and V hold packed sequences (cu_seqlens_k).
+    pub varlen_k: bool,
+    /// Each sequence's key count is given (seqlens_k).
+    pub seqlens_k: bool,
+    /// K and V are a pool of pages read through a page table.
+    pub paged: bool,
+    /// The layout's batch (its sequences).
+    pub layout_batch: i128,
+    /// The page table's entries per sequence.
+    pub max_pages: i128,
+    /// The layout's longest query sequence.
+    pub max_seqlen_q: i128,
+    /// The layout's longest key sequence.
+    pub max_seqlen_k: i128,
+    /// The keys of a page as the Rust PageTable states them (C++: K's seq alone).
+    pub page_size: i128,
 }
 
 /// The table's rules.
@@ -88,10 +108,38 @@ pub(crate) struct Facts {
 pub(crate) enum Rule {
     /// `always` ⇒ `head_dim >= 1`.
     HeadDim,
-    /// `always` ⇒ `k_batch == batch`.
+    /// `always` ⇒ `!varlen_q && !varlen_k`.
+    VarlenNotYet,
+    /// `!layout` ⇒ `layout_batch == 0 && max_pages == 0 && max_seqlen_q == 0 && max_seqlen_k == 0`.
+    LayoutCounts,
+    /// `layout && !varlen_q` ⇒ `layout_batch == batch`.
+    LayoutBatch,
+    /// `layout && !varlen_q` ⇒ `max_seqlen_q == 0 || max_seqlen_q == seq_q`.
+    LayoutMaxSeqlenQ,
+    /// `paged` ⇒ `seqlens_k`.
+    PageTableSeqlensK,
+    /// `paged` ⇒ `max_pages >= 1`.
+    MaxPages,
+    /// `!paged` ⇒ `max_pages == 0`.
+    MaxPagesUnused,
+    /// `paged` ⇒ `layout_batch * max_pages <= 2147483647`.
+    PageTableEntries,
+    /// `paged` ⇒ `k_batch >= 1`.
+    Pages,
+    /// `paged` ⇒ `seq_k >= 1`.
+    PageSize,
+    /// `paged` ⇒ `page_size == seq_k`.
+    PageTablePageSize,
+    /// `paged` ⇒ `max_seqlen_k <= max_pages * seq_k`.
+    PagedCapacity,
+    /// `seqlens_k && !paged && !varlen_k` ⇒ `max_seqlen_k <= seq_k`.
+    SeqlensKCapacity,
+    /// `!paged` ⇒ `k_batch == batch`.
     KBatch,
-    /// `always` ⇒ `v_batch == batch`.
+    /// `!paged` ⇒ `v_batch == batch`.
     VBatch,
+    /// `paged` ⇒ `v_batch == k_batch`.
+    VPages,
     /// `always` ⇒ `o_batch == batch`.
     OBatch,
     /// `always` ⇒ `v_heads == k_heads`.
@@ -116,8 +164,12 @@ pub(crate) enum Rule {
     MaskBlocks,
     /// `has_mask` ⇒ `q_blocks == (seq_q + block_q - 1) / block_q`.
     MaskQBlocks,
-    /// `has_mask` ⇒ `k_blocks == (seq_k + block_k - 1) / block_k`.
+    /// `has_mask && !(seqlens_k || paged || varlen_k)` ⇒ `k_blocks == (seq_k + block_k - 1) / block_k`.
     MaskKBlocks,
+    /// `has_mask && (seqlens_k || paged || varlen_k)` ⇒ `k_blocks == (max_seqlen_k + block_k - 1) / block_k`.
+    MaskKBlocksPerSequence,
+    /// `has_mask && paged` ⇒ `block_k % seq_k == 0 || seq_k % block_k == 0`.
+    MaskPages,
     /// `has_mask` ⇒ `q_blocks <= 2147483647 && k_blocks <= 2147483647`.
     MaskBlockCounts,
     /// `has_mask && patterns != 1` ⇒ `patterns == batch * heads || patterns == batch * k_heads`.
@@ -144,8 +196,22 @@ impl Rule {
     pub(crate) const fn name(self) -> &'static str {
         match self {
             Rule::HeadDim => "head_dim",
+            Rule::VarlenNotYet => "varlen_not_yet",
+            Rule::LayoutCounts => "layout_counts",
+            Rule::LayoutBatch => "layout_batch",
+            Rule::LayoutMaxSeqlenQ => "layout_max_seqlen_q",
+            Rule::PageTableSeqlensK => "page_table_seqlens_k",
+            Rule::MaxPages => "max_pages",
+            Rule::MaxPagesUnused => "max_pages_unused",
+            Rule::PageTableEntries => "page_table_entries",
+            Rule::Pages => "pages",
+            Rule::PageSize => "page_size",
+            Rule::PageTablePageSize => "page_table_page_size",
+            Rule::PagedCapacity => "paged_capacity",
+            Rule::SeqlensKCapacity => "seqlens_k_capacity",
             Rule::KBatch => "k_batch",
             Rule::VBatch => "v_batch",
+            Rule::VPages => "v_pages",
             Rule::OBatch => "o_batch",
             Rule::VHeads => "v_heads",
             Rule::OHeads => "o_heads",
@@ -159,6 +225,8 @@ impl Rule {
             Rule::MaskBlocks => "mask_blocks",
             Rule::MaskQBlocks => "mask_q_blocks",
             Rule::MaskKBlocks => "mask_k_blocks",
+            Rule::MaskKBlocksPerSequence => "mask_k_blocks_per_sequence",
+            Rule::MaskPages => "mask_pages",
             Rule::MaskBlockCounts => "mask_block_counts",
             Rule::MaskPatterns => "mask_patterns",
             Rule::MaskMadeFor => "mask_made_for",
@@ -176,8 +244,22 @@ impl Rule {
     pub(crate) fn error(self, f: &Facts) -> Error {
         match self {
             Rule::HeadDim => Error::InvalidArgument("head_dim must be at least 1".into()),
+            Rule::VarlenNotYet => Error::NotSupported { backend: f.backend, reason: "varlen (cu_seqlens_q, cu_seqlens_k): not yet".into() },
+            Rule::LayoutCounts => Error::InvalidArgument("the layout's counts (batch, max_pages, max_seqlen_q, max_seqlen_k) are set but none of its arrays".into()),
+            Rule::LayoutBatch => Error::ShapeMismatch { what: "batch of the layout (= batch of Q)", expected: size(f.batch), got: size(f.layout_batch) },
+            Rule::LayoutMaxSeqlenQ => Error::ShapeMismatch { what: "max_seqlen_q of the layout (0, or seq of Q when Q is not packed)", expected: size(f.seq_q), got: size(f.max_seqlen_q) },
+            Rule::PageTableSeqlensK => Error::InvalidArgument("a page table needs seqlens_k (each sequence's key count)".into()),
+            Rule::MaxPages => Error::InvalidArgument("a page table needs max_pages >= 1 (its entries per sequence)".into()),
+            Rule::MaxPagesUnused => Error::InvalidArgument("max_pages is set without a page table".into()),
+            Rule::PageTableEntries => Error::InvalidArgument("the page table's batch * max_pages entries must fit int32".into()),
+            Rule::Pages => Error::InvalidArgument("paged K and V need at least one page (K's batch is the pool's pages)".into()),
+            Rule::PageSize => Error::InvalidArgument("paged K and V need pages of at least one key (K's seq is the page size)".into()),
+            Rule::PageTablePageSize => Error::ShapeMismatch { what: "seq of K (= the page table's page_size)", expected: size(f.page_size), got: size(f.seq_k) },
+            Rule::PagedCapacity => Error::InvalidArgument("max_seqlen_k exceeds max_pages * page_size, the keys a sequence's pages hold".into()),
+            Rule::SeqlensKCapacity => Error::InvalidArgument("max_seqlen_k exceeds seq of K, the keys K holds for each sequence".into()),
             Rule::KBatch => Error::ShapeMismatch { what: "batch of K (= batch of Q)", expected: size(f.batch), got: size(f.k_batch) },
             Rule::VBatch => Error::ShapeMismatch { what: "batch of V (= batch of Q)", expected: size(f.batch), got: size(f.v_batch) },
+            Rule::VPages => Error::ShapeMismatch { what: "batch of V (= pages of K)", expected: size(f.k_batch), got: size(f.v_batch) },
             Rule::OBatch => Error::ShapeMismatch { what: "batch of O (= batch of Q)", expected: size(f.batch), got: size(f.o_batch) },
             Rule::VHeads => Error::ShapeMismatch { what: "heads of V (= heads of K)", expected: size(f.k_heads), got: size(f.v_heads) },
             Rule::OHeads => Error::ShapeMismatch { what: "heads of O (= heads of Q)", expected: size(f.heads), got: size(f.o_heads) },
@@ -191,6 +273,8 @@ impl Rule {
             Rule::MaskBlocks => Error::InvalidArgument("the mask's blocks must be at least 1 x 1".into()),
             Rule::MaskQBlocks => Error::ShapeMismatch { what: "query blocks of the mask (= ceil(seq_q / block_q))", expected: size(div(sub(add(f.seq_q, f.block_q), 1), f.block_q)), got: size(f.q_blocks) },
             Rule::MaskKBlocks => Error::ShapeMismatch { what: "key blocks of the mask (= ceil(seq_k / block_k))", expected: size(div(sub(add(f.seq_k, f.block_k), 1), f.block_k)), got: size(f.k_blocks) },
+            Rule::MaskKBlocksPerSequence => Error::ShapeMismatch { what: "key blocks of the mask (= ceil(max_seqlen_k / block_k) with keys per sequence)", expected: size(div(sub(add(f.max_seqlen_k, f.block_k), 1), f.block_k)), got: size(f.k_blocks) },
+            Rule::MaskPages => Error::InvalidArgument("with a page table, the mask's block_k must be a multiple of the page size or the page size a multiple of block_k".into()),
             Rule::MaskBlockCounts => Error::InvalidArgument("the mask's block counts must fit int32".into()),
             Rule::MaskPatterns => Error::ShapeMismatch { what: "patterns of the mask (1, batch * heads of Q, or batch * heads of K)", expected: size(mul(f.batch, f.heads)), got: size(f.patterns) },
             Rule::MaskMadeFor => Error::InvalidArgument("a per-head mask must record the (batch, heads) it was made for (Rust: BlockPatterns::with_heads; C++: BlockMaskView's batch and heads)".into()),
@@ -215,11 +299,56 @@ pub(crate) fn shapes_rule(f: &Facts) -> Option<Rule> {
     if f.head_dim < 1 {
         return Some(Rule::HeadDim);
     }
-    if f.k_batch != f.batch {
+    if !(!f.varlen_q && !f.varlen_k) {
+        return Some(Rule::VarlenNotYet);
+    }
+    if !f.layout
+        && !((((f.layout_batch == 0) && (f.max_pages == 0)) && (f.max_seqlen_q == 0))
+            && (f.max_seqlen_k == 0))
+    {
+        return Some(Rule::LayoutCounts);
+    }
+    if (f.layout && !f.varlen_q) && (f.layout_batch != f.batch) {
+        return Some(Rule::LayoutBatch);
+    }
+    if (f.layout && !f.varlen_q) && !((f.max_seqlen_q == 0) || (f.max_seqlen_q == f.seq_q)) {
+        return Some(Rule::LayoutMaxSeqlenQ);
+    }
+    if f.paged && !f.seqlens_k {
+        return Some(Rule::PageTableSeqlensK);
+    }
+    if f.paged && (f.max_pages < 1) {
+        return Some(Rule::MaxPages);
+    }
+    if !f.paged && (f.max_pages != 0) {
+        return Some(Rule::MaxPagesUnused);
+    }
+    if f.paged && (mul(f.layout_batch, f.max_pages) > 2147483647) {
+        return Some(Rule::PageTableEntries);
+    }
+    if f.paged && (f.k_batch < 1) {
+        return Some(Rule::Pages);
+    }
+    if f.paged && (f.seq_k < 1) {
+        return Some(Rule::PageSize);
+    }
+    if f.paged && (f.page_size != f.seq_k) {
+        return Some(Rule::PageTablePageSize);
+    }
+    if f.paged && (f.max_seqlen_k > mul(f.max_pages, f.seq_k)) {
+        return Some(Rule::PagedCapacity);
+    }
+    if ((f.seqlens_k && !f.paged) && !f.varlen_k) && (f.max_seqlen_k > f.seq_k) {
+        return Some(Rule::SeqlensKCapacity);
+    }
+    if !f.paged && (f.k_batch != f.batch) {
         return Some(Rule::KBatch);
     }
-    if f.v_batch != f.batch {
+    if !f.paged && (f.v_batch != f.batch) {
         return Some(Rule::VBatch);
+    }
+    if f.paged && (f.v_batch != f.k_batch) {
+        return Some(Rule::VPages);
     }
     if f.o_batch != f.batch {
         return Some(Rule::OBatch);
@@ -259,8 +388,20 @@ pub(crate) fn shapes_rule(f: &Facts) -> Option<Rule> {
     if f.has_mask && (f.q_blocks != div(sub(add(f.seq_q, f.block_q), 1), f.block_q)) {
         return Some(Rule::MaskQBlocks);
     }
-    if f.has_mask && (f.k_blocks != div(sub(add(f.seq_k, f.block_k), 1), f.block_k)) {
+    if (f.has_mask && !((f.seqlens_k || f.paged) || f.varlen_k))
+        && (f.k_blocks != div(sub(add(f.seq_k, f.block_k), 1), f.block_k))
+    {
         return Some(Rule::MaskKBlocks);
+    }
+    if (f.has_mask && ((f.seqlens_k || f.paged) || f.varlen_k))
+        && (f.k_blocks != div(sub(add(f.max_seqlen_k, f.block_k), 1), f.block_k))
+    {
+        return Some(Rule::MaskKBlocksPerSequence);
+    }
+    if (f.has_mask && f.paged)
+        && !((rem(f.block_k, f.seq_k) == 0) || (rem(f.seq_k, f.block_k) == 0))
+    {
+        return Some(Rule::MaskPages);
     }
     if f.has_mask && !((f.q_blocks <= 2147483647) && (f.k_blocks <= 2147483647)) {
         return Some(Rule::MaskBlockCounts);
@@ -360,6 +501,16 @@ mod golden {
                 made_for: v.bool("made_for"),
                 mask_batch: v.int("mask_batch"),
                 mask_heads: v.int("mask_heads"),
+                layout: v.bool("layout"),
+                varlen_q: v.bool("varlen_q"),
+                varlen_k: v.bool("varlen_k"),
+                seqlens_k: v.bool("seqlens_k"),
+                paged: v.bool("paged"),
+                layout_batch: v.int("layout_batch"),
+                max_pages: v.int("max_pages"),
+                max_seqlen_q: v.int("max_seqlen_q"),
+                max_seqlen_k: v.int("max_seqlen_k"),
+                page_size: v.int("page_size"),
             };
             assert_eq!(first_rule(&f).map(Rule::name), rust.as_deref(), "{f:?}");
             if let Some(r) = first_rule(&f) {

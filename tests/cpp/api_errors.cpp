@@ -1110,6 +1110,117 @@ int main() {
                                  reinterpret_cast<int32_t*>(mem.col_idx.data()), &gv, nullptr),
              Status::CudaError, "device");
     }
+    // The serving layout (SequenceLayout): per-sequence key counts and paged K/V. Q, K, V and
+    // O [2, 2, 8, 64]; seqlens_k and the page table in the row_ptr arena past the LSE.
+    {
+      const HeadsView q2 = sparsek::packed_heads(mem.b.data(), 2, 2, 8, 64, DType::BF16);
+      const HeadsView kv2 = sparsek::packed_heads(mem.values.data(), 2, 2, 8, 64, DType::BF16);
+      const HeadsMutView o2 = sparsek::packed_heads_mut(mem.c.data(), 2, 2, 8, 64, DType::BF16);
+      const int32_t* lens = reinterpret_cast<const int32_t*>(mem.row_ptr.data() + 2048);
+      const int32_t* table = reinterpret_cast<const int32_t*>(mem.row_ptr.data() + 4096);
+      auto run2 = [&](HeadsView k_, HeadsView v_, HeadsMutView o_, float* l, const sparsek::BlockMaskView* mk,
+                      const sparsek::SequenceLayout& layout) {
+        sparsek::AttentionOptions op = opt;
+        op.layout = layout;
+        return sparsek::attention(q2, k_, v_, o_, l, mk, op, nullptr);
+      };
+      sparsek::SequenceLayout sl;
+      sl.seqlens_k = lens, sl.batch = 2, sl.max_seqlen_k = 8;
+      expect("attention: control, seqlens_k", run2(kv2, kv2, o2, lse, nullptr, sl), Status::CudaError, "device");
+      expect("attention: control, seqlens_k with a mask of ceil(max_seqlen_k / 128) key blocks",
+             run2(kv2, kv2, o2, lse, &m, sl), Status::CudaError, "device");
+      sparsek::SequenceLayout bad_l = sl;
+      bad_l.cu_seqlens_q = lens;
+      expect("attention: cu_seqlens_q (varlen)", run2(kv2, kv2, o2, lse, nullptr, bad_l), Status::NotSupported,
+             "varlen");
+      bad_l = sl;
+      bad_l.cu_seqlens_k = lens;
+      expect("attention: cu_seqlens_k (varlen)", run2(kv2, kv2, o2, lse, nullptr, bad_l), Status::NotSupported,
+             "varlen");
+      bad_l = sparsek::SequenceLayout{};
+      bad_l.batch = 2, bad_l.max_seqlen_k = 8;
+      expect("attention: layout counts without arrays", run2(kv2, kv2, o2, lse, nullptr, bad_l), bad_status(),
+             "none of its arrays");
+      bad_l = sl;
+      bad_l.batch = 3;
+      expect("attention: layout batch 3, Q's 2", run2(kv2, kv2, o2, lse, nullptr, bad_l), bad_status(),
+             "batch of the layout (= batch of Q): 3 given, 2 expected");
+      bad_l = sl;
+      bad_l.max_seqlen_q = 5;
+      expect("attention: max_seqlen_q 5, Q's seq 8", run2(kv2, kv2, o2, lse, nullptr, bad_l), bad_status(),
+             "max_seqlen_q");
+      bad_l = sl;
+      bad_l.max_seqlen_q = 8;
+      expect("attention: control, max_seqlen_q = Q's seq", run2(kv2, kv2, o2, lse, nullptr, bad_l),
+             Status::CudaError, "device");
+      bad_l = sl;
+      bad_l.max_seqlen_k = 9;
+      expect("attention: seqlens_k, max_seqlen_k 9 above K's 8 keys", run2(kv2, kv2, o2, lse, nullptr, bad_l),
+             bad_status(), "max_seqlen_k exceeds seq of K");
+      bad_l = sl;
+      bad_l.batch = -1;
+      expect("attention: layout batch -1", run2(kv2, kv2, o2, lse, nullptr, bad_l), bad_status(), "negative");
+      bad_l = sl;
+      bad_l.seqlens_k = reinterpret_cast<const int32_t*>(mem.row_ptr.data() + 2050);
+      expect("attention: seqlens_k 2 bytes off", run2(kv2, kv2, o2, lse, nullptr, bad_l), bad_status(), "aligned");
+      bad_l = sl;
+      bad_l.max_pages = 4;
+      expect("attention: max_pages without a page table", run2(kv2, kv2, o2, lse, nullptr, bad_l), bad_status(),
+             "max_pages is set without a page table");
+      HeadsMutView bad_o2 = o2;
+      bad_o2.data = shifted(lens, -64);
+      expect("attention: O overlaps layout.seqlens_k", run2(kv2, kv2, bad_o2, nullptr, nullptr, sl), bad_status(),
+             "layout.seqlens_k");
+
+      // Paged: K and V a pool of 5 pages of 8 keys, 4 entries per sequence (32 keys).
+      const HeadsView pool = sparsek::packed_heads(mem.values.data(), 5, 2, 8, 64, DType::BF16);
+      sparsek::SequenceLayout pl = sl;
+      pl.page_table = table, pl.max_pages = 4, pl.max_seqlen_k = 30;
+      expect("attention: control, paged", run2(pool, pool, o2, lse, nullptr, pl), Status::CudaError, "device");
+      bad_l = pl;
+      bad_l.seqlens_k = nullptr;
+      expect("attention: a page table without seqlens_k", run2(pool, pool, o2, lse, nullptr, bad_l), bad_status(),
+             "needs seqlens_k");
+      bad_l = pl;
+      bad_l.max_pages = 0;
+      expect("attention: a page table with max_pages 0", run2(pool, pool, o2, lse, nullptr, bad_l), bad_status(),
+             "max_pages >= 1");
+      bad_l = pl;
+      bad_l.max_seqlen_k = 33;
+      expect("attention: paged, max_seqlen_k 33 above 4 pages of 8", run2(pool, pool, o2, lse, nullptr, bad_l),
+             bad_status(), "exceeds max_pages * page_size");
+      bad_l = pl;
+      bad_l.max_pages = int64_t(1) << 30;
+      expect("attention: paged, 2 * 2^30 table entries", run2(pool, pool, o2, lse, nullptr, bad_l), bad_status(),
+             "fit int32");
+      HeadsView pool4 = pool;
+      pool4.batch = 4;
+      expect("attention: paged, V with 4 pages, K 5", run2(pool, pool4, o2, lse, nullptr, pl), bad_status(),
+             "batch of V (= pages of K): 4 given, 5 expected");
+      HeadsView empty_pool = pool;
+      empty_pool.batch = 0;
+      expect("attention: paged, a pool of no page", run2(empty_pool, empty_pool, o2, lse, nullptr, pl), bad_status(),
+             "at least one page");
+      sparsek::BlockMaskView pm = m;
+      pm.block_k = 12, pm.k_blocks = 3;  // ceil(30 / 12)
+      expect("attention: paged, mask block_k 12 over pages of 8", run2(pool, pool, o2, lse, &pm, pl), bad_status(),
+             "multiple of the page size");
+      pm.block_k = 16, pm.k_blocks = 2;
+      expect("attention: control, paged, mask block_k 16 over pages of 8", run2(pool, pool, o2, lse, &pm, pl),
+             Status::CudaError, "device");
+      pm.block_k = 4, pm.k_blocks = 8;
+      expect("attention: control, paged, mask block_k 4 over pages of 8", run2(pool, pool, o2, lse, &pm, pl),
+             Status::CudaError, "device");
+      pm.block_k = 16, pm.k_blocks = 1;  // counted from K's 8 keys: ceil(max_seqlen_k / 16) = 2 expected
+      expect("attention: paged, mask's key blocks from the page size", run2(pool, pool, o2, lse, &pm, pl),
+             bad_status(), "max_seqlen_k");
+      expect("attention: LSE overlaps layout.page_table",
+             run2(pool, pool, o2, reinterpret_cast<float*>(const_cast<int32_t*>(table) + 4), nullptr, pl),
+             bad_status(), "layout.page_table");
+      expect("attention: control, LSE just past layout.page_table",
+             run2(pool, pool, o2, reinterpret_cast<float*>(const_cast<int32_t*>(table) + 8), nullptr, pl),
+             Status::CudaError, "device");
+    }
     int64_t nnzb = -1;
     sparsek::TopkGatingOptions go;
     go.top_k = -1;

@@ -415,13 +415,40 @@ bool valid_alignment(sparsek::CausalAlignment a) {
 
 Want model_attention(const HeadsView& q, const HeadsView& k, const HeadsView& v, const HeadsView& o,
                      const float* lse, const BlockMaskView* mask, const sparsek::AttentionOptions& opt) {
-  if (q.batch < 0 || q.heads < 0 || q.seq < 0 || k.seq < 0 || q.head_dim < 1) return Want::Invalid;
+  const sparsek::SequenceLayout& l = opt.layout;
+  // Each view and the layout on their own (Invalid), head_dim >= 1, then packed sequences
+  // (not taken yet: NotSupported) before how the views and the layout agree.
+  Range unused;
+  for (const HeadsView* t : {&q, &k, &v, &o})
+    if (t->batch < 0 || t->heads < 0 || t->seq < 0 || t->head_dim < 0 ||
+        !heads_ok(*t, t->batch, t->heads, t->seq, t->head_dim, &unused))
+      return Want::Invalid;
+  if (l.batch < 0 || l.max_pages < 0 || l.max_seqlen_q < 0 || l.max_seqlen_k < 0) return Want::Invalid;
+  if (misaligned(l.cu_seqlens_q, 4) || misaligned(l.cu_seqlens_k, 4) || misaligned(l.seqlens_k, 4) ||
+      misaligned(l.page_table, 4))
+    return Want::Invalid;
+  if (q.head_dim < 1 || !valid_backend(opt.backend) || !valid_alignment(opt.causal_alignment)) return Want::Invalid;
+  if (l.cu_seqlens_q != nullptr || l.cu_seqlens_k != nullptr) return Want::Unsupported;
+  // The layout: keys per sequence (seqlens_k), read through a page table (paged: K and V a
+  // pool of k.batch pages of k.seq keys).
+  const bool paged = l.page_table != nullptr, per_seq = paged || l.seqlens_k != nullptr;
+  if (!per_seq && (l.batch != 0 || l.max_pages != 0 || l.max_seqlen_q != 0 || l.max_seqlen_k != 0))
+    return Want::Invalid;
+  if (per_seq && (l.batch != q.batch || (l.max_seqlen_q != 0 && l.max_seqlen_q != q.seq))) return Want::Invalid;
+  if (!paged && l.max_pages != 0) return Want::Invalid;
+  if (paged && (l.seqlens_k == nullptr || l.max_pages < 1 || i128(l.batch) * l.max_pages > kI32Max ||
+                k.batch < 1 || v.batch != k.batch || k.seq < 1 || i128(l.max_seqlen_k) > i128(l.max_pages) * k.seq))
+    return Want::Invalid;
+  if (per_seq && !paged && l.max_seqlen_k > k.seq) return Want::Invalid;
+  const int64_t kv_batch = paged ? k.batch : q.batch;
+  const int64_t keys = per_seq ? l.max_seqlen_k : k.seq;  // the longest key sequence
+  if (q.batch < 0 || q.heads < 0 || q.seq < 0 || k.seq < 0) return Want::Invalid;
   // K and V have heads_kv heads, a divisor of Q's (0 only when Q has none).
   if (!divides(k.heads, q.heads)) return Want::Invalid;
   Range qr, kr, vr, orr;
   if (!heads_ok(q, q.batch, q.heads, q.seq, q.head_dim, &qr) ||
-      !heads_ok(k, q.batch, k.heads, k.seq, q.head_dim, &kr) ||
-      !heads_ok(v, q.batch, k.heads, k.seq, q.head_dim, &vr) ||
+      !heads_ok(k, kv_batch, k.heads, k.seq, q.head_dim, &kr) ||
+      !heads_ok(v, kv_batch, k.heads, k.seq, q.head_dim, &vr) ||
       !heads_ok(o, q.batch, q.heads, q.seq, q.head_dim, &orr))
     return Want::Invalid;
   const i128 bh = i128(q.batch) * q.heads;
@@ -436,9 +463,11 @@ Want model_attention(const HeadsView& q, const HeadsView& k, const HeadsView& v,
   if (mask != nullptr) {
     const BlockMaskView& m = *mask;
     if (m.block_q < 1 || m.block_k < 1) return Want::Invalid;
-    const i128 qb = ceil_div(q.seq, m.block_q), kb = ceil_div(k.seq, m.block_k);
+    const i128 qb = ceil_div(q.seq, m.block_q), kb = ceil_div(keys, m.block_k);
     if (qb > kI32Max || kb > kI32Max) return Want::Invalid;
     if (m.q_blocks != qb || m.k_blocks != kb) return Want::Invalid;
+    // Paged: the mask's key blocks and the pages nest.
+    if (paged && m.block_k % k.seq != 0 && k.seq % m.block_k != 0) return Want::Invalid;
     // One pattern, or batch * mask.heads made for (Q's batch, Q's or K's heads).
     if (m.patterns != 1 && (m.batch != q.batch || (m.heads != q.heads && m.heads != k.heads) ||
                             i128(m.patterns) != i128(q.batch) * m.heads))
@@ -453,9 +482,11 @@ Want model_attention(const HeadsView& q, const HeadsView& k, const HeadsView& v,
   }
   if (!no_self_overlap(o)) return Want::Invalid;
   const Range lr = range_of(lse, rows * 4);
-  for (const Range& r : {qr, kr, vr, rp, ci, lr})
+  const Range sr = range_of(l.seqlens_k, i128(l.batch) * 4);
+  const Range pr = paged ? range_of(l.page_table, i128(l.batch) * l.max_pages * 4) : Range{};
+  for (const Range& r : {qr, kr, vr, rp, ci, sr, pr, lr})
     if (overlaps(orr, r)) return Want::Invalid;
-  for (const Range& r : {qr, kr, vr, rp, ci})
+  for (const Range& r : {qr, kr, vr, rp, ci, sr, pr})
     if (overlaps(lr, r)) return Want::Invalid;
   // The element types (rules/attention.toml's types, after the overlaps): one, f16 or bf16.
   if (k.dtype != q.dtype || v.dtype != q.dtype || o.dtype != q.dtype || !half(q.dtype)) return Want::Unsupported;
@@ -966,7 +997,7 @@ struct AttnCase {
   BlockMaskView mask;
   sparsek::AttentionOptions opt;
   std::vector<const void*> pointers() const {
-    return {q.data, k.data, v.data, o.data, lse, mask.row_ptr, mask.col_idx};
+    return {q.data, k.data, v.data, o.data, lse, mask.row_ptr, mask.col_idx, opt.layout.seqlens_k, opt.layout.page_table};
   }
 };
 
@@ -1008,6 +1039,27 @@ AttnCase attention_base(Rng& rng, const Arenas& mem) {
   m.nnzb = rng.range(0, m.patterns * m.q_blocks * m.k_blocks);
   m.row_ptr = static_cast<const int32_t*>(in_slot(rng, mem, 5));
   m.col_idx = static_cast<const int32_t*>(in_slot(rng, mem, 6));
+  // The serving layout: keys per sequence (a KV cache of sk keys filled to max_seqlen_k), K
+  // and V paged (a pool of pages of 1 .. 256 keys) or not.
+  if (rng.chance(0.4)) {
+    sparsek::SequenceLayout& l = x.opt.layout;
+    l.batch = batch;
+    l.seqlens_k = static_cast<const int32_t*>(in_slot(rng, mem, 7));
+    l.max_seqlen_k = rng.range(0, sk);
+    if (rng.chance(0.2)) l.max_seqlen_q = sq;
+    if (rng.chance(0.6)) {
+      static const int64_t kPage[] = {1, 16, 64, 128, 256, 100};
+      const int64_t page = rng.pick(kPage), pages = rng.range(1, 40);
+      l.page_table = static_cast<const int32_t*>(in_slot(rng, mem, 8));
+      l.max_pages = std::max<int64_t>(1, (l.max_seqlen_k + page - 1) / page + rng.range(0, 2));
+      x.k = heads_view(in_slot(rng, mem, 1), pages, heads_kv, page, d, t, rng.chance(0.3));
+      x.v = rng.chance(0.2) ? x.k : heads_view(in_slot(rng, mem, 2), pages, heads_kv, page, d, t, rng.chance(0.3));
+      // The mask's key blocks nest with the pages (block_k 128 or the page, or its multiple).
+      if (rng.chance(0.7)) m.block_k = int32_t(rng.chance(0.5) ? page : page * rng.range(1, 3));
+    }
+    m.k_blocks = (l.max_seqlen_k + m.block_k - 1) / m.block_k;
+    m.nnzb = rng.range(0, m.patterns * m.q_blocks * m.k_blocks);
+  }
   return x;
 }
 
@@ -1098,15 +1150,40 @@ void attention_mutate(Rng& rng, const Arenas& mem, AttnCase& x) {
         default: x.mask.heads = rng.chance(0.5) ? rng.wild64() : x.q.batch; break;
       }
       break;
-    case 19: x.mask.nnzb = rng.wild64(); break;
+    case 19:
+      if (rng.chance(0.5)) {
+        x.mask.nnzb = rng.wild64();
+        break;
+      }
+      {  // the layout's counts and arrays
+        sparsek::SequenceLayout& l = x.opt.layout;
+        switch (rng.bits() % 8) {
+          case 0: l.batch = rng.chance(0.5) ? rng.wild64() : rng.range(0, 3); break;
+          case 1: l.max_pages = rng.chance(0.5) ? rng.wild64() : rng.range(0, 40); break;
+          case 2: l.max_seqlen_k = rng.chance(0.5) ? rng.wild64() : rng.range(0, 1200); break;
+          case 3: l.max_seqlen_q = rng.chance(0.5) ? rng.wild64() : x.q.seq + rng.range(-1, 1); break;
+          case 4: l.seqlens_k = rng.chance(0.5) ? nullptr : static_cast<const int32_t*>(wild_ptr(rng, mem, others)); break;
+          case 5: l.page_table = rng.chance(0.5) ? nullptr : static_cast<const int32_t*>(wild_ptr(rng, mem, others)); break;
+          case 6:
+            if (rng.chance(0.5)) l.seqlens_k = misalign(rng, l.seqlens_k, 4);
+            else l.page_table = misalign(rng, l.page_table, 4);
+            break;
+          default:  // packed sequences (refused until they are taken)
+            (rng.chance(0.5) ? l.cu_seqlens_q : l.cu_seqlens_k) = static_cast<const int32_t*>(in_slot(rng, mem, 9));
+            break;
+        }
+      }
+      break;
     case 20: {
       const int32_t* p = static_cast<const int32_t*>(wild_ptr(rng, mem, others));
       (rng.chance(0.5) ? x.mask.row_ptr : x.mask.col_idx) = p;
       break;
     }
     default: {  // mask blocks matching new sizes
+      const bool per_seq = x.opt.layout.seqlens_k != nullptr || x.opt.layout.page_table != nullptr;
+      const int64_t keys = per_seq ? x.opt.layout.max_seqlen_k : x.k.seq;
       x.mask.q_blocks = x.mask.block_q > 0 ? sat((i128(x.q.seq) + x.mask.block_q - 1) / x.mask.block_q) : 0;
-      x.mask.k_blocks = x.mask.block_k > 0 ? sat((i128(x.k.seq) + x.mask.block_k - 1) / x.mask.block_k) : 0;
+      x.mask.k_blocks = x.mask.block_k > 0 ? sat((i128(keys) + x.mask.block_k - 1) / x.mask.block_k) : 0;
       break;
     }
   }

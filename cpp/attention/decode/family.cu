@@ -57,6 +57,7 @@ const char* supports(const AttentionProblem& p) {
   if (p.device.cc_major < 8) return "needs compute capability >= 8.0 (mma.sync, ldmatrix, cp.async)";
   if (const char* why = missing_image(p)) return why;
   if (p.empty_output()) return nullptr;  // nothing is launched (core/select.hpp)
+  if (p.layout.seqlens_k != nullptr || p.paged()) return "per-sequence key counts and paged K/V: not yet";
   // Packed sequences go to the Hopper family (Auto tries it next).
   if (p.varlen_q() || p.varlen_k()) return "packed sequences (cu_seqlens_q, cu_seqlens_k): the Hopper family takes them";
   // Decode shapes only: the group's query rows fill one m16 tile.

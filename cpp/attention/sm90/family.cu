@@ -63,6 +63,7 @@ const char* supports(const AttentionProblem& p) {
   if (p.device.cc_major != 9 || p.device.cc_minor != 0) return "needs compute capability 9.0 (Hopper, sm_90a)";
   if (const char* why = missing_image(p)) return why;
   if (p.empty_output()) return nullptr;  // nothing is launched (core/select.hpp)
+  if (p.layout.seqlens_k != nullptr || p.paged()) return "per-sequence key counts and paged K/V: not yet";
   if (p.head_dim() != 64 && p.head_dim() != 128) return "head_dim must be 64 or 128";
   if (p.has_mask && (p.mask.block_q != kBlockM || p.mask.block_k != kBlockN))
     return "the mask's blocks must be 128 x 128 (the kernels' tile)";
