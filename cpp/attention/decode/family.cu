@@ -57,12 +57,12 @@ const char* supports(const AttentionProblem& p) {
   if (p.device.cc_major < 8) return "needs compute capability >= 8.0 (mma.sync, ldmatrix, cp.async)";
   if (const char* why = missing_image(p)) return why;
   if (p.empty_output()) return nullptr;  // nothing is launched (core/select.hpp)
-  if (p.layout.seqlens_k != nullptr || p.paged()) return "per-sequence key counts and paged K/V: not yet";
-  // Packed sequences go to the Hopper family (Auto tries it next).
-  if (p.varlen_q() || p.varlen_k()) return "packed sequences (cu_seqlens_q, cu_seqlens_k): the Hopper family takes them";
-  // Decode shapes only: the group's query rows fill one m16 tile.
-  if (p.seq_q() > kDecodeRows || p.group() > kDecodeRows / p.seq_q())
-    return "not a decode shape: seq_q * (heads / heads_kv) must be at most 16 query rows per KV head";
+  // Decode shapes only: the group's query rows fill one m16 tile (packed queries: those of the
+  // longest sequence, max_seqlen_q).
+  const int64_t rows = decode_rows_per_head(p);
+  if (rows > kDecodeRows || (rows > 0 && p.group() > kDecodeRows / rows))
+    return "not a decode shape: seq_q (max_seqlen_q when packed) * (heads / heads_kv) must be at most 16 query rows "
+           "per KV head";
   if (p.head_dim() != 64 && p.head_dim() != 128) return "head_dim must be 64 or 128";
   if (p.has_mask) {
     // One query block: every row of a CTA reads one pattern row.
@@ -74,9 +74,11 @@ const char* supports(const AttentionProblem& p) {
   }
   // Key and tile indices are int32 (a tile's key0 + 16 and key_end + 15 included).
   if (p.seq_k() > INT32_MAX - 256) return "seq_k must be below 2^31 - 256";
-  if (p.heads() > INT32_MAX || p.batch() > INT32_MAX) return "batch and heads must fit int32";
+  if (p.seq_q() > INT32_MAX) return "seq_q must fit int32";
+  if (p.heads() > INT32_MAX || p.batch() > INT32_MAX || decode_sequences(p) > INT32_MAX - 1)
+    return "batch and heads must fit int32";
   // One CTA per (batch, KV head, split): at most kDecodeMaxSplits splits.
-  if (p.batch() * p.heads_kv() > INT32_MAX / kDecodeMaxSplits)
+  if (decode_sequences(p) * p.heads_kv() > INT32_MAX / kDecodeMaxSplits)
     return "batch * heads_kv must be below 2^23 (one CTA per (batch, KV head, split))";
   if (p.has_mask && p.mask.k_blocks * decode_tiles_per_block(p) > INT32_MAX)
     return "the mask's key blocks, in tiles of 16 keys, must fit int32";

@@ -13,6 +13,14 @@
 //    kv_head * group + g, query i; at most 16, family.cu), the m16 of mma.sync m16n8k16,
 //    padded with zero rows. Each K and V tile is read once for the whole group.
 //
+//  * Sequences. Padded (sequence b is batch entry b of every view), or packed along seq by
+//    SequenceLayout's cu_seqlens_q / cu_seqlens_k (decode_sequence: the views' batch is 1,
+//    sequence b's rows start at cu_seqlens[b]); a CTA's rows are then those of the longest
+//    sequence (max_seqlen_q), the rows past its own sequence's queries zero and never stored,
+//    its keys and causal diagonal its own (bottom-right: len_k - len_q). The LSE of packed
+//    queries is [heads, total_q]. The arrays are read on the device: the launch stays
+//    capturable.
+//
 //  * Key tiles. The keys of a (batch, KV head) are a sequence of tiles of 16 keys (split.hpp's
 //    tiles): without a mask tile u is keys [16u, 16u + 16) below key_end (causal: the last
 //    query's diagonal); with a mask the kept blocks of the (batch, KV head)'s pattern row
@@ -169,11 +177,18 @@ struct DecodeParams {
   const int32_t* col_idx;
   bool per_kv_pattern;
   int32_t block_k, tiles_per_block;
-  int32_t seq_q, heads_q, heads_kv, group, rows;  // rows = seq_q * group <= 16
-  int32_t key_end;                                // split.hpp's decode_key_end
+  // seq_q: a CTA's query rows per query head, the longest sequence's (max_seqlen_q with packed
+  // queries); rows = seq_q * group <= 16.
+  int32_t seq_q, heads_q, heads_kv, group, rows;
+  // Packed sequences (SequenceLayout's cu_seqlens_q / cu_seqlens_k, batch + 1 offsets), or
+  // null: padded. total_q, total_k: Q's and K's seq (every sequence's length when padded, the
+  // packed total when packed).
+  const int32_t* cu_seqlens_q;
+  const int32_t* cu_seqlens_k;
+  int32_t total_q, total_k;
   bool causal;
-  int32_t causal_offset;
-  float scale_log2;  // scale * log2(e)
+  bool bottom_right;  // the causal diagonal at each sequence's len_k - len_q (else 0)
+  float scale_log2;   // scale * log2(e)
   int32_t splits;
   // splits > 1: the workspace, per CTA (blockIdx.x) 16 rows of head_dim floats of partial O,
   // and 16 (max, sum) pairs.
@@ -181,14 +196,47 @@ struct DecodeParams {
   float* part_ml;
 };
 
+// Where sequence b lies in Q/O and in K/V: the views' batch entry (0 when packed), its first
+// row and its rows, clamped into the views (unchecked arrays never make an access leave
+// them); and the keys some of its queries may keep, [0, key_end): all its keys, or causal,
+// those up to its last query's diagonal (split.hpp's decode_key_end per sequence).
+struct DecodeSequence {
+  int64_t q_batch, k_batch;
+  int32_t q_start, q_len, k_start, k_len;
+  int32_t causal_offset, key_end;
+};
+
+__device__ __forceinline__ void sequence_span(const int32_t* cu, int64_t b, int32_t total, int32_t& start,
+                                              int32_t& len) {
+  const int32_t lo = __ldg(cu + b), hi = __ldg(cu + b + 1);
+  start = lo < 0 ? 0 : lo > total ? total : lo;
+  len = (hi < start ? start : hi > total ? total : hi) - start;
+}
+
+__device__ __forceinline__ DecodeSequence decode_sequence(const DecodeParams& p, int64_t b) {
+  DecodeSequence s{b, b, 0, p.total_q, 0, p.total_k, 0, 0};
+  if (p.cu_seqlens_q != nullptr) {
+    s.q_batch = 0;
+    sequence_span(p.cu_seqlens_q, b, p.total_q, s.q_start, s.q_len);
+  }
+  if (p.cu_seqlens_k != nullptr) {
+    s.k_batch = 0;
+    sequence_span(p.cu_seqlens_k, b, p.total_k, s.k_start, s.k_len);
+  }
+  s.causal_offset = p.bottom_right ? s.k_len - s.q_len : 0;
+  const int32_t end = s.q_len + s.causal_offset;  // one past the last query's diagonal
+  s.key_end = !p.causal ? s.k_len : end < 0 ? 0 : end < s.k_len ? end : s.k_len;
+  return s;
+}
+
 // One tile's keys: [key0, key0 + count), count in 0..16 (key0 = key_end when count is 0).
 struct TileSpan {
   int32_t key0, count;
 };
 
-// Tile u of the (batch, KV head): listed (a mask: its kept blocks from col_idx position
-// `first`) or dense.
-__device__ __forceinline__ TileSpan tile_span(const DecodeParams& p, int32_t first, int32_t u) {
+// Tile u of the (batch, KV head) whose keys end at key_end: listed (a mask: its kept blocks
+// from col_idx position `first`) or dense.
+__device__ __forceinline__ TileSpan tile_span(const DecodeParams& p, int32_t key_end, int32_t first, int32_t u) {
   int64_t key0, end;
   if (p.row_ptr != nullptr) {
     const int32_t block = u / p.tiles_per_block;
@@ -200,10 +248,22 @@ __device__ __forceinline__ TileSpan tile_span(const DecodeParams& p, int32_t fir
     key0 = int64_t(u) * kDecodeKeys;
     end = key0 + kDecodeKeys;
   }
-  if (end > p.key_end) end = p.key_end;
+  if (end > key_end) end = key_end;
   if (key0 + kDecodeKeys < end) end = key0 + kDecodeKeys;
-  if (key0 >= end) return TileSpan{p.key_end, 0};
+  if (key0 >= end) return TileSpan{key_end, 0};
   return TileSpan{int32_t(key0), int32_t(end - key0)};
+}
+
+// Query i of sequence b, query head `head`: its LSE index ([batch, heads, seq_q], or
+// [heads, total_q] with packed queries) and its O row.
+__device__ __forceinline__ int64_t decode_lse_index(const DecodeParams& p, const DecodeSequence& s, int64_t b,
+                                                    int32_t head, int32_t i) {
+  if (p.cu_seqlens_q != nullptr) return int64_t(head) * p.total_q + s.q_start + i;
+  return (b * p.heads_q + head) * int64_t(p.total_q) + i;
+}
+template <class T>
+__device__ __forceinline__ T* decode_o_row(const DecodeParams& p, const DecodeSequence& s, int32_t head, int32_t i) {
+  return static_cast<T*>(p.o) + s.q_batch * p.o_sb + int64_t(head) * p.o_sh + (int64_t(s.q_start) + i) * p.o_ss;
 }
 
 template <int kRow>
@@ -244,6 +304,7 @@ __global__ void __launch_bounds__(DecodeTraits<kRow>::kThreads) attention_decode
   const int64_t pair = int64_t(blockIdx.x / uint32_t(p.splits));  // b * heads_kv + kv_head
   const int32_t kv_head = int32_t(pair % p.heads_kv);
   const int64_t b = pair / p.heads_kv;
+  const DecodeSequence seq = decode_sequence(p, b);
 
   // The tiles of this (batch, KV head) and this split's share.
   int32_t first = 0, tiles = 0;
@@ -255,26 +316,29 @@ __global__ void __launch_bounds__(DecodeTraits<kRow>::kThreads) attention_decode
     int32_t lo = first, hi = last;
     while (lo < hi) {
       const int32_t mid = lo + (hi - lo) / 2;
-      if (int64_t(__ldg(p.col_idx + mid)) * p.block_k < p.key_end) lo = mid + 1;
+      if (int64_t(__ldg(p.col_idx + mid)) * p.block_k < seq.key_end) lo = mid + 1;
       else hi = mid;
     }
     last = lo;
     tiles = (last - first) * p.tiles_per_block;
   } else {
-    tiles = (p.key_end + kDecodeKeys - 1) / kDecodeKeys;
+    tiles = (seq.key_end + kDecodeKeys - 1) / kDecodeKeys;
   }
   const int32_t u0 = int32_t(int64_t(tiles) * split / p.splits);
   const int32_t u1 = int32_t(int64_t(tiles) * (split + 1) / p.splits);
   const int32_t mine = u1 - u0 > warp ? (u1 - u0 - warp + kWarps - 1) / kWarps : 0;
 
-  const uint16_t* k_head = static_cast<const uint16_t*>(p.k) + b * p.k_sb + int64_t(kv_head) * p.k_sh;
-  const uint16_t* v_head = static_cast<const uint16_t*>(p.v) + b * p.v_sb + int64_t(kv_head) * p.v_sh;
+  // The sequence's key 0 of the KV head (tile keys are relative to it).
+  const uint16_t* k_head = static_cast<const uint16_t*>(p.k) + seq.k_batch * p.k_sb + int64_t(kv_head) * p.k_sh +
+                           int64_t(seq.k_start) * p.k_ss;
+  const uint16_t* v_head = static_cast<const uint16_t*>(p.v) + seq.k_batch * p.v_sb + int64_t(kv_head) * p.v_sh +
+                           int64_t(seq.k_start) * p.v_ss;
   char* ring = smem + warp * kStages * Tr::kSlotBytes;
   const uint64_t policy = ptx::evict_first_policy();
 
   // Tile i of this warp into slot `slot`: K rows, then V rows, 16 bytes per copy.
   const auto load = [&](int32_t i, int slot) {
-    const TileSpan s = tile_span(p, first, u0 + warp + i * kWarps);
+    const TileSpan s = tile_span(p, seq.key_end, first, u0 + warp + i * kWarps);
     const uint32_t k_dst = ptx::smem_u32(ring + slot * Tr::kSlotBytes);
     const uint32_t v_dst = k_dst + Tr::kTileBytes;
 #pragma unroll
@@ -297,17 +361,18 @@ __global__ void __launch_bounds__(DecodeTraits<kRow>::kThreads) attention_decode
   }
 
   // Q's A fragments (rows g and g + 8; columns 2t, 2t + 1 and 2t + 8, 2t + 9 of each k16
-  // step), and each row's last kept key (causal; padding rows keep everything: zero Q).
+  // step), and each row's last kept key (causal; padding rows, and the rows past a shorter
+  // sequence's queries, keep everything: zero Q, never stored).
   uint32_t qa[Tr::kK16][4];
   int32_t q_last[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int r = g + 8 * h;
-    const bool real = r < p.rows;
+    const bool real = r < p.rows && r % p.seq_q < seq.q_len;
     const int32_t gh = real ? r / p.seq_q : 0, i = real ? r % p.seq_q : 0;
-    const uint16_t* q_row = static_cast<const uint16_t*>(p.q) + b * p.q_sb +
-                            int64_t(kv_head * p.group + gh) * p.q_sh + int64_t(i) * p.q_ss;
-    q_last[h] = real && p.causal ? i + p.causal_offset : INT32_MAX;
+    const uint16_t* q_row = static_cast<const uint16_t*>(p.q) + seq.q_batch * p.q_sb +
+                            int64_t(kv_head * p.group + gh) * p.q_sh + (int64_t(seq.q_start) + i) * p.q_ss;
+    q_last[h] = real && p.causal ? i + seq.causal_offset : INT32_MAX;
 #pragma unroll
     for (int kk = 0; kk < Tr::kK16; ++kk)
 #pragma unroll
@@ -337,7 +402,7 @@ __global__ void __launch_bounds__(DecodeTraits<kRow>::kThreads) attention_decode
     ptx::cp_async_wait<kStages - 1>();
     __syncwarp();
 
-    const TileSpan span = tile_span(p, first, u0 + warp + i * kWarps);
+    const TileSpan span = tile_span(p, seq.key_end, first, u0 + warp + i * kWarps);
     const uint32_t k_slot = ptx::smem_u32(ring + (i % kStages) * Tr::kSlotBytes);
     const uint32_t v_slot = k_slot + Tr::kTileBytes;
 
@@ -459,11 +524,10 @@ __global__ void __launch_bounds__(DecodeTraits<kRow>::kThreads) attention_decode
     }
     row_sum[r] = total;
     if (p.splits == 1) {
-      if (p.lse != nullptr) {
-        const int32_t gh = r / p.seq_q, i = r % p.seq_q;
-        const int64_t at = (b * p.heads_q + kv_head * p.group + gh) * int64_t(p.seq_q) + i;
-        p.lse[at] = total > 0.0f ? (mmax + log2f(total)) * 0.69314718055994531f : -INFINITY;
-      }
+      const int32_t gh = r / p.seq_q, i = r % p.seq_q;
+      if (p.lse != nullptr && i < seq.q_len)
+        p.lse[decode_lse_index(p, seq, b, kv_head * p.group + gh, i)] =
+            total > 0.0f ? (mmax + log2f(total)) * 0.69314718055994531f : -INFINITY;
     } else {
       float* ml = p.part_ml + (int64_t(blockIdx.x) * kDecodeRows + r) * 2;
       ml[0] = mmax;
@@ -479,8 +543,8 @@ __global__ void __launch_bounds__(DecodeTraits<kRow>::kThreads) attention_decode
     if (p.splits == 1) {
       const float total = row_sum[r];
       const int32_t gh = r / p.seq_q, i = r % p.seq_q;
-      T* dst = static_cast<T*>(p.o) + b * p.o_sb + int64_t(kv_head * p.group + gh) * p.o_sh + int64_t(i) * p.o_ss;
-      dst[c] = from_float<T>(total > 0.0f ? acc / total : 0.0f);
+      if (i < seq.q_len)
+        decode_o_row<T>(p, seq, kv_head * p.group + gh, i)[c] = from_float<T>(total > 0.0f ? acc / total : 0.0f);
     } else {
       p.part_o[(int64_t(blockIdx.x) * kDecodeRows + r) * kD + c] = acc;
     }
@@ -498,6 +562,7 @@ __global__ void __launch_bounds__(DecodeTraits<kRow>::kCombineThreads) attention
   const int64_t pair = blockIdx.x;
   const int32_t kv_head = int32_t(pair % p.heads_kv);
   const int64_t b = pair / p.heads_kv;
+  const DecodeSequence seq = decode_sequence(p, b);
   const int64_t cta0 = pair * p.splits;  // the pair's first CTA of the main kernel
   const int tid = int(threadIdx.x);
   if (tid < p.rows) {
@@ -513,11 +578,10 @@ __global__ void __launch_bounds__(DecodeTraits<kRow>::kCombineThreads) attention
       total += ml[1] * weight;
     }
     row_sum[r] = total;
-    if (p.lse != nullptr) {
-      const int32_t gh = r / p.seq_q, i = r % p.seq_q;
-      const int64_t at = (b * p.heads_q + kv_head * p.group + gh) * int64_t(p.seq_q) + i;
-      p.lse[at] = total > 0.0f ? (mmax + log2f(total)) * 0.69314718055994531f : -INFINITY;
-    }
+    const int32_t gh = r / p.seq_q, i = r % p.seq_q;
+    if (p.lse != nullptr && i < seq.q_len)
+      p.lse[decode_lse_index(p, seq, b, kv_head * p.group + gh, i)] =
+          total > 0.0f ? (mmax + log2f(total)) * 0.69314718055994531f : -INFINITY;
   }
   __syncthreads();
   for (int at = tid; at < p.rows * kD; at += Tr::kCombineThreads) {
@@ -526,8 +590,8 @@ __global__ void __launch_bounds__(DecodeTraits<kRow>::kCombineThreads) attention
     for (int s = 0; s < p.splits; ++s) acc += p.part_o[((cta0 + s) * kDecodeRows + r) * kD + c] * split_weight[s][r];
     const float total = row_sum[r];
     const int32_t gh = r / p.seq_q, i = r % p.seq_q;
-    T* dst = static_cast<T*>(p.o) + b * p.o_sb + int64_t(kv_head * p.group + gh) * p.o_sh + int64_t(i) * p.o_ss;
-    dst[c] = from_float<T>(total > 0.0f ? acc / total : 0.0f);
+    if (i < seq.q_len)
+      decode_o_row<T>(p, seq, kv_head * p.group + gh, i)[c] = from_float<T>(total > 0.0f ? acc / total : 0.0f);
   }
 }
 
@@ -578,17 +642,21 @@ cudaError_t launch_row(const AttentionProblem& p, cudaStream_t stream) {
   params.per_kv_pattern = p.has_mask && p.mask.patterns > 1;
   params.block_k = p.has_mask ? p.mask.block_k : kDecodeKeys;
   params.tiles_per_block = int32_t(decode_tiles_per_block(p));
-  params.seq_q = int32_t(p.seq_q());
+  params.seq_q = int32_t(decode_rows_per_head(p));
   params.heads_q = int32_t(p.heads());
   params.heads_kv = int32_t(p.heads_kv());
   params.group = int32_t(p.group());
-  params.rows = int32_t(p.seq_q() * p.group());
-  params.key_end = int32_t(decode_key_end(p));
+  params.rows = int32_t(decode_rows_per_head(p) * p.group());
+  params.cu_seqlens_q = p.layout.cu_seqlens_q;
+  params.cu_seqlens_k = p.layout.cu_seqlens_k;
+  params.total_q = int32_t(p.seq_q());
+  params.total_k = int32_t(p.seq_k());
   params.causal = p.causal;
-  params.causal_offset = int32_t(p.causal_offset());
+  params.bottom_right = p.causal_alignment == CausalAlignment::BottomRight;
   params.scale_log2 = float(double(p.scale) * 1.4426950408889634);
 
-  const int64_t pairs = p.batch() * p.heads_kv();
+  const int64_t pairs = decode_sequences(p) * p.heads_kv();
+  if (pairs == 0 || params.rows == 0) return cudaSuccess;  // packed: no sequence, or every one empty
   const void* kernel = probe_kernel<kRow>();
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
   if (e != cudaSuccess) return e;

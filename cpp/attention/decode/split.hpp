@@ -12,13 +12,25 @@
 
 namespace sparsek::detail::attention_decode {
 
-// The keys some query of a (batch, head) may keep: [0, key_end). All of them, or with causal
-// masking those up to the last query's diagonal: min(seq_k, seq_q - 1 + causal_offset + 1)
-// (top-left: min(seq_q, seq_k); bottom-right: seq_k).
+// The sequences: the layout's batch with packed queries (cu_seqlens_q; Q's batch is 1), else
+// Q's batch.
+inline int64_t decode_sequences(const AttentionProblem& p) { return p.varlen_q() ? p.layout.batch : p.batch(); }
+
+// A CTA's query rows per query head: the longest sequence's queries (max_seqlen_q with packed
+// queries, else seq_q).
+inline int64_t decode_rows_per_head(const AttentionProblem& p) {
+  return p.varlen_q() ? p.layout.max_seqlen_q : p.seq_q();
+}
+
+// The keys some query of the longest sequence may keep: [0, key_end). All of them, or with
+// causal masking those up to the last query's diagonal: min(seq_k, seq_q - 1 + offset + 1)
+// (top-left: min(seq_q, seq_k); bottom-right, offset seq_k - seq_q: seq_k). The kernel
+// computes each sequence's own (kernel.cuh's decode_sequence); this one sizes the splits.
 inline int64_t decode_key_end(const AttentionProblem& p) {
-  if (!p.causal) return p.seq_k();
-  const int64_t end = p.seq_q() + p.causal_offset();
-  return end < 0 ? 0 : end < p.seq_k() ? end : p.seq_k();
+  const int64_t seq_k = p.varlen_k() ? p.layout.max_seqlen_k : p.seq_k();
+  if (!p.causal || p.causal_alignment == CausalAlignment::BottomRight) return seq_k;
+  const int64_t seq_q = decode_rows_per_head(p);
+  return seq_q < seq_k ? seq_q : seq_k;
 }
 
 // Key tiles per block of the mask: a mask block of block_k keys is ceil(block_k / 16) tiles,
