@@ -397,6 +397,10 @@ Result attention(const HeadsView& q, const HeadsView& k, const HeadsView& v, con
   if (r.ok() && options.check_indices && p.has_mask)
     r = detail::check_pattern(p.mask.row_ptr, p.mask.col_idx, p.mask.patterns * p.mask.q_blocks, p.mask.k_blocks,
                               p.mask.nnzb, stream, "mask");
+  // The layout's key counts and the pages they reach (batch * max_pages < 2^31: the table).
+  if (r.ok() && options.check_indices && p.layout.seqlens_k != nullptr)
+    r = detail::check_seqlens_and_pages(p.layout.seqlens_k, p.layout.page_table, p.layout.batch,
+                                        p.layout.max_seqlen_k, p.layout.max_pages, p.k.seq, p.k.batch, stream);
   if (r.ok()) r = detail::launch(p, s, stream);
   return detail::finish(r);
 }

@@ -113,6 +113,33 @@ __global__ void check_seqlens_kernel(const int32_t* __restrict__ cu, int64_t bat
   }
 }
 
+// Per-sequence key counts and the page-table entries they reach (SequenceLayout's seqlens_k
+// and page_table). A defect's entry is b * max_pages + p (p = 0 for a count), so the lowest
+// sequence's first defect wins, its count before its pages.
+enum PagedDefect : unsigned long long {
+  kLengthOutOfRange = 1,
+  kPageOutOfRange = 2,
+};
+
+// One thread per table entry (b, p) (one per sequence, max_pages = 1, without a table).
+__global__ void check_paged_kernel(const int32_t* __restrict__ seqlens_k, const int32_t* __restrict__ page_table,
+                                   int64_t batch, int64_t max_len, int64_t max_pages, int64_t page_size,
+                                   int64_t num_pages, unsigned long long* status) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  const int64_t entries = batch * max_pages;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < entries; i += stride) {
+    const int64_t b = i / max_pages, p = i % max_pages;
+    const int64_t len = seqlens_k[b];
+    if (len < 0 || len > max_len) {
+      if (p == 0) report(status, i, kLengthOutOfRange);
+      continue;
+    }
+    if (page_table == nullptr || p >= (len + page_size - 1) / page_size) continue;
+    const int64_t page = page_table[i];
+    if (page < 0 || page >= num_pages) report(status, i, kPageOutOfRange);
+  }
+}
+
 // Runs one check kernel (`launch(d_status)` enqueues it on `stream`) and waits for its status
 // into *status: ULLONG_MAX when it found nothing, else the lowest (entry << 8 | kind).
 template <class Launch>
@@ -174,6 +201,32 @@ Result check_pattern(const int32_t* row_ptr, const int32_t* col_idx, int64_t blo
   char what[64];
   std::snprintf(what, sizeof(what), "%s's indices fail", name);
   return check_bsr_indices(row_ptr, col_idx, nullptr, block_rows, block_cols, nnzb, stream, what, "block-row");
+}
+
+Result check_seqlens_and_pages(const int32_t* seqlens_k, const int32_t* page_table, int64_t batch, int64_t max_len,
+                               int64_t max_pages, int64_t page_size, int64_t num_pages, cudaStream_t stream) {
+  const int64_t per_sequence = page_table != nullptr ? max_pages : 1;
+  unsigned long long status = ULLONG_MAX;
+  Result r = run_check(
+      stream,
+      [&](unsigned long long* d_status) {
+        check_paged_kernel<<<check_grid(batch * per_sequence), 256, 0, stream>>>(
+            seqlens_k, page_table, batch, max_len, per_sequence, page_size, num_pages, d_status);
+      },
+      &status);
+  if (!r.ok()) return r;
+  if (status == ULLONG_MAX) return Result{};
+  const unsigned long long entry = status >> 8, kind = status & 0xff;
+  const unsigned long long b = entry / static_cast<unsigned long long>(per_sequence);
+  const unsigned long long page = entry % static_cast<unsigned long long>(per_sequence);
+  if (kind == kLengthOutOfRange)
+    return make_result(Status::InvalidArgument,
+                       "layout.seqlens_k fails the device check at sequence %llu: outside [0, max_seqlen_k = %lld]", b,
+                       (long long)max_len);
+  return make_result(Status::InvalidArgument,
+                     "layout.page_table fails the device check at sequence %llu, page %llu: outside [0, %lld) (the "
+                     "pool's pages)",
+                     b, page, (long long)num_pages);
 }
 
 Result check_cu_seqlens(const int32_t* cu_seqlens, int64_t batch, int64_t total, int64_t max_len,

@@ -34,4 +34,14 @@ Result check_pattern(const int32_t* row_ptr, const int32_t* col_idx, int64_t blo
 Result check_cu_seqlens(const int32_t* cu_seqlens, int64_t batch, int64_t total, int64_t max_len,
                         cudaStream_t stream, const char* name);
 
+// Checks on `stream`, then waits for it: per-sequence key counts and, when `page_table` is
+// not null, the pages they reach (an attention SequenceLayout's seqlens_k and page_table):
+// every seqlens_k[b] (b < batch) in [0, max_len], and every page-table entry a sequence
+// reads, page_table[b * max_pages + p] for p < ceil(seqlens_k[b] / page_size), in [0,
+// num_pages). Entries past a sequence's keys are not read by the kernels and not checked.
+// Reads seqlens_k[0 .. batch) and page_table[0 .. batch * max_pages). InvalidArgument names
+// the first bad sequence (and page); CudaError if the check itself failed.
+Result check_seqlens_and_pages(const int32_t* seqlens_k, const int32_t* page_table, int64_t batch, int64_t max_len,
+                               int64_t max_pages, int64_t page_size, int64_t num_pages, cudaStream_t stream);
+
 }  // namespace sparsek::detail

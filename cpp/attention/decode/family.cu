@@ -57,6 +57,7 @@ const char* supports(const AttentionProblem& p) {
   if (p.device.cc_major < 8) return "needs compute capability >= 8.0 (mma.sync, ldmatrix, cp.async)";
   if (const char* why = missing_image(p)) return why;
   if (p.empty_output()) return nullptr;  // nothing is launched (core/select.hpp)
+  if (p.layout.seqlens_k != nullptr || p.paged()) return "per-sequence key counts and paged K/V: not yet";
   // Decode shapes only: the group's query rows fill one m16 tile (packed queries: those of the
   // longest sequence, max_seqlen_q).
   const int64_t rows = decode_rows_per_head(p);
