@@ -11,7 +11,7 @@
 #   run.sh products [ARGS] # bench_report products ARGS (A^T*B and D*A beside A*B)
 #   run.sh fp8 [ARGS]      # bench_report fp8 ARGS (W8A8 and W8A16 beside dense FP8 cuBLASLt and f16)
 #   run.sh sddmm           # the SDDMM sweep beside torch.sparse.sampled_addmm (cuSPARSE)
-#   run.sh attention       # attention beside PyTorch SDPA and FlexAttention (same masks), table
+#   run.sh attention [all|mha|gqa]  # attention beside FlexAttention, SDPA and FA4 (same masks), tables
 #   run.sh decode          # the split-KV decode attention: GB/s on K and V, dense and a quarter of the blocks, beside a device copy
 #   run.sh sanitize        # GPU tests under compute-sanitizer memcheck and racecheck
 #
@@ -324,21 +324,48 @@ case "${1:-test}" in
     rm -f "$pattern"
     ;;
   attention)
-    # bf16 and f16 at batch 4, heads 16, seq 8192, head_dim 128 (and 64 for bf16): sparsek's
-    # timer writes each case and its mask, the peers run the same masks, bench_report tabulates.
+    # sparsek's timer (attention_check --time) writes each case and its mask, the peers
+    # (attention_torch.py: FlexAttention, SDPA flash and cuDNN, FlashAttention-4 when
+    # importable) run the same masks, bench_report tabulates. `run.sh attention [all|mha|gqa]`:
+    #   mha  bf16 and f16 at batch 4, 16 heads, seq 8192, head_dim 128 (and 64 for bf16);
+    #   gqa  prefill with grouped-query heads: bf16, batch 2, 32 query heads over 8 KV heads,
+    #        seq 8192, head_dim 128; causal, top-k 16 of the 64 key blocks, and both; then the
+    #        same with 32 KV heads, K and V the GQA case's repeated per query head (the same
+    #        values, so the same top-k masks and kept pairs: the ratio is GQA's cost alone).
+    which=${2:-all}
+    case $which in
+      all|mha|gqa) ;;
+      *) echo "usage: run.sh attention [all|mha|gqa]" >&2; exit 2 ;;
+    esac
     out="${OUT:-/tmp}/attention"
     mkdir -p "$out"
     : > "$out/attention.jsonl"
+    specs=()  # DTYPE HEAD_DIM MASK BATCH HEADS [the timer's options]
+    if [ "$which" != gqa ]; then
+      specs+=("bf16 128 causal 4 16" "bf16 128 topk16 4 16" "bf16 128 dense 4 16" "bf16 128 topk16_causal 4 16"
+              "f16 128 causal 4 16" "f16 128 topk16 4 16" "bf16 64 causal 4 16" "bf16 64 topk16 4 16")
+    fi
+    if [ "$which" != mha ]; then
+      for m in causal topk16 topk16_causal; do specs+=("bf16 128 $m 2 32 --heads-kv 8"); done
+      for m in causal topk16 topk16_causal; do specs+=("bf16 128 $m 2 32 --heads-kv 32 --repeat-kv 4"); done
+    fi
     cases=()
-    for spec in "bf16 128 causal" "bf16 128 topk16" "bf16 128 dense" "bf16 128 topk16_causal" \
-                "f16 128 causal" "f16 128 topk16" "bf16 64 causal" "bf16 64 topk16"; do
+    for spec in "${specs[@]}"; do
+      # shellcheck disable=SC2086 # the spec is words on purpose
       set -- $spec
-      case_file="$out/$1_d$2_$3.json"
-      "$here/attention_check" --time "$3" "$1" 4 16 8192 "$2" 10 "$case_file" >> "$out/attention.jsonl" || exit 1
+      dt=$1 d=$2 m=$3 b=$4 h=$5
+      shift 5
+      opts=$(echo "$*" | tr -d ' -')
+      case_file="$out/${dt}_d${d}_${m}_b${b}_h${h}${opts:+_$opts}.json"
+      "$here/attention_check" --time "$m" "$dt" "$b" "$h" 8192 "$d" 10 "$case_file" "$@" >> "$out/attention.jsonl" || exit 1
       cases+=("$case_file")
     done
-    python3 "$here/attention_torch.py" --iters 10 "${cases[@]}" >> "$out/attention.jsonl" || exit 1
-    exec "$here/bench_report" attention "$out/attention.jsonl" --json "$out/attention.json"
+    echo "run.sh attention: sparsek's ${#cases[@]} cases timed (${SECONDS} s)" >&2
+    peers=0
+    python3 "$here/attention_torch.py" --iters 10 "${cases[@]}" >> "$out/attention.jsonl" || peers=$?
+    echo "run.sh attention: peers done (${SECONDS} s)" >&2
+    "$here/bench_report" attention "$out/attention.jsonl" --json "$out/attention.json" || exit 1
+    [ "$peers" = 0 ] || { echo "run.sh attention: attention_torch.py exited $peers" >&2; exit 1; }
     ;;
   decode)
     # The split-KV decode family at the shapes (batch 32, 32 query heads over 8 KV
@@ -396,7 +423,7 @@ case "${1:-test}" in
     exit $fail
     ;;
   *)
-    echo "usage: run.sh [test | test-spmm | test-ops | bench [ARGS] | report [ARGS] | products [ARGS] | fp8 [ARGS] | sddmm | attention | decode | sanitize]" >&2
+    echo "usage: run.sh [test | test-spmm | test-ops | bench [ARGS] | report [ARGS] | products [ARGS] | fp8 [ARGS] | sddmm | attention [all|mha|gqa] | decode | sanitize]" >&2
     exit 2
     ;;
 esac
