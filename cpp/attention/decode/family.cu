@@ -57,7 +57,6 @@ const char* supports(const AttentionProblem& p) {
   if (p.device.cc_major < 8) return "needs compute capability >= 8.0 (mma.sync, ldmatrix, cp.async)";
   if (const char* why = missing_image(p)) return why;
   if (p.empty_output()) return nullptr;  // nothing is launched (core/select.hpp)
-  if (p.layout.seqlens_k != nullptr || p.paged()) return "per-sequence key counts and paged K/V: not yet";
   // Decode shapes only: the group's query rows fill one m16 tile (packed queries: those of the
   // longest sequence, max_seqlen_q).
   const int64_t rows = decode_rows_per_head(p);
@@ -74,7 +73,8 @@ const char* supports(const AttentionProblem& p) {
              "blocks (give one pattern per KV head, or one for all)";
   }
   // Key and tile indices are int32 (a tile's key0 + 16 and key_end + 15 included).
-  if (p.seq_k() > INT32_MAX - 256) return "seq_k must be below 2^31 - 256";
+  if (p.seq_k() > INT32_MAX - 256 || p.max_seqlen_k() > INT32_MAX - 256)
+    return "seq_k (max_seqlen_k with keys per sequence) must be below 2^31 - 256";
   if (p.seq_q() > INT32_MAX) return "seq_q must fit int32";
   if (p.heads() > INT32_MAX || p.batch() > INT32_MAX || decode_sequences(p) > INT32_MAX - 1)
     return "batch and heads must fit int32";

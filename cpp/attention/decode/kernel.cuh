@@ -21,6 +21,15 @@
 //    queries is [heads, total_q]. The arrays are read on the device: the launch stays
 //    capturable.
 //
+//  * Keys per sequence and pages. With seqlens_k, sequence b keeps its first seqlens_k[b]
+//    keys (clamped into [0, max_seqlen_k]: unchecked counts never make an access leave the
+//    views) and its bottom-right diagonal sits at seqlens_k[b] - seq_q. With a page table, K
+//    and V are a pool of pages: logical key j of sequence b is row j % page_size of page
+//    page_table[b * max_pages + j / page_size] (clamped into the pool). A tile within one
+//    page (the usual case: pages of 16 keys or more, tiles aligned to them) looks its page
+//    up once; a tile across pages looks up each row's. Splits are sized by the longest
+//    sequence: a split past a shorter one's keys loads nothing and writes its empty partial.
+//
 //  * Key tiles. The keys of a (batch, KV head) are a sequence of tiles of 16 keys (split.hpp's
 //    tiles): without a mask tile u is keys [16u, 16u + 16) below key_end (causal: the last
 //    query's diagonal); with a mask the kept blocks of the (batch, KV head)'s pattern row
@@ -186,6 +195,14 @@ struct DecodeParams {
   const int32_t* cu_seqlens_q;
   const int32_t* cu_seqlens_k;
   int32_t total_q, total_k;
+  // Keys per sequence (SequenceLayout's seqlens_k, or null), at most max_seqlen_k; and the
+  // page table (or null): K and V's batch entries are num_pages pages of page_size keys,
+  // max_pages entries per sequence.
+  const int32_t* seqlens_k;
+  int32_t max_seqlen_k;
+  const int32_t* page_table;
+  int64_t max_pages, num_pages;
+  int32_t page_size;
   bool causal;
   bool bottom_right;  // the causal diagonal at each sequence's len_k - len_q (else 0)
   float scale_log2;   // scale * log2(e)
@@ -222,6 +239,12 @@ __device__ __forceinline__ DecodeSequence decode_sequence(const DecodeParams& p,
   if (p.cu_seqlens_k != nullptr) {
     s.k_batch = 0;
     sequence_span(p.cu_seqlens_k, b, p.total_k, s.k_start, s.k_len);
+  }
+  if (p.seqlens_k != nullptr) {
+    // Paged: the sequence's pages hold max_seqlen_k keys; else the keys its view holds.
+    const int32_t cap = p.page_table != nullptr || s.k_len > p.max_seqlen_k ? p.max_seqlen_k : s.k_len;
+    const int32_t n = __ldg(p.seqlens_k + b);
+    s.k_len = n < 0 ? 0 : n > cap ? cap : n;
   }
   s.causal_offset = p.bottom_right ? s.k_len - s.q_len : 0;
   const int32_t end = s.q_len + s.causal_offset;  // one past the last query's diagonal
@@ -328,11 +351,20 @@ __global__ void __launch_bounds__(DecodeTraits<kRow>::kThreads) attention_decode
   const int32_t u1 = int32_t(int64_t(tiles) * (split + 1) / p.splits);
   const int32_t mine = u1 - u0 > warp ? (u1 - u0 - warp + kWarps - 1) / kWarps : 0;
 
-  // The sequence's key 0 of the KV head (tile keys are relative to it).
-  const uint16_t* k_head = static_cast<const uint16_t*>(p.k) + seq.k_batch * p.k_sb + int64_t(kv_head) * p.k_sh +
-                           int64_t(seq.k_start) * p.k_ss;
-  const uint16_t* v_head = static_cast<const uint16_t*>(p.v) + seq.k_batch * p.v_sb + int64_t(kv_head) * p.v_sh +
-                           int64_t(seq.k_start) * p.v_ss;
+  // The sequence's key 0 of the KV head (tile keys are relative to it); paged, page 0's
+  // (a key's page is added per tile or row).
+  const bool paged = p.page_table != nullptr;
+  const int64_t k_batch = paged ? 0 : seq.k_batch, k_start = paged ? 0 : seq.k_start;
+  const uint16_t* k_head =
+      static_cast<const uint16_t*>(p.k) + k_batch * p.k_sb + int64_t(kv_head) * p.k_sh + k_start * p.k_ss;
+  const uint16_t* v_head =
+      static_cast<const uint16_t*>(p.v) + k_batch * p.v_sb + int64_t(kv_head) * p.v_sh + k_start * p.v_ss;
+  const int32_t* pages = paged ? p.page_table + b * p.max_pages : nullptr;
+  // The pool page of logical page `at` of this sequence, clamped into the pool.
+  const auto page_of = [&](int32_t at) -> int64_t {
+    const int64_t page = __ldg(pages + at);
+    return page < 0 ? 0 : page >= p.num_pages ? p.num_pages - 1 : page;
+  };
   char* ring = smem + warp * kStages * Tr::kSlotBytes;
   const uint64_t policy = ptx::evict_first_policy();
 
@@ -341,15 +373,44 @@ __global__ void __launch_bounds__(DecodeTraits<kRow>::kThreads) attention_decode
     const TileSpan s = tile_span(p, seq.key_end, first, u0 + warp + i * kWarps);
     const uint32_t k_dst = ptx::smem_u32(ring + slot * Tr::kSlotBytes);
     const uint32_t v_dst = k_dst + Tr::kTileBytes;
+    // Paged: the tile's first page and row; one lookup when the whole tile is in that page.
+    int32_t page0 = 0, row0 = 0;
+    int64_t k_page = 0, v_page = 0;
+    bool one_page = true;
+    if (paged && s.count > 0) {
+      page0 = s.key0 / p.page_size;
+      row0 = s.key0 - page0 * p.page_size;
+      one_page = row0 + s.count <= p.page_size;
+      if (one_page) {
+        const int64_t page = page_of(page0);
+        k_page = page * p.k_sb + int64_t(row0) * p.k_ss;
+        v_page = page * p.v_sb + int64_t(row0) * p.v_ss;
+      }
+    }
 #pragma unroll
     for (int it = 0; it < Tr::kCopies; ++it) {
       const int idx = lane + 32 * it;
       const int r = idx / kChunks, c = idx % kChunks;
       const bool kept = r < s.count;
-      const int64_t key = kept ? int64_t(s.key0) + r : 0;  // key 0 exists: a tile implies seq_k >= 1
+      // Element offsets of the row from k_head / v_head (key 0, or page 0's row 0, exists: a
+      // tile implies keys).
+      int64_t k_at = 0, v_at = 0;
+      if (kept && !paged) {
+        k_at = (int64_t(s.key0) + r) * p.k_ss;
+        v_at = (int64_t(s.key0) + r) * p.v_ss;
+      } else if (kept && one_page) {
+        k_at = k_page + int64_t(r) * p.k_ss;
+        v_at = v_page + int64_t(r) * p.v_ss;
+      } else if (kept) {
+        const int32_t key = s.key0 + r;
+        const int32_t at = key / p.page_size;
+        const int64_t page = page_of(at), row = key - at * p.page_size;
+        k_at = page * p.k_sb + row * p.k_ss;
+        v_at = page * p.v_sb + row * p.v_ss;
+      }
       const uint32_t off = uint32_t(r * Tr::kRowBytes + ((c ^ (r & 7)) << 4));
-      ptx::cp_async_16(k_dst + off, k_head + key * p.k_ss + c * 8, kept ? 16u : 0u, policy);
-      ptx::cp_async_16(v_dst + off, v_head + key * p.v_ss + c * 8, kept ? 16u : 0u, policy);
+      ptx::cp_async_16(k_dst + off, k_head + k_at + c * 8, kept ? 16u : 0u, policy);
+      ptx::cp_async_16(v_dst + off, v_head + v_at + c * 8, kept ? 16u : 0u, policy);
     }
   };
 
@@ -651,6 +712,12 @@ cudaError_t launch_row(const AttentionProblem& p, cudaStream_t stream) {
   params.cu_seqlens_k = p.layout.cu_seqlens_k;
   params.total_q = int32_t(p.seq_q());
   params.total_k = int32_t(p.seq_k());
+  params.seqlens_k = p.layout.seqlens_k;
+  params.max_seqlen_k = int32_t(p.max_seqlen_k());
+  params.page_table = p.layout.page_table;
+  params.max_pages = p.layout.max_pages;
+  params.num_pages = p.paged() ? p.k.batch : 0;
+  params.page_size = int32_t(p.seq_k());
   params.causal = p.causal;
   params.bottom_right = p.causal_alignment == CausalAlignment::BottomRight;
   params.scale_log2 = float(double(p.scale) * 1.4426950408889634);

@@ -27,7 +27,7 @@ inline int64_t decode_rows_per_head(const AttentionProblem& p) {
 // (top-left: min(seq_q, seq_k); bottom-right, offset seq_k - seq_q: seq_k). The kernel
 // computes each sequence's own (kernel.cuh's decode_sequence); this one sizes the splits.
 inline int64_t decode_key_end(const AttentionProblem& p) {
-  const int64_t seq_k = p.varlen_k() ? p.layout.max_seqlen_k : p.seq_k();
+  const int64_t seq_k = p.max_seqlen_k();  // per-sequence keys (packed, counted or paged): the longest
   if (!p.causal || p.causal_alignment == CausalAlignment::BottomRight) return seq_k;
   const int64_t seq_q = decode_rows_per_head(p);
   return seq_q < seq_k ? seq_q : seq_k;

@@ -63,13 +63,17 @@ const char* supports(const AttentionProblem& p) {
   if (p.device.cc_major != 9 || p.device.cc_minor != 0) return "needs compute capability 9.0 (Hopper, sm_90a)";
   if (const char* why = missing_image(p)) return why;
   if (p.empty_output()) return nullptr;  // nothing is launched (core/select.hpp)
-  if (p.layout.seqlens_k != nullptr || p.paged()) return "per-sequence key counts and paged K/V: not yet";
+  // Paged K and V: a key block of 128 is one TMA box inside one page.
+  if (p.paged() && p.seq_k() % kBlockN != 0)
+    return "paged K/V: the page size must be a multiple of 128 keys (the kernel's key tile)";
+  if (p.paged() && p.k.batch > INT32_MAX) return "paged K/V: the pool's pages must fit int32";
   if (p.head_dim() != 64 && p.head_dim() != 128) return "head_dim must be 64 or 128";
   if (p.has_mask && (p.mask.block_q != kBlockM || p.mask.block_k != kBlockN))
     return "the mask's blocks must be 128 x 128 (the kernels' tile)";
   // Index arithmetic is int32 (key block * 128 + 127 included); one CTA per query block.
   constexpr int64_t kMaxSeq = INT32_MAX - kBlockN;
-  if (p.seq_q() > kMaxSeq || p.seq_k() > kMaxSeq) return "sequences must be below 2^31 - 128";
+  if (p.seq_q() > kMaxSeq || p.seq_k() > kMaxSeq || p.max_seqlen_k() > kMaxSeq)
+    return "sequences must be below 2^31 - 128";
   if (p.heads() > INT32_MAX || p.batch() > INT32_MAX || grid_sequences(p) > INT32_MAX - 1)
     return "batch and heads must fit int32";
   // Packed queries: the grid is sized by the longest sequence (kernel.hpp).

@@ -94,6 +94,11 @@ struct AttentionKernel {
     // null: padded (sequence.hpp).
     const int32_t* cu_seqlens_q;
     const int32_t* cu_seqlens_k;
+    // Keys per sequence (SequenceLayout's seqlens_k, or null), at most max_seqlen_k; paged K
+    // and V (mainloop.hpp's PagedKV: page_table null when not).
+    const int32_t* seqlens_k;
+    int32_t max_seqlen_k;
+    PagedKV paged;
     // Q's and K's seq: every sequence's length (padded) or the packed total.
     int32_t seq_q, seq_k, heads;
     // Query blocks of the longest sequence (the grid's CTAs per (sequence, head); the mask's
@@ -120,7 +125,14 @@ struct AttentionKernel {
     // A query block past its sequence (the grid is sized by the longest): nothing to write.
     // Uniform over the CTA, before any barrier.
     if (qb * kBlockM >= sq.len) return;
-    const SequenceRows sk = sequence_rows(p.cu_seqlens_k, b, p.seq_k);
+    SequenceRows sk = sequence_rows(p.cu_seqlens_k, b, p.seq_k);
+    if (p.seqlens_k != nullptr) {
+      // The sequence's key count, clamped to the keys it has: its pages' (paged), else its
+      // view's (unchecked counts never make an access leave the views).
+      const int32_t cap = p.paged.page_table != nullptr || sk.len > p.max_seqlen_k ? p.max_seqlen_k : sk.len;
+      const int32_t n = __ldg(p.seqlens_k + b);
+      sk.len = n < 0 ? 0 : n > cap ? cap : n;
+    }
     // The pattern of (b, h): AttentionProblem::pattern_of.
     const int64_t pattern = p.mask_heads > 0 ? int64_t(b) * p.mask_heads + h / p.mask_group : 0;
     const int64_t mask_row = pattern * p.q_blocks + qb;
@@ -155,7 +167,7 @@ struct AttentionKernel {
       cutlass::arch::warpgroup_reg_dealloc<kProducerRegisters>();
       if (threadIdx.x < 32 && range.count() > 0)
         Mainloop::load(p.mainloop, pipe_k, pipe_v, smem.mainloop, &smem.q_barrier, range, p.col_idx, qb, h, h_kv, sq,
-                       sk, int(threadIdx.x));
+                       sk, p.paged.of_sequence(b), int(threadIdx.x));
       return;
     }
     cutlass::arch::warpgroup_reg_alloc<kConsumerRegisters>();
@@ -240,6 +252,15 @@ cudaError_t launch_row(const AttentionProblem& p, cudaStream_t stream) {
   params.col_idx = p.has_mask ? p.mask.col_idx : nullptr;
   params.cu_seqlens_q = p.layout.cu_seqlens_q;
   params.cu_seqlens_k = p.layout.cu_seqlens_k;
+  params.seqlens_k = p.layout.seqlens_k;
+  params.max_seqlen_k = int32_t(p.max_seqlen_k());
+  if (p.paged()) {
+    // family.cu: the page size a multiple of 128 keys, the pool's pages below 2^31.
+    params.paged.page_table = p.layout.page_table;
+    params.paged.max_pages = p.layout.max_pages;
+    params.paged.blocks_per_page = int32_t(p.seq_k() / kBlockN);
+    params.paged.num_pages = int32_t(p.k.batch);
+  }
   params.seq_q = int32_t(p.seq_q());
   params.seq_k = int32_t(p.seq_k());
   params.heads = int32_t(p.heads());

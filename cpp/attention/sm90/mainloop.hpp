@@ -43,6 +43,28 @@ using namespace cute;
 using HeadsShape = Shape<int32_t, int32_t, int32_t, int32_t>;
 using HeadsStride = Stride<int64_t, _1, int64_t, int64_t>;
 
+// Paged K and V (SequenceLayout's page_table): K and V's batch entries are num_pages pages of
+// blocks_per_page 128-key blocks; logical key block kb of sequence b is block kb %
+// blocks_per_page of page page_table[b * max_pages + kb / blocks_per_page] (clamped into the
+// pool: an unchecked entry never makes a load leave the views). page_table null: not paged.
+struct PagedKV {
+  const int32_t* page_table = nullptr;
+  int64_t max_pages = 0;
+  int32_t blocks_per_page = 1, num_pages = 0;
+
+  // The table row of sequence b (the same PagedKV with page_table moved to it).
+  CUTE_HOST_DEVICE PagedKV of_sequence(int32_t b) const {
+    PagedKV s = *this;
+    if (page_table != nullptr) s.page_table = page_table + int64_t(b) * max_pages;
+    return s;
+  }
+  // The pool page of logical key block kb (of_sequence's row).
+  CUTE_DEVICE int32_t page(int32_t kb) const {
+    const int32_t at = __ldg(page_table + kb / blocks_per_page);
+    return at < 0 ? 0 : at >= num_pages ? num_pages - 1 : at;
+  }
+};
+
 template <class Element_, int kHeadDim_, int kStages_, bool kTurns_>
 struct AttentionMainloop {
   using Element = Element_;
@@ -99,10 +121,12 @@ struct AttentionMainloop {
   // The producer warp (all 32 lanes; lane 0 issues): Q once (query head h), then K and V of
   // each key block (KV head h_kv, the one query head h reads). Tiles start at the sequence's
   // first row (sequence.hpp); rows past a sequence's end are loaded (the next sequence's, or
-  // zeros past the view) and masked by the consumers (keys) or never stored (queries).
+  // zeros past the view) and masked by the consumers (keys) or never stored (queries). Paged
+  // (`pages`: the sequence's table row), each key block comes from its page.
   CUTE_DEVICE static void load(Params const& mp, Pipeline& pipe_k, Pipeline& pipe_v, SharedStorage& smem,
                                uint64_t* q_barrier, KeyBlockRange const& range, const int32_t* col_idx, int32_t qb,
-                               int32_t h, int32_t h_kv, SequenceRows const& sq, SequenceRows const& sk, int lane) {
+                               int32_t h, int32_t h_kv, SequenceRows const& sq, SequenceRows const& sk,
+                               PagedKV const& pages, int lane) {
     Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), SmemLayoutQ{});
     Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), SmemLayoutKV{});
     Tensor sV = make_tensor(make_smem_ptr(smem.v.data()), SmemLayoutKV{});
@@ -124,14 +148,31 @@ struct AttentionMainloop {
       cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(q_barrier, kBytesQ);
       copy(mp.tma_q.with(*q_barrier), tQgQ, tQsQ);
     }
+    // Block `blk` of pool page `page` of K or V (its TMA partition, as tKgK's over the page).
+    auto page_block = [&](auto const& tma, auto& s, int32_t page, int32_t blk) {
+      Tensor g = local_tile(tma.get_tma_tensor(mp.shape_k)(_, _, h_kv, page), Shape<TileN, HeadDim>{},
+                            make_coord(_, _0{}));
+      auto parts = tma_partition(tma, Int<0>{}, cute::Layout<_1>{}, group_modes<0, 2>(s), group_modes<0, 2>(g));
+      return get<0>(parts)(_, blk);
+    };
     PipelineState write = cutlass::make_producer_start_state<Pipeline>();
     for (int32_t n = 0; n < range.count(); ++n) {
       const int32_t kb = it.block();
       if (lane == 0) {
-        pipe_k.producer_acquire(write);
-        copy(mp.tma_k.with(*pipe_k.producer_get_barrier(write)), tKgK(_, kb), tKsK(_, write.index()));
-        pipe_v.producer_acquire(write);
-        copy(mp.tma_v.with(*pipe_v.producer_get_barrier(write)), tVgV(_, kb), tVsV(_, write.index()));
+        if (pages.page_table == nullptr) {
+          pipe_k.producer_acquire(write);
+          copy(mp.tma_k.with(*pipe_k.producer_get_barrier(write)), tKgK(_, kb), tKsK(_, write.index()));
+          pipe_v.producer_acquire(write);
+          copy(mp.tma_v.with(*pipe_v.producer_get_barrier(write)), tVgV(_, kb), tVsV(_, write.index()));
+        } else {
+          const int32_t page = pages.page(kb), blk = kb % pages.blocks_per_page;
+          pipe_k.producer_acquire(write);
+          copy(mp.tma_k.with(*pipe_k.producer_get_barrier(write)), page_block(mp.tma_k, sK, page, blk),
+               tKsK(_, write.index()));
+          pipe_v.producer_acquire(write);
+          copy(mp.tma_v.with(*pipe_v.producer_get_barrier(write)), page_block(mp.tma_v, sV, page, blk),
+               tVsV(_, write.index()));
+        }
       }
       ++write;
       ++it;
