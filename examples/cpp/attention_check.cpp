@@ -685,8 +685,9 @@ void fill_device_random(Heads& x, Rng& rng, int64_t repeat) {
   const int64_t src_heads = x.heads / repeat;
   const size_t n_src = size_t(x.batch * src_heads * x.seq * x.d);
   CUDA_CHECK(cudaMalloc(&x.dev, x.host.size() * 2));
-  uint16_t* src = static_cast<uint16_t*>(x.dev);
-  if (repeat > 1) CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&src), std::max<size_t>(n_src, 1) * 2));
+  void* drawn = x.dev;  // where the random values go: x itself, or the heads to repeat
+  if (repeat > 1) CUDA_CHECK(cudaMalloc(&drawn, std::max<size_t>(n_src, 1) * 2));
+  uint16_t* src = static_cast<uint16_t*>(drawn);
   std::vector<uint16_t> chunk(size_t(1) << 20);
   for (size_t off = 0; off < n_src; off += chunk.size()) {
     const size_t n = std::min(chunk.size(), n_src - off);
@@ -796,7 +797,8 @@ int time_case(int argc, char** argv) {
         const int64_t cols = std::min<int64_t>(128, SK - j * 128);
         if (!causal) return rows * cols;
         int64_t n = 0;
-        for (int64_t r = 0; r < rows; ++r) n += std::max<int64_t>(0, std::min(cols, i * 128 + r + offset - j * 128 + 1));
+        for (int64_t r = 0; r < rows; ++r)
+          n += std::max<int64_t>(0, std::min(cols, i * 128 + r + offset - j * 128 + 1));
         return n;
       };
       if (topk) {
