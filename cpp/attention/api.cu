@@ -190,6 +190,8 @@ Result validate(const HeadsView& q, const HeadsView& k, const HeadsView& v, cons
     const ByteRange seqlens_k_bytes = elements(layout.seqlens_k, layout.batch, 4);
     const ByteRange page_table_bytes =
         layout.page_table != nullptr ? elements(layout.page_table, layout.batch * layout.max_pages, 4) : ByteRange{};
+    // Packed sequences' offsets: batch + 1 entries each (batch < 2^31 - 1: the table).
+    const auto offsets = [&](const int32_t* cu) { return cu != nullptr ? elements(cu, layout.batch + 1, 4) : ByteRange{}; };
     const ByteRange inputs[] = {
         heads_bytes(q),
         heads_bytes(k),
@@ -198,15 +200,33 @@ Result validate(const HeadsView& q, const HeadsView& k, const HeadsView& v, cons
         masked ? elements(mask->col_idx, mask->nnzb, 4) : ByteRange{},
         seqlens_k_bytes,
         page_table_bytes,
+        offsets(layout.cu_seqlens_q),
+        offsets(layout.cu_seqlens_k),
         lse_bytes,
     };
-    const char* const names[] = {"Q", "K", "V", "mask.row_ptr", "mask.col_idx", "layout.seqlens_k", "layout.page_table",
+    const char* const names[] = {"Q",
+                                 "K",
+                                 "V",
+                                 "mask.row_ptr",
+                                 "mask.col_idx",
+                                 "layout.seqlens_k",
+                                 "layout.page_table",
+                                 "layout.cu_seqlens_q",
+                                 "layout.cu_seqlens_k",
                                  "LSE"};
     r = check_disjoint("O", heads_bytes(o), inputs, names);
     if (!r.ok()) return r;
-    const ByteRange lse_inputs[] = {inputs[0], inputs[1], inputs[2], inputs[3], inputs[4], inputs[5], inputs[6]};
-    const char* const lse_names[] = {"Q", "K", "V", "mask.row_ptr", "mask.col_idx", "layout.seqlens_k",
-                                     "layout.page_table"};
+    const ByteRange lse_inputs[] = {inputs[0], inputs[1], inputs[2], inputs[3], inputs[4],
+                                    inputs[5], inputs[6], inputs[7], inputs[8]};
+    const char* const lse_names[] = {"Q",
+                                     "K",
+                                     "V",
+                                     "mask.row_ptr",
+                                     "mask.col_idx",
+                                     "layout.seqlens_k",
+                                     "layout.page_table",
+                                     "layout.cu_seqlens_q",
+                                     "layout.cu_seqlens_k"};
     r = check_disjoint("LSE", lse_bytes, lse_inputs, lse_names);
     if (!r.ok()) return r;
   }
@@ -401,6 +421,14 @@ Result attention(const HeadsView& q, const HeadsView& k, const HeadsView& v, con
   if (r.ok() && options.check_indices && p.layout.seqlens_k != nullptr)
     r = detail::check_seqlens_and_pages(p.layout.seqlens_k, p.layout.page_table, p.layout.batch,
                                         p.layout.max_seqlen_k, p.layout.max_pages, p.k.seq, p.k.batch, stream);
+  // Packed sequences' offsets: from 0, non-decreasing, ending at the packed total (the view's
+  // seq), each length at most max_seqlen.
+  if (r.ok() && options.check_indices && p.varlen_q())
+    r = detail::check_cu_seqlens(p.layout.cu_seqlens_q, p.layout.batch, p.q.seq, p.layout.max_seqlen_q, stream,
+                                 "layout.cu_seqlens_q");
+  if (r.ok() && options.check_indices && p.varlen_k())
+    r = detail::check_cu_seqlens(p.layout.cu_seqlens_k, p.layout.batch, p.k.seq, p.layout.max_seqlen_k, stream,
+                                 "layout.cu_seqlens_k");
   if (r.ok()) r = detail::launch(p, s, stream);
   return detail::finish(r);
 }

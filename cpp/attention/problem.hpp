@@ -30,7 +30,12 @@
 //     page_size or page_size of block_k; O and LSE overlap neither array; the arrays' values
 //     (seqlens_k[b] in [0, max_seqlen_k], reached page entries in [0, num_pages)) checked on
 //     the device with check_indices, else trusted for the results (kernels clamp them: no
-//     access leaves the views);
+//     access leaves the views); cu_seqlens_q: q and o batch 1, seq (the packed total) within
+//     int32 and at most batch * max_seqlen_q, batch < 2^31 - 1, a mask's q_blocks =
+//     ceil(max_seqlen_q / block_q) and its per-head patterns batch * heads of the layout's
+//     batch, lse [heads, total_q]; cu_seqlens_k: k and v batch 1, likewise, no page table; the
+//     other side not packed: its batch the layout's; the offsets' values (from 0,
+//     non-decreasing, ending at the total, lengths <= max_seqlen) checked like the others;
 //   - scale is finite and > 0 (0 in the options was resolved to 1/sqrt(head_dim));
 //   - q, k, v and o's data are 2-byte aligned (their elements'), lse 4-byte;
 //   - `device` describes the current device, which is the launch stream's.

@@ -57,7 +57,15 @@ struct Facts {
 enum class Rule : int32_t {
   Ok = 0,
   HeadDim,  // always => head_dim >= 1
-  VarlenNotYet,  // always => !varlen_q && !varlen_k
+  VarlenSequences,  // varlen_q || varlen_k => layout_batch < 2147483647
+  VarlenQBatch,  // varlen_q => batch == 1
+  VarlenQTotal,  // varlen_q => seq_q <= 2147483647
+  VarlenQCapacity,  // varlen_q => seq_q <= layout_batch * max_seqlen_q
+  VarlenKBatch,  // varlen_k => k_batch == 1
+  VarlenKPaged,  // varlen_k => !paged
+  VarlenKTotal,  // varlen_k => seq_k <= 2147483647
+  VarlenKCapacity,  // varlen_k => seq_k <= layout_batch * max_seqlen_k
+  VarlenPairs,  // varlen_q => layout_batch * heads <= 18446744073709551615
   LayoutCounts,  // !layout => layout_batch == 0 && max_pages == 0 && max_seqlen_q == 0 && max_seqlen_k == 0
   LayoutBatch,  // layout && !varlen_q => layout_batch == batch
   LayoutMaxSeqlenQ,  // layout && !varlen_q => max_seqlen_q == 0 || max_seqlen_q == seq_q
@@ -69,8 +77,12 @@ enum class Rule : int32_t {
   PageSize,  // paged => seq_k >= 1
   PagedCapacity,  // paged => max_seqlen_k <= max_pages * seq_k
   SeqlensKCapacity,  // seqlens_k && !paged && !varlen_k => max_seqlen_k <= seq_k
-  KBatch,  // !paged => k_batch == batch
-  VBatch,  // !paged => v_batch == batch
+  LayoutMaxSeqlenK,  // layout && !(seqlens_k || paged || varlen_k) => max_seqlen_k == 0 || max_seqlen_k == seq_k
+  KBatch,  // !paged && !varlen_k && !varlen_q => k_batch == batch
+  KBatchPackedQ,  // !paged && !varlen_k && varlen_q => k_batch == layout_batch
+  VBatch,  // !paged && !varlen_k && !varlen_q => v_batch == batch
+  VBatchPackedQ,  // !paged && !varlen_k && varlen_q => v_batch == layout_batch
+  VBatchPackedK,  // varlen_k => v_batch == 1
   VPages,  // paged => v_batch == k_batch
   OBatch,  // always => o_batch == batch
   VHeads,  // always => v_heads == k_heads
@@ -83,16 +95,19 @@ enum class Rule : int32_t {
   HeadGroups,  // always => (k_heads == 0 && heads == 0) || (k_heads != 0 && heads % k_heads == 0)
   HeadPairs,  // always => batch * heads <= 18446744073709551615
   MaskBlocks,  // has_mask => block_q >= 1 && block_k >= 1
-  MaskQBlocks,  // has_mask => q_blocks == (seq_q + block_q - 1) / block_q
+  MaskQBlocks,  // has_mask && !varlen_q => q_blocks == (seq_q + block_q - 1) / block_q
+  MaskQBlocksPacked,  // has_mask && varlen_q => q_blocks == (max_seqlen_q + block_q - 1) / block_q
   MaskKBlocks,  // has_mask && !(seqlens_k || paged || varlen_k) => k_blocks == (seq_k + block_k - 1) / block_k
   MaskKBlocksPerSequence,  // has_mask && (seqlens_k || paged || varlen_k) => k_blocks == (max_seqlen_k + block_k - 1) / block_k
   MaskPages,  // has_mask && paged => block_k % seq_k == 0 || seq_k % block_k == 0
   MaskBlockCounts,  // has_mask => q_blocks <= 2147483647 && k_blocks <= 2147483647
-  MaskPatterns,  // has_mask && patterns != 1 => patterns == batch * heads || patterns == batch * k_heads
+  MaskPatterns,  // has_mask && patterns != 1 && !varlen_q => patterns == batch * heads || patterns == batch * k_heads
+  MaskPatternsPacked,  // has_mask && patterns != 1 && varlen_q => patterns == layout_batch * heads || patterns == layout_batch * k_heads
   MaskMadeFor,  // has_mask && patterns != 1 => made_for
-  MaskBatch,  // has_mask && patterns != 1 => mask_batch == batch
+  MaskBatch,  // has_mask && patterns != 1 && !varlen_q => mask_batch == batch
+  MaskBatchPacked,  // has_mask && patterns != 1 && varlen_q => mask_batch == layout_batch
   MaskHeads,  // has_mask && patterns != 1 => mask_heads == heads || mask_heads == k_heads
-  MaskMadeForPatterns,  // has_mask && patterns != 1 => patterns == batch * mask_heads
+  MaskMadeForPatterns,  // has_mask && patterns != 1 => patterns == mask_batch * mask_heads
   OneType,  // always => k == q && v == q && o == q
   NoFp8,  // always => !is_fp8(q)
   DeviceTypes,  // device => is_half(q)
@@ -105,8 +120,24 @@ inline const char* name(Rule r) {
       return "";
     case Rule::HeadDim:
       return "head_dim";
-    case Rule::VarlenNotYet:
-      return "varlen_not_yet";
+    case Rule::VarlenSequences:
+      return "varlen_sequences";
+    case Rule::VarlenQBatch:
+      return "varlen_q_batch";
+    case Rule::VarlenQTotal:
+      return "varlen_q_total";
+    case Rule::VarlenQCapacity:
+      return "varlen_q_capacity";
+    case Rule::VarlenKBatch:
+      return "varlen_k_batch";
+    case Rule::VarlenKPaged:
+      return "varlen_k_paged";
+    case Rule::VarlenKTotal:
+      return "varlen_k_total";
+    case Rule::VarlenKCapacity:
+      return "varlen_k_capacity";
+    case Rule::VarlenPairs:
+      return "varlen_pairs";
     case Rule::LayoutCounts:
       return "layout_counts";
     case Rule::LayoutBatch:
@@ -129,10 +160,18 @@ inline const char* name(Rule r) {
       return "paged_capacity";
     case Rule::SeqlensKCapacity:
       return "seqlens_k_capacity";
+    case Rule::LayoutMaxSeqlenK:
+      return "layout_max_seqlen_k";
     case Rule::KBatch:
       return "k_batch";
+    case Rule::KBatchPackedQ:
+      return "k_batch_packed_q";
     case Rule::VBatch:
       return "v_batch";
+    case Rule::VBatchPackedQ:
+      return "v_batch_packed_q";
+    case Rule::VBatchPackedK:
+      return "v_batch_packed_k";
     case Rule::VPages:
       return "v_pages";
     case Rule::OBatch:
@@ -159,6 +198,8 @@ inline const char* name(Rule r) {
       return "mask_blocks";
     case Rule::MaskQBlocks:
       return "mask_q_blocks";
+    case Rule::MaskQBlocksPacked:
+      return "mask_q_blocks_packed";
     case Rule::MaskKBlocks:
       return "mask_k_blocks";
     case Rule::MaskKBlocksPerSequence:
@@ -169,10 +210,14 @@ inline const char* name(Rule r) {
       return "mask_block_counts";
     case Rule::MaskPatterns:
       return "mask_patterns";
+    case Rule::MaskPatternsPacked:
+      return "mask_patterns_packed";
     case Rule::MaskMadeFor:
       return "mask_made_for";
     case Rule::MaskBatch:
       return "mask_batch";
+    case Rule::MaskBatchPacked:
+      return "mask_batch_packed";
     case Rule::MaskHeads:
       return "mask_heads";
     case Rule::MaskMadeForPatterns:
@@ -194,8 +239,24 @@ inline Result error(Rule r, [[maybe_unused]] const Facts& f) {
       return Result{};
     case Rule::HeadDim:
       return make_result(Status::InvalidArgument, "invalid argument: %s", "head_dim must be at least 1");
-    case Rule::VarlenNotYet:
-      return make_result(Status::NotSupported, "%s", "varlen (cu_seqlens_q, cu_seqlens_k): not yet");
+    case Rule::VarlenSequences:
+      return make_result(Status::InvalidArgument, "invalid argument: %s", "packed sequences: the layout's batch must be below 2^31 - 1 (batch + 1 int32 offsets)");
+    case Rule::VarlenQBatch:
+      return make_result(Status::InvalidArgument, "%s: %lld given, %lld expected", "batch of Q (= 1: packed queries, cu_seqlens_q)", (long long)clamp(Int(f.batch)), (long long)clamp(Int(1)));
+    case Rule::VarlenQTotal:
+      return make_result(Status::InvalidArgument, "invalid argument: %s", "packed queries: seq of Q (the total) must fit int32 (cu_seqlens_q's entries)");
+    case Rule::VarlenQCapacity:
+      return make_result(Status::InvalidArgument, "invalid argument: %s", "packed queries: seq of Q (the total) exceeds the layout's batch * max_seqlen_q");
+    case Rule::VarlenKBatch:
+      return make_result(Status::InvalidArgument, "%s: %lld given, %lld expected", "batch of K (= 1: packed keys, cu_seqlens_k)", (long long)clamp(Int(f.k_batch)), (long long)clamp(Int(1)));
+    case Rule::VarlenKPaged:
+      return make_result(Status::InvalidArgument, "invalid argument: %s", "cu_seqlens_k and a page table are exclusive (paged K and V are found through the table)");
+    case Rule::VarlenKTotal:
+      return make_result(Status::InvalidArgument, "invalid argument: %s", "packed keys: seq of K (the total) must fit int32 (cu_seqlens_k's entries)");
+    case Rule::VarlenKCapacity:
+      return make_result(Status::InvalidArgument, "invalid argument: %s", "packed keys: seq of K (the total) exceeds the layout's batch * max_seqlen_k");
+    case Rule::VarlenPairs:
+      return make_result(Status::InvalidArgument, "invalid argument: %s", "batch * heads overflows");
     case Rule::LayoutCounts:
       return make_result(Status::InvalidArgument, "invalid argument: %s", "the layout's counts (batch, max_pages, max_seqlen_q, max_seqlen_k) are set but none of its arrays");
     case Rule::LayoutBatch:
@@ -218,10 +279,18 @@ inline Result error(Rule r, [[maybe_unused]] const Facts& f) {
       return make_result(Status::InvalidArgument, "invalid argument: %s", "max_seqlen_k exceeds max_pages * page_size, the keys a sequence's pages hold");
     case Rule::SeqlensKCapacity:
       return make_result(Status::InvalidArgument, "invalid argument: %s", "max_seqlen_k exceeds seq of K, the keys K holds for each sequence");
+    case Rule::LayoutMaxSeqlenK:
+      return make_result(Status::InvalidArgument, "%s: %lld given, %lld expected", "max_seqlen_k of the layout (0, or seq of K when keys are not per sequence)", (long long)clamp(Int(f.max_seqlen_k)), (long long)clamp(Int(f.seq_k)));
     case Rule::KBatch:
       return make_result(Status::InvalidArgument, "%s: %lld given, %lld expected", "batch of K (= batch of Q)", (long long)clamp(Int(f.k_batch)), (long long)clamp(Int(f.batch)));
+    case Rule::KBatchPackedQ:
+      return make_result(Status::InvalidArgument, "%s: %lld given, %lld expected", "batch of K (= the layout's batch: packed queries, padded keys)", (long long)clamp(Int(f.k_batch)), (long long)clamp(Int(f.layout_batch)));
     case Rule::VBatch:
       return make_result(Status::InvalidArgument, "%s: %lld given, %lld expected", "batch of V (= batch of Q)", (long long)clamp(Int(f.v_batch)), (long long)clamp(Int(f.batch)));
+    case Rule::VBatchPackedQ:
+      return make_result(Status::InvalidArgument, "%s: %lld given, %lld expected", "batch of V (= the layout's batch: packed queries, padded keys)", (long long)clamp(Int(f.v_batch)), (long long)clamp(Int(f.layout_batch)));
+    case Rule::VBatchPackedK:
+      return make_result(Status::InvalidArgument, "%s: %lld given, %lld expected", "batch of V (= 1: packed keys, cu_seqlens_k)", (long long)clamp(Int(f.v_batch)), (long long)clamp(Int(1)));
     case Rule::VPages:
       return make_result(Status::InvalidArgument, "%s: %lld given, %lld expected", "batch of V (= pages of K)", (long long)clamp(Int(f.v_batch)), (long long)clamp(Int(f.k_batch)));
     case Rule::OBatch:
@@ -248,6 +317,8 @@ inline Result error(Rule r, [[maybe_unused]] const Facts& f) {
       return make_result(Status::InvalidArgument, "invalid argument: %s", "the mask's blocks must be at least 1 x 1");
     case Rule::MaskQBlocks:
       return make_result(Status::InvalidArgument, "%s: %lld given, %lld expected", "query blocks of the mask (= ceil(seq_q / block_q))", (long long)clamp(Int(f.q_blocks)), (long long)clamp(div(sub(add(Int(f.seq_q), Int(f.block_q)), Int(1)), Int(f.block_q))));
+    case Rule::MaskQBlocksPacked:
+      return make_result(Status::InvalidArgument, "%s: %lld given, %lld expected", "query blocks of the mask (= ceil(max_seqlen_q / block_q) with packed queries)", (long long)clamp(Int(f.q_blocks)), (long long)clamp(div(sub(add(Int(f.max_seqlen_q), Int(f.block_q)), Int(1)), Int(f.block_q))));
     case Rule::MaskKBlocks:
       return make_result(Status::InvalidArgument, "%s: %lld given, %lld expected", "key blocks of the mask (= ceil(seq_k / block_k))", (long long)clamp(Int(f.k_blocks)), (long long)clamp(div(sub(add(Int(f.seq_k), Int(f.block_k)), Int(1)), Int(f.block_k))));
     case Rule::MaskKBlocksPerSequence:
@@ -258,14 +329,18 @@ inline Result error(Rule r, [[maybe_unused]] const Facts& f) {
       return make_result(Status::InvalidArgument, "invalid argument: %s", "the mask's block counts must fit int32");
     case Rule::MaskPatterns:
       return make_result(Status::InvalidArgument, "%s: %lld given, %lld expected", "patterns of the mask (1, batch * heads of Q, or batch * heads of K)", (long long)clamp(Int(f.patterns)), (long long)clamp(mul(Int(f.batch), Int(f.heads))));
+    case Rule::MaskPatternsPacked:
+      return make_result(Status::InvalidArgument, "%s: %lld given, %lld expected", "patterns of the mask (1, or the layout's batch * heads of Q or of K with packed queries)", (long long)clamp(Int(f.patterns)), (long long)clamp(mul(Int(f.layout_batch), Int(f.heads))));
     case Rule::MaskMadeFor:
       return make_result(Status::InvalidArgument, "invalid argument: %s", "a per-head mask must record the (batch, heads) it was made for (Rust: BlockPatterns::with_heads; C++: BlockMaskView's batch and heads)");
     case Rule::MaskBatch:
       return make_result(Status::InvalidArgument, "%s: %lld given, %lld expected", "batch the per-head mask was made for", (long long)clamp(Int(f.mask_batch)), (long long)clamp(Int(f.batch)));
+    case Rule::MaskBatchPacked:
+      return make_result(Status::InvalidArgument, "%s: %lld given, %lld expected", "batch the per-head mask was made for (= the layout's batch with packed queries)", (long long)clamp(Int(f.mask_batch)), (long long)clamp(Int(f.layout_batch)));
     case Rule::MaskHeads:
       return make_result(Status::InvalidArgument, "%s: %lld given, %lld expected", "heads the per-head mask was made for (= heads of Q, or of K)", (long long)clamp(Int(f.mask_heads)), (long long)clamp(Int(f.heads)));
     case Rule::MaskMadeForPatterns:
-      return make_result(Status::InvalidArgument, "%s: %lld given, %lld expected", "patterns of the mask (= batch * heads it was made for)", (long long)clamp(Int(f.patterns)), (long long)clamp(mul(Int(f.batch), Int(f.mask_heads))));
+      return make_result(Status::InvalidArgument, "%s: %lld given, %lld expected", "patterns of the mask (= batch * heads it was made for)", (long long)clamp(Int(f.patterns)), (long long)clamp(mul(Int(f.mask_batch), Int(f.mask_heads))));
     case Rule::OneType:
       return make_result(Status::NotSupported, "%s", "Q, K, V and O must have one dtype");
     case Rule::NoFp8:
@@ -280,7 +355,15 @@ inline Result error(Rule r, [[maybe_unused]] const Facts& f) {
 // InvalidArgument). The first rule broken, in the table's order.
 inline Rule shapes_rule([[maybe_unused]] const Facts& f) {
   if (Int(f.head_dim) < Int(1)) return Rule::HeadDim;
-  if (!(!f.varlen_q && !f.varlen_k)) return Rule::VarlenNotYet;
+  if ((f.varlen_q || f.varlen_k) && (Int(f.layout_batch) >= Int(2147483647))) return Rule::VarlenSequences;
+  if (f.varlen_q && (Int(f.batch) != Int(1))) return Rule::VarlenQBatch;
+  if (f.varlen_q && (Int(f.seq_q) > Int(2147483647))) return Rule::VarlenQTotal;
+  if (f.varlen_q && (Int(f.seq_q) > mul(Int(f.layout_batch), Int(f.max_seqlen_q)))) return Rule::VarlenQCapacity;
+  if (f.varlen_k && (Int(f.k_batch) != Int(1))) return Rule::VarlenKBatch;
+  if (f.varlen_k && f.paged) return Rule::VarlenKPaged;
+  if (f.varlen_k && (Int(f.seq_k) > Int(2147483647))) return Rule::VarlenKTotal;
+  if (f.varlen_k && (Int(f.seq_k) > mul(Int(f.layout_batch), Int(f.max_seqlen_k)))) return Rule::VarlenKCapacity;
+  if (f.varlen_q && (mul(Int(f.layout_batch), Int(f.heads)) > Int(18446744073709551615))) return Rule::VarlenPairs;
   if (!f.layout && !((((Int(f.layout_batch) == Int(0)) && (Int(f.max_pages) == Int(0))) && (Int(f.max_seqlen_q) == Int(0))) && (Int(f.max_seqlen_k) == Int(0)))) return Rule::LayoutCounts;
   if ((f.layout && !f.varlen_q) && (Int(f.layout_batch) != Int(f.batch))) return Rule::LayoutBatch;
   if ((f.layout && !f.varlen_q) && !((Int(f.max_seqlen_q) == Int(0)) || (Int(f.max_seqlen_q) == Int(f.seq_q)))) return Rule::LayoutMaxSeqlenQ;
@@ -292,8 +375,12 @@ inline Rule shapes_rule([[maybe_unused]] const Facts& f) {
   if (f.paged && (Int(f.seq_k) < Int(1))) return Rule::PageSize;
   if (f.paged && (Int(f.max_seqlen_k) > mul(Int(f.max_pages), Int(f.seq_k)))) return Rule::PagedCapacity;
   if (((f.seqlens_k && !f.paged) && !f.varlen_k) && (Int(f.max_seqlen_k) > Int(f.seq_k))) return Rule::SeqlensKCapacity;
-  if (!f.paged && (Int(f.k_batch) != Int(f.batch))) return Rule::KBatch;
-  if (!f.paged && (Int(f.v_batch) != Int(f.batch))) return Rule::VBatch;
+  if ((f.layout && !((f.seqlens_k || f.paged) || f.varlen_k)) && !((Int(f.max_seqlen_k) == Int(0)) || (Int(f.max_seqlen_k) == Int(f.seq_k)))) return Rule::LayoutMaxSeqlenK;
+  if (((!f.paged && !f.varlen_k) && !f.varlen_q) && (Int(f.k_batch) != Int(f.batch))) return Rule::KBatch;
+  if (((!f.paged && !f.varlen_k) && f.varlen_q) && (Int(f.k_batch) != Int(f.layout_batch))) return Rule::KBatchPackedQ;
+  if (((!f.paged && !f.varlen_k) && !f.varlen_q) && (Int(f.v_batch) != Int(f.batch))) return Rule::VBatch;
+  if (((!f.paged && !f.varlen_k) && f.varlen_q) && (Int(f.v_batch) != Int(f.layout_batch))) return Rule::VBatchPackedQ;
+  if (f.varlen_k && (Int(f.v_batch) != Int(1))) return Rule::VBatchPackedK;
   if (f.paged && (Int(f.v_batch) != Int(f.k_batch))) return Rule::VPages;
   if (Int(f.o_batch) != Int(f.batch)) return Rule::OBatch;
   if (Int(f.v_heads) != Int(f.k_heads)) return Rule::VHeads;
@@ -306,16 +393,19 @@ inline Rule shapes_rule([[maybe_unused]] const Facts& f) {
   if (!(((Int(f.k_heads) == Int(0)) && (Int(f.heads) == Int(0))) || ((Int(f.k_heads) != Int(0)) && (rem(Int(f.heads), Int(f.k_heads)) == Int(0))))) return Rule::HeadGroups;
   if (mul(Int(f.batch), Int(f.heads)) > Int(18446744073709551615)) return Rule::HeadPairs;
   if (f.has_mask && !((Int(f.block_q) >= Int(1)) && (Int(f.block_k) >= Int(1)))) return Rule::MaskBlocks;
-  if (f.has_mask && (Int(f.q_blocks) != div(sub(add(Int(f.seq_q), Int(f.block_q)), Int(1)), Int(f.block_q)))) return Rule::MaskQBlocks;
+  if ((f.has_mask && !f.varlen_q) && (Int(f.q_blocks) != div(sub(add(Int(f.seq_q), Int(f.block_q)), Int(1)), Int(f.block_q)))) return Rule::MaskQBlocks;
+  if ((f.has_mask && f.varlen_q) && (Int(f.q_blocks) != div(sub(add(Int(f.max_seqlen_q), Int(f.block_q)), Int(1)), Int(f.block_q)))) return Rule::MaskQBlocksPacked;
   if ((f.has_mask && !((f.seqlens_k || f.paged) || f.varlen_k)) && (Int(f.k_blocks) != div(sub(add(Int(f.seq_k), Int(f.block_k)), Int(1)), Int(f.block_k)))) return Rule::MaskKBlocks;
   if ((f.has_mask && ((f.seqlens_k || f.paged) || f.varlen_k)) && (Int(f.k_blocks) != div(sub(add(Int(f.max_seqlen_k), Int(f.block_k)), Int(1)), Int(f.block_k)))) return Rule::MaskKBlocksPerSequence;
   if ((f.has_mask && f.paged) && !((rem(Int(f.block_k), Int(f.seq_k)) == Int(0)) || (rem(Int(f.seq_k), Int(f.block_k)) == Int(0)))) return Rule::MaskPages;
   if (f.has_mask && !((Int(f.q_blocks) <= Int(2147483647)) && (Int(f.k_blocks) <= Int(2147483647)))) return Rule::MaskBlockCounts;
-  if ((f.has_mask && (Int(f.patterns) != Int(1))) && !((Int(f.patterns) == mul(Int(f.batch), Int(f.heads))) || (Int(f.patterns) == mul(Int(f.batch), Int(f.k_heads))))) return Rule::MaskPatterns;
+  if (((f.has_mask && (Int(f.patterns) != Int(1))) && !f.varlen_q) && !((Int(f.patterns) == mul(Int(f.batch), Int(f.heads))) || (Int(f.patterns) == mul(Int(f.batch), Int(f.k_heads))))) return Rule::MaskPatterns;
+  if (((f.has_mask && (Int(f.patterns) != Int(1))) && f.varlen_q) && !((Int(f.patterns) == mul(Int(f.layout_batch), Int(f.heads))) || (Int(f.patterns) == mul(Int(f.layout_batch), Int(f.k_heads))))) return Rule::MaskPatternsPacked;
   if ((f.has_mask && (Int(f.patterns) != Int(1))) && !f.made_for) return Rule::MaskMadeFor;
-  if ((f.has_mask && (Int(f.patterns) != Int(1))) && (Int(f.mask_batch) != Int(f.batch))) return Rule::MaskBatch;
+  if (((f.has_mask && (Int(f.patterns) != Int(1))) && !f.varlen_q) && (Int(f.mask_batch) != Int(f.batch))) return Rule::MaskBatch;
+  if (((f.has_mask && (Int(f.patterns) != Int(1))) && f.varlen_q) && (Int(f.mask_batch) != Int(f.layout_batch))) return Rule::MaskBatchPacked;
   if ((f.has_mask && (Int(f.patterns) != Int(1))) && !((Int(f.mask_heads) == Int(f.heads)) || (Int(f.mask_heads) == Int(f.k_heads)))) return Rule::MaskHeads;
-  if ((f.has_mask && (Int(f.patterns) != Int(1))) && (Int(f.patterns) != mul(Int(f.batch), Int(f.mask_heads)))) return Rule::MaskMadeForPatterns;
+  if ((f.has_mask && (Int(f.patterns) != Int(1))) && (Int(f.patterns) != mul(Int(f.mask_batch), Int(f.mask_heads)))) return Rule::MaskMadeForPatterns;
   return Rule::Ok;
 }
 inline Result shapes(const Facts& f) { return error(shapes_rule(f), f); }

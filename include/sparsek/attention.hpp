@@ -107,8 +107,16 @@ enum class CausalAlignment : int32_t { TopLeft = 0, BottomRight = 1 };
 //     sequences packed along seq (HeadsView batch = 1, seq = the total query tokens; a fused
 //     [total, heads, head_dim] buffer is stride_s = heads*head_dim, stride_h = head_dim):
 //     sequence b's queries are rows cu_seqlens_q[b] .. cu_seqlens_q[b+1] - 1 (batch + 1
-//     offsets from 0, non-decreasing, ending at Q's seq). With cu_seqlens_k, K and V likewise.
-//     No padding work: a sequence's tiles stop at its own length.
+//     offsets from 0, non-decreasing, ending at Q's seq). With cu_seqlens_k, K and V likewise
+//     (either may be packed alone: the other side is then [batch, heads, seq, head_dim]).
+//     No padding work: a sequence's tiles stop at its own length. Causality is per sequence
+//     (bottom-right: its own len_k - len_q), and so is the mask: q_blocks = ceil(max_seqlen_q
+//     / block_q), patterns 1 or batch * heads (the layout's batch). LSE is [heads, total_q]
+//     (FlashAttention's varlen LSE). Rows of O outside every sequence are never written. The
+//     packed totals must fit int32 and batch be below 2^31 - 1; with check_indices the
+//     offsets are checked on the device (a last entry that is not the packed total, a
+//     decrease, a sequence longer than max_seqlen: InvalidArgument, nothing launched), else
+//     trusted for the results (a kernel never reads or writes outside the views).
 //   - Keys per sequence: seqlens_k[b] (<= the keys K holds for it) is sequence b's key count
 //     (a KV cache filled to different lengths); bottom-right causality aligns each sequence's
 //     last query with its own last key.
@@ -137,8 +145,9 @@ struct AttentionOptions {
   bool causal = false;
   // Auto, Hopper (sm_90a) or Decode (the split-KV family above); Wmma has no attention.
   Backend backend = Backend::Auto;
-  // As SpmmOptions::check_indices: the mask's row_ptr/col_idx checked on the device first
-  // (synchronizes with the stream); a defect gives InvalidArgument, nothing else launched.
+  // As SpmmOptions::check_indices: the mask's row_ptr/col_idx and the layout's arrays
+  // checked on the device first (synchronizes with the stream); a defect gives
+  // InvalidArgument, nothing else launched.
   bool check_indices = false;
   // Where the causal diagonal sits (read only with `causal`).
   CausalAlignment causal_alignment = CausalAlignment::TopLeft;
@@ -153,7 +162,8 @@ Result can_implement(const HeadsView& q, const HeadsView& k, const HeadsView& v,
                      Backend* chosen = nullptr);
 
 // Enqueues the attention forward on `stream`: writes O and, when `lse` is non-null, LSE
-// (batch*heads*seq_q floats, [batch, heads, seq_q] packed). Validates everything first; on
+// (batch*heads*seq_q floats, [batch, heads, seq_q] packed; with cu_seqlens_q [heads,
+// total_q], Q's batch being 1). Validates everything first; on
 // any error nothing is launched and O, LSE are untouched. O must not overlap itself (its
 // dims of extent > 1, taken by stride ascending, each stride at least the span of the dims
 // inside it: no stride_h = 0 with heads > 1, no stride_s < head_dim with seq > 1), and O and

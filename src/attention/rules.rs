@@ -108,8 +108,24 @@ pub(crate) struct Facts {
 pub(crate) enum Rule {
     /// `always` ⇒ `head_dim >= 1`.
     HeadDim,
-    /// `always` ⇒ `!varlen_q && !varlen_k`.
-    VarlenNotYet,
+    /// `varlen_q || varlen_k` ⇒ `layout_batch < 2147483647`.
+    VarlenSequences,
+    /// `varlen_q` ⇒ `batch == 1`.
+    VarlenQBatch,
+    /// `varlen_q` ⇒ `seq_q <= 2147483647`.
+    VarlenQTotal,
+    /// `varlen_q` ⇒ `seq_q <= layout_batch * max_seqlen_q`.
+    VarlenQCapacity,
+    /// `varlen_k` ⇒ `k_batch == 1`.
+    VarlenKBatch,
+    /// `varlen_k` ⇒ `!paged`.
+    VarlenKPaged,
+    /// `varlen_k` ⇒ `seq_k <= 2147483647`.
+    VarlenKTotal,
+    /// `varlen_k` ⇒ `seq_k <= layout_batch * max_seqlen_k`.
+    VarlenKCapacity,
+    /// `varlen_q` ⇒ `layout_batch * heads <= 18446744073709551615`.
+    VarlenPairs,
     /// `!layout` ⇒ `layout_batch == 0 && max_pages == 0 && max_seqlen_q == 0 && max_seqlen_k == 0`.
     LayoutCounts,
     /// `layout && !varlen_q` ⇒ `layout_batch == batch`.
@@ -134,10 +150,18 @@ pub(crate) enum Rule {
     PagedCapacity,
     /// `seqlens_k && !paged && !varlen_k` ⇒ `max_seqlen_k <= seq_k`.
     SeqlensKCapacity,
-    /// `!paged` ⇒ `k_batch == batch`.
+    /// `layout && !(seqlens_k || paged || varlen_k)` ⇒ `max_seqlen_k == 0 || max_seqlen_k == seq_k`.
+    LayoutMaxSeqlenK,
+    /// `!paged && !varlen_k && !varlen_q` ⇒ `k_batch == batch`.
     KBatch,
-    /// `!paged` ⇒ `v_batch == batch`.
+    /// `!paged && !varlen_k && varlen_q` ⇒ `k_batch == layout_batch`.
+    KBatchPackedQ,
+    /// `!paged && !varlen_k && !varlen_q` ⇒ `v_batch == batch`.
     VBatch,
+    /// `!paged && !varlen_k && varlen_q` ⇒ `v_batch == layout_batch`.
+    VBatchPackedQ,
+    /// `varlen_k` ⇒ `v_batch == 1`.
+    VBatchPackedK,
     /// `paged` ⇒ `v_batch == k_batch`.
     VPages,
     /// `always` ⇒ `o_batch == batch`.
@@ -162,8 +186,10 @@ pub(crate) enum Rule {
     HeadPairs,
     /// `has_mask` ⇒ `block_q >= 1 && block_k >= 1`.
     MaskBlocks,
-    /// `has_mask` ⇒ `q_blocks == (seq_q + block_q - 1) / block_q`.
+    /// `has_mask && !varlen_q` ⇒ `q_blocks == (seq_q + block_q - 1) / block_q`.
     MaskQBlocks,
+    /// `has_mask && varlen_q` ⇒ `q_blocks == (max_seqlen_q + block_q - 1) / block_q`.
+    MaskQBlocksPacked,
     /// `has_mask && !(seqlens_k || paged || varlen_k)` ⇒ `k_blocks == (seq_k + block_k - 1) / block_k`.
     MaskKBlocks,
     /// `has_mask && (seqlens_k || paged || varlen_k)` ⇒ `k_blocks == (max_seqlen_k + block_k - 1) / block_k`.
@@ -172,15 +198,19 @@ pub(crate) enum Rule {
     MaskPages,
     /// `has_mask` ⇒ `q_blocks <= 2147483647 && k_blocks <= 2147483647`.
     MaskBlockCounts,
-    /// `has_mask && patterns != 1` ⇒ `patterns == batch * heads || patterns == batch * k_heads`.
+    /// `has_mask && patterns != 1 && !varlen_q` ⇒ `patterns == batch * heads || patterns == batch * k_heads`.
     MaskPatterns,
+    /// `has_mask && patterns != 1 && varlen_q` ⇒ `patterns == layout_batch * heads || patterns == layout_batch * k_heads`.
+    MaskPatternsPacked,
     /// `has_mask && patterns != 1` ⇒ `made_for`.
     MaskMadeFor,
-    /// `has_mask && patterns != 1` ⇒ `mask_batch == batch`.
+    /// `has_mask && patterns != 1 && !varlen_q` ⇒ `mask_batch == batch`.
     MaskBatch,
+    /// `has_mask && patterns != 1 && varlen_q` ⇒ `mask_batch == layout_batch`.
+    MaskBatchPacked,
     /// `has_mask && patterns != 1` ⇒ `mask_heads == heads || mask_heads == k_heads`.
     MaskHeads,
-    /// `has_mask && patterns != 1` ⇒ `patterns == batch * mask_heads`.
+    /// `has_mask && patterns != 1` ⇒ `patterns == mask_batch * mask_heads`.
     MaskMadeForPatterns,
     /// `always` ⇒ `k == q && v == q && o == q`.
     OneType,
@@ -196,7 +226,15 @@ impl Rule {
     pub(crate) const fn name(self) -> &'static str {
         match self {
             Rule::HeadDim => "head_dim",
-            Rule::VarlenNotYet => "varlen_not_yet",
+            Rule::VarlenSequences => "varlen_sequences",
+            Rule::VarlenQBatch => "varlen_q_batch",
+            Rule::VarlenQTotal => "varlen_q_total",
+            Rule::VarlenQCapacity => "varlen_q_capacity",
+            Rule::VarlenKBatch => "varlen_k_batch",
+            Rule::VarlenKPaged => "varlen_k_paged",
+            Rule::VarlenKTotal => "varlen_k_total",
+            Rule::VarlenKCapacity => "varlen_k_capacity",
+            Rule::VarlenPairs => "varlen_pairs",
             Rule::LayoutCounts => "layout_counts",
             Rule::LayoutBatch => "layout_batch",
             Rule::LayoutMaxSeqlenQ => "layout_max_seqlen_q",
@@ -209,8 +247,12 @@ impl Rule {
             Rule::PageTablePageSize => "page_table_page_size",
             Rule::PagedCapacity => "paged_capacity",
             Rule::SeqlensKCapacity => "seqlens_k_capacity",
+            Rule::LayoutMaxSeqlenK => "layout_max_seqlen_k",
             Rule::KBatch => "k_batch",
+            Rule::KBatchPackedQ => "k_batch_packed_q",
             Rule::VBatch => "v_batch",
+            Rule::VBatchPackedQ => "v_batch_packed_q",
+            Rule::VBatchPackedK => "v_batch_packed_k",
             Rule::VPages => "v_pages",
             Rule::OBatch => "o_batch",
             Rule::VHeads => "v_heads",
@@ -224,13 +266,16 @@ impl Rule {
             Rule::HeadPairs => "head_pairs",
             Rule::MaskBlocks => "mask_blocks",
             Rule::MaskQBlocks => "mask_q_blocks",
+            Rule::MaskQBlocksPacked => "mask_q_blocks_packed",
             Rule::MaskKBlocks => "mask_k_blocks",
             Rule::MaskKBlocksPerSequence => "mask_k_blocks_per_sequence",
             Rule::MaskPages => "mask_pages",
             Rule::MaskBlockCounts => "mask_block_counts",
             Rule::MaskPatterns => "mask_patterns",
+            Rule::MaskPatternsPacked => "mask_patterns_packed",
             Rule::MaskMadeFor => "mask_made_for",
             Rule::MaskBatch => "mask_batch",
+            Rule::MaskBatchPacked => "mask_batch_packed",
             Rule::MaskHeads => "mask_heads",
             Rule::MaskMadeForPatterns => "mask_made_for_patterns",
             Rule::OneType => "one_type",
@@ -244,7 +289,15 @@ impl Rule {
     pub(crate) fn error(self, f: &Facts) -> Error {
         match self {
             Rule::HeadDim => Error::InvalidArgument("head_dim must be at least 1".into()),
-            Rule::VarlenNotYet => Error::NotSupported { backend: f.backend, reason: "varlen (cu_seqlens_q, cu_seqlens_k): not yet".into() },
+            Rule::VarlenSequences => Error::InvalidArgument("packed sequences: the layout's batch must be below 2^31 - 1 (batch + 1 int32 offsets)".into()),
+            Rule::VarlenQBatch => Error::ShapeMismatch { what: "batch of Q (= 1: packed queries, cu_seqlens_q)", expected: size(1), got: size(f.batch) },
+            Rule::VarlenQTotal => Error::InvalidArgument("packed queries: seq of Q (the total) must fit int32 (cu_seqlens_q's entries)".into()),
+            Rule::VarlenQCapacity => Error::InvalidArgument("packed queries: seq of Q (the total) exceeds the layout's batch * max_seqlen_q".into()),
+            Rule::VarlenKBatch => Error::ShapeMismatch { what: "batch of K (= 1: packed keys, cu_seqlens_k)", expected: size(1), got: size(f.k_batch) },
+            Rule::VarlenKPaged => Error::InvalidArgument("cu_seqlens_k and a page table are exclusive (paged K and V are found through the table)".into()),
+            Rule::VarlenKTotal => Error::InvalidArgument("packed keys: seq of K (the total) must fit int32 (cu_seqlens_k's entries)".into()),
+            Rule::VarlenKCapacity => Error::InvalidArgument("packed keys: seq of K (the total) exceeds the layout's batch * max_seqlen_k".into()),
+            Rule::VarlenPairs => Error::InvalidArgument("batch * heads overflows".into()),
             Rule::LayoutCounts => Error::InvalidArgument("the layout's counts (batch, max_pages, max_seqlen_q, max_seqlen_k) are set but none of its arrays".into()),
             Rule::LayoutBatch => Error::ShapeMismatch { what: "batch of the layout (= batch of Q)", expected: size(f.batch), got: size(f.layout_batch) },
             Rule::LayoutMaxSeqlenQ => Error::ShapeMismatch { what: "max_seqlen_q of the layout (0, or seq of Q when Q is not packed)", expected: size(f.seq_q), got: size(f.max_seqlen_q) },
@@ -257,8 +310,12 @@ impl Rule {
             Rule::PageTablePageSize => Error::ShapeMismatch { what: "seq of K (= the page table's page_size)", expected: size(f.page_size), got: size(f.seq_k) },
             Rule::PagedCapacity => Error::InvalidArgument("max_seqlen_k exceeds max_pages * page_size, the keys a sequence's pages hold".into()),
             Rule::SeqlensKCapacity => Error::InvalidArgument("max_seqlen_k exceeds seq of K, the keys K holds for each sequence".into()),
+            Rule::LayoutMaxSeqlenK => Error::ShapeMismatch { what: "max_seqlen_k of the layout (0, or seq of K when keys are not per sequence)", expected: size(f.seq_k), got: size(f.max_seqlen_k) },
             Rule::KBatch => Error::ShapeMismatch { what: "batch of K (= batch of Q)", expected: size(f.batch), got: size(f.k_batch) },
+            Rule::KBatchPackedQ => Error::ShapeMismatch { what: "batch of K (= the layout's batch: packed queries, padded keys)", expected: size(f.layout_batch), got: size(f.k_batch) },
             Rule::VBatch => Error::ShapeMismatch { what: "batch of V (= batch of Q)", expected: size(f.batch), got: size(f.v_batch) },
+            Rule::VBatchPackedQ => Error::ShapeMismatch { what: "batch of V (= the layout's batch: packed queries, padded keys)", expected: size(f.layout_batch), got: size(f.v_batch) },
+            Rule::VBatchPackedK => Error::ShapeMismatch { what: "batch of V (= 1: packed keys, cu_seqlens_k)", expected: size(1), got: size(f.v_batch) },
             Rule::VPages => Error::ShapeMismatch { what: "batch of V (= pages of K)", expected: size(f.k_batch), got: size(f.v_batch) },
             Rule::OBatch => Error::ShapeMismatch { what: "batch of O (= batch of Q)", expected: size(f.batch), got: size(f.o_batch) },
             Rule::VHeads => Error::ShapeMismatch { what: "heads of V (= heads of K)", expected: size(f.k_heads), got: size(f.v_heads) },
@@ -272,15 +329,18 @@ impl Rule {
             Rule::HeadPairs => Error::InvalidArgument("batch * heads overflows".into()),
             Rule::MaskBlocks => Error::InvalidArgument("the mask's blocks must be at least 1 x 1".into()),
             Rule::MaskQBlocks => Error::ShapeMismatch { what: "query blocks of the mask (= ceil(seq_q / block_q))", expected: size(div(sub(add(f.seq_q, f.block_q), 1), f.block_q)), got: size(f.q_blocks) },
+            Rule::MaskQBlocksPacked => Error::ShapeMismatch { what: "query blocks of the mask (= ceil(max_seqlen_q / block_q) with packed queries)", expected: size(div(sub(add(f.max_seqlen_q, f.block_q), 1), f.block_q)), got: size(f.q_blocks) },
             Rule::MaskKBlocks => Error::ShapeMismatch { what: "key blocks of the mask (= ceil(seq_k / block_k))", expected: size(div(sub(add(f.seq_k, f.block_k), 1), f.block_k)), got: size(f.k_blocks) },
             Rule::MaskKBlocksPerSequence => Error::ShapeMismatch { what: "key blocks of the mask (= ceil(max_seqlen_k / block_k) with keys per sequence)", expected: size(div(sub(add(f.max_seqlen_k, f.block_k), 1), f.block_k)), got: size(f.k_blocks) },
             Rule::MaskPages => Error::InvalidArgument("with a page table, the mask's block_k must be a multiple of the page size or the page size a multiple of block_k".into()),
             Rule::MaskBlockCounts => Error::InvalidArgument("the mask's block counts must fit int32".into()),
             Rule::MaskPatterns => Error::ShapeMismatch { what: "patterns of the mask (1, batch * heads of Q, or batch * heads of K)", expected: size(mul(f.batch, f.heads)), got: size(f.patterns) },
+            Rule::MaskPatternsPacked => Error::ShapeMismatch { what: "patterns of the mask (1, or the layout's batch * heads of Q or of K with packed queries)", expected: size(mul(f.layout_batch, f.heads)), got: size(f.patterns) },
             Rule::MaskMadeFor => Error::InvalidArgument("a per-head mask must record the (batch, heads) it was made for (Rust: BlockPatterns::with_heads; C++: BlockMaskView's batch and heads)".into()),
             Rule::MaskBatch => Error::ShapeMismatch { what: "batch the per-head mask was made for", expected: size(f.batch), got: size(f.mask_batch) },
+            Rule::MaskBatchPacked => Error::ShapeMismatch { what: "batch the per-head mask was made for (= the layout's batch with packed queries)", expected: size(f.layout_batch), got: size(f.mask_batch) },
             Rule::MaskHeads => Error::ShapeMismatch { what: "heads the per-head mask was made for (= heads of Q, or of K)", expected: size(f.heads), got: size(f.mask_heads) },
-            Rule::MaskMadeForPatterns => Error::ShapeMismatch { what: "patterns of the mask (= batch * heads it was made for)", expected: size(mul(f.batch, f.mask_heads)), got: size(f.patterns) },
+            Rule::MaskMadeForPatterns => Error::ShapeMismatch { what: "patterns of the mask (= batch * heads it was made for)", expected: size(mul(f.mask_batch, f.mask_heads)), got: size(f.patterns) },
             Rule::OneType => Error::NotSupported { backend: f.backend, reason: "Q, K, V and O must have one dtype".into() },
             Rule::NoFp8 => Error::UnsupportedTypes { backend: f.backend, input: f.q, output: f.o },
             Rule::DeviceTypes => Error::UnsupportedTypes { backend: f.backend, input: f.q, output: f.o },
@@ -299,8 +359,32 @@ pub(crate) fn shapes_rule(f: &Facts) -> Option<Rule> {
     if f.head_dim < 1 {
         return Some(Rule::HeadDim);
     }
-    if !(!f.varlen_q && !f.varlen_k) {
-        return Some(Rule::VarlenNotYet);
+    if (f.varlen_q || f.varlen_k) && (f.layout_batch >= 2147483647) {
+        return Some(Rule::VarlenSequences);
+    }
+    if f.varlen_q && (f.batch != 1) {
+        return Some(Rule::VarlenQBatch);
+    }
+    if f.varlen_q && (f.seq_q > 2147483647) {
+        return Some(Rule::VarlenQTotal);
+    }
+    if f.varlen_q && (f.seq_q > mul(f.layout_batch, f.max_seqlen_q)) {
+        return Some(Rule::VarlenQCapacity);
+    }
+    if f.varlen_k && (f.k_batch != 1) {
+        return Some(Rule::VarlenKBatch);
+    }
+    if f.varlen_k && f.paged {
+        return Some(Rule::VarlenKPaged);
+    }
+    if f.varlen_k && (f.seq_k > 2147483647) {
+        return Some(Rule::VarlenKTotal);
+    }
+    if f.varlen_k && (f.seq_k > mul(f.layout_batch, f.max_seqlen_k)) {
+        return Some(Rule::VarlenKCapacity);
+    }
+    if f.varlen_q && (mul(f.layout_batch, f.heads) > 18446744073709551615) {
+        return Some(Rule::VarlenPairs);
     }
     if !f.layout
         && !((((f.layout_batch == 0) && (f.max_pages == 0)) && (f.max_seqlen_q == 0))
@@ -341,11 +425,25 @@ pub(crate) fn shapes_rule(f: &Facts) -> Option<Rule> {
     if ((f.seqlens_k && !f.paged) && !f.varlen_k) && (f.max_seqlen_k > f.seq_k) {
         return Some(Rule::SeqlensKCapacity);
     }
-    if !f.paged && (f.k_batch != f.batch) {
+    if (f.layout && !((f.seqlens_k || f.paged) || f.varlen_k))
+        && !((f.max_seqlen_k == 0) || (f.max_seqlen_k == f.seq_k))
+    {
+        return Some(Rule::LayoutMaxSeqlenK);
+    }
+    if ((!f.paged && !f.varlen_k) && !f.varlen_q) && (f.k_batch != f.batch) {
         return Some(Rule::KBatch);
     }
-    if !f.paged && (f.v_batch != f.batch) {
+    if ((!f.paged && !f.varlen_k) && f.varlen_q) && (f.k_batch != f.layout_batch) {
+        return Some(Rule::KBatchPackedQ);
+    }
+    if ((!f.paged && !f.varlen_k) && !f.varlen_q) && (f.v_batch != f.batch) {
         return Some(Rule::VBatch);
+    }
+    if ((!f.paged && !f.varlen_k) && f.varlen_q) && (f.v_batch != f.layout_batch) {
+        return Some(Rule::VBatchPackedQ);
+    }
+    if f.varlen_k && (f.v_batch != 1) {
+        return Some(Rule::VBatchPackedK);
     }
     if f.paged && (f.v_batch != f.k_batch) {
         return Some(Rule::VPages);
@@ -385,8 +483,15 @@ pub(crate) fn shapes_rule(f: &Facts) -> Option<Rule> {
     if f.has_mask && !((f.block_q >= 1) && (f.block_k >= 1)) {
         return Some(Rule::MaskBlocks);
     }
-    if f.has_mask && (f.q_blocks != div(sub(add(f.seq_q, f.block_q), 1), f.block_q)) {
+    if (f.has_mask && !f.varlen_q)
+        && (f.q_blocks != div(sub(add(f.seq_q, f.block_q), 1), f.block_q))
+    {
         return Some(Rule::MaskQBlocks);
+    }
+    if (f.has_mask && f.varlen_q)
+        && (f.q_blocks != div(sub(add(f.max_seqlen_q, f.block_q), 1), f.block_q))
+    {
+        return Some(Rule::MaskQBlocksPacked);
     }
     if (f.has_mask && !((f.seqlens_k || f.paged) || f.varlen_k))
         && (f.k_blocks != div(sub(add(f.seq_k, f.block_k), 1), f.block_k))
@@ -406,23 +511,32 @@ pub(crate) fn shapes_rule(f: &Facts) -> Option<Rule> {
     if f.has_mask && !((f.q_blocks <= 2147483647) && (f.k_blocks <= 2147483647)) {
         return Some(Rule::MaskBlockCounts);
     }
-    if (f.has_mask && (f.patterns != 1))
+    if ((f.has_mask && (f.patterns != 1)) && !f.varlen_q)
         && !((f.patterns == mul(f.batch, f.heads)) || (f.patterns == mul(f.batch, f.k_heads)))
     {
         return Some(Rule::MaskPatterns);
     }
+    if ((f.has_mask && (f.patterns != 1)) && f.varlen_q)
+        && !((f.patterns == mul(f.layout_batch, f.heads))
+            || (f.patterns == mul(f.layout_batch, f.k_heads)))
+    {
+        return Some(Rule::MaskPatternsPacked);
+    }
     if (f.has_mask && (f.patterns != 1)) && !f.made_for {
         return Some(Rule::MaskMadeFor);
     }
-    if (f.has_mask && (f.patterns != 1)) && (f.mask_batch != f.batch) {
+    if ((f.has_mask && (f.patterns != 1)) && !f.varlen_q) && (f.mask_batch != f.batch) {
         return Some(Rule::MaskBatch);
+    }
+    if ((f.has_mask && (f.patterns != 1)) && f.varlen_q) && (f.mask_batch != f.layout_batch) {
+        return Some(Rule::MaskBatchPacked);
     }
     if (f.has_mask && (f.patterns != 1))
         && !((f.mask_heads == f.heads) || (f.mask_heads == f.k_heads))
     {
         return Some(Rule::MaskHeads);
     }
-    if (f.has_mask && (f.patterns != 1)) && (f.patterns != mul(f.batch, f.mask_heads)) {
+    if (f.has_mask && (f.patterns != 1)) && (f.patterns != mul(f.mask_batch, f.mask_heads)) {
         return Some(Rule::MaskMadeForPatterns);
     }
     None

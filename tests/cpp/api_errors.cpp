@@ -1129,15 +1129,7 @@ int main() {
       expect("attention: control, seqlens_k", run2(kv2, kv2, o2, lse, nullptr, sl), Status::CudaError, "device");
       expect("attention: control, seqlens_k with a mask of ceil(max_seqlen_k / 128) key blocks",
              run2(kv2, kv2, o2, lse, &m, sl), Status::CudaError, "device");
-      sparsek::SequenceLayout bad_l = sl;
-      bad_l.cu_seqlens_q = lens;
-      expect("attention: cu_seqlens_q (varlen)", run2(kv2, kv2, o2, lse, nullptr, bad_l), Status::NotSupported,
-             "varlen");
-      bad_l = sl;
-      bad_l.cu_seqlens_k = lens;
-      expect("attention: cu_seqlens_k (varlen)", run2(kv2, kv2, o2, lse, nullptr, bad_l), Status::NotSupported,
-             "varlen");
-      bad_l = sparsek::SequenceLayout{};
+      sparsek::SequenceLayout bad_l = sparsek::SequenceLayout{};
       bad_l.batch = 2, bad_l.max_seqlen_k = 8;
       expect("attention: layout counts without arrays", run2(kv2, kv2, o2, lse, nullptr, bad_l), bad_status(),
              "none of its arrays");
@@ -1220,6 +1212,102 @@ int main() {
       expect("attention: control, LSE just past layout.page_table",
              run2(pool, pool, o2, reinterpret_cast<float*>(const_cast<int32_t*>(table) + 8), nullptr, pl),
              Status::CudaError, "device");
+
+      // Packed sequences (varlen): 3 sequences packed into Q and O [1, 2, 20, 64] and K and V
+      // [1, 2, 24, 64] (K and V fused [total, heads, d]); the offsets in the row_ptr arena.
+      int32_t* cu_q = reinterpret_cast<int32_t*>(mem.row_ptr.data() + 6144);
+      int32_t* cu_k = cu_q + 8;
+      const HeadsView qp = sparsek::packed_heads(mem.b.data(), 1, 2, 20, 64, DType::BF16);
+      HeadsView kp = sparsek::packed_heads(mem.values.data(), 1, 2, 24, 64, DType::BF16);
+      kp.stride_s = 2 * 64, kp.stride_h = 64;
+      const HeadsMutView op = sparsek::packed_heads_mut(mem.c.data(), 1, 2, 20, 64, DType::BF16);
+      auto run3 = [&](HeadsView q_, HeadsView k_, HeadsMutView o_, float* l, const sparsek::BlockMaskView* mk,
+                      const sparsek::SequenceLayout& layout) {
+        sparsek::AttentionOptions op_ = opt;
+        op_.layout = layout;
+        return sparsek::attention(q_, k_, k_, o_, l, mk, op_, nullptr);
+      };
+      sparsek::SequenceLayout vl;
+      vl.cu_seqlens_q = cu_q, vl.cu_seqlens_k = cu_k, vl.batch = 3, vl.max_seqlen_q = 10, vl.max_seqlen_k = 12;
+      expect("attention: control, packed Q and K", run3(qp, kp, op, lse, nullptr, vl), Status::CudaError, "device");
+      expect("attention: control, packed, a mask over the longest sequences", run3(qp, kp, op, lse, &m, vl),
+             Status::CudaError, "device");
+      sparsek::BlockMaskView vm = m;
+      vm.patterns = 6, vm.nnzb = 6, vm.batch = 3, vm.heads = 2;
+      expect("attention: control, packed, a mask per (sequence, head)", run3(qp, kp, op, lse, &vm, vl),
+             Status::CudaError, "device");
+      vm.batch = 1;
+      expect("attention: packed, 6 patterns made for Q's batch 1", run3(qp, kp, op, lse, &vm, vl), bad_status(),
+             "batch the per-head mask was made for (= the layout's batch with packed queries): 1 given, 3 expected");
+      vm.patterns = 2, vm.nnzb = 2;
+      expect("attention: packed, 2 patterns (Q's batch 1 * heads 2)", run3(qp, kp, op, lse, &vm, vl), bad_status(),
+             "patterns of the mask (1, or the layout's batch * heads of Q or of K with packed queries): 2 given");
+      vm = m;
+      vm.block_q = 8, vm.q_blocks = 3;  // counted from Q's total 20, not max_seqlen_q 10
+      expect("attention: packed, a mask's query blocks from the total", run3(qp, kp, op, lse, &vm, vl), bad_status(),
+             "ceil(max_seqlen_q / block_q)");
+      vm.q_blocks = 2;
+      expect("attention: control, packed, block_q 8 over max_seqlen_q 10", run3(qp, kp, op, lse, &vm, vl),
+             Status::CudaError, "device");
+      HeadsView q_batch2 = sparsek::packed_heads(mem.b.data(), 2, 2, 10, 64, DType::BF16);
+      HeadsMutView o_batch2 = sparsek::packed_heads_mut(mem.c.data(), 2, 2, 10, 64, DType::BF16);
+      expect("attention: packed queries in a Q of batch 2", run3(q_batch2, kp, o_batch2, lse, nullptr, vl),
+             bad_status(), "batch of Q (= 1: packed queries, cu_seqlens_q): 2 given, 1 expected");
+      const HeadsView k_padded = sparsek::packed_heads(mem.values.data(), 3, 2, 12, 64, DType::BF16);
+      expect("attention: packed keys in a K of batch 3", run3(qp, k_padded, op, lse, nullptr, vl), bad_status(),
+             "batch of K (= 1: packed keys, cu_seqlens_k): 3 given, 1 expected");
+      sparsek::SequenceLayout bad_v = vl;
+      bad_v.max_seqlen_q = 6;  // 3 sequences of at most 6 cannot hold 20 queries
+      expect("attention: packed, 20 queries past 3 * max_seqlen_q 6", run3(qp, kp, op, lse, nullptr, bad_v),
+             bad_status(), "exceeds the layout's batch * max_seqlen_q");
+      bad_v = vl;
+      bad_v.max_seqlen_k = 7;
+      expect("attention: packed, 24 keys past 3 * max_seqlen_k 7", run3(qp, kp, op, lse, nullptr, bad_v), bad_status(),
+             "exceeds the layout's batch * max_seqlen_k");
+      bad_v = vl;
+      bad_v.batch = 0;
+      expect("attention: packed, no sequence for 20 queries", run3(qp, kp, op, lse, nullptr, bad_v), bad_status(),
+             "batch * max_seqlen_q");
+      bad_v = vl;
+      bad_v.batch = INT32_MAX;
+      expect("attention: packed, 2^31 - 1 sequences", run3(qp, kp, op, lse, nullptr, bad_v), bad_status(),
+             "below 2^31 - 1");
+      bad_v = vl;
+      bad_v.cu_seqlens_q = reinterpret_cast<const int32_t*>(mem.row_ptr.data() + 6146);
+      expect("attention: cu_seqlens_q 2 bytes off", run3(qp, kp, op, lse, nullptr, bad_v), bad_status(), "aligned");
+      bad_v = vl;
+      bad_v.page_table = table, bad_v.max_pages = 4, bad_v.seqlens_k = lens;
+      expect("attention: packed keys with a page table", run3(qp, kp, op, lse, nullptr, bad_v), bad_status(),
+             "exclusive");
+      // One side packed: padded K and V of one entry per sequence, or padded Q and O.
+      bad_v = vl;
+      bad_v.cu_seqlens_k = nullptr, bad_v.max_seqlen_k = 0;
+      expect("attention: control, packed Q, padded K [3, 2, 12, 64]", run3(qp, k_padded, op, lse, nullptr, bad_v),
+             Status::CudaError, "device");
+      const HeadsView k_padded2 = sparsek::packed_heads(mem.values.data(), 2, 2, 12, 64, DType::BF16);
+      expect("attention: packed Q, padded K of batch 2 for 3 sequences",
+             run3(qp, k_padded2, op, lse, nullptr, bad_v), bad_status(),
+             "batch of K (= the layout's batch: packed queries, padded keys): 2 given, 3 expected");
+      bad_v.max_seqlen_k = 5;
+      expect("attention: packed Q, padded K, max_seqlen_k 5 of K's 12", run3(qp, k_padded, op, lse, nullptr, bad_v),
+             bad_status(), "max_seqlen_k of the layout");
+      const HeadsView q_padded = sparsek::packed_heads(mem.b.data(), 3, 2, 6, 64, DType::BF16);
+      const HeadsMutView o_padded = sparsek::packed_heads_mut(mem.c.data(), 3, 2, 6, 64, DType::BF16);
+      bad_v = vl;
+      bad_v.cu_seqlens_q = nullptr, bad_v.max_seqlen_q = 0;
+      expect("attention: control, padded Q [3, 2, 6, 64], packed K", run3(q_padded, kp, o_padded, lse, nullptr, bad_v),
+             Status::CudaError, "device");
+      bad_v.batch = 2;
+      expect("attention: padded Q of batch 3, packed K, layout batch 2",
+             run3(q_padded, kp, o_padded, lse, nullptr, bad_v), bad_status(), "batch of the layout (= batch of Q)");
+      HeadsMutView o_on_cu = op;
+      o_on_cu.data = shifted(cu_q, -64);
+      expect("attention: O overlaps layout.cu_seqlens_q", run3(qp, kp, o_on_cu, nullptr, nullptr, vl), bad_status(),
+             "layout.cu_seqlens_q");
+      expect("attention: LSE overlaps layout.cu_seqlens_k",
+             run3(qp, kp, op, reinterpret_cast<float*>(cu_k + 3), nullptr, vl), bad_status(), "layout.cu_seqlens_k");
+      expect("attention: control, LSE just past layout.cu_seqlens_k",
+             run3(qp, kp, op, reinterpret_cast<float*>(cu_k + 4), nullptr, vl), Status::CudaError, "device");
     }
     int64_t nnzb = -1;
     sparsek::TopkGatingOptions go;

@@ -82,6 +82,7 @@ using i128 = __int128;
 
 constexpr i128 kI64Max = INT64_MAX;
 constexpr i128 kI32Max = INT32_MAX;
+constexpr i128 kU64Max = UINT64_MAX;
 
 // ---- the arenas ------------------------------------------------------------------------
 
@@ -417,7 +418,7 @@ Want model_attention(const HeadsView& q, const HeadsView& k, const HeadsView& v,
                      const float* lse, const BlockMaskView* mask, const sparsek::AttentionOptions& opt) {
   const sparsek::SequenceLayout& l = opt.layout;
   // Each view and the layout on their own (Invalid), head_dim >= 1, then packed sequences
-  // (not taken yet: NotSupported) before how the views and the layout agree.
+  // and how the views and the layout agree.
   Range unused;
   for (const HeadsView* t : {&q, &k, &v, &o})
     if (t->batch < 0 || t->heads < 0 || t->seq < 0 || t->head_dim < 0 ||
@@ -428,20 +429,38 @@ Want model_attention(const HeadsView& q, const HeadsView& k, const HeadsView& v,
       misaligned(l.page_table, 4))
     return Want::Invalid;
   if (q.head_dim < 1 || !valid_backend(opt.backend) || !valid_alignment(opt.causal_alignment)) return Want::Invalid;
-  if (l.cu_seqlens_q != nullptr || l.cu_seqlens_k != nullptr) return Want::Unsupported;
+  // Packed sequences (varlen): Q and O, or K and V, of batch 1 holding `batch` sequences
+  // along seq (batch + 1 int32 offsets, batch below 2^31 - 1), their total within int32 and
+  // at most batch * max_seqlen; packed keys are not paged.
+  const bool packed_q = l.cu_seqlens_q != nullptr, packed_k = l.cu_seqlens_k != nullptr;
+  if ((packed_q || packed_k) && l.batch >= kI32Max) return Want::Invalid;
+  if (packed_q && (q.batch != 1 || q.seq > kI32Max || i128(q.seq) > i128(l.batch) * l.max_seqlen_q))
+    return Want::Invalid;
+  if (packed_k && (k.batch != 1 || l.page_table != nullptr || k.seq > kI32Max ||
+                   i128(k.seq) > i128(l.batch) * l.max_seqlen_k))
+    return Want::Invalid;
+  if (packed_q && i128(l.batch) * q.heads > kU64Max) return Want::Invalid;
   // The layout: keys per sequence (seqlens_k), read through a page table (paged: K and V a
   // pool of k.batch pages of k.seq keys).
   const bool paged = l.page_table != nullptr, per_seq = paged || l.seqlens_k != nullptr;
-  if (!per_seq && (l.batch != 0 || l.max_pages != 0 || l.max_seqlen_q != 0 || l.max_seqlen_k != 0))
+  const bool any = per_seq || packed_q || packed_k;
+  if (!any && (l.batch != 0 || l.max_pages != 0 || l.max_seqlen_q != 0 || l.max_seqlen_k != 0))
     return Want::Invalid;
-  if (per_seq && (l.batch != q.batch || (l.max_seqlen_q != 0 && l.max_seqlen_q != q.seq))) return Want::Invalid;
+  if (any && !packed_q && (l.batch != q.batch || (l.max_seqlen_q != 0 && l.max_seqlen_q != q.seq)))
+    return Want::Invalid;
   if (!paged && l.max_pages != 0) return Want::Invalid;
   if (paged && (l.seqlens_k == nullptr || l.max_pages < 1 || i128(l.batch) * l.max_pages > kI32Max ||
                 k.batch < 1 || v.batch != k.batch || k.seq < 1 || i128(l.max_seqlen_k) > i128(l.max_pages) * k.seq))
     return Want::Invalid;
-  if (per_seq && !paged && l.max_seqlen_k > k.seq) return Want::Invalid;
-  const int64_t kv_batch = paged ? k.batch : q.batch;
-  const int64_t keys = per_seq ? l.max_seqlen_k : k.seq;  // the longest key sequence
+  if (per_seq && !paged && !packed_k && l.max_seqlen_k > k.seq) return Want::Invalid;
+  const bool keys_per_seq = per_seq || packed_k;
+  if (any && !keys_per_seq && l.max_seqlen_k != 0 && l.max_seqlen_k != k.seq) return Want::Invalid;
+  // The sequences (the layout's batch with packed queries, else Q's) and K's batch: its pages,
+  // 1 when packed, else one entry per sequence.
+  const int64_t seqs = packed_q ? l.batch : q.batch;
+  const int64_t kv_batch = paged ? k.batch : packed_k ? 1 : seqs;
+  const int64_t keys = keys_per_seq ? l.max_seqlen_k : k.seq;  // the longest key sequence
+  const int64_t queries = packed_q ? l.max_seqlen_q : q.seq;   // the longest query sequence
   if (q.batch < 0 || q.heads < 0 || q.seq < 0 || k.seq < 0) return Want::Invalid;
   // K and V have heads_kv heads, a divisor of Q's (0 only when Q has none).
   if (!divides(k.heads, q.heads)) return Want::Invalid;
@@ -463,14 +482,14 @@ Want model_attention(const HeadsView& q, const HeadsView& k, const HeadsView& v,
   if (mask != nullptr) {
     const BlockMaskView& m = *mask;
     if (m.block_q < 1 || m.block_k < 1) return Want::Invalid;
-    const i128 qb = ceil_div(q.seq, m.block_q), kb = ceil_div(keys, m.block_k);
+    const i128 qb = ceil_div(queries, m.block_q), kb = ceil_div(keys, m.block_k);
     if (qb > kI32Max || kb > kI32Max) return Want::Invalid;
     if (m.q_blocks != qb || m.k_blocks != kb) return Want::Invalid;
     // Paged: the mask's key blocks and the pages nest.
     if (paged && m.block_k % k.seq != 0 && k.seq % m.block_k != 0) return Want::Invalid;
-    // One pattern, or batch * mask.heads made for (Q's batch, Q's or K's heads).
-    if (m.patterns != 1 && (m.batch != q.batch || (m.heads != q.heads && m.heads != k.heads) ||
-                            i128(m.patterns) != i128(q.batch) * m.heads))
+    // One pattern, or batch * mask.heads made for (the sequences, Q's or K's heads).
+    if (m.patterns != 1 && (m.batch != seqs || (m.heads != q.heads && m.heads != k.heads) ||
+                            i128(m.patterns) != i128(seqs) * m.heads))
       return Want::Invalid;
     const i128 rows_len = i128(m.patterns) * m.q_blocks;
     if (rows_len >= kI32Max) return Want::Invalid;
@@ -484,9 +503,10 @@ Want model_attention(const HeadsView& q, const HeadsView& k, const HeadsView& v,
   const Range lr = range_of(lse, rows * 4);
   const Range sr = range_of(l.seqlens_k, i128(l.batch) * 4);
   const Range pr = paged ? range_of(l.page_table, i128(l.batch) * l.max_pages * 4) : Range{};
-  for (const Range& r : {qr, kr, vr, rp, ci, sr, pr, lr})
+  const Range cq = range_of(l.cu_seqlens_q, (i128(l.batch) + 1) * 4), ck = range_of(l.cu_seqlens_k, (i128(l.batch) + 1) * 4);
+  for (const Range& r : {qr, kr, vr, rp, ci, sr, pr, cq, ck, lr})
     if (overlaps(orr, r)) return Want::Invalid;
-  for (const Range& r : {qr, kr, vr, rp, ci, sr, pr})
+  for (const Range& r : {qr, kr, vr, rp, ci, sr, pr, cq, ck})
     if (overlaps(lr, r)) return Want::Invalid;
   // The element types (rules/attention.toml's types, after the overlaps): one, f16 or bf16.
   if (k.dtype != q.dtype || v.dtype != q.dtype || o.dtype != q.dtype || !half(q.dtype)) return Want::Unsupported;
@@ -997,7 +1017,12 @@ struct AttnCase {
   BlockMaskView mask;
   sparsek::AttentionOptions opt;
   std::vector<const void*> pointers() const {
-    return {q.data, k.data, v.data, o.data, lse, mask.row_ptr, mask.col_idx, opt.layout.seqlens_k, opt.layout.page_table};
+    return {q.data,       k.data,
+            v.data,       o.data,
+            lse,          mask.row_ptr,
+            mask.col_idx, opt.layout.seqlens_k,
+            opt.layout.page_table, opt.layout.cu_seqlens_q,
+            opt.layout.cu_seqlens_k};
   }
 };
 
@@ -1058,6 +1083,43 @@ AttnCase attention_base(Rng& rng, const Arenas& mem) {
       if (rng.chance(0.7)) m.block_k = int32_t(rng.chance(0.5) ? page : page * rng.range(1, 3));
     }
     m.k_blocks = (l.max_seqlen_k + m.block_k - 1) / m.block_k;
+    m.nnzb = rng.range(0, m.patterns * m.q_blocks * m.k_blocks);
+  } else if (rng.chance(0.4)) {
+    // Packed sequences: Q and O, K and V, or both of batch 1 holding `seqs` sequences of at
+    // most max_seqlen each along seq (packed, or [total, heads, d] fused); the other side
+    // padded with one batch entry per sequence.
+    sparsek::SequenceLayout& l = x.opt.layout;
+    const int64_t seqs = rng.range(0, 4);
+    l.batch = seqs;
+    const int side = int(rng.bits() % 3);  // 0: Q packed, 1: K packed, 2: both
+    if (side != 1) {
+      l.cu_seqlens_q = static_cast<const int32_t*>(in_slot(rng, mem, 9));
+      l.max_seqlen_q = rng.range(0, 300);
+      const int64_t total = rng.range(0, seqs * l.max_seqlen_q);
+      x.q = heads_view(in_slot(rng, mem, 0), 1, heads, total, d, t, rng.chance(0.5));
+      x.o = heads_view(in_slot(rng, mem, 3), 1, heads, total, d, t, rng.chance(0.5));
+    } else {
+      x.q = heads_view(in_slot(rng, mem, 0), seqs, heads, sq, d, t, rng.chance(0.3));
+      x.o = heads_view(in_slot(rng, mem, 3), seqs, heads, sq, d, t, rng.chance(0.3));
+      if (rng.chance(0.3)) l.max_seqlen_q = sq;
+    }
+    if (side != 0) {
+      l.cu_seqlens_k = static_cast<const int32_t*>(in_slot(rng, mem, 9));
+      l.max_seqlen_k = rng.range(0, 300);
+      const int64_t total = rng.range(0, seqs * l.max_seqlen_k);
+      x.k = heads_view(in_slot(rng, mem, 1), 1, heads_kv, total, d, t, rng.chance(0.5));
+      x.v = rng.chance(0.2) ? x.k : heads_view(in_slot(rng, mem, 2), 1, heads_kv, total, d, t, rng.chance(0.5));
+    } else {
+      x.k = heads_view(in_slot(rng, mem, 1), seqs, heads_kv, sk, d, t, rng.chance(0.3));
+      x.v = rng.chance(0.2) ? x.k : heads_view(in_slot(rng, mem, 2), seqs, heads_kv, sk, d, t, rng.chance(0.3));
+      if (rng.chance(0.3)) l.max_seqlen_k = sk;
+    }
+    // The mask over the longest sequences; per-head patterns per (sequence, head).
+    const int64_t queries = side != 1 ? l.max_seqlen_q : sq, keys = side != 0 ? l.max_seqlen_k : sk;
+    m.q_blocks = (queries + m.block_q - 1) / m.block_q, m.k_blocks = (keys + m.block_k - 1) / m.block_k;
+    const bool per_seq_head = rng.chance(0.5) && seqs * mask_heads > 1;
+    m.patterns = per_seq_head ? seqs * mask_heads : 1;
+    if (per_seq_head || rng.chance(0.3)) m.batch = seqs, m.heads = mask_heads;
     m.nnzb = rng.range(0, m.patterns * m.q_blocks * m.k_blocks);
   }
   return x;
@@ -1168,8 +1230,21 @@ void attention_mutate(Rng& rng, const Arenas& mem, AttnCase& x) {
             if (rng.chance(0.5)) l.seqlens_k = misalign(rng, l.seqlens_k, 4);
             else l.page_table = misalign(rng, l.page_table, 4);
             break;
-          default:  // packed sequences (refused until they are taken)
-            (rng.chance(0.5) ? l.cu_seqlens_q : l.cu_seqlens_k) = static_cast<const int32_t*>(in_slot(rng, mem, 9));
+          default:  // packed sequences turned on or off, or an offsets array misplaced or misaligned
+            switch (rng.bits() % 3) {
+              case 0:
+                (rng.chance(0.5) ? l.cu_seqlens_q : l.cu_seqlens_k) =
+                    rng.chance(0.5) ? nullptr : static_cast<const int32_t*>(in_slot(rng, mem, 9));
+                break;
+              case 1:
+                (rng.chance(0.5) ? l.cu_seqlens_q : l.cu_seqlens_k) =
+                    static_cast<const int32_t*>(wild_ptr(rng, mem, others));
+                break;
+              default:
+                if (rng.chance(0.5)) l.cu_seqlens_q = misalign(rng, l.cu_seqlens_q, 4);
+                else l.cu_seqlens_k = misalign(rng, l.cu_seqlens_k, 4);
+                break;
+            }
             break;
         }
       }
@@ -1180,9 +1255,11 @@ void attention_mutate(Rng& rng, const Arenas& mem, AttnCase& x) {
       break;
     }
     default: {  // mask blocks matching new sizes
-      const bool per_seq = x.opt.layout.seqlens_k != nullptr || x.opt.layout.page_table != nullptr;
-      const int64_t keys = per_seq ? x.opt.layout.max_seqlen_k : x.k.seq;
-      x.mask.q_blocks = x.mask.block_q > 0 ? sat((i128(x.q.seq) + x.mask.block_q - 1) / x.mask.block_q) : 0;
+      const sparsek::SequenceLayout& l = x.opt.layout;
+      const bool per_seq = l.seqlens_k != nullptr || l.page_table != nullptr || l.cu_seqlens_k != nullptr;
+      const int64_t keys = per_seq ? l.max_seqlen_k : x.k.seq;
+      const int64_t queries = l.cu_seqlens_q != nullptr ? l.max_seqlen_q : x.q.seq;
+      x.mask.q_blocks = x.mask.block_q > 0 ? sat((i128(queries) + x.mask.block_q - 1) / x.mask.block_q) : 0;
       x.mask.k_blocks = x.mask.block_k > 0 ? sat((i128(keys) + x.mask.block_k - 1) / x.mask.block_k) : 0;
       break;
     }
