@@ -12,10 +12,15 @@
 //                          strided O hold a sentinel (never written). Then 100 repeats bitwise
 //                          identical, the gating against the host top-k (pooled and given
 //                          scores with ties, +-0 and NaN), and refusals (O untouched).
+//                          Then packed sequences (varlen: cu_seqlens_q / cu_seqlens_k) of
+//                          lengths 0 .. 3000 against a per-sequence reference, O poisoned and
+//                          64 rows past its view at a sentinel, and offsets that disagree with
+//                          the packed size refused with check_indices.
 //                          One PASS/FAIL line each, then "N passed, N failed".
 //   attention_check --quick
-//                          the first six cases and two gating cases only (for the
-//                          sanitizers: compute-sanitizer --tool memcheck|racecheck).
+//                          the first six cases, two gating cases and every third varlen
+//                          case only (for the sanitizers: compute-sanitizer --tool
+//                          memcheck|racecheck).
 //                          With SPARSEK_VARIANT=<row>, cases the row does not take are SKIP.
 //   attention_check --time MASK DTYPE BATCH HEADS SEQ HEAD_DIM ITERS MASK_JSON
 //                   [--heads-kv N] [--repeat-kv G] [--seq-k N] [--align top_left|bottom_right]
@@ -667,6 +672,263 @@ void refusals(int& passed, int& failed) {
          align);
 }
 
+// ---- packed sequences (varlen: SequenceLayout's cu_seqlens_q / cu_seqlens_k) ----
+// A case: each sequence's queries and keys; Q and O packed [1, heads, total_q, d] (else padded
+// [batch, heads, pad_q, d]), K and V likewise. O's buffer holds 64 rows past its view, kept at a
+// sentinel like the gaps of a fused view: nothing outside the sequences' rows is written.
+struct VarlenCase {
+  std::vector<int64_t> len_q, len_k;
+  bool packed_q = true, packed_k = true;
+  int64_t pad_q = 0, pad_k = 0;  // the padded side's seq
+  int64_t heads = 2, heads_kv = 2, d = 128;
+  DType t = DType::BF16;
+  MaskKind mask = MaskKind::None;  // None or Random
+  bool per_head = false, per_kv = false;
+  bool causal = false, bottom_right = false;
+  bool bshd = false;
+  sparsek::Backend backend = sparsek::Backend::Hopper;
+  int repeats = 1;  // > 1: O and LSE bitwise identical over the repeats
+};
+
+struct DeviceInts {
+  int32_t* p = nullptr;
+  explicit DeviceInts(const std::vector<int32_t>& v) {
+    CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(v.size(), 1) * 4));
+    if (!v.empty()) CUDA_CHECK(cudaMemcpy(p, v.data(), v.size() * 4, cudaMemcpyHostToDevice));
+  }
+  ~DeviceInts() { cudaFree(p); }
+  DeviceInts(const DeviceInts&) = delete;
+  DeviceInts& operator=(const DeviceInts&) = delete;
+};
+
+std::vector<int32_t> offsets(const std::vector<int64_t>& lens) {
+  std::vector<int32_t> cu{0};
+  for (int64_t n : lens) cu.push_back(int32_t(cu.back() + n));
+  return cu;
+}
+
+bool varlen_case(const VarlenCase& c, uint64_t seed) {
+  Rng rng(seed);
+  const int64_t batch = int64_t(c.len_q.size());
+  const std::vector<int32_t> cu_q = offsets(c.len_q), cu_k = offsets(c.len_k);
+  const int64_t total_q = cu_q.back(), total_k = cu_k.back();
+  const int64_t max_q = c.packed_q ? *std::max_element(c.len_q.begin(), c.len_q.end()) : c.pad_q;
+  const int64_t max_k = c.packed_k ? *std::max_element(c.len_k.begin(), c.len_k.end()) : c.pad_k;
+  // Sequence b's rows: (view batch, first row, rows).
+  const auto q_rows = [&](int64_t b, int64_t* vb, int64_t* start, int64_t* n) {
+    *vb = c.packed_q ? 0 : b, *start = c.packed_q ? cu_q[size_t(b)] : 0, *n = c.packed_q ? c.len_q[size_t(b)] : c.pad_q;
+  };
+  const auto k_rows = [&](int64_t b, int64_t* vb, int64_t* start, int64_t* n) {
+    *vb = c.packed_k ? 0 : b, *start = c.packed_k ? cu_k[size_t(b)] : 0, *n = c.packed_k ? c.len_k[size_t(b)] : c.pad_k;
+  };
+  const int64_t qvb = c.packed_q ? 1 : batch, qseq = c.packed_q ? total_q : c.pad_q;
+  const int64_t kvb = c.packed_k ? 1 : batch, kseq = c.packed_k ? total_k : c.pad_k;
+  Heads q(qvb, c.heads, qseq, c.d, c.t, c.bshd), k(kvb, c.heads_kv, kseq, c.d, c.t, c.bshd),
+      v(kvb, c.heads_kv, kseq, c.d, c.t, c.bshd), o(qvb, c.heads, qseq + 64, c.d, c.t, c.bshd);
+  q.fill_random(rng, 1.0f);
+  k.fill_random(rng, 1.0f);
+  v.fill_random(rng, 1.0f);
+  std::fill(o.host.begin(), o.host.end(), kSentinel);
+  for (int64_t b = 0; b < o.batch; ++b)
+    for (int64_t h = 0; h < o.heads; ++h)
+      for (int64_t s = 0; s < qseq; ++s)
+        for (int64_t x = 0; x < o.d; ++x) o.host[o.at(b, h, s, x)] = to_bits(NAN, c.t);
+  q.upload();
+  k.upload();
+  v.upload();
+  o.upload();
+  sparsek::HeadsMutView ov = o.out();
+  ov.seq = qseq;  // the 64 rows past it are the buffer's, not the view's
+  Mask mask;
+  DeviceMask* dm = nullptr;
+  const int64_t mask_heads = c.per_kv ? c.heads_kv : c.heads;
+  if (c.mask == MaskKind::Random) {
+    mask = random_mask(rng, c.per_head ? batch * mask_heads : 1, (max_q + 127) / 128, (max_k + 127) / 128, 0.5);
+    mask.batch = batch;
+    mask.heads = mask_heads;
+    dm = new DeviceMask(mask);
+  }
+  const DeviceInts d_cu_q(cu_q), d_cu_k(cu_k);
+  sparsek::AttentionOptions opt;
+  opt.causal = c.causal;
+  opt.causal_alignment = c.bottom_right ? sparsek::CausalAlignment::BottomRight : sparsek::CausalAlignment::TopLeft;
+  opt.backend = c.backend;
+  opt.check_indices = true;
+  opt.layout.batch = batch;
+  if (c.packed_q) opt.layout.cu_seqlens_q = d_cu_q.p, opt.layout.max_seqlen_q = max_q;
+  if (c.packed_k) opt.layout.cu_seqlens_k = d_cu_k.p, opt.layout.max_seqlen_k = max_k;
+  // LSE: [heads, total_q] packed, else [batch, heads, pad_q].
+  const size_t lse_len = size_t(c.packed_q ? c.heads * total_q : batch * c.heads * c.pad_q);
+  std::vector<float> lse(lse_len, NAN), first_lse;
+  float* d_lse = nullptr;
+  CUDA_CHECK(cudaMalloc(&d_lse, std::max<size_t>(lse_len, 1) * 4));
+  const auto lse_at = [&](int64_t b, int64_t h, int64_t i) {
+    return c.packed_q ? size_t(h * total_q + cu_q[size_t(b)] + i) : size_t((b * c.heads + h) * c.pad_q + i);
+  };
+  std::vector<uint16_t> first_o;
+  int differ = 0;
+  sparsek::Result r;
+  for (int rep = 0; rep < c.repeats; ++rep) {
+    if (rep > 0) CUDA_CHECK(cudaMemset(o.dev, 0xff, o.host.size() * 2));  // NaN in both types
+    CUDA_CHECK(cudaMemcpy(d_lse, lse.data(), lse_len * 4, cudaMemcpyHostToDevice));
+    r = sparsek::attention(q.view(), k.view(), v.view(), ov, d_lse, dm != nullptr ? &dm->view : nullptr, opt, nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    if (!r.ok()) break;
+    if (c.repeats > 1) {
+      std::vector<float> got(lse_len);
+      std::vector<uint16_t> saved = o.host;
+      o.download();
+      CUDA_CHECK(cudaMemcpy(got.data(), d_lse, lse_len * 4, cudaMemcpyDeviceToHost));
+      if (rep == 0) {
+        first_o = o.host, first_lse = got;
+      } else {
+        // Rows outside the view were reset to 0xffff with the rest: compare the view's rows.
+        for (int64_t b = 0; b < o.batch; ++b)
+          for (int64_t h = 0; h < o.heads; ++h)
+            for (int64_t s = 0; s < qseq; ++s)
+              for (int64_t x = 0; x < o.d; ++x)
+                if (o.host[o.at(b, h, s, x)] != first_o[o.at(b, h, s, x)]) {
+                  ++differ;
+                  goto compared;
+                }
+        if (std::memcmp(got.data(), first_lse.data(), lse_len * 4) != 0) ++differ;
+      compared:;
+      }
+      o.host = saved;
+    }
+  }
+  char label[300];
+  std::snprintf(label, sizeof(label), "varlen b%lld%s%s h%lld/%lld max %lld/%lld d%lld %s mask=%s%s%s%s %s", (long long)batch,
+                c.packed_q ? " Q packed" : " Q padded", c.packed_k ? " K packed" : " K padded", (long long)c.heads,
+                (long long)c.heads_kv, (long long)max_q, (long long)max_k, (long long)c.d, name(c.t),
+                c.mask == MaskKind::None ? "none" : "random",
+                c.causal ? (c.bottom_right ? "+causal(bottom-right)" : "+causal") : "",
+                c.per_head ? (c.per_kv ? " per-kv-head" : " per-head") : "", c.bshd ? " fused" : "",
+                c.backend == sparsek::Backend::Hopper ? "hopper" : "auto");
+  if (!r.ok()) {
+    const bool forced = std::getenv("SPARSEK_VARIANT") != nullptr && r.status == sparsek::Status::NotSupported;
+    std::printf("%s %s: %s\n", forced ? "SKIP" : "FAIL", label, r.message);
+    cudaFree(d_lse);
+    delete dm;
+    return forced;
+  }
+  // The first run's outputs (the one compared with the reference).
+  if (c.repeats > 1) {
+    o.host = first_o;
+    lse = first_lse;
+  } else {
+    o.download();
+    CUDA_CHECK(cudaMemcpy(lse.data(), d_lse, lse_len * 4, cudaMemcpyDeviceToHost));
+  }
+  const double scale = 1.0 / std::sqrt(double(c.d));
+  const int64_t group = c.heads / c.heads_kv;
+  double num = 0, den = 0, lse_err = 0;
+  int64_t bad = 0, empty_rows = 0, outside = 0;
+  std::vector<double> s, acc(size_t(c.d));
+  for (int64_t b = 0; b < batch; ++b) {
+    int64_t qb_, q0, nq, kb_, k0, nk;
+    q_rows(b, &qb_, &q0, &nq);
+    k_rows(b, &kb_, &k0, &nk);
+    const int64_t offset = c.bottom_right ? nk - nq : 0;
+    s.assign(size_t(nk), -INFINITY);
+    for (int64_t h = 0; h < c.heads; ++h) {
+      const int64_t hk = h / group;
+      const int64_t p = c.mask == MaskKind::None || !c.per_head ? 0 : b * mask_heads + h / (c.heads / mask_heads);
+      for (int64_t i = 0; i < nq; ++i) {
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < nk; ++j) {
+          const bool kept = (c.mask == MaskKind::None || mask.listed(p, i / 128, j / 128)) && (!c.causal || j <= i + offset);
+          s[size_t(j)] = -INFINITY;
+          if (!kept) continue;
+          double dot = 0;
+          for (int64_t x = 0; x < c.d; ++x) dot += double(q.get(qb_, h, q0 + i, x)) * double(k.get(kb_, hk, k0 + j, x));
+          s[size_t(j)] = dot * scale;
+          mx = std::max(mx, s[size_t(j)]);
+        }
+        std::fill(acc.begin(), acc.end(), 0.0);
+        double sum = 0;
+        if (mx != -INFINITY)
+          for (int64_t j = 0; j < nk; ++j) {
+            if (s[size_t(j)] == -INFINITY) continue;
+            const double e = std::exp(s[size_t(j)] - mx);
+            sum += e;
+            for (int64_t x = 0; x < c.d; ++x) acc[size_t(x)] += e * double(v.get(kb_, hk, k0 + j, x));
+          }
+        const bool empty = mx == -INFINITY;
+        empty_rows += empty;
+        const float got_lse = lse[lse_at(b, h, i)];
+        if (empty) bad += !(got_lse == -INFINITY);
+        else lse_err = std::max(lse_err, std::fabs(double(got_lse) - (mx + std::log(sum))));
+        for (int64_t x = 0; x < c.d; ++x) {
+          const double want = empty ? 0.0 : acc[size_t(x)] / sum;
+          const float got = o.get(qb_, h, q0 + i, x);
+          if (std::isnan(got) || (empty && got != 0.0f)) ++bad;
+          num += (got - want) * (got - want);
+          den += want * want;
+        }
+      }
+    }
+  }
+  // Nothing outside the sequences' rows: the rows past the view, the gaps of a fused O, and
+  // (padded queries) nothing else to check; packed, every row of the view is some sequence's.
+  for (int64_t b = 0; b < o.batch; ++b)
+    for (int64_t h = 0; h < o.heads; ++h)
+      for (int64_t s_ = 0; s_ < o.seq; ++s_)
+        for (int64_t x = 0; x < (c.bshd ? o.sh : o.d); ++x) {
+          const bool in_view = s_ < qseq && x < o.d;
+          if (!in_view) outside += o.host[o.at(b, h, s_, x)] != kSentinel;
+        }
+  const double rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+  const double tol = c.t == DType::F16 ? 2e-3 : 1e-2;
+  const bool ok = bad == 0 && outside == 0 && rel <= tol && lse_err <= 1e-3 && differ == 0;
+  std::printf("%s %s: rel %.2e (tol %.0e), lse max abs err %.2e, empty rows %lld, bad %lld, writes outside %lld%s\n",
+              ok ? "PASS" : "FAIL", label, rel, tol, lse_err, (long long)empty_rows, (long long)bad, (long long)outside,
+              c.repeats > 1 ? (differ ? ", repeats differ" : ", repeats bitwise equal") : "");
+  cudaFree(d_lse);
+  delete dm;
+  return ok;
+}
+
+// Packed offsets that disagree with the packed size or max_seqlen, caught by check_indices:
+// typed errors, O untouched.
+void varlen_refusals(int& passed, int& failed) {
+  Rng rng(11);
+  const std::vector<int64_t> lens = {100, 0, 300};
+  const int64_t total = 400;
+  Heads q(1, 2, total, 128, DType::BF16, false), k(1, 2, total, 128, DType::BF16, false),
+      v(1, 2, total, 128, DType::BF16, false), o(1, 2, total, 128, DType::BF16, false);
+  q.fill_random(rng, 1.0f);
+  k.fill_random(rng, 1.0f);
+  v.fill_random(rng, 1.0f);
+  std::fill(o.host.begin(), o.host.end(), kSentinel);
+  q.upload();
+  k.upload();
+  v.upload();
+  o.upload();
+  const std::vector<int32_t> good = offsets(lens);
+  auto expect = [&](const char* what, const std::vector<int32_t>& cu_q, const std::vector<int32_t>& cu_k,
+                    int64_t max_q, bool check) {
+    const DeviceInts dq(cu_q), dk(cu_k);
+    sparsek::AttentionOptions opt;
+    opt.check_indices = check;
+    opt.layout.batch = 3;
+    opt.layout.cu_seqlens_q = dq.p, opt.layout.max_seqlen_q = max_q;
+    opt.layout.cu_seqlens_k = dk.p, opt.layout.max_seqlen_k = 300;
+    const sparsek::Result r = sparsek::attention(q.view(), k.view(), v.view(), o.out(), nullptr, nullptr, opt, nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    o.download();
+    const bool untouched = std::all_of(o.host.begin(), o.host.end(), [](uint16_t x) { return x == kSentinel; });
+    const bool ok = r.status == sparsek::Status::InvalidArgument && untouched && std::strstr(r.message, "cu_seqlens");
+    std::printf("%s refusal %s: %s\n", ok ? "PASS" : "FAIL", what, r.message);
+    (ok ? passed : failed)++;
+  };
+  expect("cu_seqlens_q ending at 399, Q's total 400", {0, 100, 100, 399}, good, 300, true);
+  expect("cu_seqlens_k ending at 401, K's total 400", good, {0, 100, 100, 401}, 300, true);
+  expect("cu_seqlens_q decreasing", {0, 100, 90, 400}, good, 310, true);
+  expect("cu_seqlens_q starting at 4", {4, 100, 100, 400}, good, 300, true);
+  expect("a sequence of 300 queries, max_seqlen_q 299", good, good, 299, true);
+}
+
 // ---- --time ----
 // The options after the positional ones: K and V's heads, K and V repeated from fewer heads,
 // the keys' length, the causal alignment.
@@ -943,6 +1205,58 @@ int main(int argc, char** argv) {
          : failed)++;
   }
   if (!quick) refusals(passed, failed);
+  // Packed sequences: lengths 0 .. 3000 not multiples of 128 (empty sequences of queries, of
+  // keys and of both), both causal alignments, grouped-query heads, masks per (sequence,
+  // query head), per (sequence, KV head) and shared, d 64 and 128, f16 and bf16, fused views,
+  // one side packed; decode shapes through Auto (the decode family) and by name on Hopper.
+  {
+    using VC = VarlenCase;
+    std::vector<VC> vcs;
+    VC c;
+    c.len_q = {1, 300, 0, 1000, 129}, c.len_k = {1, 300, 0, 1000, 129};
+    c.heads = 4, c.heads_kv = 2, c.causal = true, c.bottom_right = true;
+    vcs.push_back(c);
+    c = VC{};
+    c.len_q = {1, 3000, 0, 77, 257, 0}, c.len_k = {5, 2999, 0, 0, 1300, 64};
+    c.heads = 4, c.heads_kv = 2, c.d = 64, c.t = DType::F16, c.mask = MaskKind::Random, c.per_head = true;
+    c.per_kv = true, c.causal = true, c.bshd = true;
+    vcs.push_back(c);
+    c = VC{};
+    c.len_q = {700, 130, 1, 0}, c.len_k = {129, 1000, 2, 5};
+    c.heads = 2, c.heads_kv = 2, c.mask = MaskKind::Random, c.per_head = true, c.causal = true;
+    c.bottom_right = true;
+    vcs.push_back(c);
+    c = VC{};
+    c.len_q = {200, 513, 1}, c.len_k = {0, 0, 0}, c.packed_k = false, c.pad_k = 700;
+    c.heads = 8, c.heads_kv = 1, c.d = 64, c.mask = MaskKind::Random, c.causal = true, c.bottom_right = true;
+    vcs.push_back(c);
+    c = VC{};
+    c.len_q = {0, 0, 0}, c.len_k = {0, 900, 1500}, c.packed_q = false, c.pad_q = 200;
+    c.heads = 4, c.heads_kv = 4, c.t = DType::F16, c.causal = true, c.bottom_right = true, c.bshd = true;
+    vcs.push_back(c);
+    c = VC{};
+    c.len_q = {1, 2, 0, 4, 3}, c.len_k = {1000, 0, 37, 2049, 3};
+    c.heads = 8, c.heads_kv = 2, c.mask = MaskKind::Random, c.per_head = true, c.per_kv = true, c.causal = true;
+    c.bottom_right = true, c.backend = sparsek::Backend::Auto;
+    vcs.push_back(c);
+    c.backend = sparsek::Backend::Hopper;
+    vcs.push_back(c);
+    c = VC{};
+    c.len_q = {1, 1, 1, 1}, c.len_k = {8192, 0, 5000, 129};
+    c.heads = 8, c.heads_kv = 1, c.d = 64, c.t = DType::F16, c.causal = true, c.bottom_right = true;
+    c.backend = sparsek::Backend::Auto;
+    vcs.push_back(c);
+    c = VC{};
+    c.len_q = {640, 1, 1200}, c.len_k = {640, 1000, 1300};
+    c.heads = 4, c.heads_kv = 2, c.mask = MaskKind::Random, c.per_head = true, c.causal = true, c.repeats = 100;
+    vcs.push_back(c);
+    int index = 0;
+    for (const VC& vc : vcs) {
+      if (quick && index++ % 3 != 0) continue;
+      (varlen_case(vc, seed++) ? passed : failed)++;
+    }
+    if (!quick) varlen_refusals(passed, failed);
+  }
   std::printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }
