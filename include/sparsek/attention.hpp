@@ -113,6 +113,9 @@ enum class CausalAlignment : int32_t { TopLeft = 0, BottomRight = 1 };
 //     (bottom-right: its own len_k - len_q), and so is the mask: q_blocks = ceil(max_seqlen_q
 //     / block_q), patterns 1 or batch * heads (the layout's batch). LSE is [heads, total_q]
 //     (FlashAttention's varlen LSE). Rows of O outside every sequence are never written. The
+//     Hopper family's last key tile of a sequence reads the next sequence's K and V rows,
+//     weighted by 0: those values must be finite (as in FlashAttention's varlen; an inf or NaN
+//     there makes the sequence's O NaN). The
 //     packed totals must fit int32 and batch be below 2^31 - 1; with check_indices the
 //     offsets are checked on the device (a last entry that is not the packed total, a
 //     decrease, a sequence longer than max_seqlen: InvalidArgument, nothing launched), else
