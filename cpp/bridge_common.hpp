@@ -54,9 +54,10 @@ FfiStatus status(const Result& r, const detail::SelectionOf<P>& s) {
 
 // Selects a row for the problem `x` of the Rust entry and, with Mode::Launch, launches it on
 // its stream. `why_unsupported`: null, or why no family takes x; `to_problem(device)`: x as
-// the operation's checked problem on the current device.
-template <class X, class ToProblem>
-FfiStatus select_and_run(const X& x, const char* why_unsupported, ToProblem to_problem) {
+// the operation's checked problem on the current device; `before_launch(p, stream)`: what
+// must pass after the selection and before a launch (a device index check), its Result.
+template <class X, class ToProblem, class BeforeLaunch>
+FfiStatus select_and_run(const X& x, const char* why_unsupported, ToProblem to_problem, BeforeLaunch before_launch) {
   using P = decltype(to_problem(detail::DeviceInfo{}));
   detail::SelectionOf<P> s;
   if (why_unsupported != nullptr) return status(detail::make_result(Status::NotSupported, "%s", why_unsupported), s);
@@ -73,8 +74,14 @@ FfiStatus select_and_run(const X& x, const char* why_unsupported, ToProblem to_p
   if (!r.ok()) return status(detail::settle(r), s);
   const P p = to_problem(device);
   r = detail::select(p, &s);
+  if (r.ok() && x.mode == Mode::Launch) r = before_launch(p, stream);
   if (r.ok() && x.mode == Mode::Launch) r = detail::launch(p, s, stream);
   return status(detail::settle(r), s);
+}
+
+template <class X, class ToProblem>
+FfiStatus select_and_run(const X& x, const char* why_unsupported, ToProblem to_problem) {
+  return select_and_run(x, why_unsupported, to_problem, [](const auto&, cudaStream_t) { return Result{}; });
 }
 
 }  // namespace sparsek::ffi

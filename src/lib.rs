@@ -143,8 +143,9 @@ pub mod quant {
 }
 
 pub use attention::{
-    attention, attention_into, AttentionOptions, BlockPatterns, CausalAlignment, Heads, HeadsMut,
-    HeadsShape, LseMut, MaskOperand, TopkOptions,
+    attention, attention_into, attention_with_layout, AttentionOptions, BlockPatterns,
+    CausalAlignment, Heads, HeadsMut, HeadsShape, IndexArray, LseMut, MaskOperand, PageTable,
+    SequenceLayout, TopkOptions,
 };
 pub use dense::{Dense, DenseMut, DenseShape, Layout};
 pub use element::{DType, Element, Fp8, TakesB, TakesBias, F8E4M3, F8E5M2};

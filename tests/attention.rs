@@ -882,3 +882,579 @@ fn cpu_attention_refuses_fp8_elements() {
     refuses::<sparsek::F8E4M3>(&mut rng);
     refuses::<sparsek::F8E5M2>(&mut rng);
 }
+
+/// One serving-layout case: `lens[b]` keys per sequence, paged in pages of `page` keys (a
+/// shuffled pool) or padded to `max_seqlen_k + 5` keys; a mask of `block_q × block_k` blocks
+/// over the longest sequence's key blocks, or none.
+#[derive(Debug, Clone)]
+struct LayoutCase {
+    heads: usize,
+    heads_kv: usize,
+    seq_q: usize,
+    d: usize,
+    lens: Vec<usize>,
+    /// max_seqlen_k above the longest length by this much (an upper bound).
+    slack: usize,
+    page: Option<usize>,
+    mask: Option<(usize, usize)>,
+    per_head: PerHead,
+    causal: Option<CausalAlignment>,
+}
+
+/// The case's K and V (pool or padded), layout and mask, run on the CPU against the f64
+/// reference; returns O's and LSE's bits (for the bitwise comparisons).
+fn run_layout_case<T: Element>(c: &LayoutCase, rng: &mut StdRng) -> (Vec<u32>, Vec<u32>) {
+    let batch = c.lens.len();
+    let max_len = c.lens.iter().copied().max().unwrap_or(0) + c.slack;
+    let cache = c.page.map(|page| {
+        common::PagedCache::shuffled(rng, &c.lens, page, max_len.div_ceil(page) + 1, 3)
+    });
+    let ks = match &cache {
+        Some(p) => HeadsShape::packed(p.num_pages, c.heads_kv, p.page_size, c.d),
+        None => HeadsShape::packed(batch, c.heads_kv, max_len + 5, c.d),
+    };
+    let qs = HeadsShape::packed(batch, c.heads, c.seq_q, c.d);
+    let q: Vec<T> = random_vec(qs.required_len().unwrap(), rng);
+    let k: Vec<T> = random_vec(ks.required_len().unwrap(), rng);
+    let v: Vec<T> = random_vec(ks.required_len().unwrap(), rng);
+    let lens: Vec<i32> = c.lens.iter().map(|&n| n as i32).collect();
+    let mut layout = sparsek::SequenceLayout::new(batch).seqlens_k(&lens, max_len);
+    if let Some(p) = &cache {
+        layout = layout.page_table(sparsek::PageTable::new(&p.table, p.max_pages, p.page_size));
+    }
+    let per_head = match c.per_head {
+        PerHead::Shared => None,
+        PerHead::Query => Some((batch, c.heads)),
+        PerHead::Kv => Some((batch, c.heads_kv)),
+    };
+    let mask = c.mask.map(|(bq, bk)| {
+        common::random_patterns_blocks(
+            rng,
+            per_head,
+            c.seq_q.div_ceil(bq),
+            max_len.div_ceil(bk),
+            (bq, bk),
+            0.5,
+        )
+    });
+    let mut o = vec![T::from_f32(f32::NAN); qs.required_len().unwrap()];
+    let mut lse = vec![f32::NAN; batch * c.heads * c.seq_q];
+    let opts = AttentionOptions::new()
+        .causal(c.causal.is_some())
+        .causal_alignment(c.causal.unwrap_or_default());
+    sparsek::attention_with_layout(
+        heads(&q, &qs),
+        heads(&k, &ks),
+        heads(&v, &ks),
+        HeadsMut::host(&mut o, batch, c.heads, c.seq_q, c.d),
+        Some(LseMut::Host(&mut lse)),
+        mask.as_ref().map(MaskOperand::Host),
+        &layout,
+        &opts,
+    )
+    .unwrap();
+    let reference = match &cache {
+        Some(p) => p.reference(),
+        None => common::RefLayout {
+            seqlens_k: &lens,
+            pages: None,
+        },
+    };
+    let (ro, rl) = common::attention_reference_layout(
+        (&q, &qs),
+        (&k, &ks),
+        (&v, &ks),
+        mask.as_ref(),
+        c.causal,
+        1.0 / (c.d as f64).sqrt(),
+        Some(reference),
+    );
+    let (mut num, mut den, mut lse_err, mut empty) = (0f64, 0f64, 0f64, 0usize);
+    for (li, &want_lse) in rl.iter().enumerate() {
+        if want_lse == f64::NEG_INFINITY {
+            empty += 1;
+            assert_eq!(lse[li], f32::NEG_INFINITY, "{c:?}: LSE of empty row {li}");
+        } else {
+            lse_err = lse_err.max((lse[li] as f64 - want_lse).abs());
+        }
+        for x in 0..c.d {
+            let got = o[li * c.d + x].to_f32() as f64;
+            assert!(got.is_finite(), "{c:?}: O row {li} not written");
+            if want_lse == f64::NEG_INFINITY {
+                assert_eq!(got, 0.0, "{c:?}: O of an empty row");
+            }
+            let want = ro[li * c.d + x];
+            num += (got - want) * (got - want);
+            den += want * want;
+        }
+    }
+    let rel = if den > 0.0 {
+        (num / den).sqrt()
+    } else {
+        num.sqrt()
+    };
+    let tol = tolerance(T::DTYPE, T::DTYPE);
+    println!(
+        "{c:?} {:?}: rel {rel:.2e}, lse err {lse_err:.2e}, empty rows {empty}",
+        T::DTYPE
+    );
+    assert!(rel <= tol, "{c:?}: rel {rel:.3e} above {tol:.0e}");
+    assert!(lse_err <= 1e-3, "{c:?}: LSE error {lse_err:.3e}");
+    (
+        o.iter().map(|x| x.to_f32().to_bits()).collect(),
+        lse.iter().map(|x| x.to_bits()).collect(),
+    )
+}
+
+/// Per-sequence key counts (not multiples of anything, 0 included) and paged K/V (shuffled
+/// tables, pages of 16, 64, 128 and 256 keys): decode (seq_q 1..16 with grouped heads) and
+/// prefill, both alignments, masks over logical key blocks (block_k a multiple of the page
+/// or the page a multiple of block_k), f16 and bf16, d 64 and 128, against the f64
+/// reference.
+#[test]
+fn cpu_paged_and_counted_keys_match_f64() {
+    let mut rng = StdRng::seed_from_u64(seed());
+    use CausalAlignment::{BottomRight as BR, TopLeft as TL};
+    let lens = |rng: &mut StdRng, batch: usize, most: usize| -> Vec<usize> {
+        let mut l: Vec<usize> = (0..batch).map(|_| rng.random_range(0..=most)).collect();
+        l[0] = 0;
+        if batch > 1 {
+            l[1] = most;
+        }
+        l
+    };
+    for (i, &(heads, heads_kv, seq_q, d, most, page, mask, per_head, causal)) in [
+        (
+            8usize,
+            2usize,
+            1usize,
+            128usize,
+            700usize,
+            Some(16usize),
+            None,
+            PerHead::Shared,
+            Some(BR),
+        ),
+        (
+            8,
+            2,
+            1,
+            64,
+            500,
+            Some(64),
+            Some((128, 128)),
+            PerHead::Kv,
+            Some(BR),
+        ),
+        (
+            4,
+            1,
+            4,
+            128,
+            300,
+            Some(128),
+            Some((16, 64)),
+            PerHead::Kv,
+            Some(BR),
+        ),
+        (
+            4,
+            4,
+            16,
+            64,
+            600,
+            Some(256),
+            Some((16, 128)),
+            PerHead::Query,
+            None,
+        ),
+        (2, 2, 7, 64, 333, None, Some((8, 32)), PerHead::Kv, Some(BR)),
+        (
+            6,
+            3,
+            3,
+            64,
+            257,
+            Some(16),
+            Some((4, 48)),
+            PerHead::Shared,
+            Some(TL),
+        ),
+        (
+            4,
+            2,
+            150,
+            64,
+            400,
+            Some(128),
+            Some((64, 128)),
+            PerHead::Query,
+            Some(BR),
+        ),
+        (
+            2,
+            1,
+            200,
+            128,
+            300,
+            Some(256),
+            None,
+            PerHead::Shared,
+            Some(BR),
+        ),
+        (2, 2, 100, 64, 250, None, None, PerHead::Shared, Some(TL)),
+        (
+            4,
+            2,
+            90,
+            64,
+            130,
+            Some(64),
+            Some((32, 128)),
+            PerHead::Kv,
+            None,
+        ),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let c = LayoutCase {
+            heads,
+            heads_kv,
+            seq_q,
+            d,
+            lens: lens(&mut rng, 3, most),
+            slack: rng.random_range(0..20),
+            page,
+            mask,
+            per_head,
+            causal,
+        };
+        if i % 2 == 0 {
+            run_layout_case::<bf16>(&c, &mut rng);
+        } else {
+            run_layout_case::<f16>(&c, &mut rng);
+        }
+    }
+}
+
+/// Attention over a paged cache equals attention over the same keys gathered into a padded
+/// K and V with the same key counts, bit for bit (the CPU sums in key order either way); and a
+/// count equal to K's seq is the padded batch's result.
+#[test]
+fn cpu_paged_equals_gathered_and_counts_equal_padded() {
+    let mut rng = StdRng::seed_from_u64(seed());
+    let (batch, hq, heads_kv, seq_q, d, page) = (3, 4, 2, 5, 64, 16);
+    let lens = [37usize, 0, 90];
+    let max_len = 90;
+    let cache = common::PagedCache::shuffled(&mut rng, &lens, page, 7, 2);
+    let pool_shape = HeadsShape::packed(cache.num_pages, heads_kv, page, d);
+    let k: Vec<bf16> = random_vec(pool_shape.required_len().unwrap(), &mut rng);
+    let v: Vec<bf16> = random_vec(pool_shape.required_len().unwrap(), &mut rng);
+    let q: Vec<bf16> = random_vec(batch * hq * seq_q * d, &mut rng);
+    let (kg, vg) = (
+        cache.gather(&k, heads_kv, d, max_len),
+        cache.gather(&v, heads_kv, d, max_len),
+    );
+    let opts = AttentionOptions::new()
+        .causal(true)
+        .causal_alignment(CausalAlignment::BottomRight);
+    let run = |k: &[bf16], v: &[bf16], ks: HeadsShape, layout: &sparsek::SequenceLayout| {
+        let mut o = vec![bf16::from_f32(f32::NAN); batch * hq * seq_q * d];
+        let mut lse = vec![f32::NAN; batch * hq * seq_q];
+        sparsek::attention_with_layout(
+            Heads::host(&q, batch, hq, seq_q, d),
+            heads(k, &ks),
+            heads(v, &ks),
+            HeadsMut::host(&mut o, batch, hq, seq_q, d),
+            Some(LseMut::Host(&mut lse)),
+            None,
+            layout,
+            &opts,
+        )
+        .unwrap();
+        (
+            o.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            lse.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+        )
+    };
+    let paged = run(
+        &k,
+        &v,
+        pool_shape,
+        &sparsek::SequenceLayout::new(batch)
+            .seqlens_k(&cache.lens, max_len)
+            .page_table(sparsek::PageTable::new(&cache.table, cache.max_pages, page)),
+    );
+    let gathered_shape = HeadsShape::packed(batch, heads_kv, max_len, d);
+    let gathered = run(
+        &kg,
+        &vg,
+        gathered_shape,
+        &sparsek::SequenceLayout::new(batch).seqlens_k(&cache.lens, max_len),
+    );
+    assert_eq!(paged, gathered);
+    // Every count = K's seq: the padded batch.
+    let full = vec![max_len as i32; batch];
+    let counted = run(
+        &kg,
+        &vg,
+        gathered_shape,
+        &sparsek::SequenceLayout::new(batch).seqlens_k(&full, max_len),
+    );
+    let padded = run(&kg, &vg, gathered_shape, &sparsek::SequenceLayout::padded());
+    assert_eq!(counted, padded);
+}
+
+/// The layout's refusals, each typed, O and LSE untouched: a page index out of the pool, a
+/// key count above max_seqlen_k or negative, a page table without key counts, max_seqlen_k
+/// above the pages' capacity or K's keys, arrays shorter than their entries, K's batch not
+/// the layout's, a page size the table does not state, a mask counted from the page size, a
+/// mask's key blocks not nesting with the pages, the layout's batch not Q's.
+#[test]
+fn layout_refusals_leave_outputs_untouched() {
+    let (batch, heads, seq_q, d, page, pages) = (2, 2, 3, 16, 8, 5);
+    let x = vec![bf16::from_f32(0.25); pages * heads * page * d];
+    let q = vec![bf16::from_f32(0.5); batch * heads * seq_q * d];
+    let mut o = vec![bf16::from_f32(3.0); batch * heads * seq_q * d];
+    let mut lse = vec![5.0f32; batch * heads * seq_q];
+    let before = (o.clone(), lse.clone());
+    let lens = [10i32, 3];
+    let table = [4i32, 0, 2, -1];
+    let run = |o: &mut [bf16],
+               lse: &mut [f32],
+               kv_batch: usize,
+               kv_seq: usize,
+               mask: Option<&BlockPatterns>,
+               layout: &sparsek::SequenceLayout| {
+        attention_into_layout(
+            &q,
+            &x,
+            (batch, heads, seq_q, d),
+            (kv_batch, kv_seq),
+            o,
+            lse,
+            mask,
+            layout,
+        )
+    };
+    // Two sequences, 2 table entries each, pages of 8 keys.
+    fn paged<'a>(lens: &'a [i32], table: &'a [i32], max_len: usize) -> sparsek::SequenceLayout<'a> {
+        sparsek::SequenceLayout::new(2)
+            .seqlens_k(lens, max_len)
+            .page_table(sparsek::PageTable::new(table, 2, 8))
+    }
+    let lens_v = lens.to_vec();
+    let table_v = table.to_vec();
+    let out_of_pool = [4i32, 5, 2, -1];
+    let above = [17i32, 3];
+    let negative = [10i32, -1];
+    let cases: Vec<(&str, Result<(), Error>, &str)> = vec![
+        (
+            "a page index out of the pool",
+            run(
+                &mut o,
+                &mut lse,
+                pages,
+                page,
+                None,
+                &paged(&lens_v, &out_of_pool, 16),
+            ),
+            "outside [0, 5)",
+        ),
+        (
+            "a key count above max_seqlen_k",
+            run(
+                &mut o,
+                &mut lse,
+                pages,
+                page,
+                None,
+                &paged(&above, &table_v, 16),
+            ),
+            "outside [0, max_seqlen_k = 16]",
+        ),
+        (
+            "a negative key count",
+            run(
+                &mut o,
+                &mut lse,
+                pages,
+                page,
+                None,
+                &paged(&negative, &table_v, 16),
+            ),
+            "outside [0, max_seqlen_k",
+        ),
+        (
+            "a page table without key counts",
+            run(
+                &mut o,
+                &mut lse,
+                pages,
+                page,
+                None,
+                &sparsek::SequenceLayout::new(batch)
+                    .page_table(sparsek::PageTable::new(&table_v, 2, page)),
+            ),
+            "needs seqlens_k",
+        ),
+        (
+            "max_seqlen_k above the pages' keys",
+            run(
+                &mut o,
+                &mut lse,
+                pages,
+                page,
+                None,
+                &paged(&lens_v, &table_v, 17),
+            ),
+            "max_pages * page_size",
+        ),
+        (
+            "max_seqlen_k above K's keys",
+            run(
+                &mut o,
+                &mut lse,
+                batch,
+                page,
+                None,
+                &sparsek::SequenceLayout::new(batch).seqlens_k(&lens_v, 9),
+            ),
+            "exceeds seq of K",
+        ),
+        (
+            "key counts shorter than the batch",
+            run(
+                &mut o,
+                &mut lse,
+                batch,
+                page,
+                None,
+                &sparsek::SequenceLayout::new(batch).seqlens_k(&lens_v[..1], 8),
+            ),
+            "seqlens_k",
+        ),
+        (
+            "a table shorter than batch * max_pages",
+            run(
+                &mut o,
+                &mut lse,
+                pages,
+                page,
+                None,
+                &paged(&lens_v, &table_v[..3], 16),
+            ),
+            "page_table",
+        ),
+        (
+            "a page size the table does not state",
+            run(
+                &mut o,
+                &mut lse,
+                pages,
+                page,
+                None,
+                &sparsek::SequenceLayout::new(batch)
+                    .seqlens_k(&lens_v, 16)
+                    .page_table(sparsek::PageTable::new(&table_v, 2, 16)),
+            ),
+            "page_size",
+        ),
+        (
+            "the layout's batch not Q's",
+            run(
+                &mut o,
+                &mut lse,
+                pages,
+                page,
+                None,
+                &sparsek::SequenceLayout::new(3)
+                    .seqlens_k(&[1, 1, 1], 16)
+                    .page_table(sparsek::PageTable::new(&[0, 0, 0, 0, 0, 0], 2, page)),
+            ),
+            "batch of the layout",
+        ),
+        (
+            "counts without arrays",
+            run(
+                &mut o,
+                &mut lse,
+                batch,
+                page,
+                None,
+                &sparsek::SequenceLayout::new(batch),
+            ),
+            "none of its arrays",
+        ),
+        (
+            "a mask counted from the page size",
+            run(
+                &mut o,
+                &mut lse,
+                pages,
+                page,
+                Some(&BlockPatterns::from_parts(4, 8, 1, 1, 1, vec![0, 1], vec![0]).unwrap()),
+                &paged(&lens_v, &table_v, 16),
+            ),
+            "max_seqlen_k",
+        ),
+        (
+            "mask blocks not nesting with the pages",
+            run(
+                &mut o,
+                &mut lse,
+                pages,
+                page,
+                Some(&BlockPatterns::from_parts(4, 12, 1, 2, 1, vec![0, 1], vec![0]).unwrap()),
+                &paged(&lens_v, &table_v, 16),
+            ),
+            "multiple of the page size",
+        ),
+    ];
+    for (what, r, keyword) in cases {
+        let e = r.expect_err(what).to_string();
+        println!("{what}: {e}");
+        assert!(e.contains(keyword), "{what}: {e:?} lacks {keyword:?}");
+    }
+    assert_eq!((o, lse), before);
+    // The same problems pass with good values.
+    let mut o2 = before.0.clone();
+    let mut l2 = before.1.clone();
+    run(
+        &mut o2,
+        &mut l2,
+        pages,
+        page,
+        None,
+        &paged(&lens_v, &table_v, 16),
+    )
+    .unwrap();
+    assert_ne!(o2, before.0);
+}
+
+/// Host attention of packed views over a layout: Q `[batch, heads, seq_q, d]`, K and V
+/// `[kv_batch, heads, kv_seq, d]` (both from `kv`).
+#[allow(clippy::too_many_arguments)]
+fn attention_into_layout(
+    q: &[bf16],
+    kv: &[bf16],
+    (batch, heads, seq_q, d): (usize, usize, usize, usize),
+    (kv_batch, kv_seq): (usize, usize),
+    o: &mut [bf16],
+    lse: &mut [f32],
+    mask: Option<&BlockPatterns>,
+    layout: &sparsek::SequenceLayout,
+) -> Result<(), Error> {
+    let kv = &kv[..kv_batch * heads * kv_seq * d];
+    sparsek::attention_with_layout(
+        Heads::host(q, batch, heads, seq_q, d),
+        Heads::host(kv, kv_batch, heads, kv_seq, d),
+        Heads::host(kv, kv_batch, heads, kv_seq, d),
+        HeadsMut::host(o, batch, heads, seq_q, d),
+        Some(LseMut::Host(lse)),
+        mask.map(MaskOperand::Host),
+        layout,
+        &AttentionOptions::new(),
+    )
+}

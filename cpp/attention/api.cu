@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "attention/gating.hpp"
+#include "attention/layout_check.hpp"
 #include "attention/operation.hpp"
 #include "attention/problem.hpp"
 #include "attention/rules.hpp"
@@ -417,18 +418,9 @@ Result attention(const HeadsView& q, const HeadsView& k, const HeadsView& v, con
   if (r.ok() && options.check_indices && p.has_mask)
     r = detail::check_pattern(p.mask.row_ptr, p.mask.col_idx, p.mask.patterns * p.mask.q_blocks, p.mask.k_blocks,
                               p.mask.nnzb, stream, "mask");
-  // The layout's key counts and the pages they reach (batch * max_pages < 2^31: the table).
-  if (r.ok() && options.check_indices && p.layout.seqlens_k != nullptr)
-    r = detail::check_seqlens_and_pages(p.layout.seqlens_k, p.layout.page_table, p.layout.batch,
-                                        p.layout.max_seqlen_k, p.layout.max_pages, p.k.seq, p.k.batch, stream);
-  // Packed sequences' offsets: from 0, non-decreasing, ending at the packed total (the view's
-  // seq), each length at most max_seqlen.
-  if (r.ok() && options.check_indices && p.varlen_q())
-    r = detail::check_cu_seqlens(p.layout.cu_seqlens_q, p.layout.batch, p.q.seq, p.layout.max_seqlen_q, stream,
-                                 "layout.cu_seqlens_q");
-  if (r.ok() && options.check_indices && p.varlen_k())
-    r = detail::check_cu_seqlens(p.layout.cu_seqlens_k, p.layout.batch, p.k.seq, p.layout.max_seqlen_k, stream,
-                                 "layout.cu_seqlens_k");
+  // The layout's arrays: key counts and the pages they reach, packed sequences' offsets
+  // (attention/layout_check.hpp, which the Rust bridge runs too).
+  if (r.ok() && options.check_indices) r = detail::check_layout_indices(p, stream);
   if (r.ok()) r = detail::launch(p, s, stream);
   return detail::finish(r);
 }

@@ -1,6 +1,7 @@
 // attention's half of the cxx bridge (src/device/sys.rs, cpp/bridge_common.hpp): block-sparse
 // attention, and the top-k gating that builds its mask.
 #include "attention/gating.hpp"
+#include "attention/layout_check.hpp"
 #include "attention/problem.hpp"
 #include "bridge_common.hpp"
 #include "sparsek/cpp/attention/bridge.h"
@@ -29,17 +30,30 @@ detail::AttentionProblem to_problem(const AttentionProblem& x, const detail::Dev
   m.nnzb = x.nnzb;
   m.row_ptr = reinterpret_cast<const int32_t*>(x.row_ptr);
   m.col_idx = reinterpret_cast<const int32_t*>(x.col_idx);
+  SequenceLayout l;
+  l.cu_seqlens_q = reinterpret_cast<const int32_t*>(x.layout.cu_seqlens_q);
+  l.cu_seqlens_k = reinterpret_cast<const int32_t*>(x.layout.cu_seqlens_k);
+  l.seqlens_k = reinterpret_cast<const int32_t*>(x.layout.seqlens_k);
+  l.page_table = reinterpret_cast<const int32_t*>(x.layout.page_table);
+  l.max_pages = x.layout.max_pages;
+  l.batch = x.layout.batch;
+  l.max_seqlen_q = x.layout.max_seqlen_q;
+  l.max_seqlen_k = x.layout.max_seqlen_k;
   return detail::AttentionProblem::from_rust(to_heads(x.q, x.dtype), to_heads(x.k, x.dtype), to_heads(x.v, x.dtype),
                                              to_heads_mut(x.o, x.dtype), reinterpret_cast<float*>(x.lse),
                                              x.has_mask ? &m : nullptr, x.causal, x.causal_alignment, x.scale,
-                                             x.backend, device);
+                                             x.backend, device, l);
 }
 
 }  // namespace
 
 FfiStatus attention(const AttentionProblem& problem) {
-  return select_and_run(problem, nullptr,
-                        [&problem](const detail::DeviceInfo& device) { return to_problem(problem, device); });
+  // check_indices: the layout's device arrays (the Rust entry validated host arrays itself).
+  return select_and_run(
+      problem, nullptr, [&problem](const detail::DeviceInfo& device) { return to_problem(problem, device); },
+      [&problem](const detail::AttentionProblem& p, cudaStream_t stream) {
+        return problem.check_indices ? detail::check_layout_indices(p, stream) : Result{};
+      });
 }
 
 // Top-k gating of the Rust entry (gpu::block_topk* validated the dims and computed nnzb).

@@ -3,6 +3,7 @@
 //! checks them) and what only Rust's operands carry.
 
 use super::heads::HeadsShape;
+use super::layout::{LayoutDims, SequenceLayout};
 use super::options::AttentionOptions;
 use super::rules::{self, Facts};
 use crate::check::rules::int;
@@ -39,10 +40,12 @@ pub(crate) fn check_buffer(
 }
 
 /// The facts attention's rules read (`rules/attention.toml`, generated into
-/// `super::rules`): the four views' dims, their element type, where they are, the mask's dims.
+/// `super::rules`): the four views' dims, their element type, where they are, the mask's and
+/// the layout's dims.
 pub(crate) fn facts(
     [q, k, v, o]: [&HeadsShape; 4],
     mask: Option<MaskDims>,
+    layout: LayoutDims,
     dtype: DType,
     device: bool,
     backend: Backend,
@@ -88,35 +91,45 @@ pub(crate) fn facts(
         made_for: m.heads.is_some(),
         mask_batch: int(mask_batch),
         mask_heads: int(mask_heads),
-        layout: false,
+        layout: layout.seqlens_k || layout.paged,
         varlen_q: false,
         varlen_k: false,
-        seqlens_k: false,
-        paged: false,
-        layout_batch: 0,
-        max_pages: 0,
+        seqlens_k: layout.seqlens_k,
+        paged: layout.paged,
+        layout_batch: int(layout.batch),
+        max_pages: int(layout.max_pages),
         max_seqlen_q: 0,
-        max_seqlen_k: 0,
-        page_size: 0,
+        max_seqlen_k: int(layout.max_seqlen_k),
+        page_size: int(layout.page_size),
     }
 }
 
 /// The one validation of the entry, for every backend: the table's shapes (the views' dims
-/// agree, K and V's heads dividing Q's, the mask fits them), then what only Rust's operands
-/// carry (buffers hold their views, O does not overlap itself, LSE's length, the scale as
-/// Rust gives it), then the table's element types (`device`: the operands are on the device).
+/// agree, K and V's heads dividing Q's, the mask and the layout fit them), then what only
+/// Rust's operands carry (buffers hold their views and the layout's arrays their entries, O
+/// does not overlap itself, LSE's length, the scale as Rust gives it), then the table's
+/// element types (`device`: the operands are on the device).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn check_operands(
     [q, k, v, o]: [&HeadsShape; 4],
     lens: [usize; 4],
     lse_len: Option<usize>,
     mask: Option<MaskDims>,
+    layout: &SequenceLayout<'_>,
     opts: &AttentionOptions,
     dtype: DType,
     device: bool,
 ) -> Result<(), Error> {
-    let facts = facts([q, k, v, o], mask, dtype, device, opts.get_backend());
+    let facts = facts(
+        [q, k, v, o],
+        mask,
+        layout.dims(),
+        dtype,
+        device,
+        opts.get_backend(),
+    );
     rules::shapes(&facts)?;
+    layout.check_lengths()?;
     for (operand, shape, len) in [
         ("Q", q, lens[0]),
         ("K", k, lens[1]),
@@ -182,6 +195,7 @@ pub(crate) fn check_mask_dims(
     rules::shapes(&facts(
         [&q, &kv, &kv, &q],
         Some(mask),
+        LayoutDims::default(),
         DType::F16,
         false,
         Backend::Auto,

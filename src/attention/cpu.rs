@@ -2,11 +2,14 @@
 //! f32 (inputs widened exactly), the softmax with the row max subtracted, O = Σ p·v / Σ p in
 //! f32, rounded once. (Batch, head) pairs run in parallel on rayon's pool. Query head `h`
 //! reads KV head `h / (heads of Q / heads of K)` (grouped-query attention); causal keeps
-//! keys `j <= i + offset` (the alignment's offset, [`CausalAlignment::offset`]).
+//! keys `j <= i + offset` (the alignment's offset, [`CausalAlignment::offset`]). With a
+//! serving layout (its host values checked: [`HostKeys`]), sequence `b` has its own key count
+//! (its bottom-right offset `seqlens_k[b] - seq_q`) and its keys may sit in pages.
 
 use rayon::prelude::*;
 
 use super::heads::HeadsShape;
+use super::layout::HostKeys;
 use super::options::{AttentionOptions, CausalAlignment};
 use super::patterns::BlockPatterns;
 use crate::element::Element;
@@ -34,6 +37,8 @@ struct Head<'a, T> {
     k: (&'a [T], &'a HeadsShape),
     v: (&'a [T], &'a HeadsShape),
     pattern: Option<(&'a BlockPatterns, usize)>,
+    /// Per-sequence keys (and pages), or the padded batch.
+    keys: Option<HostKeys<'a>>,
     /// Causal: the alignment (query `i` keeps keys `j <= i + offset`).
     causal: Option<CausalAlignment>,
     scale: f32,
@@ -54,23 +59,28 @@ impl<T: Element> Head<'_, T> {
                 .binary_search(&((j / p.block_k()) as i32))
                 .is_ok(),
         };
-        // Keys past the causal diagonal are never kept: the row's keys end there.
+        // The sequence's keys; those past the causal diagonal are never kept: the row's keys
+        // end there.
+        let seq_k = self.keys.map_or(ks.seq, |x| x.len(self.b));
         let keys = match self.causal {
-            None => ks.seq,
+            None => seq_k,
             Some(a) => {
-                let last = (i as i128) + a.offset(qs.seq, ks.seq) as i128;
-                (last + 1).clamp(0, ks.seq as i128) as usize
+                let last = (i as i128) + a.offset(qs.seq, seq_k) as i128;
+                (last + 1).clamp(0, seq_k as i128) as usize
             }
         };
+        // Where key j is in K and V: (batch entry, row), a page's row when paged.
+        let at = |j: usize| self.keys.map_or((self.b, j), |x| x.key(self.b, j));
         let mut max = f32::NEG_INFINITY;
         for j in 0..keys {
             if !kept_block(j) {
                 continue;
             }
+            let (kb, kj) = at(j);
             let mut dot = 0f32;
             for c in 0..d {
                 dot += qd[qs.offset(self.b, self.h, i, c)].to_f32()
-                    * kd[ks.offset(self.b, self.h_kv, j, c)].to_f32();
+                    * kd[ks.offset(kb, self.h_kv, kj, c)].to_f32();
             }
             let s = dot * self.scale;
             max = max.max(s);
@@ -84,8 +94,9 @@ impl<T: Element> Head<'_, T> {
         for &(j, s) in scores.iter() {
             let p = (s - max).exp();
             sum += p;
+            let (vb, vj) = at(j);
             for (c, x) in out.iter_mut().enumerate() {
-                *x += p * vd[vs.offset(self.b, self.h_kv, j, c)].to_f32();
+                *x += p * vd[vs.offset(vb, self.h_kv, vj, c)].to_f32();
             }
         }
         out.iter_mut().for_each(|x| *x /= sum);
@@ -97,6 +108,7 @@ pub(super) fn attention<T: Element>(
     ops: Operands<'_, T>,
     lse: Option<&mut [f32]>,
     mask: Option<&BlockPatterns>,
+    keys: Option<HostKeys<'_>>,
     opts: &AttentionOptions,
 ) -> Result<(), Error> {
     let qs = *ops.q.1;
@@ -135,6 +147,7 @@ pub(super) fn attention<T: Element>(
             k: ops.k,
             v: ops.v,
             pattern: mask.map(|p| (p, p.pattern_of(b, h, heads))),
+            keys,
             causal: opts.get_causal().then(|| opts.get_causal_alignment()),
             scale,
         };

@@ -9,6 +9,7 @@ use cudarc::driver::{CudaSlice, CudaStream};
 use super::check::MaskDims;
 use super::gating::{check_gating_inputs, topk_nnzb, TopkOptions};
 use super::heads::{Heads, HeadsShape};
+use super::layout::{IndexArray, SequenceLayout};
 use super::options::{AttentionOptions, CausalAlignment};
 use super::patterns::BlockPatterns;
 use crate::dense::Storage;
@@ -171,6 +172,16 @@ pub(crate) struct AttentionOperands<'a, 'b, T> {
     /// `batch*heads*seq_q` floats when present (checked by the caller).
     pub lse: Option<&'a mut CudaSlice<f32>>,
     pub mask: Option<&'a DeviceBlockPatterns>,
+    /// The layout, its arrays on the device (checked by the caller).
+    pub layout: &'b SequenceLayout<'a>,
+}
+
+/// A device array of a layout (the caller checked every one is on the device).
+fn device_array<'a>(a: Option<IndexArray<'a>>) -> Option<&'a CudaSlice<i32>> {
+    match a {
+        Some(IndexArray::Device(s)) => Some(s),
+        _ => None,
+    }
 }
 
 /// Device attention, after `crate::attention` validated shapes, buffers and the mask's dims.
@@ -188,7 +199,8 @@ pub(crate) fn run_attention<T: Element>(
     };
     let (o, o_shape) = ops.o;
     let requested = opts.get_backend();
-    let problem = attention_problem::<T>(ops.q, ops.k, ops.v, &o_shape, ops.mask, opts)?;
+    let problem =
+        attention_problem::<T>(ops.q, ops.k, ops.v, &o_shape, ops.mask, ops.layout, opts)?;
     let stream = o.stream().clone();
     check_contexts(
         &stream,
@@ -206,6 +218,13 @@ pub(crate) fn run_attention<T: Element>(
             ],
         )?;
     }
+    let seqlens_k = device_array(ops.layout.get_seqlens_k());
+    let page_table = device_array(ops.layout.get_page_table().map(|t| t.table()));
+    for (name, a) in [("seqlens_k", seqlens_k), ("page_table", page_table)] {
+        if let Some(a) = a {
+            check_contexts(&stream, &[(name, a.stream())])?;
+        }
+    }
     stream.context().bind_to_thread()?;
     let bufs = sys::AttentionBuffers {
         q,
@@ -214,6 +233,8 @@ pub(crate) fn run_attention<T: Element>(
         o: sys::Output::Launch(o),
         lse: ops.lse,
         mask: ops.mask.map(|m| (&m.row_ptr, &m.col_idx)),
+        seqlens_k,
+        page_table,
     };
     check(sys::attention(problem, bufs, &stream), requested).map(|_| ())
 }
@@ -224,8 +245,10 @@ fn attention_problem<T: Element>(
     v: &Heads<'_, T>,
     o: &HeadsShape,
     mask: Option<&DeviceBlockPatterns>,
+    layout: &SequenceLayout<'_>,
     opts: &AttentionOptions,
 ) -> Result<sys::AttentionProblem, Error> {
+    let dims = layout.dims();
     let requested = opts.get_backend();
     let (has_mask, block_q, block_k, q_blocks, k_blocks, patterns, nnzb) = match mask {
         Some(m) => (
@@ -254,6 +277,18 @@ fn attention_problem<T: Element>(
         col_idx: 0,
         causal: opts.get_causal(),
         causal_alignment: causal_alignment(opts.get_causal_alignment()),
+        // The arrays' addresses are filled by sys::attention.
+        layout: sys::LayoutDesc {
+            cu_seqlens_q: 0,
+            cu_seqlens_k: 0,
+            seqlens_k: 0,
+            page_table: 0,
+            max_pages: to_i64("max_pages", dims.max_pages)?,
+            batch: to_i64("batch of the layout", dims.batch)?,
+            max_seqlen_q: 0,
+            max_seqlen_k: to_i64("max_seqlen_k", dims.max_seqlen_k)?,
+        },
+        check_indices: opts.get_check_indices(),
         scale: opts.get_scale(q.shape.head_dim),
         backend: backend(requested)?,
         stream: 0,

@@ -51,6 +51,7 @@ pub(crate) mod gating_rules;
 #[cfg(feature = "cuda")]
 pub(crate) mod gpu;
 mod heads;
+mod layout;
 mod options;
 mod patterns;
 pub(crate) mod rules;
@@ -67,6 +68,7 @@ use check::check_operands;
 
 pub use gating::{block_topk_pooled, block_topk_scores, pooled_scores, topk_nnzb, TopkOptions};
 pub use heads::{Heads, HeadsMut, HeadsShape};
+pub use layout::{IndexArray, PageTable, SequenceLayout};
 pub use options::{AttentionOptions, CausalAlignment};
 pub use patterns::BlockPatterns;
 
@@ -114,7 +116,8 @@ impl LseMut<'_> {
 /// reference, device operands (and a device mask) the GPU kernel on O's stream. Every check
 /// runs first; on an error nothing is written. FP8 elements ([`F8E4M3`](crate::F8E4M3),
 /// [`F8E5M2`](crate::F8E5M2)) are [`Error::UnsupportedTypes`] on every backend: their values
-/// mean `stored * scale`, and attention takes no scales.
+/// mean `stored * scale`, and attention takes no scales. The padded batch: for per-sequence
+/// key counts and paged K/V, [`attention_with_layout`].
 pub fn attention_into<T: Element>(
     q: Heads<'_, T>,
     k: Heads<'_, T>,
@@ -122,6 +125,27 @@ pub fn attention_into<T: Element>(
     o: HeadsMut<'_, T>,
     lse: Option<LseMut<'_>>,
     mask: Option<MaskOperand<'_>>,
+    opts: &AttentionOptions,
+) -> Result<(), Error> {
+    attention_with_layout(q, k, v, o, lse, mask, &SequenceLayout::padded(), opts)
+}
+
+/// [`attention_into`] over a serving layout ([`SequenceLayout`]: each sequence's key count,
+/// K and V read through a [`PageTable`]). The layout's arrays are where the operands are
+/// (host slices with host operands, device buffers with device operands:
+/// [`Error::MixedLocations`] otherwise); its rules are checked with the views' (a page table
+/// needs the key counts, K and V's batch is then the pool's pages and their seq the page size,
+/// a mask's key blocks count from `max_seqlen_k`, ...). Host values are always checked;
+/// device values with [`AttentionOptions::check_indices`].
+#[allow(clippy::too_many_arguments)]
+pub fn attention_with_layout<T: Element>(
+    q: Heads<'_, T>,
+    k: Heads<'_, T>,
+    v: Heads<'_, T>,
+    o: HeadsMut<'_, T>,
+    lse: Option<LseMut<'_>>,
+    mask: Option<MaskOperand<'_>>,
+    layout: &SequenceLayout<'_>,
     opts: &AttentionOptions,
 ) -> Result<(), Error> {
     let mask_dims = mask.as_ref().map(|m| match m {
@@ -136,6 +160,7 @@ pub fn attention_into<T: Element>(
         [q.data.len(), k.data.len(), v.data.len(), o.data.len()],
         lse.as_ref().map(LseMut::len),
         mask_dims,
+        layout,
         opts,
         T::DTYPE,
         !matches!(q.data, Storage::Host(_)),
@@ -165,6 +190,12 @@ pub fn attention_into<T: Element>(
                     return Err(Error::MixedLocations("host Q, K, V, O with a device mask"))
                 }
             };
+            if !layout.on_host() {
+                return Err(Error::MixedLocations(
+                    "host Q, K, V, O with a device layout array",
+                ));
+            }
+            let keys = layout.host_keys(k.shape.batch)?;
             cpu::attention(
                 cpu::Operands {
                     q: (qd, &q.shape),
@@ -174,6 +205,7 @@ pub fn attention_into<T: Element>(
                 },
                 lse,
                 mask,
+                keys,
                 opts,
             )
         }
@@ -193,6 +225,11 @@ pub fn attention_into<T: Element>(
                     "device Q, K, V, O with a host mask (upload it: DeviceBlockPatterns::upload)",
                 )),
             };
+            if !layout.on_device() {
+                return Err(Error::MixedLocations(
+                    "device Q, K, V, O with a host layout array (upload it)",
+                ));
+            }
             gpu::run_attention(
                 gpu::AttentionOperands {
                     q: &q,
@@ -201,6 +238,7 @@ pub fn attention_into<T: Element>(
                     o: (od, o.shape),
                     lse,
                     mask,
+                    layout,
                 },
                 opts,
             )

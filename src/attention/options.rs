@@ -68,6 +68,7 @@ pub struct AttentionOptions {
     causal: bool,
     causal_alignment: CausalAlignment,
     backend: Option<Backend>,
+    check_indices: bool,
 }
 
 impl AttentionOptions {
@@ -97,6 +98,17 @@ impl AttentionOptions {
         self.backend = Some(backend);
         self
     }
+    /// Check a [`SequenceLayout`](super::SequenceLayout)'s device arrays on the device before
+    /// the launch (the C++ `AttentionOptions::check_indices`): a key count outside `[0,
+    /// max_seqlen_k]` or a page a sequence reaches outside the pool is
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) and nothing is launched. It
+    /// waits for the stream (not inside a CUDA graph capture). Off: the values are trusted
+    /// for the results, and clamped by the kernels (no access leaves the views). Host arrays
+    /// are always checked.
+    pub fn check_indices(mut self, check: bool) -> Self {
+        self.check_indices = check;
+        self
+    }
     /// The scale for this head dimension (1/sqrt(head_dim) unless set).
     pub fn get_scale(&self, head_dim: usize) -> f32 {
         self.scale
@@ -113,5 +125,9 @@ impl AttentionOptions {
     /// The backend requested.
     pub fn get_backend(&self) -> Backend {
         self.backend.unwrap_or(Backend::Auto)
+    }
+    /// Whether a layout's device arrays are checked on the device first.
+    pub fn get_check_indices(&self) -> bool {
+        self.check_indices
     }
 }

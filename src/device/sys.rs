@@ -175,9 +175,24 @@ mod ffi {
         stride_s: i64,
     }
 
+    /// The serving layout of an attention forward (`sparsek::SequenceLayout`): device
+    /// addresses of its `i32` arrays (0: off) and its counts.
+    #[namespace = "sparsek::ffi"]
+    struct LayoutDesc {
+        cu_seqlens_q: u64,
+        cu_seqlens_k: u64,
+        seqlens_k: u64,
+        page_table: u64,
+        max_pages: i64,
+        batch: i64,
+        max_seqlen_q: i64,
+        max_seqlen_k: i64,
+    }
+
     /// One attention forward, validated by the Rust entry point (`crate::attention`): Q, K,
     /// V, O of one dtype, the LSE (`batch*heads*seq_q` floats, or 0), the optional stacked
-    /// block mask. Pointers are device addresses.
+    /// block mask, the serving layout (and whether its arrays are checked on the device
+    /// before the launch). Pointers are device addresses.
     #[namespace = "sparsek::ffi"]
     struct AttentionProblem {
         q: HeadsDesc,
@@ -200,6 +215,8 @@ mod ffi {
         col_idx: u64,
         causal: bool,
         causal_alignment: CausalAlignment,
+        layout: LayoutDesc,
+        check_indices: bool,
         scale: f32,
         backend: Backend,
         stream: u64,
@@ -314,8 +331,8 @@ pub(crate) fn dtype(t: crate::element::DType) -> DType {
 
 pub(crate) use ffi::{
     Activation, AttentionProblem, Backend, BsrDesc, CausalAlignment, DType, DenseDesc, FfiStatus,
-    GatingProblem, HeadsDesc, Layout, Mode, QuantizeProblem, ScaleKind, SddmmProblem, SpmmProblem,
-    Status,
+    GatingProblem, HeadsDesc, Layout, LayoutDesc, Mode, QuantizeProblem, ScaleKind, SddmmProblem,
+    SpmmProblem, Status,
 };
 
 /// An output buffer of one call, and so its mode: written by a launch (`&mut`), or only
@@ -493,6 +510,9 @@ pub(crate) struct AttentionBuffers<'a, T> {
     pub lse: Option<&'a mut CudaSlice<f32>>,
     /// The mask's `row_ptr` and `col_idx` (a `DeviceBlockPatterns`).
     pub mask: Option<(&'a CudaSlice<i32>, &'a CudaSlice<i32>)>,
+    /// The layout's key counts and page table, read only.
+    pub seqlens_k: Option<&'a CudaSlice<i32>>,
+    pub page_table: Option<&'a CudaSlice<i32>>,
 }
 
 /// Fills the pointers and mode of `problem` from `bufs` and selects, or enqueues on
@@ -511,6 +531,12 @@ pub(crate) fn attention<T>(
         problem.row_ptr = read(row_ptr, stream, &mut guards);
         problem.col_idx = read(col_idx, stream, &mut guards);
     }
+    if let Some(s) = bufs.seqlens_k {
+        problem.layout.seqlens_k = read(s, stream, &mut guards);
+    }
+    if let Some(t) = bufs.page_table {
+        problem.layout.page_table = read(t, stream, &mut guards);
+    }
     let (mode, o, _o) = bufs.o.pointer(stream);
     let _lse = bufs.lse.map(|l| {
         let (ptr, guard) = l.device_ptr_mut(stream);
@@ -523,8 +549,9 @@ pub(crate) fn attention<T>(
     // SAFETY: every pointer is a live cudarc allocation borrowed for this call (O and the
     // LSE mutably), sized for its view as attention::check checked; the mask arrays come
     // from a DeviceBlockPatterns (validated on upload, or written by the gating kernel with
-    // the sizes it promises); every buffer belongs to the stream's context
-    // (result::check_contexts), bound to this thread.
+    // the sizes it promises); the layout's arrays hold their entries (SequenceLayout's
+    // check_lengths) and any values are safe (the kernels clamp them into the views); every
+    // buffer belongs to the stream's context (result::check_contexts), bound to this thread.
     unsafe { ffi::attention(&problem) }
 }
 

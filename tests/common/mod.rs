@@ -295,6 +295,31 @@ pub fn attention_reference_aligned<T: Element>(
     causal: Option<sparsek::CausalAlignment>,
     scale: f64,
 ) -> (Vec<f64>, Vec<f64>) {
+    attention_reference_layout(q, k, v, mask, causal, scale, None)
+}
+
+/// A serving layout as the reference reads it: sequence `b` has `seqlens_k[b]` keys; paged
+/// (`pages = Some((table, max_pages, page_size))`), its key `j` is row `j % page_size` of
+/// K and V's batch entry `table[b·max_pages + j / page_size]`.
+#[derive(Clone, Copy)]
+pub struct RefLayout<'a> {
+    pub seqlens_k: &'a [i32],
+    pub pages: Option<(&'a [i32], usize, usize)>,
+}
+
+/// [`attention_reference_aligned`] over a serving layout: each sequence's own key count
+/// (its bottom-right diagonal at `seqlens_k[b] - seq_q`) and paged K/V; the mask's columns
+/// are logical key blocks.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_reference_layout<T: Element>(
+    q: (&[T], &sparsek::HeadsShape),
+    k: (&[T], &sparsek::HeadsShape),
+    v: (&[T], &sparsek::HeadsShape),
+    mask: Option<&sparsek::BlockPatterns>,
+    causal: Option<sparsek::CausalAlignment>,
+    scale: f64,
+    layout: Option<RefLayout<'_>>,
+) -> (Vec<f64>, Vec<f64>) {
     let (qd, qs) = q;
     let (kd, ks) = k;
     let (vd, vs) = v;
@@ -307,7 +332,13 @@ pub fn attention_reference_aligned<T: Element>(
         ks.heads == 0 || hn % ks.heads == 0,
         "the reference takes dividing heads"
     );
-    let keeps = |i: usize, j: usize| match causal {
+    // Sequence b's keys, and where its key j is in K and V (batch entry, row).
+    let keys_of = |b: usize| layout.map_or(sk, |l| l.seqlens_k[b] as usize);
+    let key_at = |b: usize, j: usize| match layout.and_then(|l| l.pages) {
+        None => (b, j),
+        Some((table, max_pages, page)) => (table[b * max_pages + j / page] as usize, j % page),
+    };
+    let keeps = |i: usize, j: usize, sk: usize| match causal {
         None => true,
         Some(sparsek::CausalAlignment::TopLeft) => j <= i,
         Some(sparsek::CausalAlignment::BottomRight) => j + sq <= i + sk,
@@ -322,6 +353,7 @@ pub fn attention_reference_aligned<T: Element>(
             _ => 0,
         });
         let mut s = Vec::new();
+        let sk = keys_of(b);
         for j in 0..sk {
             let listed = match (mask, p) {
                 (Some(m), Some(p)) => m
@@ -329,13 +361,14 @@ pub fn attention_reference_aligned<T: Element>(
                     .contains(&((j / m.block_k()) as i32)),
                 _ => true,
             };
-            if !listed || !keeps(i, j) {
+            if !listed || !keeps(i, j, sk) {
                 continue;
             }
+            let (kb, kj) = key_at(b, j);
             let mut dot = 0f64;
             for c in 0..d {
                 dot += qd[at(qs, b, h, i, c)].to_f32() as f64
-                    * kd[at(ks, b, hk, j, c)].to_f32() as f64;
+                    * kd[at(ks, kb, hk, kj, c)].to_f32() as f64;
             }
             s.push((j, dot * scale));
         }
@@ -347,8 +380,9 @@ pub fn attention_reference_aligned<T: Element>(
         for &(j, x) in &s {
             let e = (x - max).exp();
             sum += e;
+            let (vb, vj) = key_at(b, j);
             for (c, oc) in o.iter_mut().enumerate() {
-                *oc += e * vd[at(vs, b, hk, j, c)].to_f32() as f64;
+                *oc += e * vd[at(vs, vb, hk, vj, c)].to_f32() as f64;
             }
         }
         for oc in &mut o {
@@ -373,6 +407,18 @@ pub fn random_patterns(
     block: usize,
     density: f64,
 ) -> sparsek::BlockPatterns {
+    random_patterns_blocks(rng, per_head, q_blocks, k_blocks, (block, block), density)
+}
+
+/// [`random_patterns`] of `block_q × block_k` blocks.
+pub fn random_patterns_blocks(
+    rng: &mut StdRng,
+    per_head: Option<(usize, usize)>,
+    q_blocks: usize,
+    k_blocks: usize,
+    (block_q, block_k): (usize, usize),
+    density: f64,
+) -> sparsek::BlockPatterns {
     let patterns = per_head.map_or(1, |(b, h)| b * h);
     let masks: Vec<BlockMask> = (0..patterns)
         .map(|_| {
@@ -392,10 +438,89 @@ pub fn random_patterns(
             BlockMask::new(q_blocks, k_blocks, bits).unwrap()
         })
         .collect();
-    let set = sparsek::BlockPatterns::from_block_masks(block, block, &masks).unwrap();
+    let set = sparsek::BlockPatterns::from_block_masks(block_q, block_k, &masks).unwrap();
     match per_head {
         Some((b, h)) => set.with_heads(b, h).unwrap(),
         None => set,
+    }
+}
+
+/// A KV cache in pages: sequence `b`'s `lens[b]` keys in `ceil(lens[b] / page_size)` pages
+/// of a pool of `num_pages` (every sequence's pages and `spare` unused ones, in a shuffled
+/// order), `max_pages` table entries per sequence (its pages, then -1: never read).
+#[derive(Debug, Clone)]
+pub struct PagedCache {
+    pub lens: Vec<i32>,
+    pub table: Vec<i32>,
+    pub max_pages: usize,
+    pub num_pages: usize,
+    pub page_size: usize,
+}
+
+impl PagedCache {
+    /// A shuffled cache of these lengths; `max_pages` at least each sequence's pages.
+    pub fn shuffled(
+        rng: &mut StdRng,
+        lens: &[usize],
+        page_size: usize,
+        max_pages: usize,
+        spare: usize,
+    ) -> Self {
+        let used: usize = lens.iter().map(|n| n.div_ceil(page_size)).sum();
+        let num_pages = used + spare;
+        let mut order: Vec<i32> = (0..num_pages as i32).collect();
+        for i in (1..order.len()).rev() {
+            order.swap(i, rng.random_range(0..=i));
+        }
+        let mut table = vec![-1i32; lens.len() * max_pages];
+        let mut next = 0;
+        for (b, n) in lens.iter().enumerate() {
+            let pages = n.div_ceil(page_size);
+            assert!(
+                pages <= max_pages,
+                "sequence {b}: {pages} pages, {max_pages} entries"
+            );
+            table[b * max_pages..b * max_pages + pages].copy_from_slice(&order[next..next + pages]);
+            next += pages;
+        }
+        Self {
+            lens: lens.iter().map(|&n| n as i32).collect(),
+            table,
+            max_pages,
+            num_pages,
+            page_size,
+        }
+    }
+
+    /// The longest sequence.
+    pub fn max_len(&self) -> usize {
+        self.lens.iter().map(|&n| n as usize).max().unwrap_or(0)
+    }
+
+    /// The reference's view of the layout.
+    pub fn reference(&self) -> RefLayout<'_> {
+        RefLayout {
+            seqlens_k: &self.lens,
+            pages: Some((&self.table, self.max_pages, self.page_size)),
+        }
+    }
+
+    /// The pool's contents gathered per sequence: `[batch, heads, seq_k, d]` packed from a
+    /// packed pool `[num_pages, heads, page_size, d]` (keys past a sequence's end: 0).
+    pub fn gather<T: Element>(&self, pool: &[T], heads: usize, d: usize, seq_k: usize) -> Vec<T> {
+        let batch = self.lens.len();
+        let mut out = vec![T::default(); batch * heads * seq_k * d];
+        for b in 0..batch {
+            for h in 0..heads {
+                for j in 0..self.lens[b] as usize {
+                    let page = self.table[b * self.max_pages + j / self.page_size] as usize;
+                    let src = ((page * heads + h) * self.page_size + j % self.page_size) * d;
+                    let dst = ((b * heads + h) * seq_k + j) * d;
+                    out[dst..dst + d].copy_from_slice(&pool[src..src + d]);
+                }
+            }
+        }
+        out
     }
 }
 
