@@ -761,3 +761,241 @@ fn attention_sanitized() {
     };
     run_case::<bf16>(&ctx, c, &mut rng);
 }
+
+// ---- serving layouts: per-sequence key counts and paged K/V --------------------------------
+
+use common::gpu_layout::{self, draw_lens, LayoutCase, PerHead as LayoutHeads, Prepared};
+
+/// A layout case on the Hopper family by name (Backend::Hopper): checked against the
+/// reference on an H100, refused NotSupported elsewhere.
+fn run_layout<T: Element + cudarc::driver::DeviceRepr>(
+    ctx: &Arc<CudaContext>,
+    c: &LayoutCase,
+    rng: &mut StdRng,
+) {
+    let stream = ctx.default_stream();
+    let p = Prepared::<T>::new(&stream, c, rng);
+    let r = p.run(&stream, &p.options(Backend::Hopper));
+    if !is_hopper(ctx) {
+        assert!(matches!(r, Err(Error::NotSupported { .. })), "{c:?}: {r:?}");
+        return;
+    }
+    r.unwrap_or_else(|e| panic!("{c:?} {:?}: {e}", T::DTYPE));
+}
+
+/// Paged K/V (shuffled pools of 128- and 256-key pages) and per-sequence key counts (not
+/// multiples of anything, 0 included) on the Hopper family: prefill up to 1000 queries with
+/// the bottom-right diagonal at each sequence's own count, top-left and none, grouped heads,
+/// 128 x 128 masks over logical key blocks (shared, per KV head, per query head), d 64 and
+/// 128, f16 and bf16, against the f64 reference.
+#[test]
+fn attention_paged_matches_reference() {
+    let Some(ctx) = device("attention_paged_matches_reference") else {
+        return;
+    };
+    let mut rng = StdRng::seed_from_u64(seed());
+    use CausalAlignment::{BottomRight as BR, TopLeft as TL};
+    use LayoutHeads::{Kv, Query, Shared};
+    let mut cases = Vec::new();
+    for (i, &(heads, heads_kv, seq_q, d, most, page)) in [
+        (8usize, 2usize, 1000usize, 128usize, 1100usize, 128usize),
+        (4, 1, 300, 64, 1500, 256),
+        (4, 4, 77, 128, 900, 128),
+        (6, 2, 129, 64, 2000, 256),
+        (2, 2, 600, 128, 640, 128),
+        (8, 8, 17, 64, 3000, 128),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let lens = draw_lens(&mut rng, 3, most);
+        let base = LayoutCase::paged(heads, heads_kv, seq_q, d, &lens, page).slack(i * 13 % 30);
+        let causal = [Some(BR), Some(BR), None, Some(TL)][i % 4];
+        let with_causal = |c: LayoutCase| match causal {
+            Some(a) => c.causal(a),
+            None => c,
+        };
+        cases.push(with_causal(base.clone()));
+        let per_head = [Shared, Kv, Query][i % 3];
+        cases.push(with_causal(base.clone().mask(128, 128, per_head)));
+        cases.push(with_causal(base.unpaged().mask(128, 128, per_head)));
+    }
+    for (i, c) in cases.iter().enumerate() {
+        if i % 2 == 0 {
+            run_layout::<bf16>(&ctx, c, &mut rng);
+        } else {
+            run_layout::<f16>(&ctx, c, &mut rng);
+        }
+    }
+}
+
+/// Page sizes the Hopper family cannot take (not a multiple of its 128-key tile): refused
+/// NotSupported by name and through Auto for a prefill shape, O untouched; a decode shape
+/// through Auto goes to the decode family, which takes any page size.
+#[test]
+fn attention_paged_small_pages() {
+    let Some(ctx) = device("attention_paged_small_pages") else {
+        return;
+    };
+    let stream = ctx.default_stream();
+    let mut rng = StdRng::seed_from_u64(seed());
+    for page in [16usize, 64, 100] {
+        let c = LayoutCase::paged(4, 2, 200, 64, &[300, 0, 517], page)
+            .causal(CausalAlignment::BottomRight);
+        let p = Prepared::<bf16>::new(&stream, &c, &mut rng);
+        let (o_len, lse_len) = p.out_lens();
+        let before = vec![bf16::from_f32(3.0); o_len];
+        let mut o = common::upload(&stream, &before);
+        let mut lse = common::upload(&stream, &vec![5.0f32; lse_len]);
+        for backend in [Backend::Hopper, Backend::Auto] {
+            let r = p.launch(&mut o, &mut lse, &p.options(backend));
+            assert!(
+                matches!(r, Err(Error::NotSupported { .. })),
+                "{c:?} {backend:?}: {r:?}"
+            );
+            println!("page {page}, {backend:?}: {}", r.unwrap_err());
+        }
+        let after = stream.clone_dtoh(&o).unwrap();
+        assert!(
+            after
+                .iter()
+                .zip(&before)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "page {page}: O written by a refused call"
+        );
+        // Decode: Auto runs it on the decode family (sm_80+).
+        let c = LayoutCase::paged(8, 2, 2, 64, &[300, 0, 517], page)
+            .causal(CausalAlignment::BottomRight);
+        let p = Prepared::<bf16>::new(&stream, &c, &mut rng);
+        p.run(&stream, &p.options(Backend::Auto))
+            .unwrap_or_else(|e| panic!("{c:?} through Auto: {e}"));
+    }
+}
+
+/// 100 launches of a paged prefill with a mask bitwise identical (O and LSE).
+#[test]
+fn attention_paged_is_deterministic() {
+    let Some(ctx) = device("attention_paged_is_deterministic") else {
+        return;
+    };
+    let stream = ctx.default_stream();
+    let mut rng = StdRng::seed_from_u64(seed());
+    let c = LayoutCase::paged(8, 2, 300, 128, &[1500, 77, 900], 128)
+        .mask(128, 128, LayoutHeads::Kv)
+        .causal(CausalAlignment::BottomRight);
+    let p = Prepared::<bf16>::new(&stream, &c, &mut rng);
+    if let Some(e) = gpu_layout::repeats_identical(&stream, &p, &p.options(Backend::Hopper)) {
+        assert!(
+            !is_hopper(&ctx) && matches!(e, Error::NotSupported { .. }),
+            "{c:?}: {e}"
+        );
+    }
+}
+
+/// check_indices on the Hopper family: a page outside the pool and a key count above
+/// max_seqlen_k are InvalidArgument, O untouched; good values pass.
+#[test]
+fn attention_paged_refusals_leave_outputs_untouched() {
+    let Some(ctx) = device("attention_paged_refusals_leave_outputs_untouched") else {
+        return;
+    };
+    if !is_hopper(&ctx) {
+        eprintln!("SKIPPED attention_paged_refusals_leave_outputs_untouched: not Hopper");
+        return;
+    }
+    let stream = ctx.default_stream();
+    let mut rng = StdRng::seed_from_u64(seed());
+    let c =
+        LayoutCase::paged(4, 2, 200, 64, &[300, 0, 517], 128).causal(CausalAlignment::BottomRight);
+    let p = Prepared::<bf16>::new(&stream, &c, &mut rng);
+    let cache = p.cache.as_ref().unwrap();
+    let checked = p.options(Backend::Hopper).check_indices(true);
+    let (o_len, lse_len) = p.out_lens();
+    let before = vec![bf16::from_f32(3.0); o_len];
+    let mut o = common::upload(&stream, &before);
+    let mut lse = common::upload(&stream, &vec![5.0f32; lse_len]);
+    let mut bad = cache.table.clone();
+    bad[2 * cache.max_pages + 4] = cache.num_pages as i32 + 9; // sequence 2's last page
+    let bad = gpu_layout::upload_i32(&stream, &bad);
+    let above = gpu_layout::upload_i32(&stream, &[300, 0, 518]);
+    let max_len = c.max_seqlen_k();
+    for (what, r, keyword) in [
+        (
+            "a page outside the pool",
+            p.launch_with(&mut o, &mut lse, &p.dlens, Some(&bad), max_len, &checked),
+            "sequence 2, page 4",
+        ),
+        (
+            "a key count above max_seqlen_k",
+            p.launch_with(
+                &mut o,
+                &mut lse,
+                &above,
+                p.dtable.as_ref(),
+                max_len,
+                &checked,
+            ),
+            "sequence 2",
+        ),
+    ] {
+        match r {
+            Err(e @ Error::InvalidArgument(_)) => {
+                let m = e.to_string();
+                println!("{what}: {m}");
+                assert!(m.contains(keyword), "{what}: {m:?} lacks {keyword:?}");
+            }
+            other => panic!("{what}: {other:?}"),
+        }
+    }
+    let after = stream.clone_dtoh(&o).unwrap();
+    assert!(
+        after
+            .iter()
+            .zip(&before)
+            .all(|(a, b)| a.to_bits() == b.to_bits()),
+        "O written by a refused call"
+    );
+    p.launch(&mut o, &mut lse, &checked).unwrap();
+}
+
+/// For compute-sanitizer (run.sh sanitize): a small paged prefill with a mask, and unchecked
+/// bad values (pages outside the pool, counts out of range) that the kernel clamps.
+#[test]
+fn attention_paged_sanitized() {
+    let Some(ctx) = device("attention_paged_sanitized") else {
+        return;
+    };
+    let stream = ctx.default_stream();
+    let mut rng = StdRng::seed_from_u64(seed());
+    let c = LayoutCase::paged(4, 2, 150, 64, &[300, 0, 200], 128)
+        .mask(128, 128, LayoutHeads::Kv)
+        .causal(CausalAlignment::BottomRight);
+    run_layout::<bf16>(&ctx, &c, &mut rng);
+    if !is_hopper(&ctx) {
+        return;
+    }
+    let p = Prepared::<bf16>::new(&stream, &c, &mut rng);
+    let bad_table: Vec<i32> = p
+        .cache
+        .as_ref()
+        .unwrap()
+        .table
+        .iter()
+        .map(|&x| if x % 2 == 0 { -3 } else { x + 1000 })
+        .collect();
+    let bad_table = gpu_layout::upload_i32(&stream, &bad_table);
+    let bad_lens = gpu_layout::upload_i32(&stream, &[i32::MAX, -5, 1 << 20]);
+    let (o_len, lse_len) = p.out_lens();
+    let mut o = stream.alloc_zeros::<bf16>(o_len).unwrap();
+    let mut lse = stream.alloc_zeros::<f32>(lse_len).unwrap();
+    p.launch_with(
+        &mut o,
+        &mut lse,
+        &bad_lens,
+        Some(&bad_table),
+        c.max_seqlen_k(),
+        &p.options(Backend::Hopper),
+    )
+    .unwrap();
+    stream.synchronize().unwrap();
+}

@@ -641,3 +641,338 @@ fn decode_replays_in_a_cuda_graph() {
         println!("{c:?}: captured, 100 replays bitwise equal to eager, new queries too");
     }
 }
+
+// ---- serving layouts: per-sequence key counts and paged K/V --------------------------------
+
+use common::gpu_layout::{self, draw_lens, LayoutCase, PerHead, Prepared};
+
+/// A layout case on the decode family (Backend::Decode): checked against the reference, or a
+/// refusal a forced row explains (another dtype or head_dim) skipped.
+fn run_layout<T: Element + DeviceRepr>(ctx: &Arc<CudaContext>, c: &LayoutCase, rng: &mut StdRng) {
+    assert!(c.rows_per_kv_head() <= 16, "{c:?}: not a decode shape");
+    let stream = ctx.default_stream();
+    let p = Prepared::<T>::new(&stream, c, rng);
+    match p.run(&stream, &p.options(sparsek::Backend::Decode)) {
+        Ok(()) => {}
+        Err(e @ Error::NotSupported { .. }) if forced_variant() => println!("SKIP {c:?}: {e}"),
+        Err(e) => panic!("{c:?} {:?}: {e}", T::DTYPE),
+    }
+}
+
+/// Paged K/V (shuffled pools; pages of 16, 64, 128 and 256 keys) and per-sequence key counts
+/// (not multiples of anything, 0 included) on the decode family: seq_q 1..16 with grouped
+/// heads 1, 4, 8 and MQA, both alignments, masks over logical key blocks (block_k a multiple
+/// of the page, or the page a multiple of block_k; shared, per KV head, per query head),
+/// d 64 and 128, f16 and bf16, against the f64 reference.
+#[test]
+fn decode_paged_matches_reference() {
+    let Some(ctx) = device("decode_paged_matches_reference") else {
+        return;
+    };
+    let mut rng = StdRng::seed_from_u64(seed());
+    use PerHead::{Kv, Query, Shared};
+    let mut cases = Vec::new();
+    for (i, &(heads, heads_kv, seq_q, d, most, page)) in [
+        (32usize, 8usize, 1usize, 128usize, 3000usize, 16usize),
+        (8, 2, 4, 128, 2500, 64),
+        (8, 1, 2, 64, 1777, 128),
+        (4, 4, 16, 64, 999, 256),
+        (16, 2, 2, 128, 4100, 16),
+        (6, 3, 5, 64, 641, 64),
+        (2, 2, 8, 128, 300, 256),
+        (16, 1, 1, 64, 9000, 128),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let lens = draw_lens(&mut rng, 3 + i % 3, most);
+        let base = LayoutCase::paged(heads, heads_kv, seq_q, d, &lens, page).slack(i * 7 % 20);
+        let causal = [Some(BR), None, Some(TL)][i % 3];
+        let with_causal = |c: LayoutCase| match causal {
+            Some(a) => c.causal(a),
+            None => c,
+        };
+        cases.push(with_causal(base.clone()));
+        // Masks nesting with the page: block_k the page, twice it, or a quarter of it.
+        let block_k = [page, 2 * page, (page / 4).max(4)][i % 3];
+        let per_head = if heads == heads_kv {
+            [Shared, Kv, Query][i % 3]
+        } else {
+            [Shared, Kv][i % 2]
+        };
+        cases.push(with_causal(base.clone().mask(16, block_k, per_head)));
+        // The same lengths without pages (seqlens_k alone).
+        cases.push(with_causal(base.unpaged()));
+    }
+    for (i, c) in cases.iter().enumerate() {
+        if i % 2 == 0 {
+            run_layout::<bf16>(&ctx, c, &mut rng);
+        } else {
+            run_layout::<f16>(&ctx, c, &mut rng);
+        }
+    }
+}
+
+/// Every sequence empty; one key; a page of one key; the split rule's splits past a short
+/// sequence's keys (one long sequence among short ones, forced splits when the bundle sets
+/// SPARSEK_ATTENTION_DECODE_SPLITS); NaN in every K and V row no sequence keeps.
+#[test]
+fn decode_paged_edge_cases() {
+    let Some(ctx) = device("decode_paged_edge_cases") else {
+        return;
+    };
+    let mut rng = StdRng::seed_from_u64(seed());
+    let cases = [
+        LayoutCase::paged(8, 2, 1, 128, &[0, 0, 0], 16).causal(BR),
+        LayoutCase::paged(8, 2, 2, 64, &[1, 0], 16)
+            .causal(BR)
+            .slack(5),
+        LayoutCase::paged(4, 4, 3, 128, &[5, 17, 2], 1).causal(BR),
+        LayoutCase::paged(8, 8, 1, 128, &[20000, 3, 0, 129], 64).causal(BR),
+        LayoutCase::paged(4, 1, 4, 64, &[15000, 1, 16], 16).mask(16, 64, PerHead::Kv),
+        // Rows past each sequence's keys (its last page's, spare pages, the padded cache's
+        // tail) NaN: never read into a result.
+        LayoutCase::paged(8, 2, 3, 128, &[37, 0, 200, 1], 16)
+            .causal(BR)
+            .poison_tail(),
+        LayoutCase::paged(8, 2, 3, 64, &[37, 0, 200, 1], 64)
+            .mask(16, 32, PerHead::Shared)
+            .poison_tail(),
+        LayoutCase::paged(4, 4, 2, 128, &[100, 7, 63], 16)
+            .slack(9)
+            .unpaged()
+            .causal(TL)
+            .poison_tail(),
+    ];
+    for (i, c) in cases.iter().enumerate() {
+        if i % 2 == 0 {
+            run_layout::<bf16>(&ctx, c, &mut rng);
+        } else {
+            run_layout::<f16>(&ctx, c, &mut rng);
+        }
+    }
+}
+
+/// 100 launches of a paged decode bitwise identical: one the split rule splits (few pairs,
+/// long sequences of different lengths) and one it does not.
+#[test]
+fn decode_paged_is_deterministic() {
+    let Some(ctx) = device("decode_paged_is_deterministic") else {
+        return;
+    };
+    let stream = ctx.default_stream();
+    let mut rng = StdRng::seed_from_u64(seed());
+    for c in [
+        LayoutCase::paged(8, 2, 2, 128, &[9000, 31, 4500], 16)
+            .mask(16, 64, PerHead::Kv)
+            .causal(BR),
+        LayoutCase::paged(32, 8, 1, 128, &draw_lens(&mut rng, 48, 2000), 64).causal(BR),
+    ] {
+        let p = Prepared::<bf16>::new(&stream, &c, &mut rng);
+        if let Some(e) =
+            gpu_layout::repeats_identical(&stream, &p, &p.options(sparsek::Backend::Decode))
+        {
+            assert!(forced_variant(), "{c:?}: {e}");
+            println!("SKIP {c:?}: {e}");
+        }
+    }
+}
+
+/// The layout's refusals on the device, typed, O and LSE untouched: with check_indices, a
+/// page a sequence reaches outside the pool and a key count above max_seqlen_k (or
+/// negative); a page table without key counts; host arrays with device operands. Entries
+/// past a sequence's pages are not checked (-1 there passes).
+#[test]
+fn decode_paged_refusals_leave_outputs_untouched() {
+    let Some(ctx) = device("decode_paged_refusals_leave_outputs_untouched") else {
+        return;
+    };
+    let stream = ctx.default_stream();
+    let mut rng = StdRng::seed_from_u64(seed());
+    let c = LayoutCase::paged(8, 2, 1, 128, &[100, 37, 0], 16).causal(BR);
+    let p = Prepared::<bf16>::new(&stream, &c, &mut rng);
+    let cache = p.cache.as_ref().unwrap();
+    let checked = p.options(sparsek::Backend::Decode).check_indices(true);
+    let (o_len, lse_len) = p.out_lens();
+    let before_o = vec![bf16::from_f32(3.0); o_len];
+    let before_lse = vec![5.0f32; lse_len];
+    let mut o = upload(&stream, &before_o);
+    let mut lse = upload(&stream, &before_lse);
+    let mut out_of_pool = cache.table.clone();
+    out_of_pool[cache.max_pages + 1] = cache.num_pages as i32; // sequence 1's second page
+    let mut negative = cache.table.clone();
+    negative[2] = -2; // sequence 0's third page
+    let out_of_pool = gpu_layout::upload_i32(&stream, &out_of_pool);
+    let negative = gpu_layout::upload_i32(&stream, &negative);
+    let above = gpu_layout::upload_i32(&stream, &[101, 37, 0]);
+    let below = gpu_layout::upload_i32(&stream, &[100, -1, 0]);
+    let max_len = c.max_seqlen_k();
+    let cases: Vec<(&str, Result<(), Error>, &str)> = vec![
+        (
+            "a page outside the pool",
+            p.launch_with(
+                &mut o,
+                &mut lse,
+                &p.dlens,
+                Some(&out_of_pool),
+                max_len,
+                &checked,
+            ),
+            "sequence 1, page 1",
+        ),
+        (
+            "a negative page",
+            p.launch_with(
+                &mut o,
+                &mut lse,
+                &p.dlens,
+                Some(&negative),
+                max_len,
+                &checked,
+            ),
+            "sequence 0, page 2",
+        ),
+        (
+            "a key count above max_seqlen_k",
+            p.launch_with(
+                &mut o,
+                &mut lse,
+                &above,
+                p.dtable.as_ref(),
+                max_len,
+                &checked,
+            ),
+            "seqlens_k",
+        ),
+        (
+            "a negative key count",
+            p.launch_with(
+                &mut o,
+                &mut lse,
+                &below,
+                p.dtable.as_ref(),
+                max_len,
+                &checked,
+            ),
+            "sequence 1",
+        ),
+    ];
+    for (what, r, keyword) in cases {
+        match r {
+            Err(Error::NotSupported { .. }) if forced_variant() => {
+                println!("SKIP {what}: the forced row does not take the case");
+                return;
+            }
+            Err(e @ Error::InvalidArgument(_)) => {
+                let m = e.to_string();
+                println!("{what}: {m}");
+                assert!(m.contains(keyword), "{what}: {m:?} lacks {keyword:?}");
+            }
+            other => panic!("{what}: {other:?}"),
+        }
+    }
+    // A page table without key counts, and host arrays with device operands.
+    let (qs, ks) = (p.qs, p.ks);
+    let run =
+        |o: &mut CudaSlice<bf16>, lse: &mut CudaSlice<f32>, layout: &sparsek::SequenceLayout| {
+            sparsek::attention_with_layout(
+                Heads::device(&p.dq, qs.batch, qs.heads, qs.seq, qs.head_dim),
+                Heads::device(&p.dk, ks.batch, ks.heads, ks.seq, ks.head_dim),
+                Heads::device(&p.dv, ks.batch, ks.heads, ks.seq, ks.head_dim),
+                HeadsMut::device(o, qs.batch, qs.heads, qs.seq, qs.head_dim),
+                Some(LseMut::Device(lse)),
+                None,
+                layout,
+                &checked,
+            )
+        };
+    let table =
+        sparsek::PageTable::new(p.dtable.as_ref().unwrap(), cache.max_pages, cache.page_size);
+    let r = run(
+        &mut o,
+        &mut lse,
+        &sparsek::SequenceLayout::new(3).page_table(table),
+    );
+    assert!(
+        matches!(r, Err(Error::InvalidArgument(ref m)) if m.contains("needs seqlens_k")),
+        "{r:?}"
+    );
+    let host_table = sparsek::PageTable::new(&cache.table, cache.max_pages, cache.page_size);
+    let r = run(
+        &mut o,
+        &mut lse,
+        &sparsek::SequenceLayout::new(3)
+            .seqlens_k(&p.dlens, max_len)
+            .page_table(host_table),
+    );
+    assert!(matches!(r, Err(Error::MixedLocations(_))), "{r:?}");
+    let same = |got: Vec<bf16>, want: &[bf16]| {
+        got.iter()
+            .zip(want)
+            .all(|(a, b)| a.to_bits() == b.to_bits())
+    };
+    assert!(
+        same(stream.clone_dtoh(&o).unwrap(), &before_o),
+        "O written by a refused call"
+    );
+    assert!(
+        stream
+            .clone_dtoh(&lse)
+            .unwrap()
+            .iter()
+            .zip(&before_lse)
+            .all(|(a, b)| a.to_bits() == b.to_bits()),
+        "LSE written by a refused call"
+    );
+    // Checked and good (-1 past each sequence's pages): runs.
+    p.launch(&mut o, &mut lse, &checked).unwrap();
+}
+
+/// For compute-sanitizer (run.sh sanitize): a paged split decode, and the same with
+/// unchecked bad values (pages outside the pool, counts above max_seqlen_k and negative),
+/// which the kernel clamps: no access leaves the views.
+#[test]
+fn decode_paged_sanitized() {
+    let Some(ctx) = device("decode_paged_sanitized") else {
+        return;
+    };
+    let stream = ctx.default_stream();
+    let mut rng = StdRng::seed_from_u64(seed());
+    let c = LayoutCase::paged(8, 2, 2, 128, &[1500, 3, 0], 16)
+        .mask(16, 64, PerHead::Kv)
+        .causal(BR);
+    run_layout::<bf16>(&ctx, &c, &mut rng);
+    let p = Prepared::<bf16>::new(&stream, &c, &mut rng);
+    let cache = p.cache.as_ref().unwrap();
+    let bad_table: Vec<i32> = cache
+        .table
+        .iter()
+        .enumerate()
+        .map(|(i, &x)| {
+            if i % 3 == 0 {
+                i32::MAX - i as i32
+            } else if i % 3 == 1 {
+                -7
+            } else {
+                x
+            }
+        })
+        .collect();
+    let bad_table = gpu_layout::upload_i32(&stream, &bad_table);
+    let bad_lens = gpu_layout::upload_i32(&stream, &[i32::MAX, -5, 1 << 20]);
+    let (o_len, lse_len) = p.out_lens();
+    let mut o = stream.alloc_zeros::<bf16>(o_len).unwrap();
+    let mut lse = stream.alloc_zeros::<f32>(lse_len).unwrap();
+    match p.launch_with(
+        &mut o,
+        &mut lse,
+        &bad_lens,
+        Some(&bad_table),
+        c.max_seqlen_k(),
+        &p.options(sparsek::Backend::Decode),
+    ) {
+        Ok(()) => stream.synchronize().unwrap(),
+        Err(e @ Error::NotSupported { .. }) if forced_variant() => println!("SKIP: {e}"),
+        Err(e) => panic!("unchecked values: {e}"),
+    }
+}

@@ -559,3 +559,7 @@ pub mod fp8;
 /// The `C = α·A·B + β·C` cases the GPU test files share (`tests/gpu_*.rs`).
 #[cfg(feature = "cuda")]
 pub mod gpu_spmm;
+
+/// The serving-layout attention cases the GPU attention tests share.
+#[cfg(feature = "cuda")]
+pub mod gpu_layout;
