@@ -12,7 +12,7 @@
 #   run.sh fp8 [ARGS]      # bench_report fp8 ARGS (W8A8 and W8A16 beside dense FP8 cuBLASLt and f16)
 #   run.sh sddmm           # the SDDMM sweep beside torch.sparse.sampled_addmm (cuSPARSE)
 #   run.sh attention [all|mha|gqa]  # attention beside FlexAttention, SDPA and FA4 (same masks), tables
-#   run.sh decode          # the split-KV decode attention: GB/s on K and V, dense and a quarter of the blocks, beside a device copy
+#   run.sh decode          # the split-KV decode attention: GB/s on K and V, dense and a quarter of the blocks, contiguous and paged, beside a device copy
 #   run.sh sanitize        # GPU tests under compute-sanitizer memcheck and racecheck
 #
 # The test modes run each Rust test in a process of its own (`BIN --exact NAME`: its own
@@ -372,9 +372,13 @@ case "${1:-test}" in
     # heads, head_dim 128, one query per sequence, seq_k 8192 and 32768), then few sequences
     # over long keys (the split path) and 4 queries per sequence: one JSON line each for the
     # dense KV and a random quarter of the 128-key blocks, each beside a device-to-device
-    # copy's bandwidth in the same run.
+    # copy's bandwidth in the same run; the shapes again with K and V paged (a
+    # shuffled pool of 16-key pages, vLLM's default, and of 128-key pages).
     for dt in bf16 f16; do for sk in 8192 32768; do
       "$here/attention_decode_check" --time $dt 32 32 8 1 $sk 128 20 || exit 1
+    done; done
+    for sk in 8192 32768; do for page in 16 128; do
+      "$here/attention_decode_check" --time bf16 32 32 8 1 $sk 128 20 $page || exit 1
     done; done
     "$here/attention_decode_check" --time bf16 1 32 8 1 32768 128 20 || exit 1
     "$here/attention_decode_check" --time bf16 8 32 8 4 8192 128 20 || exit 1
@@ -418,7 +422,11 @@ case "${1:-test}" in
       # split partials and their combine kernel.
       compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/attention_decode_check" --quick || fail=1
       compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/gpu_attention_decode_tests" --test-threads=1 \
-        decode_sanitized || fail=1
+        decode_sanitized decode_paged_sanitized || fail=1
+      # Paged K/V and per-sequence key counts (unchecked bad values included: clamped) on the
+      # Hopper family.
+      compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/gpu_attention_tests" --test-threads=1 \
+        attention_paged_sanitized || fail=1
     done
     exit $fail
     ;;

@@ -15,7 +15,11 @@
 //                          Then packed sequences (varlen: cu_seqlens_q / cu_seqlens_k) of
 //                          lengths 0 .. 3000 against a per-sequence reference, O poisoned and
 //                          64 rows past its view at a sentinel, and offsets that disagree with
-//                          the packed size refused with check_indices.
+//                          the packed size refused with check_indices. Then per-sequence key
+//                          counts and paged K/V (shuffled pools of 128- and 256-key pages,
+//                          masks over logical key blocks), and their refusals: a page
+//                          outside the pool and a count above max_seqlen_k (check_indices),
+//                          pages the Hopper family cannot take (NotSupported).
 //                          One PASS/FAIL line each, then "N passed, N failed".
 //   attention_check --quick
 //                          the first six cases, two gating cases and every third varlen
@@ -52,6 +56,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -929,6 +934,252 @@ void varlen_refusals(int& passed, int& failed) {
   expect("a sequence of 300 queries, max_seqlen_q 299", good, good, 299, true);
 }
 
+// ---- serving layouts: per-sequence key counts (seqlens_k) and paged K/V (page_table) ----
+// A case: each sequence's keys (lens); K and V a shuffled pool of pages of `page` keys
+// (page 0: padded to the longest + 3 keys, seqlens_k alone); Q and O [batch, heads, seq_q, d].
+struct PagedCase {
+  std::vector<int64_t> lens;
+  int64_t seq_q = 1, page = 128, slack = 0;
+  int64_t heads = 4, heads_kv = 2, d = 128;
+  DType t = DType::BF16;
+  MaskKind mask = MaskKind::None;  // None or Random
+  bool per_head = false, per_kv = false;
+  bool causal = false, bottom_right = false;
+  sparsek::Backend backend = sparsek::Backend::Hopper;
+  int repeats = 1;  // > 1: O and LSE bitwise identical over the repeats
+};
+
+// A case's layout on the host: the counts, and paged, a table of max_pages entries per
+// sequence (-1 past its pages) over every sequence's pages and two spare, shuffled.
+struct PagedLayout {
+  std::vector<int32_t> lens, table;
+  int64_t max_len = 0, max_pages = 0, num_pages = 0;
+};
+
+PagedLayout paged_layout(const PagedCase& c, Rng& rng) {
+  PagedLayout l;
+  for (int64_t n : c.lens) l.lens.push_back(int32_t(n)), l.max_len = std::max(l.max_len, n);
+  l.max_len += c.slack;
+  if (c.page == 0) return l;
+  l.max_pages = (l.max_len + c.page - 1) / c.page + 1;
+  int64_t used = 0;
+  for (int64_t n : c.lens) used += (n + c.page - 1) / c.page;
+  l.num_pages = used + 2;
+  std::vector<int32_t> order(size_t(l.num_pages));
+  for (int64_t i = 0; i < l.num_pages; ++i) order[size_t(i)] = int32_t(i);
+  for (int64_t i = l.num_pages - 1; i > 0; --i) std::swap(order[size_t(i)], order[size_t(rng.next() % uint64_t(i + 1))]);
+  l.table.assign(c.lens.size() * size_t(l.max_pages), -1);
+  int64_t next = 0;
+  for (size_t b = 0; b < c.lens.size(); ++b)
+    for (int64_t p = 0; p < (c.lens[b] + c.page - 1) / c.page; ++p) l.table[b * size_t(l.max_pages) + size_t(p)] = order[size_t(next++)];
+  return l;
+}
+
+// The device operands of a paged case, its options and one launch into O and LSE.
+struct PagedProblem {
+  const PagedCase& c;
+  PagedLayout l;
+  int64_t batch;
+  Heads q, k, v, o;
+  Mask mask;
+  DeviceMask* dm = nullptr;
+  DeviceInts d_lens, d_table;
+  float* d_lse = nullptr;
+  PagedProblem(const PagedCase& c_, Rng& rng)
+      : c(c_),
+        l(paged_layout(c_, rng)),
+        batch(int64_t(c_.lens.size())),
+        q(batch, c.heads, c.seq_q, c.d, c.t, false),
+        k(c.page > 0 ? l.num_pages : batch, c.heads_kv, c.page > 0 ? c.page : l.max_len + 3, c.d, c.t, false),
+        v(c.page > 0 ? l.num_pages : batch, c.heads_kv, c.page > 0 ? c.page : l.max_len + 3, c.d, c.t, false),
+        o(batch, c.heads, c.seq_q, c.d, c.t, false),
+        d_lens(l.lens),
+        d_table(l.table) {
+    q.fill_random(rng, 1.0f);
+    k.fill_random(rng, 1.0f);
+    v.fill_random(rng, 1.0f);
+    q.upload();
+    k.upload();
+    v.upload();
+    if (c.mask == MaskKind::Random) {
+      const int64_t mask_heads = c.per_kv ? c.heads_kv : c.heads;
+      mask = random_mask(rng, c.per_head ? batch * mask_heads : 1, (c.seq_q + 127) / 128, (l.max_len + 127) / 128, 0.5);
+      mask.batch = batch;
+      mask.heads = mask_heads;
+      dm = new DeviceMask(mask);
+    }
+    CUDA_CHECK(cudaMalloc(&d_lse, size_t(std::max<int64_t>(batch * c.heads * c.seq_q, 1)) * 4));
+  }
+  ~PagedProblem() {
+    delete dm;
+    cudaFree(d_lse);
+  }
+  PagedProblem(const PagedProblem&) = delete;
+  PagedProblem& operator=(const PagedProblem&) = delete;
+  sparsek::AttentionOptions options() const {
+    sparsek::AttentionOptions opt;
+    opt.causal = c.causal;
+    opt.causal_alignment = c.bottom_right ? sparsek::CausalAlignment::BottomRight : sparsek::CausalAlignment::TopLeft;
+    opt.backend = c.backend;
+    opt.check_indices = true;
+    opt.layout.batch = batch;
+    opt.layout.seqlens_k = d_lens.p;
+    opt.layout.max_seqlen_k = l.max_len;
+    if (c.page > 0) opt.layout.page_table = d_table.p, opt.layout.max_pages = l.max_pages;
+    return opt;
+  }
+  sparsek::Result launch(const sparsek::AttentionOptions& opt) {
+    return sparsek::attention(q.view(), k.view(), v.view(), o.out(), d_lse, dm != nullptr ? &dm->view : nullptr, opt,
+                              nullptr);
+  }
+  // K and V's batch entry and row of sequence b's key j.
+  std::pair<int64_t, int64_t> key(int64_t b, int64_t j) const {
+    if (c.page == 0) return {b, j};
+    return {l.table[size_t(b * l.max_pages + j / c.page)], j % c.page};
+  }
+};
+
+bool paged_case(const PagedCase& c, uint64_t seed) {
+  Rng rng(seed);
+  PagedProblem pb(c, rng);
+  const int64_t batch = pb.batch;
+  const size_t lse_len = size_t(batch * c.heads * c.seq_q);
+  std::vector<float> lse(lse_len, NAN), first_lse;
+  std::vector<uint16_t> first_o;
+  int differ = 0;
+  sparsek::Result r;
+  for (int rep = 0; rep < c.repeats; ++rep) {
+    CUDA_CHECK(cudaMemset(pb.o.dev, 0xff, pb.o.host.size() * 2));  // NaN in both types
+    CUDA_CHECK(cudaMemcpy(pb.d_lse, lse.data(), lse_len * 4, cudaMemcpyHostToDevice));
+    r = pb.launch(pb.options());
+    CUDA_CHECK(cudaDeviceSynchronize());
+    if (!r.ok()) break;
+    pb.o.download();
+    std::vector<float> got(lse_len);
+    CUDA_CHECK(cudaMemcpy(got.data(), pb.d_lse, lse_len * 4, cudaMemcpyDeviceToHost));
+    if (rep == 0) {
+      first_o = pb.o.host, first_lse = got;
+    } else if (pb.o.host != first_o || std::memcmp(got.data(), first_lse.data(), lse_len * 4) != 0) {
+      ++differ;
+    }
+  }
+  char label[300];
+  std::snprintf(label, sizeof(label), "%s b%lld h%lld/%lld sq%lld max_seqlen_k %lld d%lld %s mask=%s%s%s %s",
+                c.page > 0 ? "paged" : "counted", (long long)batch, (long long)c.heads, (long long)c.heads_kv,
+                (long long)c.seq_q, (long long)pb.l.max_len, (long long)c.d, name(c.t),
+                c.mask == MaskKind::None ? "none" : "random",
+                c.causal ? (c.bottom_right ? "+causal(bottom-right)" : "+causal") : "",
+                c.per_head ? (c.per_kv ? " per-kv-head" : " per-head") : "",
+                c.backend == sparsek::Backend::Hopper ? "hopper" : "auto");
+  if (c.page > 0) std::snprintf(label + std::strlen(label), sizeof(label) - std::strlen(label), " page %lld", (long long)c.page);
+  if (!r.ok()) {
+    const bool forced = std::getenv("SPARSEK_VARIANT") != nullptr && r.status == sparsek::Status::NotSupported;
+    std::printf("%s %s: %s\n", forced ? "SKIP" : "FAIL", label, r.message);
+    return forced;
+  }
+  pb.o.host = first_o;
+  lse = first_lse;
+  const double scale = 1.0 / std::sqrt(double(c.d));
+  const int64_t group = c.heads / c.heads_kv;
+  const int64_t mask_heads = c.per_kv ? c.heads_kv : c.heads;
+  double num = 0, den = 0, lse_err = 0;
+  int64_t bad = 0, empty_rows = 0;
+  std::vector<double> s, acc(size_t(c.d));
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t nk = c.lens[size_t(b)];
+    const int64_t offset = c.bottom_right ? nk - c.seq_q : 0;
+    s.assign(size_t(nk), -INFINITY);
+    for (int64_t h = 0; h < c.heads; ++h) {
+      const int64_t hk = h / group;
+      const int64_t p = c.mask == MaskKind::None || !c.per_head ? 0 : b * mask_heads + h / (c.heads / mask_heads);
+      for (int64_t i = 0; i < c.seq_q; ++i) {
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < nk; ++j) {
+          const bool kept = (c.mask == MaskKind::None || pb.mask.listed(p, i / 128, j / 128)) && (!c.causal || j <= i + offset);
+          s[size_t(j)] = -INFINITY;
+          if (!kept) continue;
+          const auto [kb, kj] = pb.key(b, j);
+          double dot = 0;
+          for (int64_t x = 0; x < c.d; ++x) dot += double(pb.q.get(b, h, i, x)) * double(pb.k.get(kb, hk, kj, x));
+          s[size_t(j)] = dot * scale;
+          mx = std::max(mx, s[size_t(j)]);
+        }
+        std::fill(acc.begin(), acc.end(), 0.0);
+        double sum = 0;
+        if (mx != -INFINITY)
+          for (int64_t j = 0; j < nk; ++j) {
+            if (s[size_t(j)] == -INFINITY) continue;
+            const double e = std::exp(s[size_t(j)] - mx);
+            sum += e;
+            const auto [vb, vj] = pb.key(b, j);
+            for (int64_t x = 0; x < c.d; ++x) acc[size_t(x)] += e * double(pb.v.get(vb, hk, vj, x));
+          }
+        const bool empty = mx == -INFINITY;
+        empty_rows += empty;
+        const float got_lse = lse[size_t((b * c.heads + h) * c.seq_q + i)];
+        if (empty) bad += !(got_lse == -INFINITY);
+        else lse_err = std::max(lse_err, std::fabs(double(got_lse) - (mx + std::log(sum))));
+        for (int64_t x = 0; x < c.d; ++x) {
+          const double want = empty ? 0.0 : acc[size_t(x)] / sum;
+          const float got = pb.o.get(b, h, i, x);
+          if (std::isnan(got) || (empty && got != 0.0f)) ++bad;
+          num += (got - want) * (got - want);
+          den += want * want;
+        }
+      }
+    }
+  }
+  const double rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+  const double tol = c.t == DType::F16 ? 2e-3 : 1e-2;
+  const bool ok = bad == 0 && rel <= tol && lse_err <= 1e-3 && differ == 0;
+  std::printf("%s %s: rel %.2e (tol %.0e), lse max abs err %.2e, empty rows %lld, bad %lld%s\n", ok ? "PASS" : "FAIL",
+              label, rel, tol, lse_err, (long long)empty_rows, (long long)bad,
+              c.repeats > 1 ? (differ ? ", repeats differ" : ", repeats bitwise equal") : "");
+  return ok;
+}
+
+// The layout's refusals, O untouched: with check_indices, a page a sequence reaches outside
+// the pool and a key count above max_seqlen_k (InvalidArgument); pages of 64 keys on the Hopper
+// family, by name and through Auto for a prefill shape (NotSupported).
+void paged_refusals(int& passed, int& failed) {
+  Rng rng(13);
+  PagedCase c;
+  c.lens = {300, 0, 517};
+  c.seq_q = 200, c.causal = true, c.bottom_right = true;
+  const auto expect = [&](const char* what, PagedProblem& pb, const sparsek::AttentionOptions& opt,
+                          sparsek::Status want, const char* keyword) {
+    std::fill(pb.o.host.begin(), pb.o.host.end(), kSentinel);
+    pb.o.upload();
+    const sparsek::Result r = pb.launch(opt);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    pb.o.download();
+    const bool untouched = std::all_of(pb.o.host.begin(), pb.o.host.end(), [](uint16_t x) { return x == kSentinel; });
+    const bool ok = r.status == want && untouched && std::strstr(r.message, keyword) != nullptr;
+    std::printf("%s refusal %s: %s\n", ok ? "PASS" : "FAIL", what, r.message);
+    (ok ? passed : failed)++;
+  };
+  {
+    PagedProblem pb(c, rng);
+    std::vector<int32_t> table = pb.l.table;
+    table[size_t(2 * pb.l.max_pages + 4)] = int32_t(pb.l.num_pages + 9);  // sequence 2's last page
+    const DeviceInts bad(table);
+    sparsek::AttentionOptions opt = pb.options();
+    opt.layout.page_table = bad.p;
+    expect("a page outside the pool (check_indices)", pb, opt, sparsek::Status::InvalidArgument, "sequence 2, page 4");
+    const DeviceInts above(std::vector<int32_t>{300, 0, 518});
+    opt = pb.options();
+    opt.layout.seqlens_k = above.p;
+    expect("a key count above max_seqlen_k (check_indices)", pb, opt, sparsek::Status::InvalidArgument,
+           "layout.seqlens_k");
+  }
+  c.page = 64;
+  PagedProblem pb(c, rng);
+  expect("pages of 64 keys on the Hopper family", pb, pb.options(), sparsek::Status::NotSupported, "page size");
+  sparsek::AttentionOptions opt = pb.options();
+  opt.backend = sparsek::Backend::Auto;
+  expect("pages of 64 keys, a prefill shape through Auto", pb, opt, sparsek::Status::NotSupported, "sparsek: ");
+}
+
 // ---- --time ----
 // The options after the positional ones: K and V's heads, K and V repeated from fewer heads,
 // the keys' length, the causal alignment.
@@ -1256,6 +1507,44 @@ int main(int argc, char** argv) {
       (varlen_case(vc, seed++) ? passed : failed)++;
     }
     if (!quick) varlen_refusals(passed, failed);
+  }
+  // Serving layouts: per-sequence key counts (0 and not multiples of anything) and K/V paged
+  // in shuffled pools (pages of 128 and 256 keys), prefill up to 1000 queries with each
+  // sequence's own bottom-right diagonal, grouped-query heads, masks over logical key blocks
+  // (shared, per KV head, per query head), d 64 and 128, f16 and bf16; a decode shape through
+  // Auto (the decode family); 100 repeats bitwise.
+  {
+    std::vector<PagedCase> pcs;
+    PagedCase c;
+    c.lens = {0, 1100, 517, 129}, c.seq_q = 1000, c.heads = 8, c.heads_kv = 2, c.causal = true, c.bottom_right = true;
+    pcs.push_back(c);
+    c.mask = MaskKind::Random, c.per_head = true, c.per_kv = true, c.page = 256, c.t = DType::F16;
+    pcs.push_back(c);
+    c = PagedCase{};
+    c.lens = {77, 0, 1500}, c.seq_q = 300, c.heads = 4, c.heads_kv = 1, c.d = 64, c.page = 128, c.slack = 11;
+    c.mask = MaskKind::Random, c.per_head = true, c.causal = true;
+    pcs.push_back(c);
+    c.page = 0, c.t = DType::F16;  // the same keys padded: seqlens_k alone
+    pcs.push_back(c);
+    c = PagedCase{};
+    c.lens = {640, 1, 2000}, c.seq_q = 129, c.heads = 4, c.heads_kv = 4, c.page = 128, c.mask = MaskKind::Random;
+    pcs.push_back(c);
+    c = PagedCase{};
+    c.lens = {3000, 0, 31, 128}, c.seq_q = 2, c.heads = 8, c.heads_kv = 2, c.page = 128, c.causal = true;
+    c.bottom_right = true, c.backend = sparsek::Backend::Auto;
+    pcs.push_back(c);
+    c.backend = sparsek::Backend::Hopper;
+    pcs.push_back(c);
+    c = PagedCase{};
+    c.lens = {1500, 77, 900}, c.seq_q = 300, c.heads = 8, c.heads_kv = 2, c.page = 128, c.mask = MaskKind::Random;
+    c.per_head = true, c.per_kv = true, c.causal = true, c.bottom_right = true, c.repeats = 100;
+    pcs.push_back(c);
+    int index = 0;
+    for (const PagedCase& pc : pcs) {
+      if (quick && index++ % 3 != 0) continue;
+      (paged_case(pc, seed++) ? passed : failed)++;
+    }
+    if (!quick) paged_refusals(passed, failed);
   }
   std::printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;

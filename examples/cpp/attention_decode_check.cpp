@@ -11,20 +11,27 @@
 //                            poisoned with NaN (every element of the view must be written) and
 //                            the gaps of a strided O hold a sentinel (never written);
 //                            can_implement must name the Decode backend for each (Auto).
+//                            Serving layouts (SequenceLayout): per-sequence key counts (0 and
+//                            not multiples of anything) and K/V paged in shuffled pools of
+//                            pages of 16, 64, 128 and 256 keys, checked with check_indices.
 //                            Then the shapes the family leaves to the Hopper family (Auto must
 //                            not name Decode), 100 repeats bitwise identical (a split launch
-//                            and an unsplit one), and a refusal (O untouched). One PASS/FAIL
-//                            line each, then "N passed, N failed".
+//                            and an unsplit one, plain and paged), and refusals (O untouched:
+//                            a mask no family takes, a page outside the pool and a key count
+//                            above max_seqlen_k under check_indices). One PASS/FAIL line
+//                            each, then "N passed, N failed".
 //   attention_decode_check --quick
 //                            the first six cases only (for compute-sanitizer memcheck and
 //                            racecheck). With SPARSEK_VARIANT=<row>, cases the row does not
 //                            take are SKIP.
-//   attention_decode_check --time DTYPE BATCH HEADS_Q HEADS_KV SEQ_Q SEQ_K HEAD_DIM ITERS
+//   attention_decode_check --time DTYPE BATCH HEADS_Q HEADS_KV SEQ_Q SEQ_K HEAD_DIM ITERS [PAGE]
 //                            Times ITERS launches (CUDA events, median of 5 repeats) of the
 //                            dense KV and of a mask keeping a random quarter of the 128-key
 //                            blocks per (batch, KV head), and a device-to-device copy of the
 //                            K and V bytes as the bandwidth reference; one JSON line each
-//                            (GB/s on the K and V bytes read).
+//                            (GB/s on the K and V bytes read). With PAGE, K and V are a
+//                            shuffled pool of pages of PAGE keys read through a page table
+//                            (every sequence SEQ_K keys).
 // Exit status 0 only when everything passed.
 #include <sparsek/attention.hpp>
 
@@ -39,6 +46,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -198,7 +206,45 @@ struct Case {
   int32_t block_q, block_k;
   double density;
   bool bshd;
+  // Serving layout: each sequence's own key count (seq_k is then max_seqlen_k), and with
+  // page > 0 K and V a shuffled pool of pages of `page` keys.
+  bool counted = false;
+  int64_t page = 0;
 };
+
+// A case's serving layout on the host: key counts (lens[0] = 0, lens[1] = seq_k, the rest
+// drawn), and paged, a page table of max_pages entries per sequence (-1 past its pages) over
+// a pool of num_pages pages (every sequence's and two spare, shuffled).
+struct Layout {
+  std::vector<int32_t> lens, table;
+  int64_t max_pages = 0, num_pages = 0;
+  // K and V's batch entry and row of sequence b's key j.
+  std::pair<int64_t, int64_t> key(const Case& c, int64_t b, int64_t j) const {
+    if (c.page == 0) return {b, j};
+    return {table[size_t(b * max_pages + j / c.page)], j % c.page};
+  }
+};
+
+Layout make_layout(const Case& c, Rng& rng) {
+  Layout l;
+  if (!c.counted) return l;
+  for (int64_t b = 0; b < c.batch; ++b)
+    l.lens.push_back(b == 0 ? 0 : b == 1 ? int32_t(c.seq_k) : int32_t(rng.next() % uint64_t(c.seq_k + 1)));
+  if (c.page == 0) return l;
+  l.max_pages = (c.seq_k + c.page - 1) / c.page + 1;
+  int64_t used = 0;
+  for (int32_t n : l.lens) used += (n + c.page - 1) / c.page;
+  l.num_pages = used + 2;
+  std::vector<int32_t> order(size_t(l.num_pages));
+  for (int64_t i = 0; i < l.num_pages; ++i) order[size_t(i)] = int32_t(i);
+  for (int64_t i = l.num_pages - 1; i > 0; --i) std::swap(order[size_t(i)], order[size_t(rng.next() % uint64_t(i + 1))]);
+  l.table.assign(size_t(c.batch * l.max_pages), -1);
+  int64_t next = 0;
+  for (int64_t b = 0; b < c.batch; ++b)
+    for (int64_t p = 0; p < (l.lens[size_t(b)] + c.page - 1) / c.page; ++p)
+      l.table[size_t(b * l.max_pages + p)] = order[size_t(next++)];
+  return l;
+}
 
 const char* name(DType t) { return t == DType::F16 ? "f16" : "bf16"; }
 const char* name(MaskKind m) {
@@ -212,40 +258,45 @@ struct Reference {
   std::vector<double> o;    // [b, h, i, d] packed
   std::vector<double> lse;  // [b, h, i]
 };
-Reference reference(const Case& c, const Heads& q, const Heads& k, const Heads& v, const Mask* mask) {
+Reference reference(const Case& c, const Heads& q, const Heads& k, const Heads& v, const Mask* mask,
+                    const Layout& l) {
   Reference r;
   r.o.assign(size_t(c.batch * c.heads_q * c.seq_q * c.d), 0.0);
   r.lse.assign(size_t(c.batch * c.heads_q * c.seq_q), -INFINITY);
   const double scale = 1.0 / std::sqrt(double(c.d));
   const int64_t group = c.heads_q / c.heads_kv;
-  const int64_t offset = c.align == CausalAlignment::BottomRight ? c.seq_k - c.seq_q : 0;
   std::vector<double> s(size_t(c.seq_k));
   for (int64_t b = 0; b < c.batch; ++b)
     for (int64_t h = 0; h < c.heads_q; ++h) {
+      // The sequence's keys (its own count with a layout) and its diagonal.
+      const int64_t seq_k = c.counted ? l.lens[size_t(b)] : c.seq_k;
+      const int64_t offset = c.align == CausalAlignment::BottomRight ? seq_k - c.seq_q : 0;
       const int64_t kv = h / group;
       const int64_t p = mask == nullptr ? 0 : mask->pattern_of(b, h, c.heads_q);
       for (int64_t i = 0; i < c.seq_q; ++i) {
         double mx = -INFINITY;
-        for (int64_t j = 0; j < c.seq_k; ++j) {
+        for (int64_t j = 0; j < seq_k; ++j) {
           const bool kept = (mask == nullptr || mask->listed(p, i / mask->block_q, j / mask->block_k)) &&
                             (!c.causal || j <= i + offset);
           if (!kept) {
             s[size_t(j)] = -INFINITY;
             continue;
           }
+          const auto [kb, kj] = l.key(c, b, j);
           double dot = 0;
-          for (int64_t x = 0; x < c.d; ++x) dot += double(q.get(b, h, i, x)) * double(k.get(b, kv, j, x));
+          for (int64_t x = 0; x < c.d; ++x) dot += double(q.get(b, h, i, x)) * double(k.get(kb, kv, kj, x));
           s[size_t(j)] = dot * scale;
           mx = std::max(mx, s[size_t(j)]);
         }
         if (mx == -INFINITY) continue;
         double sum = 0;
         const size_t row = size_t(((b * c.heads_q + h) * c.seq_q + i) * c.d);
-        for (int64_t j = 0; j < c.seq_k; ++j) {
+        for (int64_t j = 0; j < seq_k; ++j) {
           if (s[size_t(j)] == -INFINITY) continue;
           const double e = std::exp(s[size_t(j)] - mx);
           sum += e;
-          for (int64_t x = 0; x < c.d; ++x) r.o[row + size_t(x)] += e * double(v.get(b, kv, j, x));
+          const auto [vb, vj] = l.key(c, b, j);
+          for (int64_t x = 0; x < c.d; ++x) r.o[row + size_t(x)] += e * double(v.get(vb, kv, vj, x));
         }
         for (int64_t x = 0; x < c.d; ++x) r.o[row + size_t(x)] /= sum;
         r.lse[size_t((b * c.heads_q + h) * c.seq_q + i)] = mx + std::log(sum);
@@ -254,18 +305,26 @@ Reference reference(const Case& c, const Heads& q, const Heads& k, const Heads& 
   return r;
 }
 
-// The operands of one case on the device.
+// The operands of one case on the device (K and V the pool when paged).
 struct Problem {
+  Layout layout;
   Heads q, k, v, o;
   Mask mask;
   BlockMaskView view{};
   float* d_lse = nullptr;
-  explicit Problem(const Case& c)
-      : q(c.batch, c.heads_q, c.seq_q, c.d, c.t, c.bshd),
-        k(c.batch, c.heads_kv, c.seq_k, c.d, c.t, c.bshd),
-        v(c.batch, c.heads_kv, c.seq_k, c.d, c.t, c.bshd),
+  int32_t* d_lens = nullptr;
+  int32_t* d_table = nullptr;
+  Problem(const Case& c, Layout l)
+      : layout(std::move(l)),
+        q(c.batch, c.heads_q, c.seq_q, c.d, c.t, c.bshd),
+        k(c.page > 0 ? layout.num_pages : c.batch, c.heads_kv, c.page > 0 ? c.page : c.seq_k, c.d, c.t, c.bshd),
+        v(c.page > 0 ? layout.num_pages : c.batch, c.heads_kv, c.page > 0 ? c.page : c.seq_k, c.d, c.t, c.bshd),
         o(c.batch, c.heads_q, c.seq_q, c.d, c.t, c.bshd) {}
-  ~Problem() { cudaFree(d_lse); }
+  ~Problem() {
+    cudaFree(d_lse);
+    cudaFree(d_lens);
+    cudaFree(d_table);
+  }
   void setup(const Case& c, Rng& rng) {
     q.fill_random(rng);
     k.fill_random(rng);
@@ -285,6 +344,16 @@ struct Problem {
       view = mask.upload();
     }
     CUDA_CHECK(cudaMalloc(&d_lse, size_t(std::max<int64_t>(c.batch * c.heads_q * c.seq_q, 1)) * 4));
+    if (c.counted) {
+      d_lens = upload_ints(layout.lens);
+      if (c.page > 0) d_table = upload_ints(layout.table);
+    }
+  }
+  static int32_t* upload_ints(const std::vector<int32_t>& x) {
+    int32_t* d = nullptr;
+    CUDA_CHECK(cudaMalloc(&d, std::max<size_t>(x.size(), 1) * 4));
+    if (!x.empty()) CUDA_CHECK(cudaMemcpy(d, x.data(), x.size() * 4, cudaMemcpyHostToDevice));
+    return d;
   }
   // O poisoned: NaN inside the view, the sentinel in its gaps.
   void poison(const Case& c) {
@@ -301,7 +370,13 @@ struct Problem {
     sparsek::AttentionOptions opt;
     opt.causal = c.causal;
     opt.causal_alignment = c.align;
-    opt.check_indices = c.mask != MaskKind::None;
+    opt.check_indices = c.mask != MaskKind::None || c.counted;
+    if (c.counted) {
+      opt.layout.batch = c.batch;
+      opt.layout.seqlens_k = d_lens;
+      opt.layout.max_seqlen_k = c.seq_k;
+      if (c.page > 0) opt.layout.page_table = d_table, opt.layout.max_pages = layout.max_pages;
+    }
     return opt;
   }
   const BlockMaskView* mask_view(const Case& c) const { return c.mask == MaskKind::None ? nullptr : &view; }
@@ -313,10 +388,13 @@ struct Problem {
 bool forced_variant() { return std::getenv("SPARSEK_VARIANT") != nullptr; }
 
 void label(const Case& c, char* out, size_t n) {
-  std::snprintf(out, n, "b%lld hq%lld hkv%lld sq%lld sk%lld d%lld %s%s mask=%s(%dx%d)%s", (long long)c.batch,
+  char layout[48] = "";
+  if (c.page > 0) std::snprintf(layout, sizeof(layout), " paged(%lld) counted", (long long)c.page);
+  else if (c.counted) std::snprintf(layout, sizeof(layout), " counted");
+  std::snprintf(out, n, "b%lld hq%lld hkv%lld sq%lld sk%lld d%lld %s%s mask=%s(%dx%d)%s%s", (long long)c.batch,
                 (long long)c.heads_q, (long long)c.heads_kv, (long long)c.seq_q, (long long)c.seq_k, (long long)c.d,
                 name(c.t), c.causal ? (c.align == CausalAlignment::BottomRight ? " causal-br" : " causal-tl") : "",
-                name(c.mask), c.block_q, c.block_k, c.bshd ? " bshd" : "");
+                name(c.mask), c.block_q, c.block_k, c.bshd ? " bshd" : "", layout);
 }
 
 // Runs one case: can_implement's backend, the poisoned O, the launch, then every element
@@ -324,7 +402,7 @@ void label(const Case& c, char* out, size_t n) {
 // not).
 bool run(const Case& c, uint64_t seed, bool decode) {
   Rng rng(seed);
-  Problem pb(c);
+  Problem pb(c, make_layout(c, rng));
   pb.setup(c, rng);
   pb.poison(c);
   char what[240];
@@ -349,7 +427,8 @@ bool run(const Case& c, uint64_t seed, bool decode) {
   pb.o.download();
   std::vector<float> lse(size_t(c.batch * c.heads_q * c.seq_q));
   if (!lse.empty()) CUDA_CHECK(cudaMemcpy(lse.data(), pb.d_lse, lse.size() * 4, cudaMemcpyDeviceToHost));
-  const Reference ref = reference(c, pb.q, pb.k, pb.v, c.mask == MaskKind::None ? nullptr : &pb.mask);
+  const Reference ref =
+      reference(c, pb.q, pb.k, pb.v, c.mask == MaskKind::None ? nullptr : &pb.mask, pb.layout);
   double num = 0, den = 0, lse_err = 0;
   int64_t bad = 0, empty_rows = 0, touched_gap = 0;
   for (int64_t b = 0; b < c.batch; ++b)
@@ -388,7 +467,7 @@ bool run(const Case& c, uint64_t seed, bool decode) {
 // 100 launches: O and LSE bitwise identical.
 bool determinism(const Case& c, uint64_t seed) {
   Rng rng(seed);
-  Problem pb(c);
+  Problem pb(c, make_layout(c, rng));
   pb.setup(c, rng);
   pb.o.upload();  // O's device buffer (the runs below reset it)
   char what[240];
@@ -423,7 +502,7 @@ bool refusal(uint64_t seed) {
   const Case c{1, 4, 4, 8, 200, 128, DType::BF16, false, CausalAlignment::TopLeft, MaskKind::Shared, 4, 64, 0.5,
                false};
   Rng rng(seed);
-  Problem pb(c);
+  Problem pb(c, make_layout(c, rng));
   pb.setup(c, rng);
   std::fill(pb.o.host.begin(), pb.o.host.end(), kSentinel);
   pb.o.upload();
@@ -436,25 +515,80 @@ bool refusal(uint64_t seed) {
   return ok;
 }
 
+// check_indices over a paged layout: a page a sequence reaches outside the pool, a negative
+// page, and a key count above max_seqlen_k are InvalidArgument, O untouched; past each
+// sequence's pages the table holds -1 (not read, not checked).
+bool paged_refusals(uint64_t seed) {
+  const Case c{3, 8, 2, 1, 300, 128, DType::BF16, true, CausalAlignment::BottomRight, MaskKind::None, 16, 128, 0,
+               false, true, 16};
+  Rng rng(seed);
+  Problem pb(c, make_layout(c, rng));
+  pb.setup(c, rng);
+  std::fill(pb.o.host.begin(), pb.o.host.end(), kSentinel);
+  pb.o.upload();
+  bool ok = true;
+  const auto expect = [&](const char* what, const char* keyword) {
+    const sparsek::Result r = pb.launch(c);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    if (forced_variant() && r.status == sparsek::Status::NotSupported) {  // the row takes another dtype or head_dim
+      std::printf("SKIP paged refusal (%s): %s\n", what, r.message);
+      return;
+    }
+    const bool pass = r.status == sparsek::Status::InvalidArgument && std::strstr(r.message, keyword) != nullptr;
+    std::printf("%s paged refusal (%s): %s\n", pass ? "PASS" : "FAIL", what, r.message);
+    ok = ok && pass;
+  };
+  // Sequence 1 (300 keys) reaches pages 0 .. 18; its page 3 outside the pool, then negative.
+  std::vector<int32_t> table = pb.layout.table;
+  table[size_t(pb.layout.max_pages + 3)] = int32_t(pb.layout.num_pages);
+  CUDA_CHECK(cudaMemcpy(pb.d_table, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
+  expect("a page outside the pool", "sequence 1, page 3");
+  table[size_t(pb.layout.max_pages + 3)] = -1;
+  CUDA_CHECK(cudaMemcpy(pb.d_table, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
+  expect("a negative page", "sequence 1, page 3");
+  CUDA_CHECK(cudaMemcpy(pb.d_table, pb.layout.table.data(), table.size() * 4, cudaMemcpyHostToDevice));
+  std::vector<int32_t> lens = pb.layout.lens;
+  lens[2] = int32_t(c.seq_k + 1);
+  CUDA_CHECK(cudaMemcpy(pb.d_lens, lens.data(), lens.size() * 4, cudaMemcpyHostToDevice));
+  expect("a key count above max_seqlen_k", "sequence 2");
+  pb.o.download();
+  const bool untouched = std::all_of(pb.o.host.begin(), pb.o.host.end(), [](uint16_t x) { return x == kSentinel; });
+  std::printf("%s paged refusals leave O untouched\n", untouched ? "PASS" : "FAIL");
+  return ok && untouched;
+}
+
 // ---- --time ----
 int time_case(int argc, char** argv) {
-  if (argc != 10) {
+  if (argc != 10 && argc != 11) {
     std::fprintf(stderr,
-                 "usage: attention_decode_check --time DTYPE BATCH HEADS_Q HEADS_KV SEQ_Q SEQ_K HEAD_DIM ITERS\n");
+                 "usage: attention_decode_check --time DTYPE BATCH HEADS_Q HEADS_KV SEQ_Q SEQ_K HEAD_DIM ITERS "
+                 "[PAGE]\n");
     return 2;
   }
   const DType t = std::strcmp(argv[2], "f16") == 0 ? DType::F16 : DType::BF16;
   const int64_t B = std::atoll(argv[3]), HQ = std::atoll(argv[4]), HKV = std::atoll(argv[5]),
                 SQ = std::atoll(argv[6]), SK = std::atoll(argv[7]), D = std::atoll(argv[8]);
   const int iters = std::atoi(argv[9]);
-  if (B < 1 || HQ < 1 || HKV < 1 || HQ % HKV != 0 || SQ < 1 || SK < 1 || (D != 64 && D != 128) || iters < 1) {
-    std::fprintf(stderr, "bad dims\n");
+  const int64_t page = argc == 11 ? std::atoll(argv[10]) : 0;
+  if (B < 1 || HQ < 1 || HKV < 1 || HQ % HKV != 0 || SQ < 1 || SK < 1 || (D != 64 && D != 128) || iters < 1 ||
+      page < 0 || (page > 0 && 128 % page != 0 && page % 128 != 0)) {
+    std::fprintf(stderr, "bad dims (PAGE must nest with the mask's 128-key blocks)\n");
     return 2;
   }
+  // Paged: every sequence SK keys in ceil(SK / PAGE) pages of a shuffled pool.
+  Rng rng(7);
+  const int64_t pages_per = page > 0 ? (SK + page - 1) / page : 0;
+  std::vector<int32_t> lens = std::vector<int32_t>(size_t(B), int32_t(SK)), table;
+  if (page > 0) {
+    table.resize(size_t(B * pages_per));
+    for (size_t i = 0; i < table.size(); ++i) table[i] = int32_t(i);
+    for (size_t i = table.size() - 1; i > 0; --i) std::swap(table[i], table[size_t(rng.next() % (i + 1))]);
+  }
+  const int64_t kv_batch = page > 0 ? B * pages_per : B, kv_seq = page > 0 ? page : SK;
   // Device data: one random chunk per tensor, repeated (a host fill of the whole KV cache
   // would dominate the run; the timing does not depend on the values).
-  Heads q(B, HQ, SQ, D, t, false), k(B, HKV, SK, D, t, false), v(B, HKV, SK, D, t, false), o(B, HQ, SQ, D, t, false);
-  Rng rng(7);
+  Heads q(B, HQ, SQ, D, t, false), k(kv_batch, HKV, kv_seq, D, t, false), v(kv_batch, HKV, kv_seq, D, t, false),
+      o(B, HQ, SQ, D, t, false);
   std::vector<uint16_t> chunk(size_t(1) << 20);
   const auto fill = [&](Heads& x) {
     for (uint16_t& e : chunk) e = to_bits(rng.sym(), t);
@@ -522,6 +656,19 @@ int time_case(int argc, char** argv) {
   sparsek::AttentionOptions opt;
   opt.causal = true;
   opt.causal_alignment = CausalAlignment::BottomRight;
+  int32_t* d_lens = nullptr;
+  int32_t* d_table = nullptr;
+  if (page > 0) {
+    CUDA_CHECK(cudaMalloc(&d_lens, lens.size() * 4));
+    CUDA_CHECK(cudaMemcpy(d_lens, lens.data(), lens.size() * 4, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMalloc(&d_table, table.size() * 4));
+    CUDA_CHECK(cudaMemcpy(d_table, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
+    opt.layout.batch = B;
+    opt.layout.seqlens_k = d_lens;
+    opt.layout.max_seqlen_k = SK;
+    opt.layout.page_table = d_table;
+    opt.layout.max_pages = pages_per;
+  }
   bool failed = false;
   for (int masked = 0; masked < 2; ++masked) {
     const BlockMaskView* mp = masked ? &view : nullptr;
@@ -539,15 +686,17 @@ int time_case(int argc, char** argv) {
       }
     });
     const double bytes = masked ? masked_bytes : kv_bytes;
-    std::printf("{\"impl\":\"sparsek\",\"backend\":%d,\"kv\":\"%s\",\"dtype\":\"%s\",\"batch\":%lld,\"heads_q\":%lld,"
-                "\"heads_kv\":%lld,\"seq_q\":%lld,\"seq_k\":%lld,\"head_dim\":%lld,\"kv_bytes\":%.0f,\"us\":%.2f,"
-                "\"gbs\":%.1f,\"copy_gbs\":%.1f}\n",
-                int(chosen), masked ? "topk_quarter" : "dense", name(t), (long long)B, (long long)HQ,
-                (long long)HKV, (long long)SQ, (long long)SK, (long long)D, bytes, ms * 1e3,
-                bytes / (ms * 1e-3) / 1e9, copy_gbs);
+    const char* kv = page > 0 ? (masked ? "paged_topk_quarter" : "paged_dense") : masked ? "topk_quarter" : "dense";
+    std::printf("{\"impl\":\"sparsek\",\"backend\":%d,\"kv\":\"%s\",\"page\":%lld,\"dtype\":\"%s\",\"batch\":%lld,"
+                "\"heads_q\":%lld,\"heads_kv\":%lld,\"seq_q\":%lld,\"seq_k\":%lld,\"head_dim\":%lld,\"kv_bytes\":%.0f,"
+                "\"us\":%.2f,\"gbs\":%.1f,\"copy_gbs\":%.1f}\n",
+                int(chosen), kv, (long long)page, name(t), (long long)B, (long long)HQ, (long long)HKV, (long long)SQ,
+                (long long)SK, (long long)D, bytes, ms * 1e3, bytes / (ms * 1e-3) / 1e9, copy_gbs);
   }
   CUDA_CHECK(cudaGetLastError());
   cudaFree(d_lse);
+  cudaFree(d_lens);
+  cudaFree(d_table);
   return failed ? 1 : 0;
 }
 
@@ -583,6 +732,15 @@ int main(int argc, char** argv) {
       {2, 16, 1, 1, 9000, 128, H, true, BR, K::PerKvHead, 1, 128, 0.5, false},
       {2, 8, 2, 2, 500, 64, B, false, TL, K::Shared, 16, 128, 0.0, false},
       {1, 4, 4, 16, 300, 64, B, true, TL, K::None, 16, 128, 0, false},
+      // Serving layouts: key counts per sequence (seq_k the longest), paged in pages of 16..256
+      // keys (masks' key blocks nesting with the pages), or not.
+      {4, 32, 8, 1, 3000, 128, B, true, BR, K::None, 16, 128, 0, false, true, 16},
+      {3, 8, 2, 2, 2049, 64, H, true, BR, K::PerKvHead, 16, 64, 0.5, false, true, 64},
+      {3, 8, 1, 2, 1000, 128, B, false, TL, K::Shared, 16, 256, 0.5, false, true, 128},
+      {2, 4, 4, 16, 777, 64, H, true, TL, K::PerQueryHead, 16, 64, 0.5, false, true, 256},
+      {3, 16, 2, 2, 4097, 128, H, true, BR, K::PerKvHead, 16, 16, 0.3, false, true, 64},
+      {3, 6, 3, 5, 641, 64, B, true, BR, K::None, 16, 128, 0, false, true, 0},
+      {2, 16, 1, 1, 9000, 128, B, true, BR, K::Shared, 16, 128, 0.5, false, true, 128},
   };
   // Shapes the family leaves to the Hopper family: more than 16 rows per KV head, a
   // per-query-head mask under GQA.
@@ -611,7 +769,10 @@ int main(int argc, char** argv) {
     const Case whole{64, 32, 8, 1, 2000, 128, B, true, BR, K::None, 16, 128, 0, false};
     (determinism(split, seed++) ? passed : failed)++;
     (determinism(whole, seed++) ? passed : failed)++;
+    const Case paged{3, 8, 2, 2, 9000, 128, B, true, BR, K::PerKvHead, 16, 64, 0.5, false, true, 16};
+    (determinism(paged, seed++) ? passed : failed)++;
     (refusal(seed++) ? passed : failed)++;
+    (paged_refusals(seed++) ? passed : failed)++;
   }
   std::printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
