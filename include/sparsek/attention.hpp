@@ -122,13 +122,23 @@ enum class CausalAlignment : int32_t { TopLeft = 0, BottomRight = 1 };
 //     trusted for the results (a kernel never reads or writes outside the views).
 //   - Keys per sequence: seqlens_k[b] (<= the keys K holds for it) is sequence b's key count
 //     (a KV cache filled to different lengths); bottom-right causality aligns each sequence's
-//     last query with its own last key.
+//     last query with its own last key. K and V stay [batch, heads_kv, seq_k, head_dim] with
+//     max_seqlen_k <= seq_k; a mask's k_blocks = ceil(max_seqlen_k / block_k).
 //   - Paged K/V: with page_table, K and V are a pool [num_pages, heads_kv, page_size,
 //     head_dim] (HeadsView batch = num_pages, seq = page_size); sequence b's logical key j is
 //     row j % page_size of pool page page_table[b * max_pages + j / page_size]; seqlens_k is
-//     then required. A block mask's columns are logical key blocks (block_k a multiple of
+//     then required, max_pages >= 1 entries per sequence (batch * max_pages < 2^31) and
+//     max_seqlen_k <= max_pages * page_size. Entries past a sequence's keys are never read (any
+//     value). A block mask's columns are logical key blocks (block_k a multiple of
 //     page_size, or page_size a multiple of block_k), so one table serves paged-only,
-//     sparse-only and both.
+//     sparse-only and both. The decode family takes any page size; the Hopper family pages of
+//     a multiple of 128 keys (others: NotSupported).
+//   With check_indices, seqlens_k[b] in [0, max_seqlen_k] and every table entry a sequence
+//   reaches in [0, num_pages) are checked on the device (InvalidArgument naming the sequence
+//   and page, nothing launched); else they are trusted for the results and clamped into those
+//   ranges by the kernels (no access leaves the views). The Hopper family reads the K and V
+//   rows past a sequence's count inside its last 128-key block (its page's, or the padded
+//   cache's), weighted by 0: they must be finite; the decode family reads none of them.
 // `batch`: the number of sequences (required with any field set); max_seqlen_q / max_seqlen_k:
 // the longest query / key sequence (upper bounds the caller knows; a mask's q_blocks and k_blocks
 // are counted from them), which launches size their grids by without reading the arrays.

@@ -20,7 +20,10 @@
 //! checked there first (a key count outside `[0, max_seqlen_k]`, a page a sequence reaches
 //! outside the pool: [`Error::InvalidArgument`](crate::Error::InvalidArgument), nothing
 //! launched), else trusted for the results: the kernels clamp them, so no access leaves
-//! the views.
+//! the views. The decode family takes any page size, the Hopper family pages of a multiple of
+//! 128 keys ([`Error::NotSupported`](crate::Error::NotSupported) otherwise); the Hopper
+//! family reads the K and V rows past a sequence's count inside its last 128-key block,
+//! weighted by 0, so they must be finite (the decode family reads none of them).
 //!
 //! ```
 //! use sparsek::{attention_with_layout, Heads, HeadsMut, LseMut, PageTable, SequenceLayout};
