@@ -1458,3 +1458,432 @@ fn attention_into_layout(
         &AttentionOptions::new(),
     )
 }
+
+// ---- packed (variable-length) sequences --------------------------------------------------
+
+use common::varlen::{draw_lens, MaskHeads, VarlenCase, VarlenData};
+
+/// Runs a packed case on the CPU (host offsets) and checks it against the f64 reference
+/// (`VarlenData::check`: every sequence row written, nothing outside O's view); returns O's
+/// buffer and the LSE.
+fn run_varlen<T: Element>(c: &VarlenCase, rng: &mut StdRng) -> (Vec<T>, Vec<f32>) {
+    let data = VarlenData::<T>::new(c, rng);
+    let (mut o, mut lse) = (data.o0.clone(), vec![f32::NAN; data.lse_len]);
+    let os = data.os;
+    let opts = AttentionOptions::new()
+        .causal(c.causal.is_some())
+        .causal_alignment(c.causal.unwrap_or_default());
+    sparsek::attention_with_layout(
+        heads(&data.q, &data.qs),
+        heads(&data.k, &data.ks),
+        heads(&data.v, &data.ks),
+        HeadsMut::host(&mut o, os.batch, os.heads, os.seq, os.head_dim).with_strides(
+            os.stride_b,
+            os.stride_h,
+            os.stride_s,
+        ),
+        Some(LseMut::Host(&mut lse)),
+        data.mask.as_ref().map(MaskOperand::Host),
+        &data.host_layout(),
+        &opts,
+    )
+    .unwrap_or_else(|e| panic!("{c:?}: {e}"));
+    let (rel, lse_err, empty) = data.check(&o, &lse);
+    println!(
+        "{c:?} {:?}: rel {rel:.2e}, lse err {lse_err:.2e}, empty rows {empty}",
+        T::DTYPE
+    );
+    (o, lse)
+}
+
+/// Packed sequences on the CPU against the f64 reference: lengths 0..700 not multiples of
+/// the block (empty sequences of queries, of keys and of both), both causal alignments,
+/// grouped heads (4/2, 8/2, MQA), 128 × 128 masks per (sequence, query head), per (sequence,
+/// KV head) and shared, max_seqlen above the longest, fused `[total, heads, d]` views, one
+/// side packed and the other padded, d 64 and 128, f16 and bf16.
+#[test]
+fn cpu_varlen_matches_f64() {
+    let mut rng = StdRng::seed_from_u64(seed());
+    use CausalAlignment::{BottomRight as BR, TopLeft as TL};
+    let mut cases = Vec::new();
+    let (lq, lk) = (draw_lens(&mut rng, 5, 700), draw_lens(&mut rng, 5, 700));
+    cases.push(
+        VarlenCase::packed(4, 2, 64, &lq, &lk)
+            .causal(BR)
+            .mask(MaskHeads::Kv),
+    );
+    let l = draw_lens(&mut rng, 4, 600);
+    cases.push(
+        VarlenCase::packed(2, 2, 128, &l, &l)
+            .causal(TL)
+            .mask(MaskHeads::Query),
+    );
+    cases.push(VarlenCase::packed(4, 1, 64, &[129, 0, 257, 1], &[1, 300, 0, 131]).fused());
+    cases.push(
+        VarlenCase::packed(4, 2, 64, &[0, 0, 0], &[40, 0, 513])
+            .padded_q(200)
+            .causal(BR)
+            .mask(MaskHeads::Shared),
+    );
+    cases.push(
+        VarlenCase::packed(2, 2, 128, &[300, 1, 0], &[0; 3])
+            .padded_k(300)
+            .causal(TL),
+    );
+    cases.push(
+        VarlenCase::packed(4, 4, 64, &[100, 5, 260], &[90, 400, 7])
+            .slack(50)
+            .causal(BR)
+            .mask(MaskHeads::Query),
+    );
+    cases.push(
+        VarlenCase::packed(8, 2, 64, &[1, 4, 0, 2], &[700, 3, 50, 0])
+            .causal(BR)
+            .mask(MaskHeads::Kv),
+    );
+    cases.push(VarlenCase::packed(2, 1, 128, &[0, 3, 0], &[5, 0, 0]).causal(TL));
+    cases.push(
+        VarlenCase::packed(4, 2, 64, &[200, 131], &[77, 300])
+            .fused()
+            .causal(TL)
+            .mask(MaskHeads::Kv),
+    );
+    for (i, c) in cases.iter().enumerate() {
+        if i % 2 == 0 {
+            run_varlen::<f16>(c, &mut rng);
+        } else {
+            run_varlen::<bf16>(c, &mut rng);
+        }
+    }
+}
+
+/// No padding work and no crosstalk: each packed sequence's O rows and LSE are bit for bit
+/// those of the same sequence alone in a padded batch of one (the same arithmetic on the same
+/// values), for both alignments, with a mask per (sequence, KV head).
+#[test]
+fn cpu_varlen_equals_each_sequence_alone() {
+    let mut rng = StdRng::seed_from_u64(seed());
+    for causal in [CausalAlignment::TopLeft, CausalAlignment::BottomRight] {
+        let c = VarlenCase::packed(4, 2, 64, &[130, 0, 7, 300], &[260, 5, 0, 129])
+            .causal(causal)
+            .mask(MaskHeads::Kv);
+        let data = VarlenData::<bf16>::new(&c, &mut rng);
+        let (o, lse) = run_varlen_data(&data);
+        let (d, heads, heads_kv) = (c.d, c.heads, c.heads_kv);
+        for b in 0..c.batch() {
+            let (_, q0, nq) = data.q_rows(b);
+            let (_, k0, nk) = data.k_rows(b);
+            // Sequence b alone: its rows copied into padded [1, heads, n, d] tensors, its
+            // patterns as a set of one sequence.
+            let gather = |x: &[bf16], s: &HeadsShape, h_n: usize, r0: usize, n: usize| {
+                let mut out = Vec::with_capacity(h_n * n * d);
+                for h in 0..h_n {
+                    for i in 0..n {
+                        let at = h * s.stride_h + (r0 + i) * s.stride_s;
+                        out.extend_from_slice(&x[at..at + d]);
+                    }
+                }
+                out
+            };
+            let q1 = gather(&data.q, &data.qs, heads, q0, nq);
+            let k1 = gather(&data.k, &data.ks, heads_kv, k0, nk);
+            let v1 = gather(&data.v, &data.ks, heads_kv, k0, nk);
+            let m = data.mask.as_ref().unwrap();
+            let rows = m.q_blocks();
+            let mut masks = Vec::new();
+            for hk in 0..heads_kv {
+                let p = b * heads_kv + hk;
+                masks.push(
+                    sparsek::BlockMask::from_fn(rows, m.k_blocks(), |r, col| {
+                        m.row(p, r).contains(&(col as i32))
+                    })
+                    .unwrap(),
+                );
+            }
+            // The mask's rows and columns are counted from the longest sequences; alone, the
+            // sequence's own counts.
+            let cut = |bm: &sparsek::BlockMask| {
+                sparsek::BlockMask::from_fn(nq.div_ceil(128), nk.div_ceil(128), |r, col| {
+                    bm.get(r, col).unwrap_or(false)
+                })
+                .unwrap()
+            };
+            let alone: Vec<_> = masks.iter().map(cut).collect();
+            let patterns = BlockPatterns::from_block_masks(128, 128, &alone)
+                .unwrap()
+                .with_heads(1, heads_kv)
+                .unwrap();
+            let mut o1 = vec![bf16::from_f32(f32::NAN); heads * nq * d];
+            let mut l1 = vec![f32::NAN; heads * nq];
+            attention_into(
+                Heads::host(&q1, 1, heads, nq, d),
+                Heads::host(&k1, 1, heads_kv, nk, d),
+                Heads::host(&v1, 1, heads_kv, nk, d),
+                HeadsMut::host(&mut o1, 1, heads, nq, d),
+                Some(LseMut::Host(&mut l1)),
+                Some(MaskOperand::Host(&patterns)),
+                &AttentionOptions::new()
+                    .causal(true)
+                    .causal_alignment(causal),
+            )
+            .unwrap();
+            for h in 0..heads {
+                for i in 0..nq {
+                    let at = h * data.os.stride_h + (q0 + i) * data.os.stride_s;
+                    let packed: Vec<u16> = o[at..at + d].iter().map(|x| x.to_bits()).collect();
+                    let single: Vec<u16> = o1[(h * nq + i) * d..(h * nq + i + 1) * d]
+                        .iter()
+                        .map(|x| x.to_bits())
+                        .collect();
+                    assert_eq!(
+                        packed, single,
+                        "{causal:?}: sequence {b}, head {h}, row {i}"
+                    );
+                    assert_eq!(
+                        lse[data.lse_at(b, h, i)].to_bits(),
+                        l1[h * nq + i].to_bits(),
+                        "{causal:?}: LSE of sequence {b}, head {h}, row {i}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// A prepared packed case on the CPU (no check): O's buffer and the LSE.
+fn run_varlen_data<T: Element>(data: &VarlenData<T>) -> (Vec<T>, Vec<f32>) {
+    let c = &data.case;
+    let (mut o, mut lse) = (data.o0.clone(), vec![f32::NAN; data.lse_len]);
+    let os = data.os;
+    sparsek::attention_with_layout(
+        heads(&data.q, &data.qs),
+        heads(&data.k, &data.ks),
+        heads(&data.v, &data.ks),
+        HeadsMut::host(&mut o, os.batch, os.heads, os.seq, os.head_dim).with_strides(
+            os.stride_b,
+            os.stride_h,
+            os.stride_s,
+        ),
+        Some(LseMut::Host(&mut lse)),
+        data.mask.as_ref().map(MaskOperand::Host),
+        &data.host_layout(),
+        &AttentionOptions::new()
+            .causal(c.causal.is_some())
+            .causal_alignment(c.causal.unwrap_or_default()),
+    )
+    .unwrap();
+    (o, lse)
+}
+
+/// Packed layouts refused with a typed error, O and the LSE untouched: offsets that disagree
+/// with the packed size (a last entry past or short of Q's or K's seq, a start other than 0, a
+/// decrease, a sequence longer than max_seqlen), too few offsets, Q or K of batch != 1, a
+/// padded side whose batch is not the layout's, a total past batch · max_seqlen, a mask
+/// counted from the total or made for Q's batch, packed keys with a page table, key counts
+/// above a packed sequence's keys.
+#[test]
+fn varlen_refusals_leave_outputs_untouched() {
+    let (heads, d) = (2, 16);
+    let (total_q, total_k) = (10, 12);
+    let q = vec![bf16::from_f32(0.5); heads * total_q * d];
+    let kv = vec![bf16::from_f32(0.25); 3 * heads * total_k * d];
+    let before = (
+        vec![bf16::from_f32(3.0); heads * total_q * d],
+        vec![5.0f32; heads * total_q],
+    );
+    let (cu_q, cu_k) = ([0i32, 4, 4, 10], [0i32, 5, 7, 12]);
+    let good = sparsek::SequenceLayout::new(3)
+        .cu_seqlens_q(&cu_q, 6)
+        .cu_seqlens_k(&cu_k, 5);
+    // One call on fresh outputs; a refused one must leave them as they were.
+    let run = |q_batch: usize,
+               (kb, ks): (usize, usize),
+               mask: Option<&BlockPatterns>,
+               layout: &sparsek::SequenceLayout|
+     -> Result<(), Error> {
+        let (mut o, mut lse) = before.clone();
+        let kv = &kv[..kb * heads * ks * d];
+        let qs = total_q / q_batch;
+        let r = sparsek::attention_with_layout(
+            Heads::host(&q, q_batch, heads, qs, d),
+            Heads::host(kv, kb, heads, ks, d),
+            Heads::host(kv, kb, heads, ks, d),
+            HeadsMut::host(&mut o, q_batch, heads, qs, d),
+            Some(LseMut::Host(&mut lse)),
+            mask.map(MaskOperand::Host),
+            layout,
+            &AttentionOptions::new(),
+        );
+        if r.is_err() {
+            assert!(
+                o == before.0
+                    && lse
+                        .iter()
+                        .zip(&before.1)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "O or LSE written by a refused call: {r:?}"
+            );
+        }
+        r
+    };
+    // A control: the good layout runs.
+    let mut o_ok = before.0.clone();
+    let mut lse_ok = before.1.clone();
+    sparsek::attention_with_layout(
+        Heads::host(&q, 1, heads, total_q, d),
+        Heads::host(&kv[..heads * total_k * d], 1, heads, total_k, d),
+        Heads::host(&kv[..heads * total_k * d], 1, heads, total_k, d),
+        HeadsMut::host(&mut o_ok, 1, heads, total_q, d),
+        Some(LseMut::Host(&mut lse_ok)),
+        None,
+        &good,
+        &AttentionOptions::new(),
+    )
+    .unwrap();
+    assert!(lse_ok.iter().all(|x| x.is_finite()));
+
+    let invalid = |r: Result<(), Error>, what: &str, words: &str| match r {
+        Err(Error::InvalidArgument(m)) if m.contains(words) => println!("{what}: {m}"),
+        other => panic!("{what}: {other:?} (want InvalidArgument mentioning {words:?})"),
+    };
+    let shape = |r: Result<(), Error>, what: &str, words: &str| match r {
+        Err(e @ Error::ShapeMismatch { .. }) if e.to_string().contains(words) => {
+            println!("{what}: {e}")
+        }
+        other => panic!("{what}: {other:?} (want ShapeMismatch mentioning {words:?})"),
+    };
+    let l = |cq: &'static [i32], ck: &'static [i32], mq: usize, mk: usize| {
+        sparsek::SequenceLayout::new(3)
+            .cu_seqlens_q(cq, mq)
+            .cu_seqlens_k(ck, mk)
+    };
+    invalid(
+        run(
+            1,
+            (1, total_k),
+            None,
+            &l(&[0, 4, 4, 9], &[0, 5, 7, 12], 6, 5),
+        ),
+        "cu_seqlens_q ending at 9, Q's total 10",
+        "is not the packed total 10",
+    );
+    invalid(
+        run(
+            1,
+            (1, total_k),
+            None,
+            &l(&[0, 4, 4, 10], &[0, 5, 7, 13], 6, 6),
+        ),
+        "cu_seqlens_k ending at 13, K's total 12",
+        "is not the packed total 12",
+    );
+    invalid(
+        run(
+            1,
+            (1, total_k),
+            None,
+            &l(&[1, 4, 4, 10], &[0, 5, 7, 12], 6, 5),
+        ),
+        "cu_seqlens_q from 1",
+        "is not 0",
+    );
+    invalid(
+        run(
+            1,
+            (1, total_k),
+            None,
+            &l(&[0, 4, 3, 10], &[0, 5, 7, 12], 7, 5),
+        ),
+        "cu_seqlens_q decreasing",
+        "sequence 1's length -1",
+    );
+    invalid(
+        run(
+            1,
+            (1, total_k),
+            None,
+            &l(&[0, 4, 4, 10], &[0, 5, 7, 12], 5, 5),
+        ),
+        "a sequence of 6 queries, max_seqlen_q 5",
+        "max_seqlen = 5",
+    );
+    let short = sparsek::SequenceLayout::new(3)
+        .cu_seqlens_q(&cu_q[..3], 6)
+        .cu_seqlens_k(&cu_k, 5);
+    match run(1, (1, total_k), None, &short) {
+        Err(Error::BufferTooSmall {
+            operand: "cu_seqlens_q",
+            needed: 4,
+            got: 3,
+        }) => {}
+        other => panic!("3 offsets for 3 sequences: {other:?}"),
+    }
+    shape(
+        run(2, (1, total_k), None, &good),
+        "packed queries in a Q of batch 2",
+        "batch of Q (= 1: packed queries",
+    );
+    shape(
+        run(1, (3, 4), None, &good),
+        "packed keys in a K of batch 3",
+        "batch of K (= 1: packed keys",
+    );
+    let q_only = sparsek::SequenceLayout::new(3).cu_seqlens_q(&cu_q, 6);
+    shape(
+        run(1, (2, 4), None, &q_only),
+        "packed Q, padded K of batch 2 for 3 sequences",
+        "batch of K (= the layout's batch",
+    );
+    invalid(
+        run(
+            1,
+            (1, total_k),
+            None,
+            &l(&[0, 4, 4, 10], &[0, 5, 7, 12], 3, 5),
+        ),
+        "10 queries past 3 * max_seqlen_q 3",
+        "batch * max_seqlen_q",
+    );
+    // A mask counted from Q's total (ceil(10 / 4) = 3 query blocks, not ceil(6 / 4) = 2; key
+    // blocks ceil(5 / 4) = 2), and a per-head set made for Q's batch 1.
+    let m = |rows: usize, per: Option<(usize, usize)>| {
+        let n = per.map_or(1, |(b, h)| b * h);
+        let masks = vec![sparsek::BlockMask::from_fn(rows, 2, |_, _| true).unwrap(); n];
+        let p = BlockPatterns::from_block_masks(4, 4, &masks).unwrap();
+        match per {
+            Some((b, h)) => p.with_heads(b, h).unwrap(),
+            None => p,
+        }
+    };
+    shape(
+        run(1, (1, total_k), Some(&m(3, None)), &good),
+        "a mask's query blocks from Q's total",
+        "max_seqlen_q",
+    );
+    run(1, (1, total_k), Some(&m(2, Some((3, heads)))), &good).unwrap();
+    shape(
+        run(1, (1, total_k), Some(&m(2, Some((1, heads)))), &good),
+        "a per-head mask made for Q's batch 1",
+        "patterns of the mask",
+    );
+    // Packed keys with a page table; key counts above a packed sequence's keys.
+    let table = [0i32; 6];
+    let lens = [5i32, 2, 5];
+    let paged = sparsek::SequenceLayout::new(3)
+        .cu_seqlens_q(&cu_q, 6)
+        .seqlens_k(&lens, 5)
+        .page_table(sparsek::PageTable::new(&table, 2, total_k))
+        .cu_seqlens_k(&cu_k, 5);
+    invalid(
+        run(1, (1, total_k), None, &paged),
+        "packed keys with a page table",
+        "exclusive",
+    );
+    let too_many = [5i32, 3, 5];
+    let counted = good.seqlens_k(&too_many, 5);
+    invalid(
+        run(1, (1, total_k), None, &counted),
+        "seqlens_k[1] = 3 over sequence 1's 2 packed keys",
+        "exceeds the 2 keys packed",
+    );
+}

@@ -220,7 +220,14 @@ pub(crate) fn run_attention<T: Element>(
     }
     let seqlens_k = device_array(ops.layout.get_seqlens_k());
     let page_table = device_array(ops.layout.get_page_table().map(|t| t.table()));
-    for (name, a) in [("seqlens_k", seqlens_k), ("page_table", page_table)] {
+    let cu_seqlens_q = device_array(ops.layout.get_cu_seqlens_q());
+    let cu_seqlens_k = device_array(ops.layout.get_cu_seqlens_k());
+    for (name, a) in [
+        ("seqlens_k", seqlens_k),
+        ("page_table", page_table),
+        ("cu_seqlens_q", cu_seqlens_q),
+        ("cu_seqlens_k", cu_seqlens_k),
+    ] {
         if let Some(a) = a {
             check_contexts(&stream, &[(name, a.stream())])?;
         }
@@ -235,6 +242,8 @@ pub(crate) fn run_attention<T: Element>(
         mask: ops.mask.map(|m| (&m.row_ptr, &m.col_idx)),
         seqlens_k,
         page_table,
+        cu_seqlens_q,
+        cu_seqlens_k,
     };
     check(sys::attention(problem, bufs, &stream), requested).map(|_| ())
 }
@@ -285,7 +294,7 @@ fn attention_problem<T: Element>(
             page_table: 0,
             max_pages: to_i64("max_pages", dims.max_pages)?,
             batch: to_i64("batch of the layout", dims.batch)?,
-            max_seqlen_q: 0,
+            max_seqlen_q: to_i64("max_seqlen_q", dims.max_seqlen_q)?,
             max_seqlen_k: to_i64("max_seqlen_k", dims.max_seqlen_k)?,
         },
         check_indices: opts.get_check_indices(),

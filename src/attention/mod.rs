@@ -116,8 +116,9 @@ impl LseMut<'_> {
 /// reference, device operands (and a device mask) the GPU kernel on O's stream. Every check
 /// runs first; on an error nothing is written. FP8 elements ([`F8E4M3`](crate::F8E4M3),
 /// [`F8E5M2`](crate::F8E5M2)) are [`Error::UnsupportedTypes`] on every backend: their values
-/// mean `stored * scale`, and attention takes no scales. The padded batch: for per-sequence
-/// key counts and paged K/V, [`attention_with_layout`].
+/// mean `stored * scale`, and attention takes no scales. The padded batch: for packed
+/// (variable-length) sequences, per-sequence key counts and paged K/V,
+/// [`attention_with_layout`].
 pub fn attention_into<T: Element>(
     q: Heads<'_, T>,
     k: Heads<'_, T>,
@@ -130,13 +131,16 @@ pub fn attention_into<T: Element>(
     attention_with_layout(q, k, v, o, lse, mask, &SequenceLayout::padded(), opts)
 }
 
-/// [`attention_into`] over a serving layout ([`SequenceLayout`]: each sequence's key count,
-/// K and V read through a [`PageTable`]). The layout's arrays are where the operands are
-/// (host slices with host operands, device buffers with device operands:
-/// [`Error::MixedLocations`] otherwise); its rules are checked with the views' (a page table
-/// needs the key counts, K and V's batch is then the pool's pages and their seq the page size,
-/// a mask's key blocks count from `max_seqlen_k`, ...). Host values are always checked;
-/// device values with [`AttentionOptions::check_indices`].
+/// [`attention_into`] over a serving layout ([`SequenceLayout`]: sequences packed along seq
+/// by cumulative lengths, each sequence's key count, K and V read through a [`PageTable`]).
+/// The layout's arrays are where the operands are (host slices with host operands, device
+/// buffers with device operands: [`Error::MixedLocations`] otherwise); its rules are checked
+/// with the views' (packed Q, K of batch 1 whose seq is the total, a page table needs the key
+/// counts, K and V's batch is then the pool's pages and their seq the page size, a mask's
+/// blocks count from `max_seqlen_q` / `max_seqlen_k`, ...). Host values are always checked
+/// (offsets that disagree with the packed total: [`Error::InvalidArgument`]); device values
+/// with [`AttentionOptions::check_indices`]. With packed queries the LSE is `[heads,
+/// total_q]`.
 #[allow(clippy::too_many_arguments)]
 pub fn attention_with_layout<T: Element>(
     q: Heads<'_, T>,
@@ -196,6 +200,7 @@ pub fn attention_with_layout<T: Element>(
                 ));
             }
             let keys = layout.host_keys(k.shape.batch)?;
+            let packed = layout.host_packed(q.shape.seq, k.shape.seq)?;
             cpu::attention(
                 cpu::Operands {
                     q: (qd, &q.shape),
@@ -206,6 +211,7 @@ pub fn attention_with_layout<T: Element>(
                 lse,
                 mask,
                 keys,
+                packed,
                 opts,
             )
         }

@@ -510,9 +510,11 @@ pub(crate) struct AttentionBuffers<'a, T> {
     pub lse: Option<&'a mut CudaSlice<f32>>,
     /// The mask's `row_ptr` and `col_idx` (a `DeviceBlockPatterns`).
     pub mask: Option<(&'a CudaSlice<i32>, &'a CudaSlice<i32>)>,
-    /// The layout's key counts and page table, read only.
+    /// The layout's key counts, page table and packed sequences' offsets, read only.
     pub seqlens_k: Option<&'a CudaSlice<i32>>,
     pub page_table: Option<&'a CudaSlice<i32>>,
+    pub cu_seqlens_q: Option<&'a CudaSlice<i32>>,
+    pub cu_seqlens_k: Option<&'a CudaSlice<i32>>,
 }
 
 /// Fills the pointers and mode of `problem` from `bufs` and selects, or enqueues on
@@ -536,6 +538,12 @@ pub(crate) fn attention<T>(
     }
     if let Some(t) = bufs.page_table {
         problem.layout.page_table = read(t, stream, &mut guards);
+    }
+    if let Some(c) = bufs.cu_seqlens_q {
+        problem.layout.cu_seqlens_q = read(c, stream, &mut guards);
+    }
+    if let Some(c) = bufs.cu_seqlens_k {
+        problem.layout.cu_seqlens_k = read(c, stream, &mut guards);
     }
     let (mode, o, _o) = bufs.o.pointer(stream);
     let _lse = bufs.lse.map(|l| {

@@ -563,3 +563,6 @@ pub mod gpu_spmm;
 /// The serving-layout attention cases the GPU attention tests share.
 #[cfg(feature = "cuda")]
 pub mod gpu_layout;
+
+/// The packed (variable-length) attention cases and their f64 reference (CPU and GPU tests).
+pub mod varlen;
