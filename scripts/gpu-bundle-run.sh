@@ -157,6 +157,8 @@ ops_tests() {
   done
   tests_of "SPARSEK_ATTENTION_DECODE_SPLITS=3" gpu_attention_decode_tests matches edge deterministic
   tests_of "SPARSEK_ATTENTION_DECODE_SPLITS=1" gpu_attention_decode_tests matches deterministic
+  # Packed decode shapes with every launch split in 3 (the combine kernel per sequence).
+  tests_of "SPARSEK_ATTENTION_DECODE_SPLITS=3" gpu_attention_tests varlen_decode varlen_repeats
   tests_of "" gpu_hardening_tests
 }
 
@@ -427,6 +429,10 @@ case "${1:-test}" in
       # Hopper family.
       compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/gpu_attention_tests" --test-threads=1 \
         attention_paged_sanitized || fail=1
+      # Packed (varlen) sequences on both families, unchecked offsets that disagree with the
+      # totals included (clamped), and O's rows stored by the threads (packed queries).
+      compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/gpu_attention_tests" --test-threads=1 \
+        attention_varlen_sanitized || fail=1
     done
     exit $fail
     ;;

@@ -999,3 +999,637 @@ fn attention_paged_sanitized() {
     .unwrap();
     stream.synchronize().unwrap();
 }
+
+// ---- packed (variable-length) sequences ------------------------------------------------------
+
+use common::varlen::{self as varlen, MaskHeads, VarlenCase, VarlenData};
+
+/// A packed case's operands on the device (offsets, mask), beside its host data.
+struct DeviceVarlen<T: cudarc::driver::DeviceRepr> {
+    data: VarlenData<T>,
+    dq: CudaSlice<T>,
+    dk: CudaSlice<T>,
+    dv: CudaSlice<T>,
+    dcu_q: CudaSlice<i32>,
+    dcu_k: CudaSlice<i32>,
+    dmask: Option<DeviceBlockPatterns>,
+}
+
+impl<T: Element + cudarc::driver::DeviceRepr> DeviceVarlen<T> {
+    fn new(stream: &Arc<CudaStream>, c: &VarlenCase, rng: &mut StdRng) -> Self {
+        let data = VarlenData::<T>::new(c, rng);
+        Self {
+            dq: common::upload(stream, &data.q),
+            dk: common::upload(stream, &data.k),
+            dv: common::upload(stream, &data.v),
+            dcu_q: gpu_layout::upload_i32(stream, &data.cu_q),
+            dcu_k: gpu_layout::upload_i32(stream, &data.cu_k),
+            dmask: data
+                .mask
+                .as_ref()
+                .map(|m| DeviceBlockPatterns::upload(m, stream).unwrap()),
+            data,
+        }
+    }
+
+    /// The device layout over these offsets (the packed sides').
+    fn layout<'a>(
+        &self,
+        cu_q: &'a CudaSlice<i32>,
+        cu_k: &'a CudaSlice<i32>,
+        (max_q, max_k): (usize, usize),
+    ) -> sparsek::SequenceLayout<'a> {
+        let c = &self.data.case;
+        let mut l = sparsek::SequenceLayout::new(c.batch());
+        if c.packed_q {
+            l = l.cu_seqlens_q(cu_q, max_q);
+        }
+        if c.packed_k {
+            l = l.cu_seqlens_k(cu_k, max_k);
+        }
+        l
+    }
+
+    fn options(&self, backend: Backend) -> AttentionOptions {
+        let c = &self.data.case;
+        AttentionOptions::new()
+            .causal(c.causal.is_some())
+            .causal_alignment(c.causal.unwrap_or_default())
+            .backend(backend)
+    }
+
+    /// One launch into `o` (O's buffer: the view and 64 rows more) and `lse` over `layout`.
+    fn launch(
+        &self,
+        o: &mut CudaSlice<T>,
+        lse: &mut CudaSlice<f32>,
+        layout: &sparsek::SequenceLayout<'_>,
+        opts: &AttentionOptions,
+    ) -> Result<(), Error> {
+        let d = &self.data;
+        let os = d.os;
+        attention_with_layout(
+            device_view(&self.dq, &d.qs),
+            device_view(&self.dk, &d.ks),
+            device_view(&self.dv, &d.ks),
+            HeadsMut::device(o, os.batch, os.heads, os.seq, os.head_dim).with_strides(
+                os.stride_b,
+                os.stride_h,
+                os.stride_s,
+            ),
+            Some(LseMut::Device(lse)),
+            self.dmask.as_ref().map(MaskOperand::Device),
+            layout,
+            opts,
+        )
+    }
+
+    /// The case's own launch on poisoned outputs: (O's buffer, LSE), or the refusal.
+    fn run(
+        &self,
+        stream: &Arc<CudaStream>,
+        opts: &AttentionOptions,
+    ) -> Result<(Vec<T>, Vec<f32>), Error> {
+        let d = &self.data;
+        let mut o = common::upload(stream, &d.o0);
+        let mut lse = common::upload(stream, &vec![f32::NAN; d.lse_len.max(1)]);
+        let layout = self.layout(
+            &self.dcu_q,
+            &self.dcu_k,
+            (d.case.max_seqlen_q(), d.case.max_seqlen_k()),
+        );
+        self.launch(&mut o, &mut lse, &layout, &opts.check_indices(true))?;
+        let o = stream.clone_dtoh(&o).unwrap();
+        let lse = stream.clone_dtoh(&lse).unwrap();
+        Ok((o, lse[..d.lse_len].to_vec()))
+    }
+}
+
+use sparsek::attention_with_layout;
+
+/// A device tensor's view of this shape and strides.
+fn device_view<'a, T>(x: &'a CudaSlice<T>, s: &HeadsShape) -> Heads<'a, T> {
+    Heads::device(x, s.batch, s.heads, s.seq, s.head_dim)
+        .with_strides(s.stride_b, s.stride_h, s.stride_s)
+}
+
+/// Whether `backend` may refuse `c` on this device: the Hopper family off sm_90, the decode
+/// family (and Auto's first choice) on shapes of more than 16 rows per KV head.
+fn varlen_refusal_expected(ctx: &Arc<CudaContext>, c: &VarlenCase, backend: Backend) -> bool {
+    let decode_shape = c.max_seqlen_q() * (c.heads / c.heads_kv) <= 16;
+    match backend {
+        Backend::Hopper => !is_hopper(ctx),
+        Backend::Decode => !decode_shape,
+        _ => !is_hopper(ctx) && !decode_shape,
+    }
+}
+
+/// Runs a packed case with `backend`: checked against the f64 reference (every sequence row
+/// written, nothing outside O's view), or a refusal this device explains.
+fn run_varlen<T: Element + cudarc::driver::DeviceRepr>(
+    ctx: &Arc<CudaContext>,
+    c: &VarlenCase,
+    backend: Backend,
+    rng: &mut StdRng,
+) {
+    let stream = ctx.default_stream();
+    let p = DeviceVarlen::<T>::new(&stream, c, rng);
+    match p.run(&stream, &p.options(backend)) {
+        Ok((o, lse)) => {
+            let (rel, lse_err, empty) = p.data.check(&o, &lse);
+            println!(
+                "{c:?} {:?} {backend:?}: rel {rel:.2e}, lse err {lse_err:.2e}, empty rows {empty}",
+                T::DTYPE
+            );
+        }
+        Err(e @ Error::NotSupported { .. }) if varlen_refusal_expected(ctx, c, backend) => {
+            println!("{c:?} {backend:?}: refused here: {e}")
+        }
+        Err(e @ Error::NotSupported { .. }) if std::env::var_os("SPARSEK_VARIANT").is_some() => {
+            println!("SKIP {c:?} {backend:?}: {e}")
+        }
+        Err(e) => panic!("{c:?} {:?} {backend:?}: {e}", T::DTYPE),
+    }
+}
+
+/// Packed sequences on the Hopper family (by name) and through Auto, against the f64
+/// reference: lengths 0..3000 not multiples of 128 (empty sequences of queries, of keys and of
+/// both), both causal alignments and none, GQA 8/2 and 4/4, MQA, masks per (sequence, query
+/// head), per (sequence, KV head) and shared, max_seqlen above the longest, fused `[total,
+/// heads, d]` views, one side packed and the other padded, d 64 and 128, f16 and bf16; O
+/// poisoned (every sequence row written) with a sentinel past its view and in the fused gaps
+/// (nothing else written).
+#[test]
+fn attention_varlen_matches_reference() {
+    let Some(ctx) = device("attention_varlen_matches_reference") else {
+        return;
+    };
+    let mut rng = StdRng::seed_from_u64(seed());
+    use CausalAlignment::{BottomRight as BR, TopLeft as TL};
+    let mut cases = Vec::new();
+    let (lq, lk) = (
+        varlen::draw_lens(&mut rng, 6, 3000),
+        varlen::draw_lens(&mut rng, 6, 3000),
+    );
+    cases.push(
+        VarlenCase::packed(8, 2, 128, &lq, &lk)
+            .causal(BR)
+            .mask(MaskHeads::Kv),
+    );
+    let l = varlen::draw_lens(&mut rng, 5, 3000);
+    cases.push(
+        VarlenCase::packed(4, 4, 64, &l, &l)
+            .fused()
+            .causal(TL)
+            .mask(MaskHeads::Query),
+    );
+    let (lq, lk) = (
+        varlen::draw_lens(&mut rng, 5, 1500),
+        varlen::draw_lens(&mut rng, 5, 1500),
+    );
+    cases.push(VarlenCase::packed(8, 1, 128, &lq, &lk));
+    cases.push(
+        VarlenCase::packed(4, 2, 64, &[0; 4], &varlen::draw_lens(&mut rng, 4, 2000))
+            .padded_q(300)
+            .causal(BR)
+            .mask(MaskHeads::Shared),
+    );
+    cases.push(
+        VarlenCase::packed(2, 2, 128, &varlen::draw_lens(&mut rng, 4, 1000), &[0; 4])
+            .padded_k(777)
+            .causal(TL),
+    );
+    cases.push(
+        VarlenCase::packed(4, 2, 64, &[129, 1, 0, 257, 1000], &[300, 0, 5, 128, 1003])
+            .slack(100)
+            .causal(BR)
+            .mask(MaskHeads::Query),
+    );
+    cases.push(VarlenCase::packed(4, 2, 128, &[0, 3, 0], &[0, 0, 7]).causal(BR));
+    cases.push(
+        VarlenCase::packed(6, 3, 64, &[640, 131, 2], &[129, 2000, 1])
+            .fused()
+            .causal(BR)
+            .mask(MaskHeads::Kv),
+    );
+    for (i, c) in cases.iter().enumerate() {
+        for backend in [Backend::Hopper, Backend::Auto] {
+            if i % 2 == 0 {
+                run_varlen::<bf16>(&ctx, c, backend, &mut rng);
+            } else {
+                run_varlen::<f16>(&ctx, c, backend, &mut rng);
+            }
+        }
+    }
+}
+
+/// Packed decode shapes (at most 16 rows per KV head: max_seqlen_q · group <= 16) on the
+/// decode family by name, on the Hopper family by name and through Auto (the decode family),
+/// against the f64 reference: 1..16 queries per sequence with empty ones, keys 0..8192,
+/// GQA 4 and 8 and MQA, masks per (sequence, KV head) and shared, both alignments, d 64 and
+/// 128, f16 and bf16; packed queries with padded keys and the reverse.
+#[test]
+fn attention_varlen_decode_matches_reference() {
+    let Some(ctx) = device("attention_varlen_decode_matches_reference") else {
+        return;
+    };
+    let mut rng = StdRng::seed_from_u64(seed());
+    use CausalAlignment::{BottomRight as BR, TopLeft as TL};
+    let cases = [
+        VarlenCase::packed(8, 2, 128, &[1, 4, 0, 2, 3], &[1000, 3, 50, 0, 8192])
+            .causal(BR)
+            .mask(MaskHeads::Kv),
+        VarlenCase::packed(8, 1, 64, &[1, 1, 1, 1], &[8192, 0, 5000, 129]).causal(BR),
+        VarlenCase::packed(4, 1, 128, &[4, 0, 3], &[2049, 777, 16]).causal(TL),
+        VarlenCase::packed(16, 16, 64, &[1, 1, 0], &[300, 1, 0])
+            .mask(MaskHeads::Shared)
+            .causal(BR),
+        VarlenCase::packed(8, 2, 64, &[2, 1, 4], &[0; 3])
+            .padded_k(1500)
+            .causal(BR)
+            .mask(MaskHeads::Kv),
+        VarlenCase::packed(4, 1, 128, &[0; 3], &[100, 0, 4000])
+            .padded_q(4)
+            .causal(BR),
+        VarlenCase::packed(8, 2, 128, &[1, 3, 2], &[64, 999, 3])
+            .fused()
+            .slack(1)
+            .causal(BR),
+    ];
+    for (i, c) in cases.iter().enumerate() {
+        for backend in [Backend::Decode, Backend::Hopper, Backend::Auto] {
+            if i % 2 == 0 {
+                run_varlen::<bf16>(&ctx, c, backend, &mut rng);
+            } else {
+                run_varlen::<f16>(&ctx, c, backend, &mut rng);
+            }
+        }
+    }
+}
+
+/// 100 launches of a packed prefill case (Hopper) and of a packed decode case (the decode
+/// family): O and LSE bitwise identical.
+#[test]
+fn attention_varlen_repeats_bitwise() {
+    let Some(ctx) = device("attention_varlen_repeats_bitwise") else {
+        return;
+    };
+    let stream = ctx.default_stream();
+    let mut rng = StdRng::seed_from_u64(seed());
+    for (c, backend) in [
+        (
+            VarlenCase::packed(8, 2, 128, &[1000, 0, 129, 2500], &[1200, 7, 0, 2500])
+                .causal(CausalAlignment::BottomRight)
+                .mask(MaskHeads::Kv),
+            Backend::Hopper,
+        ),
+        (
+            VarlenCase::packed(8, 2, 128, &[2, 4, 1, 0], &[6000, 33, 0, 1000])
+                .causal(CausalAlignment::BottomRight),
+            Backend::Decode,
+        ),
+    ] {
+        let p = DeviceVarlen::<bf16>::new(&stream, &c, &mut rng);
+        let opts = p.options(backend);
+        let first = match p.run(&stream, &opts) {
+            Ok(r) => r,
+            Err(e) if varlen_refusal_expected(&ctx, &c, backend) => {
+                println!("{c:?} {backend:?}: refused here: {e}");
+                continue;
+            }
+            Err(e) => panic!("{c:?} {backend:?}: {e}"),
+        };
+        p.data.check(&first.0, &first.1);
+        let bits = |(o, lse): &(Vec<bf16>, Vec<f32>)| {
+            (
+                o.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                lse.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            )
+        };
+        let want = bits(&first);
+        for rep in 1..100 {
+            let got = p.run(&stream, &opts).unwrap();
+            assert!(
+                bits(&got) == want,
+                "{c:?} {backend:?}: run {rep} differs from the first"
+            );
+        }
+        println!("{c:?} {backend:?}: 100 runs bitwise identical (O and LSE)");
+    }
+}
+
+/// Typed refusals of packed layouts on the device, O and the LSE untouched: with
+/// check_indices, offsets that disagree with the packed size (a last entry short of or past
+/// the total, a start other than 0, a decrease) or with max_seqlen (a longer sequence),
+/// InvalidArgument naming the array; a Q of batch 2 with packed queries and a padded K of the
+/// wrong batch (ShapeMismatch); host offsets with device operands (MixedLocations); too few
+/// offsets (BufferTooSmall). Unchecked bad offsets run (the kernels clamp them into the
+/// views: attention_varlen_sanitized runs that under compute-sanitizer).
+#[test]
+fn attention_varlen_refusals() {
+    let Some(ctx) = device("attention_varlen_refusals") else {
+        return;
+    };
+    let stream = ctx.default_stream();
+    let mut rng = StdRng::seed_from_u64(seed());
+    let c = VarlenCase::packed(4, 2, 64, &[100, 0, 300], &[50, 200, 1])
+        .causal(CausalAlignment::BottomRight);
+    if varlen_refusal_expected(&ctx, &c, Backend::Auto) {
+        // No family takes the shape here: the selection refuses before any check.
+        println!("SKIP attention_varlen_refusals: not a Hopper GPU");
+        return;
+    }
+    let p = DeviceVarlen::<bf16>::new(&stream, &c, &mut rng);
+    let d = &p.data;
+    let mut o = common::upload(&stream, &d.o0);
+    let mut lse = common::upload(&stream, &vec![5.0f32; d.lse_len]);
+    let untouched = |o: &CudaSlice<bf16>, lse: &CudaSlice<f32>, what: &str| {
+        let (oh, lh) = (
+            stream.clone_dtoh(o).unwrap(),
+            stream.clone_dtoh(lse).unwrap(),
+        );
+        assert!(
+            oh.iter()
+                .zip(&d.o0)
+                .all(|(a, b)| a.to_bits() == b.to_bits())
+                && lh.iter().all(|&x| x == 5.0),
+            "{what}: O or LSE written by a refused call"
+        );
+    };
+    let opts = p.options(Backend::Auto).check_indices(true);
+    // (what, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, the array the message names)
+    type BadOffsets<'a> = (&'a str, [i32; 4], [i32; 4], usize, &'a str);
+    let bad_offsets: [BadOffsets; 5] = [
+        (
+            "cu_seqlens_q ending at 399 (Q's total 400)",
+            [0, 100, 100, 399],
+            [0, 50, 250, 251],
+            300,
+            "cu_seqlens_q",
+        ),
+        (
+            "cu_seqlens_k ending at 252 (K's total 251)",
+            [0, 100, 100, 400],
+            [0, 50, 250, 252],
+            300,
+            "cu_seqlens_k",
+        ),
+        (
+            "cu_seqlens_q from 4",
+            [4, 100, 100, 400],
+            [0, 50, 250, 251],
+            300,
+            "cu_seqlens_q",
+        ),
+        (
+            "cu_seqlens_q decreasing",
+            [0, 100, 90, 400],
+            [0, 50, 250, 251],
+            310,
+            "cu_seqlens_q",
+        ),
+        (
+            "a sequence of 300 queries, max_seqlen_q 299",
+            [0, 100, 100, 400],
+            [0, 50, 250, 251],
+            299,
+            "cu_seqlens_q",
+        ),
+    ];
+    for (what, cq, ck, max_q, names) in bad_offsets {
+        let (dq, dk) = (
+            gpu_layout::upload_i32(&stream, &cq),
+            gpu_layout::upload_i32(&stream, &ck),
+        );
+        let layout = p.layout(&dq, &dk, (max_q, 200));
+        match p.launch(&mut o, &mut lse, &layout, &opts) {
+            Err(Error::InvalidArgument(m)) if m.contains(names) => println!("{what}: {m}"),
+            other => panic!("{what}: {other:?} (want InvalidArgument naming {names})"),
+        }
+        untouched(&o, &lse, what);
+        // Unchecked, the same offsets run (wrong results, no access outside the views).
+        let r = p.launch(&mut o, &mut lse, &layout, &p.options(Backend::Auto));
+        assert!(
+            r.is_ok() || varlen_refusal_expected(&ctx, &c, Backend::Auto),
+            "{what}, unchecked: {r:?}"
+        );
+        stream.memcpy_htod(&d.o0, &mut o).unwrap();
+        stream
+            .memcpy_htod(&vec![5.0f32; d.lse_len], &mut lse)
+            .unwrap();
+    }
+    // A Q of batch 2 with packed queries: the view's batch is refused before any device work.
+    let good = p.layout(&p.dcu_q, &p.dcu_k, (300, 200));
+    let (qs, ks, os) = (d.qs, d.ks, d.os);
+    let r = attention_with_layout(
+        Heads::device(&p.dq, 2, qs.heads, qs.seq / 2, qs.head_dim),
+        Heads::device(&p.dk, ks.batch, ks.heads, ks.seq, ks.head_dim),
+        Heads::device(&p.dv, ks.batch, ks.heads, ks.seq, ks.head_dim),
+        HeadsMut::device(&mut o, 2, os.heads, os.seq / 2, os.head_dim),
+        Some(LseMut::Device(&mut lse)),
+        None,
+        &good,
+        &opts,
+    );
+    assert!(
+        matches!(&r, Err(e @ Error::ShapeMismatch { .. }) if e.to_string().contains("packed queries")),
+        "Q of batch 2: {r:?}"
+    );
+    untouched(&o, &lse, "Q of batch 2");
+    // Packed queries, K padded with 2 entries for 3 sequences.
+    let q_only = sparsek::SequenceLayout::new(3).cu_seqlens_q(&p.dcu_q, 300);
+    let r = attention_with_layout(
+        Heads::device(&p.dq, qs.batch, qs.heads, qs.seq, qs.head_dim),
+        Heads::device(&p.dk, 2, ks.heads, 100, ks.head_dim),
+        Heads::device(&p.dv, 2, ks.heads, 100, ks.head_dim),
+        HeadsMut::device(&mut o, os.batch, os.heads, os.seq, os.head_dim),
+        Some(LseMut::Device(&mut lse)),
+        None,
+        &q_only,
+        &opts,
+    );
+    assert!(
+        matches!(&r, Err(e @ Error::ShapeMismatch { .. }) if e.to_string().contains("the layout's batch")),
+        "padded K of batch 2 for 3 sequences: {r:?}"
+    );
+    untouched(&o, &lse, "padded K of batch 2");
+    // Host offsets with device operands; too few device offsets.
+    let host = sparsek::SequenceLayout::new(3)
+        .cu_seqlens_q(&d.cu_q, 300)
+        .cu_seqlens_k(&d.cu_k, 200);
+    let r = p.launch(&mut o, &mut lse, &host, &opts);
+    assert!(
+        matches!(r, Err(Error::MixedLocations(_))),
+        "host offsets: {r:?}"
+    );
+    let short = gpu_layout::upload_i32(&stream, &d.cu_q[..3]);
+    let r = p.launch(
+        &mut o,
+        &mut lse,
+        &p.layout(&short, &p.dcu_k, (300, 200)),
+        &opts,
+    );
+    assert!(
+        matches!(
+            r,
+            Err(Error::BufferTooSmall {
+                operand: "cu_seqlens_q",
+                needed: 4,
+                got: 3
+            })
+        ),
+        "3 offsets for 3 sequences: {r:?}"
+    );
+    untouched(&o, &lse, "host or short offsets");
+}
+
+/// A packed launch captured in a CUDA graph (the offsets are read on the device: no host
+/// synchronization): 100 replays bitwise equal to the eager call, and a replay after new
+/// offsets (other lengths, same totals) equal to the eager call on them.
+#[test]
+fn attention_varlen_replays_in_a_cuda_graph() {
+    use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+    let Some(ctx) = device("attention_varlen_replays_in_a_cuda_graph") else {
+        return;
+    };
+    // SAFETY: every buffer of this test is created, used and freed on `stream` alone, so
+    // stream order is all the synchronization there is to manage (cudarc's per-buffer
+    // events, recorded outside the capture, are not wanted inside it).
+    unsafe { ctx.disable_event_tracking() };
+    let stream = ctx.new_stream().unwrap();
+    let mut rng = StdRng::seed_from_u64(seed());
+    let c = VarlenCase::packed(8, 2, 128, &[700, 0, 129, 300], &[900, 5, 0, 640])
+        .causal(CausalAlignment::BottomRight)
+        .mask(MaskHeads::Kv);
+    let mut p = DeviceVarlen::<bf16>::new(&stream, &c, &mut rng);
+    let (max_q, max_k) = (c.max_seqlen_q(), c.max_seqlen_k());
+    // Other lengths of the same totals (and within the same maxima).
+    let (cq2, ck2) = ([0i32, 300, 400, 529, 1129], [0i32, 640, 645, 645, 1545]);
+    let d = &p.data;
+    let mut o = common::upload(&stream, &d.o0);
+    let mut lse = common::upload(&stream, &vec![f32::NAN; d.lse_len]);
+    let opts = p.options(Backend::Hopper);
+    let download = |o: &CudaSlice<bf16>, lse: &CudaSlice<f32>| {
+        let o: Vec<u16> = stream
+            .clone_dtoh(o)
+            .unwrap()
+            .iter()
+            .map(|x| x.to_bits())
+            .collect();
+        let l: Vec<u32> = stream
+            .clone_dtoh(lse)
+            .unwrap()
+            .iter()
+            .map(|x| x.to_bits())
+            .collect();
+        (o, l)
+    };
+    let mut eager = Vec::new();
+    for (cq, ck) in [
+        (d.cu_q.clone(), d.cu_k.clone()),
+        (cq2.to_vec(), ck2.to_vec()),
+    ] {
+        stream.memcpy_htod(&cq, &mut p.dcu_q).unwrap();
+        stream.memcpy_htod(&ck, &mut p.dcu_k).unwrap();
+        stream.memcpy_htod(&p.data.o0, &mut o).unwrap();
+        let layout = p.layout(&p.dcu_q, &p.dcu_k, (max_q, max_k));
+        match p.launch(&mut o, &mut lse, &layout, &opts) {
+            Ok(()) => {}
+            Err(e) if !is_hopper(&ctx) => {
+                println!("SKIP: {e}");
+                return;
+            }
+            Err(e) => panic!("{c:?}: {e}"),
+        }
+        eager.push(download(&o, &lse));
+    }
+    stream.memcpy_htod(&p.data.cu_q, &mut p.dcu_q).unwrap();
+    stream.memcpy_htod(&p.data.cu_k, &mut p.dcu_k).unwrap();
+    stream.synchronize().unwrap();
+    stream
+        .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+        .unwrap();
+    let layout = p.layout(&p.dcu_q, &p.dcu_k, (max_q, max_k));
+    p.launch(&mut o, &mut lse, &layout, &opts).unwrap();
+    let graph = stream
+        .end_capture(CUgraphInstantiate_flags(0))
+        .unwrap_or_else(|e| panic!("{c:?}: the packed attention did not capture: {e}"))
+        .expect("a captured call has nodes");
+    for rep in 0..100 {
+        stream.memcpy_htod(&p.data.o0, &mut o).unwrap();
+        graph.launch().unwrap();
+        assert!(
+            download(&o, &lse) == eager[0],
+            "{c:?}: replay {rep} differs from the eager call"
+        );
+    }
+    stream.memcpy_htod(&cq2, &mut p.dcu_q).unwrap();
+    stream.memcpy_htod(&ck2, &mut p.dcu_k).unwrap();
+    stream.memcpy_htod(&p.data.o0, &mut o).unwrap();
+    graph.launch().unwrap();
+    assert!(
+        download(&o, &lse) == eager[1],
+        "{c:?}: a replay on new offsets differs from the eager call on them"
+    );
+    stream.synchronize().unwrap();
+    println!("{c:?}: captured, 100 replays bitwise equal to eager, new offsets too");
+}
+
+/// For compute-sanitizer (run.sh sanitize): small packed cases on the Hopper and decode
+/// families (masks, empty sequences, fused views), and unchecked offsets that disagree with
+/// the totals (past them, decreasing): the kernels clamp every sequence into the views.
+#[test]
+fn attention_varlen_sanitized() {
+    let Some(ctx) = device("attention_varlen_sanitized") else {
+        return;
+    };
+    let stream = ctx.default_stream();
+    let mut rng = StdRng::seed_from_u64(seed());
+    let c = VarlenCase::packed(4, 2, 64, &[130, 0, 5], &[7, 200, 0])
+        .fused()
+        .causal(CausalAlignment::BottomRight)
+        .mask(MaskHeads::Kv);
+    run_varlen::<bf16>(&ctx, &c, Backend::Hopper, &mut rng);
+    let c = VarlenCase::packed(8, 2, 128, &[2, 0, 4], &[300, 17, 0])
+        .causal(CausalAlignment::BottomRight)
+        .mask(MaskHeads::Kv);
+    run_varlen::<f16>(&ctx, &c, Backend::Decode, &mut rng);
+    for backend in [Backend::Hopper, Backend::Decode] {
+        let c = VarlenCase::packed(8, 2, 64, &[2, 1, 3], &[100, 50, 90])
+            .causal(CausalAlignment::TopLeft);
+        let p = DeviceVarlen::<bf16>::new(&stream, &c, &mut rng);
+        let d = &p.data;
+        let mut o = common::upload(&stream, &d.o0);
+        let mut lse = common::upload(&stream, &vec![f32::NAN; d.lse_len]);
+        for (cq, ck) in [
+            ([0i32, 2, 3, 90], [0i32, 100, 5000, 240]),
+            ([0i32, 5, 1, 6], [-7, 100, 40, 240]),
+        ] {
+            let (dq, dk) = (
+                gpu_layout::upload_i32(&stream, &cq),
+                gpu_layout::upload_i32(&stream, &ck),
+            );
+            let r = p.launch(
+                &mut o,
+                &mut lse,
+                &p.layout(&dq, &dk, (4, 200)),
+                &p.options(backend),
+            );
+            assert!(
+                r.is_ok() || varlen_refusal_expected(&ctx, &c, backend),
+                "{backend:?}, unchecked offsets {cq:?} {ck:?}: {r:?}"
+            );
+            stream.synchronize().unwrap();
+        }
+        // The sentinel past O's view survives even wrong offsets.
+        let oh = stream.clone_dtoh(&o).unwrap();
+        let mut inside = vec![false; oh.len()];
+        varlen::for_each_view_offset(&d.os, |at| inside[at] = true);
+        assert!(
+            oh.iter()
+                .zip(&inside)
+                .all(|(x, &inside)| inside || x.to_f32() == varlen::SENTINEL),
+            "{backend:?}: unchecked offsets wrote outside O's view"
+        );
+    }
+}
