@@ -384,6 +384,20 @@ case "${1:-test}" in
     done; done
     "$here/attention_decode_check" --time bf16 1 32 8 1 32768 128 20 || exit 1
     "$here/attention_decode_check" --time bf16 8 32 8 4 8192 128 20 || exit 1
+    # The HBM read ceiling of this run (E_hbm's denominator): PyTorch's sum over 4 GiB of bf16
+    # (a read-only streaming kernel), the median of 20.
+    python3 - <<'PY' || exit 1
+import json, torch
+x = torch.empty(2 * 1024**3, dtype=torch.bfloat16, device="cuda").uniform_()
+s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+times = []
+for _ in range(21):
+    s.record(); x.sum(dtype=torch.float32); e.record(); e.synchronize()
+    times.append(s.elapsed_time(e))
+ms = sorted(times[1:])[10]
+print(json.dumps({"impl": "torch_sum", "bytes": x.numel() * 2, "us": round(ms * 1e3, 2),
+                  "read_gbs": round(x.numel() * 2 / (ms * 1e-3) / 1e9, 1)}))
+PY
     ;;
   sanitize)
     fail=0

@@ -617,7 +617,7 @@ void refusals(int& passed, int& failed) {
   expect("K and V lengths differ", sparsek::Status::InvalidArgument, q.view(), bad, v.view(), o.out(), nullptr, opt);
   sparsek::HeadsMutView bad_o = o.out();
   bad_o.dtype = DType::F16;
-  expect("O of another dtype", sparsek::Status::InvalidArgument, q.view(), k.view(), v.view(), bad_o, nullptr, opt);
+  expect("O of another dtype", sparsek::Status::NotSupported, q.view(), k.view(), v.view(), bad_o, nullptr, opt);
   bad = q.view();
   bad.data = nullptr;
   expect("null Q", sparsek::Status::InvalidArgument, bad, k.view(), v.view(), o.out(), nullptr, opt);
@@ -1001,6 +1001,7 @@ struct PagedProblem {
     q.upload();
     k.upload();
     v.upload();
+    o.upload();  // O's device buffer (each run resets it)
     if (c.mask == MaskKind::Random) {
       const int64_t mask_heads = c.per_kv ? c.heads_kv : c.heads;
       mask = random_mask(rng, c.per_head ? batch * mask_heads : 1, (c.seq_q + 127) / 128, (l.max_len + 127) / 128, 0.5);
