@@ -78,6 +78,7 @@
 #include "attention/decode/split.hpp"
 #include "attention/problem.hpp"
 #include "core/dtype.hpp"
+#include "core/mma_sync.cuh"
 #include "core/split_workspace.hpp"
 
 // The body of a generated row unit: the row NAME's kernels and its entry points.
@@ -91,62 +92,15 @@
 
 namespace sparsek::detail::attention_decode {
 
-// ---- PTX, one instruction each ----
+// ---- PTX, one instruction each (the rest: core/mma_sync.cuh) ----
 namespace ptx {
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// K and V are read once: their lines go first when L2 needs room.
-__device__ __forceinline__ uint64_t evict_first_policy() {
-  uint64_t policy;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
-  return policy;
-}
-
-// 16 bytes from global to shared; the bytes past src_bytes (0 or 16) are zeros.
+// 16 bytes from global to shared; the bytes past src_bytes (0 or 16) are zeros. K and V are
+// read once: their lines go first when L2 needs room (mma_sync::evict_first_policy).
 __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, uint32_t src_bytes, uint64_t policy) {
   asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(dst), "l"(src),
                "r"(src_bytes), "l"(policy)
                : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
-
-__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-               : "r"(addr)
-               : "memory");
-}
-__device__ __forceinline__ void ldsm_x4_trans(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2,
-                                              uint32_t& r3) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-               : "r"(addr)
-               : "memory");
-}
-
-// d += a (16x16, row) * b (16x8, col), fp32 accumulate.
-template <class T>
-__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  if constexpr (std::is_same_v<T, __half>) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
 }
 
 }  // namespace ptx
@@ -366,12 +320,12 @@ __global__ void __launch_bounds__(DecodeTraits<kRow>::kThreads) attention_decode
     return page < 0 ? 0 : page >= p.num_pages ? p.num_pages - 1 : page;
   };
   char* ring = smem + warp * kStages * Tr::kSlotBytes;
-  const uint64_t policy = ptx::evict_first_policy();
+  const uint64_t policy = mma_sync::evict_first_policy();
 
   // Tile i of this warp into slot `slot`: K rows, then V rows, 16 bytes per copy.
   const auto load = [&](int32_t i, int slot) {
     const TileSpan s = tile_span(p, seq.key_end, first, u0 + warp + i * kWarps);
-    const uint32_t k_dst = ptx::smem_u32(ring + slot * Tr::kSlotBytes);
+    const uint32_t k_dst = mma_sync::smem_u32(ring + slot * Tr::kSlotBytes);
     const uint32_t v_dst = k_dst + Tr::kTileBytes;
     // Paged: the tile's first page and row; one lookup when the whole tile is in that page.
     int32_t page0 = 0, row0 = 0;
@@ -418,7 +372,7 @@ __global__ void __launch_bounds__(DecodeTraits<kRow>::kThreads) attention_decode
 #pragma unroll
   for (int i = 0; i < kStages - 1; ++i) {
     if (i < mine) load(i, i);
-    ptx::cp_async_commit();
+    mma_sync::cp_async_commit();
   }
 
   // Q's A fragments (rows g and g + 8; columns 2t, 2t + 1 and 2t + 8, 2t + 9 of each k16
@@ -459,12 +413,12 @@ __global__ void __launch_bounds__(DecodeTraits<kRow>::kThreads) attention_decode
   for (int32_t i = 0; i < mine; ++i) {
     const int32_t ahead = i + kStages - 1;
     if (ahead < mine) load(ahead, ahead % kStages);
-    ptx::cp_async_commit();
-    ptx::cp_async_wait<kStages - 1>();
+    mma_sync::cp_async_commit();
+    mma_sync::cp_async_wait<kStages - 1>();
     __syncwarp();
 
     const TileSpan span = tile_span(p, seq.key_end, first, u0 + warp + i * kWarps);
-    const uint32_t k_slot = ptx::smem_u32(ring + (i % kStages) * Tr::kSlotBytes);
+    const uint32_t k_slot = mma_sync::smem_u32(ring + (i % kStages) * Tr::kSlotBytes);
     const uint32_t v_slot = k_slot + Tr::kTileBytes;
 
     // S = Q K^T: two n8 tiles (keys 0-7, 8-15).
@@ -473,9 +427,9 @@ __global__ void __launch_bounds__(DecodeTraits<kRow>::kThreads) attention_decode
     for (int kk = 0; kk < Tr::kK16; ++kk) {
       uint32_t b0, b1, b2, b3;
       const int c = 2 * kk + k_half;
-      ptx::ldsm_x4(k_slot + uint32_t(k_row * Tr::kRowBytes + ((c ^ (k_row & 7)) << 4)), b0, b1, b2, b3);
-      ptx::mma_16816<T>(s[0], qa[kk], b0, b1);
-      ptx::mma_16816<T>(s[1], qa[kk], b2, b3);
+      mma_sync::ldsm_x4(k_slot + uint32_t(k_row * Tr::kRowBytes + ((c ^ (k_row & 7)) << 4)), b0, b1, b2, b3);
+      mma_sync::mma_16816<T>(s[0], qa[kk], b0, b1);
+      mma_sync::mma_16816<T>(s[1], qa[kk], b2, b3);
     }
 
     // Masks, scale, online softmax. Lane (g, t) holds keys 8j + 2t + e of rows g (h = 0)
@@ -538,13 +492,13 @@ __global__ void __launch_bounds__(DecodeTraits<kRow>::kThreads) attention_decode
     for (int nn = 0; nn < Tr::kK16; ++nn) {
       uint32_t b0, b1, b2, b3;
       const int c = 2 * nn + v_half;
-      ptx::ldsm_x4_trans(v_slot + uint32_t(v_row * Tr::kRowBytes + ((c ^ (v_row & 7)) << 4)), b0, b1, b2, b3);
-      ptx::mma_16816<T>(o[2 * nn], pa, b0, b1);
-      ptx::mma_16816<T>(o[2 * nn + 1], pa, b2, b3);
+      mma_sync::ldsm_x4_trans(v_slot + uint32_t(v_row * Tr::kRowBytes + ((c ^ (v_row & 7)) << 4)), b0, b1, b2, b3);
+      mma_sync::mma_16816<T>(o[2 * nn], pa, b0, b1);
+      mma_sync::mma_16816<T>(o[2 * nn + 1], pa, b2, b3);
     }
     __syncwarp();  // the slot is read before the next iteration copies into it
   }
-  ptx::cp_async_wait<0>();
+  mma_sync::cp_async_wait<0>();
 
   // The row sums of the four lanes of each row (every lane gets the same bits: + commutes).
 #pragma unroll

@@ -119,7 +119,8 @@
 //                      declarations: all that family.cu (supports, fits, the dispatch over
 //                      rows) sees;
 //   params.hpp         Traits<kRow> and DecodeArgs, shared by the kernel and its launch;
-//   ptx.cuh            the PTX wrappers (cp.async, mbarrier, TMA, ldmatrix, mma);
+//   ptx.cuh            the PTX wrappers (cp.async, mbarrier, TMA; ldmatrix and mma from
+//                      core/mma_sync.cuh, shared with attention's decode kernel);
 //   convert.cuh        FP8 pairs to the mma's 16-bit type;
 //   epilogue.cuh       the reduced rows to C (bias, beta, activation, gating, output type);
 //   decode_kernel.cuh  the kernel: prologue, ring, main loop, reductions;

@@ -1,28 +1,26 @@
-// The Decode kernel's PTX wrappers, one instruction (or one wait loop) each: shared-memory
-// addresses, L2 eviction policies, 16-byte cp.async (sm_80+), mbarriers and 2-D TMA copies
-// (sm_90 images only: compiled out below), ldmatrix, and the m16n8k16 mma (f16 or bf16, fp32
-// accumulate). kernel.cuh's file comment says which path uses which and why.
+// The Decode kernel's PTX wrappers, one instruction (or one wait loop) each: its 16-byte
+// cp.async (sm_80+), B's L2 policy, mbarriers and 2-D TMA copies (sm_90 images only: compiled
+// out below). The ones attention's decode kernel uses too are the core's (core/mma_sync.cuh,
+// named here): shared-memory addresses, the evict-first policy A's lines take (A is read once,
+// B and C stay), cp.async's commit and wait, ldmatrix and the m16n8k16 mma. kernel.cuh's file
+// comment says which path uses which and why.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 
 #include <cstdint>
-#include <type_traits>
+
+#include "core/mma_sync.cuh"
 
 namespace sparsek::detail::spmm_decode {
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// A policy that marks A's lines evict-first in L2: A is read once, B and C stay.
-__device__ __forceinline__ uint64_t evict_first_policy() {
-  uint64_t policy;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
-  return policy;
-}
+using mma_sync::cp_async_commit;
+using mma_sync::cp_async_wait;
+using mma_sync::evict_first_policy;
+using mma_sync::ldsm_x2;
+using mma_sync::ldsm_x4;
+using mma_sync::mma_16816;
+using mma_sync::smem_u32;
 
 // 16-byte cp.async (sm_80+), one commit group per stage.
 __device__ __forceinline__ void cp_async_a(uint32_t dst, const void* src, uint64_t policy) {
@@ -31,11 +29,6 @@ __device__ __forceinline__ void cp_async_a(uint32_t dst, const void* src, uint64
 }
 __device__ __forceinline__ void cp_async_b(uint32_t dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
 // B is re-read by every CTA of the layer: keep it (evict-last).
@@ -73,33 +66,5 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map
       : "memory");
 }
 #endif
-
-__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-               : "r"(addr));
-}
-
-__device__ __forceinline__ void ldsm_x2(uint32_t addr, uint32_t& r0, uint32_t& r1) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(addr));
-}
-
-// d += a (16x16, row) * b (16x8, col), fp32 accumulate.
-template <typename T>
-__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  if constexpr (std::is_same_v<T, __half>) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-}
 
 }  // namespace sparsek::detail::spmm_decode
