@@ -59,148 +59,24 @@
 #include <utility>
 #include <vector>
 
+#include "check_common.hpp"
+
 namespace {
 
+using namespace check_common;
 using sparsek::BlockMaskView;
 using sparsek::DType;
 using sparsek::HeadsView;
 
-#define CUDA_CHECK(x)                                                                          \
-  do {                                                                                         \
-    cudaError_t e_ = (x);                                                                      \
-    if (e_ != cudaSuccess) {                                                                   \
-      std::printf("FAIL CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      std::exit(2);                                                                            \
-    }                                                                                          \
-  } while (0)
-
-struct Rng {
-  uint64_t s;
-  explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 1) {}
-  uint64_t next() {
-    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-    return s;
-  }
-  double uniform() { return (next() >> 11) * (1.0 / 9007199254740992.0); }
-  float sym() { return static_cast<float>(2 * uniform() - 1); }
-};
-
-uint16_t to_bits(float v, DType t) {
-  uint16_t b;
-  if (t == DType::F16) {
-    const __half h = __float2half(v);
-    std::memcpy(&b, &h, 2);
-  } else {
-    const __nv_bfloat16 h = __float2bfloat16(v);
-    std::memcpy(&b, &h, 2);
-  }
-  return b;
-}
-float from_bits(uint16_t b, DType t) {
-  if (t == DType::F16) {
-    __half h;
-    std::memcpy(&h, &b, 2);
-    return __half2float(h);
-  }
-  __nv_bfloat16 h;
-  std::memcpy(&h, &b, 2);
-  return __bfloat162float(h);
-}
-
-// A host [batch, heads, seq, d] tensor of 16-bit values with its strides, and its device copy.
-struct Heads {
-  int64_t batch, heads, seq, d, sb, sh, ss;
-  DType t;
-  std::vector<uint16_t> host;
-  void* dev = nullptr;
-  Heads(int64_t b, int64_t h, int64_t s, int64_t d_, DType t_, bool bshd)
-      : batch(b), heads(h), seq(s), d(d_), t(t_) {
-    if (bshd) {  // [batch, seq, heads, d], rows padded by 8 elements (a gap between heads' rows)
-      sh = d + 8;
-      ss = heads * sh;
-      sb = seq * ss;
-    } else {
-      ss = d;
-      sh = seq * d;
-      sb = heads * sh;
-    }
-    host.assign(size_t(std::max<int64_t>(batch * sb, 1)), 0);
-  }
-  size_t at(int64_t b, int64_t h, int64_t s, int64_t x) const { return size_t(b * sb + h * sh + s * ss + x); }
-  float get(int64_t b, int64_t h, int64_t s, int64_t x) const { return from_bits(host[at(b, h, s, x)], t); }
-  void fill_random(Rng& rng, float scale) {
-    for (int64_t b = 0; b < batch; ++b)
-      for (int64_t h = 0; h < heads; ++h)
-        for (int64_t s = 0; s < seq; ++s)
-          for (int64_t x = 0; x < d; ++x) host[at(b, h, s, x)] = to_bits(scale * rng.sym(), t);
-  }
-  void upload() {
-    if (dev == nullptr) CUDA_CHECK(cudaMalloc(&dev, host.size() * 2));
-    CUDA_CHECK(cudaMemcpy(dev, host.data(), host.size() * 2, cudaMemcpyHostToDevice));
-  }
-  void download() { CUDA_CHECK(cudaMemcpy(host.data(), dev, host.size() * 2, cudaMemcpyDeviceToHost)); }
-  // The tensor to write (O), and to read (Q, K, V).
-  sparsek::HeadsMutView out() const { return sparsek::HeadsMutView{dev, batch, heads, seq, d, sb, sh, ss, t}; }
-  HeadsView view() const { return out(); }
-  ~Heads() {
-    if (dev != nullptr) cudaFree(dev);
-  }
-  Heads(const Heads&) = delete;
-  Heads& operator=(const Heads&) = delete;
-};
-
-// A host block mask: stacked BSR (see BlockMaskView).
-struct Mask {
-  int64_t q_blocks = 0, k_blocks = 0, patterns = 0;
-  int64_t batch = 0, heads = 0;  // what per-head patterns were made for (patterns > 1)
-  std::vector<int32_t> row_ptr{0}, col_idx;
-  bool listed(int64_t p, int64_t i, int64_t j) const {
-    const int64_t r = p * q_blocks + i;
-    return std::binary_search(col_idx.begin() + row_ptr[r], col_idx.begin() + row_ptr[r + 1], int32_t(j));
-  }
-};
-
-// Random rows: each row empty with probability 1/6, full with 1/6, else each block with `density`.
+// `patterns` patterns of qb x kb blocks of random rows (Mask::add_random_rows).
 Mask random_mask(Rng& rng, int64_t patterns, int64_t qb, int64_t kb, double density) {
   Mask m;
   m.q_blocks = qb;
   m.k_blocks = kb;
   m.patterns = patterns;
-  for (int64_t r = 0; r < patterns * qb; ++r) {
-    const double u = rng.uniform();
-    for (int64_t j = 0; j < kb; ++j) {
-      const bool keep = u < 1.0 / 6 ? false : u < 2.0 / 6 ? true : rng.uniform() < density;
-      if (keep) m.col_idx.push_back(int32_t(j));
-    }
-    m.row_ptr.push_back(int32_t(m.col_idx.size()));
-  }
+  m.add_random_rows(rng, density);
   return m;
 }
-
-struct DeviceMask {
-  int32_t* row_ptr = nullptr;
-  int32_t* col_idx = nullptr;
-  BlockMaskView view{};
-  explicit DeviceMask(const Mask& m) {
-    CUDA_CHECK(cudaMalloc(&row_ptr, m.row_ptr.size() * 4));
-    CUDA_CHECK(cudaMemcpy(row_ptr, m.row_ptr.data(), m.row_ptr.size() * 4, cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMalloc(&col_idx, std::max<size_t>(m.col_idx.size(), 1) * 4));
-    if (!m.col_idx.empty())
-      CUDA_CHECK(cudaMemcpy(col_idx, m.col_idx.data(), m.col_idx.size() * 4, cudaMemcpyHostToDevice));
-    view.q_blocks = m.q_blocks;
-    view.k_blocks = m.k_blocks;
-    view.patterns = m.patterns;
-    view.batch = m.batch;
-    view.heads = m.heads;
-    view.nnzb = int64_t(m.col_idx.size());
-    view.row_ptr = row_ptr;
-    view.col_idx = col_idx;
-  }
-  ~DeviceMask() {
-    cudaFree(row_ptr);
-    cudaFree(col_idx);
-  }
-};
 
 Mask download_mask(const BlockMaskView& v) {
   Mask m;
@@ -356,22 +232,16 @@ struct Case {
 
 const char* name(DType t) { return t == DType::F16 ? "f16" : "bf16"; }
 
-constexpr uint16_t kSentinel = 0x7777;
-
 // Runs one case: the poisoned O, the launch, then every element against the reference.
 bool run(const Case& c, uint64_t seed) {
   Rng rng(seed);
   const int64_t heads_kv = c.heads_kv > 0 ? c.heads_kv : c.heads;
   Heads q(c.batch, c.heads, c.seq_q, c.d, c.t, c.bshd), k(c.batch, heads_kv, c.seq_k, c.d, c.t, c.bshd),
       v(c.batch, heads_kv, c.seq_k, c.d, c.t, c.bshd), o(c.batch, c.heads, c.seq_q, c.d, c.t, c.bshd);
-  q.fill_random(rng, 1.0f);
-  k.fill_random(rng, 1.0f);
-  v.fill_random(rng, 1.0f);
-  std::fill(o.host.begin(), o.host.end(), kSentinel);
-  for (int64_t b = 0; b < o.batch; ++b)
-    for (int64_t h = 0; h < o.heads; ++h)
-      for (int64_t s = 0; s < o.seq; ++s)
-        for (int64_t x = 0; x < o.d; ++x) o.host[o.at(b, h, s, x)] = to_bits(NAN, c.t);
+  q.fill_random(rng);
+  k.fill_random(rng);
+  v.fill_random(rng);
+  poison(o, o.seq);
   q.upload();
   k.upload();
   v.upload();
@@ -431,7 +301,7 @@ bool run(const Case& c, uint64_t seed) {
                 c.backend == sparsek::Backend::Hopper ? " hopper" : "");
   if (!r.ok()) {
     // A row forced with SPARSEK_VARIANT takes only its dtype and head_dim: the rest is skipped.
-    const bool forced = std::getenv("SPARSEK_VARIANT") != nullptr && r.status == sparsek::Status::NotSupported;
+    const bool forced = skipped(r);
     std::printf("%s %s: %s\n", forced ? "SKIP" : "FAIL", label, r.message);
     cudaFree(d_lse);
     cudaFree(g_row);
@@ -444,39 +314,20 @@ bool run(const Case& c, uint64_t seed) {
   const double scale = c.scale > 0 ? c.scale : 1.0 / std::sqrt(double(c.d));
   const Reference ref =
       reference(q, k, v, c.mask == MaskKind::None ? nullptr : &mask, c.causal, c.bottom_right, scale);
-  double num = 0, den = 0, lse_err = 0;
-  int64_t bad = 0, empty_rows = 0, touched_gap = 0;
+  OutputError err;
   for (int64_t b = 0; b < c.batch; ++b)
     for (int64_t h = 0; h < c.heads; ++h)
       for (int64_t i = 0; i < c.seq_q; ++i) {
         const size_t li = size_t((b * c.heads + h) * c.seq_q + i);
-        const bool empty = ref.lse[li] == -INFINITY;
-        empty_rows += empty;
-        if (empty) {
-          if (!(lse[li] == -INFINITY)) ++bad;
-        } else {
-          lse_err = std::max(lse_err, std::fabs(double(lse[li]) - ref.lse[li]));
-        }
-        for (int64_t x = 0; x < c.d; ++x) {
-          const float got = o.get(b, h, i, x);
-          const double want = ref.o[li * size_t(c.d) + size_t(x)];
-          if (std::isnan(got) || (empty && got != 0.0f)) ++bad;
-          num += (got - want) * (got - want);
-          den += want * want;
-        }
+        const bool empty = err.lse(lse[li], ref.lse[li]);
+        for (int64_t x = 0; x < c.d; ++x) err.value(o.get(b, h, i, x), ref.o[li * size_t(c.d) + size_t(x)], empty);
       }
-  // The gaps of a strided O (and anything past the view) keep the sentinel.
-  if (c.bshd)
-    for (int64_t b = 0; b < c.batch; ++b)
-      for (int64_t s = 0; s < c.seq_q; ++s)
-        for (int64_t h = 0; h < c.heads; ++h)
-          for (int64_t x = c.d; x < o.sh; ++x) touched_gap += o.host[o.at(b, h, s, x)] != kSentinel;
-  const double rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-  const double tol = c.t == DType::F16 ? 2e-3 : 1e-2;
-  const bool ok = bad == 0 && touched_gap == 0 && rel <= tol && lse_err <= 1e-3;
+  // The gaps of a strided O keep the sentinel.
+  const int64_t touched_gap = c.bshd ? gap_writes(o) : 0;
+  const bool ok = err.ok(c.t) && touched_gap == 0;
   std::printf("%s %s: rel %.2e (tol %.0e), lse max abs err %.2e, empty rows %lld, bad %lld, gap writes %lld\n",
-              ok ? "PASS" : "FAIL", label, rel, tol, lse_err, (long long)empty_rows, (long long)bad,
-              (long long)touched_gap);
+              ok ? "PASS" : "FAIL", label, err.rel(), OutputError::tolerance(c.t), err.lse_err,
+              (long long)err.empty_rows, (long long)err.bad, (long long)touched_gap);
   cudaFree(d_lse);
   cudaFree(g_row);
   cudaFree(g_col);
@@ -490,9 +341,9 @@ bool determinism() {
   const int64_t B = 2, H = 3, S = 1000, D = 128;
   Heads q(B, H, S, D, DType::BF16, false), k(B, H, S, D, DType::BF16, false), v(B, H, S, D, DType::BF16, false),
       o(B, H, S, D, DType::BF16, false);
-  q.fill_random(rng, 1.0f);
-  k.fill_random(rng, 1.0f);
-  v.fill_random(rng, 1.0f);
+  q.fill_random(rng);
+  k.fill_random(rng);
+  v.fill_random(rng);
   q.upload();
   k.upload();
   v.upload();
@@ -543,8 +394,8 @@ bool gating_case(int64_t B, int64_t H, int64_t HK, int64_t sq, int64_t sk, int64
   const int64_t offset = causal && bottom_right ? sk - sq : 0;
   const int64_t qb = (sq + 127) / 128, kb = (sk + 127) / 128;
   Heads q(B, H, sq, d, t, false), k(B, HK, sk, d, t, true);
-  q.fill_random(rng, 1.0f);
-  k.fill_random(rng, 1.0f);
+  q.fill_random(rng);
+  k.fill_random(rng);
   q.upload();
   k.upload();
   std::vector<float> scores;
@@ -593,9 +444,9 @@ void refusals(int& passed, int& failed) {
   Rng rng(5);
   Heads q(1, 2, 256, 128, DType::BF16, false), k(1, 2, 256, 128, DType::BF16, false),
       v(1, 2, 256, 128, DType::BF16, false), o(1, 2, 256, 128, DType::BF16, false);
-  q.fill_random(rng, 1.0f);
-  k.fill_random(rng, 1.0f);
-  v.fill_random(rng, 1.0f);
+  q.fill_random(rng);
+  k.fill_random(rng);
+  v.fill_random(rng);
   std::fill(o.host.begin(), o.host.end(), kSentinel);
   q.upload();
   k.upload();
@@ -607,7 +458,7 @@ void refusals(int& passed, int& failed) {
     const sparsek::Result r = sparsek::attention(qv, kv, vv, ov, nullptr, m, op, nullptr);
     CUDA_CHECK(cudaDeviceSynchronize());
     o.download();
-    const bool untouched = std::all_of(o.host.begin(), o.host.end(), [](uint16_t x) { return x == kSentinel; });
+    const bool untouched = all_sentinel(o);
     const bool ok = r.status == want && untouched && std::strncmp(r.message, "sparsek: ", 9) == 0;
     std::printf("%s refusal %s: %s\n", ok ? "PASS" : "FAIL", what, r.message);
     (ok ? passed : failed)++;
@@ -695,17 +546,6 @@ struct VarlenCase {
   int repeats = 1;  // > 1: O and LSE bitwise identical over the repeats
 };
 
-struct DeviceInts {
-  int32_t* p = nullptr;
-  explicit DeviceInts(const std::vector<int32_t>& v) {
-    CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(v.size(), 1) * 4));
-    if (!v.empty()) CUDA_CHECK(cudaMemcpy(p, v.data(), v.size() * 4, cudaMemcpyHostToDevice));
-  }
-  ~DeviceInts() { cudaFree(p); }
-  DeviceInts(const DeviceInts&) = delete;
-  DeviceInts& operator=(const DeviceInts&) = delete;
-};
-
 std::vector<int32_t> offsets(const std::vector<int64_t>& lens) {
   std::vector<int32_t> cu{0};
   for (int64_t n : lens) cu.push_back(int32_t(cu.back() + n));
@@ -730,14 +570,10 @@ bool varlen_case(const VarlenCase& c, uint64_t seed) {
   const int64_t kvb = c.packed_k ? 1 : batch, kseq = c.packed_k ? total_k : c.pad_k;
   Heads q(qvb, c.heads, qseq, c.d, c.t, c.bshd), k(kvb, c.heads_kv, kseq, c.d, c.t, c.bshd),
       v(kvb, c.heads_kv, kseq, c.d, c.t, c.bshd), o(qvb, c.heads, qseq + 64, c.d, c.t, c.bshd);
-  q.fill_random(rng, 1.0f);
-  k.fill_random(rng, 1.0f);
-  v.fill_random(rng, 1.0f);
-  std::fill(o.host.begin(), o.host.end(), kSentinel);
-  for (int64_t b = 0; b < o.batch; ++b)
-    for (int64_t h = 0; h < o.heads; ++h)
-      for (int64_t s = 0; s < qseq; ++s)
-        for (int64_t x = 0; x < o.d; ++x) o.host[o.at(b, h, s, x)] = to_bits(NAN, c.t);
+  q.fill_random(rng);
+  k.fill_random(rng);
+  v.fill_random(rng);
+  poison(o, qseq);
   q.upload();
   k.upload();
   v.upload();
@@ -811,7 +647,7 @@ bool varlen_case(const VarlenCase& c, uint64_t seed) {
                 c.per_head ? (c.per_kv ? " per-kv-head" : " per-head") : "", c.bshd ? " fused" : "",
                 c.backend == sparsek::Backend::Hopper ? "hopper" : "auto");
   if (!r.ok()) {
-    const bool forced = std::getenv("SPARSEK_VARIANT") != nullptr && r.status == sparsek::Status::NotSupported;
+    const bool forced = skipped(r);
     std::printf("%s %s: %s\n", forced ? "SKIP" : "FAIL", label, r.message);
     cudaFree(d_lse);
     delete dm;
@@ -827,8 +663,8 @@ bool varlen_case(const VarlenCase& c, uint64_t seed) {
   }
   const double scale = 1.0 / std::sqrt(double(c.d));
   const int64_t group = c.heads / c.heads_kv;
-  double num = 0, den = 0, lse_err = 0;
-  int64_t bad = 0, empty_rows = 0, outside = 0;
+  OutputError err;
+  int64_t outside = 0;
   std::vector<double> s, acc(size_t(c.d));
   for (int64_t b = 0; b < batch; ++b) {
     int64_t qb_, q0, nq, kb_, k0, nk;
@@ -859,18 +695,9 @@ bool varlen_case(const VarlenCase& c, uint64_t seed) {
             sum += e;
             for (int64_t x = 0; x < c.d; ++x) acc[size_t(x)] += e * double(v.get(kb_, hk, k0 + j, x));
           }
-        const bool empty = mx == -INFINITY;
-        empty_rows += empty;
-        const float got_lse = lse[lse_at(b, h, i)];
-        if (empty) bad += !(got_lse == -INFINITY);
-        else lse_err = std::max(lse_err, std::fabs(double(got_lse) - (mx + std::log(sum))));
-        for (int64_t x = 0; x < c.d; ++x) {
-          const double want = empty ? 0.0 : acc[size_t(x)] / sum;
-          const float got = o.get(qb_, h, q0 + i, x);
-          if (std::isnan(got) || (empty && got != 0.0f)) ++bad;
-          num += (got - want) * (got - want);
-          den += want * want;
-        }
+        const bool empty = err.lse(lse[lse_at(b, h, i)], mx == -INFINITY ? -INFINITY : mx + std::log(sum));
+        for (int64_t x = 0; x < c.d; ++x)
+          err.value(o.get(qb_, h, q0 + i, x), empty ? 0.0 : acc[size_t(x)] / sum, empty);
       }
     }
   }
@@ -883,11 +710,10 @@ bool varlen_case(const VarlenCase& c, uint64_t seed) {
           const bool in_view = s_ < qseq && x < o.d;
           if (!in_view) outside += o.host[o.at(b, h, s_, x)] != kSentinel;
         }
-  const double rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-  const double tol = c.t == DType::F16 ? 2e-3 : 1e-2;
-  const bool ok = bad == 0 && outside == 0 && rel <= tol && lse_err <= 1e-3 && differ == 0;
+  const bool ok = err.ok(c.t) && outside == 0 && differ == 0;
   std::printf("%s %s: rel %.2e (tol %.0e), lse max abs err %.2e, empty rows %lld, bad %lld, writes outside %lld%s\n",
-              ok ? "PASS" : "FAIL", label, rel, tol, lse_err, (long long)empty_rows, (long long)bad, (long long)outside,
+              ok ? "PASS" : "FAIL", label, err.rel(), OutputError::tolerance(c.t), err.lse_err,
+              (long long)err.empty_rows, (long long)err.bad, (long long)outside,
               c.repeats > 1 ? (differ ? ", repeats differ" : ", repeats bitwise equal") : "");
   cudaFree(d_lse);
   delete dm;
@@ -902,9 +728,9 @@ void varlen_refusals(int& passed, int& failed) {
   const int64_t total = 400;
   Heads q(1, 2, total, 128, DType::BF16, false), k(1, 2, total, 128, DType::BF16, false),
       v(1, 2, total, 128, DType::BF16, false), o(1, 2, total, 128, DType::BF16, false);
-  q.fill_random(rng, 1.0f);
-  k.fill_random(rng, 1.0f);
-  v.fill_random(rng, 1.0f);
+  q.fill_random(rng);
+  k.fill_random(rng);
+  v.fill_random(rng);
   std::fill(o.host.begin(), o.host.end(), kSentinel);
   q.upload();
   k.upload();
@@ -922,7 +748,7 @@ void varlen_refusals(int& passed, int& failed) {
     const sparsek::Result r = sparsek::attention(q.view(), k.view(), v.view(), o.out(), nullptr, nullptr, opt, nullptr);
     CUDA_CHECK(cudaDeviceSynchronize());
     o.download();
-    const bool untouched = std::all_of(o.host.begin(), o.host.end(), [](uint16_t x) { return x == kSentinel; });
+    const bool untouched = all_sentinel(o);
     const bool ok = r.status == sparsek::Status::InvalidArgument && untouched && std::strstr(r.message, "cu_seqlens");
     std::printf("%s refusal %s: %s\n", ok ? "PASS" : "FAIL", what, r.message);
     (ok ? passed : failed)++;
@@ -949,29 +775,18 @@ struct PagedCase {
   int repeats = 1;  // > 1: O and LSE bitwise identical over the repeats
 };
 
-// A case's layout on the host: the counts, and paged, a table of max_pages entries per
-// sequence (-1 past its pages) over every sequence's pages and two spare, shuffled.
+// A case's layout on the host: the counts, and paged, its shuffled pool (shuffled_pages).
 struct PagedLayout {
-  std::vector<int32_t> lens, table;
-  int64_t max_len = 0, max_pages = 0, num_pages = 0;
+  std::vector<int32_t> lens;
+  int64_t max_len = 0;
+  PageTable pages;
 };
 
 PagedLayout paged_layout(const PagedCase& c, Rng& rng) {
   PagedLayout l;
   for (int64_t n : c.lens) l.lens.push_back(int32_t(n)), l.max_len = std::max(l.max_len, n);
   l.max_len += c.slack;
-  if (c.page == 0) return l;
-  l.max_pages = (l.max_len + c.page - 1) / c.page + 1;
-  int64_t used = 0;
-  for (int64_t n : c.lens) used += (n + c.page - 1) / c.page;
-  l.num_pages = used + 2;
-  std::vector<int32_t> order(size_t(l.num_pages));
-  for (int64_t i = 0; i < l.num_pages; ++i) order[size_t(i)] = int32_t(i);
-  for (int64_t i = l.num_pages - 1; i > 0; --i) std::swap(order[size_t(i)], order[size_t(rng.next() % uint64_t(i + 1))]);
-  l.table.assign(c.lens.size() * size_t(l.max_pages), -1);
-  int64_t next = 0;
-  for (size_t b = 0; b < c.lens.size(); ++b)
-    for (int64_t p = 0; p < (c.lens[b] + c.page - 1) / c.page; ++p) l.table[b * size_t(l.max_pages) + size_t(p)] = order[size_t(next++)];
+  if (c.page > 0) l.pages = shuffled_pages(l.lens, l.max_len, c.page, rng);
   return l;
 }
 
@@ -990,14 +805,14 @@ struct PagedProblem {
         l(paged_layout(c_, rng)),
         batch(int64_t(c_.lens.size())),
         q(batch, c.heads, c.seq_q, c.d, c.t, false),
-        k(c.page > 0 ? l.num_pages : batch, c.heads_kv, c.page > 0 ? c.page : l.max_len + 3, c.d, c.t, false),
-        v(c.page > 0 ? l.num_pages : batch, c.heads_kv, c.page > 0 ? c.page : l.max_len + 3, c.d, c.t, false),
+        k(c.page > 0 ? l.pages.num_pages : batch, c.heads_kv, c.page > 0 ? c.page : l.max_len + 3, c.d, c.t, false),
+        v(c.page > 0 ? l.pages.num_pages : batch, c.heads_kv, c.page > 0 ? c.page : l.max_len + 3, c.d, c.t, false),
         o(batch, c.heads, c.seq_q, c.d, c.t, false),
         d_lens(l.lens),
-        d_table(l.table) {
-    q.fill_random(rng, 1.0f);
-    k.fill_random(rng, 1.0f);
-    v.fill_random(rng, 1.0f);
+        d_table(l.pages.table) {
+    q.fill_random(rng);
+    k.fill_random(rng);
+    v.fill_random(rng);
     q.upload();
     k.upload();
     v.upload();
@@ -1026,17 +841,12 @@ struct PagedProblem {
     opt.layout.batch = batch;
     opt.layout.seqlens_k = d_lens.p;
     opt.layout.max_seqlen_k = l.max_len;
-    if (c.page > 0) opt.layout.page_table = d_table.p, opt.layout.max_pages = l.max_pages;
+    if (c.page > 0) opt.layout.page_table = d_table.p, opt.layout.max_pages = l.pages.max_pages;
     return opt;
   }
   sparsek::Result launch(const sparsek::AttentionOptions& opt) {
     return sparsek::attention(q.view(), k.view(), v.view(), o.out(), d_lse, dm != nullptr ? &dm->view : nullptr, opt,
                               nullptr);
-  }
-  // K and V's batch entry and row of sequence b's key j.
-  std::pair<int64_t, int64_t> key(int64_t b, int64_t j) const {
-    if (c.page == 0) return {b, j};
-    return {l.table[size_t(b * l.max_pages + j / c.page)], j % c.page};
   }
 };
 
@@ -1074,7 +884,7 @@ bool paged_case(const PagedCase& c, uint64_t seed) {
                 c.backend == sparsek::Backend::Hopper ? "hopper" : "auto");
   if (c.page > 0) std::snprintf(label + std::strlen(label), sizeof(label) - std::strlen(label), " page %lld", (long long)c.page);
   if (!r.ok()) {
-    const bool forced = std::getenv("SPARSEK_VARIANT") != nullptr && r.status == sparsek::Status::NotSupported;
+    const bool forced = skipped(r);
     std::printf("%s %s: %s\n", forced ? "SKIP" : "FAIL", label, r.message);
     return forced;
   }
@@ -1083,8 +893,7 @@ bool paged_case(const PagedCase& c, uint64_t seed) {
   const double scale = 1.0 / std::sqrt(double(c.d));
   const int64_t group = c.heads / c.heads_kv;
   const int64_t mask_heads = c.per_kv ? c.heads_kv : c.heads;
-  double num = 0, den = 0, lse_err = 0;
-  int64_t bad = 0, empty_rows = 0;
+  OutputError err;
   std::vector<double> s, acc(size_t(c.d));
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t nk = c.lens[size_t(b)];
@@ -1099,7 +908,7 @@ bool paged_case(const PagedCase& c, uint64_t seed) {
           const bool kept = (c.mask == MaskKind::None || pb.mask.listed(p, i / 128, j / 128)) && (!c.causal || j <= i + offset);
           s[size_t(j)] = -INFINITY;
           if (!kept) continue;
-          const auto [kb, kj] = pb.key(b, j);
+          const auto [kb, kj] = pb.l.pages.key(b, j);
           double dot = 0;
           for (int64_t x = 0; x < c.d; ++x) dot += double(pb.q.get(b, h, i, x)) * double(pb.k.get(kb, hk, kj, x));
           s[size_t(j)] = dot * scale;
@@ -1112,29 +921,18 @@ bool paged_case(const PagedCase& c, uint64_t seed) {
             if (s[size_t(j)] == -INFINITY) continue;
             const double e = std::exp(s[size_t(j)] - mx);
             sum += e;
-            const auto [vb, vj] = pb.key(b, j);
+            const auto [vb, vj] = pb.l.pages.key(b, j);
             for (int64_t x = 0; x < c.d; ++x) acc[size_t(x)] += e * double(pb.v.get(vb, hk, vj, x));
           }
-        const bool empty = mx == -INFINITY;
-        empty_rows += empty;
-        const float got_lse = lse[size_t((b * c.heads + h) * c.seq_q + i)];
-        if (empty) bad += !(got_lse == -INFINITY);
-        else lse_err = std::max(lse_err, std::fabs(double(got_lse) - (mx + std::log(sum))));
-        for (int64_t x = 0; x < c.d; ++x) {
-          const double want = empty ? 0.0 : acc[size_t(x)] / sum;
-          const float got = pb.o.get(b, h, i, x);
-          if (std::isnan(got) || (empty && got != 0.0f)) ++bad;
-          num += (got - want) * (got - want);
-          den += want * want;
-        }
+        const bool empty =
+            err.lse(lse[size_t((b * c.heads + h) * c.seq_q + i)], mx == -INFINITY ? -INFINITY : mx + std::log(sum));
+        for (int64_t x = 0; x < c.d; ++x) err.value(pb.o.get(b, h, i, x), empty ? 0.0 : acc[size_t(x)] / sum, empty);
       }
     }
   }
-  const double rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-  const double tol = c.t == DType::F16 ? 2e-3 : 1e-2;
-  const bool ok = bad == 0 && rel <= tol && lse_err <= 1e-3 && differ == 0;
+  const bool ok = err.ok(c.t) && differ == 0;
   std::printf("%s %s: rel %.2e (tol %.0e), lse max abs err %.2e, empty rows %lld, bad %lld%s\n", ok ? "PASS" : "FAIL",
-              label, rel, tol, lse_err, (long long)empty_rows, (long long)bad,
+              label, err.rel(), OutputError::tolerance(c.t), err.lse_err, (long long)err.empty_rows, (long long)err.bad,
               c.repeats > 1 ? (differ ? ", repeats differ" : ", repeats bitwise equal") : "");
   return ok;
 }
@@ -1154,15 +952,15 @@ void paged_refusals(int& passed, int& failed) {
     const sparsek::Result r = pb.launch(opt);
     CUDA_CHECK(cudaDeviceSynchronize());
     pb.o.download();
-    const bool untouched = std::all_of(pb.o.host.begin(), pb.o.host.end(), [](uint16_t x) { return x == kSentinel; });
+    const bool untouched = all_sentinel(pb.o);
     const bool ok = r.status == want && untouched && std::strstr(r.message, keyword) != nullptr;
     std::printf("%s refusal %s: %s\n", ok ? "PASS" : "FAIL", what, r.message);
     (ok ? passed : failed)++;
   };
   {
     PagedProblem pb(c, rng);
-    std::vector<int32_t> table = pb.l.table;
-    table[size_t(2 * pb.l.max_pages + 4)] = int32_t(pb.l.num_pages + 9);  // sequence 2's last page
+    std::vector<int32_t> table = pb.l.pages.table;
+    table[size_t(2 * pb.l.pages.max_pages + 4)] = int32_t(pb.l.pages.num_pages + 9);  // sequence 2's last page
     const DeviceInts bad(table);
     sparsek::AttentionOptions opt = pb.options();
     opt.layout.page_table = bad.p;
@@ -1332,20 +1130,9 @@ int time_case(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", r.message);
     return 1;
   }
-  std::vector<float> times;
-  for (int rep = 0; rep < 5; ++rep) {
-    CUDA_CHECK(cudaEventRecord(e0));
-    for (int it = 0; it < iters; ++it)
-      r = sparsek::attention(q.view(), k.view(), v.view(), o.out(), d_lse, mp, opt, nullptr);
-    CUDA_CHECK(cudaEventRecord(e1));
-    CUDA_CHECK(cudaEventSynchronize(e1));
-    float ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    times.push_back(ms / float(iters));
-  }
+  const double ms =
+      median_ms(iters, [&] { r = sparsek::attention(q.view(), k.view(), v.view(), o.out(), d_lse, mp, opt, nullptr); });
   CUDA_CHECK(cudaGetLastError());
-  std::sort(times.begin(), times.end());
-  const double ms = times[2];
   const double tflops = 4.0 * double(pairs) * double(D) / (ms * 1e-3) / 1e12;
   // The case's fields, shared by the JSON line and the case file.
   char dims[512];
@@ -1383,11 +1170,7 @@ int time_case(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "--time") == 0) return time_case(argc, argv);
-  int dev = 0;
-  cudaDeviceProp prop;
-  CUDA_CHECK(cudaGetDevice(&dev));
-  CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
-  std::printf("device: %s (cc %d.%d)\n", prop.name, prop.major, prop.minor);
+  print_device();
   const DType H = DType::F16, B = DType::BF16;
   using K = MaskKind;
   const Case cases[] = {

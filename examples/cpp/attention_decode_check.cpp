@@ -45,157 +45,22 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "check_common.hpp"
+
 namespace {
 
+using namespace check_common;
 using sparsek::BlockMaskView;
 using sparsek::CausalAlignment;
 using sparsek::DType;
 using sparsek::HeadsView;
 
-#define CUDA_CHECK(x)                                                                          \
-  do {                                                                                         \
-    cudaError_t e_ = (x);                                                                      \
-    if (e_ != cudaSuccess) {                                                                   \
-      std::printf("FAIL CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      std::exit(2);                                                                            \
-    }                                                                                          \
-  } while (0)
-
-struct Rng {
-  uint64_t s;
-  explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 1) {}
-  uint64_t next() {
-    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-    return s;
-  }
-  double uniform() { return (next() >> 11) * (1.0 / 9007199254740992.0); }
-  float sym() { return static_cast<float>(2 * uniform() - 1); }
-};
-
-uint16_t to_bits(float v, DType t) {
-  uint16_t b;
-  if (t == DType::F16) {
-    const __half h = __float2half(v);
-    std::memcpy(&b, &h, 2);
-  } else {
-    const __nv_bfloat16 h = __float2bfloat16(v);
-    std::memcpy(&b, &h, 2);
-  }
-  return b;
-}
-float from_bits(uint16_t b, DType t) {
-  if (t == DType::F16) {
-    __half h;
-    std::memcpy(&h, &b, 2);
-    return __half2float(h);
-  }
-  __nv_bfloat16 h;
-  std::memcpy(&h, &b, 2);
-  return __bfloat162float(h);
-}
-
-// A host [batch, heads, seq, d] tensor of 16-bit values with its strides, and its device copy.
-struct Heads {
-  int64_t batch, heads, seq, d, sb, sh, ss;
-  DType t;
-  std::vector<uint16_t> host;
-  void* dev = nullptr;
-  Heads(int64_t b, int64_t h, int64_t s, int64_t d_, DType t_, bool bshd)
-      : batch(b), heads(h), seq(s), d(d_), t(t_) {
-    if (bshd) {  // [batch, seq, heads, d], rows padded by 8 elements (a gap between heads' rows)
-      sh = d + 8;
-      ss = heads * sh;
-      sb = seq * ss;
-    } else {
-      ss = d;
-      sh = seq * d;
-      sb = heads * sh;
-    }
-    host.assign(size_t(std::max<int64_t>(batch * sb, 1)), 0);
-  }
-  size_t at(int64_t b, int64_t h, int64_t s, int64_t x) const { return size_t(b * sb + h * sh + s * ss + x); }
-  float get(int64_t b, int64_t h, int64_t s, int64_t x) const { return from_bits(host[at(b, h, s, x)], t); }
-  void fill_random(Rng& rng) {
-    for (int64_t b = 0; b < batch; ++b)
-      for (int64_t h = 0; h < heads; ++h)
-        for (int64_t s = 0; s < seq; ++s)
-          for (int64_t x = 0; x < d; ++x) host[at(b, h, s, x)] = to_bits(rng.sym(), t);
-  }
-  void upload() {
-    if (dev == nullptr) CUDA_CHECK(cudaMalloc(&dev, host.size() * 2));
-    CUDA_CHECK(cudaMemcpy(dev, host.data(), host.size() * 2, cudaMemcpyHostToDevice));
-  }
-  void download() { CUDA_CHECK(cudaMemcpy(host.data(), dev, host.size() * 2, cudaMemcpyDeviceToHost)); }
-  sparsek::HeadsMutView out() const { return sparsek::HeadsMutView{dev, batch, heads, seq, d, sb, sh, ss, t}; }
-  HeadsView view() const { return out(); }
-  ~Heads() {
-    if (dev != nullptr) cudaFree(dev);
-  }
-  Heads(const Heads&) = delete;
-  Heads& operator=(const Heads&) = delete;
-};
-
 enum class MaskKind { None, Shared, PerKvHead, PerQueryHead };
-
-// A host block mask: stacked BSR (see BlockMaskView), with its device copy.
-struct Mask {
-  int32_t block_q = 16, block_k = 128;
-  int64_t q_blocks = 0, k_blocks = 0, patterns = 1, batch = 0, heads = 0;
-  std::vector<int32_t> row_ptr{0}, col_idx;
-  int32_t* d_row = nullptr;
-  int32_t* d_col = nullptr;
-  bool listed(int64_t p, int64_t i, int64_t j) const {
-    const int64_t r = p * q_blocks + i;
-    return std::binary_search(col_idx.begin() + row_ptr[size_t(r)], col_idx.begin() + row_ptr[size_t(r + 1)],
-                              int32_t(j));
-  }
-  // The pattern of query head h of batch b among heads_q query heads (the header's rule).
-  int64_t pattern_of(int64_t b, int64_t h, int64_t heads_q) const {
-    return patterns == 1 ? 0 : b * heads + h / (heads_q / heads);
-  }
-  BlockMaskView upload() {
-    CUDA_CHECK(cudaMalloc(&d_row, row_ptr.size() * 4));
-    CUDA_CHECK(cudaMemcpy(d_row, row_ptr.data(), row_ptr.size() * 4, cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMalloc(&d_col, std::max<size_t>(col_idx.size(), 1) * 4));
-    if (!col_idx.empty())
-      CUDA_CHECK(cudaMemcpy(d_col, col_idx.data(), col_idx.size() * 4, cudaMemcpyHostToDevice));
-    BlockMaskView v;
-    v.block_q = block_q;
-    v.block_k = block_k;
-    v.q_blocks = q_blocks;
-    v.k_blocks = k_blocks;
-    v.patterns = patterns;
-    v.batch = batch;
-    v.heads = heads;
-    v.nnzb = int64_t(col_idx.size());
-    v.row_ptr = d_row;
-    v.col_idx = d_col;
-    return v;
-  }
-  Mask() = default;
-  Mask(const Mask&) = delete;
-  Mask& operator=(const Mask&) = delete;
-  ~Mask() {
-    cudaFree(d_row);
-    cudaFree(d_col);
-  }
-};
-
-// Random rows: each row empty with probability 1/6, full with 1/6, else each block with `density`.
-void random_mask(Rng& rng, Mask& m, double density) {
-  for (int64_t r = 0; r < m.patterns * m.q_blocks; ++r) {
-    const double u = rng.uniform();
-    for (int64_t j = 0; j < m.k_blocks; ++j) {
-      const bool keep = u < 1.0 / 6 ? false : u < 2.0 / 6 ? true : rng.uniform() < density;
-      if (keep) m.col_idx.push_back(int32_t(j));
-    }
-    m.row_ptr.push_back(int32_t(m.col_idx.size()));
-  }
-}
 
 struct Case {
   int64_t batch, heads_q, heads_kv, seq_q, seq_k, d;
@@ -213,16 +78,10 @@ struct Case {
 };
 
 // A case's serving layout on the host: key counts (lens[0] = 0, lens[1] = seq_k, the rest
-// drawn), and paged, a page table of max_pages entries per sequence (-1 past its pages) over
-// a pool of num_pages pages (every sequence's and two spare, shuffled).
+// drawn), and paged, their shuffled pool (shuffled_pages, sequences of at most seq_k keys).
 struct Layout {
-  std::vector<int32_t> lens, table;
-  int64_t max_pages = 0, num_pages = 0;
-  // K and V's batch entry and row of sequence b's key j.
-  std::pair<int64_t, int64_t> key(const Case& c, int64_t b, int64_t j) const {
-    if (c.page == 0) return {b, j};
-    return {table[size_t(b * max_pages + j / c.page)], j % c.page};
-  }
+  std::vector<int32_t> lens;
+  PageTable pages;
 };
 
 Layout make_layout(const Case& c, Rng& rng) {
@@ -230,19 +89,7 @@ Layout make_layout(const Case& c, Rng& rng) {
   if (!c.counted) return l;
   for (int64_t b = 0; b < c.batch; ++b)
     l.lens.push_back(b == 0 ? 0 : b == 1 ? int32_t(c.seq_k) : int32_t(rng.next() % uint64_t(c.seq_k + 1)));
-  if (c.page == 0) return l;
-  l.max_pages = (c.seq_k + c.page - 1) / c.page + 1;
-  int64_t used = 0;
-  for (int32_t n : l.lens) used += (n + c.page - 1) / c.page;
-  l.num_pages = used + 2;
-  std::vector<int32_t> order(size_t(l.num_pages));
-  for (int64_t i = 0; i < l.num_pages; ++i) order[size_t(i)] = int32_t(i);
-  for (int64_t i = l.num_pages - 1; i > 0; --i) std::swap(order[size_t(i)], order[size_t(rng.next() % uint64_t(i + 1))]);
-  l.table.assign(size_t(c.batch * l.max_pages), -1);
-  int64_t next = 0;
-  for (int64_t b = 0; b < c.batch; ++b)
-    for (int64_t p = 0; p < (l.lens[size_t(b)] + c.page - 1) / c.page; ++p)
-      l.table[size_t(b * l.max_pages + p)] = order[size_t(next++)];
+  if (c.page > 0) l.pages = shuffled_pages(l.lens, c.seq_k, c.page, rng);
   return l;
 }
 
@@ -250,8 +97,6 @@ const char* name(DType t) { return t == DType::F16 ? "f16" : "bf16"; }
 const char* name(MaskKind m) {
   return m == MaskKind::None ? "none" : m == MaskKind::Shared ? "shared" : m == MaskKind::PerKvHead ? "per-kv" : "per-q";
 }
-
-constexpr uint16_t kSentinel = 0x7777;
 
 // ---- the reference (double), from the header's rules alone ----
 struct Reference {
@@ -282,7 +127,7 @@ Reference reference(const Case& c, const Heads& q, const Heads& k, const Heads& 
             s[size_t(j)] = -INFINITY;
             continue;
           }
-          const auto [kb, kj] = l.key(c, b, j);
+          const auto [kb, kj] = l.pages.key(b, j);
           double dot = 0;
           for (int64_t x = 0; x < c.d; ++x) dot += double(q.get(b, h, i, x)) * double(k.get(kb, kv, kj, x));
           s[size_t(j)] = dot * scale;
@@ -295,7 +140,7 @@ Reference reference(const Case& c, const Heads& q, const Heads& k, const Heads& 
           if (s[size_t(j)] == -INFINITY) continue;
           const double e = std::exp(s[size_t(j)] - mx);
           sum += e;
-          const auto [vb, vj] = l.key(c, b, j);
+          const auto [vb, vj] = l.pages.key(b, j);
           for (int64_t x = 0; x < c.d; ++x) r.o[row + size_t(x)] += e * double(v.get(vb, kv, vj, x));
         }
         for (int64_t x = 0; x < c.d; ++x) r.o[row + size_t(x)] /= sum;
@@ -310,21 +155,17 @@ struct Problem {
   Layout layout;
   Heads q, k, v, o;
   Mask mask;
+  std::unique_ptr<DeviceMask> d_mask;
   BlockMaskView view{};
   float* d_lse = nullptr;
-  int32_t* d_lens = nullptr;
-  int32_t* d_table = nullptr;
+  std::unique_ptr<DeviceInts> d_lens, d_table;
   Problem(const Case& c, Layout l)
       : layout(std::move(l)),
         q(c.batch, c.heads_q, c.seq_q, c.d, c.t, c.bshd),
-        k(c.page > 0 ? layout.num_pages : c.batch, c.heads_kv, c.page > 0 ? c.page : c.seq_k, c.d, c.t, c.bshd),
-        v(c.page > 0 ? layout.num_pages : c.batch, c.heads_kv, c.page > 0 ? c.page : c.seq_k, c.d, c.t, c.bshd),
+        k(c.page > 0 ? layout.pages.num_pages : c.batch, c.heads_kv, c.page > 0 ? c.page : c.seq_k, c.d, c.t, c.bshd),
+        v(c.page > 0 ? layout.pages.num_pages : c.batch, c.heads_kv, c.page > 0 ? c.page : c.seq_k, c.d, c.t, c.bshd),
         o(c.batch, c.heads_q, c.seq_q, c.d, c.t, c.bshd) {}
-  ~Problem() {
-    cudaFree(d_lse);
-    cudaFree(d_lens);
-    cudaFree(d_table);
-  }
+  ~Problem() { cudaFree(d_lse); }
   void setup(const Case& c, Rng& rng) {
     q.fill_random(rng);
     k.fill_random(rng);
@@ -340,28 +181,19 @@ struct Problem {
       mask.batch = c.batch;
       mask.heads = c.mask == MaskKind::PerKvHead ? c.heads_kv : c.heads_q;
       mask.patterns = c.mask == MaskKind::Shared ? 1 : c.batch * mask.heads;
-      random_mask(rng, mask, c.density);
-      view = mask.upload();
+      mask.add_random_rows(rng, c.density);
+      d_mask = std::make_unique<DeviceMask>(mask);
+      view = d_mask->view;
     }
     CUDA_CHECK(cudaMalloc(&d_lse, size_t(std::max<int64_t>(c.batch * c.heads_q * c.seq_q, 1)) * 4));
     if (c.counted) {
-      d_lens = upload_ints(layout.lens);
-      if (c.page > 0) d_table = upload_ints(layout.table);
+      d_lens = std::make_unique<DeviceInts>(layout.lens);
+      if (c.page > 0) d_table = std::make_unique<DeviceInts>(layout.pages.table);
     }
-  }
-  static int32_t* upload_ints(const std::vector<int32_t>& x) {
-    int32_t* d = nullptr;
-    CUDA_CHECK(cudaMalloc(&d, std::max<size_t>(x.size(), 1) * 4));
-    if (!x.empty()) CUDA_CHECK(cudaMemcpy(d, x.data(), x.size() * 4, cudaMemcpyHostToDevice));
-    return d;
   }
   // O poisoned: NaN inside the view, the sentinel in its gaps.
   void poison(const Case& c) {
-    std::fill(o.host.begin(), o.host.end(), kSentinel);
-    for (int64_t b = 0; b < o.batch; ++b)
-      for (int64_t h = 0; h < o.heads; ++h)
-        for (int64_t s = 0; s < o.seq; ++s)
-          for (int64_t x = 0; x < o.d; ++x) o.host[o.at(b, h, s, x)] = to_bits(NAN, c.t);
+    check_common::poison(o, o.seq);
     o.upload();
     std::vector<float> nan(size_t(c.batch * c.heads_q * c.seq_q), NAN);
     if (!nan.empty()) CUDA_CHECK(cudaMemcpy(d_lse, nan.data(), nan.size() * 4, cudaMemcpyHostToDevice));
@@ -373,9 +205,9 @@ struct Problem {
     opt.check_indices = c.mask != MaskKind::None || c.counted;
     if (c.counted) {
       opt.layout.batch = c.batch;
-      opt.layout.seqlens_k = d_lens;
+      opt.layout.seqlens_k = d_lens->p;
       opt.layout.max_seqlen_k = c.seq_k;
-      if (c.page > 0) opt.layout.page_table = d_table, opt.layout.max_pages = layout.max_pages;
+      if (c.page > 0) opt.layout.page_table = d_table->p, opt.layout.max_pages = layout.pages.max_pages;
     }
     return opt;
   }
@@ -384,8 +216,6 @@ struct Problem {
     return sparsek::attention(q.view(), k.view(), v.view(), o.out(), d_lse, mask_view(c), options(c), nullptr);
   }
 };
-
-bool forced_variant() { return std::getenv("SPARSEK_VARIANT") != nullptr; }
 
 void label(const Case& c, char* out, size_t n) {
   char layout[48] = "";
@@ -414,7 +244,7 @@ bool run(const Case& c, uint64_t seed, bool decode) {
   CUDA_CHECK(cudaDeviceSynchronize());
   if (!r.ok()) {
     // A forced row takes only its dtype and head_dim (and decode shapes): the rest is skipped.
-    const bool skip = forced_variant() && r.status == sparsek::Status::NotSupported;
+    const bool skip = skipped(r);
     std::printf("%s %s: %s\n", skip ? "SKIP" : "FAIL", what, r.message);
     return skip;
   }
@@ -429,38 +259,21 @@ bool run(const Case& c, uint64_t seed, bool decode) {
   if (!lse.empty()) CUDA_CHECK(cudaMemcpy(lse.data(), pb.d_lse, lse.size() * 4, cudaMemcpyDeviceToHost));
   const Reference ref =
       reference(c, pb.q, pb.k, pb.v, c.mask == MaskKind::None ? nullptr : &pb.mask, pb.layout);
-  double num = 0, den = 0, lse_err = 0;
-  int64_t bad = 0, empty_rows = 0, touched_gap = 0;
+  OutputError err;
+  err.infinite_is_bad = true;
   for (int64_t b = 0; b < c.batch; ++b)
     for (int64_t h = 0; h < c.heads_q; ++h)
       for (int64_t i = 0; i < c.seq_q; ++i) {
         const size_t li = size_t((b * c.heads_q + h) * c.seq_q + i);
-        const bool empty = ref.lse[li] == -INFINITY;
-        empty_rows += empty;
-        if (empty) {
-          if (!(lse[li] == -INFINITY)) ++bad;
-        } else {
-          lse_err = std::max(lse_err, std::fabs(double(lse[li]) - ref.lse[li]));
-        }
-        for (int64_t x = 0; x < c.d; ++x) {
-          const float got = pb.o.get(b, h, i, x);
-          const double want = ref.o[li * size_t(c.d) + size_t(x)];
-          if (!std::isfinite(got) || (empty && got != 0.0f)) ++bad;
-          num += (got - want) * (got - want);
-          den += want * want;
-        }
+        const bool empty = err.lse(lse[li], ref.lse[li]);
+        for (int64_t x = 0; x < c.d; ++x) err.value(pb.o.get(b, h, i, x), ref.o[li * size_t(c.d) + size_t(x)], empty);
       }
-  if (c.bshd)
-    for (int64_t b = 0; b < c.batch; ++b)
-      for (int64_t s = 0; s < c.seq_q; ++s)
-        for (int64_t h = 0; h < c.heads_q; ++h)
-          for (int64_t x = c.d; x < pb.o.sh; ++x) touched_gap += pb.o.host[pb.o.at(b, h, s, x)] != kSentinel;
-  const double rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-  const double tol = c.t == DType::F16 ? 2e-3 : 1e-2;
-  ok = ok && bad == 0 && touched_gap == 0 && rel <= tol && lse_err <= 1e-3;
+  const int64_t touched_gap = c.bshd ? gap_writes(pb.o) : 0;
+  ok = ok && err.ok(c.t) && touched_gap == 0;
   std::printf("%s %s: rel %.2e (tol %.0e), lse max abs err %.2e, empty rows %lld, bad %lld, gap writes %lld%s\n",
-              ok ? "PASS" : "FAIL", what, rel, tol, lse_err, (long long)empty_rows, (long long)bad,
-              (long long)touched_gap, can.ok() ? "" : " (can_implement refused)");
+              ok ? "PASS" : "FAIL", what, err.rel(), OutputError::tolerance(c.t), err.lse_err,
+              (long long)err.empty_rows, (long long)err.bad, (long long)touched_gap,
+              can.ok() ? "" : " (can_implement refused)");
   return ok;
 }
 
@@ -478,7 +291,7 @@ bool determinism(const Case& c, uint64_t seed) {
     CUDA_CHECK(cudaMemset(pb.o.dev, 0, pb.o.host.size() * 2));
     const sparsek::Result r = pb.launch(c);
     if (!r.ok()) {
-      const bool skip = forced_variant() && r.status == sparsek::Status::NotSupported;
+      const bool skip = skipped(r);
       std::printf("%s determinism %s: %s\n", skip ? "SKIP" : "FAIL", what, r.message);
       return skip;
     }
@@ -509,7 +322,7 @@ bool refusal(uint64_t seed) {
   const sparsek::Result r = pb.launch(c);
   CUDA_CHECK(cudaDeviceSynchronize());
   pb.o.download();
-  const bool untouched = std::all_of(pb.o.host.begin(), pb.o.host.end(), [](uint16_t x) { return x == kSentinel; });
+  const bool untouched = all_sentinel(pb.o);
   const bool ok = r.status == sparsek::Status::NotSupported && untouched && std::strncmp(r.message, "sparsek: ", 9) == 0;
   std::printf("%s refusal (a mask of two query blocks, 64-key blocks): %s\n", ok ? "PASS" : "FAIL", r.message);
   return ok;
@@ -530,7 +343,7 @@ bool paged_refusals(uint64_t seed) {
   const auto expect = [&](const char* what, const char* keyword) {
     const sparsek::Result r = pb.launch(c);
     CUDA_CHECK(cudaDeviceSynchronize());
-    if (forced_variant() && r.status == sparsek::Status::NotSupported) {  // the row takes another dtype or head_dim
+    if (skipped(r)) {  // the row takes another dtype or head_dim
       std::printf("SKIP paged refusal (%s): %s\n", what, r.message);
       return;
     }
@@ -539,20 +352,20 @@ bool paged_refusals(uint64_t seed) {
     ok = ok && pass;
   };
   // Sequence 1 (300 keys) reaches pages 0 .. 18; its page 3 outside the pool, then negative.
-  std::vector<int32_t> table = pb.layout.table;
-  table[size_t(pb.layout.max_pages + 3)] = int32_t(pb.layout.num_pages);
-  CUDA_CHECK(cudaMemcpy(pb.d_table, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
+  std::vector<int32_t> table = pb.layout.pages.table;
+  table[size_t(pb.layout.pages.max_pages + 3)] = int32_t(pb.layout.pages.num_pages);
+  CUDA_CHECK(cudaMemcpy(pb.d_table->p, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
   expect("a page outside the pool", "sequence 1, page 3");
-  table[size_t(pb.layout.max_pages + 3)] = -1;
-  CUDA_CHECK(cudaMemcpy(pb.d_table, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
+  table[size_t(pb.layout.pages.max_pages + 3)] = -1;
+  CUDA_CHECK(cudaMemcpy(pb.d_table->p, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
   expect("a negative page", "sequence 1, page 3");
-  CUDA_CHECK(cudaMemcpy(pb.d_table, pb.layout.table.data(), table.size() * 4, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(pb.d_table->p, pb.layout.pages.table.data(), table.size() * 4, cudaMemcpyHostToDevice));
   std::vector<int32_t> lens = pb.layout.lens;
   lens[2] = int32_t(c.seq_k + 1);
-  CUDA_CHECK(cudaMemcpy(pb.d_lens, lens.data(), lens.size() * 4, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(pb.d_lens->p, lens.data(), lens.size() * 4, cudaMemcpyHostToDevice));
   expect("a key count above max_seqlen_k", "sequence 2");
   pb.o.download();
-  const bool untouched = std::all_of(pb.o.host.begin(), pb.o.host.end(), [](uint16_t x) { return x == kSentinel; });
+  const bool untouched = all_sentinel(pb.o);
   std::printf("%s paged refusals leave O untouched\n", untouched ? "PASS" : "FAIL");
   return ok && untouched;
 }
@@ -621,28 +434,15 @@ int time_case(int argc, char** argv) {
     mask.col_idx.insert(mask.col_idx.end(), all.begin(), all.begin() + keep);
     mask.row_ptr.push_back(int32_t(mask.col_idx.size()));
   }
-  const BlockMaskView view = mask.upload();
+  const DeviceMask d_mask(mask);
+  const BlockMaskView view = d_mask.view;
   int64_t kept_keys = 0;  // keys of the kept blocks (the last block may be partial)
   for (int32_t j : mask.col_idx) kept_keys += std::min<int64_t>(128, SK - int64_t(j) * 128);
 
-  cudaEvent_t e0, e1;
-  CUDA_CHECK(cudaEventCreate(&e0));
-  CUDA_CHECK(cudaEventCreate(&e1));
   const auto median = [&](const auto& body) {
     body();  // warm-up
     CUDA_CHECK(cudaDeviceSynchronize());
-    std::vector<float> times;
-    for (int rep = 0; rep < 5; ++rep) {
-      CUDA_CHECK(cudaEventRecord(e0));
-      for (int it = 0; it < iters; ++it) body();
-      CUDA_CHECK(cudaEventRecord(e1));
-      CUDA_CHECK(cudaEventSynchronize(e1));
-      float ms = 0;
-      CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-      times.push_back(ms / float(iters));
-    }
-    std::sort(times.begin(), times.end());
-    return double(times[2]);
+    return median_ms(iters, body);
   };
   const double kv_bytes = double(B * HKV * SK) * double(D) * 2.0 * 2.0;
   const double masked_bytes = double(kept_keys) * double(D) * 2.0 * 2.0;
@@ -656,17 +456,14 @@ int time_case(int argc, char** argv) {
   sparsek::AttentionOptions opt;
   opt.causal = true;
   opt.causal_alignment = CausalAlignment::BottomRight;
-  int32_t* d_lens = nullptr;
-  int32_t* d_table = nullptr;
+  std::unique_ptr<DeviceInts> d_lens, d_table;
   if (page > 0) {
-    CUDA_CHECK(cudaMalloc(&d_lens, lens.size() * 4));
-    CUDA_CHECK(cudaMemcpy(d_lens, lens.data(), lens.size() * 4, cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMalloc(&d_table, table.size() * 4));
-    CUDA_CHECK(cudaMemcpy(d_table, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
+    d_lens = std::make_unique<DeviceInts>(lens);
+    d_table = std::make_unique<DeviceInts>(table);
     opt.layout.batch = B;
-    opt.layout.seqlens_k = d_lens;
+    opt.layout.seqlens_k = d_lens->p;
     opt.layout.max_seqlen_k = SK;
-    opt.layout.page_table = d_table;
+    opt.layout.page_table = d_table->p;
     opt.layout.max_pages = pages_per;
   }
   bool failed = false;
@@ -695,8 +492,6 @@ int time_case(int argc, char** argv) {
   }
   CUDA_CHECK(cudaGetLastError());
   cudaFree(d_lse);
-  cudaFree(d_lens);
-  cudaFree(d_table);
   return failed ? 1 : 0;
 }
 
@@ -704,11 +499,7 @@ int time_case(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "--time") == 0) return time_case(argc, argv);
-  int dev = 0;
-  cudaDeviceProp prop;
-  CUDA_CHECK(cudaGetDevice(&dev));
-  CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
-  std::printf("device: %s (cc %d.%d)\n", prop.name, prop.major, prop.minor);
+  const cudaDeviceProp prop = print_device();
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   const DType H = DType::F16, B = DType::BF16;
   const CausalAlignment TL = CausalAlignment::TopLeft, BR = CausalAlignment::BottomRight;

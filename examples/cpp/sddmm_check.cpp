@@ -29,31 +29,14 @@
 #include <cstring>
 #include <vector>
 
+#include "check_common.hpp"  // CUDA_CHECK, Rng, print_device
+
 namespace {
 
+using check_common::Rng;
 using sparsek::Backend;
 using sparsek::DType;
 using sparsek::Layout;
-
-#define CUDA_CHECK(x)                                                                          \
-  do {                                                                                         \
-    cudaError_t e_ = (x);                                                                      \
-    if (e_ != cudaSuccess) {                                                                   \
-      std::printf("FAIL CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      std::exit(2);                                                                            \
-    }                                                                                          \
-  } while (0)
-
-struct Rng {
-  uint64_t s;
-  explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 1) {}
-  uint64_t next() {
-    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-    return s;
-  }
-  double uniform() { return (next() >> 11) * (1.0 / 9007199254740992.0); }
-  float sym() { return static_cast<float>(2 * uniform() - 1); }
-};
 
 // Host values of one dtype, stored as the device will see them.
 struct Buf {
@@ -354,11 +337,7 @@ int time_case(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "--time") == 0) return time_case(argc, argv);
-  int dev = 0;
-  cudaDeviceProp prop;
-  CUDA_CHECK(cudaGetDevice(&dev));
-  CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
-  std::printf("device: %s (cc %d.%d)\n", prop.name, prop.major, prop.minor);
+  check_common::print_device();
   const Layout R = Layout::RowMajor, C = Layout::ColMajor;
   const DType H = DType::F16, B = DType::BF16, F = DType::F32;
   const Case cases[] = {
