@@ -1,4 +1,5 @@
 //! Fuzz of the public entry points on host operands, a module per operation: attention,
+//! attention over serving layouts (packed sequences, key counts, paged K/V; `layout`),
 //! the gating, block patterns, the products (spmm, spmm_fused, dense_spmm, sddmm), the CSR /
 //! COO converters, `SparseLinear`, the FP8 products (spmm / spmm_fused / dense_spmm with an
 //! FP8 A and its scales, the FP8 layer, their deprecated names, a bare FP8 matrix refused),
@@ -44,6 +45,7 @@ mod attention;
 mod convert;
 mod fp8;
 mod gating;
+mod layout;
 mod linear;
 mod mlp;
 mod patterns;

@@ -1,4 +1,5 @@
-//! Targets: BlockPatterns (from_parts, from_block_masks, with_heads, check_dims, row).
+//! Targets: BlockPatterns (from_parts, from_block_masks, with_heads, check_dims,
+//! check_dims_grouped, pattern_of, row).
 
 use std::fmt::Debug;
 use std::io::Write;
@@ -97,6 +98,9 @@ struct PatternsCase {
     with_heads: Option<(usize, usize)>,
     /// `check_dims(batch, heads, seq_q, seq_k)`.
     dims: (usize, usize, usize, usize),
+    /// `check_dims_grouped(batch, q_heads, kv_heads, seq_q, seq_k)`: the heads of Q and K
+    /// (batch and seqs as `dims`).
+    grouped: (usize, usize),
     /// `row(p, i)` queries.
     rows: Vec<(usize, usize)>,
 }
@@ -262,12 +266,31 @@ fn gen_patterns(rng: &mut FuzzRng, masks: bool) -> PatternsCase {
     let rows = (0..rng.random_range(0..=4))
         .map(|_| (dim(rng, count + 1, 0.1), dim(rng, q_blocks + 1, 0.1)))
         .collect();
+    // Grouped-query heads: the set's heads as Q's (K's a divisor of them) or as K's (Q's a
+    // multiple), else any.
+    let h = dims.1;
+    let grouped = match rng.random_range(0..6) {
+        0 => (h, h),
+        1 => {
+            let divisors: Vec<usize> = (1..=h.min(8)).filter(|x| h % x == 0).collect();
+            (
+                h,
+                divisors
+                    .get(rng.random_range(0..divisors.len().max(1)))
+                    .copied()
+                    .unwrap_or(0),
+            )
+        }
+        2 | 3 => (h.saturating_mul(rng.random_range(1..=3)), h),
+        _ => (dim(rng, 6, 0.2), dim(rng, 4, 0.2)),
+    };
     PatternsCase {
         block_q,
         block_k,
         build,
         with_heads,
         dims,
+        grouped,
         rows,
     }
 }
@@ -299,6 +322,31 @@ fn parts_valid(
         cols.iter().all(|&c| c >= 0 && (c as usize) < k_blocks)
             && cols.windows(2).all(|p| p[0] < p[1])
     })
+}
+
+/// The documented rule of `check_dims_grouped` for patterns of these dims: the blocks of
+/// `check_dims`, K's heads dividing Q's (both 0 allowed), and one pattern or a set made for
+/// (batch, Q's heads) or (batch, K's heads).
+fn grouped_dims_valid(
+    (block_q, block_k, q_blocks, k_blocks, patterns): (usize, usize, usize, usize, usize),
+    recorded: Option<(usize, usize)>,
+    (batch, q_heads, kv_heads, seq_q, seq_k): (usize, usize, usize, usize, usize),
+) -> bool {
+    let divides = if kv_heads == 0 {
+        q_heads == 0
+    } else {
+        q_heads % kv_heads == 0
+    };
+    q_blocks == seq_q.div_ceil(block_q)
+        && k_blocks == seq_k.div_ceil(block_k)
+        && q_blocks <= I32_MAX
+        && k_blocks <= I32_MAX
+        && divides
+        && batch.checked_mul(q_heads).is_some()
+        && (patterns == 1
+            || [q_heads, kv_heads]
+                .iter()
+                .any(|&h| recorded == Some((batch, h)) && batch.checked_mul(h) == Some(patterns)))
 }
 
 /// The documented rule of `check_dims` for patterns of these dims.
@@ -457,6 +505,32 @@ fn run_patterns(c: &PatternsCase, rng: &mut FuzzRng) -> Check {
         c.dims,
         r.as_ref().err()
     );
+    // Grouped-query heads; then the pattern each (sequence, query head) reads:
+    // `b·heads + h / (q_heads / heads)` of a set made for (batch, heads), else 0.
+    let (qh, kvh) = c.grouped;
+    let r = set.check_dims_grouped(b, qh, kvh, sq, sk);
+    let valid = grouped_dims_valid(shape, recorded, (b, qh, kvh, sq, sk));
+    ensure!(
+        r.is_ok() == valid,
+        "check_dims_grouped{:?} gave {:?}, the oracle says valid = {valid}",
+        (b, qh, kvh, sq, sk),
+        r.as_ref().err()
+    );
+    if valid && b <= 8 && qh <= 8 {
+        for bi in 0..b {
+            for h in 0..qh {
+                let want = match recorded {
+                    Some((_, mh)) if patterns != 1 => bi * mh + h / (qh / mh),
+                    _ => 0,
+                };
+                let got = set.pattern_of(bi, h, qh);
+                ensure!(
+                    got == want && got < patterns,
+                    "pattern_of({bi}, {h}, {qh}) = {got}, not {want} (of {patterns})"
+                );
+            }
+        }
+    }
     Ok(Outcome::Accepted)
 }
 
