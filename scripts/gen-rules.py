@@ -257,7 +257,11 @@ def emit(expr, lang, top=False):
     if op == "lit":
         if typ == "bool":
             return "true" if a else "false"
-        return f"{a}" if lang == "rs" else f"Int({a})"
+        if lang == "rs":
+            return f"{a}"
+        if a >= 1 << 64:
+            raise SystemExit(f"gen-rules: the literal {a} does not fit 64 bits")
+        return f"Int({a}ull)" if a > (1 << 63) - 1 else f"Int({a})"
     if op == "dtype":
         return f"DType::{DTYPES[a][0 if lang == 'rs' else 1]}"
     if op == "scale":
@@ -649,7 +653,7 @@ def gen_cpp(t):
     out.append("}")
     out.append("")
     out.append("// The facts only the Rust entry has (the golden cases carry them; C++ skips them).")
-    out.append("inline bool rust_only_fact(const char* name) {")
+    out.append("inline bool rust_only_fact([[maybe_unused]] const char* name) {")
     for name, fact in t.facts.items():
         if fact.get("rust_only"):
             out.append(f"  if (golden::same(name, {cpp_str(name)})) return true;")

@@ -114,7 +114,7 @@ inline Result inputs(const Facts& f) { return error(inputs_rule(f), f); }
 
 // The mask's blocks and counts (C++: InvalidArgument). The first rule broken, in the table's order.
 inline Rule dims_rule([[maybe_unused]] const Facts& f) {
-  if (mul(Int(f.batch), Int(f.heads)) > Int(18446744073709551615)) return Rule::HeadPairs;
+  if (mul(Int(f.batch), Int(f.heads)) > Int(18446744073709551615ull)) return Rule::HeadPairs;
   if (!((Int(f.block_q) >= Int(1)) && (Int(f.block_k) >= Int(1)))) return Rule::Blocks;
   if (!(((div(sub(add(Int(f.seq_q), Int(f.block_q)), Int(1)), Int(f.block_q)) <= Int(2147483647)) && (div(sub(add(Int(f.seq_k), Int(f.block_k)), Int(1)), Int(f.block_k)) <= Int(2147483647))) && (mul(mul(Int(f.batch), Int(f.heads)), div(sub(add(Int(f.seq_q), Int(f.block_q)), Int(1)), Int(f.block_q))) < Int(2147483647)))) return Rule::Counts;
   return Rule::Ok;
@@ -161,7 +161,7 @@ inline bool set_fact(Facts& f, const char* name, const char* value) {
 }
 
 // The facts only the Rust entry has (the golden cases carry them; C++ skips them).
-inline bool rust_only_fact(const char* name) {
+inline bool rust_only_fact([[maybe_unused]] const char* name) {
   return false;
 }
 

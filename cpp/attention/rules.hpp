@@ -363,7 +363,7 @@ inline Rule shapes_rule([[maybe_unused]] const Facts& f) {
   if (f.varlen_k && f.paged) return Rule::VarlenKPaged;
   if (f.varlen_k && (Int(f.seq_k) > Int(2147483647))) return Rule::VarlenKTotal;
   if (f.varlen_k && (Int(f.seq_k) > mul(Int(f.layout_batch), Int(f.max_seqlen_k)))) return Rule::VarlenKCapacity;
-  if (f.varlen_q && (mul(Int(f.layout_batch), Int(f.heads)) > Int(18446744073709551615))) return Rule::VarlenPairs;
+  if (f.varlen_q && (mul(Int(f.layout_batch), Int(f.heads)) > Int(18446744073709551615ull))) return Rule::VarlenPairs;
   if (!f.layout && !((((Int(f.layout_batch) == Int(0)) && (Int(f.max_pages) == Int(0))) && (Int(f.max_seqlen_q) == Int(0))) && (Int(f.max_seqlen_k) == Int(0)))) return Rule::LayoutCounts;
   if ((f.layout && !f.varlen_q) && (Int(f.layout_batch) != Int(f.batch))) return Rule::LayoutBatch;
   if ((f.layout && !f.varlen_q) && !((Int(f.max_seqlen_q) == Int(0)) || (Int(f.max_seqlen_q) == Int(f.seq_q)))) return Rule::LayoutMaxSeqlenQ;
@@ -391,7 +391,7 @@ inline Rule shapes_rule([[maybe_unused]] const Facts& f) {
   if (Int(f.v_seq) != Int(f.seq_k)) return Rule::VSeq;
   if (Int(f.o_seq) != Int(f.seq_q)) return Rule::OSeq;
   if (!(((Int(f.k_heads) == Int(0)) && (Int(f.heads) == Int(0))) || ((Int(f.k_heads) != Int(0)) && (rem(Int(f.heads), Int(f.k_heads)) == Int(0))))) return Rule::HeadGroups;
-  if (mul(Int(f.batch), Int(f.heads)) > Int(18446744073709551615)) return Rule::HeadPairs;
+  if (mul(Int(f.batch), Int(f.heads)) > Int(18446744073709551615ull)) return Rule::HeadPairs;
   if (f.has_mask && !((Int(f.block_q) >= Int(1)) && (Int(f.block_k) >= Int(1)))) return Rule::MaskBlocks;
   if ((f.has_mask && !f.varlen_q) && (Int(f.q_blocks) != div(sub(add(Int(f.seq_q), Int(f.block_q)), Int(1)), Int(f.block_q)))) return Rule::MaskQBlocks;
   if ((f.has_mask && f.varlen_q) && (Int(f.q_blocks) != div(sub(add(Int(f.max_seqlen_q), Int(f.block_q)), Int(1)), Int(f.block_q)))) return Rule::MaskQBlocksPacked;
@@ -474,7 +474,7 @@ inline bool set_fact(Facts& f, const char* name, const char* value) {
 }
 
 // The facts only the Rust entry has (the golden cases carry them; C++ skips them).
-inline bool rust_only_fact(const char* name) {
+inline bool rust_only_fact([[maybe_unused]] const char* name) {
   if (golden::same(name, "page_size")) return true;
   return false;
 }

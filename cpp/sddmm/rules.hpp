@@ -136,7 +136,7 @@ inline bool set_fact(Facts& f, const char* name, const char* value) {
 }
 
 // The facts only the Rust entry has (the golden cases carry them; C++ skips them).
-inline bool rust_only_fact(const char* name) {
+inline bool rust_only_fact([[maybe_unused]] const char* name) {
   if (golden::same(name, "transpose")) return true;
   return false;
 }
