@@ -397,6 +397,31 @@ for _ in range(21):
 ms = sorted(times[1:])[10]
 print(json.dumps({"impl": "torch_sum", "bytes": x.numel() * 2, "us": round(ms * 1e3, 2),
                   "read_gbs": round(x.numel() * 2 / (ms * 1e-3) / 1e9, 1)}))
+del x
+# The dense decode baseline of the same run: PyTorch SDPA (each backend that takes the case)
+# at the shape, GQA 32/8, one query per sequence, bf16.
+from torch.nn.attention import SDPBackend, sdpa_kernel
+import torch.nn.functional as F
+for sk in (8192, 32768):
+    q = torch.randn(32, 32, 1, 128, dtype=torch.bfloat16, device="cuda")
+    k = torch.randn(32, 8, sk, 128, dtype=torch.bfloat16, device="cuda")
+    v = torch.randn_like(k)
+    kv_bytes = 2 * k.numel() * 2
+    for name, be in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION),
+                     ("efficient", SDPBackend.EFFICIENT_ATTENTION)):
+        try:
+            with sdpa_kernel(be):
+                F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+                times = []
+                for _ in range(11):
+                    s.record(); F.scaled_dot_product_attention(q, k, v, enable_gqa=True); e.record(); e.synchronize()
+                    times.append(s.elapsed_time(e))
+            ms = sorted(times[1:])[5]
+            print(json.dumps({"impl": "sdpa_" + name, "seq_k": sk, "us": round(ms * 1e3, 2),
+                              "gbs": round(kv_bytes / (ms * 1e-3) / 1e9, 1)}))
+        except Exception as err:  # a backend that does not take the case says why
+            print(json.dumps({"impl": "sdpa_" + name, "seq_k": sk, "failed": str(err)[:160]}))
+    del q, k, v
 PY
     ;;
   sanitize)
