@@ -4,43 +4,27 @@
 //! which [`spmm`](crate::spmm()) and [`spmm_fused`](crate::spmm_fused) dispatch to; the
 //! deprecated names of the former parallel API ([`spmm_fp8`], [`Fp8Operand`]) call them.
 
-#[cfg(feature = "cuda")]
-use super::check::{check_fp8_device, OPERANDS_TOGETHER};
-use super::check::{
-    check_host_backend, check_scale_counts, host_vector, Fp8Kind, BIAS_WITH_OPERANDS,
-    B_SCALES_WITH_OPERANDS,
-};
+use super::check::{check_scale_counts, Fp8Kind};
 use super::BsrOperand;
-use crate::dense::{Dense, DenseMut, Storage, StorageMut};
+use crate::dense::{Dense, DenseMut};
 #[cfg(feature = "cuda")]
 use crate::device::DeviceBsr;
 use crate::element::{Element, Fp8};
 use crate::epilogue::{Epilogue, Vector};
 use crate::error::Error;
 use crate::format::BsrMatrix;
-use crate::options::{Backend, SpmmOptions};
+use crate::options::SpmmOptions;
 use crate::quantize::{BlockScales, QuantizedBsr};
 use crate::scale::ScaleKind;
 
-/// The checks of a product with an FP8 A and its scales (a [`BsrOperand::Scaled`] or
-/// [`BsrOperand::Device`] of an FP8 type) once the table's rules have passed (`op(A) = A`,
-/// the shapes, the types and the scales' kinds: `rules/spmm.toml`), launching nothing and
-/// writing nothing: the scales' lengths, where the operands, B's scales and the bias are,
-/// the backend for host operands, and on the device B's layout for W8A8, the problem's
-/// fields and every buffer's context against C's stream. With `select_kernel`, device
-/// operands also select their kernel (C++ `Mode::Select`): `Some(backend)`, the one that
-/// would run (`None` on the host).
-pub(super) fn check<TA: Element, TB: Element, O: Element, V: Element>(
+/// The FP8 rules only Rust's operands can break, once the table's rules have passed (`op(A)
+/// = A`, the shapes, the types and the scales' kinds: `rules/spmm.toml`): A's and B's scales
+/// hold the values their kinds need. Returns the kind of product (W8A8: B of A's FP8 type).
+pub(super) fn check_scale_lengths<TA: Element, TB: Element>(
     a: &BsrOperand<'_, TA>,
     b: &Dense<'_, TB>,
-    c: &DenseMut<'_, O>,
-    epilogue: &Epilogue<'_, V>,
-    options: &SpmmOptions,
-    select_kernel: bool,
-) -> Result<Option<Backend>, Error> {
-    let backend = options.backend;
+) -> Result<Fp8Kind, Error> {
     let (nnzb, a_scales, device) = match a {
-        // An FP8 matrix alone takes the rules of an A read as it is, which refuse it.
         BsrOperand::Host(a) => (a.nnz_blocks(), (ScaleKind::None, 0), false),
         BsrOperand::Scaled(a, s) => (a.nnz_blocks(), (s.kind(), s.as_slice().len()), false),
         #[cfg(feature = "cuda")]
@@ -50,46 +34,20 @@ pub(super) fn check<TA: Element, TB: Element, O: Element, V: Element>(
             true,
         ),
     };
-    let b_scales = b.scales.values();
     check_scale_counts(
         (a_scales.0, a_scales.1, nnzb),
         (
             b.scales.kind(),
-            b_scales.as_ref().map_or(0, Vector::len),
+            b.scales.values().as_ref().map_or(0, Vector::len),
             b.shape.cols,
         ),
         device,
     )?;
-    let kind = if TB::DTYPE == TA::DTYPE {
+    Ok(if TB::DTYPE == TA::DTYPE {
         Fp8Kind::W8A8
     } else {
         Fp8Kind::W8A16
-    };
-    match (a, &b.data, &c.data) {
-        (BsrOperand::Host(_) | BsrOperand::Scaled(..), Storage::Host(_), StorageMut::Host(_)) => {
-            // W8A8 or W8A16 alike: the CPU reference takes either layout of B, and has no
-            // kernel to select.
-            let _ = (kind, select_kernel);
-            check_host_backend(backend)?;
-            host_vector(b_scales, B_SCALES_WITH_OPERANDS)?;
-            host_vector(epilogue.bias, BIAS_WITH_OPERANDS)?;
-            Ok(None)
-        }
-        #[cfg(feature = "cuda")]
-        (BsrOperand::Device(a), Storage::Device(b_data), StorageMut::Device(c_data)) => {
-            check_fp8_device(kind, b.shape.layout, backend)?;
-            super::check_device(
-                a,
-                (b, b_data),
-                (c, c_data),
-                epilogue,
-                options,
-                select_kernel,
-            )
-        }
-        #[cfg(feature = "cuda")]
-        _ => Err(Error::MixedLocations(OPERANDS_TOGETHER)),
-    }
+    })
 }
 
 /// The sparse FP8 operand with its scales: a host matrix and its [`BlockScales`] (a

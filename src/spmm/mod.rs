@@ -29,7 +29,7 @@ use crate::options::{Backend, SpmmOptions};
 use crate::quantize::{BlockScales, QuantizedBsr};
 #[cfg(feature = "cuda")]
 use check::OPERANDS_TOGETHER;
-use check::{check_view, same, BIAS_WITH_OPERANDS};
+use check::{check_view, same, Fp8Kind, BIAS_WITH_OPERANDS};
 
 /// The sparse operand A of every product, by reference, with its scales where it has them.
 pub enum BsrOperand<'a, T> {
@@ -300,7 +300,7 @@ pub(crate) fn product<TA: Element, TB: Element, O: Element, V: Element>(
 
 /// Every check of [`spmm_fused`] on these operands, launching nothing and writing nothing:
 /// the rules of A's element type (those of an FP8 A with its scales, or of an A read as it
-/// is: [`check_plain`]), shapes, locations, the backend for host operands, and on the
+/// is), shapes, locations, the backend for host operands, and on the
 /// device the problem's fields and every buffer's context against C's stream. With
 /// `select_kernel`, device operands also select their kernel (C++ `Mode::Select`: no device
 /// memory read, nothing launched), so a backend that cannot run the product is refused
@@ -324,10 +324,36 @@ pub(crate) fn check_spmm<TA: Element, TB: Element, O: Element, V: Element>(
     let bias_rows = if epilogue.gated { m } else { c.shape.rows };
     check_bias_len(epilogue.bias.as_ref().map(Vector::len), bias_rows)?;
     rules::types(&facts)?;
-    if a.scaled_fp8() {
-        fp8::check(a, b, c, epilogue, options, select_kernel)
-    } else {
-        check_plain(a, b, c, epilogue, options, select_kernel)
+    // An FP8 A with its scales: the scales' lengths (the table checked their kinds), and
+    // whether B is FP8 too (W8A8: the device reads it K-major).
+    let w8a8 = a.scaled_fp8() && fp8::check_scale_lengths(a, b)? == Fp8Kind::W8A8;
+    #[cfg(not(feature = "cuda"))]
+    let _ = w8a8; // read on the device only
+    match (a, &b.data, &c.data) {
+        (BsrOperand::Host(_) | BsrOperand::Scaled(..), Storage::Host(_), StorageMut::Host(_)) => {
+            // The CPU backend has no kernel to select, and takes either layout of B.
+            let _ = select_kernel;
+            check::check_host_backend(options.backend)?;
+            check::host_vector(b.scales.values(), check::B_SCALES_WITH_OPERANDS)?;
+            check::host_vector(epilogue.bias, BIAS_WITH_OPERANDS)?;
+            Ok(None)
+        }
+        #[cfg(feature = "cuda")]
+        (BsrOperand::Device(a), Storage::Device(b_data), StorageMut::Device(c_data)) => {
+            if w8a8 {
+                check::check_fp8_device(Fp8Kind::W8A8, b.shape.layout, options.backend)?;
+            }
+            check_device(
+                a,
+                (b, b_data),
+                (c, c_data),
+                epilogue,
+                options,
+                select_kernel,
+            )
+        }
+        #[cfg(feature = "cuda")]
+        _ => Err(Error::MixedLocations(OPERANDS_TOGETHER)),
     }
 }
 
@@ -432,41 +458,6 @@ pub(crate) fn run_spmm<TA: Element, TB: Element, O: Element, V: Element>(
                 bias: check::device_vector(epilogue.bias, BIAS_WITH_OPERANDS)?,
             };
             gpu::spmm(operands, epilogue.activation, epilogue.gated, options)
-        }
-        #[cfg(feature = "cuda")]
-        _ => Err(Error::MixedLocations(OPERANDS_TOGETHER)),
-    }
-}
-
-/// The checks of a product whose A is read as it is (f16, bf16, f32) once the table's rules
-/// have passed: where the operands are, the backend for host operands, and the device
-/// checks of [`check_spmm`].
-fn check_plain<TA: Element, TB: Element, O: Element, V: Element>(
-    a: &BsrOperand<'_, TA>,
-    b: &Dense<'_, TB>,
-    c: &DenseMut<'_, O>,
-    epilogue: &Epilogue<'_, V>,
-    options: &SpmmOptions,
-    select_kernel: bool,
-) -> Result<Option<Backend>, Error> {
-    match (a, &b.data, &c.data) {
-        (BsrOperand::Host(_) | BsrOperand::Scaled(..), Storage::Host(_), StorageMut::Host(_)) => {
-            // The CPU backend has no kernel to select.
-            let _ = select_kernel;
-            check::check_host_backend(options.backend)?;
-            check::host_vector(epilogue.bias, BIAS_WITH_OPERANDS)?;
-            Ok(None)
-        }
-        #[cfg(feature = "cuda")]
-        (BsrOperand::Device(a), Storage::Device(b_data), StorageMut::Device(c_data)) => {
-            check_device(
-                a,
-                (b, b_data),
-                (c, c_data),
-                epilogue,
-                options,
-                select_kernel,
-            )
         }
         #[cfg(feature = "cuda")]
         _ => Err(Error::MixedLocations(OPERANDS_TOGETHER)),
