@@ -203,7 +203,6 @@ Result validate(const HeadsView& q, const HeadsView& k, const HeadsView& v, cons
         page_table_bytes,
         offsets(layout.cu_seqlens_q),
         offsets(layout.cu_seqlens_k),
-        lse_bytes,
     };
     const char* const names[] = {"Q",
                                  "K",
@@ -213,22 +212,12 @@ Result validate(const HeadsView& q, const HeadsView& k, const HeadsView& v, cons
                                  "layout.seqlens_k",
                                  "layout.page_table",
                                  "layout.cu_seqlens_q",
-                                 "layout.cu_seqlens_k",
-                                 "LSE"};
+                                 "layout.cu_seqlens_k"};
+    const ByteRange lse_only[] = {lse_bytes};
+    const char* const lse_name[] = {"LSE"};
     r = check_disjoint("O", heads_bytes(o), inputs, names);
-    if (!r.ok()) return r;
-    const ByteRange lse_inputs[] = {inputs[0], inputs[1], inputs[2], inputs[3], inputs[4],
-                                    inputs[5], inputs[6], inputs[7], inputs[8]};
-    const char* const lse_names[] = {"Q",
-                                     "K",
-                                     "V",
-                                     "mask.row_ptr",
-                                     "mask.col_idx",
-                                     "layout.seqlens_k",
-                                     "layout.page_table",
-                                     "layout.cu_seqlens_q",
-                                     "layout.cu_seqlens_k"};
-    r = check_disjoint("LSE", lse_bytes, lse_inputs, lse_names);
+    if (r.ok()) r = check_disjoint("O", heads_bytes(o), lse_only, lse_name);
+    if (r.ok()) r = check_disjoint("LSE", lse_bytes, inputs, names);
     if (!r.ok()) return r;
   }
   r = attention_rules::types(facts);
