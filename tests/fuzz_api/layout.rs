@@ -625,7 +625,7 @@ fn mutate(rng: &mut FuzzRng, c: &mut LayoutCase) {
             let max_k = c.effective().max_k;
             if let (Some(m), Some(t)) = (c.mask.as_mut(), &c.table) {
                 if t.page_size >= 2 {
-                    m.block_k = t.page_size + 1;
+                    m.block_k = t.page_size.saturating_add(1);
                     m.k_blocks = max_k.div_ceil(m.block_k);
                 }
             }

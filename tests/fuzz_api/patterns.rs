@@ -349,7 +349,8 @@ fn grouped_dims_valid(
                 .any(|&h| recorded == Some((batch, h)) && batch.checked_mul(h) == Some(patterns)))
 }
 
-/// The documented rule of `check_dims` for patterns of these dims.
+/// The documented rule of `check_dims` for patterns of these dims (the blocks' counts within
+/// int32, as every attention mask's: rules/attention.toml).
 fn dims_valid(
     (block_q, block_k, q_blocks, k_blocks, patterns): (usize, usize, usize, usize, usize),
     recorded: Option<(usize, usize)>,
@@ -358,6 +359,8 @@ fn dims_valid(
     let pairs = batch.checked_mul(heads);
     q_blocks == seq_q.div_ceil(block_q)
         && k_blocks == seq_k.div_ceil(block_k)
+        && q_blocks <= I32_MAX
+        && k_blocks <= I32_MAX
         && pairs.is_some()
         && (patterns == 1 || (Some(patterns) == pairs && recorded == Some((batch, heads))))
 }
