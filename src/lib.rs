@@ -159,7 +159,7 @@ pub use format::{
 pub use gpu::{DeviceBlockPatterns, DeviceBlockScales, DeviceBsr};
 pub use half::{bf16, f16};
 pub use linear::SparseLinear;
-pub use mlp::SparseMlp;
+pub use mlp::{interleave_bias, MlpBias, SparseMlp};
 pub use options::{Backend, SpmmOptions};
 pub use quantize::{
     BlockGranularity, BlockScales, ColumnGranularity, ColumnScales, QuantizedBsr, QuantizedDense,

@@ -10,9 +10,9 @@ use common::{act64, nonzero, random_vec, seed};
 use rand::{rngs::StdRng, SeedableRng};
 use sparsek::quantize::BlockGranularity;
 use sparsek::{
-    bf16, f16, spmm_fused, Activation, Backend, BlockMask, BlockShape, BsrError, BsrMatrix, Dense,
-    DenseMut, Element, Epilogue, Error, Layout, QuantizedBsr, SparseMlp, SpmmOptions, Vector,
-    F8E4M3, F8E5M2,
+    bf16, f16, interleave_bias, spmm_fused, Activation, Backend, BlockMask, BlockShape, BsrError,
+    BsrMatrix, Dense, DenseMut, Element, Epilogue, Error, Layout, MlpBias, QuantizedBsr, SparseMlp,
+    SpmmOptions, Vector, F8E4M3, F8E5M2,
 };
 
 fn weight<T: Element>(
@@ -266,6 +266,82 @@ fn sparse_mlp_on_the_host_matches_f64_and_checks_both_products_first() {
         SparseMlp::new(&g, &u_bad, d, Activation::Silu),
         Err(Error::Bsr(BsrError::Interleave { .. }))
     ));
+}
+
+/// `forward_with_bias`: the gate's and up's biases (interleaved by `interleave_bias`) added
+/// before the GLU, the down's after its product, against f64; a bias of the wrong length or
+/// type refused before h is written; `interleave_bias` refuses lengths that disagree.
+#[test]
+fn sparse_mlp_biases_match_f64() {
+    let mut rng = StdRng::seed_from_u64(seed());
+    let (hidden, inter, batch) = (48, 64, 5);
+    let gb = BlockShape::new(16, 16);
+    let db = BlockShape::new(16, 32);
+    let g = weight::<f32>(inter / 16, hidden / 16, gb, 0.6, &mut rng);
+    let u = weight::<f32>(inter / 16, hidden / 16, gb, 0.6, &mut rng);
+    let d = weight::<f32>(hidden / 16, inter / 32, db, 0.6, &mut rng);
+    let mlp = SparseMlp::new(&g, &u, d.clone(), Activation::Silu).unwrap();
+    let x: Vec<f32> = random_vec(batch * hidden, &mut rng);
+    let (bg, bu, bd): (Vec<f32>, Vec<f32>, Vec<f32>) = (
+        random_vec(inter, &mut rng),
+        random_vec(inter, &mut rng),
+        random_vec(hidden, &mut rng),
+    );
+    let bgu = interleave_bias(&bg, &bu, 16).unwrap();
+    assert_eq!(bgu.len(), 2 * inter);
+    assert_eq!((bgu[16], bgu[32]), (bu[0], bg[16]));
+    let bias = MlpBias {
+        gate_up: Some(Vector::Host(&bgu)),
+        down: Some(Vector::Host(&bd)),
+    };
+    let mut h = vec![f32::NAN; batch * inter];
+    let mut y = vec![f32::NAN; batch * hidden];
+    mlp.forward_with_bias(&x, batch, &mut h, &mut y, &bias)
+        .unwrap();
+    let (dg, du, dd) = (dense64(&g), dense64(&u), dense64(&d));
+    for b in 0..batch {
+        let hv: Vec<f64> = (0..inter)
+            .map(|i| {
+                let dot = |w: &[f64]| -> f64 {
+                    (0..hidden)
+                        .map(|k| w[i * hidden + k] * x[b * hidden + k] as f64)
+                        .sum()
+                };
+                act64(Activation::Silu, dot(&dg) + bg[i] as f64) * (dot(&du) + bu[i] as f64)
+            })
+            .collect();
+        for o in 0..hidden {
+            let want: f64 =
+                (0..inter).map(|i| dd[o * inter + i] * hv[i]).sum::<f64>() + bd[o] as f64;
+            let got = y[b * hidden + o] as f64;
+            assert!(
+                (got - want).abs() <= 1e-4 * want.abs().max(1.0),
+                "y[{b}][{o}] = {got}, want {want}"
+            );
+        }
+    }
+    // A down bias one short, or a gate_up bias of another type: refused, h untouched.
+    let mut h2 = vec![f32::NAN; batch * inter];
+    let short = MlpBias {
+        gate_up: Some(Vector::Host(&bgu)),
+        down: Some(Vector::Host(&bd[1..])),
+    };
+    assert!(mlp
+        .forward_with_bias(&x, batch, &mut h2, &mut y, &short)
+        .is_err());
+    let half: Vec<f16> = bgu.iter().map(|&v| f16::from_f32(v)).collect();
+    let typed = MlpBias::<f16, f32> {
+        gate_up: Some(Vector::Host(&half)),
+        down: None,
+    };
+    assert!(matches!(
+        mlp.forward_with_bias(&x, batch, &mut h2, &mut y, &typed),
+        Err(Error::OperandTypes { .. })
+    ));
+    assert!(h2.iter().all(|v| v.is_nan()), "h written by a refused call");
+    assert!(interleave_bias(&bg, &bu[1..], 16).is_err());
+    assert!(interleave_bias(&bg[1..], &bu[1..], 16).is_err());
+    assert!(interleave_bias(&bg, &bu, 0).is_err());
 }
 
 #[test]

@@ -39,9 +39,11 @@ Result validate_mlp(const MlpView& mlp, const DenseView& x, const DenseMutView& 
   first.activation = mlp.activation;
   first.backend = mlp.backend;
   first.check_indices = mlp.check_indices;
+  first.bias = mlp.gate_up_bias;
   SpmmOptions second;
   second.backend = mlp.backend;
   second.check_indices = mlp.check_indices;
+  second.bias = mlp.down_bias;
 
   // x, h and y by their own names first (each is also an operand of a product below), then
   // every view of both products, then the device (queried once).
@@ -50,8 +52,8 @@ Result validate_mlp(const MlpView& mlp, const DenseView& x, const DenseMutView& 
   if (r.ok()) r = check_dense("y", DenseView(y));
   if (r.ok()) r = naming(validate(mlp.gate_up, x, h, first, DeviceSource::deferred(), p1), kFirst);
   if (r.ok()) r = naming(validate(mlp.down, DenseView(h), y, second, DeviceSource::deferred(), p2), kSecond);
-  // Across the two: h (written first) may not overlap the down weight, which the second
-  // product reads after it; nor y the gate and up weight or x (the overlap of an output with
+  // Across the two: h (written first) may not overlap the down weight or its bias, which the
+  // second product reads after it; nor y the gate and up weight, its bias or x (the overlap of an output with
   // its own product's inputs is that product's check above). Counts passed check_bsr.
   if (r.ok()) {
     const BsrView& d = mlp.down;
@@ -60,8 +62,9 @@ Result validate_mlp(const MlpView& mlp, const DenseView& x, const DenseMutView& 
         elements(d.row_ptr, d.m / d.bm + 1, 4),
         elements(d.col_idx, d.nnzb, 4),
         elements(d.scales, scale_count(d.scale_kind, d.nnzb), 4),
+        elements(mlp.down_bias, d.m, dtype_bytes(is_fp8(d.dtype) ? y.dtype : d.dtype)),
     };
-    const char* const names[] = {"down.values", "down.row_ptr", "down.col_idx", "down.scales"};
+    const char* const names[] = {"down.values", "down.row_ptr", "down.col_idx", "down.scales", "down_bias"};
     r = check_disjoint("h", dense_bytes(DenseView(h)), inputs, names);
   }
   if (r.ok()) {
@@ -72,8 +75,10 @@ Result validate_mlp(const MlpView& mlp, const DenseView& x, const DenseMutView& 
         elements(g.row_ptr, g.m / g.bm + 1, 4),
         elements(g.col_idx, g.nnzb, 4),
         elements(g.scales, scale_count(g.scale_kind, g.nnzb), 4),
+        elements(mlp.gate_up_bias, g.m, dtype_bytes(is_fp8(g.dtype) ? h.dtype : g.dtype)),
     };
-    const char* const names[] = {"x", "gate_up.values", "gate_up.row_ptr", "gate_up.col_idx", "gate_up.scales"};
+    const char* const names[] = {"x", "gate_up.values", "gate_up.row_ptr", "gate_up.col_idx", "gate_up.scales",
+                                 "gate_up_bias"};
     r = check_disjoint("y", dense_bytes(DenseView(y)), inputs, names);
   }
   if (r.ok()) r = devices.resolve(&p1->device);

@@ -18,11 +18,17 @@ struct MlpView {
   Activation activation = Activation::Silu;  // the gate's: Silu for SwiGLU, GeluTanh for GeGLU
   Backend backend = Backend::Auto;
   bool check_indices = false;  // as SpmmOptions::check_indices, for both weights
+  // Optional biases, as SpmmOptions::bias of each product: `gate_up_bias` 2*inter device
+  // values in gate_up's row order (the gate's and up's biases interleaved by block-row, as
+  // the weights), added before the activation and the product; `down_bias` out values.
+  // Each of the weights' dtype, or, with FP8 weights, of its product's output (h's, y's).
+  const void* gate_up_bias = nullptr;
+  const void* down_bias = nullptr;
 };
 
 // With x (hidden x n), h (inter x n, written: the GLU's output) and y (out x n) as
 // SpmmOptions's B and C views (column-major x^T is a row-major batch x hidden x):
-//   h = act(G*x) ⊙ (U*x),   y = down*h.
+//   h = act(G*x + bias_g) ⊙ (U*x + bias_u),   y = down*h + bias_down.
 // Every check of both products (shapes, types, alignment, overlap, the device, a kernel for
 // each) runs before the first launch; a failure names the product and launches nothing.
 // Both products are enqueued on `stream`, with no allocation and no host synchronization

@@ -18,7 +18,7 @@ use crate::device::result::check_contexts;
 #[cfg(feature = "cuda")]
 use crate::device::DeviceBsr;
 use crate::element::{Element, Fp8, TakesB};
-use crate::epilogue::{Activation, Epilogue};
+use crate::epilogue::{Activation, Epilogue, Vector};
 use crate::error::Error;
 use crate::format::BsrMatrix;
 use crate::options::{Backend, SpmmOptions};
@@ -95,6 +95,57 @@ impl<W> SparseMlp<W> {
     }
 }
 
+/// The biases of a [`SparseMlp`] forward ([`forward_with_bias`](SparseMlp::forward_with_bias)),
+/// each optional and each of its product's bias type: the weights' type, or with FP8
+/// weights the product's output type (`h`'s for `gate_up`, `y`'s for `down`).
+#[derive(Clone, Copy)]
+pub struct MlpBias<'a, G, D> {
+    /// `2·inter` values in `gate_up`'s row order (the gate's and up's biases interleaved by
+    /// block-row: [`interleave_bias`]), added before the activation and the product:
+    /// `h = act(x·Gᵀ + b_g) ⊙ (x·Uᵀ + b_u)`.
+    pub gate_up: Option<Vector<'a, G>>,
+    /// `out` values, added to the down product: `y = h·Dᵀ + b_down`.
+    pub down: Option<Vector<'a, D>>,
+}
+
+impl<G, D> MlpBias<'_, G, D> {
+    /// No bias on either product.
+    pub fn none() -> Self {
+        Self {
+            gate_up: None,
+            down: None,
+        }
+    }
+}
+
+/// The gate's and up's biases (`inter` values each) interleaved by block-row of `bm` rows,
+/// as [`BsrMatrix::interleave_block_rows`] interleaves their weights: the `gate_up` bias of
+/// [`MlpBias`].
+pub fn interleave_bias<T: Copy>(gate: &[T], up: &[T], bm: usize) -> Result<Vec<T>, Error> {
+    crate::check::same(
+        "the up bias's length (= the gate bias's)",
+        gate.len(),
+        up.len(),
+    )?;
+    if bm == 0 || gate.len() % bm != 0 {
+        return Err(Error::InvalidArgument(format!(
+            "interleave_bias: the biases' length {} is not a multiple of the block height {bm}",
+            gate.len()
+        )));
+    }
+    let mut out = Vec::new();
+    out.try_reserve_exact(2 * gate.len())
+        .map_err(|_| crate::error::BsrError::Allocation {
+            what: "the interleaved bias",
+            elements: 2 * gate.len(),
+        })?;
+    for (g, u) in gate.chunks(bm).zip(up.chunks(bm)) {
+        out.extend_from_slice(g);
+        out.extend_from_slice(u);
+    }
+    Ok(out)
+}
+
 /// One weight's `(m, k)` and block rows.
 type Dims = ((usize, usize), usize);
 
@@ -149,27 +200,35 @@ impl<W: SparseWeight> SparseMlp<W> {
     /// selection) before the first writes anything, so a refused call leaves h and y
     /// untouched; with `launch` false nothing runs after the checks. One body for every
     /// weight type and location: the rules of each are the product's.
-    fn two_products<X, O, XB, YB>(
+    #[allow(clippy::too_many_arguments)]
+    fn two_products<X, O, G, D, XB, YB>(
         &self,
         x: &XB,
         batch: usize,
         h: &mut XB,
         y: &mut YB,
+        bias: &MlpBias<'_, G, D>,
         launch: bool,
     ) -> Result<(), Error>
     where
         X: Element,
         O: Element,
+        G: Element,
+        D: Element,
         XB: Activations<X> + ?Sized,
         YB: Activations<O> + ?Sized,
     {
         let opts = self.options();
         let (inter, hidden, out) = check_weights(dims(&self.gate_up), dims(&self.down))?;
-        // No bias: the epilogues' bias type is any the product takes.
-        let gated = Epilogue::<W::Element>::new()
-            .activation(self.activation)
-            .gated(true);
-        let plain = Epilogue::<W::Element>::new();
+        // Each bias's type is checked by its product's rules (the weights' or the output's).
+        let mut gated = Epilogue::<G>::new().activation(self.activation).gated(true);
+        if let Some(b) = bias.gate_up {
+            gated = gated.bias(b);
+        }
+        let mut plain = Epilogue::<D>::new();
+        if let Some(b) = bias.down {
+            plain = plain.bias(b);
+        }
         let (gate_up, down) = (self.gate_up.operand(), self.down.operand());
         check_spmm(
             &gate_up,
@@ -246,7 +305,22 @@ impl<W: HostWeight> SparseMlp<W> {
     where
         W::Element: TakesB<X>,
     {
-        self.two_products(x, batch, h, y, true)
+        self.two_products(x, batch, h, y, &MlpBias::<X, O>::none(), true)
+    }
+
+    /// [`forward`](Self::forward) with biases on either product ([`MlpBias`], host vectors).
+    pub fn forward_with_bias<X: Element, O: Element, G: Element, D: Element>(
+        &self,
+        x: &[X],
+        batch: usize,
+        h: &mut [X],
+        y: &mut [O],
+        bias: &MlpBias<'_, G, D>,
+    ) -> Result<(), Error>
+    where
+        W::Element: TakesB<X>,
+    {
+        self.two_products(x, batch, h, y, bias, true)
     }
 }
 
@@ -327,7 +401,7 @@ impl<Q: Fp8> SparseMlp<QuantizedBsr<Q>> {
         h: &mut [X],
         y: &mut [O],
     ) -> Result<(), Error> {
-        self.two_products(x, batch, h, y, true)
+        self.two_products(x, batch, h, y, &MlpBias::<X, O>::none(), true)
     }
 
     /// The MLP on the device of `stream` (weights and scales uploaded).
@@ -381,18 +455,19 @@ impl<T: Element> SparseMlp<DeviceBsr<T>> {
         })
     }
 
-    /// [`forward`](Self::forward), or with `launch` false its checks alone.
-    fn forward_device<X: Element, O: Element>(
+    /// [`forward_with_bias`](Self::forward_with_bias), or with `launch` false its checks alone.
+    fn forward_device<X: Element, O: Element, G: Element, D: Element>(
         &self,
         x: &CudaSlice<X>,
         batch: usize,
         h: &mut CudaSlice<X>,
         y: &mut CudaSlice<O>,
+        bias: &MlpBias<'_, G, D>,
         launch: bool,
     ) -> Result<(), Error> {
         // The gated product runs on h's stream and the down product on y's.
         same_stream(h, y)?;
-        self.two_products(x, batch, h, y, launch)
+        self.two_products(x, batch, h, y, bias, launch)
     }
 
     /// Every check of [`forward`](Self::forward) on these buffers, nothing launched
@@ -405,7 +480,7 @@ impl<T: Element> SparseMlp<DeviceBsr<T>> {
         h: &mut CudaSlice<X>,
         y: &mut CudaSlice<O>,
     ) -> Result<(), Error> {
-        self.forward_device(x, batch, h, y, false)
+        self.forward_device(x, batch, h, y, &MlpBias::<X, O>::none(), false)
     }
 
     /// `y = down(act(x·Gᵀ) ⊙ (x·Uᵀ))` on the device, enqueued on `y`'s stream (`h` and `y`
@@ -423,7 +498,23 @@ impl<T: Element> SparseMlp<DeviceBsr<T>> {
     where
         T: TakesB<X>,
     {
-        self.forward_device(x, batch, h, y, true)
+        self.forward_device(x, batch, h, y, &MlpBias::<X, O>::none(), true)
+    }
+
+    /// [`forward`](Self::forward) with biases on either product ([`MlpBias`], device
+    /// vectors in the weights' context).
+    pub fn forward_with_bias<X: Element, O: Element, G: Element, D: Element>(
+        &self,
+        x: &CudaSlice<X>,
+        batch: usize,
+        h: &mut CudaSlice<X>,
+        y: &mut CudaSlice<O>,
+        bias: &MlpBias<'_, G, D>,
+    ) -> Result<(), Error>
+    where
+        T: TakesB<X>,
+    {
+        self.forward_device(x, batch, h, y, bias, true)
     }
 
     /// [`forward`](Self::forward) for FP8 weights (`T` F8E4M3 or F8E5M2, W8A16), under its
@@ -439,6 +530,6 @@ impl<T: Element> SparseMlp<DeviceBsr<T>> {
     where
         T: Fp8,
     {
-        self.forward_device(x, batch, h, y, true)
+        self.forward_device(x, batch, h, y, &MlpBias::<X, O>::none(), true)
     }
 }

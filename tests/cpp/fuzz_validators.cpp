@@ -934,6 +934,9 @@ MlpCase mlp_base(Rng& rng, const Arenas& mem) {
   x.view.activation = static_cast<Activation>(rng.range(0, 3));
   x.view.backend = static_cast<Backend>(rng.range(0, 3));
   x.view.check_indices = rng.chance(0.5);
+  // The biases after the index arrays of their weights (small; nothing is read).
+  if (rng.chance(0.3)) x.view.gate_up_bias = mem.slot(0) + kArena;
+  if (rng.chance(0.3)) x.view.down_bias = mem.slot(5) + kArena;
   return x;
 }
 
@@ -958,19 +961,31 @@ void mlp_mutate(Rng& rng, const Arenas& mem, MlpCase& x) {
       x.first.c = x.second.b;
       break;
     case 4:
-      if (rng.chance(0.5))
+      if (rng.chance(0.4))
         x.view.activation = rng.wild_enum<Activation>();
-      else
+      else if (rng.chance(0.5))
         x.view.backend = rng.wild_enum<Backend>();
+      else if (rng.chance(0.5))
+        x.view.gate_up_bias = misalign(rng, x.view.gate_up_bias ? x.view.gate_up_bias : mem.slot(0) + kArena, 16);
+      else
+        x.view.down_bias = misalign(rng, x.view.down_bias ? x.view.down_bias : mem.slot(5) + kArena, 16);
       break;
     default: {  // the outputs on the other product's operands
       static const int64_t kDelta[] = {0, 2, -2, 64, -64};
       const uintptr_t delta = uintptr_t(rng.pick(kDelta));
-      switch (rng.bits() % 4) {
+      switch (rng.bits() % 6) {
         case 0: x.first.c.data = at(addr(x.second.a.values) + delta); break;
         case 1: x.first.c.data = at(addr(x.second.a.row_ptr) + delta); break;
         case 2: x.second.c.data = at(addr(x.first.b.data) + delta); break;
-        default: x.second.c.data = at(addr(x.first.a.values) + delta); break;
+        case 3: x.second.c.data = at(addr(x.first.a.values) + delta); break;
+        case 4:  // h on the down bias, which the second product reads after h is written
+          x.view.down_bias = mem.slot(5) + kArena;
+          x.first.c.data = at(addr(x.view.down_bias) + delta);
+          break;
+        default:  // y on the gate and up bias
+          x.view.gate_up_bias = mem.slot(0) + kArena;
+          x.second.c.data = at(addr(x.view.gate_up_bias) + delta);
+          break;
       }
       x.second.b = x.first.c;
       break;
@@ -984,7 +999,9 @@ Want model_mlp(const MlpCase& x) {
   const sparsek::MlpView v = x.m();
   SpmmOptions first, second;
   first.gated = true, first.activation = v.activation, first.backend = v.backend;
+  first.bias = v.gate_up_bias;
   second.backend = v.backend;
+  second.bias = v.down_bias;
   // x, h and y as views of their own first.
   Range unused;
   if (!dense_ok(x.first.b, &unused) || !dense_ok(x.first.c, &unused) || !dense_ok(x.second.c, &unused))
@@ -1003,9 +1020,14 @@ Want model_mlp(const MlpCase& x) {
   scales_ok(v.gate_up.dtype, v.gate_up.scale_kind, v.gate_up.scales, ScaleKind::PerBlock, v.gate_up.nnzb, &gs);
   scales_ok(v.down.dtype, v.down.scale_kind, v.down.scales, ScaleKind::PerBlock, v.down.nnzb, &ds);
   dense_ok(x.first.c, &hb), dense_ok(x.second.c, &yb), dense_ok(x.first.b, &xb);
-  for (const Range& r : {db.values, db.row_ptr, db.col_idx, ds})
+  // Each bias has its weights' dtype, or with FP8 weights its product's output's.
+  const Range gbias = range_of(
+      v.gate_up_bias, i128(v.gate_up.m) * bytes_of(fp8(v.gate_up.dtype) ? x.first.c.dtype : v.gate_up.dtype));
+  const Range dbias =
+      range_of(v.down_bias, i128(v.down.m) * bytes_of(fp8(v.down.dtype) ? x.second.c.dtype : v.down.dtype));
+  for (const Range& r : {db.values, db.row_ptr, db.col_idx, ds, dbias})
     if (overlaps(hb, r)) return Want::Invalid;
-  for (const Range& r : {xb, gb.values, gb.row_ptr, gb.col_idx, gs})
+  for (const Range& r : {xb, gb.values, gb.row_ptr, gb.col_idx, gs, gbias})
     if (overlaps(yb, r)) return Want::Invalid;
   return Want::Reached;
 }

@@ -1,13 +1,15 @@
 //! Target: the gated MLP (BsrMatrix::interleave_block_rows, SparseMlp::new / forward on
 //! the host; QuantizedBsr::interleave_block_rows, SparseMlp::new / forward with FP8 weights
 //! and the deprecated SparseMlp::new_fp8 / forward_fp8, checked bit for bit against them in
-//! a fraction of cases; the gated epilogue through all).
+//! a fraction of cases; the gated epilogue through all; SparseMlp::forward_with_bias with
+//! biases of the weights' type, of the right length or one off).
 
 use std::fmt::Debug;
 
 use rand::Rng;
 use sparsek::{
-    bf16, f16, Activation, Backend, BsrMatrix, Element, QuantizedBsr, SparseMlp, TakesB,
+    bf16, f16, Activation, Backend, BsrMatrix, Element, MlpBias, QuantizedBsr, SparseMlp, TakesB,
+    Vector,
 };
 
 use crate::dequantize::dequantized64;
@@ -72,6 +74,9 @@ struct MlpCase {
     x_len: usize,
     h_len: usize,
     y_len: usize,
+    /// The lengths of the gate_up and down biases (16-bit and f32 weights only), if any.
+    gate_up_bias: Option<usize>,
+    down_bias: Option<usize>,
 }
 
 fn gen_mlp(rng: &mut FuzzRng) -> MlpCase {
@@ -148,6 +153,22 @@ fn gen_mlp(rng: &mut FuzzRng) -> MlpCase {
     } else {
         [Backend::Decode, Backend::Hopper, Backend::Wmma][rng.random_range(0..3)]
     };
+    // A bias of the right length, or (not clean) one off; only where it is small to hold.
+    let mut bias_len = |rng: &mut FuzzRng, want: usize| -> Option<usize> {
+        (fp8.is_none() && want <= 4096 && rng.random_bool(0.3)).then(|| {
+            if !clean && rng.random_bool(0.3) {
+                if rng.random_bool(0.5) {
+                    want + 1
+                } else {
+                    want.saturating_sub(1)
+                }
+            } else {
+                want
+            }
+        })
+    };
+    let gate_up_bias = inter.checked_mul(2).and_then(|n| bias_len(rng, n));
+    let down_bias = bias_len(rng, out);
     MlpCase {
         clean,
         tin,
@@ -167,6 +188,8 @@ fn gen_mlp(rng: &mut FuzzRng) -> MlpCase {
         x_len,
         h_len,
         y_len,
+        gate_up_bias,
+        down_bias,
     }
 }
 
@@ -199,6 +222,7 @@ fn check_mlp_forward<X: Element, O: Element>(
     valid: bool,
     type_error: Option<fn(&sparsek::Error) -> bool>,
     (x, h, y): (&[X], &[X], &[O]),
+    (bias_gu, bias_d): (Option<&[f64]>, Option<&[f64]>),
     dense: impl FnOnce() -> Result<MlpDense, String>,
 ) -> Check {
     let batch = c.batch;
@@ -243,12 +267,20 @@ fn check_mlp_forward<X: Element, O: Element>(
                 g += gd[i * hidden + k] * xv;
                 u += ud[i * hidden + k] * xv;
             }
+            if let Some(bg) = bias_gu {
+                // gate_up's rows: gate row i in pair i / bm, the up row bm after it.
+                let bm = c.gate.bm;
+                let row = (i / bm) * 2 * bm + i % bm;
+                g += bg[row];
+                u += bg[row + bm];
+            }
             h_pairs.push((h[b * inter + i].to_f32() as f64, act_f64(c.act, g) * u));
         }
         for o in 0..out {
             let v: f64 = (0..inter)
                 .map(|i| dd[o * inter + i] * h[b * inter + i].to_f32() as f64)
-                .sum();
+                .sum::<f64>()
+                + bias_d.map_or(0.0, |bd| bd[o]);
             ensure!(
                 !same_bits(y[b * out + o], sentinel_y) || out == 0,
                 "y[{b}][{o}] not written"
@@ -344,12 +376,32 @@ fn run_mlp<T: Element, O: Element>(c: &MlpCase, rng: &mut FuzzRng) -> Check {
     let x: Vec<T> = random_values(rng, c.x_len);
     let mut h = vec![mlp_sentinel::<T>(); c.h_len];
     let mut y = vec![mlp_sentinel::<O>(); c.y_len];
-    let r = mlp.forward(&x, c.batch, &mut h, &mut y);
-    let otherwise_valid = mlp_otherwise_valid(c, dims, (x.len(), h.len(), y.len()));
+    let bias_gu: Option<Vec<T>> = c.gate_up_bias.map(|n| random_values(rng, n));
+    let bias_d: Option<Vec<T>> = c.down_bias.map(|n| random_values(rng, n));
+    let r = if bias_gu.is_some() || bias_d.is_some() {
+        let bias = MlpBias {
+            gate_up: bias_gu.as_deref().map(Vector::Host),
+            down: bias_d.as_deref().map(Vector::Host),
+        };
+        mlp.forward_with_bias(&x, c.batch, &mut h, &mut y, &bias)
+    } else {
+        mlp.forward(&x, c.batch, &mut h, &mut y)
+    };
+    // Each bias, if any, holds one value per row of its product's output.
+    let bias_ok = c
+        .gate_up_bias
+        .is_none_or(|n| Some(n) == dims.1.checked_mul(2))
+        && c.down_bias.is_none_or(|n| n == dims.2);
+    let otherwise_valid = mlp_otherwise_valid(c, dims, (x.len(), h.len(), y.len())) && bias_ok;
     // Only y can have a wrong type here (an FP8 one): the products' UnsupportedTypes.
     let types_ok = !O::DTYPE.is_fp8();
     let type_error: Option<fn(&sparsek::Error) -> bool> = (otherwise_valid && !types_ok)
         .then_some(|e| matches!(e, sparsek::Error::UnsupportedTypes { .. }));
+    let f64s = |v: &Option<Vec<T>>| -> Option<Vec<f64>> {
+        v.as_ref()
+            .map(|v| v.iter().map(|e| e.to_f32() as f64).collect())
+    };
+    let (bgu64, bd64) = (f64s(&bias_gu), f64s(&bias_d));
     check_mlp_forward(
         c,
         dims,
@@ -357,6 +409,7 @@ fn run_mlp<T: Element, O: Element>(c: &MlpCase, rng: &mut FuzzRng) -> Check {
         otherwise_valid && types_ok,
         type_error,
         (&x, &h, &y),
+        (bgu64.as_deref(), bd64.as_deref()),
         || {
             Ok(MlpDense {
                 gate: dense64(&gate)?,
@@ -518,6 +571,7 @@ fn run_mlp_fp8<Q: MlpQ, X: MlpX, O: Element>(c: &MlpCase, rng: &mut FuzzRng) -> 
         otherwise_valid && types_ok,
         type_error,
         (&x, &h, &y),
+        (None, None),
         || {
             Ok(MlpDense {
                 gate: dequantized64(&gq),
