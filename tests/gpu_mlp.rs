@@ -1,10 +1,11 @@
-//! GPU tests of the gated product (`Epilogue::gated`, the Decode family) and of `SparseMlp`
-//! (`--features full`): against an f64 oracle written here (gate and up from the dense
-//! forms of the two weights), against the CPU backend, NaN-poisoned outputs, every n of the
-//! decode range and the chunked row past it, both layouts, odd leading dimensions, bias and
-//! every activation, f16/bf16 and FP8 (W8A16) weights; a decode step of the MLP captured in
-//! a CUDA graph and replayed 100 times bitwise. Without a GPU each test says SKIPPED (with
-//! SPARSEK_REQUIRE_GPU=1 it fails instead).
+//! GPU tests of the gated product (`Epilogue::gated`: the Decode family, and the Hopper
+//! family's gated rows, cpp/spmm/sm90/gated.hpp) and of `SparseMlp` (`--features full`):
+//! against an f64 oracle written here (gate and up from the dense forms of the two weights),
+//! against the CPU backend, NaN-poisoned outputs, every n of the decode range and the chunked
+//! row past it, odd n on Hopper, both layouts, odd leading dimensions, bias and every
+//! activation, empty gate or up block-rows, f16/bf16 and FP8 (W8A16) weights, repeats bitwise;
+//! a decode step of the MLP captured in a CUDA graph and replayed 100 times bitwise. Without
+//! a GPU each test says SKIPPED (with SPARSEK_REQUIRE_GPU=1 it fails instead).
 #![cfg(feature = "full")]
 #![allow(deprecated)]
 
@@ -13,7 +14,8 @@ mod common;
 use std::sync::Arc;
 
 use common::{
-    act64, device, nonzero, outside_untouched, random_vec, reference, rel_err, seed, tolerance,
+    act64, device, is_hopper, nonzero, outside_untouched, random_vec, reference, rel_err, seed,
+    tolerance,
 };
 use cudarc::driver::{CudaContext, CudaSlice};
 use rand::{rngs::StdRng, Rng, SeedableRng};
@@ -34,11 +36,17 @@ struct GatedCase {
     n: usize,
     b_layout: Layout,
     c_layout: Layout,
-    ld_pad: usize,
+    /// Padding of B's and of C's leading dimensions.
+    b_pad: usize,
+    c_pad: usize,
     bias: bool,
     activation: Activation,
     alpha: f32,
     backend: Backend,
+    /// Block-row 0 of the gate, block-row 1 of the up weight and block-row 2 of both empty.
+    empty_rows: bool,
+    /// More launches after the first, each bitwise equal to it.
+    repeats: usize,
 }
 
 fn weight<T: Element>(
@@ -48,7 +56,21 @@ fn weight<T: Element>(
     density: f64,
     rng: &mut StdRng,
 ) -> BsrMatrix<T> {
-    let mask = BlockMask::random(rows, cols, density, rng).unwrap();
+    weight_with_empty(rows, cols, block, density, &[], rng)
+}
+
+/// A random weight whose block-rows `empty` have no block.
+fn weight_with_empty<T: Element>(
+    rows: usize,
+    cols: usize,
+    block: BlockShape,
+    density: f64,
+    empty: &[usize],
+    rng: &mut StdRng,
+) -> BsrMatrix<T> {
+    let mask =
+        BlockMask::from_fn(rows, cols, |r, _| !empty.contains(&r) && rng.random_bool(density))
+            .unwrap();
     BsrMatrix::from_block_mask(&mask, block, |_, _| nonzero(rng)).unwrap()
 }
 
@@ -84,14 +106,20 @@ fn gated_reference<T: Element>(
 /// the oracle; nothing outside C's view is written.
 fn check_gated<T: Element, O: Element>(ctx: &Arc<CudaContext>, case: &GatedCase, rng: &mut StdRng) {
     let stream = ctx.default_stream();
-    let gate = weight::<T>(case.pairs, case.block_cols, case.block, case.density, rng);
-    let up = weight::<T>(case.pairs, case.block_cols, case.block, case.density, rng);
+    let (gate_empty, up_empty): (&[usize], &[usize]) = if case.empty_rows {
+        (&[0, 2], &[1, 2])
+    } else {
+        (&[], &[])
+    };
+    let (rows, cols, block, d) = (case.pairs, case.block_cols, case.block, case.density);
+    let gate = weight_with_empty::<T>(rows, cols, block, d, gate_empty, rng);
+    let up = weight_with_empty::<T>(rows, cols, block, d, up_empty, rng);
     let gu = BsrMatrix::interleave_block_rows(&gate, &up).unwrap();
     let (m, k, n) = (gate.m(), gate.k(), case.n);
     let mut bs = DenseShape::packed(k, n, case.b_layout);
     let mut cs = DenseShape::packed(m, n, case.c_layout);
-    bs.ld += case.ld_pad;
-    cs.ld += case.ld_pad;
+    bs.ld += case.b_pad;
+    cs.ld += case.c_pad;
     let (b_len, c_len) = (bs.required_len().unwrap(), cs.required_len().unwrap());
     let b: Vec<T> = random_vec(b_len, rng);
     let bias: Vec<T> = random_vec(2 * m, rng);
@@ -139,6 +167,25 @@ fn check_gated<T: Element, O: Element>(ctx: &Arc<CudaContext>, case: &GatedCase,
     .unwrap_or_else(|e| panic!("{case:?}: {e}"));
     let out = stream.clone_dtoh(&dc).unwrap();
     stream.synchronize().unwrap();
+    for rep in 0..case.repeats {
+        stream.memcpy_htod(&c0, &mut dc).unwrap();
+        spmm_fused(
+            &dgu,
+            Dense::device(&db, k, n, case.b_layout).with_ld(bs.ld),
+            DenseMut::device(&mut dc, m, n, case.c_layout).with_ld(cs.ld),
+            &depi,
+            &opts.backend(case.backend),
+        )
+        .unwrap();
+        let again = stream.clone_dtoh(&dc).unwrap();
+        assert!(
+            again
+                .iter()
+                .zip(&out)
+                .all(|(a, b)| a.to_f32().to_bits() == b.to_f32().to_bits()),
+            "{case:?}: repeat {rep} differs from the first launch"
+        );
+    }
     let (err, bad) = rel_err(&out, &cs, &want);
     let tol = tolerance(T::DTYPE, O::DTYPE);
     assert_eq!(bad, 0, "{case:?}: {bad} outputs unwritten or not finite");
@@ -179,7 +226,8 @@ fn gated_cases() -> Vec<GatedCase> {
                 n,
                 b_layout: [Layout::ColMajor, Layout::RowMajor][(v / 2) % 2],
                 c_layout: [Layout::ColMajor, Layout::RowMajor][v % 2],
-                ld_pad: [0, 0, 3, 8][v % 4],
+                b_pad: [0, 0, 3, 8][v % 4],
+                c_pad: [0, 0, 3, 8][v % 4],
                 bias: v % 3 != 0,
                 activation: acts[v % 4],
                 alpha: [1.0, 0.5, -1.25][v % 3],
@@ -188,6 +236,8 @@ fn gated_cases() -> Vec<GatedCase> {
                 } else {
                     Backend::Decode
                 },
+                empty_rows: false,
+                repeats: 0,
             });
         }
     }
@@ -215,8 +265,101 @@ fn gated_product_matches_reference() {
     );
 }
 
+/// The Hopper family's gated rows (cpp/spmm/sm90/gated.hpp) forced with `Backend::Hopper`:
+/// f16/bf16 in, C f16/bf16/f32, both layouts of B and C, padded and odd leading dimensions
+/// of C, every activation, α, bias, blocks up to 128 high (64-high ones on the transposed
+/// row), n = 1, 7, 64, 129, 600, empty gate and up block-rows, C NaN-poisoned and nothing
+/// outside it written, some cases launched 100 more times bitwise.
+#[test]
+fn gated_product_on_hopper_matches_reference() {
+    let Some(ctx) = device("gated_product_on_hopper_matches_reference") else {
+        return;
+    };
+    if !is_hopper(&ctx) {
+        println!("gated_product_on_hopper_matches_reference: SKIPPED (not an sm_90 device)");
+        return;
+    }
+    let mut rng = StdRng::seed_from_u64(seed());
+    let acts = [
+        Activation::Silu,
+        Activation::GeluTanh,
+        Activation::None,
+        Activation::Relu,
+    ];
+    let blocks = [
+        BlockShape::new(128, 128),
+        BlockShape::new(64, 64),
+        BlockShape::new(96, 64),
+        BlockShape::new(128, 64),
+        BlockShape::new(64, 128),
+    ];
+    let mut count = 0;
+    for (j, &block) in blocks.iter().enumerate() {
+        for (i, &n) in [1usize, 7, 64, 129, 600].iter().enumerate() {
+            let v = j * 5 + i;
+            // Row-major B needs 16-byte rows on Hopper (TMA): odd n take column-major B.
+            let b_layout = if n % 8 == 0 && v % 2 == 0 {
+                Layout::RowMajor
+            } else {
+                Layout::ColMajor
+            };
+            let case = GatedCase {
+                pairs: (640 / block.rows).max(4) - v % 2,
+                block_cols: (512 / block.cols).max(3) + v % 3,
+                block,
+                density: [0.5, 1.0, 0.3][v % 3],
+                n,
+                b_layout,
+                c_layout: [Layout::ColMajor, Layout::RowMajor][(v / 2) % 2],
+                b_pad: [0, 8][v % 2],
+                c_pad: [0, 3, 8, 0][v % 4],
+                bias: v % 3 != 1,
+                activation: acts[v % 4],
+                alpha: [1.0, 0.5, -1.25][v % 3],
+                backend: Backend::Hopper,
+                empty_rows: v % 2 == 0,
+                repeats: if v % 6 == 0 { 100 } else { 0 },
+            };
+            match v % 4 {
+                0 => check_gated::<f16, f16>(&ctx, &case, &mut rng),
+                1 => check_gated::<bf16, bf16>(&ctx, &case, &mut rng),
+                2 => check_gated::<f16, f32>(&ctx, &case, &mut rng),
+                _ => check_gated::<bf16, f32>(&ctx, &case, &mut rng),
+            }
+            count += 1;
+        }
+    }
+    // Auto at n = 1 and 16 (Decode) and 128 and 512 (Hopper's gated rows), both dtypes.
+    for (i, &n) in [1usize, 16, 128, 512].iter().enumerate() {
+        let case = GatedCase {
+            pairs: 6,
+            block_cols: 5,
+            block: BlockShape::new(128, 128),
+            density: 0.5,
+            n,
+            b_layout: Layout::ColMajor,
+            c_layout: Layout::ColMajor,
+            b_pad: 0,
+            c_pad: 0,
+            bias: true,
+            activation: Activation::Silu,
+            alpha: 1.0,
+            backend: Backend::Auto,
+            empty_rows: true,
+            repeats: 0,
+        };
+        if i % 2 == 0 {
+            check_gated::<f16, f16>(&ctx, &case, &mut rng);
+        } else {
+            check_gated::<bf16, f32>(&ctx, &case, &mut rng);
+        }
+        count += 1;
+    }
+    println!("gated_product_on_hopper_matches_reference: {count} cases passed");
+}
+
 /// The families without the gated epilogue refuse it by name; a gated β ≠ 0 is refused
-/// before anything runs, and C is untouched.
+/// before anything runs, and C is untouched. The Hopper family runs it (its gated rows).
 #[test]
 fn gated_refusals_leave_c_untouched() {
     let Some(ctx) = device("gated_refusals_leave_c_untouched") else {
@@ -238,7 +381,7 @@ fn gated_refusals_leave_c_untouched() {
     let c0 = vec![f16::from_f32(7.0); 256 * n];
     let mut c = stream.clone_htod(&c0).unwrap();
     let epi = Epilogue::new().activation(Activation::Silu).gated(true);
-    for backend in [Backend::Hopper, Backend::Wmma] {
+    for backend in [Backend::Wmma] {
         let e = spmm_fused(
             &dgu,
             Dense::device(&b, 256, n, Layout::ColMajor),
@@ -266,6 +409,23 @@ fn gated_refusals_leave_c_untouched() {
         .iter()
         .zip(&c0)
         .all(|(a, b)| a.to_bits() == b.to_bits()));
+    if is_hopper(&ctx) {
+        // The gated rows take it; h (256 x 8 of the 512-row A) is written.
+        let mut h = stream.clone_htod(&vec![f16::NAN; 256 * n]).unwrap();
+        spmm_fused(
+            &dgu,
+            Dense::device(&b, 256, n, Layout::ColMajor),
+            DenseMut::device(&mut h, 256, n, Layout::ColMajor),
+            &epi,
+            &SpmmOptions::new().backend(Backend::Hopper),
+        )
+        .unwrap();
+        assert!(stream
+            .clone_dtoh(&h)
+            .unwrap()
+            .iter()
+            .all(|v| v.is_finite()));
+    }
 }
 
 /// The MLP's f64 oracle for one batch: h rounded to the intermediate's type (as the device
@@ -329,7 +489,7 @@ fn sparse_mlp_matches_reference() {
         let act = [Activation::Silu, Activation::GeluTanh][s % 2];
         let host = SparseMlp::new(&gate, &up, down.clone(), act).unwrap();
         let dev = host.upload(&stream).unwrap();
-        for batch in [1usize, 5, 16, 64, 200] {
+        for batch in [1usize, 5, 16, 64, 128, 200, 512] {
             let x: Vec<f16> = random_vec(batch * hidden, &mut rng);
             let want = mlp_reference(&gate, &up, &down, &x, batch, act, f16::from_f64);
             let dx = stream.clone_htod(&x).unwrap();

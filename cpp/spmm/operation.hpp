@@ -5,6 +5,7 @@
 
 #include "core/registry.hpp"
 #include "spmm/problem.hpp"
+#include "spmm/sm90/configs.hpp"  // kGatedMinN
 
 namespace sparsek::detail {
 
@@ -30,10 +31,29 @@ struct Operation<Problem> : OperationDefaults<Problem> {
   // 189/211/191; 128x112 370/424/478 against 205/219/210; f32 C at 128x128 and 64x64, density
   // 1/8: 444 and 361 against WMMA's 329 and 250 in the input type). Backend::Hopper runs every
   // row; a row SPARSEK_VARIANT forces under Backend::Auto is held to this too.
+  // It also leaves a gated product of n >= spmm_sm90::kGatedMinN columns to Hopper's gated
+  // rows wherever one runs it (measured faster there than Decode, sm90/configs.hpp).
   static const char* auto_leaves(const Problem& p, const Family& f, int /*row*/) {
     if (&f == &kSm90Family && p.a.bm <= 16 && wmma_runs(p))
       return "Auto leaves 16-high blocks to WMMA (measured faster than the any-block rows)";
+    if (&f == &kDecodeFamily && p.gated && p.n() >= spmm_sm90::kGatedMinN && runs(kSm90Family, p))
+      return "Auto leaves gated products of many columns to Hopper's gated rows (measured faster)";
     return nullptr;
+  }
+
+  // Whether Auto would run p on family f: a built automatic row of it within its n bound
+  // fits, and Auto's policy keeps it (the registry's rule 3, core/registry.hpp).
+  static bool runs(const Family& f, const Problem& p) {
+    if ((p.has_epilogue() && !f.epilogue) || (p.gated && !f.gated) || f.supports(p) != nullptr) return false;
+    for (int row = 0; row < f.rows; ++row) {
+      const VariantInfo info = f.info(row);
+      if (built(info.needs) && info.automatic && (info.max_n == 0 || p.n() <= info.max_n) &&
+          (info.max_row_depth == 0 || !p.deeper_than(info.max_row_depth)) &&
+          (f.auto_skips == nullptr || !f.auto_skips(p, row)) && f.fits(p, row) == nullptr &&
+          auto_leaves(p, f, row) == nullptr)
+        return true;
+    }
+    return false;
   }
 
   // Whether the WMMA family runs p: an automatic row of it fits.

@@ -36,9 +36,15 @@
 //                (tile_m * tile_n <= 128 * 128), no clusters, no split tiles.
 //   max_row_depth (after schedule) Auto takes the row only where the block-rows' average
 //                depth (nonzero blocks * bk) is at most this; 0: any.
-//   a_transposed (last, default false) the row runs op(A) = A^T (cpp/spmm/problem.hpp): its
+//   a_transposed (after split, default false) the row runs op(A) = A^T (cpp/spmm/problem.hpp): its
 //                blocks are read through the transpose index and MN-major (mainloop.hpp);
 //                `bm` is then A^T's block height (A's bk). Every other row runs op(A) = A.
+//   gated        (last, default false) the row runs the gated (GLU) product and only it
+//                (SpmmOptions::gated, cpp/spmm/problem.hpp): gated.hpp's kernel layer, a tile
+//                one block-row of h, its gate and up rows in two passes of the mainloop into
+//                two accumulators, combined in registers, written by the Direct epilogue.
+//                Cooperative, Direct, no clusters, no split tiles; both accumulators within
+//                128 registers (tile_m * tile_n <= 128 * 128).
 //   split        (after max_row_depth, default Where) split tiles (scheduler.hpp "Split tiles"): Never
 //                (compiled without them), Where (compiled with them; a launch splits where
 //                choose_split > 1, split.hpp) or Only (the same, and Auto takes the row only
@@ -140,6 +146,8 @@ struct Sm90Variant {
   Split split = Split::Where;
   // Runs op(A) = A^T (above).
   bool a_transposed = false;
+  // Runs the gated (GLU) product (above).
+  bool gated = false;
 };
 
 // The table's vocabulary (kept out of spmm_sm90 itself: single-letter names).
@@ -165,6 +173,8 @@ constexpr Split Never = Split::Never;
 constexpr Split Where = Split::Where;
 constexpr Split Only = Split::Only;
 constexpr bool AT = true;       // a_transposed: op(A) = A^T
+constexpr bool NT = false;      // a_transposed: op(A) = A
+constexpr bool Glu = true;      // gated
 constexpr bool T = true;        // transposed: C^T = B^T A^T
 constexpr bool N = false;       // natural: C = A*B
 constexpr bool Auto = true;     // automatic
@@ -227,6 +237,15 @@ constexpr const char kFp8[] =
     "FP8 W8A8 (K-major B): 128x128 natural (128x256 spilled 2.7 KB: the promotion's second accumulator "
     "doubles the registers) and 256x64 transposed (the bm = 64 sweep's tile), tile_k = bk so each k-tile is "
     "one block (promoted with its scale, mainloop.hpp); not yet swept";
+
+constexpr const char kGated128[] =
+    "the gated product on the tensor cores (gated.hpp): 128x128, the largest natural tile whose two "
+    "accumulators fit 128 registers per thread; Auto takes it above the Decode family's n (spmm/operation.hpp)";
+constexpr const char kGated64[] =
+    "the gated product for blocks up to 64 high: transposed 128x64 (block-row on the N tile, the bm = 64 "
+    "rows' orientation), so a 64-high block fills its tile; not yet measured against the 128x128 row";
+constexpr const char kGatedNarrow[] =
+    "the gated 128x128 row's candidate with half the dense tile (twice the tiles at small n)";
 
 constexpr const char kAnyBlock[] =
     "H100 2026-11-23 (report/NOTES.md, session 9): the any-block rows, larger tile_k first (run 1: at 32x32 "
@@ -382,6 +401,26 @@ inline constexpr Sm90Variant kSm90Variants[] = {
     {"sm90_e4m3_bm_le64_k64_bcol",            E4M3,  Wide,   64, BCol,  CAny,  256,    64,   T,   Auto,      kFp8,         Direct,  64},
     {"sm90_e5m2_bm_le128_k128_bcol",          E5M2,  Wide,  128, BCol,  CAny,  128,   128,   N,   Auto,      kFp8,         Direct, 128},
     {"sm90_e5m2_bm_le64_k64_bcol",            E5M2,  Wide,   64, BCol,  CAny,  256,    64,   T,   Auto,      kFp8,         Direct,  64},
+    // ---- the gated (GLU) product (gated.hpp): h = act(alpha*G*B + bias) * (alpha*U*B + bias),
+    //      C's dtype (input or f32) and layout at run time; 64-high blocks and lower first ----
+    {"sm90_f16_gated_bm_le64_k64_bcol",       F16,   OrF32,  64, BCol,  CAny,  128,    64,   T,   Auto,      kGated64,     Direct,  64,
+     1, 0, Coop, 0, Never, NT, Glu},
+    {"sm90_f16_gated_bm_le64_k64_brow",       F16,   OrF32,  64, BRow,  CAny,  128,    64,   T,   Auto,      kGated64,     Direct,  64,
+     1, 0, Coop, 0, Never, NT, Glu},
+    {"sm90_bf16_gated_bm_le64_k64_bcol",      BF16,  OrF32,  64, BCol,  CAny,  128,    64,   T,   Auto,      kGated64,     Direct,  64,
+     1, 0, Coop, 0, Never, NT, Glu},
+    {"sm90_bf16_gated_bm_le64_k64_brow",      BF16,  OrF32,  64, BRow,  CAny,  128,    64,   T,   Auto,      kGated64,     Direct,  64,
+     1, 0, Coop, 0, Never, NT, Glu},
+    {"sm90_f16_gated_bm_le128_k64_bcol",      F16,   OrF32, 128, BCol,  CAny,  128,   128,   N,   Auto,      kGated128,    Direct,  64,
+     1, 0, Coop, 0, Never, NT, Glu},
+    {"sm90_f16_gated_bm_le128_k64_brow",      F16,   OrF32, 128, BRow,  CAny,  128,   128,   N,   Auto,      kGated128,    Direct,  64,
+     1, 0, Coop, 0, Never, NT, Glu},
+    {"sm90_bf16_gated_bm_le128_k64_bcol",     BF16,  OrF32, 128, BCol,  CAny,  128,   128,   N,   Auto,      kGated128,    Direct,  64,
+     1, 0, Coop, 0, Never, NT, Glu},
+    {"sm90_bf16_gated_bm_le128_k64_brow",     BF16,  OrF32, 128, BRow,  CAny,  128,   128,   N,   Auto,      kGated128,    Direct,  64,
+     1, 0, Coop, 0, Never, NT, Glu},
+    {"sm90_f16_gated_bm_le128_k64_bcol_128x64", F16, OrF32, 128, BCol,  CAny,  128,    64,   N,   Tune,      kGatedNarrow, Direct,  64,
+     1, 0, Coop, 0, Never, NT, Glu},
 };
 // clang-format on
 }  // namespace table
@@ -389,6 +428,11 @@ inline constexpr Sm90Variant kSm90Variants[] = {
 using table::kSm90Variants;
 
 inline constexpr int kSm90Rows = int(sizeof(kSm90Variants) / sizeof(kSm90Variants[0]));
+
+// Auto leaves a gated product of at least this many columns to the gated rows above (the
+// product's Auto policy, spmm/operation.hpp), where one runs it; below, the Decode family
+// keeps it. Provisional (not yet measured): past the Decode family's 64-column rows.
+inline constexpr int64_t kGatedMinN = 65;
 
 constexpr bool same_name(const char* a, const char* b) {
   while (*a != '\0' && *a == *b) ++a, ++b;
@@ -454,7 +498,11 @@ constexpr bool well_formed(const Sm90Variant& v) {
   // automatic (it exists for Auto).
   const bool split = v.split == Split::Never ||
                      (v.cluster == 1 && v.schedule == Schedule::Cooperative && (v.split != Split::Only || v.automatic));
-  return dtypes && layouts && block && tile && cluster && schedule && split && v.name != nullptr &&
+  // Gated rows (gated.hpp): 16-bit op(A) = A, Direct, cooperative, no clusters or split tiles,
+  // both accumulators within 128 registers per consumer thread.
+  const bool gated = !v.gated || (!fp8 && !v.a_transposed && direct && v.schedule == Schedule::Cooperative &&
+                                  v.cluster == 1 && v.split == Split::Never && v.tile_m * v.tile_n <= 128 * 128);
+  return dtypes && layouts && block && tile && cluster && schedule && split && gated && v.name != nullptr &&
          v.chosen_by != nullptr;
 }
 constexpr bool all_well_formed() {
@@ -468,7 +516,7 @@ constexpr bool all_well_formed() {
 constexpr int automatic_plain_rows(DType t, int bm, Layout b, CLayout c) {
   int count = 0;
   for (const Sm90Variant& v : kSm90Variants)
-    if (v.automatic && !v.a_transposed && v.epilogue == EpilogueKind::Plain && v.max_n == 0 &&
+    if (v.automatic && !v.a_transposed && !v.gated && v.epilogue == EpilogueKind::Plain && v.max_n == 0 &&
         v.schedule == Schedule::Cooperative && v.split != Split::Only && v.input == t && v.bm == bm && v.b_layout == b && v.c_layout == c)
       ++count;
   return count;
@@ -482,7 +530,7 @@ constexpr bool split_twins() {
     bool twin = false;
     for (int j = i + 1; j < kSm90Rows; ++j) {
       const Sm90Variant& w = kSm90Variants[j];
-      twin = twin || (w.split == Split::Never && w.automatic && w.a_transposed == v.a_transposed && w.input == v.input && w.output == v.output &&
+      twin = twin || (w.split == Split::Never && w.automatic && !w.gated && w.a_transposed == v.a_transposed && w.input == v.input && w.output == v.output &&
                       w.bm == v.bm && w.b_layout == v.b_layout && w.c_layout == v.c_layout && w.tile_m == v.tile_m &&
                       w.tile_n == v.tile_n && w.tile_k == v.tile_k && w.transposed == v.transposed &&
                       w.epilogue == v.epilogue && w.cluster == 1 && w.max_n == 0 && w.max_row_depth == 0 &&
@@ -508,7 +556,7 @@ constexpr bool any_block_covered() {
       for (int bm = 1; bm <= 256; ++bm) {
         bool found = false;
         for (const Sm90Variant& v : kSm90Variants)
-          found = found || (v.automatic && !v.a_transposed && v.epilogue == EpilogueKind::Direct && v.input == t &&
+          found = found || (v.automatic && !v.a_transposed && !v.gated && v.epilogue == EpilogueKind::Direct && v.input == t &&
                             v.b_layout == b &&
                             bm <= v.bm && v.tile_k == 16);
         if (!found) return false;

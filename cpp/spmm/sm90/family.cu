@@ -7,7 +7,8 @@
 // The Fused and Direct rows take the linear-layer epilogue (bias per row of C or none,
 // activation), both run-time arguments of their one kernel (sm90/epilogue.hpp,
 // sm90/direct_epilogue.hpp); the bias needs nothing beyond the Problem's invariants (null,
-// or m input values, 16-byte aligned).
+// or m input values, 16-byte aligned). The gated rows (configs.hpp `gated`, sm90/gated.hpp)
+// run the gated product and nothing else; every other row refuses it.
 //
 // This file is light (no CUTLASS): the kernels live in the instantiation files. Built
 // without sm_90a (SPARSEK_NO_SM90A), the family still exists, with its table, and refuses
@@ -66,6 +67,8 @@ const char* fits(const Problem& p, int row) {
   const Sm90Variant& v = kSm90Variants[row];
   if (p.a_transposed != v.a_transposed)
     return v.a_transposed ? "the row is for op(A) = A^T" : "the row is for op(A) = A (A^T: the _at rows)";
+  if (p.gated != v.gated)
+    return v.gated ? "the row runs the gated (GLU) product only" : "a gated (GLU) product runs on the _gated_ rows";
   if (p.input() != v.input) return takes_input(v.input);
   if (p.b.layout != v.b_layout)
     return v.b_layout == Layout::RowMajor ? "the row is for row-major B" : "the row is for column-major B";
@@ -199,6 +202,7 @@ extern const Family kSm90Family = {
     &spmm_sm90::fits,
     &spmm_sm90::launch,
     &spmm_sm90::auto_skips,
+    /*gated=*/true,  // the gated rows (sm90/gated.hpp)
 };
 
 }  // namespace sparsek::detail

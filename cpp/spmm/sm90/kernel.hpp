@@ -12,6 +12,9 @@
 //               nonzero blocks of the tile's block-row (tile_iterator.hpp).
 //   scheduler : scheduler.hpp - persistent, (block-row, dense tile) work tiles whose
 //               WorkTileInfo carries the per-tile k count; block-rows longest first.
+//   gated     : rows with `gated` (configs.hpp) run gated.hpp's kernel layer: two passes of
+//               the mainloop per tile (gate, then up), the GLU combine in registers, then the
+//               Direct epilogue.
 //   epilogue  : by the row's EpilogueKind (configs.hpp). Plain and Fused: CUTLASS's TMA
 //               warp-specialized collective epilogue (TMA loads of C when beta != 0, TMA
 //               stores of D = C in place), with LinearCombination or the fused linear-layer
@@ -70,6 +73,7 @@
 #include "scheduler.hpp"
 #include "mainloop.hpp"
 #include "pingpong.hpp"
+#include "gated.hpp"
 
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
 
@@ -111,10 +115,12 @@ struct PlainEpilogue {
 
 template <class Element, class ElementC, bool BColMajor, bool CColMajor, int TM, int TN, int TK, bool SparseIsB,
           EpilogueKind Epi, int Cluster = 1, Schedule Sched = Schedule::Cooperative, bool Splits = true,
-          bool SparseMN = false>
+          bool SparseMN = false, bool Gated = false>
 struct BsrGemm {
   static constexpr bool kPingPong = Sched == Schedule::PingPong;
   static_assert(!kPingPong || (Epi != EpilogueKind::Direct && Cluster == 1), "ping-pong: TMA epilogue, no clusters");
+  static_assert(!Gated || (Epi == EpilogueKind::Direct && Cluster == 1 && !kPingPong && !Splits && !SparseMN),
+                "gated rows: Direct epilogue, cooperative, no clusters, no split tiles, op(A) = A");
   using TileShape = Shape<Int<TM>, Int<TN>, Int<TK>>;
   // Cluster CTAs along the dense side share the block-row's sparse tiles (mainloop.hpp).
   using ClusterShape = cute::conditional_t<SparseIsB, Shape<Int<Cluster>, _1, _1>, Shape<_1, Int<Cluster>, _1>>;
@@ -165,12 +171,24 @@ struct BsrGemm {
 
   using CollectiveMainloop =
       CollectiveSparseMma<Element, DenseStride, TileShape, Stages, SparseIsB, ClusterShape, kPingPong ? 1 : 2, SparseMN>;
-  using SchedulerTag = BsrSchedulerTag<SparseIsB, OrderCap, Splits>;
+  using SchedulerTag = BsrSchedulerTag<SparseIsB, OrderCap, Splits, Gated>;
   using ProblemShape = Shape<int, int, int, int>;
 
-  using GemmKernel = cute::conditional_t<
-      kPingPong, BsrPingPongKernel<ProblemShape, CollectiveMainloop, CollectiveEpilogue, SchedulerTag>,
-      cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue, SchedulerTag>>;
+  // The kernel layer: by the schedule, or gated.hpp's for the gated rows. (Named through a
+  // selector so that a row instantiates only its own layer.)
+  template <int kLayer, class = void>
+  struct LayerOf {
+    using type = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue, SchedulerTag>;
+  };
+  template <class Void>
+  struct LayerOf<1, Void> {
+    using type = BsrPingPongKernel<ProblemShape, CollectiveMainloop, CollectiveEpilogue, SchedulerTag>;
+  };
+  template <class Void>
+  struct LayerOf<2, Void> {
+    using type = BsrGatedKernel<ProblemShape, CollectiveMainloop, CollectiveEpilogue, SchedulerTag>;
+  };
+  using GemmKernel = typename LayerOf<Gated ? 2 : (kPingPong ? 1 : 0)>::type;
   static_assert(GemmKernel::SharedStorageSize <= kSmemCapacity, "shared storage exceeds sm90 capacity");
 
   // Byte offset of the scheduler's order array in the kernel's dynamic shared memory.
@@ -184,8 +202,8 @@ struct BsrGemm {
   static cudaError_t run(const detail::Problem& p, cudaStream_t stream) {
     const int64_t m = p.a.m, n = p.n(), k = p.a.k;
     // The GEMM's sparse extent: (block-rows) * TileSparse; == m unless a Direct row pads bm
-    // (fits() checked that it fits int32).
-    const int64_t sparse = p.block_rows() * TileSparse;
+    // (fits() checked that it fits int32). Gated: h's block-rows, the (gate, up) pairs.
+    const int64_t sparse = (Gated ? p.block_rows() / 2 : p.block_rows()) * TileSparse;
     const int M = int(SparseIsB ? n : sparse);
     const int N = int(SparseIsB ? sparse : n);
     const int K = int(k);
@@ -221,10 +239,12 @@ struct BsrGemm {
       epilogue.row_stride = c_col ? 1 : ldc;
       epilogue.col_stride = c_col ? ldc : 1;
       epilogue.out = p.c.dtype;
-      epilogue.alpha = p.alpha;
+      // Gated: alpha, the bias and the activation go to the combine (gated.hpp); the
+      // epilogue writes h as it is.
+      epilogue.alpha = Gated ? 1.0f : p.alpha;
       epilogue.beta = p.beta;
-      epilogue.bias = p.bias;
-      epilogue.activation = static_cast<int32_t>(p.activation);
+      epilogue.bias = Gated ? nullptr : p.bias;
+      epilogue.activation = Gated ? 0 : static_cast<int32_t>(p.activation);
       epilogue.bm = p.a.bm;
       epilogue.n = n;
       epilogue.scale_a = p.a.scale_kind == ScaleKind::PerTensor ? p.a.scales : nullptr;
@@ -296,6 +316,9 @@ struct BsrGemm {
                                         epilogue,
                                         hw_info,
                                         scheduler};
+    if constexpr (Gated) {
+      args.gated = {p.alpha, p.bias, static_cast<int32_t>(p.activation), p.a.bm};
+    }
     if constexpr (Cluster > 1) {
       const cudaError_t e = resident_clusters(p.device.id, &args.scheduler.max_clusters);
       if (e != cudaSuccess) {
@@ -408,7 +431,7 @@ struct RowGemm {
   // Plain and Fused rows write the input type; a Direct row's C dtype and layout are run-time.
   using type = BsrGemm<Element, Element, v.b_layout == Layout::ColMajor, v.c_layout == CLayout::Col, v.tile_m,
                        v.tile_n, v.tile_k, v.transposed, v.epilogue, v.cluster, v.schedule,
-                       v.split != Split::Never, v.a_transposed>;
+                       v.split != Split::Never, v.a_transposed, v.gated>;
 };
 
 template <int kRow>

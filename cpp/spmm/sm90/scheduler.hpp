@@ -61,7 +61,10 @@ namespace sparsek::detail::spmm_sm90 {
 // OrderCap: capacity (block-rows) of the shared-memory order array; 0 = never sort.
 // Splits: compiled with split-tile support (false: Params::split is ignored, fixup() and
 // compute_epilogue() are compile-time no-ops; a measuring row, configs.hpp).
-template <bool SparseIsB, int OrderCap = 0, bool Splits = true>
+// Gated: a work tile's block-row is a (gate, up) pair of A's block-rows 2i and 2i+1 (the gated
+// kernel, gated.hpp): the sparse extent counts pairs, a tile's k count is both rows' (each at
+// least one iteration) and the longest-first order ranks pairs by their blocks.
+template <bool SparseIsB, int OrderCap = 0, bool Splits = true, bool Gated = false>
 struct BsrSchedulerTag {};
 
 // Named barrier id for build_order(); CUTLASS reserves 0..7 (ReservedNamedBarriers); the
@@ -70,9 +73,12 @@ constexpr uint32_t kOrderBarrierId = 15;
 constexpr uint32_t kSplitBarrierId = 12;
 
 template <bool SparseIsB, class TileShape, int OrderCap = 0, class ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>,
-          bool Splits = true>
+          bool Splits = true, bool Gated = false>
 class BsrTileScheduler {
  public:
+  static_assert(!Gated || !Splits, "gated tiles are never split");
+  // A's block-rows per work tile's block-row: 2 for a gated (gate, up) pair.
+  static constexpr int32_t kRowsPerTile = Gated ? 2 : 1;
   static constexpr int kClusterDense = cute::size<SparseIsB ? 0 : 1>(ClusterShape{});
   static_assert(cute::size(ClusterShape{}) == kClusterDense, "clusters along the dense side only");
   using RasterOrder = cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90Params::RasterOrder;
@@ -277,7 +283,9 @@ class BsrTileScheduler {
     w.N_idx = SparseIsB ? br : dense;
     w.L_idx = 0;
     w.is_valid_tile = true;
-    const int32_t kc = SparseTileIterator<>::k_tile_count(params_.row_ptr, br, params_.kpb);
+    const int32_t kc = Gated ? SparseTileIterator<>::k_tile_count(params_.row_ptr, 2 * br, params_.kpb) +
+                                   SparseTileIterator<>::k_tile_count(params_.row_ptr, 2 * br + 1, params_.kpb)
+                             : SparseTileIterator<>::k_tile_count(params_.row_ptr, br, params_.kpb);
     w.k_tile_count = kc;
     w.piece = piece;
     if (split > 1) {
@@ -421,10 +429,15 @@ class BsrTileScheduler {
     const int32_t nt = int32_t(blockDim.x);
     const int32_t tid = int32_t(threadIdx.x);
     const int32_t* rp = params_.row_ptr;
-    const int32_t nnz0 = __ldg(rp + 1) - __ldg(rp);
+    // Gated: block-row i of the tiles is A's pair 2i, 2i+1, whose blocks are rp[2i + 2] - rp[2i].
+    const int32_t nnz0 = Gated ? __ldg(rp + 2) - __ldg(rp) : __ldg(rp + 1) - __ldg(rp);
     uint32_t equal = 1;
     for (int32_t i = tid; i < R; i += nt) {
-      equal &= uint32_t((__ldg(rp + i + 1) - __ldg(rp + i)) == nnz0);
+      if constexpr (Gated) {
+        equal &= uint32_t((__ldg(rp + 2 * i + 2) - __ldg(rp + 2 * i)) == nnz0);
+      } else {
+        equal &= uint32_t((__ldg(rp + i + 1) - __ldg(rp + i)) == nnz0);
+      }
     }
     uint32_t all_equal;
     asm volatile(
@@ -440,11 +453,11 @@ class BsrTileScheduler {
     }
     // rank(i) = #{j : nnz_j > nnz_i or (nnz_j == nnz_i and j < i)}; order[rank(i)] = i.
     for (int32_t i = tid; i < R; i += nt) {
-      const int32_t mine = __ldg(rp + i + 1) - __ldg(rp + i);
+      const int32_t mine = Gated ? __ldg(rp + 2 * i + 2) - __ldg(rp + 2 * i) : __ldg(rp + i + 1) - __ldg(rp + i);
       int32_t rank = 0;
       int32_t prev = __ldg(rp);
       for (int32_t j = 0; j < R; ++j) {
-        const int32_t next = __ldg(rp + j + 1);
+        const int32_t next = Gated ? __ldg(rp + 2 * j + 2) : __ldg(rp + j + 1);
         const int32_t o = next - prev;
         prev = next;
         rank += int32_t((o > mine) || (o == mine && j < i));
@@ -467,10 +480,11 @@ class BsrTileScheduler {
 
 // Extension point: GemmUniversal picks its scheduler through this selector.
 namespace cutlass::gemm::kernel::detail {
-template <bool SparseIsB, int OrderCap, bool Splits, class ArchTag, class TileShape, class ClusterShape,
+template <bool SparseIsB, int OrderCap, bool Splits, bool Gated, class ArchTag, class TileShape, class ClusterShape,
           uint32_t SchedulerPipelineStageCount>
-struct TileSchedulerSelector<sparsek::detail::spmm_sm90::BsrSchedulerTag<SparseIsB, OrderCap, Splits>, ArchTag, TileShape, ClusterShape,
-                             SchedulerPipelineStageCount> {
-  using Scheduler = sparsek::detail::spmm_sm90::BsrTileScheduler<SparseIsB, TileShape, OrderCap, ClusterShape, Splits>;
+struct TileSchedulerSelector<sparsek::detail::spmm_sm90::BsrSchedulerTag<SparseIsB, OrderCap, Splits, Gated>, ArchTag, TileShape,
+                             ClusterShape, SchedulerPipelineStageCount> {
+  using Scheduler =
+      sparsek::detail::spmm_sm90::BsrTileScheduler<SparseIsB, TileShape, OrderCap, ClusterShape, Splits, Gated>;
 };
 }  // namespace cutlass::gemm::kernel::detail
