@@ -455,8 +455,14 @@ pub(crate) fn spmm<TA, TB, O, V>(
 }
 
 pub(crate) fn driver_present() -> bool {
+    // With `cuda-linked`, libcuda is a link-time dependency: a running process has it.
+    #[cfg(feature = "cuda-linked")]
+    return true;
     // SAFETY: only attempts to dlopen libcuda's candidate names; no CUDA call is made.
-    unsafe { cudarc::driver::sys::is_culib_present() }
+    #[cfg(not(feature = "cuda-linked"))]
+    unsafe {
+        cudarc::driver::sys::is_culib_present()
+    }
 }
 
 /// The device buffers of one SDDMM, all used on `stream`.

@@ -284,7 +284,7 @@ impl SparseMlp {
 
     fn build<W, X>(mlp: sparsek::SparseMlp<W>, device: &Device) -> Result<Self>
     where
-        W: HostWeight + Send + Sync + Uploadable + 'static,
+        W: HostWeight + Send + Sync + Uploadable<X> + 'static,
         W::Element: TakesB<X>,
         X: CandleElement,
     {
@@ -298,7 +298,7 @@ impl SparseMlp {
                 activations: PhantomData,
             }),
             #[cfg(feature = "cuda")]
-            Device::Cuda(dev) => W::upload::<X>(&mlp, dev, inter, out)?,
+            Device::Cuda(dev) => W::upload(&mlp, dev, inter, out)?,
             other => return Err(unsupported_device(OP, other)),
         };
         Ok(Self {
@@ -394,32 +394,30 @@ impl Module for SparseMlp {
     }
 }
 
-/// Host weights sparsek can upload as a device MLP (`BsrMatrix<T>`, `QuantizedBsr<Q>`).
-pub(crate) trait Uploadable: Sized {
+/// Host weights sparsek can upload as a device MLP of activations `X` (`BsrMatrix<T>`,
+/// `QuantizedBsr<F8E4M3>`).
+pub(crate) trait Uploadable<X>: Sized {
     #[cfg(feature = "cuda")]
-    fn upload<X: CandleElement>(
+    fn upload(
         mlp: &sparsek::SparseMlp<Self>,
         dev: &candle_core::CudaDevice,
         inter: usize,
         out: usize,
-    ) -> Result<Box<dyn MlpKernel>>
-    where
-        Self: HostWeight,
-        Self::Element: TakesB<X>;
+    ) -> Result<Box<dyn MlpKernel>>;
 }
 
-impl<T: sparsek::Element + Send + Sync + 'static> Uploadable for BsrMatrix<T> {
+impl<T, X> Uploadable<X> for BsrMatrix<T>
+where
+    T: TakesB<X> + Send + Sync + 'static,
+    X: CandleElement,
+{
     #[cfg(feature = "cuda")]
-    fn upload<X: CandleElement>(
+    fn upload(
         mlp: &sparsek::SparseMlp<Self>,
         dev: &candle_core::CudaDevice,
         inter: usize,
         out: usize,
-    ) -> Result<Box<dyn MlpKernel>>
-    where
-        Self: HostWeight,
-        Self::Element: TakesB<X>,
-    {
+    ) -> Result<Box<dyn MlpKernel>> {
         Ok(Box::new(device_mlp::DeviceMlp::<T, X> {
             mlp: mlp.upload(&dev.cuda_stream())?,
             device: dev.clone(),
@@ -430,18 +428,18 @@ impl<T: sparsek::Element + Send + Sync + 'static> Uploadable for BsrMatrix<T> {
     }
 }
 
-impl Uploadable for sparsek::QuantizedBsr<F8E4M3> {
+impl<X> Uploadable<X> for sparsek::QuantizedBsr<F8E4M3>
+where
+    F8E4M3: TakesB<X>,
+    X: CandleElement,
+{
     #[cfg(feature = "cuda")]
-    fn upload<X: CandleElement>(
+    fn upload(
         mlp: &sparsek::SparseMlp<Self>,
         dev: &candle_core::CudaDevice,
         inter: usize,
         out: usize,
-    ) -> Result<Box<dyn MlpKernel>>
-    where
-        Self: HostWeight,
-        Self::Element: TakesB<X>,
-    {
+    ) -> Result<Box<dyn MlpKernel>> {
         Ok(Box::new(device_mlp::DeviceMlp::<F8E4M3, X> {
             mlp: mlp.upload(&dev.cuda_stream())?,
             device: dev.clone(),
