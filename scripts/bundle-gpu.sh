@@ -47,6 +47,25 @@ done
   cp "$path" "$out/$dest"
 done
 
+# sparsek-candle (a workspace of its own): its GPU tests and the worked decoder, with
+# candle's CUDA build (candle-kernels through the pip nvcc, for sm_90) linked against
+# stand-ins of the CUDA libraries (bindings/sparsek-candle/scripts/link-stubs.sh).
+candle_stubs="$PWD/target/cuda-link-stubs"
+bindings/sparsek-candle/scripts/link-stubs.sh "$candle_stubs" >/dev/null
+(
+  cd bindings/sparsek-candle
+  export CUDA_ROOT="$candle_stubs" CUDA_COMPUTE_CAP="${CUDA_COMPUTE_CAP:-90}" CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$OLDPWD/target}"
+  export NVCC="${NVCC:-$OLDPWD/third_party/py/nvidia/cu13/bin/nvcc}"
+  executables cargo test --release --features cuda --test gpu --no-run
+  executables cargo build --release --features cuda --example llama_decode
+) | while read -r kind name path; do
+  case "$kind" in
+    test) dest=candle_${name}_tests ;;
+    *) dest=$name ;;
+  esac
+  cp "$path" "$out/$dest"
+done
+
 # The C++ side: the C++ tests and examples, linked against the very kernel library cargo
 # built above (build.rs's libsparsek_kernels.a), so no kernel is compiled twice. CMake
 # builds the same programs from source (CI does, for sm_80).

@@ -14,6 +14,7 @@
 #   run.sh attention [all|mha|gqa]  # attention beside FlexAttention, SDPA and FA4 (same masks), tables
 #   run.sh decode          # the split-KV decode attention: GB/s on K and V, dense and a quarter of the blocks, contiguous and paged, beside a device copy
 #   run.sh sanitize        # GPU tests under compute-sanitizer memcheck and racecheck
+#   run.sh candle          # sparsek-candle: its GPU tests, then the worked decoder (dense twin vs sparse tokens/s) at contexts 8192 and 32768, batches 1 and 16
 #
 # The test modes run each Rust test in a process of its own (`BIN --exact NAME`: its own
 # CUDA context, environment and globals, so tests that capture CUDA graphs, set variables
@@ -424,6 +425,16 @@ for sk in (8192, 32768):
     del q, k, v
 PY
     ;;
+  candle)
+    # sparsek-candle (bindings/sparsek-candle): its GPU tests (the candle ops bitwise against
+    # sparsek's API), then the worked decoder at both contexts, batches 1 and 16, each run
+    # ending with the small model's GPU-vs-CPU logits check.
+    tests_of "" candle_gpu_tests
+    run_jobs candle || exit 1
+    for ctx in 8192 32768; do
+      "$here/llama_decode" --context "$ctx" --batches 1,16 || exit 1
+    done
+    ;;
   sanitize)
     fail=0
     # A representative subset: small sweeps keep the sanitizers' slowdown bearable.
@@ -476,7 +487,7 @@ PY
     exit $fail
     ;;
   *)
-    echo "usage: run.sh [test | test-spmm | test-ops | bench [ARGS] | report [ARGS] | products [ARGS] | fp8 [ARGS] | sddmm | attention [all|mha|gqa] | decode | sanitize]" >&2
+    echo "usage: run.sh [test | test-spmm | test-ops | bench [ARGS] | report [ARGS] | products [ARGS] | fp8 [ARGS] | sddmm | attention [all|mha|gqa] | decode | sanitize | candle]" >&2
     exit 2
     ;;
 esac
