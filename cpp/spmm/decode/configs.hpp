@@ -24,7 +24,11 @@
 //                columns of one block, KC = 64, 32 or 16 dividing bk), NB as large as
 //                a_bytes and the slot allow; the slot (ring stage) has room for a_bytes of
 //                A and, per part of tm_max x 64 elements, n_max columns of 64 elements of B
-//                (f16 rows: (tm_max + n_max) rows of 128 bytes).
+//                (f16 rows: a_bytes + b_parts * n_max * 128 bytes).
+//   b_parts      parts of B a slot has room for at least (n_max x 64 elements each): with
+//                more than one, a stage takes several parts of blocks shorter than tm_max
+//                rows, so 64-row blocks still stream a_bytes per stage (16-bit rows, 1: one
+//                part of tm_max rows fills the slot, 8 KiB of A per stage at 64-row blocks).
 //   stages       ring depth (stages - 1 stages in flight).
 //   min_ctas     __launch_bounds__ minimum CTAs per SM (caps registers at 64K/(threads*min_ctas)).
 //   automatic    Auto may pick it; false = tuning candidate (SPARSEK_VARIANT only).
@@ -65,6 +69,8 @@ struct DecodeVariant {
   bool chunked = false;
   // W8A16: A is FP8 (1 byte per element), B f16 or bf16 (see the column list above).
   bool fp8_a = false;
+  // Parts of B a ring slot has room for at least, beside a_bytes of A (see the column list).
+  int b_parts = 1;
 };
 
 // The thresholds (each row's n_max, and Decode before the tensor-core families in Auto's
@@ -78,12 +84,20 @@ struct DecodeVariant {
 // The W8A16 rows mirror the 16-bit rows' n thresholds (issue 27); their speed against the f16
 // rows is fp8_check --time's decode section.
 #define SPARSEK_DECODE_W8 "mirrors the 16-bit rows (issue 27; fp8_check --time, decode section)"
+// b_parts (issue 48): tests/cpp/time_decode.cu on the H100, 11 Llama-3 / Qwen2.5 layer shapes x
+// 64x64 and 128x128 blocks x densities 0.5 and 0.3, weights cycled out of L2, report/NOTES.md.
+#define SPARSEK_DECODE_BPARTS \
+  "n = 16 over 11 layer shapes x 64x64/128x128 blocks x densities 0.5/0.3, H100 (time_decode, issue 48): " \
+  "b_parts 2 1.05x geo-mean, up to 1.26x at 64x64 blocks, 128x128 unchanged"
+#define SPARSEK_DECODE_W8_BPARTS \
+  "mirrors the 16-bit rows; b_parts 4 (16 KiB stages at 64x64 blocks, 12 KiB before): time_decode, issue 48"
 
 // Shared memory per CTA (launch.hpp; 4 KiB of static memory for the block columns on
-// top): n8 69 KiB, n16 73 KiB, n32 81 KiB, n64 97 KiB, n128 133 KiB (its fp32 tile and
+// top): n8 69 KiB, n16 81 KiB, n32 81 KiB, n64 97 KiB, n128 133 KiB (its fp32 tile and
 // receive buffer). On an H100 (228 KiB per SM) that is 3, 2, 2, 2 and 1 CTAs/SM (n128:
 // also its 128 fp32 accumulators per thread). A stage carries up to 16 KiB of A (128 x 128
-// blocks: 16 KiB, 64 x 64: 8 KiB, 32 x 32: 12 KiB); with stages - 1 = 3 stages in flight
+// blocks: 16 KiB, 64 x 64: 8 KiB, n16's 16 KiB (b_parts 2), 32 x 32: 12 KiB); with stages
+// - 1 = 3 stages in flight
 // a CTA keeps up to 48 KiB of A in flight, against Little's law's ~24 KiB per SM (3.1
 // TB/s * ~1 us / 132 SMs). fits() checks the row against the device's opt-in limit: every
 // row fits an H100 and an A100; on sm_86 / sm_89 (99 KiB) n64 and n128 do not, so n > 32
@@ -95,7 +109,8 @@ struct DecodeVariant {
 inline constexpr DecodeVariant kDecodeVariants[] = {
     // name          n_max warps gm tm_max a_bytes stages ctas auto
     {"decode_n8",       8,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_DESIGN},
-    {"decode_n16",     16,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_DESIGN},
+    // n16: room for two parts of B (b_parts 2), so 64-row blocks stream 16 KiB stages.
+    {"decode_n16",     16,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_BPARTS, false, false, 2},
     {"decode_n32",     32,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_DESIGN},
     {"decode_n48",     48,    8,  2,  128,  16384,   4,    2,  true,
      "added after the 2026-11-23 sweep (n in 33..48 ran on decode_n64 there): not yet measured"},
@@ -104,13 +119,14 @@ inline constexpr DecodeVariant kDecodeVariants[] = {
     {"decode_n128_chunked", 128, 8, 2,  128,  16384,   3,    1, false,
      "fallback for n > 128 that no tensor-core row takes (odd ld, unaligned B or C)", true},
     // W8A16 (FP8 A, issue 27): the same tiles; a stage holds 16 KiB of A as the f16 rows do
-    // (twice the elements: one part of 128 x 128 at 128x128 blocks) and its B. Shared memory:
-    // w8_n8 81 KiB, w8_n16 89 KiB (4 stages), w8_n32 81 KiB (3 stages): 2 CTAs/SM on an
+    // (twice the elements: one part of 128 x 128 at 128x128 blocks, four of 64 x 64 with
+    // w8_n8's b_parts 4, three with the others') and its B. Shared memory:
+    // w8_n8 89 KiB, w8_n16 89 KiB (4 stages), w8_n32 81 KiB (3 stages): 2 CTAs/SM on an
     // H100; w8_n48 93 KiB, w8_n64 105 KiB (3 stages): 1 CTA/SM
     // (min_ctas 1: with 2 gm groups their A fragments (32 registers) and accumulators spill
     // under 128 registers). 4 KiB of each is the block scales (launch.hpp). On sm_89 (99
     // KiB) n <= 48 runs, wider n is refused.
-    {"decode_w8_n8",    8,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_W8, false, true},
+    {"decode_w8_n8",    8,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_W8_BPARTS, false, true, 4},
     {"decode_w8_n16",  16,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_W8, false, true},
     {"decode_w8_n32",  32,    8,  1,  128,  16384,   3,    2,  true, SPARSEK_DECODE_W8, false, true},
     {"decode_w8_n48",  48,    8,  2,  128,  16384,   3,    1,  true, SPARSEK_DECODE_W8, false, true},
@@ -126,6 +142,8 @@ inline constexpr DecodeVariant kDecodeVariants[] = {
 
 #undef SPARSEK_DECODE_DESIGN
 #undef SPARSEK_DECODE_W8
+#undef SPARSEK_DECODE_BPARTS
+#undef SPARSEK_DECODE_W8_BPARTS
 
 inline constexpr int kDecodeRows = sizeof(kDecodeVariants) / sizeof(kDecodeVariants[0]);
 

@@ -29,11 +29,11 @@ constexpr int decode_a_elem_bytes(const DecodeVariant& v) { return v.fp8_a ? 1 :
 constexpr int decode_a_row_bytes(const DecodeVariant& v, int kc) { return decode_a_elem_bytes(v) * kc; }
 
 // One ring stage (slot): room for a_bytes of A and, per part of tm_max x KC = 64 elements in
-// them, n_max columns of B (16-bit rows: tm_max rows of A and n_max columns of B). Plans
-// with smaller TM or KC put more parts in a stage (decode_plan).
+// them (at least b_parts), n_max columns of B (16-bit rows: tm_max rows of A and b_parts x
+// n_max columns of B). Plans with smaller TM or KC put more parts in a stage (decode_plan).
 constexpr int decode_slot_bytes(const DecodeVariant& v) {
-  if (!v.fp8_a) return (v.tm_max + v.n_max) * decode_row_bytes(kDecodeKcMax);
-  const int parts = v.a_bytes / (v.tm_max * decode_a_row_bytes(v, kDecodeKcMax));
+  if (!v.fp8_a) return v.a_bytes + v.b_parts * v.n_max * decode_row_bytes(kDecodeKcMax);
+  const int parts = decode_cmax(v.b_parts, v.a_bytes / (v.tm_max * decode_a_row_bytes(v, kDecodeKcMax)));
   return v.a_bytes + parts * v.n_max * decode_row_bytes(kDecodeKcMax);
 }
 
@@ -110,7 +110,8 @@ constexpr bool decode_row_ok(const DecodeVariant& v) {
   return (v.n_max == 8 || (v.n_max % 16 == 0 && v.n_max >= 16)) && v.warps >= 1 && v.tm_max % 16 == 0 &&
          v.tm_max >= 16 && v.tm_max <= 256 && v.tm_max <= 16 * v.gm_max * v.warps &&
          v.a_bytes >= v.tm_max * decode_a_row_bytes(v, kDecodeKcMax) && v.stages >= 2 && v.min_ctas >= 1 &&
-         (!v.fp8_a || v.a_bytes % (v.tm_max * kDecodeKcMax) == 0) &&
+         (!v.fp8_a || v.a_bytes % (v.tm_max * kDecodeKcMax) == 0) && v.b_parts >= 1 &&
+         (v.fp8_a || v.a_bytes == v.tm_max * decode_row_bytes(kDecodeKcMax)) &&
          decode_slot_bytes(v) % 1024 == 0 &&
          decode_total_smem_bytes(v) <= kDecodeLargestOptin;
 }
