@@ -139,6 +139,10 @@ ops_checkers() {
   job sddmm_check "$here/sddmm_check"
   job linear_backward "$here/linear_backward"
   job cpp_api_errors "$here/cpp_api_errors"
+  # The gated product on Hopper and sparse_mlp (tests/cpp/check_gated.cu).
+  if [ -x "$here/check_gated" ]; then
+    job check_gated "$here/check_gated"
+  fi
 }
 ops_tests() {
   local row

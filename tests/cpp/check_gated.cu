@@ -15,7 +15,10 @@
 // --time: the gated product on Backend::Decode and Backend::Hopper and the down product
 // (Auto) at n = 16 .. 512 on Qwen2.5-7B (hidden 3584, inter 18944) and Llama-3-8B
 // (4096 / 14336), d = 0.5, 128x128 blocks, f16; times in microseconds (the median of 5
-// repeats). The dense MLP is report/src/report/mlp.rs's baseline (cuBLAS).
+// repeats), and sparse_mlp through Auto. With CHECK_GATED_CUBLAS naming libcublas.so
+// (opened at run time: the harness links no cuBLAS), the dense f16 MLP of the same shape
+// beside it, as report/src/report/mlp.rs times it: cuBLAS's gate|up GEMM, a fused
+// SiLU-and-multiply, cuBLAS's down GEMM.
 // Prints PASS / FAIL lines and "N passed, N failed"; exits 1 on a failure.
 //
 // Build from the repository root with the library (libsparsek_kernels.a), as the bundle
@@ -23,7 +26,10 @@
 //   NVCC=third_party/py/nvidia/cu13/bin/nvcc
 //   $NVCC -std=c++17 -O2 --expt-relaxed-constexpr -Iinclude -x cu \
 //     -gencode=arch=compute_90a,code=sm_90a tests/cpp/check_gated.cu <libsparsek_kernels.a> -o check_gated
-// Usage: ./check_gated [--time] [--time-only] [--seed N]
+// Usage: ./check_gated [--time] [--time-only] [--quick] [--seed N]
+// --quick: four small Hopper cases only (for compute-sanitizer's memcheck and racecheck).
+#include <dlfcn.h>
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -267,12 +273,15 @@ struct GatedCase {
   float alpha;
   Backend backend;
   int repeats;  // > 0: that many more launches, each bitwise equal to the first
+  // CHECK_GATED_ROWS builds: the row (check_gated_rows.cu), or null for Auto's choice.
+  const char* row = nullptr;
 };
 
 void check_gated(const GatedCase& k, Rng& rng) {
   char name[256];
-  std::snprintf(name, sizeof name, "gated %s %s->%s %dx%d pairs=%d kb=%d d=%.2f n=%lld B=%s C=%s pad=%lld %s%s a=%g",
+  std::snprintf(name, sizeof name, "gated %s%s %s->%s %dx%d pairs=%d kb=%d d=%.2f n=%lld B=%s C=%s pad=%lld %s%s a=%g",
                 k.backend == Backend::Hopper ? "hopper" : k.backend == Backend::Auto ? "auto" : "decode",
+                k.row != nullptr ? " (k64)" : "",
                 dt_name(k.in), dt_name(k.out), k.bm, k.bk, k.pairs, k.bcols, k.density, (long long)k.n,
                 k.bl == Layout::RowMajor ? "row" : "col", k.cl == Layout::RowMajor ? "row" : "col", (long long)k.pad,
                 act_name(k.act), k.bias ? " bias" : "", k.alpha);
@@ -305,7 +314,7 @@ void check_gated(const GatedCase& k, Rng& rng) {
   o.alpha = k.alpha;
   o.bias = d_bias;
   o.activation = k.act;
-  sparsek::Result r = run_gated(k.backend, gu.view(), x.view(), h.mut_view(), o, nullptr);
+  sparsek::Result r = run_gated(k.backend, gu.view(), x.view(), h.mut_view(), o, nullptr, k.row);
   if (!r.ok()) {
     report(false, std::string(name) + ": " + r.message);
     cudaFree(d_bias);
@@ -332,7 +341,7 @@ void check_gated(const GatedCase& k, Rng& rng) {
     const std::vector<char> first = h.host;
     for (int rep = 0; rep < k.repeats && same; ++rep) {
       poison(h);
-      r = run_gated(k.backend, gu.view(), x.view(), h.mut_view(), o, nullptr);
+      r = run_gated(k.backend, gu.view(), x.view(), h.mut_view(), o, nullptr, k.row);
       CUDA_OK(cudaDeviceSynchronize());
       h.download();
       same = r.ok() && std::memcmp(first.data(), h.host.data(), first.size()) == 0;
@@ -343,6 +352,22 @@ void check_gated(const GatedCase& k, Rng& rng) {
                 (long long)outside, k.repeats > 0 ? (same ? ", repeats bitwise" : ", REPEATS DIFFER") : "");
   report(bad == 0 && outside == 0 && err < tolerance(k.in, k.out) && same, std::string(name) + tail);
   cudaFree(d_bias);
+}
+
+// Four small Hopper cases: each natural tile and the transposed one, both dtypes, both C
+// layouts, bias, empty rows.
+void quick_suite(Rng& rng) {
+  const GatedCase cases[] = {
+      {4, 3, 128, 128, 0.5, 7, DType::F16, DType::F16, Layout::ColMajor, Layout::ColMajor, 0, true, Activation::Silu,
+       1.0f, Backend::Hopper, 0},
+      {4, 4, 64, 64, 0.5, 64, DType::BF16, DType::F32, Layout::RowMajor, Layout::RowMajor, 8, true,
+       Activation::GeluTanh, 0.5f, Backend::Hopper, 0},
+      {4, 5, 96, 64, 0.5, 129, DType::F16, DType::F32, Layout::ColMajor, Layout::RowMajor, 0, false,
+       Activation::Relu, -1.25f, Backend::Hopper, 0},
+      {4, 3, 128, 128, 0.5, 200, DType::BF16, DType::BF16, Layout::RowMajor, Layout::ColMajor, 8, true,
+       Activation::Silu, 1.0f, Backend::Hopper, 0},
+  };
+  for (const GatedCase& k : cases) check_gated(k, rng);
 }
 
 void gated_suite(Rng& rng) {
@@ -372,6 +397,10 @@ void gated_suite(Rng& rng) {
         k.alpha = alphas[v % 3];
         k.backend = Backend::Hopper;
         k.repeats = (v % 7 == 0) ? 100 : 0;
+        // Half the cases on the rows of 64-wide k-tiles (else 128-wide where bk takes them).
+#ifdef CHECK_GATED_ROWS
+        k.row = v % 2 == 0 ? "k64" : nullptr;
+#endif
         check_gated(k, rng);
       }
     }
@@ -417,7 +446,7 @@ void mlp_suite(Rng& rng) {
       std::vector<double> acc, hv, yv;
       gu.multiply(n, [&](int64_t i, int64_t c) { return xv[size_t(i) * n + c]; }, acc);
       hv = gated_reference(gu, acc, n, {}, Activation::Silu, 1.0f);
-      std::vector<char> tmp(2);
+      std::vector<char> tmp(4);
       for (double& e : hv) e = put(tmp.data(), 0, t, float(e));  // h as the device stores it
       down.multiply(n, [&](int64_t i, int64_t c) { return hv[size_t(i) * n + c]; }, yv);
       double num = 0, den = 0;
@@ -438,6 +467,53 @@ void mlp_suite(Rng& rng) {
     }
   }
 }
+
+// The dense MLP's GLU: h[j][i] = silu(gu[j][i]) * gu[j][inter + i] (column j of the stacked
+// gate|up product, 2*inter rows).
+__global__ void silu_mul(const __half* gu, __half* h, int64_t inter, int64_t count) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < count; e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t j = e / inter, i = e - j * inter;
+    const float g = __half2float(gu[j * 2 * inter + i]), u = __half2float(gu[j * 2 * inter + inter + i]);
+    h[e] = __float2half_rn(g / (1.0f + __expf(-g)) * u);
+  }
+}
+
+__global__ void fill_random(__half* p, int64_t count, uint32_t seed) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < count; e += int64_t(gridDim.x) * blockDim.x) {
+    uint32_t v = uint32_t(e) * 2654435761u ^ seed;
+    v ^= v >> 15, v *= 2246822519u, v ^= v >> 13;
+    p[e] = __float2half_rn((float(v & 0xffff) / 32768.0f - 1.0f) * 0.05f);
+  }
+}
+
+// cuBLAS's GEMM, opened at run time (CHECK_GATED_CUBLAS): C (m x n) = op(A) * B, f16 in and
+// out, f32 compute, column-major.
+struct Cublas {
+  using Create = int (*)(void**);
+  using Gemm = int (*)(void*, int, int, int, int, int, const void*, const void*, int, int, const void*, int, int,
+                       const void*, void*, int, int, int, int);
+  void* handle = nullptr;
+  Gemm gemm = nullptr;
+  bool open() {
+    const char* path = std::getenv("CHECK_GATED_CUBLAS");
+    if (path == nullptr) return false;
+    void* lib = dlopen(path, RTLD_NOW);
+    if (lib == nullptr) {
+      std::printf("  (no cuBLAS: %s)\n", dlerror());
+      return false;
+    }
+    auto create = reinterpret_cast<Create>(dlsym(lib, "cublasCreate_v2"));
+    gemm = reinterpret_cast<Gemm>(dlsym(lib, "cublasGemmEx"));
+    return create != nullptr && gemm != nullptr && create(&handle) == 0;
+  }
+  // op(A) = A^T with A stored k x m (a row-major m x k weight), B k x n, C m x n.
+  int weight_times(int m, int n, int k, const void* a, const void* b, void* c) const {
+    constexpr int kOpN = 0, kOpT = 1, kR16F = 2, kCompute32F = 68, kDefaultAlgo = -1;
+    const float one = 1.0f, zero = 0.0f;
+    return gemm(handle, kOpT, kOpN, m, n, k, &one, a, kR16F, k, b, kR16F, k, &zero, c, kR16F, m, kCompute32F,
+                kDefaultAlgo);
+  }
+};
 
 template <class Body>
 double median_us(int iters, const Body& body) {
@@ -462,10 +538,20 @@ double median_us(int iters, const Body& body) {
 }
 
 // The gated product and the down product of an MLP layer, f16, d = 0.5, 128x128 blocks.
-void time_mlp(const char* model, int64_t hidden, int64_t inter, Rng& rng, const std::vector<const char*>& rows) {
+void time_mlp(const char* model, int64_t hidden, int64_t inter, Rng& rng, const std::vector<const char*>& rows,
+              const Cublas* blas) {
   Bsr gu(int(2 * inter / 128), int(hidden / 128), 128, 128, 0.5, DType::F16, rng);
   Bsr down(int(hidden / 128), int(inter / 128), 128, 128, 0.5, DType::F16, rng);
-  for (int64_t n : {16, 32, 48, 64, 96, 128, 256, 512}) {
+  __half *w_gu = nullptr, *w_down = nullptr, *d_gu = nullptr;
+  if (blas != nullptr) {
+    CUDA_OK(cudaMalloc(&w_gu, size_t(2 * inter * hidden) * 2));
+    CUDA_OK(cudaMalloc(&w_down, size_t(hidden * inter) * 2));
+    CUDA_OK(cudaMalloc(&d_gu, size_t(2 * inter * 512) * 2));
+    fill_random<<<1024, 256>>>(w_gu, 2 * inter * hidden, 1);
+    fill_random<<<1024, 256>>>(w_down, hidden * inter, 2);
+    CUDA_OK(cudaGetLastError());
+  }
+  for (int64_t n : {16, 20, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512}) {
     Dense x(hidden, n, Layout::ColMajor, DType::F16, 0);
     for (size_t e = 0; e < x.elems(); ++e) put(x.host.data(), e, DType::F16, rng.sym());
     x.upload();
@@ -486,20 +572,45 @@ void time_mlp(const char* model, int64_t hidden, int64_t inter, Rng& rng, const 
     sparsek::SpmmOptions d;
     auto down_run = [&] { return sparsek::spmm(down.view(), h.view(), y.mut_view(), d, nullptr); };
     if (down_run().ok()) std::printf(" down_auto %.1f", median_us(20, [&] { (void)down_run(); }));
+    sparsek::SpmmOptions dh;
+    dh.backend = Backend::Hopper;
+    auto down_hopper = [&] { return sparsek::spmm(down.view(), h.view(), y.mut_view(), dh, nullptr); };
+    if (down_hopper().ok()) std::printf(" down_hopper %.1f", median_us(20, [&] { (void)down_hopper(); }));
+    sparsek::MlpView mv;
+    mv.gate_up = gu.view();
+    mv.down = down.view();
+    mv.activation = Activation::Silu;
+    auto mlp = [&] { return sparsek::sparse_mlp(mv, x.view(), h.mut_view(), y.mut_view(), nullptr); };
+    if (mlp().ok()) std::printf(" sparse_mlp %.1f", median_us(20, [&] { (void)mlp(); }));
+    if (blas != nullptr) {
+      auto dense = [&] {
+        (void)blas->weight_times(int(2 * inter), int(n), int(hidden), w_gu, x.dev, d_gu);
+        silu_mul<<<1024, 256>>>(d_gu, static_cast<__half*>(h.dev), inter, inter * n);
+        (void)blas->weight_times(int(hidden), int(n), int(inter), w_down, h.dev, y.dev);
+      };
+      std::printf(" dense_mlp %.1f", median_us(20, dense));
+      std::printf(" dense_gateup %.1f", median_us(20, [&] {
+                    (void)blas->weight_times(int(2 * inter), int(n), int(hidden), w_gu, x.dev, d_gu);
+                  }));
+    }
     std::printf("\n");
     CUDA_OK(cudaDeviceSynchronize());
   }
+  cudaFree(w_gu);
+  cudaFree(w_down);
+  cudaFree(d_gu);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool time = false, check = true;
+  bool time = false, check = true, quick = false;
   uint64_t seed = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--time") time = true;
     else if (a == "--time-only") time = true, check = false;
+    else if (a == "--quick") quick = true, check = false;
     else if (a == "--seed" && i + 1 < argc) seed = std::strtoull(argv[++i], nullptr, 10);
   }
   int dev = 0;
@@ -512,6 +623,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   Rng rng(seed);
+  if (quick) quick_suite(rng);
   if (check) {
     gated_suite(rng);
     mlp_suite(rng);
@@ -519,10 +631,14 @@ int main(int argc, char** argv) {
   if (time) {
     std::vector<const char*> rows = {nullptr};
 #ifdef CHECK_GATED_ROWS
-    rows = {"sm90_f16_gated_bm_le128_k64_bcol", "sm90_f16_gated_bm_le128_k64_bcol_128x64"};
+    rows = {"sm90_f16_gated_bm_le128_k64_bcol", "sm90_f16_gated_bm_le128_k128_bcol",
+            "sm90_f16_gated_bm_le128_k64_bcol_128x64", "sm90_f16_gated_bm_le128_k128_bcol_128x64"};
 #endif
-    time_mlp("qwen2.5-7b", 3584, 18944, rng, rows);
-    time_mlp("llama-3-8b", 4096, 14336, rng, rows);
+    Cublas blas;
+    const Cublas* dense = blas.open() ? &blas : nullptr;
+    time_mlp("qwen2.5-7b", 3584, 18944, rng, rows, dense);
+    time_mlp("llama-3-8b", 4096, 14336, rng, rows, dense);
+    time_mlp("phi-3-mini", 3072, 8192, rng, rows, dense);
   }
   std::printf("%d passed, %d failed\n", g_pass, g_fail);
   return g_fail == 0 ? 0 : 1;

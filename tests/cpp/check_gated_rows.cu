@@ -3,7 +3,9 @@
 // one process times several rows (SPARSEK_VARIANT is read once per process) and a library
 // built before the rows existed still serves the rest of the harness (Decode, the down
 // product, sparse_mlp). Problems are the harness's own, valid for the rows by construction:
-// nothing is checked here beyond the row's block height.
+// nothing is checked here beyond the row's block height. Unnamed, a problem gets the table's
+// first automatic row for its dtype, B layout, block height and n, as Auto would; "k64" asks
+// for the same among the rows of 64-wide k-tiles.
 //
 //   NVCC=third_party/py/nvidia/cu13/bin/nvcc
 //   F="$(grep -v '^#' cpp/nvcc_flags.txt | tr '\n' ' ') -gencode=arch=compute_90a,code=sm_90a \
@@ -32,6 +34,8 @@ struct GatedRow {
   DType input;
   Layout b_layout;
   int bm;
+  int64_t max_n;
+  int tile_k;
   bool automatic;
   Launch launch;
 };
@@ -40,16 +44,29 @@ template <int kRow>
 constexpr GatedRow gated_row() {
   constexpr auto v = kSm90Variants[kRow];
   static_assert(v.gated, "a gated row");
-  return {v.name, v.input, v.b_layout, v.bm, v.automatic, &detail::spmm_sm90::launch_row<kRow>};
+  return {v.name, v.input, v.b_layout, v.bm, v.max_n, v.tile_k, v.automatic, &detail::spmm_sm90::launch_row<kRow>};
 }
 
 #define SPARSEK_GATED_ROW(NAME) gated_row<sm90_row(NAME)>()
+// In table order.
 constexpr GatedRow kRows[] = {
-    SPARSEK_GATED_ROW("sm90_f16_gated_bm_le64_k64_bcol"),    SPARSEK_GATED_ROW("sm90_f16_gated_bm_le64_k64_brow"),
-    SPARSEK_GATED_ROW("sm90_bf16_gated_bm_le64_k64_bcol"),   SPARSEK_GATED_ROW("sm90_bf16_gated_bm_le64_k64_brow"),
-    SPARSEK_GATED_ROW("sm90_f16_gated_bm_le128_k64_bcol"),   SPARSEK_GATED_ROW("sm90_f16_gated_bm_le128_k64_brow"),
-    SPARSEK_GATED_ROW("sm90_bf16_gated_bm_le128_k64_bcol"),  SPARSEK_GATED_ROW("sm90_bf16_gated_bm_le128_k64_brow"),
+    SPARSEK_GATED_ROW("sm90_f16_gated_bm_le64_k64_bcol"),
+    SPARSEK_GATED_ROW("sm90_f16_gated_bm_le64_k64_brow"),
+    SPARSEK_GATED_ROW("sm90_bf16_gated_bm_le64_k64_bcol"),
+    SPARSEK_GATED_ROW("sm90_bf16_gated_bm_le64_k64_brow"),
+    SPARSEK_GATED_ROW("sm90_f16_gated_bm_le128_k128_bcol_128x64"),
     SPARSEK_GATED_ROW("sm90_f16_gated_bm_le128_k64_bcol_128x64"),
+    SPARSEK_GATED_ROW("sm90_f16_gated_bm_le128_k128_brow_128x64"),
+    SPARSEK_GATED_ROW("sm90_f16_gated_bm_le128_k64_brow_128x64"),
+    SPARSEK_GATED_ROW("sm90_bf16_gated_bm_le128_k128_bcol_128x64"),
+    SPARSEK_GATED_ROW("sm90_bf16_gated_bm_le128_k64_bcol_128x64"),
+    SPARSEK_GATED_ROW("sm90_bf16_gated_bm_le128_k128_brow_128x64"),
+    SPARSEK_GATED_ROW("sm90_bf16_gated_bm_le128_k64_brow_128x64"),
+    SPARSEK_GATED_ROW("sm90_f16_gated_bm_le128_k64_bcol"),
+    SPARSEK_GATED_ROW("sm90_f16_gated_bm_le128_k64_brow"),
+    SPARSEK_GATED_ROW("sm90_bf16_gated_bm_le128_k64_bcol"),
+    SPARSEK_GATED_ROW("sm90_bf16_gated_bm_le128_k64_brow"),
+    SPARSEK_GATED_ROW("sm90_f16_gated_bm_le128_k128_bcol"),
 };
 #undef SPARSEK_GATED_ROW
 
@@ -66,10 +83,15 @@ sparsek::Result launch_gated_row(const char* name, const sparsek::BsrView& a, co
                                  const sparsek::DenseMutView& c, const sparsek::SpmmOptions& o, cudaStream_t stream) {
   using namespace sparsek;
   const GatedRow* pick = nullptr;
+  const bool k64 = name != nullptr && std::strcmp(name, "k64") == 0;
+  if (k64) name = nullptr;
   for (const GatedRow& g : kRows) {
     const bool named = name != nullptr && std::strcmp(g.name, name) == 0;
-    // Unnamed: the table's first automatic row for the dtype, B layout and block height.
-    const bool first = name == nullptr && g.automatic && g.input == a.dtype && g.b_layout == b.layout && a.bm <= g.bm;
+    // The fit of a row's k-tile (family.cu): up to 1/8 of the last one empty (1/4 transposed).
+    const int padded = (a.bk + g.tile_k - 1) / g.tile_k * g.tile_k;
+    const bool k_fits = (g.bm == 64 ? 4 : 8) * (padded - a.bk) <= padded;
+    const bool first = name == nullptr && g.automatic && !(k64 && g.tile_k != 64) && k_fits && g.input == a.dtype &&
+                       g.b_layout == b.layout && a.bm <= g.bm && (g.max_n == 0 || c.cols <= g.max_n);
     if (named || first) {
       pick = &g;
       break;

@@ -238,14 +238,39 @@ constexpr const char kFp8[] =
     "doubles the registers) and 256x64 transposed (the bm = 64 sweep's tile), tile_k = bk so each k-tile is "
     "one block (promoted with its scale, mainloop.hpp); not yet swept";
 
+// The gated rows, measured on an H100 (2026-11-27, tests/cpp/check_gated.cu --time with
+// check_gated_rows.cu: f16, d = 0.5, 128x128 blocks, SiLU, x and h column-major; us per gated
+// product, Qwen2.5-7B 3584/18944 | Llama-3-8B 4096/14336 | Phi-3-mini 3072/8192; one run):
+//   n           16               64               128              192              256               512
+//   128x64 k128 79.4|59.2|32.9   74.7|56.1|29.2   78.0|62.7|29.5   89.8|77.9|42.1   106.5|96.3|40.7   199.3|173.5|77.4
+//   128x64 k64  83.2|60.6|33.3   76.9|57.5|29.4   78.8|63.1|30.0   90.3|77.5|40.7   107.7|96.3|39.8   180.5|163.8|73.7
+//   128x128 k64 104.4|80.2|48.3  101.9|68.6|40.9  91.4|63.1|35.5   121.7|111.0|46.8 102.7|81.7|35.8   166.7|144.7|61.6
+//   128x128 k128 109.0|89.3|49.7 102.3|71.2|42.2  93.1|60.8|36.8   128.3|116.0|49.7 108.1|84.7|37.6   165.2|144.1|61.8
+//   Decode      82.6|55.9|36.8   95.5|63.1|45.7   159.3|121.7|53.6 308.6|236.9|104.1 332.4|243.0|105.6 645.2|500.8|219.3
+//   cuBLAS dense gate|up GEMM (f16, the same run): n = 16 101.2|89.9|39.6, 64 106.2|89.9|42.9,
+//   128 106.0|91.1|42.5, 256 117.4|106.0|46.4, 512 202.6|171.0|73.0.
+// The two 128-row tiles are the largest natural ones whose two accumulators fit 128 registers
+// per thread. All gated rows take one band of every dense tile (kernel.hpp): before that, the
+// automatic band re-read a pair's weights per dense tile (Qwen2.5-7B n = 512, 128x128: 229.0
+// us vs 169.8 after). Splitting a tile in its gate and up passes on two CTAs (tried: a hand-over
+// through scratch as the split tiles') measured no faster: Qwen2.5-7B n = 64 74.3 vs 76.4 us,
+// n = 512 259.7 vs 229.0; Phi-3-mini n = 64 (64 tiles, half the SMs idle) 33.1 vs 29.2.
 constexpr const char kGated128[] =
-    "the gated product on the tensor cores (gated.hpp): 128x128, the largest natural tile whose two "
-    "accumulators fit 128 registers per thread; Auto takes it above the Decode family's n (spmm/operation.hpp)";
+    "H100 2026-11-27 (check_gated --time, f16 d = 0.5 128x128 blocks, see above): 128x128 with k-tiles of 64 "
+    "fastest from n = 256 (Qwen2.5-7B n = 512 166.7 us vs 128x64 180.5 and Decode 645.2)";
+constexpr const char kGatedNarrow[] =
+    "H100 2026-11-27 (check_gated --time, see above): 128x64 up to n = 192 (one weight read per pair; Qwen2.5-7B "
+    "n = 192 90.3 us vs 128x128 121.7), for bk other than 128 (k-tiles of 64)";
+constexpr const char kGatedDeep[] =
+    "H100 2026-11-27 (check_gated --time, see above): 128x64 with k-tiles of a whole 128-wide block (one "
+    "contiguous 32 KB of weights per stage), 1-5 % faster than k-tiles of 64 up to n = 128 (Qwen2.5-7B n = 16 "
+    "79.4 us vs 83.2), even at 192";
+constexpr const char kGatedDeepWide[] =
+    "H100 2026-11-27 (check_gated --time, see above): 128x128 with k-tiles of 128, no faster than k-tiles of 64 "
+    "(Qwen2.5-7B n = 256 108.1 us vs 102.7, n = 512 165.2 vs 166.7)";
 constexpr const char kGated64[] =
     "the gated product for blocks up to 64 high: transposed 128x64 (block-row on the N tile, the bm = 64 "
-    "rows' orientation), so a 64-high block fills its tile; not yet measured against the 128x128 row";
-constexpr const char kGatedNarrow[] =
-    "the gated 128x128 row's candidate with half the dense tile (twice the tiles at small n)";
+    "rows' orientation), so a 64-high block fills its tile; not yet measured";
 
 constexpr const char kAnyBlock[] =
     "H100 2026-11-23 (report/NOTES.md, session 9): the any-block rows, larger tile_k first (run 1: at 32x32 "
@@ -411,6 +436,22 @@ inline constexpr Sm90Variant kSm90Variants[] = {
      1, 0, Coop, 0, Never, NT, Glu},
     {"sm90_bf16_gated_bm_le64_k64_brow",      BF16,  OrF32,  64, BRow,  CAny,  128,    64,   T,   Auto,      kGated64,     Direct,  64,
      1, 0, Coop, 0, Never, NT, Glu},
+    {"sm90_f16_gated_bm_le128_k128_bcol_128x64", F16, OrF32, 128, BCol,  CAny,  128,    64,   N,   Auto,      kGatedDeep,   Direct, 128,
+     1, 192, Coop, 0, Never, NT, Glu},
+    {"sm90_f16_gated_bm_le128_k64_bcol_128x64", F16, OrF32, 128, BCol,  CAny,  128,    64,   N,   Auto,      kGatedNarrow, Direct,  64,
+     1, 192, Coop, 0, Never, NT, Glu},
+    {"sm90_f16_gated_bm_le128_k128_brow_128x64", F16, OrF32, 128, BRow,  CAny,  128,    64,   N,   Auto,      kGatedDeep,   Direct, 128,
+     1, 192, Coop, 0, Never, NT, Glu},
+    {"sm90_f16_gated_bm_le128_k64_brow_128x64", F16, OrF32, 128, BRow,  CAny,  128,    64,   N,   Auto,      kGatedNarrow, Direct,  64,
+     1, 192, Coop, 0, Never, NT, Glu},
+    {"sm90_bf16_gated_bm_le128_k128_bcol_128x64", BF16, OrF32, 128, BCol, CAny, 128,    64,   N,   Auto,      kGatedDeep,   Direct, 128,
+     1, 192, Coop, 0, Never, NT, Glu},
+    {"sm90_bf16_gated_bm_le128_k64_bcol_128x64", BF16, OrF32, 128, BCol, CAny, 128,    64,   N,   Auto,      kGatedNarrow, Direct,  64,
+     1, 192, Coop, 0, Never, NT, Glu},
+    {"sm90_bf16_gated_bm_le128_k128_brow_128x64", BF16, OrF32, 128, BRow, CAny, 128,    64,   N,   Auto,      kGatedDeep,   Direct, 128,
+     1, 192, Coop, 0, Never, NT, Glu},
+    {"sm90_bf16_gated_bm_le128_k64_brow_128x64", BF16, OrF32, 128, BRow, CAny, 128,    64,   N,   Auto,      kGatedNarrow, Direct,  64,
+     1, 192, Coop, 0, Never, NT, Glu},
     {"sm90_f16_gated_bm_le128_k64_bcol",      F16,   OrF32, 128, BCol,  CAny,  128,   128,   N,   Auto,      kGated128,    Direct,  64,
      1, 0, Coop, 0, Never, NT, Glu},
     {"sm90_f16_gated_bm_le128_k64_brow",      F16,   OrF32, 128, BRow,  CAny,  128,   128,   N,   Auto,      kGated128,    Direct,  64,
@@ -419,7 +460,7 @@ inline constexpr Sm90Variant kSm90Variants[] = {
      1, 0, Coop, 0, Never, NT, Glu},
     {"sm90_bf16_gated_bm_le128_k64_brow",     BF16,  OrF32, 128, BRow,  CAny,  128,   128,   N,   Auto,      kGated128,    Direct,  64,
      1, 0, Coop, 0, Never, NT, Glu},
-    {"sm90_f16_gated_bm_le128_k64_bcol_128x64", F16, OrF32, 128, BCol,  CAny,  128,    64,   N,   Tune,      kGatedNarrow, Direct,  64,
+    {"sm90_f16_gated_bm_le128_k128_bcol",      F16,   OrF32, 128, BCol,  CAny,  128,   128,   N,   Tune,      kGatedDeepWide, Direct, 128,
      1, 0, Coop, 0, Never, NT, Glu},
 };
 // clang-format on
@@ -431,8 +472,13 @@ inline constexpr int kSm90Rows = int(sizeof(kSm90Variants) / sizeof(kSm90Variant
 
 // Auto leaves a gated product of at least this many columns to the gated rows above (the
 // product's Auto policy, spmm/operation.hpp), where one runs it; below, the Decode family
-// keeps it. Provisional (not yet measured): past the Decode family's 64-column rows.
-inline constexpr int64_t kGatedMinN = 65;
+// keeps it. Measured on an H100 (2026-11-27, check_gated --time, f16 d = 0.5 128x128 blocks,
+// us, Decode vs the gated 128x64 k128 row; Qwen2.5-7B | Llama-3-8B | Phi-3-mini): n = 16 82.6
+// vs 79.4 | 55.9 vs 59.2 | 36.8 vs 32.9; n = 20 86.1 vs 78.9 | 58.4 vs 59.2 | 40.8 vs 33.2;
+// n = 24 88.4 vs 78.6 | 58.7 vs 60.0 | 40.5 vs 32.9; n = 32 88.7 vs 76.4 | 58.9 vs 57.7 | 41.0
+// vs 31.6. So Hopper from n = 17 (1-2 % slower on Llama-3-8B up to n = 24, 8-19 % faster on the
+// others); Decode keeps its decode range, n <= 16.
+inline constexpr int64_t kGatedMinN = 17;
 
 constexpr bool same_name(const char* a, const char* b) {
   while (*a != '\0' && *a == *b) ++a, ++b;
@@ -441,12 +487,13 @@ constexpr bool same_name(const char* a, const char* b) {
 
 // The build features a row needs (core/features.hpp): bf16 rows need `bf16`, op(A) = A^T
 // rows `transpose`, any-block rows other than the 64/128-high tile_k-64 ones (which serve
-// f32 output and 64/128 blocks) `any-block`, tuning candidates `tuning`.
+// f32 output and 64/128 blocks) `any-block` (the gated rows are not any-block rows: they
+// serve the gated product), tuning candidates `tuning`.
 constexpr uint32_t needs(const Sm90Variant& v) {
   uint32_t n = 0;
   n |= detail::dtype_needs(v.input);
   if (v.a_transposed) n |= detail::kFeatureTranspose;
-  if (v.epilogue == EpilogueKind::Direct && !v.a_transposed && !detail::is_fp8(v.input) &&
+  if (v.epilogue == EpilogueKind::Direct && !v.a_transposed && !v.gated && !detail::is_fp8(v.input) &&
       !((v.bm == 64 || v.bm == 128) && v.tile_k == 64))
     n |= detail::kFeatureAnyBlock;
   if (!v.automatic) n |= detail::kFeatureTuning;
@@ -483,7 +530,7 @@ constexpr bool well_formed(const Sm90Variant& v) {
   const bool layouts = (v.c_layout == CAny) == direct;
   // TMA-epilogue rows: exactly one block height, bk 64 or 128 in k-tiles of 64. Direct rows:
   // any bm up to the sparse extent (WGMMA N: a multiple of 8 up to 256; M: 128 or 256).
-  const bool block = direct ? (v.tile_k == 16 || v.tile_k == 32 || v.tile_k == 64 || (fp8 && v.tile_k == 128)) &&
+  const bool block = direct ? (v.tile_k == 16 || v.tile_k == 32 || v.tile_k == 64 || ((fp8 || v.gated) && v.tile_k == 128)) &&
                                   (!fp8 || v.tile_k % 32 == 0) && v.bm == sparse_extent(v) &&
                                   v.bm % 8 == 0 && v.bm <= 256
                             : (v.bm == 64 || v.bm == 128) && v.tile_k == 64 && sparse_extent(v) == v.bm;

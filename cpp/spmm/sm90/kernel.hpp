@@ -279,7 +279,10 @@ struct BsrGemm {
     typename Scheduler::Arguments scheduler{};
     scheduler.row_ptr = p.a.row_ptr;
     scheduler.kpb = CollectiveMainloop::k_tiles_per_block(p.a.bk);
-    scheduler.band = 0;
+    // Gated rows: one band of every dense tile, so the tiles of a pair run back to back and
+    // its weights cross HBM once (the gated product's dense side is an MLP's activations,
+    // small beside its weights, which the automatic band would re-read per dense tile).
+    scheduler.band = Gated ? INT32_MAX : 0;
     scheduler.sort = p.a.nnzb > 0;
     scheduler.order_smem_offset = OrderCap > 0 ? order_smem_offset() : -1;
 
