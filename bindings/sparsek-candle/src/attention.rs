@@ -230,7 +230,7 @@ pub fn attention(
         mask,
         layout,
         seq: *seq,
-        arrays: arrays.iter().map(|(s, _)| &**s).collect(),
+        arrays: arrays.iter().map(|(s, l)| (&**s, *l)).collect(),
         opts: *opts,
         failure: Failure::default(),
     };
@@ -242,8 +242,8 @@ struct AttentionOp<'a> {
     mask: Option<&'a AttentionMask>,
     layout: QkvLayout,
     seq: SeqLayout<'a>,
-    /// The storage of `seq`'s arrays, in [`SeqLayout::arrays`]' order.
-    arrays: Vec<&'a Storage>,
+    /// The storage and layout of `seq`'s arrays, in [`SeqLayout::arrays`]' order.
+    arrays: Vec<(&'a Storage, &'a Layout)>,
     opts: AttentionOptions,
     failure: Failure,
 }
@@ -309,7 +309,18 @@ impl AttentionOp<'_> {
         let out =
             HeadsMut::host(&mut o, dims[0], dims[1], dims[2], dims[3]).with_strides(sb, sh, ss);
         let layout = self.sparsek_layout(|i| match self.arrays[i] {
-            Storage::Cpu(s) => Ok(sparsek::IndexArray::Host(s.as_slice::<i32>()?)),
+            (Storage::Cpu(s), l) => {
+                let all = s.as_slice::<i32>()?;
+                let part = all.get(l.start_offset()..l.start_offset() + l.shape().elem_count());
+                Ok(sparsek::IndexArray::Host(part.ok_or_else(|| {
+                    Error::Shape {
+                        op: OP,
+                        operand: "index array",
+                        got: l.dims().to_vec(),
+                        expected: "a layout within its storage".into(),
+                    }
+                })?))
+            }
             _ => Err(Error::Device {
                 op: OP,
                 what: "an index array is not on the CPU".into(),
@@ -368,7 +379,7 @@ impl AttentionOp<'_> {
         let mut o = device::output::<T>(&qs.device, elements(dims)?)?;
         let [sb, sh, ss] = packed_strides(dims, self.layout);
         let layout = self.sparsek_layout(|i| match self.arrays[i] {
-            Storage::Cuda(s) => Ok(sparsek::IndexArray::Device(s.as_cuda_slice::<i32>()?)),
+            (Storage::Cuda(s), _) => Ok(sparsek::IndexArray::Device(s.as_cuda_slice::<i32>()?)),
             _ => Err(Error::Device {
                 op: OP,
                 what: "an index array is not on the CUDA device".into(),

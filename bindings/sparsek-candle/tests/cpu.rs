@@ -632,7 +632,11 @@ fn attention_serving_layouts_match_sparsek() {
     let table: Vec<i32> = vec![3, 7, 1, 0, 0, 11, 2, 5, 9, 4];
     let table_t = Tensor::from_vec(table.clone(), (2, 5), &CPU).unwrap();
     let seqlens = vec![150i32, 260];
-    let seqlens_t = Tensor::new(seqlens.as_slice(), &CPU).unwrap();
+    // Taken from inside a longer tensor: an index array is read at its offset.
+    let seqlens_t = Tensor::new(&[7i32, 150, 260, 9], &CPU)
+        .unwrap()
+        .narrow(0, 1, 2)
+        .unwrap();
     let qd = tensor(&[2, 1, h, d], DType::F16, &CPU, &mut rng);
     let dec = opts_bottom_right();
     let seq = SeqLayout::new(2)
