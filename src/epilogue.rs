@@ -108,7 +108,9 @@ impl<'a, T> Epilogue<'a, T> {
     /// `C[i·bm + r] = act(α·(A·B)[2i·bm + r] + bias[2i·bm + r]) · (α·(A·B)[(2i+1)·bm + r] + bias[(2i+1)·bm + r])`,
     /// the bias (if any) having `m` values in A's row order. Needs `m` a multiple of `2·bm`,
     /// `β = 0` and `op(A) = A` ([`Error::Gated`](crate::Error::Gated) otherwise). On the
-    /// device it runs on the Decode family (sm_90: the halves meet in a thread-block cluster).
+    /// device it runs on the Decode family (sm_90: the halves meet in a thread-block cluster)
+    /// and on the Hopper family's gated rows (sm_90a, 16-bit, blocks up to 128 high), which
+    /// `Backend::Auto` takes for more columns (from n = 17; n = 65 for blocks up to 64 high).
     pub fn gated(mut self, gated: bool) -> Self {
         self.gated = gated;
         self

@@ -5,7 +5,7 @@
 
 #include "core/registry.hpp"
 #include "spmm/problem.hpp"
-#include "spmm/sm90/configs.hpp"  // kGatedMinN
+#include "spmm/sm90/configs.hpp"  // gated_min_n
 
 namespace sparsek::detail {
 
@@ -31,12 +31,12 @@ struct Operation<Problem> : OperationDefaults<Problem> {
   // 189/211/191; 128x112 370/424/478 against 205/219/210; f32 C at 128x128 and 64x64, density
   // 1/8: 444 and 361 against WMMA's 329 and 250 in the input type). Backend::Hopper runs every
   // row; a row SPARSEK_VARIANT forces under Backend::Auto is held to this too.
-  // It also leaves a gated product of n >= spmm_sm90::kGatedMinN columns to Hopper's gated
-  // rows wherever one runs it (measured faster there than Decode, sm90/configs.hpp).
+  // It also leaves a gated product of n >= spmm_sm90::gated_min_n(bm) columns to Hopper's
+  // gated rows wherever one runs it (measured faster there than Decode, sm90/configs.hpp).
   static const char* auto_leaves(const Problem& p, const Family& f, int /*row*/) {
     if (&f == &kSm90Family && p.a.bm <= 16 && wmma_runs(p))
       return "Auto leaves 16-high blocks to WMMA (measured faster than the any-block rows)";
-    if (&f == &kDecodeFamily && p.gated && p.n() >= spmm_sm90::kGatedMinN && runs(kSm90Family, p))
+    if (&f == &kDecodeFamily && p.gated && p.n() >= spmm_sm90::gated_min_n(p.a.bm) && runs(kSm90Family, p))
       return "Auto leaves gated products of many columns to Hopper's gated rows (measured faster)";
     return nullptr;
   }

@@ -269,8 +269,9 @@ constexpr const char kGatedDeepWide[] =
     "H100 2026-11-27 (check_gated --time, see above): 128x128 with k-tiles of 128, no faster than k-tiles of 64 "
     "(Qwen2.5-7B n = 256 108.1 us vs 102.7, n = 512 165.2 vs 166.7)";
 constexpr const char kGated64[] =
-    "the gated product for blocks up to 64 high: transposed 128x64 (block-row on the N tile, the bm = 64 "
-    "rows' orientation), so a 64-high block fills its tile; not yet measured";
+    "H100 2026-11-27 (check_gated --time, f16 d = 0.5 64x64 blocks): transposed 128x64 (block-row on the N "
+    "tile), the fastest gated row for 64-high blocks at every n (Qwen2.5-7B n = 128 84.9 us vs natural 128x64 "
+    "151.7, 128x128 140.9, Decode 170.6; n = 512 211.3 vs 515.9, 407.3, 703.7)";
 
 constexpr const char kAnyBlock[] =
     "H100 2026-11-23 (report/NOTES.md, session 9): the any-block rows, larger tile_k first (run 1: at 32x32 "
@@ -470,15 +471,19 @@ using table::kSm90Variants;
 
 inline constexpr int kSm90Rows = int(sizeof(kSm90Variants) / sizeof(kSm90Variants[0]));
 
-// Auto leaves a gated product of at least this many columns to the gated rows above (the
-// product's Auto policy, spmm/operation.hpp), where one runs it; below, the Decode family
-// keeps it. Measured on an H100 (2026-11-27, check_gated --time, f16 d = 0.5 128x128 blocks,
-// us, Decode vs the gated 128x64 k128 row; Qwen2.5-7B | Llama-3-8B | Phi-3-mini): n = 16 82.6
-// vs 79.4 | 55.9 vs 59.2 | 36.8 vs 32.9; n = 20 86.1 vs 78.9 | 58.4 vs 59.2 | 40.8 vs 33.2;
-// n = 24 88.4 vs 78.6 | 58.7 vs 60.0 | 40.5 vs 32.9; n = 32 88.7 vs 76.4 | 58.9 vs 57.7 | 41.0
-// vs 31.6. So Hopper from n = 17 (1-2 % slower on Llama-3-8B up to n = 24, 8-19 % faster on the
-// others); Decode keeps its decode range, n <= 16.
-inline constexpr int64_t kGatedMinN = 17;
+// Auto leaves a gated product of blocks bm high with at least gated_min_n(bm) columns to the
+// gated rows above (the product's Auto policy, spmm/operation.hpp), where one runs it; below,
+// the Decode family keeps it. Measured on an H100 (2026-11-27, check_gated --time, f16,
+// d = 0.5, us, Decode vs the gated row Auto takes; Qwen2.5-7B | Llama-3-8B | Phi-3-mini):
+//   128x128 blocks, the 128x64 k128 row: n = 16 82.6 vs 79.4 | 55.9 vs 59.2 | 36.8 vs 32.9;
+//     n = 20 86.1 vs 78.9 | 58.4 vs 59.2 | 40.8 vs 33.2; n = 24 88.4 vs 78.6 | 58.7 vs 60.0 |
+//     40.5 vs 32.9; n = 32 88.7 vs 76.4 | 58.9 vs 57.7 | 41.0 vs 31.6. So Hopper from n = 17
+//     (1-2 % slower on Llama-3-8B up to n = 24, 8-19 % faster on the others); Decode keeps its
+//     decode range, n <= 16.
+//   64x64 blocks, the transposed 128x64 row (Qwen2.5-7B | Llama-3-8B): n = 16 77.8 vs 124.3 |
+//     62.8 vs 104.6; n = 64 94.4 vs 114.4 | 74.8 vs 91.9; n = 96 167.5 vs 102.1 | 145.4 vs
+//     83.0. So Hopper from n = 65, past Decode's 64-column rows.
+constexpr int64_t gated_min_n(int bm) { return bm > 64 ? 17 : 65; }
 
 constexpr bool same_name(const char* a, const char* b) {
   while (*a != '\0' && *a == *b) ++a, ++b;
