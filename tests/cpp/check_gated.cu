@@ -13,9 +13,10 @@
 //   - sparse_mlp (Auto) at n = 1, 16, 128, 512 against the reference with h rounded to the
 //     input type as the device stores it.
 // --time: the gated product on Backend::Decode and Backend::Hopper and the down product
-// (Auto) at n = 16 .. 512 on Qwen2.5-7B (hidden 3584, inter 18944) and Llama-3-8B
-// (4096 / 14336), d = 0.5, 128x128 blocks, f16; times in microseconds (the median of 5
-// repeats), and sparse_mlp through Auto. With CHECK_GATED_CUBLAS naming libcublas.so
+// (Auto and Hopper) at n = 16 .. 512 on Qwen2.5-7B (hidden 3584, inter 18944), Llama-3-8B
+// (4096 / 14336) and Phi-3-mini (3072 / 8192) with 128x128 blocks, then Qwen2.5-7B and
+// Llama-3-8B with 64x64 blocks (CHECK_GATED_ONLY64 set: those alone), d = 0.5, f16; times in
+// microseconds (the median of 5 repeats), and sparse_mlp through Auto. With CHECK_GATED_CUBLAS naming libcublas.so
 // (opened at run time: the harness links no cuBLAS), the dense f16 MLP of the same shape
 // beside it, as report/src/report/mlp.rs times it: cuBLAS's gate|up GEMM, a fused
 // SiLU-and-multiply, cuBLAS's down GEMM.
