@@ -27,7 +27,9 @@
 //   NVCC=third_party/py/nvidia/cu13/bin/nvcc
 //   $NVCC -std=c++17 -O2 --expt-relaxed-constexpr -Iinclude -x cu \
 //     -gencode=arch=compute_90a,code=sm_90a tests/cpp/check_gated.cu <libsparsek_kernels.a> -o check_gated
-// Usage: ./check_gated [--time] [--time-only] [--quick] [--seed N]
+// Usage: ./check_gated [--time] [--time-only] [--quick] [--profile] [--seed N]
+// --profile: one launch each of the gated product Auto takes on Qwen2.5-7B, 128x128 blocks,
+// n = 64 and 512 (for ncu).
 // --quick: four small Hopper cases only (for compute-sanitizer's memcheck and racecheck).
 #include <dlfcn.h>
 
@@ -606,13 +608,14 @@ void time_mlp(const char* model, int64_t hidden, int64_t inter, int block, Rng& 
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool time = false, check = true, quick = false;
+  bool time = false, check = true, quick = false, profile = false;
   uint64_t seed = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--time") time = true;
     else if (a == "--time-only") time = true, check = false;
     else if (a == "--quick") quick = true, check = false;
+    else if (a == "--profile") profile = true, check = false;
     else if (a == "--seed" && i + 1 < argc) seed = std::strtoull(argv[++i], nullptr, 10);
   }
   int dev = 0;
@@ -626,6 +629,18 @@ int main(int argc, char** argv) {
   }
   Rng rng(seed);
   if (quick) quick_suite(rng);
+  if (profile) {
+    Bsr gu(2 * 18944 / 128, 3584 / 128, 128, 128, 0.5, DType::F16, rng);
+    for (int64_t n : {int64_t(64), int64_t(512)}) {
+      Dense x(3584, n, Layout::ColMajor, DType::F16, 0), h(18944, n, Layout::ColMajor, DType::F16, 0);
+      x.upload();
+      sparsek::SpmmOptions o;
+      o.activation = Activation::Silu;
+      const sparsek::Result r = run_gated(Backend::Hopper, gu.view(), x.view(), h.mut_view(), o, nullptr);
+      CUDA_OK(cudaDeviceSynchronize());
+      report(r.ok(), std::string("profile launch n=") + std::to_string(n) + " " + r.message);
+    }
+  }
   if (check) {
     gated_suite(rng);
     mlp_suite(rng);
