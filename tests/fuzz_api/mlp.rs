@@ -154,7 +154,7 @@ fn gen_mlp(rng: &mut FuzzRng) -> MlpCase {
         [Backend::Decode, Backend::Hopper, Backend::Wmma][rng.random_range(0..3)]
     };
     // A bias of the right length, or (not clean) one off; only where it is small to hold.
-    let mut bias_len = |rng: &mut FuzzRng, want: usize| -> Option<usize> {
+    let bias_len = |rng: &mut FuzzRng, want: usize| -> Option<usize> {
         (fp8.is_none() && want <= 4096 && rng.random_bool(0.3)).then(|| {
             if !clean && rng.random_bool(0.3) {
                 if rng.random_bool(0.5) {
