@@ -41,6 +41,13 @@ pub use candle_core;
 /// sparsek, for its masks, options and formats.
 pub use sparsek;
 
+// candle's cudarc must be sparsek's: this coercion type-checks only when candle's CUDA stream
+// is `sparsek::cudarc`'s type, so a candle on another cudarc is a compile error here (and in
+// every op that hands candle's buffers to sparsek), never a failure at run time.
+#[cfg(feature = "cuda")]
+const _: fn(&candle_core::CudaDevice) -> std::sync::Arc<sparsek::cudarc::driver::CudaStream> =
+    candle_core::CudaDevice::cuda_stream;
+
 /// How many output buffers this crate's ops have asked candle for since the process
 /// started (each op allocates its outputs and nothing else: no staging buffer, no copy).
 /// The tests check the count an op adds.
