@@ -1,6 +1,7 @@
 //! GPU tests of the decode family (`Backend::Decode`, small n; `--features cuda`): the
 //! decode-sized cases against the f64 oracle (a small set of them for compute-sanitizer
-//! too) and bitwise determinism (the cases: `common::gpu_spmm`). Without a GPU each test
+//! too) and bitwise determinism (the cases: `common::gpu_spmm`); W8A16 at n <= 8 likewise
+//! (`common::fp8`), the rows that take it forced one by one by the GPU bundle. Without a GPU each test
 //! says SKIPPED on stdout and stderr and returns; with SPARSEK_REQUIRE_GPU=1 (set by the
 //! bundle's run script on the GPU machine) a missing GPU is a failure instead.
 #![cfg(feature = "full")]
@@ -9,12 +10,16 @@ mod common;
 
 use std::sync::Arc;
 
+use common::fp8::{make, tolerance, Case as Fp8Case};
 use common::gpu_spmm::{assert_repeats_bitwise, check_case, Case};
 use common::{device, seed, PatternKind};
+use common::{outside_untouched, rel_err, upload};
 use cudarc::driver::CudaContext;
 use rand::{rngs::StdRng, SeedableRng};
 use sparsek::{
-    bf16, f16, Activation, Backend, BlockMask, BlockShape, BsrMatrix, Layout, SpmmOptions,
+    bf16, f16, spmm_fused, Activation, Backend, BlockMask, BlockShape, BsrMatrix, Dense, DenseMut,
+    DeviceBsr, Element, Epilogue, Fp8, Layout, QuantizedBsr, ScaleKind, SpmmOptions, TakesB,
+    TakesBias, Vector, F8E4M3, F8E5M2,
 };
 
 /// The decode-sized cases of issue 11: every n of the list, both layouts of B and C, odd
@@ -283,4 +288,134 @@ fn decode_step_replays_in_a_cuda_graph() {
         stream.synchronize().unwrap();
     }
     println!("decode_step_replays_in_a_cuda_graph: 3 steps captured, 100 replays each bitwise equal to eager");
+}
+
+/// One W8A16 product of `case` on the Decode family (`common::fp8`: NaN-poisoned C where β =
+/// 0): the first launch against the f64 oracle on the dequantized operands, nothing written
+/// outside C's view; `repeats` launches (C reset each time) bitwise identical.
+fn w8a16_run<Q: Fp8 + TakesB<TB> + TakesBias<O>, TB: Element, O: Element>(
+    ctx: &Arc<CudaContext>,
+    case: &Fp8Case,
+    rng: &mut StdRng,
+    repeats: usize,
+) {
+    let stream = ctx.default_stream();
+    let d = make::<Q, TB, O>(case, rng);
+    let (m, k, n) = d.dims();
+    let q = QuantizedBsr::new(d.a.clone(), d.a_scales.clone()).unwrap();
+    let da = DeviceBsr::upload_quantized(&q, &stream).unwrap();
+    let db = upload(&stream, &d.b);
+    let dbias = upload(&stream, &d.bias);
+    let mut dc = upload(&stream, &d.c0);
+    let mut epi = Epilogue::new().activation(case.activation);
+    if case.bias {
+        epi = epi.bias(Vector::Device(&dbias));
+    }
+    let opts = SpmmOptions::new()
+        .alpha(case.alpha)
+        .beta(case.beta)
+        .backend(Backend::Decode);
+    let mut first: Option<Vec<u32>> = None;
+    for run in 0..repeats {
+        if run > 0 {
+            stream.memcpy_htod(&d.c0, &mut dc).unwrap();
+        }
+        let b = Dense::device(&db, k, n, case.b_layout).with_ld(d.b_shape.ld);
+        let c = DenseMut::device(&mut dc, m, n, case.c_layout).with_ld(d.c_shape.ld);
+        spmm_fused(&da, b, c, &epi, &opts)
+            .unwrap_or_else(|e| panic!("{case:?} {}/{}/{}: {e}", Q::DTYPE, TB::DTYPE, O::DTYPE));
+        let out = stream.clone_dtoh(&dc).unwrap();
+        let bits: Vec<u32> = out.iter().map(|v| v.to_f32().to_bits()).collect();
+        match &first {
+            None => {
+                let (err, bad) = rel_err(&out, &d.c_shape, &d.want);
+                let tol = tolerance(O::DTYPE);
+                assert_eq!(bad, 0, "{case:?}: {bad} outputs unwritten or non-finite");
+                assert!(err <= tol, "{case:?}: rel err {err:.3e} > {tol:.0e}");
+                assert!(
+                    outside_untouched(&out, &d.c0, &d.c_shape),
+                    "{case:?}: written outside the view"
+                );
+                first = Some(bits);
+            }
+            Some(f) => assert!(*f == bits, "{case:?}: run {run} differs from run 0"),
+        }
+    }
+}
+
+/// W8A16 at n ≤ 8 (e4m3/e5m2 A, f16/bf16 B) against the f64 oracle: both layouts of B and
+/// C, ld padding, every scale kind of A, α/β, bias, activations, empty block-rows, blocks
+/// 64x64, 128x128, 32x32 and 16x48. Auto picks between `decode_w8_n8_fill` and
+/// `decode_w8_n8` by the grid; the GPU bundle also runs it with
+/// SPARSEK_VARIANT=decode_w8_n8_fill (every case fits that row), plain and under
+/// compute-sanitizer.
+#[test]
+fn w8a16_narrow_matches_reference() {
+    let Some(ctx) = device("w8a16_narrow_matches_reference") else {
+        return;
+    };
+    let mut rng = StdRng::seed_from_u64(seed());
+    let acts = [
+        Activation::None,
+        Activation::Relu,
+        Activation::GeluTanh,
+        Activation::Silu,
+    ];
+    let blocks = [
+        BlockShape::new(64, 64),
+        BlockShape::new(128, 128),
+        BlockShape::new(32, 32),
+        BlockShape::new(16, 48),
+    ];
+    let mut count = 0;
+    for (i, &n) in [1usize, 2, 3, 7, 8].iter().enumerate() {
+        for (j, &block) in blocks.iter().enumerate() {
+            let v = i + j;
+            let mut c = Fp8Case::new(
+                (384 / block.rows).max(2) - (v % 2),
+                (512 / block.cols).max(2) + (v % 3),
+                block,
+                n,
+            );
+            c.kind = [
+                PatternKind::Random(0.5),
+                PatternKind::Random(0.25),
+                PatternKind::EmptyAndFullRows,
+                PatternKind::Full,
+            ][v % 4];
+            c.b_layout = common::layouts()[v % 2];
+            c.c_layout = common::layouts()[(v / 2) % 2];
+            (c.alpha, c.beta) = [(1.0, 0.0), (0.5, 1.0), (-1.25, 0.75), (2.0, 0.0)][v % 4];
+            c.ld_pad = [0, 3, 1, 0][v % 4];
+            c.bias = v % 3 != 0;
+            c.activation = acts[v % 4];
+            c.a_scale = [ScaleKind::PerBlock, ScaleKind::PerTensor, ScaleKind::None][v % 3];
+            c.b_scale = ScaleKind::None;
+            match v % 4 {
+                0 => w8a16_run::<F8E4M3, f16, f32>(&ctx, &c, &mut rng, 1),
+                1 => w8a16_run::<F8E5M2, bf16, bf16>(&ctx, &c, &mut rng, 1),
+                2 => w8a16_run::<F8E4M3, bf16, f16>(&ctx, &c, &mut rng, 1),
+                _ => w8a16_run::<F8E5M2, f16, f16>(&ctx, &c, &mut rng, 1),
+            }
+            count += 1;
+        }
+    }
+    println!("w8a16_narrow_matches_reference: {count} cases passed");
+}
+
+/// 100 W8A16 launches bitwise identical on a grid of many CTAs (64x64 blocks, 4096 x 4096,
+/// n = 1 and 8); run with SPARSEK_VARIANT=decode_w8_n8_fill too.
+#[test]
+fn w8a16_narrow_is_deterministic() {
+    let Some(ctx) = device("w8a16_narrow_is_deterministic") else {
+        return;
+    };
+    let mut rng = StdRng::seed_from_u64(seed());
+    for n in [1usize, 8] {
+        let mut c = Fp8Case::new(4096 / 64, 4096 / 64, BlockShape::new(64, 64), n);
+        c.b_scale = ScaleKind::None;
+        c.b_layout = Layout::ColMajor;
+        w8a16_run::<F8E4M3, f16, f32>(&ctx, &c, &mut rng, 100);
+    }
+    println!("w8a16_narrow_is_deterministic: 100 runs bitwise identical for n = 1, 8");
 }

@@ -29,6 +29,12 @@
 //                more than one, a stage takes several parts of blocks shorter than tm_max
 //                rows, so 64-row blocks still stream a_bytes per stage (16-bit rows, 1: one
 //                part of tm_max rows fills the slot, 8 KiB of A per stage at 64-row blocks).
+//   fill_only    Auto passes over the row unless its grid keeps more bytes of A in flight per
+//                wave of resident CTAs than the row right after it (same kind and n_max, its
+//                partner) does for the problem (launch_row.cuh's fill_score: CTAs x stages
+//                in flight x stage bytes / waves). A lighter CTA (more of them per SM) whose
+//                grid fits in one wave where the partner's needs two, or fills SMs the
+//                partner's leaves idle. SPARSEK_VARIANT forces it like any row.
 //   stages       ring depth (stages - 1 stages in flight).
 //   min_ctas     __launch_bounds__ minimum CTAs per SM (caps registers at 64K/(threads*min_ctas)).
 //   automatic    Auto may pick it; false = tuning candidate (SPARSEK_VARIANT only).
@@ -71,6 +77,9 @@ struct DecodeVariant {
   bool fp8_a = false;
   // Parts of B a ring slot has room for at least, beside a_bytes of A (see the column list).
   int b_parts = 1;
+  // Auto takes the row only where it keeps more of A in flight than its partner, the next
+  // row of its kind and n_max (see the column list).
+  bool fill_only = false;
 };
 
 // The thresholds (each row's n_max, and Decode before the tensor-core families in Auto's
@@ -88,7 +97,11 @@ struct DecodeVariant {
 // 64x64 and 128x128 blocks x densities 0.5 and 0.3, weights cycled out of L2, report/NOTES.md.
 #define SPARSEK_DECODE_BPARTS \
   "n = 16 over 11 layer shapes x 64x64/128x128 blocks x densities 0.5/0.3, H100 (time_decode, issue 48): " \
-  "b_parts 2 1.05x geo-mean, up to 1.26x at 64x64 blocks, 128x128 unchanged"
+  "b_parts 2 1.05x geo-mean: 64x64 1.11x (up to 1.25x; 3584x3584 d 0.5 4 % slower), 128x128 unchanged"
+#define SPARSEK_DECODE_W8_FILL \
+  "n <= 8, 11 layer shapes x 64x64/128x128 blocks x d 0.5/0.3, H100 (time_decode, issue 48), with " \
+  "w8_n8's b_parts 4: 64x64 1.14x geo-mean (b_parts alone 1.07x), up to 1.49x at 18944x3584; " \
+  "128x128 1.03x; no case more than 2.3 % slower"
 #define SPARSEK_DECODE_W8_BPARTS \
   "mirrors the 16-bit rows; b_parts 4 (16 KiB stages at 64x64 blocks, 12 KiB before): time_decode, issue 48"
 
@@ -126,6 +139,9 @@ inline constexpr DecodeVariant kDecodeVariants[] = {
     // (min_ctas 1: with 2 gm groups their A fragments (32 registers) and accumulators spill
     // under 128 registers). 4 KiB of each is the block scales (launch.hpp). On sm_89 (99
     // KiB) n <= 48 runs, wider n is refused.
+    // w8_n8_fill: 4 warps, 64 rows, 3 CTAs/SM (60 KiB), where its grid keeps more of A in
+    // flight than w8_n8's (fill_only).
+    {"decode_w8_n8_fill", 8,  4,  1,   64,   8192,   5,    3,  true, SPARSEK_DECODE_W8_FILL, false, true, 1, true},
     {"decode_w8_n8",    8,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_W8_BPARTS, false, true, 4},
     {"decode_w8_n16",  16,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_W8, false, true},
     {"decode_w8_n32",  32,    8,  1,  128,  16384,   3,    2,  true, SPARSEK_DECODE_W8, false, true},
@@ -144,6 +160,7 @@ inline constexpr DecodeVariant kDecodeVariants[] = {
 #undef SPARSEK_DECODE_W8
 #undef SPARSEK_DECODE_BPARTS
 #undef SPARSEK_DECODE_W8_BPARTS
+#undef SPARSEK_DECODE_W8_FILL
 
 inline constexpr int kDecodeRows = sizeof(kDecodeVariants) / sizeof(kDecodeVariants[0]);
 

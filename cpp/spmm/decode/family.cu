@@ -135,6 +135,29 @@ const char* fits(const Problem& p, int row) {
   return nullptr;
 }
 
+// Auto passes over a fill_only row unless its grid keeps more of A in flight than its
+// partner's (configs.hpp; launch_row.cuh's fill_score). Asks the runtime for the two rows'
+// occupancy once per device (cached); launches nothing.
+using ScoreFn = double (*)(const Problem&);
+struct ScoreRows {
+  template <int kRow>
+  static constexpr ScoreFn launch() {
+    return &fill_score<kRow>;
+  }
+  template <int kRow>
+  static constexpr uint32_t row_needs() {
+    return needs(kDecodeVariants[kRow]);
+  }
+};
+constexpr auto kScore = detail::launch_table<ScoreFn, ScoreRows, kDecodeRows>();
+
+bool auto_skips(const Problem& p, int row) {
+  if (!kDecodeVariants[row].fill_only) return false;
+  const int partner = decode_fill_partner(row);
+  if (partner < 0 || kScore[row] == nullptr || kScore[partner] == nullptr) return true;
+  return kScore[row](p) <= kScore[partner](p);
+}
+
 using LaunchFn = cudaError_t (*)(const Problem&, cudaStream_t);
 
 // The rows for the launch table (core/launch_table.hpp): each built row's launch_row.
@@ -186,7 +209,7 @@ extern const Family kDecodeFamily = {
     spmm_decode::kDecodeRows, /*epilogue=*/true,
     &spmm_decode::info,       &spmm_decode::supports,
     &spmm_decode::fits,       &spmm_decode::launch,
-    /*auto_skips=*/nullptr,   /*gated=*/true,
+    &spmm_decode::auto_skips, /*gated=*/true,
 };
 
 }  // namespace sparsek::detail

@@ -138,14 +138,30 @@ constexpr bool decode_table_ok() {
   return true;
 }
 
+// The row a fill_only row is weighed against (family.cu's auto_skips): the next automatic row
+// of its kind and n_max that is not fill_only; -1 if none.
+constexpr int decode_fill_partner(int row) {
+  const DecodeVariant& v = kDecodeVariants[row];
+  for (int j = row + 1; j < kDecodeRows; ++j) {
+    const DecodeVariant& w = kDecodeVariants[j];
+    if (w.automatic && !w.fill_only && w.fp8_a == v.fp8_a && w.n_max == v.n_max) return j;
+  }
+  return -1;
+}
+
 // Rows of each kind (16-bit, FP8 A) go from the narrowest N tile up (the first automatic row
-// of a problem's kind that fits is the narrowest).
+// of a problem's kind that fits is the narrowest); a fill_only row comes right before its
+// partner, of the same n_max.
 constexpr bool decode_rows_ascend() {
   int last[2] = {0, 0};
   for (int i = 0; i < kDecodeRows; ++i) {
     const DecodeVariant& v = kDecodeVariants[i];
     if (!v.automatic) continue;
     if (v.n_max <= last[v.fp8_a]) return false;
+    if (v.fill_only) {
+      if (decode_fill_partner(i) != i + 1) return false;
+      continue;
+    }
     last[v.fp8_a] = v.n_max;
   }
   return true;
@@ -166,5 +182,10 @@ cudaError_t launch_row(const Problem& p, cudaStream_t stream);
 // build carries an image for the current device (and, for FP8, which architecture it is).
 template <int kRow>
 const void* probe_kernel();
+
+// The bytes of A p keeps in flight per wave of resident CTAs on row kRow (launch_row.cuh);
+// negative where the row cannot run p. Launches nothing.
+template <int kRow>
+double fill_score(const Problem& p);
 
 }  // namespace sparsek::detail::spmm_decode

@@ -1,7 +1,7 @@
 // The host side of one Decode row's launch: per device, the kernel's occupancy and resident
 // clusters; the tensor maps of A and B; the cluster size S (choose_split); and the per-row
-// entry points launch.hpp declares (launch_row, probe_kernel) with launch_typed, which plans
-// the grid (launch.hpp's decode_plan), fills DecodeArgs and launches. The measuring knobs
+// entry points launch.hpp declares (launch_row, probe_kernel, fill_score) with launch_typed,
+// which plans the grid (launch.hpp's decode_plan, decode_grid), fills DecodeArgs and launches. The measuring knobs
 // SPARSEK_DECODE_TM, SPARSEK_DECODE_SPLIT and SPARSEK_DECODE_PDL are read here, once each.
 #pragma once
 
@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 
@@ -132,44 +133,52 @@ inline int choose_split(int64_t units, int64_t mean_blocks, const DecodeLimits& 
   return s;
 }
 
+// Row kRow's kernel for TA x T: its shared-memory attribute set and its limits, once per
+// device (racing first calls store the same value).
 template <int kRow, typename TA, typename T>
-cudaError_t launch_typed(const Problem& p, cudaStream_t stream) {
+cudaError_t kernel_limits(const Problem& p, DecodeLimits* out) {
   using Tr = Traits<kRow>;
-  constexpr DecodeVariant v = Tr::cfg;
   const void* fn = reinterpret_cast<const void*>(&decode_kernel<kRow, TA, T>);
   cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
   if (e != cudaSuccess) return e;
-
-  // Limits, once per device and kernel (racing first calls store the same value).
   constexpr int kMaxDevices = 64;
   static DecodeLimits cache[kMaxDevices];
   static std::atomic<bool> cached[kMaxDevices] = {};
   const int dev = p.device.id;
-  DecodeLimits lim;
   if (dev >= 0 && dev < kMaxDevices && cached[dev].load(std::memory_order_acquire)) {
-    lim = cache[dev];
+    *out = cache[dev];
   } else {
-    lim = query_limits(fn, Tr::kThreads, Tr::kSmemBytes, p);
+    *out = query_limits(fn, Tr::kThreads, Tr::kSmemBytes, p);
     if (dev >= 0 && dev < kMaxDevices) {
-      cache[dev] = lim;
+      cache[dev] = *out;
       cached[dev].store(true, std::memory_order_release);
     }
   }
+  return cudaSuccess;
+}
 
+// The grid of a problem on row kRow: its plan, the CTAs before the split and S.
+struct DecodeGrid {
+  DecodePlan plan;
+  int64_t units;  // (block-row or gated pair, slice) pairs
+  int S;          // CTAs per cluster
+};
+
+template <int kRow>
+DecodeGrid decode_grid(const Problem& p, const DecodeLimits& lim) {
+  constexpr DecodeVariant v = Traits<kRow>::cfg;
   // SPARSEK_DECODE_TM=<16|32|64|...> (a measuring knob, read once) caps the rows per CTA.
   static const int tm_cap = [] {
     const char* v = std::getenv("SPARSEK_DECODE_TM");
     return v == nullptr ? 0 : std::atoi(v) / 16 * 16;
   }();
-  const DecodePlan plan = decode_plan(v, p.a.bm, p.a.bk, tm_cap);
+  DecodeGrid g{};
+  g.plan = decode_plan(v, p.a.bm, p.a.bk, tm_cap);
   const int64_t block_rows = p.block_rows();
-  // Gated: a cluster per (gate, up) pair of block-rows, which needs clusters (family.cu's
-  // supports checked the device and image; a device where no 2-CTA cluster fits gets none).
   const int halves = p.gated ? 2 : 1;
-  if (p.gated && (!lim.sm90 || lim.max_clusters[1] <= 0)) return cudaErrorNotSupported;
-  const int64_t units = block_rows / halves * plan.slices;  // <= INT_MAX (family.cu's supports)
+  g.units = block_rows / halves * g.plan.slices;  // <= INT_MAX (family.cu's supports)
   const int64_t mean_blocks = block_rows > 0 ? p.a.nnzb / block_rows : 0;
-  int S = choose_split(units, mean_blocks, lim, halves);
+  g.S = choose_split(g.units, mean_blocks, lim, halves);
   // SPARSEK_DECODE_SPLIT=<1|2|4|8> (a measuring knob, read once) forces S where the device
   // and the grid allow it.
   static const int forced_split = [] {
@@ -178,8 +187,26 @@ cudaError_t launch_typed(const Problem& p, cudaStream_t stream) {
   }();
   if (((forced_split == 1 && !p.gated) || (forced_split == 2 && lim.max_clusters[1] > 0) ||
        (forced_split == 4 && lim.max_clusters[2] > 0) || (forced_split == 8 && lim.max_clusters[3] > 0)) &&
-      units * forced_split <= INT_MAX)
-    S = forced_split;
+      g.units * forced_split <= INT_MAX)
+    g.S = forced_split;
+  return g;
+}
+
+template <int kRow, typename TA, typename T>
+cudaError_t launch_typed(const Problem& p, cudaStream_t stream) {
+  using Tr = Traits<kRow>;
+  constexpr DecodeVariant v = Tr::cfg;
+  const void* fn = reinterpret_cast<const void*>(&decode_kernel<kRow, TA, T>);
+  DecodeLimits lim;
+  cudaError_t e = kernel_limits<kRow, TA, T>(p, &lim);
+  if (e != cudaSuccess) return e;
+  // Gated: a cluster per (gate, up) pair of block-rows, which needs clusters (family.cu's
+  // supports checked the device and image; a device where no 2-CTA cluster fits gets none).
+  if (p.gated && (!lim.sm90 || lim.max_clusters[1] <= 0)) return cudaErrorNotSupported;
+  const DecodeGrid grid = decode_grid<kRow>(p, lim);
+  const DecodePlan plan = grid.plan;
+  const int64_t units = grid.units;
+  const int S = grid.S;
 
   DecodeArgs args{};
   args.row_ptr = p.a.row_ptr;
@@ -265,6 +292,47 @@ cudaError_t launch_typed(const Problem& p, cudaStream_t stream) {
   e = cudaLaunchKernelExC(&cfg, fn, params);
   if (e != cudaSuccess) return e;
   return cudaGetLastError();
+}
+
+// The bytes of A a problem keeps in flight on row kRow, per wave of resident CTAs: CTAs x
+// (stages - 1) stages of A / waves. The kernel is latency-bound (kernel.cuh): a CTA streams
+// at about its bytes in flight per memory latency, so a grid's time goes as waves x (bytes
+// per CTA) / (bytes in flight per CTA), i.e. as 1 / this score. A negative score: the row
+// cannot run p.
+template <int kRow, typename TA, typename T>
+double fill_score_typed(const Problem& p) {
+  constexpr DecodeVariant v = Traits<kRow>::cfg;
+  DecodeLimits lim;
+  if (kernel_limits<kRow, TA, T>(p, &lim) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return -1.0;
+  }
+  if (p.gated && (!lim.sm90 || lim.max_clusters[1] <= 0)) return -1.0;
+  const DecodeGrid g = decode_grid<kRow>(p, lim);
+  const double ctas = static_cast<double>(g.units) * g.S;
+  const double capacity = static_cast<double>(lim.ctas_per_sm) * (p.device.sm_count > 0 ? p.device.sm_count : 1);
+  const double waves = ctas > capacity ? std::ceil(ctas / capacity) : 1.0;
+  const double stage = static_cast<double>(g.plan.nb) * g.plan.tm * decode_a_row_bytes(v, g.plan.kc);
+  return ctas * (v.stages - 1) * stage / waves;
+}
+
+template <int kRow>
+double fill_score(const Problem& p) {
+  if constexpr (Traits<kRow>::kFp8) {
+    return dispatch<DecodeFp8DTypes>(
+        p.input(),
+        [&](auto ta) {
+          using TA = DeviceType<decltype(ta)::kDType>;
+          return dispatch<DecodeDTypes>(
+              p.b.dtype, [&](auto tb) { return fill_score_typed<kRow, TA, DeviceType<decltype(tb)::kDType>>(p); },
+              [] { return -1.0; });
+        },
+        [] { return -1.0; });
+  } else {
+    return dispatch<DecodeDTypes>(
+        p.input(), [&](auto tr) { return fill_score_typed<kRow, DeviceType<decltype(tr)::kDType>, DeviceType<decltype(tr)::kDType>>(p); },
+        [] { return -1.0; });
+  }
 }
 
 template <int kRow>
