@@ -454,15 +454,16 @@ pub(crate) fn spmm<TA, TB, O, V>(
     unsafe { ffi::spmm(&problem) }
 }
 
+#[cfg(not(feature = "cuda-linked"))]
 pub(crate) fn driver_present() -> bool {
-    // With `cuda-linked`, libcuda is a link-time dependency: a running process has it.
-    #[cfg(feature = "cuda-linked")]
-    return true;
     // SAFETY: only attempts to dlopen libcuda's candidate names; no CUDA call is made.
-    #[cfg(not(feature = "cuda-linked"))]
-    unsafe {
-        cudarc::driver::sys::is_culib_present()
-    }
+    unsafe { cudarc::driver::sys::is_culib_present() }
+}
+
+/// With `cuda-linked`, libcuda is a link-time dependency: a process running this has it.
+#[cfg(feature = "cuda-linked")]
+pub(crate) fn driver_present() -> bool {
+    true
 }
 
 /// The device buffers of one SDDMM, all used on `stream`.

@@ -15,7 +15,9 @@ use cudarc::nccl::{result, sys};
 
 use crate::error::Error;
 
-/// Every NCCL function sparsek calls (through cudarc's `nccl::result`).
+/// Every NCCL function sparsek calls (through cudarc's `nccl::result`): resolved before the
+/// first call where cudarc loads libnccl at run time (the link resolves them otherwise).
+#[cfg_attr(feature = "cuda-linked", allow(dead_code))]
 pub(crate) const NCCL_FUNCTIONS: [&str; 5] = [
     "ncclCommInitAll",
     "ncclGroupStart",
@@ -33,6 +35,19 @@ fn nccl_error(what: &str, e: result::NcclError) -> Error {
 /// calls. Otherwise [`Error::Nccl`] naming the first one missing (or the library). Needs
 /// no GPU; [`TpGroup::new`](super::TpGroup::new) runs it first.
 pub fn check_nccl() -> Result<(), Error> {
+    resolve_nccl()
+}
+
+/// With `cuda-linked`, libnccl is a link-time dependency of the executable (cudarc's
+/// dynamic-linking): a process running this has it, with every function its link resolved.
+#[cfg(feature = "cuda-linked")]
+fn resolve_nccl() -> Result<(), Error> {
+    Ok(())
+}
+
+/// [`check_nccl`] where cudarc loads libnccl at run time.
+#[cfg(not(feature = "cuda-linked"))]
+fn resolve_nccl() -> Result<(), Error> {
     // SAFETY: asks the dynamic loader whether one of cudarc's candidate names opens (the
     // library is loaded and closed again, running its initializers as any use would).
     if !unsafe { sys::is_culib_present() } {
