@@ -94,7 +94,7 @@ for prog in examples/cpp/quickstart.cpp:quickstart_cpp examples/cpp/spmm_check.c
             examples/cpp/attention_decode_check.cpp:attention_decode_check \
             tests/cpp/api_errors.cpp:cpp_api_errors tests/cpp/index_check.cpp:cpp_index_check \
             tests/cpp/check_decode.cu:check_decode tests/cpp/tma_status.cu:cpp_tma_status \
-            tests/cpp/check_gated.cu:check_gated; do
+            tests/cpp/check_gated.cu:check_gated tests/cpp/time_decode.cu:time_decode; do
   src=${prog%%:*} dest=${prog##*:}
   [ -f "$src" ] || continue
   "$nvcc" -std=c++17 -O2 --expt-relaxed-constexpr -Iinclude -Icpp -I"$cutlass/include" -x cu \
