@@ -50,6 +50,8 @@ done
 # sparsek-candle (a workspace of its own): its GPU tests and the worked decoder, with
 # candle's CUDA build (candle-kernels through the pip nvcc, for sm_90) linked against
 # stand-ins of the CUDA libraries (bindings/sparsek-candle/scripts/link-stubs.sh).
+# SPARSEK_BUNDLE_CANDLE=0 leaves them out (candle-kernels' first nvcc build is many minutes).
+if [ "${SPARSEK_BUNDLE_CANDLE:-1}" != 0 ]; then
 candle_stubs="$PWD/target/cuda-link-stubs"
 bindings/sparsek-candle/scripts/link-stubs.sh "$candle_stubs" >/dev/null
 (
@@ -65,6 +67,7 @@ bindings/sparsek-candle/scripts/link-stubs.sh "$candle_stubs" >/dev/null
   esac
   cp "$path" "$out/$dest"
 done
+fi
 
 # The C++ side: the C++ tests and examples, linked against the very kernel library cargo
 # built above (build.rs's libsparsek_kernels.a), so no kernel is compiled twice. CMake
