@@ -1,7 +1,9 @@
 // A pruned gated MLP (SwiGLU, GeGLU) on the device: y = down(act(x*G^T) ⊙ (x*U^T)), the
 // device twin of the Rust SparseMlp (src/mlp/mod.rs). Two launches: the gate and up
 // products as one gated product (SpmmOptions::gated: their weights interleaved by
-// block-row, the GLU in the epilogue), then the down product.
+// block-row, the GLU in the epilogue), then the down product. The gated product runs on the
+// Decode family for few columns and on the Hopper family's gated rows (sm_90a, f16/bf16,
+// blocks up to 128 high) for many: Auto's threshold is in cpp/spmm/operation.hpp.
 #pragma once
 
 #include <sparsek/sparsek.hpp>

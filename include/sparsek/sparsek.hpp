@@ -156,9 +156,7 @@ struct SpmmOptions {
   //               * (alpha * (A*B)[(2i+1)*bm + r] + bias[(2i+1)*bm + r])
   // (bias: m values in A's row order, or null; act: `activation`, e.g. Silu for SwiGLU).
   // Needs m a multiple of 2*bm, beta = 0 and op(A) = A; runs on the Decode family (sm_90:
-  // the two halves meet in a thread-block cluster) and on the Hopper family's gated rows
-  // (sm_90a, f16/bf16, blocks up to 128 high, k-tiles of 64), which Auto takes for many
-  // columns (cpp/spmm/operation.hpp).
+  // the two halves meet in a thread-block cluster).
   bool gated = false;
 };
 
