@@ -364,7 +364,7 @@ fn attention_kv_cache_views_and_serving_layouts() {
                 .unwrap()
         };
         let alone = attention(
-            &q.narrow(0, s, 1).unwrap().contiguous().unwrap(),
+            &q.narrow(0, s, 1).unwrap().copy().unwrap(), // a view at an offset is refused: a buffer of its own
             &one(&k_cache),
             &one(&v_cache),
             None,
@@ -373,10 +373,28 @@ fn attention_kv_cache_views_and_serving_layouts() {
             &dec,
         )
         .unwrap();
-        assert_eq!(
-            bits(&alone),
-            bits(&by_len.narrow(0, s, 1).unwrap()),
-            "sequence {s}"
+        // Not bitwise: the split-KV decode family chooses its key split from the whole
+        // batch's work, so a sequence alone is reduced over other splits than in the batch
+        // (each deterministic); the two agree to bf16 rounding.
+        let f32s = |t: &Tensor| -> Vec<f32> {
+            t.contiguous()
+                .unwrap()
+                .to_dtype(DType::F32)
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .to_vec1::<f32>()
+                .unwrap()
+        };
+        let (a, e) = (f32s(&alone), f32s(&by_len.narrow(0, s, 1).unwrap()));
+        let scale = e.iter().fold(1f32, |m, v| m.max(v.abs()));
+        let worst = a
+            .iter()
+            .zip(&e)
+            .fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+        assert!(
+            a.len() == e.len() && worst <= 1e-2 * scale,
+            "sequence {s}: alone and in the batch differ by {worst} (scale {scale})"
         );
     }
     // Paged: the cache as pages of 64 keys, each sequence's pages through a table, against
