@@ -830,6 +830,23 @@ int main(int argc, char** argv) {
                       (long long)p.k, (long long)n, name(ak), name(bk), name(o.out));
         check(label, p, o);
       }
+  // n from 1 to 600, odd ones first, on random patterns of density 0.55: block-rows of odd and
+  // even block counts (the consumers promote k-tiles in pairs, with a tail for an odd count,
+  // mainloop.hpp), each C dtype in turn, alpha and a bias.
+  {
+    const int64_t odd_ns[] = {1, 3, 7, 33, 129, 257, 600};
+    int v = 0;
+    for (int bm : {128, 64})
+      for (int64_t n : odd_ns) {
+        Problem p = make_problem(rng, 5 * bm, 7 * bm, n, bm, bm, 0.55, ScaleKind::PerBlock, ScaleKind::PerColumn, false);
+        Options o;
+        o.out = outs[v++ % 3], o.alpha = 0.75f, o.bias = true;
+        char label[160];
+        std::snprintf(label, sizeof(label), "%dx%d m=%lld k=%lld n=%lld C %s alpha/bias", bm, bm, (long long)p.m,
+                      (long long)p.k, (long long)n, name(o.out));
+        check(label, p, o);
+      }
+  }
   // e5m2 (the same kernels, its own rows), both block sizes.
   for (int bm : {128, 64})
     for (DType out : {DType::F32, DType::BF16}) {
