@@ -5,16 +5,36 @@
 //! without a block mask: the same kernel family, the fastest dense attention this build
 //! has). Random weights; the KV cache prefilled with random keys and values to the context.
 //!
-//! On a GPU it prints decode tokens/s of both models at each batch size, same process, same
-//! GPU, then checks the sparse model's logits against the CPU path at a small size (a real
-//! prefill through the block mask, then decode steps) and prints their relative
-//! difference. Without a GPU it runs the small size on the CPU alone.
+//! Two ways to run a layer, the same for both twins:
+//! - `candle ops`: separate Q, K and V projections, candle's `rope_thd`, `slice_set` into the
+//!   cache, `x + o` then `rms_norm`, and the dense MLP as `silu(gate) * up` on candle's ops;
+//! - `fused` (CUDA only; the default timing): one QKV projection (`[hidden, q + 2 kv]`, as
+//!   real Llama ports fuse it), and three small kernels compiled at start-up with NVRTC, each
+//!   one launch where candle needs several: RoPE on Q and K with K and V written into the
+//!   cache, the residual add with the RMSNorm after it, and the dense twin's `silu(gate) *
+//!   up`. A decode step at batch 1 is mostly host work on candle's side (each candle op is a
+//!   launch, an allocation and a free), so fewer ops is what lets the GPU work show.
+//!
+//! On a GPU it prints decode tokens/s of both models at each batch size and both ways, same
+//! process, same GPU; `--breakdown` then times the parts of a decode step (attention, MLP,
+//! projections, the LM head, the rest) for both twins: host issue time, synchronized wall
+//! time and GPU time (the loop queued behind a long matmul, so the device never waits for
+//! the host), with the bytes each part must move and the GB/s its GPU time reaches. It ends
+//! by checking both models' logits (the sparse and the dense twin, both ways) against the
+//! CPU path at a small size (a real prefill through the block mask, then decode steps).
+//! Without a GPU it runs the small size on the CPU alone.
 //!
 //! ```text
-//! llama_decode [--context 8192] [--batches 1,16] [--steps 32] [--layers 8] [--hidden 2048]
-//!              [--heads 16] [--kv-heads 4] [--inter 5632] [--window 1024] [--density 0.5]
-//!              [--dtype f16|bf16] [--small-only]
+//! llama_decode [--preset default|tinyllama|llama3.2-3b] [--context 8192] [--batches 1,16]
+//!              [--steps 32] [--layers 8] [--hidden H] [--heads N] [--kv-heads N] [--head-dim D]
+//!              [--inter I] [--vocab V] [--window 1024] [--density 0.5] [--dtype f16|bf16]
+//!              [--breakdown] [--small-only]
 //! ```
+//! Presets (the layer count is the example's, 8 unless `--layers`): `default` hidden 2048,
+//! 16 heads of 128 over 4 KV heads, intermediate 5632, vocab 32000 (TinyLlama-1.1B's widths
+//! with its 32 heads of 64 as 16 of 128); `tinyllama` TinyLlama-1.1B (32 heads of 64 over 4);
+//! `llama3.2-3b` Llama-3.2-3B (hidden 3072, 24 heads of 128 over 8, intermediate 8192, vocab
+//! 128256).
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -66,17 +86,29 @@ impl Config {
             dtype,
         }
     }
+
+    fn q_dim(&self) -> usize {
+        self.heads * self.head_dim
+    }
+
+    fn kv_dim(&self) -> usize {
+        self.kv_heads * self.head_dim
+    }
 }
 
 /// The attention mask's block size (sparsek's device kernel: 128 x 128).
 const MASK_BLOCK: usize = 128;
+const EPS: f64 = 1e-5;
 
 struct Layer {
     attn_norm: Tensor,
-    /// Projections as `[in, out]` (x·W).
+    /// Projections as `[in, out]` (x·W): Q, K, V apart (candle ops) and side by side
+    /// (`[hidden, q + 2 kv]`, the fused way).
     wq: Tensor,
     wk: Tensor,
     wv: Tensor,
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    wqkv: Tensor,
     wo: Tensor,
     mlp_norm: Tensor,
     /// Dense twin: gate and up side by side, `[hidden, 2·inter]`, and down `[inter, hidden]`.
@@ -86,6 +118,23 @@ struct Layer {
     /// `[max_batch, capacity, kv_heads, head_dim]` (Bshd).
     k_cache: Tensor,
     v_cache: Tensor,
+}
+
+/// How a layer's elementwise work runs (the same for both twins).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Way {
+    CandleOps,
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    Fused,
+}
+
+impl Way {
+    fn name(self) -> &'static str {
+        match self {
+            Way::CandleOps => "candle ops",
+            Way::Fused => "fused",
+        }
+    }
 }
 
 struct Model {
@@ -98,6 +147,9 @@ struct Model {
     sin: Tensor,
     device: Device,
     masks: HashMap<(usize, usize), AttentionMask>,
+    way: Way,
+    #[cfg(feature = "cuda")]
+    fused: Option<fused::Kernels>,
 }
 
 /// Random weights: made on the CPU from `seed` (uniform, so the CPU and GPU models of the
@@ -125,6 +177,17 @@ impl Init {
     }
 }
 
+/// One forward's shapes and position.
+struct Step<'a> {
+    b: usize,
+    t: usize,
+    pos: usize,
+    cos: Tensor,
+    sin: Tensor,
+    mask: Option<&'a AttentionMask>,
+    opts: AttentionOptions,
+}
+
 impl Model {
     fn new(
         cfg: Config,
@@ -134,8 +197,7 @@ impl Model {
         capacity: usize,
     ) -> Result<Self> {
         let (h, dt) = (cfg.hidden, cfg.dtype);
-        let qd = cfg.heads * cfg.head_dim;
-        let kvd = cfg.kv_heads * cfg.head_dim;
+        let (qd, kvd) = (cfg.q_dim(), cfg.kv_dim());
         let s = |n: usize| 1.0 / (n as f64).sqrt();
         let mut layers = Vec::new();
         for _ in 0..cfg.layers {
@@ -158,11 +220,15 @@ impl Model {
                     device,
                 )
             };
+            let wq = init.randn(&[h, qd], s(h), dt, device)?;
+            let wk = init.randn(&[h, kvd], s(h), dt, device)?;
+            let wv = init.randn(&[h, kvd], s(h), dt, device)?;
             layers.push(Layer {
                 attn_norm: (Tensor::ones(h, dt, device)? + init.randn(&[h], 0.1, dt, device)?)?,
-                wq: init.randn(&[h, qd], s(h), dt, device)?,
-                wk: init.randn(&[h, kvd], s(h), dt, device)?,
-                wv: init.randn(&[h, kvd], s(h), dt, device)?,
+                wqkv: Tensor::cat(&[&wq, &wk, &wv], 1)?.contiguous()?,
+                wq,
+                wk,
+                wv,
                 wo: init.randn(&[qd, h], s(qd), dt, device)?,
                 mlp_norm: (Tensor::ones(h, dt, device)? + init.randn(&[h], 0.1, dt, device)?)?,
                 gate_up: Tensor::cat(&[&gate, &up], 0)?.t()?.contiguous()?,
@@ -192,7 +258,30 @@ impl Model {
             layers,
             device: device.clone(),
             masks: HashMap::new(),
+            way: Way::CandleOps,
+            #[cfg(feature = "cuda")]
+            fused: None,
         })
+    }
+
+    /// Compiles the fused kernels (CUDA only) and makes them the way layers run; on failure
+    /// says why and keeps candle's ops.
+    fn use_fused(&mut self) -> bool {
+        #[cfg(feature = "cuda")]
+        if let Device::Cuda(dev) = &self.device {
+            if self.fused.is_none() {
+                match fused::Kernels::new(dev) {
+                    Ok(k) => self.fused = Some(k),
+                    Err(e) => {
+                        println!("fused kernels unavailable ({e}): candle ops only");
+                        return false;
+                    }
+                }
+            }
+            self.way = Way::Fused;
+            return true;
+        }
+        false
     }
 
     /// Fills every layer's cache to `len` positions with random keys and values.
@@ -211,26 +300,28 @@ impl Model {
         Ok(())
     }
 
+    /// Whether key block `j` is in the window of query block `i` of `t` queries at `pos`.
+    fn keeps(&self, t: usize, pos: usize, i: usize, j: usize) -> bool {
+        let (window, global) = (self.cfg.window, self.cfg.global_blocks);
+        let first = if t == 1 { pos } else { pos + i * MASK_BLOCK };
+        let last = (pos + t - 1).min(first + MASK_BLOCK - 1);
+        j < global
+            || ((j + 1) * MASK_BLOCK > first.saturating_sub(window) && j * MASK_BLOCK <= last)
+    }
+
     /// The sliding-window-plus-global mask of `t` queries at positions `pos..pos + t` over
     /// keys `0..pos + t` (query block `i` sees the global blocks and the key blocks that
     /// reach into the `window` keys before its first query; causal masking trims the rest).
-    fn mask(&mut self, t: usize, pos: usize) -> Result<&AttentionMask> {
+    fn mask(&mut self, t: usize, pos: usize) -> Result<()> {
         let (q_blocks, k_blocks) = (t.div_ceil(MASK_BLOCK), (pos + t).div_ceil(MASK_BLOCK));
         let key = self.mask_key(t, pos);
         if !self.masks.contains_key(&key) {
-            let (window, global) = (self.cfg.window, self.cfg.global_blocks);
-            let mask = BlockMask::from_fn(q_blocks, k_blocks, |i, j| {
-                let first = if t == 1 { pos } else { pos + i * MASK_BLOCK };
-                let last = (pos + t - 1).min(first + MASK_BLOCK - 1);
-                j < global
-                    || ((j + 1) * MASK_BLOCK > first.saturating_sub(window)
-                        && j * MASK_BLOCK <= last)
-            })?;
+            let mask = BlockMask::from_fn(q_blocks, k_blocks, |i, j| self.keeps(t, pos, i, j))?;
             let patterns = BlockPatterns::from_block_masks(MASK_BLOCK, MASK_BLOCK, &[mask])?;
-            self.masks
-                .insert(key, AttentionMask::new(patterns, &self.device)?);
+            let mask = AttentionMask::new(patterns, &self.device)?;
+            self.masks.insert(key, mask);
         }
-        Ok(&self.masks[&key])
+        Ok(())
     }
 
     /// Decode steps within one key block share a mask when the window is whole blocks.
@@ -242,61 +333,139 @@ impl Model {
         }
     }
 
-    /// Logits of the last of `ids` (`[batch, t]`, at positions `pos..pos + t`), appending
-    /// their keys and values to the cache.
-    fn forward(&mut self, ids: &Tensor, pos: usize, sparse: bool) -> Result<Tensor> {
-        let (b, t) = ids.dims2()?;
-        let c = self.cfg.clone();
-        let eps = 1e-5;
-        let opts = AttentionOptions::new()
-            .causal(true)
-            .causal_alignment(CausalAlignment::BottomRight);
-        if sparse {
-            self.mask(t, pos)?;
+    /// The keys a decode query at `pos` reads through the sparse mask (all `pos + 1` dense).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    fn keys_read(&self, pos: usize, sparse: bool) -> usize {
+        if !sparse {
+            return pos + 1;
         }
+        (0..(pos + 1).div_ceil(MASK_BLOCK))
+            .filter(|&j| self.keeps(1, pos, 0, j))
+            .map(|j| ((j + 1) * MASK_BLOCK).min(pos + 1) - j * MASK_BLOCK)
+            .sum()
+    }
+
+    /// This step's shapes, tables and mask (built by [`Self::mask`] first for the sparse
+    /// model).
+    fn step(&self, b: usize, t: usize, pos: usize, sparse: bool) -> Result<Step<'_>> {
         let mask = if sparse {
             self.masks.get(&self.mask_key(t, pos))
         } else {
             None
         };
-        let (cos, sin) = (self.cos.narrow(0, pos, t)?, self.sin.narrow(0, pos, t)?);
-        let mut x = self.embed.index_select(&ids.flatten_all()?, 0)?; // [b·t, hidden]
-        for l in &self.layers {
-            let h = rms_norm(&x, &l.attn_norm, eps)?;
-            let q = h.matmul(&l.wq)?.reshape((b, t, c.heads, c.head_dim))?;
-            let k = h.matmul(&l.wk)?.reshape((b, t, c.kv_heads, c.head_dim))?;
-            let v = h.matmul(&l.wv)?.reshape((b, t, c.kv_heads, c.head_dim))?;
-            let (q, k) = (rope_thd(&q, &cos, &sin)?, rope_thd(&k, &cos, &sin)?);
-            let (kc, vc) = (l.k_cache.narrow(0, 0, b)?, l.v_cache.narrow(0, 0, b)?);
-            kc.slice_set(&k, 1, pos)?;
-            vc.slice_set(&v, 1, pos)?;
-            // The cache's first pos + t keys, read in place (strided along batch).
-            let (kk, vv) = (kc.narrow(1, 0, pos + t)?, vc.narrow(1, 0, pos + t)?);
-            let o = attention(
-                &q,
-                &kk,
-                &vv,
-                mask,
-                QkvLayout::Bshd,
-                &SeqLayout::padded(),
-                &opts,
-            )?;
-            x = (x + o.reshape((b * t, c.heads * c.head_dim))?.matmul(&l.wo)?)?;
-            let h = rms_norm(&x, &l.mlp_norm, eps)?;
-            let m = if sparse {
-                l.sparse_mlp.forward(&h)?
-            } else {
-                let gu = h.matmul(&l.gate_up)?;
-                let g = candle_nn::ops::silu(&gu.narrow(1, 0, c.inter)?)?;
-                (g * gu.narrow(1, c.inter, c.inter)?)?.matmul(&l.down)?
-            };
-            x = (x + m)?;
+        Ok(Step {
+            b,
+            t,
+            pos,
+            cos: self.cos.narrow(0, pos, t)?,
+            sin: self.sin.narrow(0, pos, t)?,
+            mask,
+            opts: AttentionOptions::new()
+                .causal(true)
+                .causal_alignment(CausalAlignment::BottomRight),
+        })
+    }
+
+    /// `(x + r, rms_norm(x + r) · w)`; `x` alone without `r`.
+    fn add_norm(&self, x: &Tensor, r: Option<&Tensor>, w: &Tensor) -> Result<(Tensor, Tensor)> {
+        #[cfg(feature = "cuda")]
+        if let (Way::Fused, Some(k), Some(r)) = (self.way, &self.fused, r) {
+            return k.add_rms_norm(x, r, w, EPS as f32);
         }
-        let last = x
-            .reshape((b, t, c.hidden))?
-            .i((.., t - 1, ..))?
-            .contiguous()?;
-        Ok(rms_norm(&last, &self.norm, eps)?.matmul(&self.lm_head)?)
+        let s = match r {
+            Some(r) => (x + r)?,
+            None => x.clone(),
+        };
+        let h = rms_norm(&s, w, EPS as f32)?;
+        Ok((s, h))
+    }
+
+    /// The fused QKV projection: `[b·t, q + 2 kv]`.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    fn qkv(&self, l: &Layer, h: &Tensor) -> Result<Tensor> {
+        Ok(h.matmul(&l.wqkv)?)
+    }
+
+    /// The projections in and RoPE: Q (`[b, t, heads, d]`), with this step's K and V
+    /// written into the layer's cache at `pos`.
+    fn rope_and_cache(&self, l: &Layer, h: &Tensor, s: &Step<'_>) -> Result<Tensor> {
+        let c = &self.cfg;
+        let (b, t) = (s.b, s.t);
+        #[cfg(feature = "cuda")]
+        if let (Way::Fused, Some(k)) = (self.way, &self.fused) {
+            let qkv = self.qkv(l, h)?;
+            return k.rope_qkv_cache(&qkv, &self.cos, &self.sin, l, c, b, t, s.pos);
+        }
+        let q = h.matmul(&l.wq)?.reshape((b, t, c.heads, c.head_dim))?;
+        let k = h.matmul(&l.wk)?.reshape((b, t, c.kv_heads, c.head_dim))?;
+        let v = h.matmul(&l.wv)?.reshape((b, t, c.kv_heads, c.head_dim))?;
+        let (q, k) = (rope_thd(&q, &s.cos, &s.sin)?, rope_thd(&k, &s.cos, &s.sin)?);
+        let (kc, vc) = (l.k_cache.narrow(0, 0, b)?, l.v_cache.narrow(0, 0, b)?);
+        kc.slice_set(&k, 1, s.pos)?;
+        vc.slice_set(&v, 1, s.pos)?;
+        Ok(q)
+    }
+
+    /// Attention of Q over the cache's first `pos + t` keys, read in place (strided along
+    /// batch): `[b·t, heads·d]`.
+    fn attend(&self, l: &Layer, q: &Tensor, s: &Step<'_>) -> Result<Tensor> {
+        let c = &self.cfg;
+        let (kc, vc) = (l.k_cache.narrow(0, 0, s.b)?, l.v_cache.narrow(0, 0, s.b)?);
+        let (kk, vv) = (kc.narrow(1, 0, s.pos + s.t)?, vc.narrow(1, 0, s.pos + s.t)?);
+        let o = attention(
+            q,
+            &kk,
+            &vv,
+            s.mask,
+            QkvLayout::Bshd,
+            &SeqLayout::padded(),
+            &s.opts,
+        )?;
+        Ok(o.reshape((s.b * s.t, c.q_dim()))?)
+    }
+
+    fn mlp(&self, l: &Layer, h: &Tensor, sparse: bool) -> Result<Tensor> {
+        if sparse {
+            return Ok(l.sparse_mlp.forward(h)?);
+        }
+        let inter = self.cfg.inter;
+        let gu = h.matmul(&l.gate_up)?;
+        #[cfg(feature = "cuda")]
+        if let (Way::Fused, Some(k)) = (self.way, &self.fused) {
+            return Ok(k.silu_mul(&gu, inter)?.matmul(&l.down)?);
+        }
+        let g = candle_nn::ops::silu(&gu.narrow(1, 0, inter)?)?;
+        Ok((g * gu.narrow(1, inter, inter)?)?.matmul(&l.down)?)
+    }
+
+    /// Logits of the last of `ids` (`[batch, t]`, at positions `pos..pos + t`), appending
+    /// their keys and values to the cache.
+    fn forward(&mut self, ids: &Tensor, pos: usize, sparse: bool) -> Result<Tensor> {
+        let (b, t) = ids.dims2()?;
+        let hidden = self.cfg.hidden;
+        if sparse {
+            self.mask(t, pos)?;
+        }
+        let s = self.step(b, t, pos, sparse)?;
+        let mut x = self.embed.index_select(&ids.flatten_all()?, 0)?; // [b·t, hidden]
+        let mut pending: Option<Tensor> = None; // the last MLP's output, not yet added
+        for l in &self.layers {
+            let (xs, h) = self.add_norm(&x, pending.as_ref(), &l.attn_norm)?;
+            let q = self.rope_and_cache(l, &h, &s)?;
+            let o = self.attend(l, &q, &s)?.matmul(&l.wo)?;
+            let (xs, h) = self.add_norm(&xs, Some(&o), &l.mlp_norm)?;
+            pending = Some(self.mlp(l, &h, sparse)?);
+            x = xs;
+        }
+        let (_, h) = self.add_norm(&x, pending.as_ref(), &self.norm)?;
+        let last = if t == 1 {
+            h
+        } else {
+            h.reshape((b, t, hidden))?
+                .i((.., t - 1, ..))?
+                .contiguous()?
+        };
+        Ok(last.matmul(&self.lm_head)?)
     }
 }
 
@@ -329,7 +498,7 @@ fn tokens_per_s(
 
 /// The small model on `cpu` and on `gpu` (if any), the same weights: a prefill of random
 /// tokens through the block mask, then decode steps on the CPU's greedy tokens; the largest
-/// relative difference of the sparse model's logits.
+/// relative difference of each twin's logits, each way the GPU runs a layer.
 fn small_check(gpu: Option<&Device>, dtype: DType) -> Result<()> {
     let cfg = Config::small(dtype);
     let (batch, context, steps) = (2, 300, 4);
@@ -346,62 +515,70 @@ fn small_check(gpu: Option<&Device>, dtype: DType) -> Result<()> {
             cap,
         )
     };
-    let mut cpu = build(&Device::Cpu)?;
-    let mut gpu = gpu.map(build).transpose()?;
     let prompt: Vec<u32> = (0..batch * context)
         .map(|i| ((i * 7919) % cfg.vocab) as u32)
         .collect();
-    let mut ids = Tensor::from_vec(prompt, (batch, context), &Device::Cpu)?;
-    let mut pos = 0;
-    let mut worst = 0f64;
-    let t0 = Instant::now();
-    for step in 0..=steps {
-        let want = cpu.forward(&ids, pos, true)?.to_dtype(DType::F32)?;
-        if let Some(g) = gpu.as_mut() {
-            let got = g
-                .forward(&ids.to_device(&g.device)?, pos, true)?
-                .to_dtype(DType::F32)?
-                .to_device(&Device::Cpu)?;
-            let scale = want.abs()?.max_all()?.to_scalar::<f32>()? as f64;
-            let diff = (got - &want)?.abs()?.max_all()?.to_scalar::<f32>()? as f64;
-            worst = worst.max(diff / scale);
-            println!(
-                "  {} logits, GPU vs CPU: max |diff| / max |logit| = {:.3e}",
-                if step == 0 {
-                    format!("prefill ({context} tokens)")
-                } else {
-                    format!("decode step {step}")
+    let Some(gpu) = gpu else {
+        // The CPU alone: the sparse and the dense twin on a prefill and a few decode steps.
+        let mut cpu = build(&Device::Cpu)?;
+        let t0 = Instant::now();
+        let ids = Tensor::from_vec(prompt, (batch, context), &Device::Cpu)?;
+        let logits = cpu.forward(&ids, 0, true)?;
+        println!(
+            "small model on the CPU: prefill of {context} tokens, logits {:?}",
+            logits.dims()
+        );
+        for sparse in [false, true] {
+            cpu.prefill_random(
+                context,
+                &mut Init {
+                    seed: 11,
+                    on: Device::Cpu,
                 },
-                diff / scale
+            )?;
+            let tps = tokens_per_s(&mut cpu, batch, context, steps, sparse)?;
+            println!(
+                "small model on the CPU, {}: {tps:.1} tokens/s",
+                if sparse { "sparse" } else { "dense" }
             );
         }
-        pos += ids.dim(1)?;
-        ids = want.argmax(D::Minus1)?.reshape((batch, 1))?;
-    }
-    let cpu_secs = t0.elapsed().as_secs_f64();
-    match gpu {
-        Some(_) => println!(
-            "small model, sparse, GPU vs CPU logits: worst relative difference {worst:.3e}"
-        ),
-        None => {
-            // The CPU alone: the sparse and the dense twin on a few decode steps.
-            for sparse in [false, true] {
-                cpu.prefill_random(
-                    context,
-                    &mut Init {
-                        seed: 11,
-                        on: Device::Cpu,
-                    },
-                )?;
-                let tps = tokens_per_s(&mut cpu, batch, context, steps, sparse)?;
-                println!(
-                    "small model on the CPU, {}: {tps:.1} tokens/s",
-                    if sparse { "sparse" } else { "dense" }
-                );
+        println!("(the CPU runs took {:.2} s)", t0.elapsed().as_secs_f64());
+        return Ok(());
+    };
+    let mut worst_all = 0f64;
+    for way in [Way::CandleOps, Way::Fused] {
+        for sparse in [true, false] {
+            let mut cpu = build(&Device::Cpu)?;
+            let mut g = build(gpu)?;
+            if way == Way::Fused && !g.use_fused() {
+                continue;
             }
-            println!("(prefill and {steps} decode steps on the CPU took {cpu_secs:.2} s)");
+            let mut ids = Tensor::from_vec(prompt.clone(), (batch, context), &Device::Cpu)?;
+            let (mut pos, mut worst) = (0, 0f64);
+            let mut diffs = Vec::new();
+            for _ in 0..=steps {
+                let want = cpu.forward(&ids, pos, sparse)?.to_dtype(DType::F32)?;
+                let got = g
+                    .forward(&ids.to_device(gpu)?, pos, sparse)?
+                    .to_dtype(DType::F32)?
+                    .to_device(&Device::Cpu)?;
+                let scale = want.abs()?.max_all()?.to_scalar::<f32>()? as f64;
+                let diff = (got - &want)?.abs()?.max_all()?.to_scalar::<f32>()? as f64;
+                worst = worst.max(diff / scale);
+                diffs.push(format!("{:.2e}", diff / scale));
+                pos += ids.dim(1)?;
+                ids = want.argmax(D::Minus1)?.reshape((batch, 1))?;
+            }
+            worst_all = worst_all.max(worst);
+            println!(
+                "small model, {} twin, {}: GPU vs CPU logits, max |diff| / max |logit| {worst:.3e} (prefill of {context}, then {steps} decode steps: {})",
+                if sparse { "sparse" } else { "dense" },
+                way.name(),
+                diffs.join(" ")
+            );
         }
     }
+    println!("small model, GPU vs CPU logits: worst relative difference {worst_all:.3e}");
     Ok(())
 }
 
@@ -429,14 +606,22 @@ fn main() -> Result<()> {
         return small_check(gpu.as_ref(), dtype);
     }
     let gpu = gpu.expect("checked above");
+    // hidden, heads, kv heads, head dim, intermediate, vocab.
+    let preset = flag("--preset").unwrap_or_else(|| "default".into());
+    let (hidden, heads, kv_heads, head_dim, inter, vocab) = match preset.as_str() {
+        "default" => (2048, 16, 4, 128, 5632, 32000),
+        "tinyllama" => (2048, 32, 4, 64, 5632, 32000),
+        "llama3.2-3b" => (3072, 24, 8, 128, 8192, 128256),
+        other => return Err(format!("--preset {other}: default, tinyllama or llama3.2-3b").into()),
+    };
     let cfg = Config {
-        hidden: num("--hidden", 2048)?,
-        heads: num("--heads", 16)?,
-        kv_heads: num("--kv-heads", 4)?,
-        head_dim: 128,
-        inter: num("--inter", 5632)?,
+        hidden: num("--hidden", hidden)?,
+        heads: num("--heads", heads)?,
+        kv_heads: num("--kv-heads", kv_heads)?,
+        head_dim: num("--head-dim", head_dim)?,
+        inter: num("--inter", inter)?,
         layers: num("--layers", 8)?,
-        vocab: 32000,
+        vocab: num("--vocab", vocab)?,
         window: num("--window", 1024)?,
         global_blocks: 1,
         density: flag("--density")
@@ -454,7 +639,7 @@ fn main() -> Result<()> {
         .map(|b| b.parse())
         .collect::<std::result::Result<_, _>>()?;
     let max_batch = batches.iter().copied().max().unwrap_or(1);
-    println!("{cfg:?}\ncontext {context}, {steps} timed decode steps, batches {batches:?}");
+    println!("preset {preset}: {cfg:?}\ncontext {context}, {steps} timed decode steps, batches {batches:?}");
     println!("dense twin: cuBLAS matmuls (candle) for the MLPs, sparsek's causal attention without a block mask");
     println!(
         "sparse: MLPs at {:.0} % of their {}x{} blocks, attention on the window of {} keys + {} global block(s) of {MASK_BLOCK}",
@@ -473,13 +658,33 @@ fn main() -> Result<()> {
     model.prefill_random(context, &mut init)?;
     gpu.synchronize()?;
     println!("built and prefilled in {:.1} s", t0.elapsed().as_secs_f64());
+    let fused = model.use_fused();
+    let ways: &[Way] = if fused {
+        &[Way::CandleOps, Way::Fused]
+    } else {
+        &[Way::CandleOps]
+    };
     for &b in &batches {
-        let dense = tokens_per_s(&mut model, b, context, steps, false)?;
-        let sparse = tokens_per_s(&mut model, b, context, steps, true)?;
-        println!(
-            "context {context:>6} batch {b:>3}: dense {dense:>9.1} tokens/s, sparse {sparse:>9.1} tokens/s, sparse/dense {:.2}x",
-            sparse / dense
-        );
+        for &way in ways {
+            model.way = way;
+            let dense = tokens_per_s(&mut model, b, context, steps, false)?;
+            let sparse = tokens_per_s(&mut model, b, context, steps, true)?;
+            println!(
+                "context {context:>6} batch {b:>3} [{:>10}]: dense {dense:>9.1} tokens/s, sparse {sparse:>9.1} tokens/s, sparse/dense {:.2}x",
+                way.name(),
+                sparse / dense
+            );
+        }
+    }
+    if args.iter().any(|a| a == "--breakdown") {
+        #[cfg(feature = "cuda")]
+        {
+            for &b in &batches {
+                for sparse in [false, true] {
+                    breakdown::run(&mut model, b, context, sparse)?;
+                }
+            }
+        }
     }
     drop(model);
     small_check(Some(&gpu), dtype)
@@ -498,4 +703,684 @@ fn open_gpu() -> Result<Option<Device>> {
     #[cfg(not(feature = "cuda"))]
     println!("built without the `cuda` feature: the small model on the CPU");
     Ok(None)
+}
+
+/// Where a decode step's time goes: each part timed alone over every layer's weights and
+/// cache, as the step runs it.
+#[cfg(feature = "cuda")]
+mod breakdown {
+    use super::*;
+    use candle_core::cuda_backend::cudarc::driver::sys::CUevent_flags;
+
+    /// Microseconds per repeat: host (until the loop has queued its work), wall (until the
+    /// device has finished it) and GPU (the device's time with the loop queued behind a
+    /// long matmul: its work alone, no waiting for the host).
+    pub struct Timing {
+        pub host: f64,
+        pub wall: f64,
+        pub gpu: f64,
+    }
+
+    pub fn time(dev: &Device, reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<Timing> {
+        let Device::Cuda(cuda) = dev else {
+            return Err("the breakdown needs a CUDA device".into());
+        };
+        let stream = cuda.cuda_stream();
+        f()?;
+        f()?;
+        dev.synchronize()?;
+        let t0 = Instant::now();
+        for _ in 0..reps {
+            f()?;
+        }
+        let host = t0.elapsed().as_secs_f64();
+        dev.synchronize()?;
+        let wall = t0.elapsed().as_secs_f64();
+        // A blocker long enough that the whole loop is queued before the device reaches it.
+        let a = Tensor::ones((4096, 4096), DType::F16, dev)?;
+        let one = {
+            let _ = a.matmul(&a)?;
+            dev.synchronize()?;
+            let e0 = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+            for _ in 0..4 {
+                let _ = a.matmul(&a)?;
+            }
+            let e1 = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+            e0.elapsed_ms(&e1)? as f64 / 4.0 * 1e-3
+        };
+        let blockers = ((host * 1.5 + 2e-3) / one).ceil() as usize;
+        let mut keep = Vec::with_capacity(blockers);
+        for _ in 0..blockers {
+            keep.push(a.matmul(&a)?);
+        }
+        let e0 = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+        for _ in 0..reps {
+            f()?;
+        }
+        let e1 = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+        let gpu = e0.elapsed_ms(&e1)? as f64 * 1e-3;
+        drop(keep);
+        dev.synchronize()?;
+        let us = |s: f64| s * 1e6 / reps as f64;
+        Ok(Timing {
+            host: us(host),
+            wall: us(wall),
+            gpu: us(gpu),
+        })
+    }
+
+    /// Times the parts of a decode step at batch `b` from position `context` (the cache
+    /// filled), for the sparse model or its dense twin, the way the model runs now.
+    pub fn run(model: &mut Model, b: usize, context: usize, sparse: bool) -> Result<()> {
+        const REPS: usize = 20;
+        let dev = model.device.clone();
+        let c = model.cfg.clone();
+        let e = c.dtype.size_in_bytes();
+        let layers = model.layers.len();
+        let pos = context;
+        // The whole step, as tokens_per_s runs it.
+        let ids = Tensor::zeros((b, 1), DType::U32, &dev)?;
+        let step = time(&dev, REPS, || {
+            model.forward(&ids, pos, sparse)?.argmax(D::Minus1)?;
+            Ok(())
+        })?;
+        if sparse {
+            model.mask(1, pos)?;
+        }
+        let model = &*model;
+        let s = model.step(b, 1, pos, sparse)?;
+        let h = Tensor::randn(0f32, 1.0, (b, c.hidden), &dev)?.to_dtype(c.dtype)?;
+        let q = model.rope_and_cache(&model.layers[0], &h, &s)?;
+        let o = model.attend(&model.layers[0], &q, &s)?;
+        let m = model;
+        let attention = time(&dev, REPS, || {
+            for l in &m.layers {
+                m.attend(l, &q, &s)?;
+            }
+            Ok(())
+        })?;
+        let mlp = time(&dev, REPS, || {
+            for l in &m.layers {
+                m.mlp(l, &h, sparse)?;
+            }
+            Ok(())
+        })?;
+        let projections = time(&dev, REPS, || {
+            for l in &m.layers {
+                match m.way {
+                    Way::Fused => m.qkv(l, &h)?,
+                    Way::CandleOps => {
+                        h.matmul(&l.wq)?;
+                        h.matmul(&l.wk)?;
+                        h.matmul(&l.wv)?
+                    }
+                };
+                o.matmul(&l.wo)?;
+            }
+            Ok(())
+        })?;
+        let lm_head = time(&dev, REPS, || {
+            h.matmul(&m.lm_head)?;
+            Ok(())
+        })?;
+        // Bytes each part must move per step (weights and the cache read once, activations
+        // in and out).
+        let kv = c.kv_dim();
+        let keys = m.keys_read(pos, sparse);
+        let attn_bytes = layers * b * (2 * keys * kv + 2 * c.q_dim()) * e;
+        let density = if sparse { c.density } else { 1.0 };
+        let mlp_bytes = layers
+            * ((3.0 * (c.hidden * c.inter * e) as f64 * density) as usize
+                + b * (2 * c.hidden + 3 * c.inter) * e);
+        let proj_bytes = layers * (c.hidden * (c.q_dim() + 2 * kv) + c.q_dim() * c.hidden) * e;
+        let head_bytes = c.hidden * c.vocab * e;
+        println!(
+            "breakdown, context {context}, batch {b}, {} twin ({}), per decode step, {layers} layers:",
+            if sparse { "sparse" } else { "dense" },
+            m.way.name()
+        );
+        println!(
+            "  {:<22} {:>9} {:>9} {:>9} {:>10} {:>9}",
+            "part", "host us", "wall us", "gpu us", "MB moved", "GB/s gpu"
+        );
+        let row = |name: &str, t: &Timing, bytes: Option<usize>| {
+            let (mb, gbs) = match bytes {
+                Some(by) => (
+                    format!("{:.1}", by as f64 / 1e6),
+                    format!("{:.0}", by as f64 / (t.gpu * 1e3)),
+                ),
+                None => ("-".into(), "-".into()),
+            };
+            println!(
+                "  {name:<22} {:>9.1} {:>9.1} {:>9.1} {mb:>10} {gbs:>9}",
+                t.host, t.wall, t.gpu
+            );
+        };
+        row(
+            &format!("attention ({keys} keys)"),
+            &attention,
+            Some(attn_bytes),
+        );
+        row("mlp", &mlp, Some(mlp_bytes));
+        row("projections (qkv, o)", &projections, Some(proj_bytes));
+        row("lm_head", &lm_head, Some(head_bytes));
+        let parts = [&attention, &mlp, &projections, &lm_head];
+        let rest = Timing {
+            host: step.host - parts.iter().map(|t| t.host).sum::<f64>(),
+            wall: step.wall - parts.iter().map(|t| t.wall).sum::<f64>(),
+            gpu: step.gpu - parts.iter().map(|t| t.gpu).sum::<f64>(),
+        };
+        row("rest (step - parts)", &rest, None);
+        row(
+            "step",
+            &step,
+            Some(attn_bytes + mlp_bytes + proj_bytes + head_bytes),
+        );
+        Ok(())
+    }
+}
+
+/// The fused kernels (NVRTC at start-up) and the candle ops over them.
+#[cfg(feature = "cuda")]
+mod fused {
+    use super::{Config, Layer, Result};
+    use candle_core::backend::BackendStorage;
+    use candle_core::cuda_backend::cudarc::driver::{
+        CudaFunction, CudaSlice, CudaView, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg,
+    };
+    use candle_core::cuda_backend::cudarc::nvrtc;
+    use candle_core::cuda_backend::CudaDType;
+    use candle_core::{
+        CpuStorage, CudaDevice, CudaStorage, CustomOp1, CustomOp3, DType, Layout, Shape, Storage,
+        Tensor,
+    };
+    use sparsek::{bf16, f16};
+
+    const SOURCE: &str = r#"
+typedef unsigned short u16;
+template <bool BF> __device__ __forceinline__ float ld(u16 v) {
+  if (BF) return __uint_as_float(((unsigned)v) << 16);
+  float f;
+  asm("{ .reg .b16 h; mov.b16 h, %1; cvt.f32.f16 %0, h; }" : "=f"(f) : "h"(v));
+  return f;
+}
+template <bool BF> __device__ __forceinline__ u16 st(float f) {
+  if (BF) {
+    unsigned u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (u16)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (u16)(u >> 16);
+  }
+  u16 h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+// qkv [b*t, (heads + 2 kv_heads) * d]: Q heads, K heads, V heads. q_out [b*t, heads * d];
+// the caches [batch, capacity, kv_heads, d]; cos and sin [capacity, d / 2]. RoPE as
+// candle's rope_thd (halves rotated), in f32, rounded once.
+template <bool BF> __device__ void rope_qkv_cache(const u16* qkv, const u16* cos,
+    const u16* sin, u16* q_out, u16* k_cache, u16* v_cache, int b, int t, int heads,
+    int kv_heads, int d, int capacity, int pos) {
+  const int half = d / 2, all = heads + 2 * kv_heads;
+  const long n = (long)b * t * all * half;
+  for (long idx = (long)blockIdx.x * blockDim.x + threadIdx.x; idx < n;
+       idx += (long)gridDim.x * blockDim.x) {
+    const int i = (int)(idx % half);
+    const long rh = idx / half;
+    const int h = (int)(rh % all);
+    const long row = rh / all;
+    const int ti = (int)(row % t);
+    const long bi = row / t;
+    const u16* src = qkv + row * all * d + (long)h * d;
+    const long slot = (bi * capacity + pos + ti) * kv_heads;
+    if (h >= heads + kv_heads) {
+      u16* dst = v_cache + (slot + (h - heads - kv_heads)) * d;
+      dst[i] = src[i];
+      dst[i + half] = src[i + half];
+      continue;
+    }
+    const float x1 = ld<BF>(src[i]), x2 = ld<BF>(src[i + half]);
+    const float c = ld<BF>(cos[(long)(pos + ti) * half + i]);
+    const float s = ld<BF>(sin[(long)(pos + ti) * half + i]);
+    u16* dst = h < heads ? q_out + (row * heads + h) * d : k_cache + (slot + (h - heads)) * d;
+    dst[i] = st<BF>(x1 * c - x2 * s);
+    dst[i + half] = st<BF>(x1 * s + x2 * c);
+  }
+}
+// One block per row: s = x + r rounded to the element type; out [2, rows, cols] holds
+// rmsnorm(s) * w, then s. blockDim a multiple of 32, at most 1024.
+template <bool BF> __device__ void add_rms_norm(const u16* x, const u16* r, const u16* w,
+    u16* out, int rows, int cols, float eps) {
+  __shared__ float part[32];
+  const long row = blockIdx.x;
+  u16* h = out + row * cols;
+  u16* s = out + (long)rows * cols + row * cols;
+  float acc = 0.f;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+    const u16 sv = st<BF>(ld<BF>(x[row * cols + c]) + ld<BF>(r[row * cols + c]));
+    s[c] = sv;
+    const float v = ld<BF>(sv);
+    acc += v * v;
+  }
+  for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = acc;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    acc = threadIdx.x < (blockDim.x >> 5) ? part[threadIdx.x] : 0.f;
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if (threadIdx.x == 0) part[0] = acc;
+  }
+  __syncthreads();
+  const float scale = rsqrtf(part[0] / cols + eps);
+  for (int c = threadIdx.x; c < cols; c += blockDim.x)
+    h[c] = st<BF>(scale * ld<BF>(s[c]) * ld<BF>(w[c]));
+}
+// gu [rows, 2 inter] (gate, then up): out [rows, inter] = silu(gate) * up, rounded to the
+// element type after the silu and after the product, as candle's two ops round.
+template <bool BF> __device__ void silu_mul(const u16* gu, u16* out, int rows, int inter) {
+  const long n = (long)rows * inter;
+  for (long idx = (long)blockIdx.x * blockDim.x + threadIdx.x; idx < n;
+       idx += (long)gridDim.x * blockDim.x) {
+    const long row = idx / inter;
+    const int j = (int)(idx % inter);
+    const float g = ld<BF>(gu[row * 2 * inter + j]);
+    const float a = ld<BF>(st<BF>(g / (1.f + __expf(-g))));
+    out[idx] = st<BF>(a * ld<BF>(gu[row * 2 * inter + inter + j]));
+  }
+}
+#define FUSED(SUFFIX, BF)                                                                   \
+  extern "C" __global__ void rope_qkv_cache_##SUFFIX(const u16* qkv, const u16* cos,        \
+      const u16* sin, u16* q_out, u16* k_cache, u16* v_cache, int b, int t, int heads,      \
+      int kv_heads, int d, int capacity, int pos) {                                         \
+    rope_qkv_cache<BF>(qkv, cos, sin, q_out, k_cache, v_cache, b, t, heads, kv_heads, d,    \
+                       capacity, pos);                                                      \
+  }                                                                                         \
+  extern "C" __global__ void add_rms_norm_##SUFFIX(const u16* x, const u16* r,              \
+      const u16* w, u16* out, int rows, int cols, float eps) {                              \
+    add_rms_norm<BF>(x, r, w, out, rows, cols, eps);                                        \
+  }                                                                                         \
+  extern "C" __global__ void silu_mul_##SUFFIX(const u16* gu, u16* out, int rows,           \
+      int inter) {                                                                          \
+    silu_mul<BF>(gu, out, rows, inter);                                                     \
+  }
+FUSED(f16, false)
+FUSED(bf16, true)
+"#;
+
+    /// The kernels of each element type: `[rope_qkv_cache, add_rms_norm, silu_mul]`.
+    pub struct Kernels {
+        f16: [CudaFunction; 3],
+        bf16: [CudaFunction; 3],
+        device: CudaDevice,
+    }
+
+    const ROPE: usize = 0;
+    const NORM: usize = 1;
+    const SILU: usize = 2;
+
+    fn err(e: impl std::fmt::Display) -> candle_core::Error {
+        candle_core::Error::Msg(e.to_string())
+    }
+
+    /// A 1-D grid over `n` items, 256 threads a block (the kernels stride over the rest).
+    fn grid(n: usize) -> LaunchConfig {
+        LaunchConfig {
+            grid_dim: (n.div_ceil(256).clamp(1, 132 * 16) as u32, 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        }
+    }
+
+    /// A contiguous tensor's elements from its offset.
+    fn view<'a, T: CudaDType + DeviceRepr>(
+        s: &'a CudaStorage,
+        l: &Layout,
+    ) -> candle_core::Result<CudaView<'a, T>> {
+        let (start, end) = l
+            .contiguous_offsets()
+            .ok_or_else(|| err("fused kernels take contiguous tensors"))?;
+        Ok(s.as_cuda_slice::<T>()?.slice(start..end))
+    }
+
+    fn int(v: usize) -> candle_core::Result<i32> {
+        i32::try_from(v).map_err(err)
+    }
+
+    impl Kernels {
+        pub fn new(dev: &CudaDevice) -> Result<Self> {
+            let ptx = nvrtc::compile_ptx_with_opts(
+                SOURCE,
+                nvrtc::CompileOptions {
+                    arch: Some("compute_90"),
+                    ..Default::default()
+                },
+            )?;
+            let module = dev.cuda_stream().context().load_module(ptx)?;
+            let load = |suffix: &str| -> Result<[CudaFunction; 3]> {
+                Ok([
+                    module.load_function(&format!("rope_qkv_cache_{suffix}"))?,
+                    module.load_function(&format!("add_rms_norm_{suffix}"))?,
+                    module.load_function(&format!("silu_mul_{suffix}"))?,
+                ])
+            };
+            Ok(Self {
+                f16: load("f16")?,
+                bf16: load("bf16")?,
+                device: dev.clone(),
+            })
+        }
+
+        fn func(&self, dtype: DType, which: usize) -> candle_core::Result<&CudaFunction> {
+            match dtype {
+                DType::F16 => Ok(&self.f16[which]),
+                DType::BF16 => Ok(&self.bf16[which]),
+                other => Err(err(format!("fused kernels: f16 or bf16, not {other:?}"))),
+            }
+        }
+
+        /// A cache tensor's device address (its first element) and dtype.
+        fn cache_ptr(&self, cache: &Tensor) -> Result<u64> {
+            let (s, l) = cache.storage_and_layout();
+            let Storage::Cuda(cs) = &*s else {
+                return Err("the KV cache is not on the CUDA device".into());
+            };
+            let stream = self.device.cuda_stream();
+            let base = match cs.dtype() {
+                DType::F16 => cs.as_cuda_slice::<f16>()?.device_ptr(&stream).0,
+                DType::BF16 => cs.as_cuda_slice::<bf16>()?.device_ptr(&stream).0,
+                other => return Err(format!("fused kernels: f16 or bf16, not {other:?}").into()),
+            };
+            Ok(base + (l.start_offset() * cache.dtype().size_in_bytes()) as u64)
+        }
+
+        /// Q with RoPE (`[b, t, heads, d]`) from the QKV projection's output `[b·t, q + 2
+        /// kv]`, K (with RoPE) and V written into the layer's cache at `pos`: one launch.
+        #[allow(clippy::too_many_arguments)]
+        pub fn rope_qkv_cache(
+            &self,
+            qkv: &Tensor,
+            cos: &Tensor,
+            sin: &Tensor,
+            l: &Layer,
+            c: &Config,
+            b: usize,
+            t: usize,
+            pos: usize,
+        ) -> Result<Tensor> {
+            let capacity = l.k_cache.dim(1)?;
+            if pos + t > capacity || b > l.k_cache.dim(0)? {
+                return Err(format!("the cache holds {capacity} positions").into());
+            }
+            let op = RopeCache {
+                k: self,
+                k_cache: self.cache_ptr(&l.k_cache)?,
+                v_cache: self.cache_ptr(&l.v_cache)?,
+                b,
+                t,
+                heads: c.heads,
+                kv_heads: c.kv_heads,
+                d: c.head_dim,
+                capacity,
+                pos,
+            };
+            Ok(qkv.apply_op3_no_bwd(cos, sin, &op)?)
+        }
+
+        /// `(x + r, rms_norm(x + r) · w)` of `[rows, cols]` tensors: one launch.
+        pub fn add_rms_norm(
+            &self,
+            x: &Tensor,
+            r: &Tensor,
+            w: &Tensor,
+            eps: f32,
+        ) -> Result<(Tensor, Tensor)> {
+            let both = x.apply_op3_no_bwd(r, w, &AddNorm { k: self, eps })?;
+            Ok((both.get(1)?, both.get(0)?))
+        }
+
+        /// `silu(gate) · up` of `gu` (`[rows, 2·inter]`): one launch.
+        pub fn silu_mul(&self, gu: &Tensor, inter: usize) -> Result<Tensor> {
+            Ok(gu.apply_op1_no_bwd(&SiluMul { k: self, inter })?)
+        }
+    }
+
+    struct RopeCache<'a> {
+        k: &'a Kernels,
+        k_cache: u64,
+        v_cache: u64,
+        b: usize,
+        t: usize,
+        heads: usize,
+        kv_heads: usize,
+        d: usize,
+        capacity: usize,
+        pos: usize,
+    }
+
+    impl RopeCache<'_> {
+        fn launch<T: CudaDType + DeviceRepr>(
+            &self,
+            (s1, l1): (&CudaStorage, &Layout),
+            (s2, l2): (&CudaStorage, &Layout),
+            (s3, l3): (&CudaStorage, &Layout),
+        ) -> candle_core::Result<CudaStorage> {
+            let all = self.heads + 2 * self.kv_heads;
+            // cos and sin: the whole tables, [capacity, d / 2] (the kernel reads rows pos..).
+            let table = [self.capacity, self.d / 2];
+            if l1.dims() != [self.b * self.t, all * self.d]
+                || l2.dims() != table
+                || l3.dims() != table
+            {
+                return Err(err("rope_qkv_cache: unexpected shapes"));
+            }
+            let (qkv, cos, sin) = (view::<T>(s1, l1)?, view::<T>(s2, l2)?, view::<T>(s3, l3)?);
+            let dev = &s1.device;
+            // SAFETY: every element of the output is written by the launch below (each
+            // (row, Q head, i) once) before candle reads it.
+            let mut q = unsafe { dev.alloc::<T>(self.b * self.t * self.heads * self.d)? };
+            let stream = dev.cuda_stream();
+            let func = self.k.func(s1.dtype(), ROPE)?;
+            let mut args = stream.launch_builder(func);
+            let ints = [
+                int(self.b)?,
+                int(self.t)?,
+                int(self.heads)?,
+                int(self.kv_heads)?,
+                int(self.d)?,
+                int(self.capacity)?,
+                int(self.pos)?,
+            ];
+            args.arg(&qkv)
+                .arg(&cos)
+                .arg(&sin)
+                .arg(&mut q)
+                .arg(&self.k_cache)
+                .arg(&self.v_cache);
+            for v in &ints {
+                args.arg(v);
+            }
+            // SAFETY: the arguments match the kernel's signature (pointers, then seven
+            // ints); qkv holds b·t rows of (heads + 2 kv_heads)·d, the tables
+            // pos + t rows of d/2, the caches batch >= b rows of capacity >= pos + t
+            // positions (checked by rope_qkv_cache); the cache writes go to positions no
+            // view read by a queued kernel is changing.
+            unsafe { args.launch(grid(self.b * self.t * all * self.d / 2)) }.map_err(err)?;
+            Ok(CudaStorage::wrap_cuda_slice(q, dev.clone()))
+        }
+    }
+
+    impl CustomOp3 for RopeCache<'_> {
+        fn name(&self) -> &'static str {
+            "rope_qkv_cache"
+        }
+
+        fn cpu_fwd(
+            &self,
+            _: &CpuStorage,
+            _: &Layout,
+            _: &CpuStorage,
+            _: &Layout,
+            _: &CpuStorage,
+            _: &Layout,
+        ) -> candle_core::Result<(CpuStorage, Shape)> {
+            Err(err("rope_qkv_cache runs on CUDA only"))
+        }
+
+        fn cuda_fwd(
+            &self,
+            s1: &CudaStorage,
+            l1: &Layout,
+            s2: &CudaStorage,
+            l2: &Layout,
+            s3: &CudaStorage,
+            l3: &Layout,
+        ) -> candle_core::Result<(CudaStorage, Shape)> {
+            let ops = ((s1, l1), (s2, l2), (s3, l3));
+            let q = match s1.dtype() {
+                DType::F16 => self.launch::<f16>(ops.0, ops.1, ops.2)?,
+                DType::BF16 => self.launch::<bf16>(ops.0, ops.1, ops.2)?,
+                other => return Err(err(format!("rope_qkv_cache: {other:?}"))),
+            };
+            Ok((q, Shape::from((self.b, self.t, self.heads, self.d))))
+        }
+    }
+
+    struct AddNorm<'a> {
+        k: &'a Kernels,
+        eps: f32,
+    }
+
+    impl AddNorm<'_> {
+        fn launch<T: CudaDType + DeviceRepr>(
+            &self,
+            (s1, l1): (&CudaStorage, &Layout),
+            (s2, l2): (&CudaStorage, &Layout),
+            (s3, l3): (&CudaStorage, &Layout),
+        ) -> candle_core::Result<(CudaStorage, Shape)> {
+            let [rows, cols] = *l1.dims() else {
+                return Err(err("add_rms_norm: x is [rows, cols]"));
+            };
+            if l2.dims() != [rows, cols] || l3.dims() != [cols] {
+                return Err(err("add_rms_norm: unexpected shapes"));
+            }
+            let (x, r, w) = (view::<T>(s1, l1)?, view::<T>(s2, l2)?, view::<T>(s3, l3)?);
+            let dev = &s1.device;
+            // SAFETY: the launch writes both halves of every row before candle reads them.
+            let mut out: CudaSlice<T> = unsafe { dev.alloc::<T>(2 * rows * cols)? };
+            let stream = dev.cuda_stream();
+            let mut args = stream.launch_builder(self.k.func(s1.dtype(), NORM)?);
+            let (rows_i, cols_i) = (int(rows)?, int(cols)?);
+            args.arg(&x)
+                .arg(&r)
+                .arg(&w)
+                .arg(&mut out)
+                .arg(&rows_i)
+                .arg(&cols_i)
+                .arg(&self.eps);
+            let cfg = LaunchConfig {
+                grid_dim: (rows.max(1) as u32, 1, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: the arguments match the kernel's signature; x and r hold rows·cols
+            // elements, w cols, out 2·rows·cols; one block of 256 threads per row.
+            unsafe { args.launch(cfg) }.map_err(err)?;
+            Ok((
+                CudaStorage::wrap_cuda_slice(out, dev.clone()),
+                Shape::from((2, rows, cols)),
+            ))
+        }
+    }
+
+    impl CustomOp3 for AddNorm<'_> {
+        fn name(&self) -> &'static str {
+            "add_rms_norm"
+        }
+
+        fn cpu_fwd(
+            &self,
+            _: &CpuStorage,
+            _: &Layout,
+            _: &CpuStorage,
+            _: &Layout,
+            _: &CpuStorage,
+            _: &Layout,
+        ) -> candle_core::Result<(CpuStorage, Shape)> {
+            Err(err("add_rms_norm runs on CUDA only"))
+        }
+
+        fn cuda_fwd(
+            &self,
+            s1: &CudaStorage,
+            l1: &Layout,
+            s2: &CudaStorage,
+            l2: &Layout,
+            s3: &CudaStorage,
+            l3: &Layout,
+        ) -> candle_core::Result<(CudaStorage, Shape)> {
+            let ops = ((s1, l1), (s2, l2), (s3, l3));
+            match s1.dtype() {
+                DType::F16 => self.launch::<f16>(ops.0, ops.1, ops.2),
+                DType::BF16 => self.launch::<bf16>(ops.0, ops.1, ops.2),
+                other => Err(err(format!("add_rms_norm: {other:?}"))),
+            }
+        }
+    }
+
+    struct SiluMul<'a> {
+        k: &'a Kernels,
+        inter: usize,
+    }
+
+    impl SiluMul<'_> {
+        fn launch<T: CudaDType + DeviceRepr>(
+            &self,
+            s: &CudaStorage,
+            l: &Layout,
+        ) -> candle_core::Result<(CudaStorage, Shape)> {
+            let [rows, two_inter] = *l.dims() else {
+                return Err(err("silu_mul: gu is [rows, 2 inter]"));
+            };
+            if two_inter != 2 * self.inter {
+                return Err(err("silu_mul: unexpected shape"));
+            }
+            let gu = view::<T>(s, l)?;
+            let dev = &s.device;
+            // SAFETY: the launch writes every element before candle reads it.
+            let mut out: CudaSlice<T> = unsafe { dev.alloc::<T>(rows * self.inter)? };
+            let stream = dev.cuda_stream();
+            let mut args = stream.launch_builder(self.k.func(s.dtype(), SILU)?);
+            let (rows_i, inter_i) = (int(rows)?, int(self.inter)?);
+            args.arg(&gu).arg(&mut out).arg(&rows_i).arg(&inter_i);
+            // SAFETY: the arguments match the kernel's signature; gu holds rows·2·inter
+            // elements, out rows·inter.
+            unsafe { args.launch(grid(rows * self.inter)) }.map_err(err)?;
+            Ok((
+                CudaStorage::wrap_cuda_slice(out, dev.clone()),
+                Shape::from((rows, self.inter)),
+            ))
+        }
+    }
+
+    impl CustomOp1 for SiluMul<'_> {
+        fn name(&self) -> &'static str {
+            "silu_mul"
+        }
+
+        fn cpu_fwd(&self, _: &CpuStorage, _: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+            Err(err("silu_mul runs on CUDA only"))
+        }
+
+        fn cuda_fwd(
+            &self,
+            s: &CudaStorage,
+            l: &Layout,
+        ) -> candle_core::Result<(CudaStorage, Shape)> {
+            match s.dtype() {
+                DType::F16 => self.launch::<f16>(s, l),
+                DType::BF16 => self.launch::<bf16>(s, l),
+                other => Err(err(format!("silu_mul: {other:?}"))),
+            }
+        }
+    }
 }
