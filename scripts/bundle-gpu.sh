@@ -47,9 +47,10 @@ done
   cp "$path" "$out/$dest"
 done
 
-# sparsek-candle (a workspace of its own): its GPU tests and the worked decoder, with
-# candle's CUDA build (candle-kernels through the pip nvcc, for sm_90) linked against
-# stand-ins of the CUDA libraries (bindings/sparsek-candle/scripts/link-stubs.sh).
+# sparsek-candle (a workspace of its own): its GPU tests and examples (the worked decoder,
+# the op overhead timer), with candle's CUDA build (candle-kernels through the pip nvcc, for
+# sm_90) linked against stand-ins of the CUDA libraries
+# (bindings/sparsek-candle/scripts/link-stubs.sh).
 # SPARSEK_BUNDLE_CANDLE=0 leaves them out (candle-kernels' first nvcc build is many minutes).
 if [ "${SPARSEK_BUNDLE_CANDLE:-1}" != 0 ]; then
 candle_stubs="$PWD/target/cuda-link-stubs"
@@ -59,7 +60,7 @@ bindings/sparsek-candle/scripts/link-stubs.sh "$candle_stubs" >/dev/null
   export CUDA_ROOT="$candle_stubs" CUDA_COMPUTE_CAP="${CUDA_COMPUTE_CAP:-90}" CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$OLDPWD/target}"
   export NVCC="${NVCC:-$OLDPWD/third_party/py/nvidia/cu13/bin/nvcc}"
   executables cargo test --release --features cuda --test gpu --no-run
-  executables cargo build --release --features cuda --example llama_decode
+  executables cargo build --release --features cuda --examples
 ) | while read -r kind name path; do
   case "$kind" in
     test) dest=candle_${name}_tests ;;

@@ -14,7 +14,7 @@
 #   run.sh attention [all|mha|gqa]  # attention beside FlexAttention, SDPA and FA4 (same masks), tables
 #   run.sh decode          # the split-KV decode attention: GB/s on K and V, dense and a quarter of the blocks, contiguous and paged, beside a device copy
 #   run.sh sanitize        # GPU tests under compute-sanitizer memcheck and racecheck
-#   run.sh candle          # sparsek-candle: its GPU tests, then the worked decoder (dense twin vs sparse tokens/s) at contexts 8192 and 32768, batches 1 and 16
+#   run.sh candle          # sparsek-candle: its GPU tests, the worked decoder (dense twin vs sparse tokens/s, the step's breakdown) at contexts 8192 and 32768, batches 1 and 16, the candle ops' overhead over sparsek's API
 #
 # The test modes run each Rust test in a process of its own (`BIN --exact NAME`: its own
 # CUDA context, environment and globals, so tests that capture CUDA graphs, set variables
@@ -433,13 +433,15 @@ PY
     ;;
   candle)
     # sparsek-candle (bindings/sparsek-candle): its GPU tests (the candle ops bitwise against
-    # sparsek's API), then the worked decoder at both contexts, batches 1 and 16, each run
-    # ending with the small model's GPU-vs-CPU logits check.
+    # sparsek's API), then the worked decoder at both contexts, batches 1 and 16, with where
+    # a decode step's time goes (--breakdown), each run ending with the small model's
+    # GPU-vs-CPU logits check; then the candle ops' cost over sparsek's own API.
     tests_of "" candle_gpu_tests
     run_jobs candle || exit 1
     for ctx in 8192 32768; do
-      "$here/llama_decode" --context "$ctx" --batches 1,16 || exit 1
+      "$here/llama_decode" --context "$ctx" --batches 1,16 --breakdown || exit 1
     done
+    "$here/op_overhead" || exit 1
     ;;
   sanitize)
     fail=0

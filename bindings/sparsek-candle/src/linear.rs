@@ -3,7 +3,7 @@
 use candle_core::{CpuStorage, CustomOp1, DType, Device, Layout, Module, Shape, Tensor};
 use sparsek::quantize::BlockGranularity;
 use sparsek::{
-    bf16, f16, Activation, BlockMask, BlockShape, BsrMatrix, HostWeight, TakesB, F8E4M3,
+    bf16, f16, Activation, BlockMask, BlockShape, BsrMatrix, HostWeight, TakesB, TakesBias, F8E4M3,
 };
 
 use crate::element::CandleElement;
@@ -43,6 +43,51 @@ pub(crate) fn output_len(op: &'static str, batch: usize, features: usize) -> Res
             op,
             what: format!("batch {batch} x {features} features overflows usize"),
         })
+}
+
+/// Host weights a layer of activations `X` is built from, on either device: sparsek's
+/// `BsrMatrix<X>` (uploaded as is) and FP8 `QuantizedBsr` (uploaded with its scales), so
+/// both take one construction path.
+pub(crate) trait LinearWeight<X: CandleElement>: HostWeight + Send + Sync + 'static {
+    /// The element type of the uploaded weights.
+    #[cfg(feature = "cuda")]
+    type OnDevice: TakesB<X> + TakesBias<X> + Send + Sync + 'static;
+
+    /// The weights on `stream`'s device.
+    #[cfg(feature = "cuda")]
+    fn upload(
+        &self,
+        stream: &std::sync::Arc<sparsek::cudarc::driver::CudaStream>,
+    ) -> Result<sparsek::DeviceBsr<Self::OnDevice>>;
+}
+
+impl<T: CandleElement> LinearWeight<T> for BsrMatrix<T> {
+    #[cfg(feature = "cuda")]
+    type OnDevice = T;
+
+    #[cfg(feature = "cuda")]
+    fn upload(
+        &self,
+        stream: &std::sync::Arc<sparsek::cudarc::driver::CudaStream>,
+    ) -> Result<sparsek::DeviceBsr<T>> {
+        Ok(sparsek::DeviceBsr::upload(self, stream)?)
+    }
+}
+
+impl<X: CandleElement> LinearWeight<X> for sparsek::QuantizedBsr<F8E4M3>
+where
+    F8E4M3: TakesB<X> + TakesBias<X>,
+{
+    #[cfg(feature = "cuda")]
+    type OnDevice = F8E4M3;
+
+    #[cfg(feature = "cuda")]
+    fn upload(
+        &self,
+        stream: &std::sync::Arc<sparsek::cudarc::driver::CudaStream>,
+    ) -> Result<sparsek::DeviceBsr<F8E4M3>> {
+        Ok(sparsek::DeviceBsr::upload_quantized(self, stream)?)
+    }
 }
 
 struct HostLayer<W, X> {
@@ -285,21 +330,48 @@ impl SparseLinear {
         activation: Activation,
     ) -> Result<Self>
     where
-        F8E4M3: TakesB<X> + sparsek::TakesBias<X>,
+        F8E4M3: TakesB<X> + TakesBias<X>,
     {
         let w = to_bsr::<X>(OP, "weight", weight, mask, block)?;
-        let q = w.quantize_fp8::<F8E4M3>(granularity)?;
         let bias = bias_values::<X>(OP, bias, w.m())?;
+        let q = w.quantize_fp8::<F8E4M3>(granularity)?;
+        Self::build(q, bias, activation, weight.device())
+    }
+
+    /// The layer of sparsek's host weight `w` (`out x in`) and `bias` (`out` values), on
+    /// `device` (uploaded with candle's stream for a CUDA device). Activations of `T`.
+    pub fn from_bsr<T: CandleElement>(
+        w: BsrMatrix<T>,
+        bias: Option<Vec<T>>,
+        activation: Activation,
+        device: &Device,
+    ) -> Result<Self> {
+        Self::build(w, bias, activation, device)
+    }
+
+    /// The layer of host weights `w` and `bias` on `device`: kept on the host for the CPU,
+    /// uploaded with candle's stream for a CUDA device. Activations of `X`.
+    fn build<W, X>(
+        w: W,
+        bias: Option<Vec<X>>,
+        activation: Activation,
+        device: &Device,
+    ) -> Result<Self>
+    where
+        W: LinearWeight<X>,
+        W::Element: TakesB<X> + TakesBias<X>,
+        X: CandleElement,
+    {
         let (in_features, out_features) = (w.k(), w.m());
-        let kernel: Box<dyn LinearKernel> = match weight.device() {
+        let kernel: Box<dyn LinearKernel> = match device {
             Device::Cpu => Box::new(HostLayer {
-                layer: sparsek::SparseLinear::new(q, bias, activation)?,
+                layer: sparsek::SparseLinear::new(w, bias, activation)?,
             }),
             #[cfg(feature = "cuda")]
             Device::Cuda(dev) => {
                 let stream = dev.cuda_stream();
                 let layer = sparsek::SparseLinear::new_device(
-                    sparsek::DeviceBsr::upload_quantized(&q, &stream)?,
+                    w.upload(&stream)?,
                     bias.map(|b| stream.clone_htod(&b))
                         .transpose()
                         .map_err(sparsek::Error::from)?,
@@ -317,45 +389,6 @@ impl SparseLinear {
             in_features,
             out_features,
             dtype: <X as candle_core::WithDType>::DTYPE,
-            device: weight.device().clone(),
-        })
-    }
-
-    /// The layer of sparsek's host weight `w` (`out x in`) and `bias` (`out` values), on
-    /// `device` (uploaded with candle's stream for a CUDA device). Activations of `T`.
-    pub fn from_bsr<T: CandleElement>(
-        w: BsrMatrix<T>,
-        bias: Option<Vec<T>>,
-        activation: Activation,
-        device: &Device,
-    ) -> Result<Self> {
-        let (in_features, out_features) = (w.k(), w.m());
-        let kernel: Box<dyn LinearKernel> = match device {
-            Device::Cpu => Box::new(HostLayer {
-                layer: sparsek::SparseLinear::new(w, bias, activation)?,
-            }),
-            #[cfg(feature = "cuda")]
-            Device::Cuda(dev) => {
-                let stream = dev.cuda_stream();
-                let layer = sparsek::SparseLinear::new_device(
-                    sparsek::DeviceBsr::upload(&w, &stream)?,
-                    bias.map(|b| stream.clone_htod(&b))
-                        .transpose()
-                        .map_err(sparsek::Error::from)?,
-                    activation,
-                )?;
-                Box::new(device_layer::DeviceLayer {
-                    layer,
-                    device: dev.clone(),
-                })
-            }
-            other => return Err(unsupported_device(OP, other)),
-        };
-        Ok(Self {
-            kernel,
-            in_features,
-            out_features,
-            dtype: <T as candle_core::WithDType>::DTYPE,
             device: device.clone(),
         })
     }
