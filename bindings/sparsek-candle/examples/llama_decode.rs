@@ -737,7 +737,7 @@ mod breakdown {
         dev.synchronize()?;
         let wall = t0.elapsed().as_secs_f64();
         // A blocker long enough that the whole loop is queued before the device reaches it.
-        let a = Tensor::ones((4096, 4096), DType::F16, dev)?;
+        let a = Tensor::ones((8192, 8192), DType::F16, dev)?;
         let one = {
             let _ = a.matmul(&a)?;
             dev.synchronize()?;
@@ -749,9 +749,8 @@ mod breakdown {
             e0.elapsed_ms(&e1)? as f64 / 4.0 * 1e-3
         };
         let blockers = ((host * 1.5 + 2e-3) / one).ceil() as usize;
-        let mut keep = Vec::with_capacity(blockers);
         for _ in 0..blockers {
-            keep.push(a.matmul(&a)?);
+            a.matmul(&a)?;
         }
         let e0 = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
         for _ in 0..reps {
@@ -759,7 +758,6 @@ mod breakdown {
         }
         let e1 = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
         let gpu = e0.elapsed_ms(&e1)? as f64 * 1e-3;
-        drop(keep);
         dev.synchronize()?;
         let us = |s: f64| s * 1e6 / reps as f64;
         Ok(Timing {

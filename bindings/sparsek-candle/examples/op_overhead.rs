@@ -53,15 +53,18 @@ mod gpu {
         v[v.len() / 2]
     }
 
-    /// Rounds of `iters` calls of each path, alternated (sparsek's API first in each round).
+    /// Rounds of `iters` calls of each path, alternated in each round: sparsek's API into
+    /// an output allocated once, sparsek's API into outputs allocated per call (as candle's
+    /// ops allocate theirs), then the candle op.
     fn compare(
         dev: &Device,
         iters: usize,
         rounds: usize,
         mut own: impl FnMut() -> Result<()>,
+        mut own_alloc: impl FnMut() -> Result<()>,
         mut via_candle: impl FnMut() -> Result<()>,
-    ) -> Result<(PerCall, PerCall)> {
-        let mut round = |f: &mut dyn FnMut() -> Result<()>| -> Result<(f64, f64)> {
+    ) -> Result<[PerCall; 3]> {
+        let round = |f: &mut dyn FnMut() -> Result<()>| -> Result<(f64, f64)> {
             dev.synchronize()?;
             let t0 = Instant::now();
             for _ in 0..iters {
@@ -74,33 +77,36 @@ mod gpu {
         };
         for _ in 0..3 {
             own()?;
+            own_alloc()?;
             via_candle()?;
         }
-        let (mut a, mut b) = ((vec![], vec![]), (vec![], vec![]));
+        let mut samples = [(); 3].map(|_| (vec![], vec![]));
         for _ in 0..rounds {
-            let (h, w) = round(&mut own)?;
-            a.0.push(h);
-            a.1.push(w);
-            let (h, w) = round(&mut via_candle)?;
-            b.0.push(h);
-            b.1.push(w);
+            let paths: [&mut dyn FnMut() -> Result<()>; 3] =
+                [&mut own, &mut own_alloc, &mut via_candle];
+            for (path, (host, wall)) in paths.into_iter().zip(samples.iter_mut()) {
+                let (h, w) = round(path)?;
+                host.push(h);
+                wall.push(w);
+            }
         }
-        let pc = |v: (Vec<f64>, Vec<f64>)| PerCall {
-            host: median(v.0),
-            wall: median(v.1),
-        };
-        Ok((pc(a), pc(b)))
+        Ok(samples.map(|(host, wall)| PerCall {
+            host: median(host),
+            wall: median(wall),
+        }))
     }
 
-    fn report(name: &str, own: PerCall, via: PerCall, same: bool) {
+    fn report(name: &str, [own, own_alloc, via]: [PerCall; 3], same: bool) {
         println!(
-            "{name:<40} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>8.3} {:>8.3}  {}",
+            "{name:<38} {:>7.2} {:>7.2} {:>7.2} {:>7.2} {:>7.2} {:>7.2} {:>7.3} {:>7.3}  {}",
             own.host,
             own.wall,
+            own_alloc.host,
+            own_alloc.wall,
             via.host,
             via.wall,
             via.wall / own.wall,
-            via.host / own.host,
+            via.wall / own_alloc.wall,
             if same { "bitwise equal" } else { "DIFFERENT" }
         );
     }
@@ -158,11 +164,13 @@ mod gpu {
         };
         let stream = cuda.cuda_stream();
         println!(
-            "{iters} calls a round, {rounds} rounds alternated, medians; us per call; ratio = candle / sparsek"
+            "{iters} calls a round, {rounds} rounds alternated, medians; us per call (h: host, w: wall). \
+             own: sparsek's API into an output allocated once; own+a: into outputs allocated per \
+             call; cdl: the sparsek-candle op; x own, x own+a: cdl's wall time over theirs"
         );
         println!(
-            "{:<40} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8}",
-            "op", "own host", "own wall", "cdl host", "cdl wall", "wall x", "host x"
+            "{:<38} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}",
+            "op", "own h", "own w", "own+a h", "own+a w", "cdl h", "cdl w", "x own", "x own+a"
         );
 
         // SparseLinear.
@@ -177,12 +185,17 @@ mod gpu {
         for n in [1usize, 16, 128] {
             let x = randn(&[n, hidden], &dev)?;
             let mut y = stream.alloc_zeros::<f16>(n * inter)?;
-            let (a, b) = with_slice(&x, |xs| {
+            let t = with_slice(&x, |xs| {
                 compare(
                     &dev,
                     iters,
                     rounds,
                     || Ok(own.forward(xs, n, &mut y)?),
+                    || {
+                        // SAFETY: the product writes every element of y (beta = 0).
+                        let mut y = unsafe { stream.alloc::<f16>(n * inter) }?;
+                        Ok(own.forward(xs, n, &mut y)?)
+                    },
                     || {
                         layer.forward(&x)?;
                         Ok(())
@@ -191,12 +204,7 @@ mod gpu {
             })?;
             with_slice(&x, |xs| Ok(own.forward(xs, n, &mut y)?))?;
             let same = bits_equal(&layer.forward(&x)?, &y, &stream)?;
-            report(
-                &format!("SparseLinear {hidden}->{inter}, n = {n}"),
-                a,
-                b,
-                same,
-            );
+            report(&format!("SparseLinear {hidden}->{inter}, n = {n}"), t, same);
         }
 
         // SparseMlp.
@@ -215,12 +223,22 @@ mod gpu {
             let x = randn(&[n, hidden], &dev)?;
             let mut h = stream.alloc_zeros::<f16>(n * inter)?;
             let mut y = stream.alloc_zeros::<f16>(n * hidden)?;
-            let (a, b) = with_slice(&x, |xs| {
+            let t = with_slice(&x, |xs| {
                 compare(
                     &dev,
                     iters,
                     rounds,
                     || Ok(own.forward(xs, n, &mut h, &mut y)?),
+                    || {
+                        // SAFETY: the two products write every element of h and of y.
+                        let (mut h, mut y) = unsafe {
+                            (
+                                stream.alloc::<f16>(n * inter)?,
+                                stream.alloc::<f16>(n * hidden)?,
+                            )
+                        };
+                        Ok(own.forward(xs, n, &mut h, &mut y)?)
+                    },
                     || {
                         mlp.forward(&x)?;
                         Ok(())
@@ -229,7 +247,7 @@ mod gpu {
             })?;
             with_slice(&x, |xs| Ok(own.forward(xs, n, &mut h, &mut y)?))?;
             let same = bits_equal(&mlp.forward(&x)?, &y, &stream)?;
-            report(&format!("SparseMlp {hidden}/{inter}, n = {n}"), a, b, same);
+            report(&format!("SparseMlp {hidden}/{inter}, n = {n}"), t, same);
         }
 
         // Attention: Bshd, GQA 16/4, d 128, window 1024 + 1 global block over 8192 keys.
@@ -254,15 +272,15 @@ mod gpu {
             let bshd = |s: &CudaSlice<f16>, h: usize, n: usize| {
                 Heads::device(s, b, h, n, d).with_strides(n * h * d, d, h * d)
             };
-            let (a, c) = with_slice(&q, |qs| {
+            let r = with_slice(&q, |qs| {
                 with_slice(&k, |ks| {
                     with_slice(&v, |vs| {
-                        let mut run_own = || -> Result<()> {
+                        let own = |o: &mut CudaSlice<f16>| -> Result<()> {
                             Ok(sparsek::attention_with_layout(
                                 bshd(qs, heads, t),
                                 bshd(ks, kv_heads, keys),
                                 bshd(vs, kv_heads, keys),
-                                HeadsMut::device(&mut o, b, heads, t, d).with_strides(
+                                HeadsMut::device(o, b, heads, t, d).with_strides(
                                     t * heads * d,
                                     d,
                                     heads * d,
@@ -273,19 +291,30 @@ mod gpu {
                                 &opts,
                             )?)
                         };
-                        let r = compare(&dev, iters, rounds, &mut run_own, || {
-                            attention(
-                                &q,
-                                &k,
-                                &v,
-                                Some(&mask),
-                                QkvLayout::Bshd,
-                                &SeqLayout::padded(),
-                                &opts,
-                            )?;
-                            Ok(())
-                        })?;
-                        run_own()?;
+                        let r = compare(
+                            &dev,
+                            iters,
+                            rounds,
+                            || own(&mut o),
+                            || {
+                                // SAFETY: attention writes every element of O.
+                                let mut o = unsafe { stream.alloc::<f16>(b * t * heads * d) }?;
+                                own(&mut o)
+                            },
+                            || {
+                                attention(
+                                    &q,
+                                    &k,
+                                    &v,
+                                    Some(&mask),
+                                    QkvLayout::Bshd,
+                                    &SeqLayout::padded(),
+                                    &opts,
+                                )?;
+                                Ok(())
+                            },
+                        )?;
+                        own(&mut o)?;
                         Ok(r)
                     })
                 })
@@ -302,9 +331,8 @@ mod gpu {
             let same = bits_equal(&got, &o, &stream)?;
             let what = if t == 1 { "decode" } else { "prefill chunk" };
             report(
-                &format!("attention {what}, batch {b}, {t} q x {keys} k"),
-                a,
-                c,
+                &format!("attention {what}, b {b}, {t} q x {keys} k"),
+                r,
                 same,
             );
         }
