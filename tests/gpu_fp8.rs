@@ -157,6 +157,21 @@ fn w8a8_cases() -> Vec<Case> {
         };
         out.push(c);
     }
+    // Odd n up to 600 on random patterns: block-rows of odd and even block counts (the
+    // consumers promote k-tiles in pairs, with a tail for an odd count: mainloop.hpp).
+    for (i, n) in [1, 7, 37, 129, 333, 600].into_iter().enumerate() {
+        let block = blocks[i % 2];
+        let mut c = Case::new(640 / block.rows, 896 / block.cols, block, n);
+        c.kind = PatternKind::Random(0.55);
+        c.b_layout = Layout::ColMajor;
+        c.c_layout = common::layouts()[i % 2];
+        (c.alpha, c.beta) = (0.75, 0.0);
+        c.bias = true;
+        c.a_scale = ScaleKind::PerBlock;
+        c.b_scale = ScaleKind::PerColumn;
+        c.backend = Backend::Hopper;
+        out.push(c);
+    }
     out
 }
 
