@@ -69,7 +69,14 @@ mod device_mlp {
     use super::*;
     use crate::storage::device;
     use candle_core::{CudaDevice, CudaStorage};
+    use sparsek::cudarc::driver::CudaSlice;
     use sparsek::DeviceBsr;
+    use std::sync::Mutex;
+    use std::thread::ThreadId;
+
+    /// The largest h kept between calls ([`DeviceMlp::scratch`]): a decode batch's (2048
+    /// tokens of an intermediate size of 256, 64 of 8192), not a prefill's.
+    const SCRATCH_MAX_BYTES: usize = 1 << 20;
 
     pub(crate) struct DeviceMlp<T, X> {
         pub(crate) mlp: sparsek::SparseMlp<DeviceBsr<T>>,
@@ -77,6 +84,55 @@ mod device_mlp {
         pub(crate) inter: usize,
         pub(crate) out: usize,
         pub(crate) activations: PhantomData<fn() -> X>,
+        /// h of the last small call and the thread that made it, reused by that thread's
+        /// next call instead of a new allocation (a decode step's MLP then allocates y
+        /// only). A thread's calls enqueue on one stream (candle's device stream as that
+        /// thread sees it), so the next call's writes to h follow the last call's reads in
+        /// stream order; another thread's h is never taken (nor freed) here, as its last
+        /// reads may be pending on another stream.
+        pub(crate) scratch: Mutex<Option<(ThreadId, CudaSlice<X>)>>,
+    }
+
+    impl<T, X: CandleElement> DeviceMlp<T, X> {
+        pub(crate) fn new(
+            mlp: sparsek::SparseMlp<DeviceBsr<T>>,
+            device: CudaDevice,
+            inter: usize,
+            out: usize,
+        ) -> Self {
+            Self {
+                mlp,
+                device,
+                inter,
+                out,
+                activations: PhantomData,
+                scratch: Mutex::new(None),
+            }
+        }
+
+        /// This thread's kept h if it holds `len` elements, else a new one (`keep`: the call
+        /// is small enough to keep it after).
+        fn take_h(&self, dev: &CudaDevice, len: usize, keep: bool) -> Result<CudaSlice<X>> {
+            if keep {
+                let mut slot = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
+                match slot.take() {
+                    Some((id, h)) if id == std::thread::current().id() && h.len() >= len => {
+                        return Ok(h)
+                    }
+                    other => *slot = other,
+                }
+            }
+            device::output::<X>(dev, len)
+        }
+
+        /// Keeps `h` for this thread's next call, unless the slot holds another thread's.
+        fn keep_h(&self, h: CudaSlice<X>) {
+            let me = std::thread::current().id();
+            let mut slot = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
+            if slot.as_ref().is_none_or(|(id, _)| *id == me) {
+                *slot = Some((me, h));
+            }
+        }
     }
 
     impl<T, X> MlpKernel for DeviceMlp<T, X>
@@ -95,10 +151,19 @@ mod device_mlp {
         fn cuda(&self, x: &CudaStorage, l: &Layout, batch: usize) -> Result<CudaStorage> {
             device::same_device(OP, &self.device, &x.device)?;
             let xs = device::rows::<X>(OP, "x", x, l)?;
-            // h, the gated product, lives for this call only (freed in stream order).
-            let mut h = device::output::<X>(&x.device, output_len(OP, batch, self.inter)?)?;
+            // h, the gated product: kept for this thread's next call when small, else
+            // freed in stream order after this one.
+            let h_len = output_len(OP, batch, self.inter)?;
+            let keep = h_len
+                .checked_mul(std::mem::size_of::<X>())
+                .is_some_and(|b| b <= SCRATCH_MAX_BYTES);
+            let mut h = self.take_h(&x.device, h_len, keep)?;
             let mut y = device::output::<X>(&x.device, output_len(OP, batch, self.out)?)?;
-            self.mlp.forward(xs, batch, &mut h, &mut y)?;
+            let done = self.mlp.forward(xs, batch, &mut h, &mut y);
+            if keep {
+                self.keep_h(h);
+            }
+            done?;
             Ok(CudaStorage::wrap_cuda_slice(y, x.device.clone()))
         }
     }
@@ -325,13 +390,12 @@ impl SparseMlp {
         let inter = mlp.gate_up().m() / 2;
         let (hidden, out) = (mlp.gate_up().k(), mlp.down().m());
         Ok(Self {
-            kernel: Box::new(device_mlp::DeviceMlp::<T, X> {
+            kernel: Box::new(device_mlp::DeviceMlp::<T, X>::new(
                 mlp,
-                device: device.clone(),
+                device.clone(),
                 inter,
                 out,
-                activations: PhantomData,
-            }),
+            )),
             hidden,
             inter,
             out,
@@ -418,13 +482,12 @@ where
         inter: usize,
         out: usize,
     ) -> Result<Box<dyn MlpKernel>> {
-        Ok(Box::new(device_mlp::DeviceMlp::<T, X> {
-            mlp: mlp.upload(&dev.cuda_stream())?,
-            device: dev.clone(),
+        Ok(Box::new(device_mlp::DeviceMlp::<T, X>::new(
+            mlp.upload(&dev.cuda_stream())?,
+            dev.clone(),
             inter,
             out,
-            activations: PhantomData,
-        }))
+        )))
     }
 }
 
@@ -440,13 +503,12 @@ where
         inter: usize,
         out: usize,
     ) -> Result<Box<dyn MlpKernel>> {
-        Ok(Box::new(device_mlp::DeviceMlp::<F8E4M3, X> {
-            mlp: mlp.upload(&dev.cuda_stream())?,
-            device: dev.clone(),
+        Ok(Box::new(device_mlp::DeviceMlp::<F8E4M3, X>::new(
+            mlp.upload(&dev.cuda_stream())?,
+            dev.clone(),
             inter,
             out,
-            activations: PhantomData,
-        }))
+        )))
     }
 }
 
