@@ -150,6 +150,8 @@ struct Model {
     way: Way,
     #[cfg(feature = "cuda")]
     fused: Option<fused::Kernels>,
+    #[cfg(feature = "cuda")]
+    graph: graph::State,
 }
 
 /// Random weights: made on the CPU from `seed` (uniform, so the CPU and GPU models of the
@@ -261,6 +263,8 @@ impl Model {
             way: Way::CandleOps,
             #[cfg(feature = "cuda")]
             fused: None,
+            #[cfg(feature = "cuda")]
+            graph: graph::State::default(),
         })
     }
 
@@ -394,7 +398,7 @@ impl Model {
         #[cfg(feature = "cuda")]
         if let (Way::Fused, Some(k)) = (self.way, &self.fused) {
             let qkv = self.qkv(l, h)?;
-            return k.rope_qkv_cache(&qkv, &self.cos, &self.sin, l, c, b, t, s.pos);
+            return k.rope_qkv_cache(&qkv, &self.cos, &self.sin, l, c, b, t, s.pos, None);
         }
         let q = h.matmul(&l.wq)?.reshape((b, t, c.heads, c.head_dim))?;
         let k = h.matmul(&l.wk)?.reshape((b, t, c.kv_heads, c.head_dim))?;
@@ -502,7 +506,8 @@ fn tokens_per_s(
 fn small_check(gpu: Option<&Device>, dtype: DType) -> Result<()> {
     let cfg = Config::small(dtype);
     let (batch, context, steps) = (2, 300, 4);
-    let cap = context + steps;
+    // Room for the decode steps and, on a GPU, two steps replayed from CUDA graphs.
+    let cap = context + steps + 2;
     let build = |dev: &Device| {
         Model::new(
             cfg.clone(),
@@ -556,12 +561,17 @@ fn small_check(gpu: Option<&Device>, dtype: DType) -> Result<()> {
             let mut ids = Tensor::from_vec(prompt.clone(), (batch, context), &Device::Cpu)?;
             let (mut pos, mut worst) = (0, 0f64);
             let mut diffs = Vec::new();
-            for _ in 0..=steps {
+            // The prefill and decode steps, then (the fused way) two decode steps replayed
+            // from CUDA graphs.
+            let graphed = if way == Way::Fused { 2 } else { 0 };
+            for step in 0..=steps + graphed {
                 let want = cpu.forward(&ids, pos, sparse)?.to_dtype(DType::F32)?;
-                let got = g
-                    .forward(&ids.to_device(gpu)?, pos, sparse)?
-                    .to_dtype(DType::F32)?
-                    .to_device(&Device::Cpu)?;
+                let got = if step <= steps {
+                    g.forward(&ids.to_device(gpu)?, pos, sparse)?
+                } else {
+                    graph_logits(&mut g, &ids.to_device(gpu)?, pos, sparse)?
+                };
+                let got = got.to_dtype(DType::F32)?.to_device(&Device::Cpu)?;
                 let scale = want.abs()?.max_all()?.to_scalar::<f32>()? as f64;
                 let diff = (got - &want)?.abs()?.max_all()?.to_scalar::<f32>()? as f64;
                 worst = worst.max(diff / scale);
@@ -571,15 +581,31 @@ fn small_check(gpu: Option<&Device>, dtype: DType) -> Result<()> {
             }
             worst_all = worst_all.max(worst);
             println!(
-                "small model, {} twin, {}: GPU vs CPU logits, max |diff| / max |logit| {worst:.3e} (prefill of {context}, then {steps} decode steps: {})",
+                "small model, {} twin, {}: GPU vs CPU logits, max |diff| / max |logit| {worst:.3e} (prefill of {context}, then {steps} decode steps{}: {})",
                 if sparse { "sparse" } else { "dense" },
                 way.name(),
+                if graphed > 0 { format!(" and {graphed} from CUDA graphs") } else { String::new() },
                 diffs.join(" ")
             );
         }
     }
     println!("small model, GPU vs CPU logits: worst relative difference {worst_all:.3e}");
     Ok(())
+}
+
+/// The logits of one decode step of `ids` at `pos` replayed from a CUDA graph (CUDA only).
+fn graph_logits(model: &mut Model, ids: &Tensor, pos: usize, sparse: bool) -> Result<Tensor> {
+    #[cfg(feature = "cuda")]
+    {
+        graph::set_ids(model, ids)?;
+        graph::step(model, ids.dim(0)?, pos, sparse)?;
+        graph::logits(model, ids.dim(0)?)
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = (model, ids, pos, sparse);
+        Err("CUDA graphs need the cuda feature".into())
+    }
 }
 
 fn main() -> Result<()> {
@@ -675,7 +701,25 @@ fn main() -> Result<()> {
                 sparse / dense
             );
         }
+        #[cfg(feature = "cuda")]
+        if fused {
+            let timed = (|| -> Result<(f64, f64)> {
+                Ok((
+                    graph::tokens_per_s(&mut model, b, context, steps, false)?,
+                    graph::tokens_per_s(&mut model, b, context, steps, true)?,
+                ))
+            })();
+            match timed {
+                Ok((dense, sparse)) => println!(
+                    "context {context:>6} batch {b:>3} [{:>10}]: dense {dense:>9.1} tokens/s, sparse {sparse:>9.1} tokens/s, sparse/dense {:.2}x",
+                    "cuda graph",
+                    sparse / dense
+                ),
+                Err(e) => println!("context {context:>6} batch {b:>3} [cuda graph]: failed: {e}"),
+            }
+        }
     }
+    model.way = if fused { Way::Fused } else { Way::CandleOps };
     if args.iter().any(|a| a == "--breakdown") {
         #[cfg(feature = "cuda")]
         {
@@ -693,8 +737,17 @@ fn main() -> Result<()> {
 /// The GPU, or None (with SPARSEK_REQUIRE_GPU set, no GPU is an error).
 fn open_gpu() -> Result<Option<Device>> {
     #[cfg(feature = "cuda")]
-    match Device::new_cuda(0) {
-        Ok(d) => return Ok(Some(d)),
+    match Device::new_cuda_with_stream(0) {
+        Ok(d) => {
+            // One stream (its own, so a decode step can be captured as a CUDA graph) for
+            // every op: no cross-stream events needed.
+            if let Device::Cuda(c) = &d {
+                // SAFETY: nothing has been allocated on this device yet, and every op of this
+                // program runs on its one stream.
+                unsafe { c.disable_event_tracking() };
+            }
+            return Ok(Some(d));
+        }
         Err(e) if std::env::var_os("SPARSEK_REQUIRE_GPU").is_some() => {
             return Err(format!("SPARSEK_REQUIRE_GPU is set but there is no GPU: {e}").into())
         }
@@ -703,6 +756,171 @@ fn open_gpu() -> Result<Option<Device>> {
     #[cfg(not(feature = "cuda"))]
     println!("built without the `cuda` feature: the small model on the CPU");
     Ok(None)
+}
+
+/// Decode steps replayed from CUDA graphs: the step's launches captured once per batch size,
+/// twin and mask, then replayed with one launch. What changes from step to step lives on
+/// the device: the token ids (the graph writes the next ones), each sequence's key count
+/// (attention reads the whole cache through `seqlens_k`, RoPE and the cache write take their
+/// position from it); the sliding window's mask is the same for the 128 positions of a key
+/// block, so a new key block is a new capture.
+#[cfg(feature = "cuda")]
+mod graph {
+    use super::*;
+    use candle_core::cuda_backend::cudarc::driver::sys::{
+        CUgraphInstantiate_flags, CUstreamCaptureMode,
+    };
+    use candle_core::cuda_backend::cudarc::driver::CudaGraph;
+
+    /// A batch size's buffers the graphs read and write.
+    struct Statics {
+        /// `[b, 1]` U32: this step's tokens in, the next ones out.
+        ids: Tensor,
+        /// `[b]` I32: keys per sequence with this step's (position + 1).
+        lens: Tensor,
+        /// `[b, vocab]`: this step's logits.
+        logits: Tensor,
+    }
+
+    #[derive(Default)]
+    pub struct State {
+        statics: HashMap<usize, Statics>,
+        /// Decode masks over the whole cache, by `Model::mask_key`.
+        masks: HashMap<(usize, usize), AttentionMask>,
+        graphs: HashMap<(usize, bool, (usize, usize)), CudaGraph>,
+    }
+
+    fn statics(model: &mut Model, b: usize) -> Result<&Statics> {
+        if !model.graph.statics.contains_key(&b) {
+            let dev = &model.device;
+            let st = Statics {
+                ids: Tensor::zeros((b, 1), DType::U32, dev)?,
+                lens: Tensor::zeros(b, DType::I32, dev)?,
+                logits: Tensor::zeros((b, model.cfg.vocab), model.cfg.dtype, dev)?,
+            };
+            model.graph.statics.insert(b, st);
+        }
+        Ok(&model.graph.statics[&b])
+    }
+
+    /// This step's tokens (`[b, 1]` U32 on the device).
+    pub fn set_ids(model: &mut Model, ids: &Tensor) -> Result<()> {
+        let b = ids.dim(0)?;
+        statics(model, b)?.ids.slice_set(ids, 0, 0)?;
+        Ok(())
+    }
+
+    pub fn logits(model: &mut Model, b: usize) -> Result<Tensor> {
+        Ok(statics(model, b)?.logits.copy()?)
+    }
+
+    /// The decode mask of position `pos` over the whole cache.
+    fn mask(model: &mut Model, pos: usize) -> Result<(usize, usize)> {
+        let key = model.mask_key(1, pos);
+        if !model.graph.masks.contains_key(&key) {
+            let k_blocks = model.layers[0].k_cache.dim(1)?.div_ceil(MASK_BLOCK);
+            let m = BlockMask::from_fn(1, k_blocks, |_, j| model.keeps(1, pos, 0, j))?;
+            let patterns = BlockPatterns::from_block_masks(MASK_BLOCK, MASK_BLOCK, &[m])?;
+            let m = AttentionMask::new(patterns, &model.device)?;
+            model.graph.masks.insert(key, m);
+        }
+        Ok(key)
+    }
+
+    /// One decode step from the static buffers (the fused way; every launch capturable).
+    fn forward(model: &Model, b: usize, sparse: bool, key: (usize, usize)) -> Result<()> {
+        let k = model
+            .fused
+            .as_ref()
+            .ok_or("CUDA graphs here need the fused kernels")?;
+        let (c, st) = (&model.cfg, &model.graph.statics[&b]);
+        let cap = model.layers[0].k_cache.dim(1)?;
+        let mask = if sparse {
+            Some(&model.graph.masks[&key])
+        } else {
+            None
+        };
+        let opts = AttentionOptions::new()
+            .causal(true)
+            .causal_alignment(CausalAlignment::BottomRight);
+        let seq = SeqLayout::new(b).seqlens_k(&st.lens, cap);
+        let mut x = model.embed.index_select(&st.ids.flatten_all()?, 0)?;
+        let mut pending: Option<Tensor> = None;
+        for l in &model.layers {
+            let (xs, h) = model.add_norm(&x, pending.as_ref(), &l.attn_norm)?;
+            let qkv = h.matmul(&l.wqkv)?;
+            let q =
+                k.rope_qkv_cache(&qkv, &model.cos, &model.sin, l, c, b, 1, 0, Some(&st.lens))?;
+            let (kc, vc) = (l.k_cache.narrow(0, 0, b)?, l.v_cache.narrow(0, 0, b)?);
+            let o = attention(&q, &kc, &vc, mask, QkvLayout::Bshd, &seq, &opts)?
+                .reshape((b, c.q_dim()))?
+                .matmul(&l.wo)?;
+            let (xs, h) = model.add_norm(&xs, Some(&o), &l.mlp_norm)?;
+            pending = Some(model.mlp(l, &h, sparse)?);
+            x = xs;
+        }
+        let (_, h) = model.add_norm(&x, pending.as_ref(), &model.norm)?;
+        let logits = h.matmul(&model.lm_head)?;
+        st.logits.slice_set(&logits, 0, 0)?;
+        st.ids
+            .slice_set(&logits.argmax(D::Minus1)?.reshape((b, 1))?, 0, 0)?;
+        Ok(())
+    }
+
+    /// The decode step at `pos` of the tokens in the static ids: replayed from its graph, or
+    /// run and then captured the first time its (batch, twin, mask) comes.
+    pub fn step(model: &mut Model, b: usize, pos: usize, sparse: bool) -> Result<()> {
+        let Device::Cuda(cuda) = model.device.clone() else {
+            return Err("CUDA graphs need a CUDA device".into());
+        };
+        if pos + 1 > model.layers[0].k_cache.dim(1)? {
+            return Err("the cache is full".into());
+        }
+        let key = if sparse { mask(model, pos)? } else { (0, 0) };
+        let lens = Tensor::from_vec(vec![(pos + 1) as i32; b], b, &model.device)?;
+        statics(model, b)?.lens.slice_set(&lens, 0, 0)?;
+        model.way = Way::Fused;
+        if let Some(g) = model.graph.graphs.get(&(b, sparse, key)) {
+            g.launch()?;
+            return Ok(());
+        }
+        // The step itself, eagerly (it also fills candle's cache of launch parameters, which
+        // a capture may not upload), then the same launches captured.
+        let stream = cuda.cuda_stream();
+        let _params = cuda.enable_cuda_graph_htod_cache();
+        forward(model, b, sparse, key)?;
+        stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED)?;
+        let recorded = forward(model, b, sparse, key);
+        let g = stream.end_capture(
+            CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH,
+        )?;
+        recorded?;
+        let g = g.ok_or("the capture recorded no graph")?;
+        model.graph.graphs.insert((b, sparse, key), g);
+        Ok(())
+    }
+
+    /// Decode tokens/s of `steps` greedy steps from position `context` at batch `b`, each
+    /// step one graph launch (as `super::tokens_per_s`: two steps first, untimed).
+    pub fn tokens_per_s(
+        model: &mut Model,
+        b: usize,
+        context: usize,
+        steps: usize,
+        sparse: bool,
+    ) -> Result<f64> {
+        set_ids(model, &Tensor::zeros((b, 1), DType::U32, &model.device)?)?;
+        for s in 0..2 {
+            step(model, b, context + s, sparse)?;
+        }
+        model.device.synchronize()?;
+        let t0 = Instant::now();
+        for s in 0..steps {
+            step(model, b, context + s, sparse)?;
+        }
+        model.device.synchronize()?;
+        Ok((b * steps) as f64 / t0.elapsed().as_secs_f64())
+    }
 }
 
 /// Where a decode step's time goes: each part timed alone over every layer's weights and
@@ -915,10 +1133,12 @@ template <bool BF> __device__ __forceinline__ u16 st(float f) {
 }
 // qkv [b*t, (heads + 2 kv_heads) * d]: Q heads, K heads, V heads. q_out [b*t, heads * d];
 // the caches [batch, capacity, kv_heads, d]; cos and sin [capacity, d / 2]. RoPE as
-// candle's rope_thd (halves rotated), in f32, rounded once.
+// candle's rope_thd (halves rotated), in f32, rounded once. Sequence bi's t tokens sit at
+// positions pos.., or with lens (device keys per sequence, these tokens' included) at
+// lens[bi] - t.. (a step replayed from a CUDA graph reads its position from the device).
 template <bool BF> __device__ void rope_qkv_cache(const u16* qkv, const u16* cos,
-    const u16* sin, u16* q_out, u16* k_cache, u16* v_cache, int b, int t, int heads,
-    int kv_heads, int d, int capacity, int pos) {
+    const u16* sin, u16* q_out, u16* k_cache, u16* v_cache, const int* lens, int b, int t,
+    int heads, int kv_heads, int d, int capacity, int pos_all) {
   const int half = d / 2, all = heads + 2 * kv_heads;
   const long n = (long)b * t * all * half;
   for (long idx = (long)blockIdx.x * blockDim.x + threadIdx.x; idx < n;
@@ -929,6 +1149,7 @@ template <bool BF> __device__ void rope_qkv_cache(const u16* qkv, const u16* cos
     const long row = rh / all;
     const int ti = (int)(row % t);
     const long bi = row / t;
+    const int pos = lens ? lens[bi] - t : pos_all;
     const u16* src = qkv + row * all * d + (long)h * d;
     const long slot = (bi * capacity + pos + ti) * kv_heads;
     if (h >= heads + kv_heads) {
@@ -988,10 +1209,10 @@ template <bool BF> __device__ void silu_mul(const u16* gu, u16* out, int rows, i
 }
 #define FUSED(SUFFIX, BF)                                                                   \
   extern "C" __global__ void rope_qkv_cache_##SUFFIX(const u16* qkv, const u16* cos,        \
-      const u16* sin, u16* q_out, u16* k_cache, u16* v_cache, int b, int t, int heads,      \
-      int kv_heads, int d, int capacity, int pos) {                                         \
-    rope_qkv_cache<BF>(qkv, cos, sin, q_out, k_cache, v_cache, b, t, heads, kv_heads, d,    \
-                       capacity, pos);                                                      \
+      const u16* sin, u16* q_out, u16* k_cache, u16* v_cache, const int* lens, int b,       \
+      int t, int heads, int kv_heads, int d, int capacity, int pos) {                       \
+    rope_qkv_cache<BF>(qkv, cos, sin, q_out, k_cache, v_cache, lens, b, t, heads, kv_heads, \
+                       d, capacity, pos);                                                   \
   }                                                                                         \
   extern "C" __global__ void add_rms_norm_##SUFFIX(const u16* x, const u16* r,              \
       const u16* w, u16* out, int rows, int cols, float eps) {                              \
@@ -1076,23 +1297,26 @@ FUSED(bf16, true)
             }
         }
 
-        /// A cache tensor's device address (its first element) and dtype.
-        fn cache_ptr(&self, cache: &Tensor) -> Result<u64> {
-            let (s, l) = cache.storage_and_layout();
+        /// A device tensor's address (its first element).
+        fn dev_ptr(&self, t: &Tensor) -> Result<u64> {
+            let (s, l) = t.storage_and_layout();
             let Storage::Cuda(cs) = &*s else {
-                return Err("the KV cache is not on the CUDA device".into());
+                return Err("a fused kernel's operand is not on the CUDA device".into());
             };
             let stream = self.device.cuda_stream();
             let base = match cs.dtype() {
                 DType::F16 => cs.as_cuda_slice::<f16>()?.device_ptr(&stream).0,
                 DType::BF16 => cs.as_cuda_slice::<bf16>()?.device_ptr(&stream).0,
-                other => return Err(format!("fused kernels: f16 or bf16, not {other:?}").into()),
+                DType::I32 => cs.as_cuda_slice::<i32>()?.device_ptr(&stream).0,
+                other => return Err(format!("fused kernels: not {other:?}").into()),
             };
-            Ok(base + (l.start_offset() * cache.dtype().size_in_bytes()) as u64)
+            Ok(base + (l.start_offset() * t.dtype().size_in_bytes()) as u64)
         }
 
         /// Q with RoPE (`[b, t, heads, d]`) from the QKV projection's output `[b·t, q + 2
-        /// kv]`, K (with RoPE) and V written into the layer's cache at `pos`: one launch.
+        /// kv]`, K (with RoPE) and V written into the layer's cache at `pos`, or with `lens`
+        /// (I32 `[b]` on the device, each sequence's keys with these tokens') at `lens[i] -
+        /// t`: one launch.
         #[allow(clippy::too_many_arguments)]
         pub fn rope_qkv_cache(
             &self,
@@ -1104,15 +1328,22 @@ FUSED(bf16, true)
             b: usize,
             t: usize,
             pos: usize,
+            lens: Option<&Tensor>,
         ) -> Result<Tensor> {
             let capacity = l.k_cache.dim(1)?;
             if pos + t > capacity || b > l.k_cache.dim(0)? {
                 return Err(format!("the cache holds {capacity} positions").into());
             }
+            if let Some(lens) = lens {
+                if lens.dims() != [b] || lens.dtype() != DType::I32 {
+                    return Err("lens: I32 [b]".into());
+                }
+            }
             let op = RopeCache {
                 k: self,
-                k_cache: self.cache_ptr(&l.k_cache)?,
-                v_cache: self.cache_ptr(&l.v_cache)?,
+                k_cache: self.dev_ptr(&l.k_cache)?,
+                v_cache: self.dev_ptr(&l.v_cache)?,
+                lens: lens.map(|t| self.dev_ptr(t)).transpose()?.unwrap_or(0),
                 b,
                 t,
                 heads: c.heads,
@@ -1146,6 +1377,8 @@ FUSED(bf16, true)
         k: &'a Kernels,
         k_cache: u64,
         v_cache: u64,
+        /// Keys per sequence on the device, or 0 (positions from `pos`).
+        lens: u64,
         b: usize,
         t: usize,
         heads: usize,
@@ -1193,15 +1426,17 @@ FUSED(bf16, true)
                 .arg(&sin)
                 .arg(&mut q)
                 .arg(&self.k_cache)
-                .arg(&self.v_cache);
+                .arg(&self.v_cache)
+                .arg(&self.lens);
             for v in &ints {
                 args.arg(v);
             }
-            // SAFETY: the arguments match the kernel's signature (pointers, then seven
-            // ints); qkv holds b·t rows of (heads + 2 kv_heads)·d, the tables
-            // pos + t rows of d/2, the caches batch >= b rows of capacity >= pos + t
-            // positions (checked by rope_qkv_cache); the cache writes go to positions no
-            // view read by a queued kernel is changing.
+            // SAFETY: the arguments match the kernel's signature (seven pointers, then seven
+            // ints); qkv holds b·t rows of (heads + 2 kv_heads)·d, the tables capacity
+            // rows of d/2, the caches batch >= b rows of capacity >= pos + t positions
+            // (checked by rope_qkv_cache; with lens, the caller keeps each lens[i] in [t,
+            // capacity]); the cache writes go to positions no view read by a queued kernel
+            // is changing.
             unsafe { args.launch(grid(self.b * self.t * all * self.d / 2)) }.map_err(err)?;
             Ok(CudaStorage::wrap_cuda_slice(q, dev.clone()))
         }

@@ -69,6 +69,7 @@ mod device_mlp {
     use super::*;
     use crate::storage::device;
     use candle_core::{CudaDevice, CudaStorage};
+    use sparsek::cudarc::driver::sys::CUstreamCaptureStatus;
     use sparsek::cudarc::driver::CudaSlice;
     use sparsek::DeviceBsr;
     use std::sync::Mutex;
@@ -152,11 +153,15 @@ mod device_mlp {
             device::same_device(OP, &self.device, &x.device)?;
             let xs = device::rows::<X>(OP, "x", x, l)?;
             // h, the gated product: kept for this thread's next call when small, else
-            // freed in stream order after this one.
+            // freed in stream order after this one. Not while the stream is captured into a
+            // CUDA graph: a buffer allocated there belongs to the graph.
             let h_len = output_len(OP, batch, self.inter)?;
-            let keep = h_len
-                .checked_mul(std::mem::size_of::<X>())
-                .is_some_and(|b| b <= SCRATCH_MAX_BYTES);
+            let capturing = x.device.cuda_stream().capture_status()
+                != Ok(CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE);
+            let keep = !capturing
+                && h_len
+                    .checked_mul(std::mem::size_of::<X>())
+                    .is_some_and(|b| b <= SCRATCH_MAX_BYTES);
             let mut h = self.take_h(&x.device, h_len, keep)?;
             let mut y = device::output::<X>(&x.device, output_len(OP, batch, self.out)?)?;
             let done = self.mlp.forward(xs, batch, &mut h, &mut y);
