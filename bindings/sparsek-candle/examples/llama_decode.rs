@@ -1000,6 +1000,16 @@ mod breakdown {
             model.forward(&ids, pos, sparse)?.argmax(D::Minus1)?;
             Ok(())
         })?;
+        // The same step replayed from its CUDA graph (the fused way only).
+        let way = model.way;
+        let replayed = if model.fused.is_some() {
+            graph::set_ids(model, &ids)?;
+            let t = time(&dev, REPS, || graph::step(model, b, pos, sparse));
+            model.way = way;
+            Some(t?)
+        } else {
+            None
+        };
         if sparse {
             model.mask(1, pos)?;
         }
@@ -1087,11 +1097,11 @@ mod breakdown {
             gpu: step.gpu - parts.iter().map(|t| t.gpu).sum::<f64>(),
         };
         row("rest (step - parts)", &rest, None);
-        row(
-            "step",
-            &step,
-            Some(attn_bytes + mlp_bytes + proj_bytes + head_bytes),
-        );
+        let all = attn_bytes + mlp_bytes + proj_bytes + head_bytes;
+        row("step", &step, Some(all));
+        if let Some(t) = &replayed {
+            row("step from a CUDA graph", t, Some(all));
+        }
         Ok(())
     }
 }
