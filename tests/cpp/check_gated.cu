@@ -8,15 +8,22 @@
 //     h, ld padding, every activation, alpha, bias, blocks 128x128, 64x64, 96x64, 32x64 and
 //     128x64, n = 1, 7, 64, 129, 600, pairs with an empty gate row, an empty up row or both;
 //     h NaN-poisoned inside its view and a sentinel outside it (the ld padding), which must
-//     stay; 100 repeats bitwise;
+//     stay; 100 repeats bitwise; the streamed launches (cpp/spmm/sm90/gated.hpp) on 140 pairs
+//     of 128x128 and 64x64 blocks, and on every case of one dense tile under
+//     SPARSEK_SM90_GATED_STREAM=1;
 //   - Backend::Auto at n = 1, 16, 128, 512 (Decode below the threshold, Hopper above it);
 //   - sparse_mlp (Auto) at n = 1, 16, 128, 512 against the reference with h rounded to the
 //     input type as the device stores it.
 // --time: the gated product on Backend::Decode and Backend::Hopper and the down product
-// (Auto and Hopper) at n = 16 .. 512 on Qwen2.5-7B (hidden 3584, inter 18944), Llama-3-8B
+// (Auto, Decode and Hopper) at n = 16 .. 512 on Qwen2.5-7B (hidden 3584, inter 18944), Llama-3-8B
 // (4096 / 14336) and Phi-3-mini (3072 / 8192) with 128x128 blocks, then Qwen2.5-7B and
 // Llama-3-8B with 64x64 blocks (CHECK_GATED_ONLY64 set: those alone), d = 0.5, f16; times in
-// microseconds (the median of 5 repeats), and sparse_mlp through Auto. With CHECK_GATED_CUBLAS naming libcublas.so
+// microseconds (the median of 5 repeats), and sparse_mlp through Auto. CHECK_GATED_NS (e.g.
+// "17,64,128") picks the n; CHECK_GATED_SHAPES (e.g. "qwen2.5-7b,qwen2.5-14b,llama-3-70b")
+// the MLPs, among the five names above and qwen2.5-14b (5120 / 13824), llama-3-70b
+// (8192 / 28672), qwen2.5-7b-64 and llama-3-8b-64 (the 64x64 blocks).
+// SPARSEK_SM90_GATED_STREAM=0 / 1 turns the gated rows' streamed launches off / on wherever
+// they can run (cpp/spmm/sm90/split.hpp), for the before / after of one build. With CHECK_GATED_CUBLAS naming libcublas.so
 // (opened at run time: the harness links no cuBLAS), the dense f16 MLP of the same shape
 // beside it, as report/src/report/mlp.rs times it: cuBLAS's gate|up GEMM, a fused
 // SiLU-and-multiply, cuBLAS's down GEMM.
@@ -30,7 +37,8 @@
 // Usage: ./check_gated [--time] [--time-only] [--quick] [--profile] [--seed N]
 // --profile: one launch each of the gated product Auto takes on Qwen2.5-7B, 128x128 blocks,
 // n = 64 and 512 (for ncu).
-// --quick: four small Hopper cases only (for compute-sanitizer's memcheck and racecheck).
+// --quick: six small Hopper cases only (for compute-sanitizer's memcheck and racecheck; with
+// SPARSEK_SM90_GATED_STREAM=1 the f16 ones of one dense tile stream).
 #include <dlfcn.h>
 
 #include <cuda_bf16.h>
@@ -357,10 +365,15 @@ void check_gated(const GatedCase& k, Rng& rng) {
   cudaFree(d_bias);
 }
 
-// Four small Hopper cases: each natural tile and the transposed one, both dtypes, both C
-// layouts, bias, empty rows.
+// Six small Hopper cases: each natural tile and the transposed one, both dtypes, both C
+// layouts, bias, empty rows; the f16 ones of one dense tile (the first three) stream under
+// SPARSEK_SM90_GATED_STREAM=1 (few pairs on every SM: most CTAs idle, each tile in pieces).
 void quick_suite(Rng& rng) {
   const GatedCase cases[] = {
+      {6, 4, 128, 128, 0.5, 64, DType::F16, DType::F32, Layout::ColMajor, Layout::RowMajor, 0, true, Activation::Silu,
+       0.5f, Backend::Hopper, 0},
+      {6, 8, 64, 64, 0.5, 100, DType::F16, DType::F16, Layout::ColMajor, Layout::ColMajor, 8, true,
+       Activation::GeluTanh, -1.25f, Backend::Hopper, 0},
       {4, 3, 128, 128, 0.5, 7, DType::F16, DType::F16, Layout::ColMajor, Layout::ColMajor, 0, true, Activation::Silu,
        1.0f, Backend::Hopper, 0},
       {4, 4, 64, 64, 0.5, 64, DType::BF16, DType::F32, Layout::RowMajor, Layout::RowMajor, 8, true,
@@ -407,6 +420,20 @@ void gated_suite(Rng& rng) {
         check_gated(k, rng);
       }
     }
+  // Streamed launches (cpp/spmm/sm90/gated.hpp): 140 pairs leave a part-empty second round on
+  // an H100's 132 SMs, so choose_gated_stream takes these (one dense tile each: n up to the
+  // row's dense tile); SPARSEK_SM90_GATED_STREAM=1 streams every case above of one dense tile
+  // too (few pairs: most CTAs empty, each tile cut in several pieces), =0 none.
+  for (int64_t n : {int64_t(33), int64_t(64)}) {
+    GatedCase k{140, 12, 128, 128, 0.5, n, DType::F16, DType::F16, Layout::ColMajor, Layout::ColMajor, 0, n == 33,
+                Activation::Silu, 1.0f, Backend::Hopper, 100};
+    check_gated(k, rng);
+  }
+  {
+    GatedCase k{140, 16, 64, 64, 0.5, 100, DType::F16, DType::F32, Layout::ColMajor, Layout::RowMajor, 8, true,
+                Activation::GeluTanh, -1.25f, Backend::Hopper, 100};
+    check_gated(k, rng);
+  }
   // Auto: Decode below the threshold, Hopper above it; both layouts.
   for (int64_t n : {int64_t(1), int64_t(16), int64_t(128), int64_t(512)}) {
     GatedCase k{8, 6, 128, 128, 0.5, n, DType::F16, DType::F16, Layout::ColMajor, Layout::ColMajor, 0, true,
@@ -540,6 +567,31 @@ double median_us(int iters, const Body& body) {
   return double(times[2]);
 }
 
+// The batch sizes --time measures: CHECK_GATED_NS (a comma list), else the default sweep.
+std::vector<int64_t> time_ns() {
+  std::vector<int64_t> ns;
+  if (const char* v = std::getenv("CHECK_GATED_NS")) {
+    for (const char* p = v; *p != '\0';) {
+      char* end = nullptr;
+      const long long n = std::strtoll(p, &end, 10);
+      if (end == p) break;
+      if (n >= 1 && n <= 4096) ns.push_back(n);
+      p = *end == ',' ? end + 1 : end;
+    }
+  }
+  if (ns.empty()) ns = {16, 20, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512};
+  return ns;
+}
+
+// Whether --time measures the MLP `model`: CHECK_GATED_SHAPES (a comma list of names) names
+// it, or is unset and the model is one of the default three.
+bool time_shape(const char* model, bool by_default) {
+  const char* v = std::getenv("CHECK_GATED_SHAPES");
+  if (v == nullptr) return by_default;
+  const std::string list = std::string(",") + v + ",";
+  return list.find(std::string(",") + model + ",") != std::string::npos;
+}
+
 // The gated product and the down product of an MLP layer, f16, d = 0.5, square blocks of
 // side `block`.
 void time_mlp(const char* model, int64_t hidden, int64_t inter, int block, Rng& rng,
@@ -555,7 +607,7 @@ void time_mlp(const char* model, int64_t hidden, int64_t inter, int block, Rng& 
     fill_random<<<1024, 256>>>(w_down, hidden * inter, 2);
     CUDA_OK(cudaGetLastError());
   }
-  for (int64_t n : {16, 20, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512}) {
+  for (int64_t n : time_ns()) {
     Dense x(hidden, n, Layout::ColMajor, DType::F16, 0);
     for (size_t e = 0; e < x.elems(); ++e) put(x.host.data(), e, DType::F16, rng.sym());
     x.upload();
@@ -576,6 +628,10 @@ void time_mlp(const char* model, int64_t hidden, int64_t inter, int block, Rng& 
     sparsek::SpmmOptions d;
     auto down_run = [&] { return sparsek::spmm(down.view(), h.view(), y.mut_view(), d, nullptr); };
     if (down_run().ok()) std::printf(" down_auto %.1f", median_us(20, [&] { (void)down_run(); }));
+    sparsek::SpmmOptions dd;
+    dd.backend = Backend::Decode;
+    auto down_decode = [&] { return sparsek::spmm(down.view(), h.view(), y.mut_view(), dd, nullptr); };
+    if (down_decode().ok()) std::printf(" down_decode %.1f", median_us(20, [&] { (void)down_decode(); }));
     sparsek::SpmmOptions dh;
     dh.backend = Backend::Hopper;
     auto down_hopper = [&] { return sparsek::spmm(down.view(), h.view(), y.mut_view(), dh, nullptr); };
@@ -657,12 +713,14 @@ int main(int argc, char** argv) {
     const Cublas* dense = blas.open() ? &blas : nullptr;
     const bool only64 = std::getenv("CHECK_GATED_ONLY64") != nullptr;
     if (!only64) {
-      time_mlp("qwen2.5-7b", 3584, 18944, 128, rng, rows, dense);
-      time_mlp("llama-3-8b", 4096, 14336, 128, rng, rows, dense);
-      time_mlp("phi-3-mini", 3072, 8192, 128, rng, rows, dense);
+      if (time_shape("qwen2.5-7b", true)) time_mlp("qwen2.5-7b", 3584, 18944, 128, rng, rows, dense);
+      if (time_shape("llama-3-8b", true)) time_mlp("llama-3-8b", 4096, 14336, 128, rng, rows, dense);
+      if (time_shape("phi-3-mini", true)) time_mlp("phi-3-mini", 3072, 8192, 128, rng, rows, dense);
+      if (time_shape("qwen2.5-14b", false)) time_mlp("qwen2.5-14b", 5120, 13824, 128, rng, rows, dense);
+      if (time_shape("llama-3-70b", false)) time_mlp("llama-3-70b", 8192, 28672, 128, rng, rows, dense);
     }
-    time_mlp("qwen2.5-7b", 3584, 18944, 64, rng, rows64, dense);
-    time_mlp("llama-3-8b", 4096, 14336, 64, rng, rows64, dense);
+    if (time_shape("qwen2.5-7b-64", true)) time_mlp("qwen2.5-7b", 3584, 18944, 64, rng, rows64, dense);
+    if (time_shape("llama-3-8b-64", true)) time_mlp("llama-3-8b", 4096, 14336, 64, rng, rows64, dense);
   }
   std::printf("%d passed, %d failed\n", g_pass, g_fail);
   return g_fail == 0 ? 0 : 1;
