@@ -359,58 +359,6 @@ fn gated_product_on_hopper_matches_reference() {
     println!("gated_product_on_hopper_matches_reference: {count} cases passed");
 }
 
-/// The Hopper gated rows' streamed launches (cpp/spmm/sm90/gated.hpp "Streamed launches"):
-/// 140 pairs of one dense tile leave a part-empty second round on an H100 (132 SMs), so
-/// split.hpp's choose_gated_stream spreads their k-iterations over every SM and hands tiles
-/// over between CTAs. 128x128 blocks at n = 33 and 64 (the 128x64 rows), 64x64 blocks at
-/// n = 100 (the transposed row), empty gate and up block-rows, both dtypes, C f16/bf16/f32 in
-/// both layouts, bias, α; each launched 100 more times bitwise (the hand-over adds the pieces
-/// in a fixed order).
-#[test]
-fn gated_product_streams_on_hopper() {
-    let Some(ctx) = device("gated_product_streams_on_hopper") else {
-        return;
-    };
-    if !is_hopper(&ctx) {
-        println!("gated_product_streams_on_hopper: SKIPPED (not an sm_90 device)");
-        return;
-    }
-    let mut rng = StdRng::seed_from_u64(seed());
-    let cases = [
-        (BlockShape::new(128, 128), 12, 33, Layout::ColMajor),
-        (BlockShape::new(128, 128), 12, 64, Layout::RowMajor),
-        (BlockShape::new(64, 64), 16, 100, Layout::ColMajor),
-    ];
-    for (v, &(block, block_cols, n, c_layout)) in cases.iter().enumerate() {
-        let case = GatedCase {
-            pairs: 140,
-            block_cols,
-            block,
-            density: 0.5,
-            n,
-            b_layout: Layout::ColMajor,
-            c_layout,
-            b_pad: 0,
-            c_pad: [0, 8, 3][v % 3],
-            bias: v != 1,
-            activation: [Activation::Silu, Activation::GeluTanh, Activation::Relu][v % 3],
-            alpha: [1.0, -1.25, 0.5][v % 3],
-            backend: Backend::Hopper,
-            empty_rows: true,
-            repeats: 100,
-        };
-        match v {
-            0 => check_gated::<f16, f16>(&ctx, &case, &mut rng),
-            1 => check_gated::<bf16, f32>(&ctx, &case, &mut rng),
-            _ => check_gated::<bf16, bf16>(&ctx, &case, &mut rng),
-        }
-    }
-    println!(
-        "gated_product_streams_on_hopper: {} cases passed",
-        cases.len()
-    );
-}
-
 /// The families without the gated epilogue refuse it by name; a gated β ≠ 0 is refused
 /// before anything runs, and C is untouched. The Hopper family runs it (its gated rows).
 #[test]

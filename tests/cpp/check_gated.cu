@@ -8,9 +8,8 @@
 //     h, ld padding, every activation, alpha, bias, blocks 128x128, 64x64, 96x64, 32x64 and
 //     128x64, n = 1, 7, 64, 129, 600, pairs with an empty gate row, an empty up row or both;
 //     h NaN-poisoned inside its view and a sentinel outside it (the ld padding), which must
-//     stay; 100 repeats bitwise; the streamed launches (cpp/spmm/sm90/gated.hpp) on 140 pairs
-//     of 128x128 and 64x64 blocks, and on every case of one dense tile under
-//     SPARSEK_SM90_GATED_STREAM=1;
+//     stay; 100 repeats bitwise; 140 pairs (more tiles than an H100's 132 SMs) of 128x128
+//     and 64x64 blocks;
 //   - Backend::Auto at n = 1, 16, 128, 512 (Decode below the threshold, Hopper above it);
 //   - sparse_mlp (Auto) at n = 1, 16, 128, 512 against the reference with h rounded to the
 //     input type as the device stores it.
@@ -21,9 +20,7 @@
 // microseconds (the median of 5 repeats), and sparse_mlp through Auto. CHECK_GATED_NS (e.g.
 // "17,64,128") picks the n; CHECK_GATED_SHAPES (e.g. "qwen2.5-7b,qwen2.5-14b,llama-3-70b")
 // the MLPs, among the five names above and qwen2.5-14b (5120 / 13824), llama-3-70b
-// (8192 / 28672), qwen2.5-7b-64 and llama-3-8b-64 (the 64x64 blocks).
-// SPARSEK_SM90_GATED_STREAM=0 / 1 turns the gated rows' streamed launches off / on wherever
-// they can run (cpp/spmm/sm90/split.hpp), for the before / after of one build. With CHECK_GATED_CUBLAS naming libcublas.so
+// (8192 / 28672), qwen2.5-7b-64 and llama-3-8b-64 (the 64x64 blocks). With CHECK_GATED_CUBLAS naming libcublas.so
 // (opened at run time: the harness links no cuBLAS), the dense f16 MLP of the same shape
 // beside it, as report/src/report/mlp.rs times it: cuBLAS's gate|up GEMM, a fused
 // SiLU-and-multiply, cuBLAS's down GEMM.
@@ -37,8 +34,7 @@
 // Usage: ./check_gated [--time] [--time-only] [--quick] [--profile] [--seed N]
 // --profile: one launch each of the gated product Auto takes on Qwen2.5-7B, 128x128 blocks,
 // n = 64 and 512 (for ncu).
-// --quick: six small Hopper cases only (for compute-sanitizer's memcheck and racecheck; with
-// SPARSEK_SM90_GATED_STREAM=1 the f16 ones of one dense tile stream).
+// --quick: six small Hopper cases only (for compute-sanitizer's memcheck and racecheck).
 #include <dlfcn.h>
 
 #include <cuda_bf16.h>
@@ -366,8 +362,7 @@ void check_gated(const GatedCase& k, Rng& rng) {
 }
 
 // Six small Hopper cases: each natural tile and the transposed one, both dtypes, both C
-// layouts, bias, empty rows; the f16 ones of one dense tile (the first three) stream under
-// SPARSEK_SM90_GATED_STREAM=1 (few pairs on every SM: most CTAs idle, each tile in pieces).
+// layouts, bias, empty rows.
 void quick_suite(Rng& rng) {
   const GatedCase cases[] = {
       {6, 4, 128, 128, 0.5, 64, DType::F16, DType::F32, Layout::ColMajor, Layout::RowMajor, 0, true, Activation::Silu,
@@ -420,10 +415,7 @@ void gated_suite(Rng& rng) {
         check_gated(k, rng);
       }
     }
-  // Streamed launches (cpp/spmm/sm90/gated.hpp): 140 pairs leave a part-empty second round on
-  // an H100's 132 SMs, so choose_gated_stream takes these (one dense tile each: n up to the
-  // row's dense tile); SPARSEK_SM90_GATED_STREAM=1 streams every case above of one dense tile
-  // too (few pairs: most CTAs empty, each tile cut in several pieces), =0 none.
+  // More pairs than an H100 has SMs (a second round of tiles), 128x128 and 64x64 blocks.
   for (int64_t n : {int64_t(33), int64_t(64)}) {
     GatedCase k{140, 12, 128, 128, 0.5, n, DType::F16, DType::F16, Layout::ColMajor, Layout::ColMajor, 0, n == 33,
                 Activation::Silu, 1.0f, Backend::Hopper, 100};

@@ -43,10 +43,8 @@
 //                (SpmmOptions::gated, cpp/spmm/problem.hpp): gated.hpp's kernel layer, a tile
 //                one block-row of h, its gate and up rows in two passes of the mainloop into
 //                two accumulators, combined in registers, written by the Direct epilogue.
-//                Cooperative, Direct, no clusters; both accumulators within 128 registers
-//                (tile_m * tile_n <= 128 * 128). Its split column: Where compiles the
-//                streamed launches (gated.hpp; split.hpp choose_gated_stream), never split
-//                tiles; Never leaves them out.
+//                Cooperative, Direct, no clusters, no split tiles; both accumulators within
+//                128 registers (tile_m * tile_n <= 128 * 128).
 //   split        (after max_row_depth, default Where) split tiles (scheduler.hpp "Split tiles"): Never
 //                (compiled without them), Where (compiled with them; a launch splits where
 //                choose_split > 1, split.hpp) or Only (the same, and Auto takes the row only
@@ -432,39 +430,39 @@ inline constexpr Sm90Variant kSm90Variants[] = {
     // ---- the gated (GLU) product (gated.hpp): h = act(alpha*G*B + bias) * (alpha*U*B + bias),
     //      C's dtype (input or f32) and layout at run time; 64-high blocks and lower first ----
     {"sm90_f16_gated_bm_le64_k64_bcol",       F16,   OrF32,  64, BCol,  CAny,  128,    64,   T,   Auto,      kGated64,     Direct,  64,
-     1, 0, Coop, 0, Where, NT, Glu},
+     1, 0, Coop, 0, Never, NT, Glu},
     {"sm90_f16_gated_bm_le64_k64_brow",       F16,   OrF32,  64, BRow,  CAny,  128,    64,   T,   Auto,      kGated64,     Direct,  64,
-     1, 0, Coop, 0, Where, NT, Glu},
+     1, 0, Coop, 0, Never, NT, Glu},
     {"sm90_bf16_gated_bm_le64_k64_bcol",      BF16,  OrF32,  64, BCol,  CAny,  128,    64,   T,   Auto,      kGated64,     Direct,  64,
-     1, 0, Coop, 0, Where, NT, Glu},
+     1, 0, Coop, 0, Never, NT, Glu},
     {"sm90_bf16_gated_bm_le64_k64_brow",      BF16,  OrF32,  64, BRow,  CAny,  128,    64,   T,   Auto,      kGated64,     Direct,  64,
-     1, 0, Coop, 0, Where, NT, Glu},
+     1, 0, Coop, 0, Never, NT, Glu},
     {"sm90_f16_gated_bm_le128_k128_bcol_128x64", F16, OrF32, 128, BCol,  CAny,  128,    64,   N,   Auto,      kGatedDeep,   Direct, 128,
-     1, 192, Coop, 0, Where, NT, Glu},
+     1, 192, Coop, 0, Never, NT, Glu},
     {"sm90_f16_gated_bm_le128_k64_bcol_128x64", F16, OrF32, 128, BCol,  CAny,  128,    64,   N,   Auto,      kGatedNarrow, Direct,  64,
-     1, 192, Coop, 0, Where, NT, Glu},
+     1, 192, Coop, 0, Never, NT, Glu},
     {"sm90_f16_gated_bm_le128_k128_brow_128x64", F16, OrF32, 128, BRow,  CAny,  128,    64,   N,   Auto,      kGatedDeep,   Direct, 128,
-     1, 192, Coop, 0, Where, NT, Glu},
+     1, 192, Coop, 0, Never, NT, Glu},
     {"sm90_f16_gated_bm_le128_k64_brow_128x64", F16, OrF32, 128, BRow,  CAny,  128,    64,   N,   Auto,      kGatedNarrow, Direct,  64,
-     1, 192, Coop, 0, Where, NT, Glu},
+     1, 192, Coop, 0, Never, NT, Glu},
     {"sm90_bf16_gated_bm_le128_k128_bcol_128x64", BF16, OrF32, 128, BCol, CAny, 128,    64,   N,   Auto,      kGatedDeep,   Direct, 128,
-     1, 192, Coop, 0, Where, NT, Glu},
+     1, 192, Coop, 0, Never, NT, Glu},
     {"sm90_bf16_gated_bm_le128_k64_bcol_128x64", BF16, OrF32, 128, BCol, CAny, 128,    64,   N,   Auto,      kGatedNarrow, Direct,  64,
-     1, 192, Coop, 0, Where, NT, Glu},
+     1, 192, Coop, 0, Never, NT, Glu},
     {"sm90_bf16_gated_bm_le128_k128_brow_128x64", BF16, OrF32, 128, BRow, CAny, 128,    64,   N,   Auto,      kGatedDeep,   Direct, 128,
-     1, 192, Coop, 0, Where, NT, Glu},
+     1, 192, Coop, 0, Never, NT, Glu},
     {"sm90_bf16_gated_bm_le128_k64_brow_128x64", BF16, OrF32, 128, BRow, CAny, 128,    64,   N,   Auto,      kGatedNarrow, Direct,  64,
-     1, 192, Coop, 0, Where, NT, Glu},
+     1, 192, Coop, 0, Never, NT, Glu},
     {"sm90_f16_gated_bm_le128_k64_bcol",      F16,   OrF32, 128, BCol,  CAny,  128,   128,   N,   Auto,      kGated128,    Direct,  64,
-     1, 0, Coop, 0, Where, NT, Glu},
+     1, 0, Coop, 0, Never, NT, Glu},
     {"sm90_f16_gated_bm_le128_k64_brow",      F16,   OrF32, 128, BRow,  CAny,  128,   128,   N,   Auto,      kGated128,    Direct,  64,
-     1, 0, Coop, 0, Where, NT, Glu},
+     1, 0, Coop, 0, Never, NT, Glu},
     {"sm90_bf16_gated_bm_le128_k64_bcol",     BF16,  OrF32, 128, BCol,  CAny,  128,   128,   N,   Auto,      kGated128,    Direct,  64,
-     1, 0, Coop, 0, Where, NT, Glu},
+     1, 0, Coop, 0, Never, NT, Glu},
     {"sm90_bf16_gated_bm_le128_k64_brow",     BF16,  OrF32, 128, BRow,  CAny,  128,   128,   N,   Auto,      kGated128,    Direct,  64,
-     1, 0, Coop, 0, Where, NT, Glu},
+     1, 0, Coop, 0, Never, NT, Glu},
     {"sm90_f16_gated_bm_le128_k128_bcol",      F16,   OrF32, 128, BCol,  CAny,  128,   128,   N,   Tune,      kGatedDeepWide, Direct, 128,
-     1, 0, Coop, 0, Where, NT, Glu},
+     1, 0, Coop, 0, Never, NT, Glu},
 };
 // clang-format on
 }  // namespace table
@@ -552,11 +550,10 @@ constexpr bool well_formed(const Sm90Variant& v) {
   // automatic (it exists for Auto).
   const bool split = v.split == Split::Never ||
                      (v.cluster == 1 && v.schedule == Schedule::Cooperative && (v.split != Split::Only || v.automatic));
-  // Gated rows (gated.hpp): 16-bit op(A) = A, Direct, cooperative, no clusters, both
-  // accumulators within 128 registers per consumer thread; split Where: streamed launches
-  // (never split tiles), Never: compiled without them.
+  // Gated rows (gated.hpp): 16-bit op(A) = A, Direct, cooperative, no clusters or split tiles,
+  // both accumulators within 128 registers per consumer thread.
   const bool gated = !v.gated || (!fp8 && !v.a_transposed && direct && v.schedule == Schedule::Cooperative &&
-                                  v.cluster == 1 && v.split != Split::Only && v.tile_m * v.tile_n <= 128 * 128);
+                                  v.cluster == 1 && v.split == Split::Never && v.tile_m * v.tile_n <= 128 * 128);
   return dtypes && layouts && block && tile && cluster && schedule && split && gated && v.name != nullptr &&
          v.chosen_by != nullptr;
 }

@@ -119,8 +119,8 @@ template <class Element, class ElementC, bool BColMajor, bool CColMajor, int TM,
 struct BsrGemm {
   static constexpr bool kPingPong = Sched == Schedule::PingPong;
   static_assert(!kPingPong || (Epi != EpilogueKind::Direct && Cluster == 1), "ping-pong: TMA epilogue, no clusters");
-  static_assert(!Gated || (Epi == EpilogueKind::Direct && Cluster == 1 && !kPingPong && !SparseMN),
-                "gated rows: Direct epilogue, cooperative, no clusters, op(A) = A (Splits: streamed launches)");
+  static_assert(!Gated || (Epi == EpilogueKind::Direct && Cluster == 1 && !kPingPong && !Splits && !SparseMN),
+                "gated rows: Direct epilogue, cooperative, no clusters, no split tiles, op(A) = A");
   using TileShape = Shape<Int<TM>, Int<TN>, Int<TK>>;
   // Cluster CTAs along the dense side share the block-row's sparse tiles (mainloop.hpp).
   using ClusterShape = cute::conditional_t<SparseIsB, Shape<Int<Cluster>, _1, _1>, Shape<_1, Int<Cluster>, _1>>;
@@ -289,35 +289,9 @@ struct BsrGemm {
     // Split tiles: flags (zeroed), then the partial sums, in one scratch buffer.
     const int64_t tiles = Scheduler::tiles(cute::make_shape(M, N, K, 1));
     // Cluster and ping-pong launches never split (family.cu leaves such problems to other rows).
-    int split = Cluster == 1 && !kPingPong && Splits && !Gated ? choose_split(p, tiles, scheduler.kpb) : 1;
+    int split = Cluster == 1 && !kPingPong && Splits ? choose_split(p, tiles, scheduler.kpb) : 1;
     constexpr int64_t kTileFloats = int64_t(TM) * TN;
     constexpr int64_t kConsumerWarpgroups = 2;
-    if constexpr (Gated && Splits) {
-      // Streamed gated launches (gated.hpp): one slot per CTA of both passes' accumulators,
-      // and a flag per slot and consumer warpgroup; the grid is every SM.
-      const int64_t dense_extent = SparseIsB ? M : N;
-      const int64_t dense_tiles = (dense_extent + (SparseIsB ? TM : TN) - 1) / (SparseIsB ? TM : TN);
-      if (choose_gated_stream(p, tiles, dense_tiles, scheduler.kpb)) {
-        const int64_t slots = p.device.sm_count;
-        const int64_t flag_bytes = (slots * kConsumerWarpgroups * 4 + 255) / 256 * 256;
-        const int64_t bytes = flag_bytes + slots * 2 * kTileFloats * 4;
-        void* scratch = nullptr;
-        const cudaError_t e = detail::scratch_alloc(p.device.id, size_t(bytes), /*zero_bytes=*/0, stream, &scratch);
-        if (e != cudaSuccess) return e;
-        scheduler.stream = true;
-        scheduler.flags = static_cast<uint32_t*>(scratch);
-        scheduler.partials = reinterpret_cast<float*>(static_cast<char*>(scratch) + flag_bytes);
-        cutlass::KernelHardwareInfo hw_info{};
-        hw_info.device_id = p.device.id;
-        hw_info.sm_count = p.device.sm_count;
-        typename GemmKernel::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm, {M, N, K, 1}, mainloop, epilogue,
-                                            hw_info, scheduler};
-        args.gated = {p.alpha, p.bias, static_cast<int32_t>(p.activation), p.a.bm};
-        const cudaError_t err = launch(args, /*cooperative=*/true, scratch, size_t(flag_bytes), stream);
-        const cudaError_t freed = detail::scratch_free(scratch, stream);
-        return err != cudaSuccess ? err : freed;
-      }
-    }
     const int64_t pieces = tiles * (split - 1);
     const int64_t flag_bytes = (pieces * kConsumerWarpgroups * 4 + 255) / 256 * 256;
     if (split > 1 && (pieces > kMaxScratchBytes / (kTileFloats * 4) ||

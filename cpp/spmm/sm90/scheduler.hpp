@@ -63,10 +63,7 @@ namespace sparsek::detail::spmm_sm90 {
 // compute_epilogue() are compile-time no-ops; a measuring row, configs.hpp).
 // Gated: a work tile's block-row is a (gate, up) pair of A's block-rows 2i and 2i+1 (the gated
 // kernel, gated.hpp): the sparse extent counts pairs, a tile's k count is both rows' (each at
-// least one iteration) and the longest-first order ranks pairs by their blocks. A gated launch
-// with Arguments::stream spreads its tiles' k-iterations evenly over a grid of every SM
-// (gated.hpp "Streamed launches"; the kernel walks the tiles itself through
-// work_for_linear_idx).
+// least one iteration) and the longest-first order ranks pairs by their blocks.
 template <bool SparseIsB, int OrderCap = 0, bool Splits = true, bool Gated = false>
 struct BsrSchedulerTag {};
 
@@ -79,11 +76,9 @@ template <bool SparseIsB, class TileShape, int OrderCap = 0, class ClusterShape 
           bool Splits = true, bool Gated = false>
 class BsrTileScheduler {
  public:
+  static_assert(!Gated || !Splits, "gated tiles are never split");
   // A's block-rows per work tile's block-row: 2 for a gated (gate, up) pair.
   static constexpr int32_t kRowsPerTile = Gated ? 2 : 1;
-  // Gated rows compiled with Splits stream their launches where the host asks (Arguments::
-  // stream, gated.hpp) instead of splitting tiles: their launches keep split == 1.
-  static constexpr bool kStreams = Gated && Splits;
   static constexpr int kClusterDense = cute::size<SparseIsB ? 0 : 1>(ClusterShape{});
   static_assert(cute::size(ClusterShape{}) == kClusterDense, "clusters along the dense side only");
   using RasterOrder = cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90Params::RasterOrder;
@@ -133,9 +128,6 @@ class BsrTileScheduler {
     int32_t split = 1;               // pieces per tile (see above); > 1 needs the two buffers:
     float* partials = nullptr;       // (tiles, split - 1, TileM * TileN) fp32
     uint32_t* flags = nullptr;       // (tiles, split - 1, consumer warpgroups), zeroed
-    // Gated only: a streamed launch (gated.hpp), whose grid is every resident CTA slot;
-    // partials and flags are then the kernel's hand-over buffers (one slot per CTA).
-    bool stream = false;
     // Present because the kernel layer's get_grid_shape() sets them; unused.
     int max_swizzle_size = 1;
     RasterOrderOptions raster_order = RasterOrderOptions::Heuristic;
@@ -154,7 +146,6 @@ class BsrTileScheduler {
     int32_t split = 1;
     float* partials = nullptr;
     uint32_t* flags = nullptr;
-    bool stream = false;  // gated only, see Arguments
     // Read by GemmUniversal::get_grid_shape(); unused here.
     int32_t log_swizzle_size_ = 0;
     RasterOrder raster_order_ = RasterOrder::AlongM;
@@ -183,7 +174,6 @@ class BsrTileScheduler {
     p.split = args.split > 1 ? args.split : 1;
     p.partials = args.partials;
     p.flags = args.flags;
-    p.stream = kStreams && args.stream;
     p.total_tiles = int64_t(p.block_rows) * p.dense_groups * p.split;
     // Resident clusters: the launcher's count (clusters may not fill every SM), else SMs.
     int slots = args.max_clusters > 0 ? args.max_clusters : (hw_info.sm_count > 0 ? hw_info.sm_count : 1) / kClusterDense;
@@ -196,7 +186,7 @@ class BsrTileScheduler {
     band = band < 1 ? 1 : band;
     band = (p.dense_groups > 0 && band > p.dense_groups) ? p.dense_groups : band;
     p.band = band;
-    int64_t grid = p.total_tiles < slots && !p.stream ? p.total_tiles : slots;
+    int64_t grid = p.total_tiles < slots ? p.total_tiles : slots;
     p.grid = int32_t(grid < 1 ? 1 : grid);  // clusters
     return p;
   }
@@ -209,8 +199,7 @@ class BsrTileScheduler {
 
   CUTLASS_HOST_DEVICE static bool can_implement(Arguments const& args) {
     return args.row_ptr != nullptr && args.kpb >= 1 &&
-           ((args.split <= 1 && !args.stream) || (args.partials != nullptr && args.flags != nullptr)) &&
-           (kStreams || !args.stream) && (!Gated || args.split <= 1);
+           (args.split <= 1 || (args.partials != nullptr && args.flags != nullptr));
   }
   // CUTLASS 4.5 on passes the hardware info too (the kernels' can_implement); before, the
   // scheduler's arguments alone. Both, here: the one place that spans the supported range.

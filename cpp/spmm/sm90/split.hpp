@@ -44,36 +44,4 @@ inline int choose_split(const detail::Problem& p, int64_t tiles, int32_t kpb) {
   return s < 2 ? 1 : int(s);
 }
 
-// Streamed gated launches (gated.hpp "Streamed launches"): every SM takes an equal share of
-// the tiles' k-iterations, one hand-over per CTA. Taken where the tiles leave a part-empty
-// last round (tiles not a multiple of the SMs, at most kMaxStreamRounds rounds), each pair
-// has one dense tile (its weights then cross HBM once), and each CTA gets at least
-// kMinStreamK k-iterations on average. Measured on an H100: see configs.hpp (kGatedStream).
-constexpr int64_t kMaxStreamRounds = 4;
-constexpr int64_t kMinStreamK = 8;
-
-// SPARSEK_SM90_GATED_STREAM=0 or 1, read once: gated launches never stream, or stream
-// wherever they can (one dense tile per pair); for measurements and tests. Unset or another
-// value: choose_gated_stream's rule.
-inline int gated_stream_override() {
-  static const int forced = [] {
-    const char* v = std::getenv("SPARSEK_SM90_GATED_STREAM");
-    if (v == nullptr) return -1;
-    if (v[0] == '0' && v[1] == '\0') return 0;
-    if (v[0] == '1' && v[1] == '\0') return 1;
-    return -1;
-  }();
-  return forced;
-}
-
-// Whether a gated launch of `tiles` tiles (pairs * dense_tiles) whose blocks are kpb
-// k-iterations each streams.
-inline bool choose_gated_stream(const detail::Problem& p, int64_t tiles, int64_t dense_tiles, int32_t kpb) {
-  if (tiles <= 0 || dense_tiles != 1 || p.a.nnzb == 0) return false;
-  if (const int forced = gated_stream_override(); forced >= 0) return forced == 1;
-  const int64_t sms = p.device.sm_count;
-  if (sms <= 0 || tiles % sms == 0 || tiles > kMaxStreamRounds * sms) return false;
-  return p.a.nnzb / sms * kpb >= kMinStreamK;
-}
-
 }  // namespace sparsek::detail::spmm_sm90
