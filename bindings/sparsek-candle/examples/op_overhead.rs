@@ -30,6 +30,7 @@ fn main() -> Result<()> {
 #[cfg(feature = "cuda")]
 mod gpu {
     use super::Result;
+    use std::sync::Arc;
     use std::time::Instant;
 
     use candle_core::{DType, Device, Module, Storage, Tensor};
@@ -123,7 +124,7 @@ mod gpu {
         f(cs.as_cuda_slice::<f16>()?)
     }
 
-    fn bits_equal(t: &Tensor, y: &CudaSlice<f16>, stream: &CudaStream) -> Result<bool> {
+    fn bits_equal(t: &Tensor, y: &CudaSlice<f16>, stream: &Arc<CudaStream>) -> Result<bool> {
         let a = t.flatten_all()?.to_vec1::<f16>()?;
         let b = stream.clone_dtoh(y)?;
         Ok(a.len() <= b.len() && a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()))
@@ -269,17 +270,17 @@ mod gpu {
             let k = randn(&[b, keys, kv_heads, d], &dev)?;
             let v = randn(&[b, keys, kv_heads, d], &dev)?;
             let mut o = stream.alloc_zeros::<f16>(b * t * heads * d)?;
-            let bshd = |s: &CudaSlice<f16>, h: usize, n: usize| {
+            fn bshd(s: &CudaSlice<f16>, [b, h, n, d]: [usize; 4]) -> Heads<'_, f16> {
                 Heads::device(s, b, h, n, d).with_strides(n * h * d, d, h * d)
-            };
+            }
             let r = with_slice(&q, |qs| {
                 with_slice(&k, |ks| {
                     with_slice(&v, |vs| {
                         let own = |o: &mut CudaSlice<f16>| -> Result<()> {
                             Ok(sparsek::attention_with_layout(
-                                bshd(qs, heads, t),
-                                bshd(ks, kv_heads, keys),
-                                bshd(vs, kv_heads, keys),
+                                bshd(qs, [b, heads, t, d]),
+                                bshd(ks, [b, kv_heads, keys, d]),
+                                bshd(vs, [b, kv_heads, keys, d]),
                                 HeadsMut::device(o, b, heads, t, d).with_strides(
                                     t * heads * d,
                                     d,
