@@ -32,13 +32,41 @@ struct Operation<Problem> : OperationDefaults<Problem> {
   // 1/8: 444 and 361 against WMMA's 329 and 250 in the input type). Backend::Hopper runs every
   // row; a row SPARSEK_VARIANT forces under Backend::Auto is held to this too.
   // It also leaves a gated product of n >= spmm_sm90::gated_min_n(bm) columns to Hopper's
-  // gated rows wherever one runs it (measured faster there than Decode, sm90/configs.hpp).
+  // gated rows wherever one runs it (measured faster there than Decode, sm90/configs.hpp),
+  // and a plain product that hopper_takes_plain picks (below).
   static const char* auto_leaves(const Problem& p, const Family& f, int /*row*/) {
     if (&f == &kSm90Family && p.a.bm <= 16 && wmma_runs(p))
       return "Auto leaves 16-high blocks to WMMA (measured faster than the any-block rows)";
     if (&f == &kDecodeFamily && p.gated && p.n() >= spmm_sm90::gated_min_n(p.a.bm) && runs(kSm90Family, p))
       return "Auto leaves gated products of many columns to Hopper's gated rows (measured faster)";
+    if (&f == &kDecodeFamily && hopper_takes_plain(p) && runs(kSm90Family, p))
+      return "Auto leaves 16-bit products of more than 64 columns on large weights of tall blocks to Hopper "
+             "(measured faster)";
     return nullptr;
+  }
+
+  // Where Decode's 128-column row would take a plain 16-bit product of op(A) = A
+  // (65 <= n <= 128), Auto leaves it to Hopper for blocks taller than 64 whose stored blocks
+  // (A's bytes) reach kHopperPlainMinBytes. Measured on an H100 (2026-11-27,
+  // tests/cpp/check_gated.cu --time-only, f16, d = 0.5, the MLP's down product y = W_down h,
+  // us, Decode vs Hopper, n = 80 | 96 | 112 | 128):
+  //   128x128 blocks: Qwen2.5-7B 3584x18944 (65 MiB) 62.6 vs 57.7 | 63.3 vs 57.8 |
+  //     63.3 vs 57.3 | 64.2 vs 57.7; Llama-3-8B 4096x14336 (56 MiB) 96.3 vs 53.3 | 97.0 vs 52.9 |
+  //     96.5 vs 52.8 | 97.4 vs 53.1; Qwen2.5-14B 5120x13824 (68 MiB) 84.8 vs 57.0 | 85.2 vs
+  //     56.5 | 85.5 vs 56.4 | 85.9 vs 55.9; Llama-3-70B 8192x28672 (224 MiB) 169.2 vs 171.4 |
+  //     170.7 vs 169.5 | 183.8 vs 162.9 | 179.0 vs 157.5; but Phi-3-mini 3072x8192 (24 MiB,
+  //     L2-resident in the timing loop) 30.7 vs 34.6 | 30.8 vs 35.7 | 30.9 vs 35.3 | 32.2 vs 35.0.
+  //   64x64 blocks: Decode at every n (Qwen2.5-7B 73.7 vs 87.3 | 74.2 vs 84.2 | 74.0 vs 80.8 |
+  //     74.3 vs 80.3; Llama-3-8B 60.0 vs 68.1 | 60.4 vs 67.7 | 60.4 vs 66.5 | 60.5 vs 65.2).
+  //   At n <= 64 Decode's narrower rows win everywhere (n = 64: 36.0 vs 59.5, 46.7 vs 52.9,
+  //   45.1 vs 57.6, 142.2 vs 178.8, 21.3 vs 36.8 on the five 128x128 shapes above).
+  static constexpr int64_t kHopperPlainMinN = 65;
+  static constexpr int64_t kHopperPlainMinBytes = int64_t(32) << 20;
+  static bool hopper_takes_plain(const Problem& p) {
+    if (p.gated || p.a_transposed || p.n() < kHopperPlainMinN || p.a.bm <= 64) return false;
+    if (p.input() != DType::F16 && p.input() != DType::BF16) return false;
+    // nnzb * bm * bk fits int64 (the Problem's rules); bytes of a 16-bit element: 2.
+    return p.a.nnzb * p.a.bm * p.a.bk >= kHopperPlainMinBytes / 2;
   }
 
   // Whether Auto would run p on family f: a built automatic row of it within its n bound
