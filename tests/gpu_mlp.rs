@@ -707,8 +707,9 @@ fn sparse_reference<T: Element>(a: &BsrMatrix<T>, b: &[T], n: usize) -> Vec<f64>
 }
 
 /// The layer sizes (4096x4096, 14336x4096, 4096x14336; 128² and 64² blocks; d = 0.5
-/// and 0.25; n = 1, 7, 16, 64) through `Auto` (Decode), and Llama-3-8B's gate and up as one
-/// gated product, against the f64 oracle, with NaN-poisoned outputs.
+/// and 0.25; n = 1, 7, 16, 64, 96) through `Auto` (Decode; at n = 96 Hopper for 4096x14336's
+/// 56 MiB of 128² blocks, cpp/spmm/operation.hpp hopper_takes_plain), and Llama-3-8B's gate and
+/// up as one gated product, against the f64 oracle, with NaN-poisoned outputs.
 #[test]
 fn llama_shapes_match_reference() {
     let Some(ctx) = device("llama_shapes_match_reference") else {
@@ -726,7 +727,7 @@ fn llama_shapes_match_reference() {
             let density = [0.5, 0.25][(s + b) % 2];
             let w = weight::<f16>(out / bs, inp / bs, block, density, &mut rng);
             let dw = DeviceBsr::upload(&w, &stream).unwrap();
-            for n in [1usize, 7, 16, 64] {
+            for n in [1usize, 7, 16, 64, 96] {
                 let x: Vec<f16> = random_vec(inp * n, &mut rng);
                 let want = sparse_reference(&w, &x, n);
                 let dx = stream.clone_htod(&x).unwrap();
