@@ -877,8 +877,13 @@ mod graph {
             return Err("the cache is full".into());
         }
         let key = if sparse { mask(model, pos)? } else { (0, 0) };
-        let lens = Tensor::from_vec(vec![(pos + 1) as i32; b], b, &model.device)?;
-        statics(model, b)?.lens.slice_set(&lens, 0, 0)?;
+        let lens = vec![(pos + 1) as i32; b];
+        statics(model, b)?;
+        let k = model
+            .fused
+            .as_ref()
+            .ok_or("CUDA graphs here need the fused kernels")?;
+        k.write_i32(&model.graph.statics[&b].lens, &lens)?;
         model.way = Way::Fused;
         if let Some(g) = model.graph.graphs.get(&(b, sparse, key)) {
             g.launch()?;
@@ -1006,7 +1011,8 @@ mod breakdown {
             graph::set_ids(model, &ids)?;
             let t = time(&dev, REPS, || graph::step(model, b, pos, sparse));
             model.way = way;
-            Some(t?)
+            t.map_err(|e| println!("  (the step from a CUDA graph failed: {e})"))
+                .ok()
         } else {
             None
         };
@@ -1321,6 +1327,27 @@ FUSED(bf16, true)
                 other => return Err(format!("fused kernels: not {other:?}").into()),
             };
             Ok(base + (l.start_offset() * t.dtype().size_in_bytes()) as u64)
+        }
+
+        /// Copies `vals` into the packed I32 device tensor `t` in place, on its stream (candle
+        /// has no in-place write of I32 tensors: its copy kernels stop at U32 and I64).
+        pub fn write_i32(&self, t: &Tensor, vals: &[i32]) -> Result<()> {
+            if t.dtype() != DType::I32 || t.elem_count() != vals.len() || !t.is_contiguous() {
+                return Err("write_i32: a packed I32 tensor of vals.len() elements".into());
+            }
+            let dst = self.dev_ptr(t)?;
+            let stream = self.device.cuda_stream();
+            // SAFETY: dst addresses t's vals.len() elements (checked above), a live buffer
+            // held by t; the copy is ordered on the stream every kernel reading t runs on, and
+            // a pageable source is staged before the call returns.
+            unsafe {
+                candle_core::cuda_backend::cudarc::driver::result::memcpy_htod_async(
+                    dst,
+                    vals,
+                    stream.cu_stream(),
+                )
+            }?;
+            Ok(())
         }
 
         /// Q with RoPE (`[b, t, heads, d]`) from the QKV projection's output `[b·t, q + 2

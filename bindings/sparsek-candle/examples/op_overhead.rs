@@ -132,9 +132,12 @@ mod gpu {
 
     /// A random `rows x cols` f16 weight pruned to half its 64 x 64 blocks by block norm.
     fn pruned(rows: usize, cols: usize, seed: u64) -> Result<BsrMatrix<f16>> {
-        let cpu = Device::Cpu;
-        cpu.set_seed(seed)?;
-        let w = Tensor::randn(0f32, 0.05, (rows, cols), &cpu)?.to_dtype(DType::F16)?;
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let v: Vec<f32> = (0..rows * cols)
+            .map(|_| rng.random_range(-0.1f32..0.1))
+            .collect();
+        let w = Tensor::from_vec(v, (rows, cols), &Device::Cpu)?.to_dtype(DType::F16)?;
         let block = BlockShape::new(64, 64);
         let mask = prune::by_block_norm(&w, block, 0.5)?;
         let v = w.flatten_all()?.to_vec1::<f16>()?;

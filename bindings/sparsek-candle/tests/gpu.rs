@@ -360,7 +360,7 @@ fn attention_kv_cache_views_and_serving_layouts() {
                 .unwrap()
                 .narrow(1, 0, n as usize)
                 .unwrap()
-                .contiguous()
+                .force_contiguous()
                 .unwrap()
         };
         let alone = attention(
