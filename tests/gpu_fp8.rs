@@ -157,9 +157,9 @@ fn w8a8_cases() -> Vec<Case> {
         };
         out.push(c);
     }
-    // Odd n up to 600 on random patterns: block-rows of odd and even block counts (the
-    // consumers promote k-tiles in pairs, with a tail for an odd count: mainloop.hpp).
-    for (i, n) in [1, 7, 37, 129, 333, 600].into_iter().enumerate() {
+    // Odd n up to 600 on random patterns, and n = 4105 (128x128 blocks: Auto's 128x192 row
+    // past n = 4096, configs.hpp).
+    for (i, n) in [1, 7, 37, 129, 333, 600, 4105].into_iter().enumerate() {
         let block = blocks[i % 2];
         let mut c = Case::new(640 / block.rows, 896 / block.cols, block, n);
         c.kind = PatternKind::Random(0.55);

@@ -830,9 +830,8 @@ int main(int argc, char** argv) {
                       (long long)p.k, (long long)n, name(ak), name(bk), name(o.out));
         check(label, p, o);
       }
-  // n from 1 to 600, odd ones first, on random patterns of density 0.55: block-rows of odd and
-  // even block counts (the consumers promote k-tiles in pairs, with a tail for an odd count,
-  // mainloop.hpp), each C dtype in turn, alpha and a bias.
+  // n from 1 to 600, odd ones first, on random patterns of density 0.55 (block-rows of odd and
+  // even block counts), each C dtype in turn, alpha and a bias.
   {
     const int64_t odd_ns[] = {1, 3, 7, 33, 129, 257, 600};
     int v = 0;
@@ -846,6 +845,15 @@ int main(int argc, char** argv) {
                       (long long)p.k, (long long)n, name(o.out));
         check(label, p, o);
       }
+  }
+  // n past 4096: Auto's 128x192 row for 128x128 blocks (configs.hpp), odd n, its last dense
+  // tile partial.
+  {
+    Problem p = make_problem(rng, 3 * 128, 5 * 128, 4105, 128, 128, 0.6, ScaleKind::PerBlock, ScaleKind::PerColumn,
+                             false);
+    Options o;
+    o.out = DType::BF16, o.alpha = 0.75f, o.bias = true;
+    check("128x128 m=384 k=640 n=4105 (the 128x192 row) C bf16 alpha/bias, bitwise repeats", p, o, 20);
   }
   // e5m2 (the same kernels, its own rows), both block sizes.
   for (int bm : {128, 64})

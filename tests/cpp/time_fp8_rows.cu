@@ -1,0 +1,58 @@
+// The rows that tests/cpp/time_fp8.cu launches directly (not a library source), compiled
+// twice: -DTIME_FP8_GROUP=0 for the FP8 rows, -DTIME_FP8_GROUP=1 for the f16 rows they are
+// compared with (Auto's rows for 128- and 64-high blocks with column-major B and C at the
+// timed shapes, none of which splits), so a change to the FP8 path recompiles only the FP8
+// object. Problems are time_fp8.cu's own, valid for the rows by construction (family.cu's
+// supports() and fits() are not run here). Build: see time_fp8.cu.
+#include "spmm/problem.hpp"
+#include "spmm/sm90/kernel.hpp"
+
+#include <cstring>
+
+namespace {
+
+using Launch = cudaError_t (*)(const sparsek::detail::Problem&, cudaStream_t);
+struct Row {
+  const char* name;
+  Launch launch;
+};
+// A row the table lacks (a tree from before the row) gets no launch.
+template <int kRow>
+constexpr Launch launch_of() {
+  if constexpr (kRow >= 0) {
+    return &sparsek::detail::spmm_sm90::launch_row<kRow>;
+  } else {
+    return nullptr;
+  }
+}
+#define TIME_FP8_ROW(NAME) \
+  Row { NAME, launch_of<sparsek::detail::spmm_sm90::sm90_row(NAME)>() }
+
+#if TIME_FP8_GROUP == 0
+const Row kRows[] = {
+    TIME_FP8_ROW("sm90_e4m3_bm_le128_k128_bcol"),
+    TIME_FP8_ROW("sm90_e4m3_bm_le64_k64_bcol"),
+    TIME_FP8_ROW("sm90_e4m3_bm_le128_k128_bcol_128x192"),
+};
+#define TIME_FP8_GROUP_FN time_fp8_group_fp8
+#else
+const Row kRows[] = {
+    TIME_FP8_ROW("sm90_f16_bm128_bcol_ccol"),
+    TIME_FP8_ROW("sm90_f16_bm64_bcol_ccol"),
+};
+#define TIME_FP8_GROUP_FN time_fp8_group_f16
+#endif
+#undef TIME_FP8_ROW
+
+}  // namespace
+
+// Launches row `name` of this group on `*p` (p null: launches nothing): false when the group
+// has no such row.
+bool TIME_FP8_GROUP_FN(const char* name, const sparsek::detail::Problem* p, cudaStream_t stream, cudaError_t* err) {
+  for (const Row& r : kRows)
+    if (r.launch != nullptr && std::strcmp(r.name, name) == 0) {
+      if (p != nullptr) *err = r.launch(*p, stream);
+      return true;
+    }
+  return false;
+}
