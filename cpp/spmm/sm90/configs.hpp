@@ -233,10 +233,30 @@ constexpr const char kTransposed[] =
     "op(A) = A^T on the any-block rows' tiles with tile_k 64 (the 64- and 128-high blocks' tiles of the A*B "
     "defaults); not yet measured against A*B";
 
+// The FP8 rows, measured on an H100 (2026-11-27, tests/cpp/time_fp8.cu: e4m3, A's scales per
+// block, B's per column, C f16 column-major, random patterns of equal and of random block-row
+// lengths, TFLOPS on the nonzero blocks over two or three runs; 128x128 | 128x192 for 128x128
+// blocks):
+//   4096^3         d = 1/8 252-259 | 240-251    d = 1/4 404-425 | 392-416
+//   6144^3         d = 1/8 361-362 | 307-352    d = 1/4 535-561 | 525-588
+//   8192^3         d = 1/8 333-411 | 359-453    d = 1/4 591-648 | 631-679
+//   4096x8192x14336 (m x n x k)  1/8 447-510 | 447-535    1/4 663-753 | 727-794
+// Double-buffered promotions (k-tile i + 1's QGMMAs while k-tile i is promoted) measured no
+// faster on the same patterns: two whole-tile k-tile accumulators beside accum (192 registers)
+// spilled 100-200 bytes and made ptxas inject waits (C7517): 128x128 up to 10 % slower,
+// 256x64 10-23 % slower; a k-tile issued as two half-width batches (atoms of n64, or the two
+// m64 atoms; 128 registers) had no spills but ptxas serialized the WGMMAs (C7514): 128x128
+// 5-21 % slower, 256x64 from 10 % slower to 8 % faster (8192^3 1/8).
 constexpr const char kFp8[] =
-    "FP8 W8A8 (K-major B): 128x128 natural (128x256 spilled 2.7 KB: the promotion's second accumulator "
-    "doubles the registers) and 256x64 transposed (the bm = 64 sweep's tile), tile_k = bk so each k-tile is "
-    "one block (promoted with its scale, mainloop.hpp); not yet swept";
+    "H100 2026-11-27 (tests/cpp/time_fp8.cu, see above): 128x128 natural up to n = 4096, where the 128x192 "
+    "row measured 2-5 % slower (4096^3 1/4: 404-425 TFLOPS vs 392-416); 256x64 transposed for bm = 64 (the "
+    "bm = 64 sweep's tile: 4096^3-8192^3 242-489 TFLOPS, 0.77-1.16x f16); tile_k = bk, one block per k-tile";
+constexpr const char kFp8Wide[] =
+    "H100 2026-11-27 (tests/cpp/time_fp8.cu, see above): 128x192 natural from n = 4097, a sixth less operand "
+    "traffic per FLOP than 128x128 (8192^3 1/4: 631-679 TFLOPS vs 591-648; 4096x8192x14336 1/4: 727-794 vs "
+    "663-753); one k-tile accumulator";
+constexpr const char kFp8E5m2[] =
+    "the e4m3 rows' tiles (kFp8) for e5m2, which was not measured on its own (no 128x192 row)";
 
 // The gated rows, measured on an H100 (2026-11-27, tests/cpp/check_gated.cu --time with
 // check_gated_rows.cu: f16, d = 0.5, 128x128 blocks, SiLU, x and h column-major; us per gated
@@ -423,10 +443,12 @@ inline constexpr Sm90Variant kSm90Variants[] = {
      1, 0, Coop, 0, Where, AT},
     // ---- FP8 W8A8: K-major B (column-major), C f16/bf16/f32, A's scales per block or tensor,
     //      B's per tensor or column (direct_epilogue.hpp); bk a multiple of 32 ----
-    {"sm90_e4m3_bm_le128_k128_bcol",          E4M3,  Wide,  128, BCol,  CAny,  128,   128,   N,   Auto,      kFp8,         Direct, 128},
+    {"sm90_e4m3_bm_le128_k128_bcol",          E4M3,  Wide,  128, BCol,  CAny,  128,   128,   N,   Auto,      kFp8,         Direct, 128,
+     1, 4096},
+    {"sm90_e4m3_bm_le128_k128_bcol_128x192",  E4M3,  Wide,  128, BCol,  CAny,  128,   192,   N,   Auto,      kFp8Wide,     Direct, 128},
     {"sm90_e4m3_bm_le64_k64_bcol",            E4M3,  Wide,   64, BCol,  CAny,  256,    64,   T,   Auto,      kFp8,         Direct,  64},
-    {"sm90_e5m2_bm_le128_k128_bcol",          E5M2,  Wide,  128, BCol,  CAny,  128,   128,   N,   Auto,      kFp8,         Direct, 128},
-    {"sm90_e5m2_bm_le64_k64_bcol",            E5M2,  Wide,   64, BCol,  CAny,  256,    64,   T,   Auto,      kFp8,         Direct,  64},
+    {"sm90_e5m2_bm_le128_k128_bcol",          E5M2,  Wide,  128, BCol,  CAny,  128,   128,   N,   Auto,      kFp8E5m2,     Direct, 128},
+    {"sm90_e5m2_bm_le64_k64_bcol",            E5M2,  Wide,   64, BCol,  CAny,  256,    64,   T,   Auto,      kFp8E5m2,     Direct,  64},
     // ---- the gated (GLU) product (gated.hpp): h = act(alpha*G*B + bias) * (alpha*U*B + bias),
     //      C's dtype (input or f32) and layout at run time; 64-high blocks and lower first ----
     {"sm90_f16_gated_bm_le64_k64_bcol",       F16,   OrF32,  64, BCol,  CAny,  128,    64,   T,   Auto,      kGated64,     Direct,  64,
