@@ -235,26 +235,29 @@ constexpr const char kTransposed[] =
 
 // The FP8 rows, measured on an H100 (2026-11-27, tests/cpp/time_fp8.cu: e4m3, A's scales per
 // block, B's per column, C f16 column-major, random patterns of equal and of random block-row
-// lengths, TFLOPS on the nonzero blocks over two or three runs; 128x128 | 128x192 for 128x128
-// blocks):
+// lengths, TFLOPS on the nonzero blocks, ranges over two patterns and three runs (6144^3: one);
+// 128x128 | 128x192 for 128x128 blocks):
 //   4096^3         d = 1/8 252-259 | 240-251    d = 1/4 404-425 | 392-416
 //   6144^3         d = 1/8 361-362 | 307-352    d = 1/4 535-561 | 525-588
-//   8192^3         d = 1/8 333-411 | 359-453    d = 1/4 591-648 | 631-679
-//   4096x8192x14336 (m x n x k)  1/8 447-510 | 447-535    1/4 663-753 | 727-794
+//   8192^3         d = 1/8 333-423 | 359-457    d = 1/4 591-656 | 631-679
+//   4096x8192x14336 (m x n x k)  1/8 447-516 | 447-535    1/4 663-753 | 726-794
+// The same patterns in the same run, 128x192 against 128x128: n = 8192 -3 to +13 % (median
+// +6 %), n = 4096 -2 to -5 %.
 // Double-buffered promotions (k-tile i + 1's QGMMAs while k-tile i is promoted) measured no
 // faster on the same patterns: two whole-tile k-tile accumulators beside accum (192 registers)
 // spilled 100-200 bytes and made ptxas inject waits (C7517): 128x128 up to 10 % slower,
 // 256x64 10-23 % slower; a k-tile issued as two half-width batches (atoms of n64, or the two
 // m64 atoms; 128 registers) had no spills but ptxas serialized the WGMMAs (C7514): 128x128
-// 5-21 % slower, 256x64 from 10 % slower to 8 % faster (8192^3 1/8).
+// 5-21 % slower, 256x64 from 10 % slower to 8 % faster (8192^3 1/8). The two consumer
+// warpgroups taking turns to issue their k-tiles (named barriers) measured within noise.
 constexpr const char kFp8[] =
     "H100 2026-11-27 (tests/cpp/time_fp8.cu, see above): 128x128 natural up to n = 4096, where the 128x192 "
     "row measured 2-5 % slower (4096^3 1/4: 404-425 TFLOPS vs 392-416); 256x64 transposed for bm = 64 (the "
-    "bm = 64 sweep's tile: 4096^3-8192^3 242-489 TFLOPS, 0.77-1.16x f16); tile_k = bk, one block per k-tile";
+    "bm = 64 sweep's tile: 4096^3-8192^3 238-489 TFLOPS, 0.76-1.17x f16); tile_k = bk, one block per k-tile";
 constexpr const char kFp8Wide[] =
-    "H100 2026-11-27 (tests/cpp/time_fp8.cu, see above): 128x192 natural from n = 4097, a sixth less operand "
-    "traffic per FLOP than 128x128 (8192^3 1/4: 631-679 TFLOPS vs 591-648; 4096x8192x14336 1/4: 727-794 vs "
-    "663-753); one k-tile accumulator";
+    "H100 2026-11-27 (tests/cpp/time_fp8.cu, see above): 128x192 natural from n = 4097: against 128x128 on the "
+    "same patterns, n = 8192 -3 to +13 % (median +6 %; 8192^3 1/4 631-679 TFLOPS vs 591-656), 1.5x the "
+    "WGMMA work per k-tile round and a sixth less operand traffic per FLOP; one k-tile accumulator";
 constexpr const char kFp8E5m2[] =
     "the e4m3 rows' tiles (kFp8) for e5m2, which was not measured on its own (no 128x192 row)";
 
