@@ -63,7 +63,11 @@ mod cuda {
             println!("cargo:rerun-if-env-changed={var}");
         }
         if let Ok(p) = env::var("NVCC") {
-            return Some(PathBuf::from(p));
+            // The real path: a link to the same nvcc (a cache's stable path to a toolchain
+            // folder) must give the kernel objects' command lines, and so their cache keys
+            // (buildscript/shared_objects.rs), that the path it points at gives.
+            let p = PathBuf::from(p);
+            return Some(std::fs::canonicalize(&p).unwrap_or(p));
         }
         for var in ["CUDA_HOME", "CUDA_PATH"] {
             if let Ok(home) = env::var(var) {

@@ -35,6 +35,13 @@ impl Normalizer {
         let mut subs = vec![(root.display().to_string(), "@ROOT@")];
         if let Some(py) = py {
             subs.push((py.display().to_string(), "@PY@"));
+            // Its real path too: nvcc given through a link resolves to it (build.rs's
+            // explicit_nvcc), and third_party/py may itself be a link.
+            if let Ok(real) = std::fs::canonicalize(py) {
+                if real != py {
+                    subs.push((real.display().to_string(), "@PY@"));
+                }
+            }
         }
         // third_party/py lies inside the root: replace the longer prefix first.
         subs.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
