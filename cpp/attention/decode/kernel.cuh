@@ -260,7 +260,7 @@ struct DecodeTraits {
   static constexpr int kCopies = kDecodeKeys * kChunks / 32;   // 16-byte copies per lane per operand and tile
   static constexpr int kMergeStride = kD + 4;                  // floats per merge row (bank spread)
   static constexpr int kSmemBytes = decode_smem_bytes(kVariant);
-  static constexpr int kCombineThreads = 128;
+  static constexpr int kCombineThreads = 256;  // the combine's column quads x split lanes
   static_assert(kDecodeKeys == 16 && kDecodeRows == 16, "the tile is one m16 x (2 x n8) of S and one k16 of P V");
   static_assert(kCopies * 32 == kDecodeKeys * kChunks, "a tile's copies spread evenly over the lanes");
   static_assert(kWarps * kSlotBytes * kStages == decode_ring_bytes(kVariant), "the ring's size (configs.hpp)");
@@ -374,6 +374,11 @@ __global__ void __launch_bounds__(DecodeTraits<kRow>::kThreads) attention_decode
     if (i < mine) load(i, i);
     mma_sync::cp_async_commit();
   }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // The combine (a programmatic dependent when S > 1) may launch now: it waits for this
+  // grid's completion before it reads a partial.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
 
   // Q's A fragments (rows g and g + 8; columns 2t, 2t + 1 and 2t + 8, 2t + 9 of each k16
   // step), and each row's last kept key (causal; padding rows, and the rows past a shorter
@@ -566,47 +571,94 @@ __global__ void __launch_bounds__(DecodeTraits<kRow>::kThreads) attention_decode
   }
 }
 
-// The splits of each (batch, KV head) (blockIdx.x) merged in split order: O and LSE.
+// The splits of one query row of one (batch, KV head) merged: O and LSE. One CTA per (pair,
+// row) (blockIdx.x = pair, blockIdx.y = row), so a batch-1 decode's few pairs still spread over
+// many SMs; each thread owns 4 columns (a float4 of every split's partial O) and one of
+// kSplitLanes lanes of splits (s = lane, lane + kSplitLanes, ...): its loads are independent,
+// and a row's S partials are read in about S / kSplitLanes rounds rather than S. The sums run
+// in an order fixed by S alone (ascending within a lane, then the lanes in order; the row sum
+// over a warp's fixed shuffle tree), so results are bitwise identical run to run.
 template <int kRow>
 __global__ void __launch_bounds__(DecodeTraits<kRow>::kCombineThreads) attention_decode_combine(const DecodeParams p) {
   using Tr = DecodeTraits<kRow>;
   using T = typename Tr::T;
   constexpr int kD = Tr::kD;
-  __shared__ float split_weight[kDecodeMaxSplits][kDecodeRows];
-  __shared__ float row_sum[kDecodeRows];
+  constexpr int kQuads = kD / 4;
+  constexpr int kSplitLanes = Tr::kCombineThreads / kQuads;
+  static_assert(kQuads * kSplitLanes == Tr::kCombineThreads, "threads = column quads x split lanes");
+  __shared__ float split_weight[kDecodeMaxSplits];
+  __shared__ float4 lane_acc[kSplitLanes][kQuads];
+  __shared__ float row_total;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Launched as the main kernel's programmatic dependent (launch_row): wait for its partials.
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
   const int64_t pair = blockIdx.x;
+  const int r = int(blockIdx.y);
   const int32_t kv_head = int32_t(pair % p.heads_kv);
   const int64_t b = pair / p.heads_kv;
   const DecodeSequence seq = decode_sequence(p, b);
+  const int32_t gh = r / p.seq_q, i = r % p.seq_q;
+  if (i >= seq.q_len) return;  // a row past a shorter packed sequence's queries: nothing to write
   const int64_t cta0 = pair * p.splits;  // the pair's first CTA of the main kernel
   const int tid = int(threadIdx.x);
-  if (tid < p.rows) {
-    const int r = tid;
+  const int splits = p.splits;
+  if (tid < 32) {
+    // The row's max over the splits (fmaxf: exact in any order), then each split's weight
+    // and the row sum: lane partial sums ascending, then a fixed xor tree.
     float mmax = -INFINITY;
-    for (int s = 0; s < p.splits; ++s) mmax = fmaxf(mmax, p.part_ml[((cta0 + s) * kDecodeRows + r) * 2]);
+    for (int s = tid; s < splits; s += 32) mmax = fmaxf(mmax, p.part_ml[((cta0 + s) * kDecodeRows + r) * 2]);
+#pragma unroll
+    for (int x = 16; x > 0; x >>= 1) mmax = fmaxf(mmax, __shfl_xor_sync(0xffffffffu, mmax, x));
     const float mbase = mmax == -INFINITY ? 0.0f : mmax;
     float total = 0.0f;
-    for (int s = 0; s < p.splits; ++s) {
+    for (int s = tid; s < splits; s += 32) {
       const float* ml = p.part_ml + ((cta0 + s) * kDecodeRows + r) * 2;
       const float weight = exp2f(ml[0] - mbase);
-      split_weight[s][r] = weight;
+      split_weight[s] = weight;
       total += ml[1] * weight;
     }
-    row_sum[r] = total;
-    const int32_t gh = r / p.seq_q, i = r % p.seq_q;
-    if (p.lse != nullptr && i < seq.q_len)
-      p.lse[decode_lse_index(p, seq, b, kv_head * p.group + gh, i)] =
-          total > 0.0f ? (mmax + log2f(total)) * 0.69314718055994531f : -INFINITY;
+#pragma unroll
+    for (int x = 16; x > 0; x >>= 1) total += __shfl_xor_sync(0xffffffffu, total, x);
+    if (tid == 0) {
+      row_total = total;
+      if (p.lse != nullptr)
+        p.lse[decode_lse_index(p, seq, b, kv_head * p.group + gh, i)] =
+            total > 0.0f ? (mmax + log2f(total)) * 0.69314718055994531f : -INFINITY;
+    }
   }
   __syncthreads();
-  for (int at = tid; at < p.rows * kD; at += Tr::kCombineThreads) {
-    const int r = at / kD, c = at % kD;
-    float acc = 0.0f;
-    for (int s = 0; s < p.splits; ++s) acc += p.part_o[((cta0 + s) * kDecodeRows + r) * kD + c] * split_weight[s][r];
-    const float total = row_sum[r];
-    const int32_t gh = r / p.seq_q, i = r % p.seq_q;
-    if (i < seq.q_len)
-      decode_o_row<T>(p, seq, kv_head * p.group + gh, i)[c] = from_float<T>(total > 0.0f ? acc / total : 0.0f);
+  const int quad = tid % kQuads, lane = tid / kQuads;
+  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  const float4* part = reinterpret_cast<const float4*>(p.part_o + (cta0 * kDecodeRows + r) * kD) + quad;
+  constexpr int64_t kSplitStride = int64_t(kDecodeRows) * kD / 4;  // float4s from one split's row to the next's
+#pragma unroll 4
+  for (int s = lane; s < splits; s += kSplitLanes) {
+    const float4 v = part[s * kSplitStride];
+    const float w = split_weight[s];
+    acc.x += v.x * w;
+    acc.y += v.y * w;
+    acc.z += v.z * w;
+    acc.w += v.w * w;
+  }
+  lane_acc[lane][quad] = acc;
+  __syncthreads();
+  if (lane == 0) {
+    float4 sum = lane_acc[0][quad];
+#pragma unroll
+    for (int l = 1; l < kSplitLanes; ++l) {
+      const float4 v = lane_acc[l][quad];
+      sum.x += v.x;
+      sum.y += v.y;
+      sum.z += v.z;
+      sum.w += v.w;
+    }
+    const float total = row_total;
+    T* out = decode_o_row<T>(p, seq, kv_head * p.group + gh, i) + 4 * quad;
+    out[0] = from_float<T>(total > 0.0f ? sum.x / total : 0.0f);
+    out[1] = from_float<T>(total > 0.0f ? sum.y / total : 0.0f);
+    out[2] = from_float<T>(total > 0.0f ? sum.z / total : 0.0f);
+    out[3] = from_float<T>(total > 0.0f ? sum.w / total : 0.0f);
   }
 }
 
@@ -635,6 +687,29 @@ int resident_per_sm(int dev) {
   }
   if (cached) known[dev].store(n, std::memory_order_relaxed);
   return n;
+}
+
+// Whether row kRow's combine image is sm_90 code on an sm_90+ device (asked once per device),
+// so it waits for the main kernel itself and may launch as its programmatic dependent.
+template <int kRow>
+bool combine_waits_in_kernel(const DeviceInfo& device) {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> known[kMaxDevices] = {};  // 0: not asked, 1: no, 2: yes
+  const bool cached = device.id >= 0 && device.id < kMaxDevices;
+  if (cached) {
+    const int k = known[device.id].load(std::memory_order_relaxed);
+    if (k != 0) return k == 2;
+  }
+  cudaFuncAttributes attr{};
+  bool yes = false;
+  if (device.cc_major >= 9) {
+    if (cudaFuncGetAttributes(&attr, attention_decode_combine<kRow>) == cudaSuccess)
+      yes = attr.binaryVersion >= 90 && attr.ptxVersion >= 90;
+    else
+      (void)cudaGetLastError();  // a failed query must not surface as a later launch error
+  }
+  if (cached) known[device.id].store(yes ? 2 : 1, std::memory_order_relaxed);
+  return yes;
 }
 
 // p passed kAttentionDecodeFamily's supports and fits for this row; its output is not empty
@@ -700,8 +775,21 @@ cudaError_t launch_row(const AttentionProblem& p, cudaStream_t stream) {
       <<<dim3(uint32_t(pairs * splits)), dim3(Tr::kThreads), size_t(Tr::kSmemBytes), stream>>>(params);
   e = cudaGetLastError();
   if (e == cudaSuccess && splits > 1) {
-    attention_decode_combine<kRow><<<dim3(uint32_t(pairs)), dim3(Tr::kCombineThreads), 0, stream>>>(params);
-    e = cudaGetLastError();
+    // One CTA per (pair, row); as the main kernel's programmatic dependent where its image
+    // waits for it (sm_90 code: griddepcontrol.wait), so the launch overlaps the main
+    // kernel's tail; else in plain stream order.
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(uint32_t(pairs), uint32_t(params.rows));
+    cfg.blockDim = dim3(Tr::kCombineThreads);
+    cfg.stream = stream;
+    cudaLaunchAttribute pdl{};
+    pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    pdl.val.programmaticStreamSerializationAllowed = 1;
+    if (combine_waits_in_kernel<kRow>(p.device)) {
+      cfg.attrs = &pdl;
+      cfg.numAttrs = 1;
+    }
+    e = cudaLaunchKernelEx(&cfg, attention_decode_combine<kRow>, params);
   }
   const cudaError_t freed = scratch_free(scratch, stream);
   return e != cudaSuccess ? e : freed;
