@@ -70,8 +70,8 @@ inline int decode_split_override() {
 // CTA. The decode is memory-bound: it wants every resident CTA streaming and no second wave
 // that leaves most SMs idle, and each CTA enough tiles to amortise its Q load and its merge.
 //   - pairs >= 0.8 x resident: 1 (the pairs already fill the device; no partial results);
-//   - else the candidates are S = 1 .. min(kDecodeMaxSplits, tiles / (2 x warps): at least
-//     two tiles per warp, 4 x resident / pairs: a bounded workspace), each scored by its wave
+//   - else the candidates are S = 1 .. min(kDecodeMaxSplits, tiles / warps: at least one
+//     tile per warp, 4 x resident / pairs: a bounded workspace), each scored by its wave
 //     efficiency w / ceil(w), w = pairs x S / resident; the smallest S within 0.9 of the best
 //     score wins (FlashAttention's num_splits_heuristic, with 0.9 for its 0.85).
 // The result depends only on these numbers, so a problem on one device and build always runs
@@ -81,7 +81,9 @@ inline int decode_splits(int64_t pairs, int64_t tiles, int64_t resident, int war
   if (const int forced = decode_split_override()) return int(forced < tiles ? forced : tiles);
   if (resident < 1) resident = 1;
   if (pairs * 5 >= resident * 4) return 1;
-  int64_t most = tiles / (2 * int64_t(warps));
+  // One tile per warp, not two: a split's CTA is latency-bound, so with a few hundred keys
+  // per (batch, KV head) more CTAs in flight beat fuller ones.
+  int64_t most = tiles / int64_t(warps);
   if (most > kDecodeMaxSplits) most = kDecodeMaxSplits;
   if (most > 4 * resident / pairs) most = 4 * resident / pairs;
   if (most <= 1) return 1;
