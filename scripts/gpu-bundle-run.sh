@@ -390,6 +390,9 @@ case "${1:-test}" in
       "$here/attention_decode_check" --time bf16 32 32 8 1 $sk 128 20 $page || exit 1
     done; done
     "$here/attention_decode_check" --time bf16 1 32 8 1 32768 128 20 || exit 1
+    "$here/attention_decode_check" --time bf16 1 32 8 1 8192 128 20 || exit 1
+    "$here/attention_decode_check" --time f16 1 16 4 1 8192 128 20 || exit 1
+    "$here/attention_decode_check" --time bf16 4 32 8 1 8192 128 20 || exit 1
     "$here/attention_decode_check" --time bf16 8 32 8 4 8192 128 20 || exit 1
     # The HBM read ceiling of this run (E_hbm's denominator): PyTorch's sum over 4 GiB of bf16
     # (a read-only streaming kernel), the median of 20.
@@ -406,12 +409,14 @@ print(json.dumps({"impl": "torch_sum", "bytes": x.numel() * 2, "us": round(ms * 
                   "read_gbs": round(x.numel() * 2 / (ms * 1e-3) / 1e9, 1)}))
 del x
 # The dense decode baseline of the same run: PyTorch SDPA (each backend that takes the case)
-# at the shape, GQA 32/8, one query per sequence, bf16.
+# at the shape, GQA 32/8, one query per sequence, bf16; then the few-sequence shapes
+# above (batch 1 and 4).
 from torch.nn.attention import SDPBackend, sdpa_kernel
 import torch.nn.functional as F
-for sk in (8192, 32768):
-    q = torch.randn(32, 32, 1, 128, dtype=torch.bfloat16, device="cuda")
-    k = torch.randn(32, 8, sk, 128, dtype=torch.bfloat16, device="cuda")
+for b, hq, hkv, sk in ((32, 32, 8, 8192), (32, 32, 8, 32768), (1, 32, 8, 32768), (1, 32, 8, 8192),
+                       (1, 16, 4, 8192), (4, 32, 8, 8192)):
+    q = torch.randn(b, hq, 1, 128, dtype=torch.bfloat16, device="cuda")
+    k = torch.randn(b, hkv, sk, 128, dtype=torch.bfloat16, device="cuda")
     v = torch.randn_like(k)
     kv_bytes = 2 * k.numel() * 2
     for name, be in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION),
@@ -424,10 +429,11 @@ for sk in (8192, 32768):
                     s.record(); F.scaled_dot_product_attention(q, k, v, enable_gqa=True); e.record(); e.synchronize()
                     times.append(s.elapsed_time(e))
             ms = sorted(times[1:])[5]
-            print(json.dumps({"impl": "sdpa_" + name, "seq_k": sk, "us": round(ms * 1e3, 2),
+            print(json.dumps({"impl": "sdpa_" + name, "batch": b, "heads_q": hq, "heads_kv": hkv, "seq_k": sk,
+                              "us": round(ms * 1e3, 2),
                               "gbs": round(kv_bytes / (ms * 1e-3) / 1e9, 1)}))
         except Exception as err:  # a backend that does not take the case says why
-            print(json.dumps({"impl": "sdpa_" + name, "seq_k": sk, "failed": str(err)[:160]}))
+            print(json.dumps({"impl": "sdpa_" + name, "batch": b, "seq_k": sk, "failed": str(err)[:160]}))
     del q, k, v
 PY
     ;;

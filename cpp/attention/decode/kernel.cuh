@@ -368,18 +368,6 @@ __global__ void __launch_bounds__(DecodeTraits<kRow>::kThreads) attention_decode
     }
   };
 
-  // The ring's first tiles in flight before Q's loads.
-#pragma unroll
-  for (int i = 0; i < kStages - 1; ++i) {
-    if (i < mine) load(i, i);
-    mma_sync::cp_async_commit();
-  }
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // The combine (a programmatic dependent when S > 1) may launch now: it waits for this
-  // grid's completion before it reads a partial.
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
-
   // Q's A fragments (rows g and g + 8; columns 2t, 2t + 1 and 2t + 8, 2t + 9 of each k16
   // step), and each row's last kept key (causal; padding rows, and the rows past a shorter
   // sequence's queries, keep everything: zero Q, never stored).
@@ -393,15 +381,38 @@ __global__ void __launch_bounds__(DecodeTraits<kRow>::kThreads) attention_decode
     const uint16_t* q_row = static_cast<const uint16_t*>(p.q) + seq.q_batch * p.q_sb +
                             int64_t(kv_head * p.group + gh) * p.q_sh + (int64_t(seq.q_start) + i) * p.q_ss;
     q_last[h] = real && p.causal ? i + seq.causal_offset : INT32_MAX;
+    // A fragment register is two adjacent elements: one 32-bit load where the row allows it
+    // (nothing to compute on the loaded bits, so nothing waits for them before the MMAs).
+    if (real && (reinterpret_cast<uintptr_t>(q_row) & 3u) == 0) {
+      const uint32_t* q_words = reinterpret_cast<const uint32_t*>(q_row);
 #pragma unroll
-    for (int kk = 0; kk < Tr::kK16; ++kk)
+      for (int kk = 0; kk < Tr::kK16; ++kk)
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int col = 16 * kk + 8 * half + 2 * t;
-        const uint32_t lo = real ? q_row[col] : 0u, hi = real ? q_row[col + 1] : 0u;
-        qa[kk][h + 2 * half] = lo | (hi << 16);
-      }
+        for (int half = 0; half < 2; ++half) qa[kk][h + 2 * half] = __ldg(q_words + 8 * kk + 4 * half + t);
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < Tr::kK16; ++kk)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int col = 16 * kk + 8 * half + 2 * t;
+          const uint32_t lo = real ? q_row[col] : 0u, hi = real ? q_row[col + 1] : 0u;
+          qa[kk][h + 2 * half] = lo | (hi << 16);
+        }
+    }
   }
+
+  // The ring's first tiles in flight, after Q's loads are issued (above): Q's few bytes ahead
+  // of the ring's in the memory system, so the first tile's wait is not also Q's.
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i) {
+    if (i < mine) load(i, i);
+    mma_sync::cp_async_commit();
+  }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // The combine (a programmatic dependent when S > 1) may launch now: it waits for this
+  // grid's completion before it reads a partial.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
 
   float o[Tr::kN8][4];
 #pragma unroll
