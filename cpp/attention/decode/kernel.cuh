@@ -266,7 +266,11 @@ struct DecodeTraits {
   static_assert(kWarps * kSlotBytes * kStages == decode_ring_bytes(kVariant), "the ring's size (configs.hpp)");
 };
 
-template <int kRow>
+// kPaged: the launch's K and V are a page pool (p.page_table != null). A template argument,
+// not a run-time branch: the unpaged kernel carries none of the page lookups in its copies,
+// and a decode CTA runs each instruction of its short life about once, so the code's size is
+// instruction-fetch time (ncu at batch 1: "no instruction" was half of every warp's stalls).
+template <int kRow, bool kPaged>
 __global__ void __launch_bounds__(DecodeTraits<kRow>::kThreads) attention_decode_kernel(const DecodeParams p) {
   using Tr = DecodeTraits<kRow>;
   using T = typename Tr::T;
@@ -307,7 +311,7 @@ __global__ void __launch_bounds__(DecodeTraits<kRow>::kThreads) attention_decode
 
   // The sequence's key 0 of the KV head (tile keys are relative to it); paged, page 0's
   // (a key's page is added per tile or row).
-  const bool paged = p.page_table != nullptr;
+  constexpr bool paged = kPaged;
   const int64_t k_batch = paged ? 0 : seq.k_batch, k_start = paged ? 0 : seq.k_start;
   const uint16_t* k_head =
       static_cast<const uint16_t*>(p.k) + k_batch * p.k_sb + int64_t(kv_head) * p.k_sh + k_start * p.k_ss;
@@ -402,8 +406,9 @@ __global__ void __launch_bounds__(DecodeTraits<kRow>::kThreads) attention_decode
   }
 
   // The ring's first tiles in flight, after Q's loads are issued (above): Q's few bytes ahead
-  // of the ring's in the memory system, so the first tile's wait is not also Q's.
-#pragma unroll
+  // of the ring's in the memory system, so the first tile's wait is not also Q's. Not
+  // unrolled: one copy of load's code here (see kPaged).
+#pragma unroll 1
   for (int i = 0; i < kStages - 1; ++i) {
     if (i < mine) load(i, i);
     mma_sync::cp_async_commit();
@@ -675,7 +680,7 @@ __global__ void __launch_bounds__(DecodeTraits<kRow>::kCombineThreads) attention
 
 template <int kRow>
 const void* probe_kernel() {
-  return reinterpret_cast<const void*>(&attention_decode_kernel<kRow>);
+  return reinterpret_cast<const void*>(&attention_decode_kernel<kRow, false>);
 }
 
 // CTAs of row kRow resident per SM on device `dev` (asked once per device; 1 if the runtime
@@ -689,13 +694,18 @@ int resident_per_sm(int dev) {
     const int n = known[dev].load(std::memory_order_relaxed);
     if (n > 0) return n;
   }
-  int n = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, attention_decode_kernel<kRow>, DecodeTraits<kRow>::kThreads,
+  // The fewer of the two kernels' (paged or not): one split rule for both.
+  int n = 0, n_paged = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, attention_decode_kernel<kRow, false>, DecodeTraits<kRow>::kThreads,
                                                     size_t(DecodeTraits<kRow>::kSmemBytes)) != cudaSuccess ||
-      n < 1) {
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n_paged, attention_decode_kernel<kRow, true>,
+                                                    DecodeTraits<kRow>::kThreads,
+                                                    size_t(DecodeTraits<kRow>::kSmemBytes)) != cudaSuccess ||
+      n < 1 || n_paged < 1) {
     (void)cudaGetLastError();  // a failed query must not surface as a later launch error
     return 1;
   }
+  if (n_paged < n) n = n_paged;
   if (cached) known[dev].store(n, std::memory_order_relaxed);
   return n;
 }
@@ -764,8 +774,11 @@ cudaError_t launch_row(const AttentionProblem& p, cudaStream_t stream) {
 
   const int64_t pairs = decode_sequences(p) * p.heads_kv();
   if (pairs == 0 || params.rows == 0) return cudaSuccess;  // packed: no sequence, or every one empty
-  const void* kernel = probe_kernel<kRow>();
-  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
+  cudaError_t e = cudaFuncSetAttribute(attention_decode_kernel<kRow, false>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
+  if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(attention_decode_kernel<kRow, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             Tr::kSmemBytes);
   if (e != cudaSuccess) return e;
   const int64_t resident = int64_t(p.device.sm_count) * resident_per_sm<kRow>(p.device.id);
   const int splits = decode_splits(pairs, decode_tiles_estimate(p), resident, Tr::kWarps);
@@ -782,8 +795,12 @@ cudaError_t launch_row(const AttentionProblem& p, cudaStream_t stream) {
     params.part_o = static_cast<float*>(scratch);
     params.part_ml = params.part_o + o_floats;
   }
-  attention_decode_kernel<kRow>
-      <<<dim3(uint32_t(pairs * splits)), dim3(Tr::kThreads), size_t(Tr::kSmemBytes), stream>>>(params);
+  if (params.page_table != nullptr)
+    attention_decode_kernel<kRow, true>
+        <<<dim3(uint32_t(pairs * splits)), dim3(Tr::kThreads), size_t(Tr::kSmemBytes), stream>>>(params);
+  else
+    attention_decode_kernel<kRow, false>
+        <<<dim3(uint32_t(pairs * splits)), dim3(Tr::kThreads), size_t(Tr::kSmemBytes), stream>>>(params);
   e = cudaGetLastError();
   if (e == cudaSuccess && splits > 1) {
     // One CTA per (pair, row); as the main kernel's programmatic dependent where its image
