@@ -326,6 +326,11 @@ __global__ void __launch_bounds__(DecodeTraits<kRow>::kThreads) attention_decode
   char* ring = smem + warp * kStages * Tr::kSlotBytes;
   const uint64_t policy = mma_sync::evict_first_policy();
 
+  // A lane's copies of a tile are rows kRowsPerCopy apart.
+  constexpr int kRowsPerCopy = 32 / kChunks;
+  static_assert(kRowsPerCopy * kChunks == 32 && kRowsPerCopy * Tr::kCopies == kDecodeKeys,
+                "a lane copies one chunk column of every kRowsPerCopy-th row");
+  const int64_t k_copy_step = int64_t(kRowsPerCopy) * p.k_ss, v_copy_step = int64_t(kRowsPerCopy) * p.v_ss;
   // Tile i of this warp into slot `slot`: K rows, then V rows, 16 bytes per copy.
   const auto load = [&](int32_t i, int slot) {
     const TileSpan s = tile_span(p, seq.key_end, first, u0 + warp + i * kWarps);
@@ -345,30 +350,43 @@ __global__ void __launch_bounds__(DecodeTraits<kRow>::kThreads) attention_decode
         v_page = page * p.v_sb + int64_t(row0) * p.v_ss;
       }
     }
+    // This lane's 16-byte chunk c of rows r0, r0 + kRowsPerCopy, ... (kChunks divides 32).
+    const int r0 = lane / kChunks, c = lane % kChunks;
+    if (!paged || one_page) {
+      // Rows at a fixed stride: row r0's address once, then one add per copy (the copies'
+      // address arithmetic was most of the kernel's integer instructions).
+      const int64_t row0_k = (paged ? k_page : int64_t(s.key0) * p.k_ss) + int64_t(r0) * p.k_ss;
+      const int64_t row0_v = (paged ? v_page : int64_t(s.key0) * p.v_ss) + int64_t(r0) * p.v_ss;
+      const uint16_t* k_src = k_head + row0_k + c * 8;
+      const uint16_t* v_src = v_head + row0_v + c * 8;
 #pragma unroll
-    for (int it = 0; it < Tr::kCopies; ++it) {
-      const int idx = lane + 32 * it;
-      const int r = idx / kChunks, c = idx % kChunks;
-      const bool kept = r < s.count;
-      // Element offsets of the row from k_head / v_head (key 0, or page 0's row 0, exists: a
-      // tile implies keys).
-      int64_t k_at = 0, v_at = 0;
-      if (kept && !paged) {
-        k_at = (int64_t(s.key0) + r) * p.k_ss;
-        v_at = (int64_t(s.key0) + r) * p.v_ss;
-      } else if (kept && one_page) {
-        k_at = k_page + int64_t(r) * p.k_ss;
-        v_at = v_page + int64_t(r) * p.v_ss;
-      } else if (kept) {
-        const int32_t key = s.key0 + r;
-        const int32_t at = key / p.page_size;
-        const int64_t page = page_of(at), row = key - at * p.page_size;
-        k_at = page * p.k_sb + row * p.k_ss;
-        v_at = page * p.v_sb + row * p.v_ss;
+      for (int it = 0; it < Tr::kCopies; ++it) {
+        const int r = r0 + it * kRowsPerCopy;
+        const bool kept = r < s.count;
+        const uint32_t off = uint32_t(r * Tr::kRowBytes + ((c ^ (r & 7)) << 4));
+        // A row past the tile's keys copies nothing from key 0's chunk (it exists: a tile
+        // implies keys).
+        ptx::cp_async_16(k_dst + off, kept ? k_src + it * k_copy_step : k_head + c * 8, kept ? 16u : 0u, policy);
+        ptx::cp_async_16(v_dst + off, kept ? v_src + it * v_copy_step : v_head + c * 8, kept ? 16u : 0u, policy);
       }
-      const uint32_t off = uint32_t(r * Tr::kRowBytes + ((c ^ (r & 7)) << 4));
-      ptx::cp_async_16(k_dst + off, k_head + k_at + c * 8, kept ? 16u : 0u, policy);
-      ptx::cp_async_16(v_dst + off, v_head + v_at + c * 8, kept ? 16u : 0u, policy);
+    } else {
+      // A tile across pages: each row's page looked up.
+#pragma unroll
+      for (int it = 0; it < Tr::kCopies; ++it) {
+        const int r = r0 + it * kRowsPerCopy;
+        const bool kept = r < s.count;
+        int64_t k_at = 0, v_at = 0;
+        if (kept) {
+          const int32_t key = s.key0 + r;
+          const int32_t at = key / p.page_size;
+          const int64_t page = page_of(at), row = key - at * p.page_size;
+          k_at = page * p.k_sb + row * p.k_ss;
+          v_at = page * p.v_sb + row * p.v_ss;
+        }
+        const uint32_t off = uint32_t(r * Tr::kRowBytes + ((c ^ (r & 7)) << 4));
+        ptx::cp_async_16(k_dst + off, k_head + k_at + c * 8, kept ? 16u : 0u, policy);
+        ptx::cp_async_16(v_dst + off, v_head + v_at + c * 8, kept ? 16u : 0u, policy);
+      }
     }
   };
 
