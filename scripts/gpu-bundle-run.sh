@@ -138,6 +138,10 @@ ops_checkers() {
   for row in attn_decode_bf16_d128 attn_decode_f16_d64; do
     job "attention_decode_check [SPARSEK_VARIANT=$row]" env "SPARSEK_VARIANT=$row" "$here/attention_decode_check"
   done
+  # Every launch in 37 splits: the combine's split loops past one round of its 32 (max, sum)
+  # lanes and 8 / 16 partial-O lanes.
+  job "attention_decode_check [SPARSEK_ATTENTION_DECODE_SPLITS=37]" env SPARSEK_ATTENTION_DECODE_SPLITS=37 \
+    "$here/attention_decode_check"
   job sddmm_check "$here/sddmm_check"
   job linear_backward "$here/linear_backward"
   job cpp_api_errors "$here/cpp_api_errors"
@@ -163,6 +167,7 @@ ops_tests() {
     tests_of "SPARSEK_VARIANT=$row" gpu_attention_decode_tests matches edge
   done
   tests_of "SPARSEK_ATTENTION_DECODE_SPLITS=3" gpu_attention_decode_tests matches edge deterministic
+  tests_of "SPARSEK_ATTENTION_DECODE_SPLITS=37" gpu_attention_decode_tests matches deterministic
   tests_of "SPARSEK_ATTENTION_DECODE_SPLITS=1" gpu_attention_decode_tests matches deterministic
   # Packed decode shapes with every launch split in 3 (the combine kernel per sequence).
   tests_of "SPARSEK_ATTENTION_DECODE_SPLITS=3" gpu_attention_tests varlen_decode varlen_repeats
