@@ -269,7 +269,7 @@ struct DecodeTraits {
 // kPaged: the launch's K and V are a page pool (p.page_table != null). A template argument,
 // not a run-time branch: the unpaged kernel carries none of the page lookups in its copies,
 // and a decode CTA runs each instruction of its short life about once, so the code's size is
-// instruction-fetch time (ncu at batch 1: "no instruction" was half of every warp's stalls).
+// instruction-fetch time.
 template <int kRow, bool kPaged>
 __global__ void __launch_bounds__(DecodeTraits<kRow>::kThreads) attention_decode_kernel(const DecodeParams p) {
   using Tr = DecodeTraits<kRow>;
@@ -353,8 +353,8 @@ __global__ void __launch_bounds__(DecodeTraits<kRow>::kThreads) attention_decode
     // This lane's 16-byte chunk c of rows r0, r0 + kRowsPerCopy, ... (kChunks divides 32).
     const int r0 = lane / kChunks, c = lane % kChunks;
     if (!paged || one_page) {
-      // Rows at a fixed stride: row r0's address once, then one add per copy (the copies'
-      // address arithmetic was most of the kernel's integer instructions).
+      // Rows at a fixed stride: row r0's address once, then one add per copy (a 64-bit product
+      // per copy and operand would be most of the kernel's integer instructions).
       const int64_t row0_k = (paged ? k_page : int64_t(s.key0) * p.k_ss) + int64_t(r0) * p.k_ss;
       const int64_t row0_v = (paged ? v_page : int64_t(s.key0) * p.v_ss) + int64_t(r0) * p.v_ss;
       const uint16_t* k_src = k_head + row0_k + c * 8;
