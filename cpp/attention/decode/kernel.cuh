@@ -701,54 +701,61 @@ const void* probe_kernel() {
   return reinterpret_cast<const void*>(&attention_decode_kernel<kRow, false>);
 }
 
-// CTAs of row kRow resident per SM on device `dev` (asked once per device; 1 if the runtime
-// cannot say).
-template <int kRow>
-int resident_per_sm(int dev) {
-  constexpr int kMaxDevices = 64;
-  static std::atomic<int> known[kMaxDevices] = {};
-  const bool cached = dev >= 0 && dev < kMaxDevices;
+// A runtime query asked once per device: `ask()`'s positive answer is kept for device `dev`;
+// a non-positive one (the runtime could not say) is returned and asked again next time.
+template <class Ask>
+int once_per_device(int dev, std::atomic<int> (&known)[64], Ask ask) {
+  const bool cached = dev >= 0 && dev < 64;
   if (cached) {
-    const int n = known[dev].load(std::memory_order_relaxed);
-    if (n > 0) return n;
+    const int k = known[dev].load(std::memory_order_relaxed);
+    if (k > 0) return k;
   }
-  // The fewer of the two kernels' (paged or not): one split rule for both.
-  int n = 0, n_paged = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, attention_decode_kernel<kRow, false>, DecodeTraits<kRow>::kThreads,
-                                                    size_t(DecodeTraits<kRow>::kSmemBytes)) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n_paged, attention_decode_kernel<kRow, true>,
-                                                    DecodeTraits<kRow>::kThreads,
-                                                    size_t(DecodeTraits<kRow>::kSmemBytes)) != cudaSuccess ||
-      n < 1 || n_paged < 1) {
-    (void)cudaGetLastError();  // a failed query must not surface as a later launch error
-    return 1;
-  }
-  if (n_paged < n) n = n_paged;
-  if (cached) known[dev].store(n, std::memory_order_relaxed);
-  return n;
+  const int k = ask();
+  if (cached && k > 0) known[dev].store(k, std::memory_order_relaxed);
+  return k;
 }
 
-// Whether row kRow's combine image is sm_90 code on an sm_90+ device (asked once per device),
-// so it waits for the main kernel itself and may launch as its programmatic dependent.
+// CTAs of row kRow resident per SM on device `dev` (1 if the runtime cannot say): the fewer of
+// the two kernels' (paged or not), so one split rule serves both.
+template <int kRow>
+int resident_per_sm(int dev) {
+  static std::atomic<int> known[64] = {};
+  const int n = once_per_device(dev, known, [] {
+    // The occupancy of a kernel past 48 KB of dynamic shared memory counts only once it may
+    // take that much.
+    int unpaged = 0, paged = 0;
+    if (cudaFuncSetAttribute(attention_decode_kernel<kRow, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             DecodeTraits<kRow>::kSmemBytes) != cudaSuccess ||
+        cudaFuncSetAttribute(attention_decode_kernel<kRow, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             DecodeTraits<kRow>::kSmemBytes) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&unpaged, attention_decode_kernel<kRow, false>,
+                                                      DecodeTraits<kRow>::kThreads,
+                                                      size_t(DecodeTraits<kRow>::kSmemBytes)) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&paged, attention_decode_kernel<kRow, true>,
+                                                      DecodeTraits<kRow>::kThreads,
+                                                      size_t(DecodeTraits<kRow>::kSmemBytes)) != cudaSuccess) {
+      (void)cudaGetLastError();  // a failed query must not surface as a later launch error
+      return 0;
+    }
+    return unpaged < paged ? unpaged : paged;
+  });
+  return n > 0 ? n : 1;
+}
+
+// Whether row kRow's combine image is sm_90 code on an sm_90+ device, so it waits for the
+// main kernel itself and may launch as its programmatic dependent.
 template <int kRow>
 bool combine_waits_in_kernel(const DeviceInfo& device) {
-  constexpr int kMaxDevices = 64;
-  static std::atomic<int> known[kMaxDevices] = {};  // 0: not asked, 1: no, 2: yes
-  const bool cached = device.id >= 0 && device.id < kMaxDevices;
-  if (cached) {
-    const int k = known[device.id].load(std::memory_order_relaxed);
-    if (k != 0) return k == 2;
-  }
-  cudaFuncAttributes attr{};
-  bool yes = false;
-  if (device.cc_major >= 9) {
-    if (cudaFuncGetAttributes(&attr, attention_decode_combine<kRow>) == cudaSuccess)
-      yes = attr.binaryVersion >= 90 && attr.ptxVersion >= 90;
-    else
-      (void)cudaGetLastError();  // a failed query must not surface as a later launch error
-  }
-  if (cached) known[device.id].store(yes ? 2 : 1, std::memory_order_relaxed);
-  return yes;
+  static std::atomic<int> known[64] = {};  // 1: no, 2: yes
+  return once_per_device(device.id, known, [&] {
+           cudaFuncAttributes attr{};
+           if (device.cc_major < 9) return 1;
+           if (cudaFuncGetAttributes(&attr, attention_decode_combine<kRow>) != cudaSuccess) {
+             (void)cudaGetLastError();  // a failed query must not surface as a later launch error
+             return 1;
+           }
+           return attr.binaryVersion >= 90 && attr.ptxVersion >= 90 ? 2 : 1;
+         }) == 2;
 }
 
 // p passed kAttentionDecodeFamily's supports and fits for this row; its output is not empty
@@ -792,11 +799,9 @@ cudaError_t launch_row(const AttentionProblem& p, cudaStream_t stream) {
 
   const int64_t pairs = decode_sequences(p) * p.heads_kv();
   if (pairs == 0 || params.rows == 0) return cudaSuccess;  // packed: no sequence, or every one empty
-  cudaError_t e = cudaFuncSetAttribute(attention_decode_kernel<kRow, false>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
-  if (e == cudaSuccess)
-    e = cudaFuncSetAttribute(attention_decode_kernel<kRow, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             Tr::kSmemBytes);
+  void (*const kernel)(DecodeParams) =
+      params.page_table != nullptr ? attention_decode_kernel<kRow, true> : attention_decode_kernel<kRow, false>;
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
   if (e != cudaSuccess) return e;
   const int64_t resident = int64_t(p.device.sm_count) * resident_per_sm<kRow>(p.device.id);
   const int splits = decode_splits(pairs, decode_tiles_estimate(p), resident, Tr::kWarps);
@@ -813,12 +818,7 @@ cudaError_t launch_row(const AttentionProblem& p, cudaStream_t stream) {
     params.part_o = static_cast<float*>(scratch);
     params.part_ml = params.part_o + o_floats;
   }
-  if (params.page_table != nullptr)
-    attention_decode_kernel<kRow, true>
-        <<<dim3(uint32_t(pairs * splits)), dim3(Tr::kThreads), size_t(Tr::kSmemBytes), stream>>>(params);
-  else
-    attention_decode_kernel<kRow, false>
-        <<<dim3(uint32_t(pairs * splits)), dim3(Tr::kThreads), size_t(Tr::kSmemBytes), stream>>>(params);
+  kernel<<<dim3(uint32_t(pairs * splits)), dim3(Tr::kThreads), size_t(Tr::kSmemBytes), stream>>>(params);
   e = cudaGetLastError();
   if (e == cudaSuccess && splits > 1) {
     // One CTA per (pair, row); as the main kernel's programmatic dependent where its image
