@@ -138,26 +138,26 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const bool b_tma = tma && args.b_vec;  // B through its tensor map too
-  // Stage q on the TMA path (thread 0): arm the slot's barrier with the stage's bytes, then
-  // one box per part of A (TM rows x KC columns) and, with b_tma, of B (KC k x n_max
-  // columns; the columns past n are outside B's tensor and arrive as zeros). do_a /
-  // do_b split the two for the prologue (do_a arms the barrier for both; a box may land
-  // before the arm: the barrier's transaction count goes below zero until then, and the
-  // phase cannot complete before the arm's arrival). `cols` reads the block columns from
-  // shared memory (s_cols) or, before they are there, from global memory.
-  auto issue_tma = [&](int q, bool do_a, bool do_b, bool cols = true) {
+  // Stage q on the TMA path (thread 0): arm the slot's barrier with the stage's bytes (A's
+  // and, with b_tma, B's), then one box per part of A (TM rows x KC columns) and, with b_tma
+  // and with_b, of B (KC k x n_max columns; the columns past n are outside B's tensor and
+  // arrive as zeros), its block columns from s_cols. The prologue's stages pass with_b =
+  // false: warp 1 issues their B boxes (below), which may land before the arm: the
+  // barrier's transaction count goes below zero until then, and the phase cannot complete
+  // before the arm's arrival.
+  auto issue_tma = [&](int q, bool with_b) {
     const int vp = valid_parts(q);
     if (vp == 0) return;
     const uint32_t slot = smem0 + static_cast<uint32_t>((q % kStages) * kSlot);
     const uint32_t bar = smem_u32(&s_full[q % kStages]);
-    if (do_a) mbar_arrive_expect_tx(bar, static_cast<uint32_t>(vp * (TM * RSA + (b_tma ? kNT * RS : 0))));
+    mbar_arrive_expect_tx(bar, static_cast<uint32_t>(vp * (TM * RSA + (b_tma ? kNT * RS : 0))));
     for (int b = 0; b < vp; ++b) {
       const int u = q * NB + b;
       const int t = KPB == 1 ? u : u / KPB;
       const int k0 = (u - t * KPB) * KC;
-      if (do_a) tma_load_2d(slot + b * TM * RSA, &map_a, k0, (jb + t) * args.bm + row0, bar, policy);
-      if (do_b && b_tma) {
-        const int col = cols ? col_of(t) : __ldg(args.col_idx + jb + t);
+      tma_load_2d(slot + b * TM * RSA, &map_a, k0, (jb + t) * args.bm + row0, bar, policy);
+      if (with_b && b_tma) {
+        const int col = col_of(t);
         for (int h = 0; h < BSUB; ++h)
           tma_load_2d(slot + b_off + (b * BSUB + h) * kNT * RSB, &map_b, col * bk + k0 + h * 64, 0, bar, policy_b);
       }
@@ -191,7 +191,7 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
   auto issue = [&](int q) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (tma) {
-      if (tid == 0) issue_tma(q, true, true);
+      if (tid == 0) issue_tma(q, true);
     } else
 #endif
     {
@@ -327,12 +327,27 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
 
   // ---- Prologue: stages 0 .. stages-2 in flight ----
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // A (thread 0) and B (thread 32, reading its block columns itself) start right away;
-  // the other threads load the block columns meanwhile.
+  // A (thread 0) and B (warp 1, one part per lane, each lane reading its block column
+  // itself) start right away; the other threads load the block columns meanwhile. B's parts
+  // go one per lane because one thread's loop serializes them: each box's address needs its
+  // column's load, and the TMA issue (asm with a memory clobber) keeps the next load behind
+  // it, so the prologue's last box waited one global-load latency per part before it.
+  static_assert(kThreads >= 64, "the prologue issues B from warp 1");
   if (tma && tid == 0)
-    for (int q = 0; q < kStages - 1; ++q) issue_tma(q, true, false);
-  if (tma && tid == 32 % kThreads)
-    for (int q = 0; q < kStages - 1; ++q) issue_tma(q, false, true, false);
+    for (int q = 0; q < kStages - 1; ++q) issue_tma(q, false);
+  if (b_tma && warp == 1) {
+    const int pro = min(parts, (kStages - 1) * NB);
+    for (int u = lane; u < pro; u += 32) {
+      const int t = KPB == 1 ? u : u / KPB;
+      const int k0 = (u - t * KPB) * KC;
+      const int col = __ldg(args.col_idx + jb + t);
+      const int q = u / NB, b = u - q * NB;  // q < stages - 1: slot q, barrier q
+      const uint32_t slot = smem0 + static_cast<uint32_t>(q * kSlot);
+      for (int h = 0; h < BSUB; ++h)
+        tma_load_2d(slot + b_off + (b * BSUB + h) * kNT * RSB, &map_b, col * bk + k0 + h * 64, 0,
+                    smem_u32(&s_full[q]), policy_b);
+    }
+  }
 #endif
   // The block columns, and zeros in B's region of every slot where B is not copied by the
   // TMA (columns n .. n_max are then never written and must be zero).

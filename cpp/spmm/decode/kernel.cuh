@@ -32,7 +32,8 @@
 //    16-byte cp.async issue (LDGSTS) capped a CTA near 16 KiB per us, and 1-D bulk copies
 //    of single rows were no faster (~128 small requests per stage); the TMA box needs one
 //    instruction per part. The prologue starts A and B boxes right after row_ptr (B from
-//    a second thread, reading its block columns itself) and prefetches the descriptors.
+//    a second warp, a part per lane, each lane reading its block column itself: one
+//    global-load latency before the boxes, not one per part) and prefetches the descriptors.
 //    sm_80 (and sm_90 when a tensor map cannot be made: int32 tensor coordinates): every
 //    thread copies 16-byte chunks with cp.async into the same layout, one commit group
 //    per stage.
