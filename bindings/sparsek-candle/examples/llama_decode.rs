@@ -28,7 +28,7 @@
 //! llama_decode [--preset default|tinyllama|llama3.2-3b] [--context 8192] [--batches 1,16]
 //!              [--steps 32] [--layers 8] [--hidden H] [--heads N] [--kv-heads N] [--head-dim D]
 //!              [--inter I] [--vocab V] [--window 1024] [--density 0.5] [--dtype f16|bf16]
-//!              [--breakdown] [--small-only]
+//!              [--sparse-weights same|e4m3] [--breakdown] [--small-only]
 //! ```
 //! Presets (the layer count is the example's, 8 unless `--layers`): `default` hidden 2048,
 //! 16 heads of 128 over 4 KV heads, intermediate 5632, vocab 32000 (TinyLlama-1.1B's widths
@@ -43,7 +43,8 @@ use candle_core::{DType, Device, IndexOp, Module, Tensor, D};
 use candle_nn::ops::rms_norm;
 use candle_nn::rotary_emb::rope_thd;
 use sparsek::{
-    Activation, AttentionOptions, BlockMask, BlockPatterns, BlockShape, CausalAlignment,
+    Activation, AttentionOptions, BlockGranularity, BlockMask, BlockPatterns, BlockShape,
+    CausalAlignment,
 };
 use sparsek_candle::{attention, AttentionMask, QkvLayout, SeqLayout, SparseMlp, WeightFormat};
 
@@ -66,6 +67,9 @@ struct Config {
     density: f64,
     /// The MLP weights' blocks.
     block: BlockShape,
+    /// The sparse twin's MLP weights: the model's dtype, or FP8 E4M3 with a scale per block
+    /// (W8A16: x and h keep the model's dtype).
+    sparse_weights: WeightFormat,
     dtype: DType,
 }
 
@@ -83,6 +87,7 @@ impl Config {
             global_blocks: 1,
             density: 0.5,
             block: BlockShape::new(64, 64),
+            sparse_weights: WeightFormat::Same,
             dtype,
         }
     }
@@ -212,7 +217,7 @@ impl Model {
                 &down,
                 cfg.block,
                 cfg.density,
-                WeightFormat::Same,
+                cfg.sparse_weights,
                 Activation::Silu,
             )?;
             let cache = || {
@@ -503,8 +508,11 @@ fn tokens_per_s(
 /// The small model on `cpu` and on `gpu` (if any), the same weights: a prefill of random
 /// tokens through the block mask, then decode steps on the CPU's greedy tokens; the largest
 /// relative difference of each twin's logits, each way the GPU runs a layer.
-fn small_check(gpu: Option<&Device>, dtype: DType) -> Result<()> {
-    let cfg = Config::small(dtype);
+fn small_check(gpu: Option<&Device>, dtype: DType, sparse_weights: WeightFormat) -> Result<()> {
+    let cfg = Config {
+        sparse_weights,
+        ..Config::small(dtype)
+    };
     let (batch, context, steps) = (2, 300, 4);
     // Room for the decode steps and, on a GPU, two steps replayed from CUDA graphs.
     let cap = context + steps + 2;
@@ -627,9 +635,14 @@ fn main() -> Result<()> {
         Some("bf16") => DType::BF16,
         Some(other) => return Err(format!("--dtype {other}: f16 or bf16").into()),
     };
+    let sparse_weights = match flag("--sparse-weights").as_deref() {
+        None | Some("same") => WeightFormat::Same,
+        Some("e4m3") => WeightFormat::Fp8E4M3(BlockGranularity::PerBlock),
+        Some(other) => return Err(format!("--sparse-weights {other}: same or e4m3").into()),
+    };
     let gpu = open_gpu()?;
     if args.iter().any(|a| a == "--small-only") || gpu.is_none() {
-        return small_check(gpu.as_ref(), dtype);
+        return small_check(gpu.as_ref(), dtype, sparse_weights);
     }
     let gpu = gpu.expect("checked above");
     // hidden, heads, kv heads, head dim, intermediate, vocab.
@@ -655,6 +668,7 @@ fn main() -> Result<()> {
             .transpose()?
             .unwrap_or(0.5),
         block: BlockShape::new(64, 64),
+        sparse_weights,
         dtype,
     };
     let context = num("--context", 8192)?;
@@ -668,10 +682,14 @@ fn main() -> Result<()> {
     println!("preset {preset}: {cfg:?}\ncontext {context}, {steps} timed decode steps, batches {batches:?}");
     println!("dense twin: cuBLAS matmuls (candle) for the MLPs, sparsek's causal attention without a block mask");
     println!(
-        "sparse: MLPs at {:.0} % of their {}x{} blocks, attention on the window of {} keys + {} global block(s) of {MASK_BLOCK}",
+        "sparse: MLPs at {:.0} % of their {}x{} blocks ({}), attention on the window of {} keys + {} global block(s) of {MASK_BLOCK}",
         cfg.density * 100.0,
         cfg.block.rows,
         cfg.block.cols,
+        match cfg.sparse_weights {
+            WeightFormat::Same => "weights of the model's dtype",
+            WeightFormat::Fp8E4M3(_) => "weights FP8 E4M3, a scale per block",
+        },
         cfg.window,
         cfg.global_blocks
     );
@@ -731,7 +749,7 @@ fn main() -> Result<()> {
         }
     }
     drop(model);
-    small_check(Some(&gpu), dtype)
+    small_check(Some(&gpu), dtype, sparse_weights)
 }
 
 /// The GPU, or None (with SPARSEK_REQUIRE_GPU set, no GPU is an error).
@@ -1061,8 +1079,13 @@ mod breakdown {
         let keys = m.keys_read(pos, sparse);
         let attn_bytes = layers * b * (2 * keys * kv + 2 * c.q_dim()) * e;
         let density = if sparse { c.density } else { 1.0 };
+        // The sparse twin's FP8 weights: a byte per element (the per-block scales left out).
+        let we = match (sparse, c.sparse_weights) {
+            (true, WeightFormat::Fp8E4M3(_)) => 1,
+            _ => e,
+        };
         let mlp_bytes = layers
-            * ((3.0 * (c.hidden * c.inter * e) as f64 * density) as usize
+            * ((3.0 * (c.hidden * c.inter * we) as f64 * density) as usize
                 + b * (2 * c.hidden + 3 * c.inter) * e);
         let proj_bytes = layers * (c.hidden * (c.q_dim() + 2 * kv) + c.q_dim() * c.hidden) * e;
         let head_bytes = c.hidden * c.vocab * e;
