@@ -299,18 +299,19 @@ __global__ void __launch_bounds__(DecodeTraits<kRow>::kThreads) attention_decode
     // one dependent global load per round (one round up to 32 blocks, two up to 1024) where
     // a binary search waits for one per halving before the first tile's address is known.
     // The warp is converged here and lo, hi are the same in every lane.
+    // Positions in 64 bits: lo + 32 * step may pass INT32_MAX where hi does not.
     int32_t lo = first, hi = last;  // x in [lo, hi]
     while (lo < hi) {
-      const int32_t step = (hi - lo + 31) / 32;
-      const int32_t pos = lo + lane * step;
+      const int64_t step = (int64_t(hi) - lo + 31) / 32;
+      const int64_t pos = lo + lane * step;
       const bool below = pos < hi && int64_t(__ldg(p.col_idx + pos)) * p.block_k < seq.key_end;
       const int32_t c = __popc(__ballot_sync(0xffffffffu, below));  // probes 0 .. c-1 are below
       if (c == 0) {
         hi = lo;
       } else {
-        const int32_t next_hi = lo + c * step < hi ? lo + c * step : hi;
-        lo = lo + (c - 1) * step + 1;
-        hi = next_hi;
+        const int64_t next_hi = lo + c * step;
+        lo = int32_t(lo + (c - 1) * step + 1);  // <= hi: probe c - 1 is below hi
+        hi = next_hi < hi ? int32_t(next_hi) : hi;
       }
     }
     last = lo;
