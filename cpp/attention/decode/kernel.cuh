@@ -33,7 +33,7 @@
 //  * Key tiles. The keys of a (batch, KV head) are a sequence of tiles of 16 keys (split.hpp's
 //    tiles): without a mask tile u is keys [16u, 16u + 16) below key_end (causal: the last
 //    query's diagonal); with a mask the kept blocks of the (batch, KV head)'s pattern row
-//    (col_idx ascending, the blocks past key_end dropped by a 32-way warp search), each block cut
+//    (col_idx ascending, the blocks past key_end dropped by a binary search), each block cut
 //    into ceil(block_k / 16) tiles that end at the block's end. Split s of S takes tiles
 //    [T*s/S, T*(s+1)/S); warp w of the CTA takes the split's tiles w, w + W, w + 2W, ...
 //
@@ -293,26 +293,12 @@ __global__ void __launch_bounds__(DecodeTraits<kRow>::kThreads) attention_decode
     const int64_t row = p.per_kv_pattern ? pair : 0;  // q_blocks = 1: pattern = its row
     first = __ldg(p.row_ptr + row);
     int32_t last = __ldg(p.row_ptr + row + 1);
-    // Drop the blocks at or past key_end (col_idx ascending: the first such position x). A
-    // 32-way search: each round every lane probes one position (step apart) and a ballot
-    // counts those below key_end, which narrows [lo, hi] to the step after the last of them;
-    // one dependent global load per round (one round up to 32 blocks, two up to 1024) where
-    // a binary search waits for one per halving before the first tile's address is known.
-    // The warp is converged here and lo, hi are the same in every lane.
-    // Positions in 64 bits: lo + 32 * step may pass INT32_MAX where hi does not.
-    int32_t lo = first, hi = last;  // x in [lo, hi]
+    // Drop the blocks at or past key_end (col_idx ascending: the first such position).
+    int32_t lo = first, hi = last;
     while (lo < hi) {
-      const int64_t step = (int64_t(hi) - lo + 31) / 32;
-      const int64_t pos = lo + lane * step;
-      const bool below = pos < hi && int64_t(__ldg(p.col_idx + pos)) * p.block_k < seq.key_end;
-      const int32_t c = __popc(__ballot_sync(0xffffffffu, below));  // probes 0 .. c-1 are below
-      if (c == 0) {
-        hi = lo;
-      } else {
-        const int64_t next_hi = lo + c * step;
-        lo = int32_t(lo + (c - 1) * step + 1);  // <= hi: probe c - 1 is below hi
-        hi = next_hi < hi ? int32_t(next_hi) : hi;
-      }
+      const int32_t mid = lo + (hi - lo) / 2;
+      if (int64_t(__ldg(p.col_idx + mid)) * p.block_k < seq.key_end) lo = mid + 1;
+      else hi = mid;
     }
     last = lo;
     tiles = (last - first) * p.tiles_per_block;
