@@ -258,14 +258,24 @@ mod cuda {
             .join(",")
     }
 
-    /// How many nvcc run at once: cargo's NUM_JOBS (the CUTLASS units are memory- and
-    /// CPU-hungry). The row units are cut to it too (cpp/units/units.cpp).
+    /// How many nvcc run at once: cargo's NUM_JOBS, and no more than one per 8 GiB of the
+    /// machine's memory where /proc/meminfo tells it (a Hopper row unit's cicc holds up to
+    /// ~8 GB: cpp/units/units.cpp cuts the units for that), so a many-core build does not
+    /// run out of memory.
     fn nvcc_jobs() -> usize {
-        env::var("NUM_JOBS")
+        let cores = env::var("NUM_JOBS")
             .ok()
             .and_then(|n| n.parse::<usize>().ok())
-            .unwrap_or(1)
-            .clamp(1, 4096)
+            .unwrap_or(1);
+        let memory_slots = fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|info| {
+                let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+                let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+                usize::try_from(kib / (8 << 20)).ok()
+            })
+            .unwrap_or(usize::MAX);
+        cores.min(memory_slots).clamp(1, 4096)
     }
 
     /// The sources of the units generator: cpp/units/*.cpp and every family's
@@ -330,7 +340,6 @@ mod cuda {
             .arg("cpp")
             .arg(gen)
             .arg(if features.is_empty() { "-" } else { features })
-            .arg(nvcc_jobs().to_string())
             .arg(archs)
             .arg(if lineinfo { "1" } else { "0" })
             .output()

@@ -85,7 +85,7 @@ compile() {  # source object nvcc-args...
 features="${SPARSEK_FEATURES:-bf16,transpose,any-block,tuning,sddmm,attention}"
 mkdir -p "$obj_dir/gen"
 scripts/units-tool.sh "$nvcc" "$obj_dir/units"
-unit_lines="$("$obj_dir/units" units cpp "$obj_dir/gen" "$features" "$jobs" "$archs" "$lineinfo")"
+unit_lines="$("$obj_dir/units" units cpp "$obj_dir/gen" "$features" "$archs" "$lineinfo")"
 srcs=()
 unit_args=()  # each unit's nvcc arguments, tab-separated
 while IFS= read -r line; do

@@ -36,7 +36,7 @@ done
 # The units of the full feature set and their nvcc arguments (the units generator,
 # cpp/units/units.cpp: the one reader of the lists, as for build.rs and CMake).
 scripts/units-tool.sh "$nvcc" "$out/units" || exit 2
-unit_lines="$("$out/units" units cpp "$out/gen" bf16,transpose,any-block,tuning,sddmm,attention "$jobs" \
+unit_lines="$("$out/units" units cpp "$out/gen" bf16,transpose,any-block,tuning,sddmm,attention \
   "${SPARSEK_CUDA_ARCHS:-90a}" 0)" || exit 2
 srcs=()
 unit_args=()  # each unit's nvcc arguments, tab-separated

@@ -5,13 +5,12 @@
 // (cpp/units/family_rows.hpp), which brings in the family's table: a build tool above the
 // operations, so that the core includes none of them.
 //
-//   units units <cpp-dir> <gen-dir> <features> <jobs> <archs> <lineinfo>
+//   units units <cpp-dir> <gen-dir> <features> <archs> <lineinfo>
 //   units nvcc-args <cpp-dir> <archs> <lineinfo>
 //   units gencode <archs>
 //
 // <features> is a comma-separated list of feature names (core/features.hpp: bf16,
-// transpose, any-block, tuning, sddmm, attention, fp8; "" or "-" for none); <jobs> is how many
-// nvcc the build runs at once; <archs> the build's architectures, separated by ',' or ';'
+// transpose, any-block, tuning, sddmm, attention, fp8; "" or "-" for none); <archs> the build's architectures, separated by ',' or ';'
 // (e.g. 90a,80; 90a is Hopper with wgmma); <lineinfo> 1 adds -lineinfo (source lines for
 // ncu and compute-sanitizer; it costs about a tenth of cicc's time), 0 not.
 //
@@ -23,15 +22,15 @@
 //     among equals) so a build starts them first: each family's rows (its configs.hpp table, the one list of rows) whose
 //     features are all built, in two groups: the rows every build has (`base`), and the
 //     rows of the build's features (named by the features those rows need, so one set of
-//     rows has one name in every build). A group is cut into min(<jobs>, rows / 12) units
-//     (at least one). A unit's fixed cost is large beside a row's (nvcc 13.0, one sm90 spmm
-//     unit on a 2-core machine: 1 row 43 s, 10 rows 101 s: headers and the templates every
-//     row shares take about 37 s, a row ~6.4 s), so a unit carries at least ~12 rows (its
-//     fixed cost at most about a third of it) and a build compiles as few units as its
-//     parallelism allows: on 2 cores the 86 Hopper spmm rows of `full` are 4 units, and the
-//     families' smaller groups one each (a minimum of 4 rows cut six groups of 6-11 rows in
-//     two, ~90 s of nvcc for nothing). The cut depends only on the group and <jobs>, so the
-//     `base` units of any two feature sets are the same files (and the same cached objects).
+//     rows has one name in every build). A group is cut into ceil(rows / 12) units of
+//     near-equal size, whatever the build's parallelism, so the units of any two builders
+//     (and the `base` units of any two feature sets) are the same files and the same cached
+//     objects. Memory binds the cut: cicc holds 7.1 GB for 9 Hopper spmm rows, 10.3 GB for
+//     18 and 12.5 GB for 37 (nvcc 13.0, /usr/bin/time), so two 37-row units, which a
+//     2-core build cut when the cut followed the cores, did not fit a 24 GiB machine. Time
+//     favours large units a little: 78 s, 135 s and 200 s of nvcc for those three (a unit's
+//     headers and shared templates ~20 s, a row ~6.4 s), so 12 rows costs one fixed part
+//     per ~75 s of rows.
 //   - the hand-written sources that each folder of <cpp-dir> lists in its sources.txt
 //     (cpp/core/sources.txt, cpp/<op>/sources.txt; found, not listed, so an operation
 //     touches no shared list) whose feature is built. A .cu file under a folder that its
@@ -69,8 +68,8 @@ using sparsek::detail::kFeatureNames;
 using sparsek::units::ArchClass;
 using sparsek::units::FamilyRows;
 
-// The fewest rows a unit is cut to (above).
-constexpr size_t kMinRowsPerUnit = 12;
+// The most rows a unit carries (above): what one cicc holds in memory.
+constexpr size_t kMaxRowsPerUnit = 12;
 
 [[noreturn]] void fail(const std::string& why) {
   std::fprintf(stderr, "units: %s\n", why.c_str());
@@ -91,13 +90,6 @@ uint32_t parse_features(const std::string& list) {
   while (std::getline(in, name, ','))
     if (!name.empty() && name != "-") bits |= feature_bit(name, "<features>");
   return bits;
-}
-
-size_t parse_jobs(const std::string& text) {
-  char* end = nullptr;
-  const unsigned long n = std::strtoul(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || n == 0 || n > 4096) fail("bad <jobs> `" + text + "`");
-  return size_t(n);
 }
 
 bool parse_lineinfo(const std::string& text) {
@@ -222,8 +214,7 @@ struct Unit {
 
 // The build's units: the row units (written into `gen`) heaviest first, then the
 // hand-written ones.
-std::vector<Unit> list_units(const std::string& cpp, const std::string& gen, uint32_t features, size_t jobs,
-                             bool has_sm90a) {
+std::vector<Unit> list_units(const std::string& cpp, const std::string& gen, uint32_t features, bool has_sm90a) {
   const auto has = [&](uint32_t needs) { return (needs & ~features) == 0; };
   std::vector<Unit> units;
   for (const FamilyRows& f : families()) {
@@ -243,7 +234,7 @@ std::vector<Unit> list_units(const std::string& cpp, const std::string& gen, uin
     for (const bool is_base : {true, false}) {
       const std::vector<int>& rows = is_base ? base : extra;
       if (rows.empty()) continue;
-      const size_t count = std::max<size_t>(1, std::min(jobs, (rows.size() + kMinRowsPerUnit - 1) / kMinRowsPerUnit));
+      const size_t count = (rows.size() + kMaxRowsPerUnit - 1) / kMaxRowsPerUnit;
       const std::string tag = is_base ? "base" : "with_" + needs_tag(extra_needs);
       for (size_t u = 0; u < count; ++u) {
         std::string text = "// Generated by cpp/units/units.cpp: rows of " + std::string(f.id) + " (" + tag +
@@ -322,19 +313,18 @@ int main(int argc, char** argv) {
     for (const std::string& a : out) std::printf("%s\n", a.c_str());
     return 0;
   }
-  if (mode != "units" || args.size() != 7)
+  if (mode != "units" || args.size() != 6)
     fail(
-        "usage: units units <cpp-dir> <gen-dir> <features> <jobs> <archs> <lineinfo>\n"
+        "usage: units units <cpp-dir> <gen-dir> <features> <archs> <lineinfo>\n"
         "       units nvcc-args <cpp-dir> <archs> <lineinfo>\n"
         "       units gencode <archs>");
   const std::string cpp = args[1], gen = args[2];
   const uint32_t features = parse_features(args[3]);
-  const size_t jobs = parse_jobs(args[4]);
-  const std::vector<std::string> archs = parse_archs(args[5]);
-  const std::vector<std::string> flags = shared_flags(cpp, parse_lineinfo(args[6]));
+  const std::vector<std::string> archs = parse_archs(args[4]);
+  const std::vector<std::string> flags = shared_flags(cpp, parse_lineinfo(args[5]));
   const bool has_sm90a = std::find(archs.begin(), archs.end(), "90a") != archs.end();
 
-  const std::vector<Unit> units = list_units(cpp, gen, features, jobs, has_sm90a);
+  const std::vector<Unit> units = list_units(cpp, gen, features, has_sm90a);
   // First line: the bits for -DSPARSEK_FEATURES (the bridge sees the feature set too).
   std::printf("features %u\n", unsigned(features));
   for (const Unit& u : units) {
