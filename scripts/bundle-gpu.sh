@@ -58,6 +58,7 @@ bindings/sparsek-candle/scripts/link-stubs.sh "$candle_stubs" >/dev/null
 (
   cd bindings/sparsek-candle
   export CUDA_ROOT="$candle_stubs" CUDA_COMPUTE_CAP="${CUDA_COMPUTE_CAP:-90}" CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$OLDPWD/target}"
+  export CUDAFORGE_THREADS="${CUDAFORGE_THREADS:-$(nproc)}"  # candle-kernels' nvcc on every core
   export NVCC="${NVCC:-$OLDPWD/third_party/py/nvidia/cu13/bin/nvcc}"
   executables cargo test --release --features cuda --test gpu --no-run
   executables cargo build --release --features cuda --examples
