@@ -10,9 +10,10 @@
 //   units gencode <archs>
 //
 // <features> is a comma-separated list of feature names (core/features.hpp: bf16,
-// transpose, any-block, tuning, sddmm, attention, fp8; "" or "-" for none); <archs> the build's architectures, separated by ',' or ';'
-// (e.g. 90a,80; 90a is Hopper with wgmma); <lineinfo> 1 adds -lineinfo (source lines for
-// ncu and compute-sanitizer; it costs about a tenth of cicc's time), 0 not.
+// transpose, any-block, tuning, sddmm, attention, fp8; "" or "-" for none); <archs> the
+// build's architectures, separated by ',' or ';' (e.g. 90a,80; 90a is Hopper with wgmma);
+// <lineinfo> 1 adds -lineinfo (source lines for ncu and compute-sanitizer; it costs about a
+// tenth of cicc's time), 0 not.
 //
 // `units` prints a first line "features <bits>" (the value of -DSPARSEK_FEATURES for this
 // set), then one line per unit: its path, then every nvcc argument it is compiled with, all
