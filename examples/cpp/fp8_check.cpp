@@ -566,6 +566,17 @@ void w8a16_suite(Rng& rng, int repeats) {
                            Layout::RowMajor, 3);
     o.out = DType::BF16, o.bias = true, o.beta = 0.5f;
     check("w8a16 64x64 m=512 k=8192 n=7 e5m2, bf16 row-major B ld 10, bitwise repeats", q, o, repeats);
+    // The n48 and n64 tiles (two CTAs per SM), split along k in clusters.
+    Problem r = make_w8a16(rng, 1024, 4096, 64, 128, 128, 0.5, ScaleKind::PerBlock, DType::E4M3, DType::F16,
+                           Layout::ColMajor, 0);
+    Options o64;
+    o64.backend = o64.expect = Backend::Decode;
+    o64.bias = true, o64.alpha = 0.75f;
+    check("w8a16 128x128 m=1024 k=4096 n=64 bias, bitwise repeats", r, o64, repeats);
+    Problem w = make_w8a16(rng, 512, 8192, 41, 64, 64, 0.5, ScaleKind::PerBlock, DType::E4M3, DType::BF16,
+                           Layout::ColMajor, 0);
+    o64.out = DType::BF16, o64.act = Activation::Silu;
+    check("w8a16 64x64 m=512 k=8192 n=41 silu C bf16, bitwise repeats", w, o64, repeats);
   }
 }
 

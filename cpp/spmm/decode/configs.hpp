@@ -135,23 +135,26 @@ inline constexpr DecodeVariant kDecodeVariants[] = {
     // (twice the elements: one part of 128 x 128 at 128x128 blocks, four of 64 x 64 with
     // w8_n8's b_parts 4, three with the others') and its B. Shared memory:
     // w8_n8 89 KiB, w8_n16 89 KiB (4 stages), w8_n32 81 KiB (3 stages): 2 CTAs/SM on an
-    // H100; w8_n48 93 KiB, w8_n64 105 KiB (3 stages): 1 CTA/SM
-    // (min_ctas 1: with 2 gm groups their A fragments (32 registers) and accumulators spill
-    // under 128 registers). 4 KiB of each is the block scales (launch.hpp). On sm_89 (99
-    // KiB) n <= 48 runs, wider n is refused.
+    // H100; w8_n48 93 KiB, w8_n64 105 KiB (3 stages): 2 CTAs/SM as well, with one 16-row
+    // group per warp (8 warps along m, no k-warps at 128-row blocks): with two groups their
+    // dequantized A fragments and accumulators took 248 registers, so one CTA per SM, and
+    // spilled inside the mma loop under 128. With one group n64 fits 128 registers; ptxas
+    // keeps one value (4 bytes) in local memory from the prologue to the tail, outside the
+    // stage loop. 4 KiB of each is the block scales (launch.hpp). On sm_89 (99 KiB) n <= 48
+    // runs, wider n is refused.
     // w8_n8_fill: 4 warps, 64 rows, 3 CTAs/SM (60 KiB), where its grid keeps more of A in
     // flight than w8_n8's (fill_only).
     {"decode_w8_n8_fill", 8,  4,  1,   64,   8192,   5,    3,  true, SPARSEK_DECODE_W8_FILL, false, true, 1, true},
     {"decode_w8_n8",    8,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_W8_BPARTS, false, true, 4},
     {"decode_w8_n16",  16,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_W8, false, true},
     {"decode_w8_n32",  32,    8,  1,  128,  16384,   3,    2,  true, SPARSEK_DECODE_W8, false, true},
-    {"decode_w8_n48",  48,    8,  2,  128,  16384,   3,    1,  true, SPARSEK_DECODE_W8, false, true},
-    {"decode_w8_n64",  64,    8,  2,  128,  16384,   3,    1,  true, SPARSEK_DECODE_W8, false, true},
+    {"decode_w8_n48",  48,    8,  1,  128,  16384,   3,    2,  true, SPARSEK_DECODE_W8, false, true},
+    {"decode_w8_n64",  64,    8,  1,  128,  16384,   3,    2,  true, SPARSEK_DECODE_W8, false, true},
     // No n128 W8A16 row: its 2 x 64 columns of accumulators beside the dequantized A fragments
     // spilled to local memory inside the mma loop (129 LDL/STL in ptxas's output). n > 64 runs the
     // n64 tile in chunks of 64 columns (one launch each, A read once per chunk).
-    {"decode_w8_n64_chunked", 64, 8, 2,  128,  16384,   3,    1, false,
-     "the W8A16 fallback for n > 64 (any ld and alignment of B and C): the n64 tile, which does not spill",
+    {"decode_w8_n64_chunked", 64, 8, 1,  128,  16384,   3,    2, false,
+     "the W8A16 fallback for n > 64 (any ld and alignment of B and C): the n64 tile",
      true, true},
 };
 // clang-format on
