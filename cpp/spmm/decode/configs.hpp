@@ -150,9 +150,12 @@ inline constexpr DecodeVariant kDecodeVariants[] = {
     {"decode_w8_n32",  32,    8,  1,  128,  16384,   3,    2,  true, SPARSEK_DECODE_W8, false, true},
     {"decode_w8_n48",  48,    8,  1,  128,  16384,   3,    2,  true, SPARSEK_DECODE_W8, false, true},
     {"decode_w8_n64",  64,    8,  1,  128,  16384,   3,    2,  true, SPARSEK_DECODE_W8, false, true},
-    // No n128 W8A16 row: its 2 x 64 columns of accumulators beside the dequantized A fragments
-    // spilled to local memory inside the mma loop (129 LDL/STL in ptxas's output). n > 64 runs the
-    // n64 tile in chunks of 64 columns (one launch each, A read once per chunk).
+    // n128 with one 16-row group per warp: 204 registers, no local memory, one CTA per SM
+    // (with two groups its accumulators spilled inside the mma loop: 129 LDL/STL). A is read
+    // once for n = 65..128, where the chunked n64 tile reads it once per 64 columns.
+    {"decode_w8_n128", 128,   8,  1,  128,  16384,   3,    1,  true, SPARSEK_DECODE_W8, false, true},
+    // n > 128 (and any ld or alignment the others refuse) runs the n64 tile in chunks of 64
+    // columns (one launch each, A read once per chunk).
     {"decode_w8_n64_chunked", 64, 8, 1,  128,  16384,   3,    2, false,
      "the W8A16 fallback for n > 64 (any ld and alignment of B and C): the n64 tile",
      true, true},
