@@ -385,7 +385,7 @@ void gated_suite(Rng& rng) {
   const Activation acts[] = {Activation::Silu, Activation::GeluTanh, Activation::None, Activation::Relu};
   const float alphas[] = {1.0f, 0.5f, -1.25f};
   const int blocks[][2] = {{128, 128}, {64, 64}, {96, 64}, {32, 64}, {128, 64}};
-  const int64_t ns[] = {1, 7, 64, 129, 600};
+  const int64_t ns[] = {1, 7, 64, 129, 200, 600};  // 129, 200, 600: a last dense tile pulled back
   const DType io[][2] = {{DType::F16, DType::F16}, {DType::BF16, DType::BF16}, {DType::F16, DType::F32},
                          {DType::BF16, DType::F32}};
   int v = 0;

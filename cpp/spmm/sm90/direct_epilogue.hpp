@@ -44,6 +44,7 @@
 #include "core/activation.cuh"
 #include "spmm/problem.hpp"
 #include "core/vec8.cuh"
+#include "tile_iterator.hpp"
 
 namespace sparsek::detail::spmm_sm90 {
 
@@ -193,7 +194,11 @@ class DirectEpilogueOp {
 
     const int32_t block_row = int32_t(SparseIsB ? get<1>(blk_coord) : get<0>(blk_coord));
     const int64_t row0 = int64_t(block_row) * p.bm;  // first row of C of this block-row
-    const int64_t dense0 = int64_t(SparseIsB ? get<0>(blk_coord) : get<1>(blk_coord)) * TileDense;
+    // The tile's first dense row as the mainloop loaded it (pulled back for a last partial
+    // tile) and the first it writes: rows below dense_lo are the tile before's.
+    const int64_t dense_tile = SparseIsB ? get<0>(blk_coord) : get<1>(blk_coord);
+    const int64_t dense0 = dense_tile_start(dense_tile, p.n, TileDense);
+    const int64_t dense_lo = dense_tile * TileDense;
     Out* c = static_cast<Out*>(p.c);
     const BiasT<Out>* bias = static_cast<const BiasT<Out>*>(p.bias);
     // FP8: the per-tensor scales folded into alpha; per-column ones below.
@@ -242,7 +247,9 @@ class DirectEpilogueOp {
         const int32_t r = SparseIsB ? tile_n : gm;               // row in the block
         const int64_t col = dense0 + (SparseIsB ? gm : tile_n);  // column of C
         const int64_t row = row0 + r;
-        const bool whole = rows ? r + kVec <= p.bm && col < p.n : r < p.bm && col + kVec <= p.n;
+        // (dense0 and dense_lo are multiples of 8: a vector along the dense side lies wholly
+        // on one side of dense_lo.)
+        const bool whole = col >= dense_lo && (rows ? r + kVec <= p.bm && col < p.n : r < p.bm && col + kVec <= p.n);
         if (p.vector && whole) {
           const int64_t off = row * p.row_stride + col * p.col_stride;
           float v[kVec], b[kVec];
@@ -280,7 +287,7 @@ class DirectEpilogueOp {
           for (int j = 0; j < kVec; ++j) {
             const int32_t rj = rows ? r + j : r;
             const int64_t cj = rows ? col : col + j;
-            if (rj < p.bm && cj < p.n) {
+            if (rj < p.bm && cj >= dense_lo && cj < p.n) {
               const int64_t at = (row0 + rj) * p.row_stride + cj * p.col_stride;
               const float a = col_scale != nullptr ? alpha * col_scale[cj] : alpha;
               float v = fmaf(a, *at_chunk(j), bias != nullptr ? detail::to_float(bias[row0 + rj]) : -0.0f);

@@ -170,7 +170,8 @@ struct BsrGemm {
   static_assert(Epi != EpilogueKind::Direct || OrderCap == kMaxOrderRows, "any-block row without the block-row order");
 
   using CollectiveMainloop =
-      CollectiveSparseMma<Element, DenseStride, TileShape, Stages, SparseIsB, ClusterShape, kPingPong ? 1 : 2, SparseMN>;
+      CollectiveSparseMma<Element, DenseStride, TileShape, Stages, SparseIsB, ClusterShape, kPingPong ? 1 : 2, SparseMN,
+                          Epi == EpilogueKind::Direct>;
   using SchedulerTag = BsrSchedulerTag<SparseIsB, OrderCap, Splits, Gated>;
   using ProblemShape = Shape<int, int, int, int>;
 

@@ -79,10 +79,16 @@ using SparseStrideMN = cute::Stride<cute::Int<1>, int64_t, int64_t>;
 // MmaWarpGroups_: the consumer warpgroups that share one tile's MMAs: 2 in the cooperative
 // kernel (they split the M tile), 1 in the ping-pong kernel (pingpong.hpp: each warpgroup
 // owns its tile; mma() then takes the warpgroup's own thread index, 0..127).
+// PullLastDense_: a last partial dense tile is loaded from dense_tile_start()
+// (tile_iterator.hpp), whole within the dense operand, instead of reaching past its end; only
+// for an epilogue that places the tile the same way (the Direct epilogue).
 template <class Element_, class DenseStride_, class TileShape_, int Stages_, bool SparseIsB_,
-          class ClusterShape_ = Shape<_1, _1, _1>, int MmaWarpGroups_ = 2, bool SparseMN_ = false>
+          class ClusterShape_ = Shape<_1, _1, _1>, int MmaWarpGroups_ = 2, bool SparseMN_ = false,
+          bool PullLastDense_ = false>
 struct CollectiveSparseMma {
   static constexpr bool SparseIsB = SparseIsB_;
+  static constexpr bool kPullLastDense = PullLastDense_;
+  static constexpr int TileDense = size<SparseIsB_ ? 0 : 1>(TileShape_{});
   static constexpr bool SparseMN = SparseMN_;
   using SparseStride = cute::conditional_t<SparseMN, SparseStrideMN, SparseStrideK>;
   static constexpr int TileK = size<2>(TileShape_{});
@@ -193,6 +199,7 @@ struct CollectiveSparseMma {
     int32_t kpb = 1;            // k-iterations per block: ceil(bk / TileK)
     int32_t bm = 0, bk = 0, nnzb = 0;
     int32_t block_cols = 0;     // K / bk: first out-of-bounds L of the dense operand
+    int32_t dense_extent = 0;   // the dense operand's MN extent (n)
     float const* scales = nullptr;  // FP8: per-block scales, or null
   };
 
@@ -231,6 +238,7 @@ struct CollectiveSparseMma {
     p.bk = args.bk;
     p.nnzb = args.nnzb;
     p.block_cols = int32_t(K) / args.bk;
+    p.dense_extent = dense_mn;
     if constexpr (kPromote) {
       p.scales = args.scales;
     }
@@ -330,7 +338,13 @@ struct CollectiveSparseMma {
     Tensor tBsB = tma_b.partition_D(sB);  // (TMA,TMA_N,TMA_K,PIPE)
     // Sparse operand: (TILE,BLK_K,kpb,nnzb); dense operand: (TILE,BLK_K,kpb,cols).
     auto slice_sparse = [](auto const& g) { return g(_, _, 0, _, _); };
-    auto slice_dense = [dense_tile](auto const& g) { return g(_, _, dense_tile, _, _); };
+    // A pulled-back last tile (kPullLastDense): its box starts `pull` rows before the tile's.
+    const int32_t pull =
+        kPullLastDense ? int32_t(int64_t(dense_tile) * TileDense - dense_tile_start(dense_tile, p.dense_extent, TileDense))
+                       : 0;
+    auto slice_dense = [dense_tile, pull](auto const& g) {
+      return domain_offset(make_coord(-pull, 0, 0, 0), g(_, _, dense_tile, _, _));
+    };
     auto gA = [&]() {
       if constexpr (SparseIsB) { return slice_dense(get<0>(load_inputs)); }
       else { return slice_sparse(get<0>(load_inputs)); }

@@ -21,6 +21,9 @@
 // col_idx is fetched 32 entries at a time, one coalesced load per lane, and the next
 // chunk is prefetched a chunk ahead so the producer never waits on a dependent global
 // load per block) and, through k_tile_count(), by the tile scheduler.
+//
+// dense_tile_start() places a dense tile on the dense operand (the mainloop's loads and the
+// Direct epilogue's stores, direct_epilogue.hpp, agree through it).
 #pragma once
 
 #include <cstdint>
@@ -126,5 +129,20 @@ struct SparseTileIterator {
   float chunk_scale_ = 0.0f, next_scale_ = 0.0f;  // the same of scales (FP8 with per-block scales)
 #endif
 };
+
+// The first dense row (C^T = B^T A^T: column of C) of dense tile `tile`, `tile_dense` wide,
+// over a dense extent `extent` (n). tile * tile_dense, except for a last tile that would
+// reach past the extent while a whole tile fits: that one is pulled back to start at
+// extent - tile_dense rounded up to 8 (so vectors of 8 stay aligned; it then reaches at most
+// 7 past the end), overlapping the tile before it, whose rows the epilogue leaves to that
+// tile (it writes rows from tile * tile_dense on). Why: the TMA fills a box's rows past the
+// tensor's end slowly, far more slowly than it copies rows in bounds (on an H100 a partial
+// last tile with three quarters of its rows past n took about twice as long as a whole one),
+// and the dense box is loaded again for every block of the block-row.
+CUTE_HOST_DEVICE constexpr int64_t dense_tile_start(int64_t tile, int64_t extent, int64_t tile_dense) {
+  const int64_t start = tile * tile_dense;
+  if (start + tile_dense <= extent || extent < tile_dense) return start;
+  return (extent - tile_dense + 7) / 8 * 8;
+}
 
 }  // namespace sparsek::detail::spmm_sm90
