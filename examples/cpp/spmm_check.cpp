@@ -511,9 +511,12 @@ std::vector<Case> suite_cases(uint64_t seed) {
   c.dtype = DType::BF16, c.out = DType::F32, add(c);
   // A last dense tile pulled back over the one before (sm90 Direct rows, tile_iterator.hpp's
   // dense_tile_start): the overlap is written once, so beta applies once.
-  c = Case{}, c.m = 512, c.k = 512, c.n = 300, c.bm = 32, c.bk = 32, c.density = 0.3, c.beta = 0.5f, add(c);
+  c = Case{}, c.m = 512, c.k = 512, c.n = 300, c.bm = 32, c.bk = 32, c.density = 0.3, c.beta = 0.5f,
+  c.b_layout = c.c_layout = Layout::ColMajor, add(c);
   c = Case{}, c.m = 512, c.k = 512, c.n = 330, c.bm = 128, c.bk = 128, c.out = DType::F32, c.beta = 1,
-  c.c_layout = Layout::ColMajor, add(c);
+  c.b_layout = c.c_layout = Layout::ColMajor, add(c);
+  c = Case{}, c.m = 512, c.k = 512, c.n = 200, c.bm = 64, c.bk = 64, c.density = 0.4, c.beta = 0.25f,
+  c.out = DType::F32, add(c);
   // alpha/beta corners.
   c = Case{}, c.m = 512, c.k = 512, c.n = 256, c.alpha = 0, c.beta = 1, add(c);
   c = Case{}, c.m = 512, c.k = 512, c.n = 256, c.alpha = 2, c.beta = -1, c.out = DType::F32,
