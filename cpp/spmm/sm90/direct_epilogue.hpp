@@ -125,9 +125,10 @@ class DirectEpilogueOp {
     Params p = args;
     const int64_t ld = rows_vary(args) ? args.col_stride : args.row_stride;
     const int64_t unit = rows_vary(args) ? args.row_stride : args.col_stride;
-    // The first element of a vector is (row0 + r, dense0 + g) with dense0 and g multiples of
-    // 8, and r a multiple of 8 when rows vary: its offset is a multiple of 8 elements iff ld
-    // is, and bm too when rows vary. 16-bit C then needs a 16-byte aligned base, f32 C too
+    // The first element of a vector is (row0 + r, dense0 + g) with g a multiple of 8, dense0
+    // one too when the dense side varies (store() takes a pulled-back tile's other vectors
+    // element by element), and r a multiple of 8 when rows vary: its offset is a multiple of
+    // 8 elements iff ld is, and bm too when rows vary. 16-bit C then needs a 16-byte aligned base, f32 C too
     // (two 16-byte accesses).
     p.vector = reinterpret_cast<uintptr_t>(args.c) % 16 == 0 && unit == 1 && ld % kVec == 0 &&
                (!rows_vary(args) || args.bm % kVec == 0);
@@ -247,9 +248,11 @@ class DirectEpilogueOp {
         const int32_t r = SparseIsB ? tile_n : gm;               // row in the block
         const int64_t col = dense0 + (SparseIsB ? gm : tile_n);  // column of C
         const int64_t row = row0 + r;
-        // (dense0 and dense_lo are multiples of 8: a vector along the dense side lies wholly
-        // on one side of dense_lo.)
-        const bool whole = col >= dense_lo && (rows ? r + kVec <= p.bm && col < p.n : r < p.bm && col + kVec <= p.n);
+        // A vector along the dense side needs dense0 a multiple of 8 (16-byte aligned; it
+        // then lies wholly on one side of dense_lo, a multiple of 8); a pulled-back tile's
+        // may not be (tile_iterator.hpp).
+        const bool whole = col >= dense_lo && (rows ? r + kVec <= p.bm && col < p.n
+                                                    : dense0 % kVec == 0 && r < p.bm && col + kVec <= p.n);
         if (p.vector && whole) {
           const int64_t off = row * p.row_stride + col * p.col_stride;
           float v[kVec], b[kVec];

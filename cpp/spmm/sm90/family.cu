@@ -117,10 +117,16 @@ const char* fits(const Problem& p, int row) {
 }
 
 // Auto passes over an Only row (configs.hpp `split`) where its launch would not split: its
-// split-free twin, further down, runs those problems faster.
+// split-free twin, further down, runs those problems faster. It passes over a TMA-epilogue
+// row (Plain, Fused) where n leaves a partial dense tile after a whole one: that row's last
+// dense box reaches past B, which the TMA loads slowly, while a Direct row further down with
+// the same input, B layout and tile (the 64- and 128-high k64 rows, built with the same
+// features) loads that tile pulled back inside B (tile_iterator.hpp's dense_tile_start).
 bool auto_skips(const Problem& p, int row) {
   const Sm90Variant& v = kSm90Variants[row];
-  return v.split == Split::Only && launch_split(p, v) <= 1;
+  if (v.split == Split::Only && launch_split(p, v) <= 1) return true;
+  const int64_t dense_tile = v.transposed ? v.tile_m : v.tile_n;
+  return v.epilogue != EpilogueKind::Direct && p.n() > dense_tile && p.n() % dense_tile != 0;
 }
 
 #ifdef SPARSEK_NO_SM90A

@@ -132,17 +132,20 @@ struct SparseTileIterator {
 
 // The first dense row (C^T = B^T A^T: column of C) of dense tile `tile`, `tile_dense` wide,
 // over a dense extent `extent` (n). tile * tile_dense, except for a last tile that would
-// reach past the extent while a whole tile fits: that one is pulled back to start at
-// extent - tile_dense rounded up to 8 (so vectors of 8 stay aligned; it then reaches at most
-// 7 past the end), overlapping the tile before it, whose rows the epilogue leaves to that
-// tile (it writes rows from tile * tile_dense on). Why: the TMA fills a box's rows past the
-// tensor's end slowly, far more slowly than it copies rows in bounds (on an H100 a partial
-// last tile with three quarters of its rows past n took about twice as long as a whole one),
-// and the dense box is loaded again for every block of the block-row.
+// reach past the extent while a whole tile fits: that one is pulled back to extent -
+// tile_dense, wholly inside the dense operand, overlapping the tile before it, whose rows
+// the epilogue leaves to that tile (it writes rows from tile * tile_dense on). Why: the TMA
+// is slow on a box that reaches past the tensor, even by a few rows (on an H100 the gated
+// 64x64 row at n = 160 took 1.6x its time at n = 256, and a box 4 rows past the end still
+// cost a third more), and the dense box is loaded again for every block of the block-row.
+// The start need not be a multiple of 8: a K-major dense operand (column-major B) takes any
+// row start, and an MN-major one has n a multiple of 8 (16-byte rows, the family's
+// supports()), so the start is one too; the Direct epilogue stores such a tile's vectors
+// along the dense side element by element.
 CUTE_HOST_DEVICE constexpr int64_t dense_tile_start(int64_t tile, int64_t extent, int64_t tile_dense) {
   const int64_t start = tile * tile_dense;
   if (start + tile_dense <= extent || extent < tile_dense) return start;
-  return (extent - tile_dense + 7) / 8 * 8;
+  return extent - tile_dense;
 }
 
 }  // namespace sparsek::detail::spmm_sm90
