@@ -93,6 +93,12 @@ struct DecodeVariant {
 // The W8A16 rows mirror the 16-bit rows' n thresholds (issue 27); their speed against the f16
 // rows is fp8_check --time's decode section.
 #define SPARSEK_DECODE_W8 "mirrors the 16-bit rows (issue 27; fp8_check --time, decode section)"
+// One 16-row group per warp (issue 48): tests/cpp/time_decode.cu on the H100 against the
+// two-group rows, the same 11 layer shapes, blocks and densities.
+#define SPARSEK_DECODE_W8_ONE_GROUP                                                                  \
+  "one 16-row group per warp, H100 (time_decode, issue 48): n = 33..64 1.43-1.48x the two-group "   \
+  "rows' speed (geo-means over 11 layer shapes x 64x64/128x128 x d 0.5/0.3); n128 1.28x (128x128) " \
+  "and 1.42x (64x64) the chunked n64 row's at n = 96..128"
 // b_parts (issue 48): tests/cpp/time_decode.cu on the H100, 11 Llama-3 / Qwen2.5 layer shapes x
 // 64x64 and 128x128 blocks x densities 0.5 and 0.3, weights cycled out of L2, report/NOTES.md.
 #define SPARSEK_DECODE_BPARTS \
@@ -139,21 +145,21 @@ inline constexpr DecodeVariant kDecodeVariants[] = {
     // group per warp (8 warps along m, no k-warps at 128-row blocks): with two groups their
     // dequantized A fragments and accumulators took 248 registers, so one CTA per SM, and
     // spilled inside the mma loop under 128. With one group n64 fits 128 registers; ptxas
-    // keeps one value (4 bytes) in local memory from the prologue to the tail, outside the
-    // stage loop. 4 KiB of each is the block scales (launch.hpp). On sm_89 (99 KiB) n <= 48
-    // runs, wider n is refused.
+    // keeps one value (4 bytes) in local memory, which the e4m3 x f16 instance reloads twice
+    // per ring stage (outside the mma loop). 4 KiB of each is the block scales (launch.hpp).
+    // On sm_89 (99 KiB) n <= 48 runs, wider n is refused.
     // w8_n8_fill: 4 warps, 64 rows, 3 CTAs/SM (60 KiB), where its grid keeps more of A in
     // flight than w8_n8's (fill_only).
     {"decode_w8_n8_fill", 8,  4,  1,   64,   8192,   5,    3,  true, SPARSEK_DECODE_W8_FILL, false, true, 1, true},
     {"decode_w8_n8",    8,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_W8_BPARTS, false, true, 4},
     {"decode_w8_n16",  16,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_W8, false, true},
     {"decode_w8_n32",  32,    8,  1,  128,  16384,   3,    2,  true, SPARSEK_DECODE_W8, false, true},
-    {"decode_w8_n48",  48,    8,  1,  128,  16384,   3,    2,  true, SPARSEK_DECODE_W8, false, true},
-    {"decode_w8_n64",  64,    8,  1,  128,  16384,   3,    2,  true, SPARSEK_DECODE_W8, false, true},
+    {"decode_w8_n48",  48,    8,  1,  128,  16384,   3,    2,  true, SPARSEK_DECODE_W8_ONE_GROUP, false, true},
+    {"decode_w8_n64",  64,    8,  1,  128,  16384,   3,    2,  true, SPARSEK_DECODE_W8_ONE_GROUP, false, true},
     // n128 with one 16-row group per warp: 204 registers, no local memory, one CTA per SM
     // (with two groups its accumulators spilled inside the mma loop: 129 LDL/STL). A is read
     // once for n = 65..128, where the chunked n64 tile reads it once per 64 columns.
-    {"decode_w8_n128", 128,   8,  1,  128,  16384,   3,    1,  true, SPARSEK_DECODE_W8, false, true},
+    {"decode_w8_n128", 128,   8,  1,  128,  16384,   3,    1,  true, SPARSEK_DECODE_W8_ONE_GROUP, false, true},
     // n > 128 (and any ld or alignment the others refuse) runs the n64 tile in chunks of 64
     // columns (one launch each, A read once per chunk).
     {"decode_w8_n64_chunked", 64, 8, 1,  128,  16384,   3,    2, false,
@@ -164,6 +170,7 @@ inline constexpr DecodeVariant kDecodeVariants[] = {
 
 #undef SPARSEK_DECODE_DESIGN
 #undef SPARSEK_DECODE_W8
+#undef SPARSEK_DECODE_W8_ONE_GROUP
 #undef SPARSEK_DECODE_BPARTS
 #undef SPARSEK_DECODE_W8_BPARTS
 #undef SPARSEK_DECODE_W8_FILL
