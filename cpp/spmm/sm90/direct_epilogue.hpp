@@ -128,8 +128,8 @@ class DirectEpilogueOp {
     // The first element of a vector is (row0 + r, dense0 + g) with g a multiple of 8, dense0
     // one too when the dense side varies (store() takes a pulled-back tile's other vectors
     // element by element), and r a multiple of 8 when rows vary: its offset is a multiple of
-    // 8 elements iff ld is, and bm too when rows vary. 16-bit C then needs a 16-byte aligned base, f32 C too
-    // (two 16-byte accesses).
+    // 8 elements iff ld is, and bm too when rows vary. 16-bit C then needs a 16-byte aligned
+    // base, f32 C too (two 16-byte accesses).
     p.vector = reinterpret_cast<uintptr_t>(args.c) % 16 == 0 && unit == 1 && ld % kVec == 0 &&
                (!rows_vary(args) || args.bm % kVec == 0);
     return p;
