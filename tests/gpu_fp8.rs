@@ -172,6 +172,20 @@ fn w8a8_cases() -> Vec<Case> {
         c.backend = Backend::Hopper;
         out.push(c);
     }
+    // n a multiple of 512 over enough tiles not to split (34 block-rows): Auto's 128x256
+    // cluster row for 128x128 blocks (configs.hpp), beta, both C layouts.
+    for (i, n) in [512, 1024].into_iter().enumerate() {
+        let mut c = Case::new(34, 5, blocks[0], n);
+        c.kind = PatternKind::Random(0.6);
+        c.b_layout = Layout::ColMajor;
+        c.c_layout = common::layouts()[i % 2];
+        (c.alpha, c.beta) = (1.5, 0.5);
+        c.bias = i == 0;
+        c.a_scale = ScaleKind::PerBlock;
+        c.b_scale = [ScaleKind::PerColumn, ScaleKind::PerTensor][i % 2];
+        c.backend = Backend::Auto;
+        out.push(c);
+    }
     out
 }
 

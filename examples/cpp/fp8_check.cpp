@@ -866,6 +866,20 @@ int main(int argc, char** argv) {
     o.out = DType::BF16, o.alpha = 0.75f, o.bias = true;
     check("128x128 m=384 k=640 n=4105 (the 128x192 row) C bf16 alpha/bias, bitwise repeats", p, o, 20);
   }
+  // n a multiple of 512 over enough tiles not to split (34 block-rows): Auto's 128x256 cluster
+  // row for 128x128 blocks (configs.hpp); C both layouts, beta.
+  {
+    Problem p = make_problem(rng, 34 * 128, 5 * 128, 1024, 128, 128, 0.6, ScaleKind::PerBlock, ScaleKind::PerColumn,
+                             false);
+    Options o;
+    o.out = DType::F16, o.alpha = 0.75f, o.bias = true;
+    check("128x128 m=4352 k=640 n=1024 (the 128x256 cluster row) C f16 alpha/bias, bitwise repeats", p, o, 20);
+    Problem q = make_problem(rng, 34 * 128, 5 * 128, 512, 128, 128, 0.5, ScaleKind::PerBlock, ScaleKind::PerColumn,
+                             false);
+    Options r;
+    r.out = DType::F32, r.c_layout = Layout::RowMajor, r.alpha = 1.5f, r.beta = 0.5f;
+    check("128x128 m=4352 k=640 n=512 (the 128x256 cluster row) C f32 row-major beta 0.5", q, r);
+  }
   // e5m2 (the same kernels, its own rows), both block sizes.
   for (int bm : {128, 64})
     for (DType out : {DType::F32, DType::BF16}) {

@@ -6,10 +6,15 @@
 // libcublasLt.so.13 / .so.12 / .so from the loader's path).
 //
 //   time_fp8 [--shapes 4096x4096x4096,...] [--blocks 128,64] [--densities 0.125,0.25]
-//            [--seeds 2]       time every (shape m x n x k, block, density, seed)
+//            [--seeds 2] [--rows R1,R2] [--b-scale column|tensor]
+//                              time every (shape m x n x k, block, density, seed)
 //   time_fp8 --check           the FP8 rows against f64 on the dequantized operands (below)
 //   time_fp8 --check-quick     the same at n = 7 and 129, 2 repeats each (for compute-sanitizer)
-//   time_fp8 --profile         one launch of each 128-high FP8 row at 8192^3, density 1/4 (ncu)
+//   time_fp8 --profile         one launch of each 128-high FP8 row at the first of --shapes and
+//                              --densities (8192^3, 1/4), for ncu
+// --rows: the FP8 rows timed beside the 128x128, 128x192 and 64-high ones (compiled into
+// time_fp8_rows.cu; default: the 128x256 cluster row). --b-scale tensor: B's scale one per
+// tensor instead of one per column.
 //
 // Patterns: seed 0, 2, ... the same number of blocks in every block-row (round(d * k/bk),
 // distinct random columns); seed 1, 3, ... each block present with probability d. Values are
@@ -81,6 +86,17 @@ const char* kF16Row128 = "sm90_f16_bm128_bcol_ccol";
 const char* kF16Row64 = "sm90_f16_bm64_bcol_ccol";
 
 const char* kFp8Row128Wide = "sm90_e4m3_bm_le128_k128_bcol_128x192";
+
+// More FP8 rows timed (and checked) beside the 128x128, 128x192 and 64-high ones: the cluster
+// row by default, or --rows; each on the blocks of its bm (a name with "le64" takes 64-high
+// blocks, any other 128-high). Cluster rows (names with "_c2") take n in whole cluster groups
+// (family.cu): timed where n % 512 == 0, checked at n = 512 and 1024.
+const char* kFp8Row128Cluster = "sm90_e4m3_bm_le128_k128_bcol_128x256_c2";
+std::vector<std::string> extra_rows;
+// --b-scale tensor: B's scale one per tensor (the epilogue folds it into alpha) instead of
+// one per column.
+bool b_scale_per_tensor = false;
+int row_block(const std::string& row) { return row.find("le64") != std::string::npos ? 64 : 128; }
 
 bool compiled_in(const char* row) {
   return time_fp8_group_fp8(row, nullptr, nullptr, nullptr) || time_fp8_group_f16(row, nullptr, nullptr, nullptr);
@@ -300,6 +316,7 @@ std::vector<std::string> split_list(const std::string& s) {
 struct Timed {
   double fp8_us, f16_us, nz_flops;
   double wide_us = -1;  // the 128x192 FP8 row (128-high blocks, where compiled in)
+  std::vector<double> extra_us;  // --rows, -1 where the row takes other blocks
 };
 Timed time_case(const Shape& s, int blk, double density, uint64_t seed, const sparsek::detail::DeviceInfo& dev,
                 bool profile) {
@@ -330,7 +347,7 @@ Timed time_case(const Shape& s, int blk, double density, uint64_t seed, const sp
   a.values = a8.p, a.dtype = DType::E4M3, a.scales = static_cast<const float*>(sa.p);
   a.scale_kind = ScaleKind::PerBlock;
   sparsek::DenseView b{b8.p, s.k, s.n, s.k, Layout::ColMajor, DType::E4M3, static_cast<const float*>(sb.p),
-                       ScaleKind::PerColumn};
+                       b_scale_per_tensor ? ScaleKind::PerTensor : ScaleKind::PerColumn};
   sparsek::DenseMutView cv{c.p, s.m, s.n, s.m, Layout::ColMajor, DType::F16};
   const auto p8 = sparsek::detail::Problem::from_rust(a, b, cv, 1.0f, 0.0f, Backend::Hopper, nullptr,
                                                       Activation::None, dev, false, nullptr, false);
@@ -338,6 +355,8 @@ Timed time_case(const Shape& s, int blk, double density, uint64_t seed, const sp
   if (profile) {  // the 128x128 row, then the 128x192 one where compiled in
     CUDA_OK(launch(row8, p8, nullptr));
     if (blk == 128 && compiled_in(kFp8Row128Wide)) CUDA_OK(launch(kFp8Row128Wide, p8, nullptr));
+    for (const std::string& r : extra_rows)
+      if (row_block(r) == blk) CUDA_OK(launch(r.c_str(), p8, nullptr));
     CUDA_OK(cudaDeviceSynchronize());
     return Timed{0, 0, 0};
   }
@@ -349,6 +368,10 @@ Timed time_case(const Shape& s, int blk, double density, uint64_t seed, const sp
   Timed t;
   t.fp8_us = time_row(row8, p8);
   if (blk == 128 && compiled_in(kFp8Row128Wide)) t.wide_us = time_row(kFp8Row128Wide, p8);
+  for (const std::string& r : extra_rows)
+    t.extra_us.push_back(row_block(r) == blk && (r.find("_c2") == std::string::npos || s.n % 512 == 0)
+                             ? time_row(r.c_str(), p8)
+                             : -1.0);
   t.f16_us = time_row(blk == 128 ? kF16Row128 : kF16Row64, p16);
   t.nz_flops = 2.0 * double(s.n) * double(nnzb) * blk * blk;
   return t;
@@ -515,6 +538,7 @@ int main(int argc, char** argv) {
   std::vector<Shape> shapes = {{4096, 4096, 4096}, {6144, 6144, 6144}, {8192, 8192, 8192}, {4096, 8192, 14336}};
   std::vector<int> blocks = {128, 64};
   std::vector<double> densities = {0.125, 0.25};
+  bool shapes_given = false, densities_given = false, rows_given = false;
   int seeds = 2;
   bool check = false, quick = false, profile = false;
   for (int i = 1; i < argc; ++i) {
@@ -527,7 +551,7 @@ int main(int argc, char** argv) {
     } else if (arg == "--profile") {
       profile = true;
     } else if (arg == "--shapes") {
-      shapes.clear();
+      shapes.clear(), shapes_given = true;
       for (const auto& s : split_list(val)) {
         Shape sh{};
         if (std::sscanf(s.c_str(), "%lldx%lldx%lld", reinterpret_cast<long long*>(&sh.m),
@@ -543,8 +567,19 @@ int main(int argc, char** argv) {
       for (const auto& s : split_list(val)) blocks.push_back(std::atoi(s.c_str()));
       ++i;
     } else if (arg == "--densities") {
-      densities.clear();
+      densities.clear(), densities_given = true;
       for (const auto& s : split_list(val)) densities.push_back(std::atof(s.c_str()));
+      ++i;
+    } else if (arg == "--rows") {
+      extra_rows = split_list(val), rows_given = true;
+      for (const std::string& r : extra_rows)
+        if (!compiled_in(r.c_str())) {
+          std::fprintf(stderr, "no row %s compiled in\n", r.c_str());
+          return 2;
+        }
+      ++i;
+    } else if (arg == "--b-scale") {
+      b_scale_per_tensor = val == "tensor";
       ++i;
     } else if (arg == "--seeds") {
       seeds = std::atoi(val.c_str());
@@ -554,9 +589,11 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (!rows_given && compiled_in(kFp8Row128Cluster)) extra_rows = {kFp8Row128Cluster};
   const sparsek::detail::DeviceInfo dev = device_info();
   if (profile) {
-    time_case({8192, 8192, 8192}, 128, 0.25, 0, dev, true);
+    // The first of --shapes and --densities (8192^3 and 1/4 by default).
+    time_case(shapes_given ? shapes[0] : Shape{8192, 8192, 8192}, 128, densities_given ? densities[0] : 0.25, 0, dev, true);
     std::printf("profile launch done\n");
     return 0;
   }
@@ -569,6 +606,15 @@ int main(int argc, char** argv) {
         for (DType out : {DType::F32, DType::F16, DType::BF16}) {
           if (quick && (n != 7 && n != 129)) continue;
           check_case(row, blk, n, out, (n == 333 && out == DType::F32) ? 100 : quick ? 2 : 1, dev, seed++);
+        }
+    }
+    for (const std::string& r : extra_rows) {
+      const int blk = row_block(r);
+      const bool cluster = r.find("_c2") != std::string::npos;
+      for (int64_t n : cluster ? std::vector<int64_t>{512, 1024} : std::vector<int64_t>{7, 333, 600})
+        for (DType out : {DType::F32, DType::F16, DType::BF16}) {
+          if (quick && out != DType::F16) continue;
+          check_case(r.c_str(), blk, n, out, (n >= 512 && out == DType::F32) ? 100 : quick ? 2 : 1, dev, seed++);
         }
     }
     std::printf("check: %d passed, %d failed\n", check_passes, check_failures);
@@ -594,6 +640,12 @@ int main(int argc, char** argv) {
           if (t.wide_us > 0) {
             const double fw = t.nz_flops / t.wide_us * 1e-6;
             std::printf(" | %.1f | %.0f | %.2fx | %.2f", t.wide_us, fw, t.f16_us / t.wide_us, d8 > 0 ? fw / d8 : -1.0);
+          }
+          for (size_t r = 0; r < t.extra_us.size(); ++r) {
+            if (t.extra_us[r] <= 0) continue;
+            const double fr = t.nz_flops / t.extra_us[r] * 1e-6;
+            std::printf(" | %s %.1f us %.0f TFLOPS %.2fx f16 E %.2f", extra_rows[r].c_str(), t.extra_us[r], fr,
+                        t.f16_us / t.extra_us[r], d8 > 0 ? fr / d8 : -1.0);
           }
           std::printf("\n");
           std::fflush(stdout);

@@ -258,8 +258,29 @@ constexpr const char kFp8Wide[] =
     "H100 2026-11-27 (tests/cpp/time_fp8.cu, see above): 128x192 natural from n = 4097: against 128x128 on the "
     "same patterns, n = 8192 -3 to +13 % (median +6 %; 8192^3 1/4 631-679 TFLOPS vs 591-656), 1.5x the "
     "WGMMA work per k-tile round and a sixth less operand traffic per FLOP; one k-tile accumulator";
+// The FP8 cluster row, measured on an H200 (2026-11-28, tests/cpp/time_fp8.cu --rows, the same
+// patterns in one process, e4m3 128x128 blocks, B's scales per column, TFLOPS on the nonzero
+// blocks; the epilogue with its scales staged once per tile): 128x256 tiles on n128 atoms
+// promoted a column at a time (mainloop.hpp), two CTAs along n sharing the sparse tile, against
+// the row Auto took before (128x128 up to n = 4096, 128x192 above):
+//   4096^3            d = 1/8 343 vs 308 (128x128)   d = 1/4 544 vs 477
+//   6144^3                1/8 429 vs 336 (128x192)       1/4 684 vs 575
+//   8192^3                1/8 523 vs 401                 1/4 775 vs 720
+//   4096x8192x14336       1/8 634 vs 489                 1/4 866 vs 743
+//   14336x6144x4096       1/8 282 vs 246                 1/4 581 vs 508
+//   5120x13824x5120       1/8 378 vs 329                 1/4 622 vs 571
+// The same tiles without the cluster, and 128x128 with one, measured between the two (e.g.
+// 8192^3 1/4 735 and 709). 256x64 with a cluster against 256x64 for 64-high blocks: -6 % to
+// +14 %, so that row stays. Staging the scales once per tile (direct_epilogue.hpp) gained a
+// median 10 % on the 128-high rows (60 cases, 0.94-1.28x) and 8 % on the 64-high one (24,
+// 0.94-1.16x): ncu's stall sampling (8192^3, 1/4) had put about a third of the warps'
+// samples in the epilogue, its largest single stall on the column scale's load.
+constexpr const char kFp8Cluster[] =
+    "H200 2026-11-28 (tests/cpp/time_fp8.cu --rows, see above): 128x256 on n128 atoms, clusters of 2 along n, "
+    "where n fills whole clusters: 1.08-1.30x the rows before on 6 shapes at d = 1/8 and 1/4 (8192^3 1/8 523 "
+    "TFLOPS vs 401)";
 constexpr const char kFp8E5m2[] =
-    "the e4m3 rows' tiles (kFp8) for e5m2, which was not measured on its own (no 128x192 row)";
+    "the e4m3 rows' tiles (kFp8) for e5m2, which was not measured on its own (no 128x192 or cluster row)";
 
 // The gated rows, measured on an H100 (2026-11-27, tests/cpp/check_gated.cu --time with
 // check_gated_rows.cu: f16, d = 0.5, 128x128 blocks, SiLU, x and h column-major; us per gated
@@ -446,6 +467,8 @@ inline constexpr Sm90Variant kSm90Variants[] = {
      1, 0, Coop, 0, Where, AT},
     // ---- FP8 W8A8: K-major B (column-major), C f16/bf16/f32, A's scales per block or tensor,
     //      B's per tensor or column (direct_epilogue.hpp); bk a multiple of 32 ----
+    {"sm90_e4m3_bm_le128_k128_bcol_128x256_c2", E4M3, Wide, 128, BCol,  CAny,  128,   256,   N,   Auto,      kFp8Cluster,  Direct, 128,
+     2, 0, Coop, 0, Never},
     {"sm90_e4m3_bm_le128_k128_bcol",          E4M3,  Wide,  128, BCol,  CAny,  128,   128,   N,   Auto,      kFp8,         Direct, 128,
      1, 4096},
     {"sm90_e4m3_bm_le128_k128_bcol_128x192",  E4M3,  Wide,  128, BCol,  CAny,  128,   192,   N,   Auto,      kFp8Wide,     Direct, 128},
@@ -566,8 +589,8 @@ constexpr bool well_formed(const Sm90Variant& v) {
                             : (v.bm == 64 || v.bm == 128) && v.tile_k == 64 && sparse_extent(v) == v.bm;
   const bool tile = v.tile_m >= 128 && v.tile_m <= 256 && v.tile_n <= 256 &&  // cooperative: M tile >= 128
                     (v.transposed ? v.tile_m : v.tile_n) % 64 == 0;
-  // Clusters: two CTAs along the dense side, on the TMA-epilogue rows.
-  const bool cluster = (v.cluster == 1 || (v.cluster == 2 && !direct)) && v.max_n >= 0 && v.max_row_depth >= 0;
+  // Clusters: two CTAs along the dense side, on the TMA-epilogue rows and the FP8 ones.
+  const bool cluster = (v.cluster == 1 || (v.cluster == 2 && (!direct || fp8))) && v.max_n >= 0 && v.max_row_depth >= 0;
   // Ping-pong: a TMA epilogue, one warpgroup's accumulators (<= 128 fp32 registers), no clusters.
   const bool schedule = v.schedule == Schedule::Cooperative ||
                         (!direct && v.cluster == 1 && v.tile_m * v.tile_n <= 128 * 128);

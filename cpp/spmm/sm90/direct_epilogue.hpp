@@ -21,7 +21,9 @@
 //
 // FP8 rows: the operands' scales beyond A's per-block ones (which the mainloop applied):
 // alpha becomes alpha * sa * sb with A's and B's per-tensor scales (1 when absent), times B's
-// scale of the column with per-column scales, and the bias has C's dtype.
+// scale of the column with per-column scales, and the bias has C's dtype. Those products are
+// computed once per tile, one per dense index, into shared memory (SharedStorage::dense_alpha),
+// so the tile waits for the scales' global loads once, not in every chunk.
 //
 // Arithmetic: v = fma(alpha, acc, bias or -0.0f); v = fma(beta, C, v) only when beta != 0
 // (with beta == 0 C is never read, so it may hold NaN); v = act(v); rounded to nearest - the
@@ -102,15 +104,19 @@ class DirectEpilogueOp {
   static constexpr int kPitchM = TileM + 4;
   static constexpr int kVec = 8;
   static_assert(TileN % kChunk == 0 && TileM % kVec == 0, "chunks of whole vectors");
+  static constexpr int TileSparse = cute::size<SparseIsB ? 1 : 0>(TileShape{});
+  static constexpr int TileDense = cute::size<SparseIsB ? 0 : 1>(TileShape{});
+  // FP8 rows: the operands' scales beyond A's per-block ones (the file comment).
+  static constexpr bool kFp8 = cute::sizeof_bits_v<Element> == 8;
+  static_assert(!kFp8 || TileDense <= int(kConsumerThreads), "one dense index per consumer thread (store())");
   struct SharedStorage {
     alignas(16) float chunk[TileM * kChunk > kChunk * kPitchM ? TileM * kChunk : kChunk * kPitchM];
+    // FP8: alpha times the operands' scales for each dense index of the tile (store()).
+    float dense_alpha[kFp8 ? TileDense : 1];
   };
   using TensorStorage = SharedStorage;
   using Arguments = DirectEpilogueArguments;
   using Params = Arguments;
-
-  static constexpr int TileSparse = cute::size<SparseIsB ? 1 : 0>(TileShape{});
-  static constexpr int TileDense = cute::size<SparseIsB ? 0 : 1>(TileShape{});
 
   // Whether the 8 elements along C's contiguous dimension run along a row of C (the
   // columns vary) or down a column (the rows vary); see store().
@@ -160,17 +166,17 @@ class DirectEpilogueOp {
                                  cute::Tensor<FrgEngine, FrgLayout> const& acc, TiledMma tiled_mma, ResidueMNK,
                                  int thread_idx, char* smem) {
     float* buf = reinterpret_cast<SharedStorage*>(smem)->chunk;
+    float* dense_alpha = reinterpret_cast<SharedStorage*>(smem)->dense_alpha;
     switch (params_.out) {
-      case DType::F16: store<__half>(blk_shape, blk_coord, acc, tiled_mma, thread_idx, buf); break;
-      case DType::BF16: store<__nv_bfloat16>(blk_shape, blk_coord, acc, tiled_mma, thread_idx, buf); break;
-      case DType::F32: store<float>(blk_shape, blk_coord, acc, tiled_mma, thread_idx, buf); break;
+      case DType::F16: store<__half>(blk_shape, blk_coord, acc, tiled_mma, thread_idx, buf, dense_alpha); break;
+      case DType::BF16: store<__nv_bfloat16>(blk_shape, blk_coord, acc, tiled_mma, thread_idx, buf, dense_alpha); break;
+      case DType::F32: store<float>(blk_shape, blk_coord, acc, tiled_mma, thread_idx, buf, dense_alpha); break;
       default: break;  // C is f16, bf16 or f32 (the Problem's invariants)
     }
   }
 
  private:
   // The bias's element type as CUDA's (vec8.cuh): the input type's, or C's (Out) for FP8.
-  static constexpr bool kFp8 = cute::sizeof_bits_v<Element> == 8;
   template <class Out>
   using BiasT = cute::conditional_t<kFp8, Out,
                                     cute::conditional_t<cute::is_same_v<Element, cutlass::half_t>, __half, __nv_bfloat16>>;
@@ -182,7 +188,7 @@ class DirectEpilogueOp {
 
   template <class Out, class BlockShapeMNK, class BlockCoordMNKL, class Acc, class TiledMma>
   CUTLASS_DEVICE void store(BlockShapeMNK blk_shape, BlockCoordMNKL blk_coord, Acc const& acc, TiledMma tiled_mma,
-                            int thread_idx, float* buf) const {
+                            int thread_idx, float* buf, float* dense_alpha) const {
     using namespace cute;
     const Params& p = params_;
     // The tile coordinates (GEMM row, GEMM column) of this thread's accumulators: a thread
@@ -202,13 +208,10 @@ class DirectEpilogueOp {
     const int64_t dense_lo = dense_tile * TileDense;
     Out* c = static_cast<Out*>(p.c);
     const BiasT<Out>* bias = static_cast<const BiasT<Out>*>(p.bias);
-    // FP8: the per-tensor scales folded into alpha; per-column ones below.
-    float alpha = p.alpha;
-    if constexpr (kFp8) {
-      if (p.scale_a != nullptr) alpha *= *p.scale_a;
-      if (p.scale_b != nullptr) alpha *= *p.scale_b;
-    }
-    const float* col_scale = kFp8 ? p.column_scale : nullptr;
+    // FP8: alpha times A's and B's per-tensor scales and B's scale of the column, one value
+    // per dense index of the tile (dense_alpha, staged in the first chunk below: the scales'
+    // global loads once per tile, not one per vector and chunk).
+    const float alpha = p.alpha;
     // C's contiguous dimension is the GEMM's M (m_fastest) or N; along it, a vector of 8
     // covers 8 rows of C (rows_vary) or 8 columns.
     const bool m_fast = m_fastest(p), rows = rows_vary(p);
@@ -222,6 +225,17 @@ class DirectEpilogueOp {
     CUTLASS_PRAGMA_NO_UNROLL
     for (int chunk = 0; chunk < TileN / kChunk; ++chunk) {
       asm volatile("bar.sync %0, %1;" : : "r"(kEpilogueBarrierId), "r"(kConsumerThreads) : "memory");
+      if constexpr (kFp8) {
+        // Between the chunk's two barriers: the last tile's readers are past the first, and
+        // the second makes the values visible. TileDense <= kConsumerThreads.
+        if (chunk == 0 && tid < TileDense) {
+          float a = alpha;
+          if (p.scale_a != nullptr) a *= *p.scale_a;
+          if (p.scale_b != nullptr) a *= *p.scale_b;
+          if (p.column_scale != nullptr && dense0 + tid < p.n) a *= p.column_scale[dense0 + tid];
+          dense_alpha[tid] = a;
+        }
+      }
       CUTLASS_PRAGMA_UNROLL
       for (int cc = 0; cc < TileN / kChunk; ++cc) {
         if (cc != chunk) continue;
@@ -270,12 +284,13 @@ class DirectEpilogueOp {
             CUTLASS_PRAGMA_UNROLL
             for (int j = 0; j < kVec; ++j) b[j] = br;
           }
-          if (col_scale == nullptr) {
+          if constexpr (kFp8) {
+            const int d = int(col - dense0);  // the vector's first dense index in the tile
             CUTLASS_PRAGMA_UNROLL
-            for (int j = 0; j < kVec; ++j) v[j] = fmaf(alpha, v[j], b[j]);
+            for (int j = 0; j < kVec; ++j) v[j] = fmaf(dense_alpha[rows ? d : d + j], v[j], b[j]);
           } else {
             CUTLASS_PRAGMA_UNROLL
-            for (int j = 0; j < kVec; ++j) v[j] = fmaf(alpha * col_scale[rows ? col : col + j], v[j], b[j]);
+            for (int j = 0; j < kVec; ++j) v[j] = fmaf(alpha, v[j], b[j]);
           }
           if (read_c) {
             float old[kVec];
@@ -292,7 +307,7 @@ class DirectEpilogueOp {
             const int64_t cj = rows ? col : col + j;
             if (rj < p.bm && cj >= dense_lo && cj < p.n) {
               const int64_t at = (row0 + rj) * p.row_stride + cj * p.col_stride;
-              const float a = col_scale != nullptr ? alpha * col_scale[cj] : alpha;
+              const float a = kFp8 ? dense_alpha[cj - dense0] : alpha;
               float v = fmaf(a, *at_chunk(j), bias != nullptr ? detail::to_float(bias[row0 + rj]) : -0.0f);
               if (read_c) v = fmaf(p.beta, detail::to_float(c[at]), v);
               c[at] = detail::from_float<Out>(detail::activate(v, p.activation));

@@ -89,9 +89,9 @@ const char* fits(const Problem& p, int row) {
     if ((v.transposed ? 4 : 8) * (padded - p.a.bk) > padded)
       return "bk leaves too much of the row's last k tile empty (a row with a shallower k tile takes it)";
     if (p.block_rows() > INT32_MAX / table::sparse_extent(v)) return "too many block-rows for the row's tile";
-    return nullptr;
+  } else if (p.output() != p.input()) {
+    return "the row writes C in the input dtype";
   }
-  if (p.output() != p.input()) return "the row writes C in the input dtype";
   if (v.cluster > 1 || v.schedule == Schedule::PingPong) {
     const int64_t dense_tile = v.transposed ? v.tile_m : v.tile_n;
     if (p.n() % (v.cluster * dense_tile) != 0 && v.cluster > 1)
@@ -101,6 +101,7 @@ const char* fits(const Problem& p, int row) {
     // block-rows).
     if (launch_split(p, v) > 1) return "few tiles with long block-rows: a cooperative row with split tiles takes them";
   }
+  if (v.epilogue == EpilogueKind::Direct) return nullptr;
   if (p.a.bm != v.bm) return v.bm == 64 ? "the row is for bm = 64" : "the row is for bm = 128";
   if (p.a.bk != 64 && p.a.bk != 128) return "the row is for bk = 64 or 128";
   if (p.c.layout != (v.c_layout == CLayout::Col ? Layout::ColMajor : Layout::RowMajor))

@@ -125,8 +125,13 @@ struct CollectiveSparseMma {
 
   // Cooperative: two consumer warpgroups split the M tile; ping-pong: one takes all of it.
   using MmaWarpGroupLayout = Shape<Int<MmaWarpGroups_>, _1, _1>;
+  // FP8 tiles wider than 128 along N run on n128 atoms: mma_promoted promotes one atom column
+  // at a time, so its k-tile accumulator is one column's (64 registers), not the tile's.
+  static constexpr int AtomN =
+      kPromote && size<1>(TileShape_{}) > 128 && size<1>(TileShape_{}) % 128 == 0 ? 128 : size<1>(TileShape_{});
+  using AtomTile = Shape<decltype(get<0>(TileShape_{})), Int<AtomN>, decltype(get<2>(TileShape_{}))>;
   using TiledMma = decltype(cute::make_tiled_mma(
-      cute::GMMA::ss_op_selector<Element, Element, float, TileShape, MajorA, MajorB>(),
+      cute::GMMA::ss_op_selector<Element, Element, float, AtomTile, MajorA, MajorB>(),
       cute::Layout<MmaWarpGroupLayout>{}));
 
   using SmemLayoutAtomA = decltype(cutlass::gemm::collective::detail::ss_smem_selector<
@@ -501,10 +506,15 @@ struct CollectiveSparseMma {
     Tensor tCsB = thread_mma.partition_B(sB);
     Tensor tCrA = thread_mma.make_fragment_A(tCsA);
     Tensor tCrB = thread_mma.make_fragment_B(tCsB);
-    Tensor tile = make_fragment_like(accum);
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(accum); ++i) accum(i) = 0.0f;
     const float* scales = shared_tensors.smem_scales.data();
+    constexpr int kCols = decltype(size<2>(accum))::value;  // atom columns (AtomN)
+    if constexpr (kCols > 1) {
+      mma_promoted_by_column(pipeline, smem_pipe_read, accum, k_tile_count, tiled_mma, tCrA, tCrB, scales, params);
+      return;
+    }
+    Tensor tile = make_fragment_like(accum);
     CUTLASS_PRAGMA_NO_UNROLL
     for (; k_tile_count > 0; --k_tile_count) {
       auto barrier_token = pipeline.consumer_try_wait(smem_pipe_read);
@@ -525,6 +535,49 @@ struct CollectiveSparseMma {
       pipeline.consumer_release(smem_pipe_read);
       CUTLASS_PRAGMA_UNROLL
       for (int i = 0; i < size(accum); ++i) accum(i) = fmaf(scale, tile(i), accum(i));
+      ++smem_pipe_read;
+    }
+  }
+
+  // mma_promoted for a tile of several atom columns: each k-tile's WGMMAs one column at a
+  // time into a one-column accumulator, waited for and promoted into that column of accum
+  // (so the k-tile accumulator takes a column's registers); the stage is released after the
+  // last column. Each accumulator still sums its k-tiles in k order.
+  template <class FrgTensorC, class FragA, class FragB>
+  CUTLASS_DEVICE void mma_promoted_by_column(MainloopPipeline pipeline, PipelineState smem_pipe_read, FrgTensorC& accum,
+                                             int k_tile_count, TiledMma& tiled_mma, FragA const& tCrA,
+                                             FragB const& tCrB, const float* scales, Params const& params) {
+    constexpr int kCols = decltype(size<2>(accum))::value;
+    constexpr int kRows = decltype(size<1>(accum))::value;
+    Tensor tile = make_fragment_like(accum(_, _, 0));  // (MMA, MMA_M)
+    CUTLASS_PRAGMA_NO_UNROLL
+    for (; k_tile_count > 0; --k_tile_count) {
+      auto barrier_token = pipeline.consumer_try_wait(smem_pipe_read);
+      pipeline.consumer_wait(smem_pipe_read, barrier_token);
+      const int read_stage = smem_pipe_read.index();
+      const float scale = params.scales != nullptr ? scales[scale_slot(smem_pipe_read, false)] : 1.0f;
+      CUTLASS_PRAGMA_UNROLL
+      for (int col = 0; col < kCols; ++col) {
+        tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
+        warpgroup_fence_operand(tile);
+        warpgroup_arrive();
+        CUTLASS_PRAGMA_UNROLL
+        for (int k_block = 0; k_block < size<2>(tCrA); ++k_block) {
+          CUTLASS_PRAGMA_UNROLL
+          for (int m = 0; m < kRows; ++m) {
+            auto tile_m = tile(_, m);
+            cute::gemm(tiled_mma, tCrA(_, m, k_block, read_stage), tCrB(_, col, k_block, read_stage), tile_m);
+          }
+          tiled_mma.accumulate_ = GMMA::ScaleOut::One;
+        }
+        warpgroup_commit_batch();
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(tile);
+        if (col == kCols - 1) pipeline.consumer_release(smem_pipe_read);
+        Tensor acc_col = accum(_, _, col);
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < size(tile); ++i) acc_col(i) = fmaf(scale, tile(i), acc_col(i));
+      }
       ++smem_pipe_read;
     }
   }
