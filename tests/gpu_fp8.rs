@@ -157,8 +157,8 @@ fn w8a8_cases() -> Vec<Case> {
         };
         out.push(c);
     }
-    // Odd n up to 600 on random patterns, and n = 4105 (128x128 blocks: Auto's 128x192 row
-    // past n = 4096, configs.hpp).
+    // Odd n up to 600 on random patterns, and n = 4105 (128x128 blocks: odd n past 4096, its
+    // last dense tile partial).
     for (i, n) in [1, 7, 37, 129, 333, 600, 4105].into_iter().enumerate() {
         let block = blocks[i % 2];
         let mut c = Case::new(640 / block.rows, 896 / block.cols, block, n);

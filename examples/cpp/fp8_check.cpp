@@ -857,14 +857,14 @@ int main(int argc, char** argv) {
         check(label, p, o);
       }
   }
-  // n past 4096: Auto's 128x192 row for 128x128 blocks (configs.hpp), odd n, its last dense
+  // n past 4096, odd (not the cluster row's multiple of 512): Auto's 128x128 row, its last dense
   // tile partial.
   {
     Problem p = make_problem(rng, 3 * 128, 5 * 128, 4105, 128, 128, 0.6, ScaleKind::PerBlock, ScaleKind::PerColumn,
                              false);
     Options o;
     o.out = DType::BF16, o.alpha = 0.75f, o.bias = true;
-    check("128x128 m=384 k=640 n=4105 (the 128x192 row) C bf16 alpha/bias, bitwise repeats", p, o, 20);
+    check("128x128 m=384 k=640 n=4105 (the 128x128 row) C bf16 alpha/bias, bitwise repeats", p, o, 20);
   }
   // n a multiple of 512 over enough tiles not to split (34 block-rows): Auto's 128x256 cluster
   // row for 128x128 blocks (configs.hpp); C both layouts, beta.

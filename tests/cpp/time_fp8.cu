@@ -12,7 +12,7 @@
 //   time_fp8 --check-quick     the same at n = 7 and 129, 2 repeats each (for compute-sanitizer)
 //   time_fp8 --profile         one launch of each 128-high FP8 row at the first of --shapes and
 //                              --densities (8192^3, 1/4), for ncu
-// --rows: the FP8 rows timed beside the 128x128, 128x192 and 64-high ones (compiled into
+// --rows: the FP8 rows timed beside the 128x128 and 64-high ones (compiled into
 // time_fp8_rows.cu; default: the 128x256 cluster row). --b-scale tensor: B's scale one per
 // tensor instead of one per column.
 //
@@ -85,9 +85,8 @@ const char* kFp8Row64 = "sm90_e4m3_bm_le64_k64_bcol";
 const char* kF16Row128 = "sm90_f16_bm128_bcol_ccol";
 const char* kF16Row64 = "sm90_f16_bm64_bcol_ccol";
 
-const char* kFp8Row128Wide = "sm90_e4m3_bm_le128_k128_bcol_128x192";
 
-// More FP8 rows timed (and checked) beside the 128x128, 128x192 and 64-high ones: the cluster
+// More FP8 rows timed (and checked) beside the 128x128 and 64-high ones: the cluster
 // row by default, or --rows; each on the blocks of its bm (a name with "le64" takes 64-high
 // blocks, any other 128-high). Cluster rows (names with "_c2") take n in whole cluster groups
 // (family.cu): timed where n % 512 == 0, checked at n = 512 and 1024.
@@ -315,7 +314,6 @@ std::vector<std::string> split_list(const std::string& s) {
 // One timed case: the FP8 row and the f16 row on one pattern.
 struct Timed {
   double fp8_us, f16_us, nz_flops;
-  double wide_us = -1;  // the 128x192 FP8 row (128-high blocks, where compiled in)
   std::vector<double> extra_us;  // --rows, -1 where the row takes other blocks
 };
 Timed time_case(const Shape& s, int blk, double density, uint64_t seed, const sparsek::detail::DeviceInfo& dev,
@@ -352,9 +350,8 @@ Timed time_case(const Shape& s, int blk, double density, uint64_t seed, const sp
   const auto p8 = sparsek::detail::Problem::from_rust(a, b, cv, 1.0f, 0.0f, Backend::Hopper, nullptr,
                                                       Activation::None, dev, false, nullptr, false);
   const char* row8 = blk == 128 ? kFp8Row128 : kFp8Row64;
-  if (profile) {  // the 128x128 row, then the 128x192 one where compiled in
+  if (profile) {  // the 128x128 row, then the --rows of these blocks
     CUDA_OK(launch(row8, p8, nullptr));
-    if (blk == 128 && compiled_in(kFp8Row128Wide)) CUDA_OK(launch(kFp8Row128Wide, p8, nullptr));
     for (const std::string& r : extra_rows)
       if (row_block(r) == blk) CUDA_OK(launch(r.c_str(), p8, nullptr));
     CUDA_OK(cudaDeviceSynchronize());
@@ -367,7 +364,6 @@ Timed time_case(const Shape& s, int blk, double density, uint64_t seed, const sp
                                                        Activation::None, dev, false, nullptr, false);
   Timed t;
   t.fp8_us = time_row(row8, p8);
-  if (blk == 128 && compiled_in(kFp8Row128Wide)) t.wide_us = time_row(kFp8Row128Wide, p8);
   for (const std::string& r : extra_rows)
     t.extra_us.push_back(row_block(r) == blk && (r.find("_c2") == std::string::npos || s.n % 512 == 0)
                              ? time_row(r.c_str(), p8)
@@ -599,7 +595,7 @@ int main(int argc, char** argv) {
   }
   if (check) {
     uint64_t seed = 1;
-    for (const char* row : {kFp8Row128, kFp8Row128Wide, kFp8Row64}) {
+    for (const char* row : {kFp8Row128, kFp8Row64}) {
       if (!compiled_in(row)) continue;
       const int blk = row == kFp8Row64 ? 64 : 128;
       for (int64_t n : {1, 7, 64, 129, 333, 600})
@@ -622,7 +618,7 @@ int main(int argc, char** argv) {
   }
   Lt lt;
   std::printf("shape m x n x k | block | density | seed | FP8 us | FP8 TFLOPS | f16 us | f16 TFLOPS | FP8/f16 | "
-              "dense e4m3 TFLOPS | E | dense f16 TFLOPS | 128x192 FP8 us | its TFLOPS | its /f16 | its E\n");
+              "dense e4m3 TFLOPS | E | dense f16 TFLOPS | each of --rows: us, TFLOPS, ÷ f16 time, E\n");
   for (const Shape& s : shapes) {
     const double dense8_us = lt.time_us(s.m, s.n, s.k, CUDA_R_8F_E4M3);
     const double dense16_us = lt.time_us(s.m, s.n, s.k, CUDA_R_16F);
@@ -637,10 +633,6 @@ int main(int argc, char** argv) {
           std::printf("%lldx%lldx%lld | %d | %.3f | %d | %.1f | %.0f | %.1f | %.0f | %.2fx | %.0f | %.2f | %.0f",
                       static_cast<long long>(s.m), static_cast<long long>(s.n), static_cast<long long>(s.k), blk, d,
                       seed, t.fp8_us, f8, t.f16_us, f16, t.f16_us / t.fp8_us, d8, d8 > 0 ? f8 / d8 : -1.0, d16);
-          if (t.wide_us > 0) {
-            const double fw = t.nz_flops / t.wide_us * 1e-6;
-            std::printf(" | %.1f | %.0f | %.2fx | %.2f", t.wide_us, fw, t.f16_us / t.wide_us, d8 > 0 ? fw / d8 : -1.0);
-          }
           for (size_t r = 0; r < t.extra_us.size(); ++r) {
             if (t.extra_us[r] <= 0) continue;
             const double fr = t.nz_flops / t.extra_us[r] * 1e-6;

@@ -236,7 +236,7 @@ constexpr const char kTransposed[] =
 // The FP8 rows, measured on an H100 (2026-11-27, tests/cpp/time_fp8.cu: e4m3, A's scales per
 // block, B's per column, C f16 column-major, random patterns of equal and of random block-row
 // lengths, TFLOPS on the nonzero blocks, ranges over two patterns and three runs (6144^3: one);
-// 128x128 | 128x192 for 128x128 blocks):
+// 128x128 | 128x192 (a row then) for 128x128 blocks):
 //   4096^3         d = 1/8 252-259 | 240-251    d = 1/4 404-425 | 392-416
 //   6144^3         d = 1/8 361-362 | 307-352    d = 1/4 535-561 | 525-588
 //   8192^3         d = 1/8 333-423 | 359-457    d = 1/4 591-656 | 631-679
@@ -251,18 +251,15 @@ constexpr const char kTransposed[] =
 // 5-21 % slower, 256x64 from 10 % slower to 8 % faster (8192^3 1/8). The two consumer
 // warpgroups taking turns to issue their k-tiles (named barriers) measured within noise.
 constexpr const char kFp8[] =
-    "H100 2026-11-27 (tests/cpp/time_fp8.cu, see above): 128x128 natural up to n = 4096, where the 128x192 "
-    "row measured 2-5 % slower (4096^3 1/4: 404-425 TFLOPS vs 392-416); 256x64 transposed for bm = 64 (the "
-    "bm = 64 sweep's tile: 4096^3-8192^3 238-489 TFLOPS, 0.76-1.17x f16); tile_k = bk, one block per k-tile";
-constexpr const char kFp8Wide[] =
-    "H100 2026-11-27 (tests/cpp/time_fp8.cu, see above): 128x192 natural from n = 4097: against 128x128 on the "
-    "same patterns, n = 8192 -3 to +13 % (median +6 %; 8192^3 1/4 631-679 TFLOPS vs 591-656), 1.5x the "
-    "WGMMA work per k-tile round and a sixth less operand traffic per FLOP; one k-tile accumulator";
+    "H100 2026-11-27 (tests/cpp/time_fp8.cu, see above): 128x128 natural; 256x64 transposed for bm = 64 (the "
+    "bm = 64 sweep's tile: 4096^3-8192^3 238-489 TFLOPS, 0.76-1.17x f16); tile_k = bk, one block per k-tile. "
+    "H200 2026-11-28 (see below): 128x128 for every n the cluster row does not take (the 128x192 row it "
+    "replaced there measured the same, 0.79-1.05x)";
 // The FP8 cluster row, measured on an H200 (2026-11-28, tests/cpp/time_fp8.cu --rows, the same
 // patterns in one process, e4m3 128x128 blocks, B's scales per column, TFLOPS on the nonzero
 // blocks; the epilogue with its scales staged once per tile): 128x256 tiles on n128 atoms
 // promoted a column at a time (mainloop.hpp), two CTAs along n sharing the sparse tile, against
-// the row Auto took before (128x128 up to n = 4096, 128x192 above):
+// the row Auto took before (128x128 up to n = 4096, 128x192 above; now 128x128):
 //   4096^3            d = 1/8 343 vs 308 (128x128)   d = 1/4 544 vs 477
 //   6144^3                1/8 429 vs 336 (128x192)       1/4 684 vs 575
 //   8192^3                1/8 523 vs 401                 1/4 775 vs 720
@@ -270,7 +267,10 @@ constexpr const char kFp8Wide[] =
 //   14336x6144x4096       1/8 282 vs 246                 1/4 581 vs 508
 //   5120x13824x5120       1/8 378 vs 329                 1/4 622 vs 571
 // The same tiles without the cluster, and 128x128 with one, measured between the two (e.g.
-// 8192^3 1/4 735 and 709). 256x64 with a cluster against 256x64 for 64-high blocks: -6 % to
+// 8192^3 1/4 735 and 709). With the staged scales the 128x192 row (Auto's past n = 4096 before)
+// ran 0.79-1.05x the 128x128 one where it ran (n > 4096; median 1.00; 6144^3 1/8 336 vs 426), so
+// it left the table and 128x128 takes every n that the cluster row does not.
+// 256x64 with a cluster against 256x64 for 64-high blocks: -6 % to
 // +14 %, so that row stays. Staging the scales once per tile (direct_epilogue.hpp) gained a
 // median 10 % on the 128-high rows (60 cases, 0.94-1.28x) and 8 % on the 64-high one (24,
 // 0.94-1.16x): ncu's stall sampling (8192^3, 1/4) had put about a third of the warps'
@@ -280,7 +280,7 @@ constexpr const char kFp8Cluster[] =
     "where n fills whole clusters: 1.08-1.30x the rows before on 6 shapes at d = 1/8 and 1/4 (8192^3 1/8 523 "
     "TFLOPS vs 401)";
 constexpr const char kFp8E5m2[] =
-    "the e4m3 rows' tiles (kFp8) for e5m2, which was not measured on its own (no 128x192 or cluster row)";
+    "the e4m3 rows' tiles (kFp8) for e5m2, which was not measured on its own (no cluster row)";
 
 // The gated rows, measured on an H100 (2026-11-27, tests/cpp/check_gated.cu --time with
 // check_gated_rows.cu: f16, d = 0.5, 128x128 blocks, SiLU, x and h column-major; us per gated
@@ -469,9 +469,7 @@ inline constexpr Sm90Variant kSm90Variants[] = {
     //      B's per tensor or column (direct_epilogue.hpp); bk a multiple of 32 ----
     {"sm90_e4m3_bm_le128_k128_bcol_128x256_c2", E4M3, Wide, 128, BCol,  CAny,  128,   256,   N,   Auto,      kFp8Cluster,  Direct, 128,
      2, 0, Coop, 0, Never},
-    {"sm90_e4m3_bm_le128_k128_bcol",          E4M3,  Wide,  128, BCol,  CAny,  128,   128,   N,   Auto,      kFp8,         Direct, 128,
-     1, 4096},
-    {"sm90_e4m3_bm_le128_k128_bcol_128x192",  E4M3,  Wide,  128, BCol,  CAny,  128,   192,   N,   Auto,      kFp8Wide,     Direct, 128},
+    {"sm90_e4m3_bm_le128_k128_bcol",          E4M3,  Wide,  128, BCol,  CAny,  128,   128,   N,   Auto,      kFp8,         Direct, 128},
     {"sm90_e4m3_bm_le64_k64_bcol",            E4M3,  Wide,   64, BCol,  CAny,  256,    64,   T,   Auto,      kFp8,         Direct,  64},
     {"sm90_e5m2_bm_le128_k128_bcol",          E5M2,  Wide,  128, BCol,  CAny,  128,   128,   N,   Auto,      kFp8E5m2,     Direct, 128},
     {"sm90_e5m2_bm_le64_k64_bcol",            E5M2,  Wide,   64, BCol,  CAny,  256,    64,   T,   Auto,      kFp8E5m2,     Direct,  64},
