@@ -50,9 +50,10 @@
 
 namespace sparsek::detail::spmm_sm90 {
 
-// Named barrier over the two consumer warpgroups (CUTLASS reserves ids 0..7, the
-// scheduler uses 15).
-constexpr uint32_t kEpilogueBarrierId = 14;
+// Named barriers of the epilogue: ids kEpilogueBarrierId + group, one group of both consumer
+// warpgroups or one per warpgroup (DirectEpilogueOp::kGroups; CUTLASS reserves ids 0..7, the
+// scheduler uses 12, 13 and 15).
+constexpr uint32_t kEpilogueBarrierId = 10;
 constexpr uint32_t kConsumerThreads = 256;
 
 // The run-time description of C and of the epilogue, filled by the launcher (kernel.hpp).
@@ -108,11 +109,21 @@ class DirectEpilogueOp {
   static constexpr int TileDense = cute::size<SparseIsB ? 0 : 1>(TileShape{});
   // FP8 rows: the operands' scales beyond A's per-block ones (the file comment).
   static constexpr bool kFp8 = cute::sizeof_bits_v<Element> == 8;
-  static_assert(!kFp8 || TileDense <= int(kConsumerThreads), "one dense index per consumer thread (store())");
+  // The threads that store a tile together: both consumer warpgroups (one group), or each
+  // warpgroup its own rows under its own barrier (two groups), so that one may start its next
+  // tile's MMAs while the other still stores. Two groups on the FP8 128x256 tile only: there
+  // they measured 1.04-1.23x (H200, tests/cpp/time_fp8.cu, 6 shapes at d = 1/8 and 1/4), on
+  // the 128x128 and 256x64 FP8 tiles 0.85-1.02x.
+  static constexpr int kGroups = kFp8 && TileN >= 256 ? 2 : 1;
+  static constexpr int kGroupThreads = int(kConsumerThreads) / kGroups;
+  // A group's rows: WGMMA's m64 atoms alternate between the two consumer warpgroups.
+  static constexpr int kAtomRows = 64;
+  static_assert(kGroups == 1 || TileM % (2 * kAtomRows) == 0, "the warpgroups' rows alternate in blocks of 64");
   struct SharedStorage {
     alignas(16) float chunk[TileM * kChunk > kChunk * kPitchM ? TileM * kChunk : kChunk * kPitchM];
-    // FP8: alpha times the operands' scales for each dense index of the tile (store()).
-    float dense_alpha[kFp8 ? TileDense : 1];
+    // FP8: alpha times the operands' scales for each dense index of the tile, a copy per
+    // group (store()).
+    float dense_alpha[kFp8 ? kGroups * TileDense : 1];
   };
   using TensorStorage = SharedStorage;
   using Arguments = DirectEpilogueArguments;
@@ -209,31 +220,46 @@ class DirectEpilogueOp {
     Out* c = static_cast<Out*>(p.c);
     const BiasT<Out>* bias = static_cast<const BiasT<Out>*>(p.bias);
     // FP8: alpha times A's and B's per-tensor scales and B's scale of the column, one value
-    // per dense index of the tile (dense_alpha, staged in the first chunk below: the scales'
-    // global loads once per tile, not one per vector and chunk).
+    // per dense index of the tile (dense_alpha, the group's copy staged in the first chunk
+    // below: the scales' global loads once per tile, not one per vector and chunk).
     const float alpha = p.alpha;
     // C's contiguous dimension is the GEMM's M (m_fastest) or N; along it, a vector of 8
     // covers 8 rows of C (rows_vary) or 8 columns.
     const bool m_fast = m_fastest(p), rows = rows_vary(p);
     const bool read_c = p.beta != 0.0f;
-    const int tid = thread_idx % int(kConsumerThreads);
-    constexpr int kVecs = TileM * kChunk / kVec;
+    int tid = thread_idx % int(kConsumerThreads);
+    if constexpr (kGroups > 1) {
+      // Keeps the values below from being hoisted out of the kernel's tile loop, where they
+      // would stay live through the mainloop (the 128x256 FP8 tile then spilled into its k loop).
+      asm volatile("" : "+r"(tid));
+    }
+    const int group = tid / kGroupThreads, gtid = tid % kGroupThreads;
+    const uint32_t barrier = kEpilogueBarrierId + uint32_t(group);
+    float* group_alpha = dense_alpha + (kFp8 ? group * TileDense : 0);
+    // Row lr (0 .. TileM / kGroups - 1) of the group's rows, as a GEMM row of the tile.
+    auto group_row = [group](int lr) {
+      return kGroups == 1 ? lr : lr / kAtomRows * (2 * kAtomRows) + group * kAtomRows + lr % kAtomRows;
+    };
+    constexpr int kGroupRows = TileM / kGroups;
+    constexpr int kVecs = kGroupRows * kChunk / kVec;  // per group
 
     // The chunk loop stays rolled, so the store loop below (with its activation code) is
     // compiled once per C dtype; only the register -> shared memory copy needs the chunk
     // as a constant (static register indices), one unrolled copy per chunk.
     CUTLASS_PRAGMA_NO_UNROLL
     for (int chunk = 0; chunk < TileN / kChunk; ++chunk) {
-      asm volatile("bar.sync %0, %1;" : : "r"(kEpilogueBarrierId), "r"(kConsumerThreads) : "memory");
+      asm volatile("bar.sync %0, %1;" : : "r"(barrier), "r"(kGroupThreads) : "memory");
       if constexpr (kFp8) {
         // Between the chunk's two barriers: the last tile's readers are past the first, and
-        // the second makes the values visible. TileDense <= kConsumerThreads.
-        if (chunk == 0 && tid < TileDense) {
-          float a = alpha;
-          if (p.scale_a != nullptr) a *= *p.scale_a;
-          if (p.scale_b != nullptr) a *= *p.scale_b;
-          if (p.column_scale != nullptr && dense0 + tid < p.n) a *= p.column_scale[dense0 + tid];
-          dense_alpha[tid] = a;
+        // the second makes the values visible.
+        if (chunk == 0) {
+          for (int t = gtid; t < TileDense; t += kGroupThreads) {
+            float a = alpha;
+            if (p.scale_a != nullptr) a *= *p.scale_a;
+            if (p.scale_b != nullptr) a *= *p.scale_b;
+            if (p.column_scale != nullptr && dense0 + t < p.n) a *= p.column_scale[dense0 + t];
+            group_alpha[t] = a;
+          }
         }
       }
       CUTLASS_PRAGMA_UNROLL
@@ -250,12 +276,12 @@ class DirectEpilogueOp {
           }
         }
       }
-      asm volatile("bar.sync %0, %1;" : : "r"(kEpilogueBarrierId), "r"(kConsumerThreads) : "memory");
+      asm volatile("bar.sync %0, %1;" : : "r"(barrier), "r"(kGroupThreads) : "memory");
       CUTLASS_PRAGMA_NO_UNROLL
-      for (int q = tid; q < kVecs; q += int(kConsumerThreads)) {
+      for (int q = gtid; q < kVecs; q += kGroupThreads) {
         // The vector's first element (GEMM row gm, chunk column gn) and its shared memory.
-        const int gm = m_fast ? q % (TileM / kVec) * kVec : q / (kChunk / kVec);
-        const int gn = m_fast ? q / (TileM / kVec) : q % (kChunk / kVec) * kVec;
+        const int gm = group_row(m_fast ? q % (kGroupRows / kVec) * kVec : q / (kChunk / kVec));
+        const int gn = m_fast ? q / (kGroupRows / kVec) : q % (kChunk / kVec) * kVec;
         // Element j of the vector: (gm + j, gn) or (gm, gn + j); 4-float groups stay whole.
         auto at_chunk = [&](int j) { return buf + chunk_index(m_fast, gm + (m_fast ? j : 0), gn + (m_fast ? 0 : j)); };
         const int tile_n = chunk * kChunk + gn;
@@ -287,7 +313,7 @@ class DirectEpilogueOp {
           if constexpr (kFp8) {
             const int d = int(col - dense0);  // the vector's first dense index in the tile
             CUTLASS_PRAGMA_UNROLL
-            for (int j = 0; j < kVec; ++j) v[j] = fmaf(dense_alpha[rows ? d : d + j], v[j], b[j]);
+            for (int j = 0; j < kVec; ++j) v[j] = fmaf(group_alpha[rows ? d : d + j], v[j], b[j]);
           } else {
             CUTLASS_PRAGMA_UNROLL
             for (int j = 0; j < kVec; ++j) v[j] = fmaf(alpha, v[j], b[j]);
@@ -307,7 +333,7 @@ class DirectEpilogueOp {
             const int64_t cj = rows ? col : col + j;
             if (rj < p.bm && cj >= dense_lo && cj < p.n) {
               const int64_t at = (row0 + rj) * p.row_stride + cj * p.col_stride;
-              const float a = kFp8 ? dense_alpha[cj - dense0] : alpha;
+              const float a = kFp8 ? group_alpha[cj - dense0] : alpha;
               float v = fmaf(a, *at_chunk(j), bias != nullptr ? detail::to_float(bias[row0 + rj]) : -0.0f);
               if (read_c) v = fmaf(p.beta, detail::to_float(c[at]), v);
               c[at] = detail::from_float<Out>(detail::activate(v, p.activation));
