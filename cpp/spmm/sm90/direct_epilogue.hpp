@@ -22,7 +22,7 @@
 // FP8 rows: the operands' scales beyond A's per-block ones (which the mainloop applied):
 // alpha becomes alpha * sa * sb with A's and B's per-tensor scales (1 when absent), times B's
 // scale of the column with per-column scales, and the bias has C's dtype. Those products are
-// computed once per tile, one per dense index, into shared memory (SharedStorage::dense_alpha),
+// computed once per tile, one per dense index, into shared memory (ScaledStorage::dense_alpha),
 // so the tile waits for the scales' global loads once, not in every chunk.
 //
 // Arithmetic: v = fma(alpha, acc, bias or -0.0f); v = fma(beta, C, v) only when beta != 0
@@ -119,12 +119,16 @@ class DirectEpilogueOp {
   // A group's rows: WGMMA's m64 atoms alternate between the two consumer warpgroups.
   static constexpr int kAtomRows = 64;
   static_assert(kGroups == 1 || TileM % (2 * kAtomRows) == 0, "the warpgroups' rows alternate in blocks of 64");
-  struct SharedStorage {
+  struct ChunkStorage {
     alignas(16) float chunk[TileM * kChunk > kChunk * kPitchM ? TileM * kChunk : kChunk * kPitchM];
-    // FP8: alpha times the operands' scales for each dense index of the tile, a copy per
-    // group (store()).
-    float dense_alpha[kFp8 ? kGroups * TileDense : 1];
   };
+  // FP8: alpha times the operands' scales for each dense index of the tile, a copy per group
+  // (store()). Only FP8 rows have it: the 16-bit rows' shared memory is exactly the chunk, which
+  // their block-row order needs every byte beside.
+  struct ScaledStorage : ChunkStorage {
+    float dense_alpha[kGroups * TileDense];
+  };
+  using SharedStorage = cute::conditional_t<kFp8, ScaledStorage, ChunkStorage>;
   using TensorStorage = SharedStorage;
   using Arguments = DirectEpilogueArguments;
   using Params = Arguments;
@@ -177,7 +181,8 @@ class DirectEpilogueOp {
                                  cute::Tensor<FrgEngine, FrgLayout> const& acc, TiledMma tiled_mma, ResidueMNK,
                                  int thread_idx, char* smem) {
     float* buf = reinterpret_cast<SharedStorage*>(smem)->chunk;
-    float* dense_alpha = reinterpret_cast<SharedStorage*>(smem)->dense_alpha;
+    float* dense_alpha = nullptr;
+    if constexpr (kFp8) dense_alpha = reinterpret_cast<SharedStorage*>(smem)->dense_alpha;
     switch (params_.out) {
       case DType::F16: store<__half>(blk_shape, blk_coord, acc, tiled_mma, thread_idx, buf, dense_alpha); break;
       case DType::BF16: store<__nv_bfloat16>(blk_shape, blk_coord, acc, tiled_mma, thread_idx, buf, dense_alpha); break;
