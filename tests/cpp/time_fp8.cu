@@ -85,7 +85,6 @@ const char* kFp8Row64 = "sm90_e4m3_bm_le64_k64_bcol";
 const char* kF16Row128 = "sm90_f16_bm128_bcol_ccol";
 const char* kF16Row64 = "sm90_f16_bm64_bcol_ccol";
 
-
 // More FP8 rows timed (and checked) beside the 128x128 and 64-high ones: the cluster
 // row by default, or --rows; each on the blocks of its bm (a name with "le64" takes 64-high
 // blocks, any other 128-high). Cluster rows (names with "_c2") take n in whole cluster groups
@@ -96,6 +95,8 @@ std::vector<std::string> extra_rows;
 // one per column.
 bool b_scale_per_tensor = false;
 int row_block(const std::string& row) { return row.find("le64") != std::string::npos ? 64 : 128; }
+bool cluster_row(const std::string& row) { return row.find("_c2") != std::string::npos; }
+constexpr int64_t kClusterN = 512;  // the cluster rows' n granule: 2 CTAs x 256 columns
 
 bool compiled_in(const char* row) {
   return time_fp8_group_fp8(row, nullptr, nullptr, nullptr) || time_fp8_group_f16(row, nullptr, nullptr, nullptr);
@@ -365,7 +366,7 @@ Timed time_case(const Shape& s, int blk, double density, uint64_t seed, const sp
   Timed t;
   t.fp8_us = time_row(row8, p8);
   for (const std::string& r : extra_rows)
-    t.extra_us.push_back(row_block(r) == blk && (r.find("_c2") == std::string::npos || s.n % 512 == 0)
+    t.extra_us.push_back(row_block(r) == blk && (!cluster_row(r) || s.n % kClusterN == 0)
                              ? time_row(r.c_str(), p8)
                              : -1.0);
   t.f16_us = time_row(blk == 128 ? kF16Row128 : kF16Row64, p16);
@@ -575,6 +576,10 @@ int main(int argc, char** argv) {
         }
       ++i;
     } else if (arg == "--b-scale") {
+      if (val != "tensor" && val != "column") {
+        std::fprintf(stderr, "--b-scale %s: column or tensor\n", val.c_str());
+        return 2;
+      }
       b_scale_per_tensor = val == "tensor";
       ++i;
     } else if (arg == "--seeds") {
@@ -606,8 +611,7 @@ int main(int argc, char** argv) {
     }
     for (const std::string& r : extra_rows) {
       const int blk = row_block(r);
-      const bool cluster = r.find("_c2") != std::string::npos;
-      for (int64_t n : cluster ? std::vector<int64_t>{512, 1024} : std::vector<int64_t>{7, 333, 600})
+      for (int64_t n : cluster_row(r) ? std::vector<int64_t>{kClusterN, 2 * kClusterN} : std::vector<int64_t>{7, 333, 600})
         for (DType out : {DType::F32, DType::F16, DType::BF16}) {
           if (quick && out != DType::F16) continue;
           check_case(r.c_str(), blk, n, out, (n >= 512 && out == DType::F32) ? 100 : quick ? 2 : 1, dev, seed++);
