@@ -97,6 +97,40 @@ fn decode_matches_reference() {
     println!("decode_matches_reference: {} cases passed", list.len());
 }
 
+/// The 16-column rows (n = 9..16): Auto picks between `decode_n16_fill` and `decode_n16` by
+/// the grid; the GPU bundle also runs this with SPARSEK_VARIANT=decode_n16_fill (every case
+/// fits that row), plain and under compute-sanitizer. Both layouts, ld padding, α/β, bias,
+/// activations, empty and full block-rows, five block shapes; then 100 launches bitwise
+/// identical on a grid of many CTAs.
+#[test]
+fn decode_n16_rows_match_reference() {
+    let Some(ctx) = device("decode_n16_rows_match_reference") else {
+        return;
+    };
+    let mut rng = StdRng::seed_from_u64(seed());
+    let blocks = [
+        BlockShape::new(32, 32),
+        BlockShape::new(64, 64),
+        BlockShape::new(128, 128),
+        BlockShape::new(16, 48),
+        BlockShape::new(128, 64),
+    ];
+    let list = decode_cases(&[9, 12, 16], &blocks);
+    run_typed(&ctx, &list, &mut rng);
+    let stream = ctx.default_stream();
+    let mask = BlockMask::random_per_row(2048 / 128, 4096 / 128, 13, &mut rng).unwrap();
+    let a = BsrMatrix::from_block_mask(&mask, BlockShape::new(128, 128), |_, _| {
+        common::nonzero::<bf16>(&mut rng)
+    })
+    .unwrap();
+    let opts = SpmmOptions::new().backend(Backend::Decode);
+    assert_repeats_bitwise::<bf16, bf16>(&stream, &a, 11, Layout::ColMajor, &opts, &mut rng);
+    println!(
+        "decode_n16_rows_match_reference: {} cases passed; 100 runs bitwise identical",
+        list.len()
+    );
+}
+
 /// A few decode cases, small enough for compute-sanitizer (run.sh sanitize).
 #[test]
 fn decode_sanitized() {

@@ -3,7 +3,8 @@
 //
 // For each shape (m x k), block size, density, n and weight type (f16, or W8A16: e4m3 A with
 // per-block scales and f16 B) it builds a random block pattern with the same number of
-// blocks in every block-row (round(d * k/bk)), times Backend::Decode with A cycled over
+// blocks in every block-row (round(d * k/bk); `--pattern random`: each block kept with
+// probability d, so block-rows differ in length as in a pruned layer), times Backend::Decode with A cycled over
 // enough copies (at least 256 MB together, five times the H100's 50 MB L2) that every call
 // reads its weights from HBM, and prints the time of one call (20+ calls captured in a CUDA
 // graph: the kernels back to back, as a decode step replays them) and E_hbm = the bytes that
@@ -16,7 +17,7 @@
 //   $NVCC -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a -Iinclude \
 //     tests/cpp/time_decode.cu <libsparsek_kernels.a> -cudart static -o time_decode
 // Usage: ./time_decode [--shapes 4096x4096,14336x4096] [--blocks 128,64] [--densities 0.5,0.3]
-//                      [--ns 1,16] [--types f16,w8]
+//                      [--ns 1,16] [--types f16,w8] [--pattern even|random]
 // SPARSEK_VARIANT, SPARSEK_DECODE_TM and SPARSEK_DECODE_SPLIT act as for any caller.
 #include <cuda_runtime.h>
 #include <sparsek/sparsek.hpp>
@@ -118,17 +119,25 @@ struct Timing {
 };
 
 // One case: returns the time of one call in a graph of back-to-back calls.
-Timing time_case(int64_t m, int64_t k, int bs, double d, int n, bool w8, std::mt19937_64& rng, double* bytes_out) {
+Timing time_case(int64_t m, int64_t k, int bs, double d, int n, bool w8, bool random_rows, std::mt19937_64& rng,
+                 double* bytes_out) {
   Timing t;
   const int64_t rows = m / bs, cols = k / bs;
   const int64_t per_row = std::max<int64_t>(0, std::min<int64_t>(cols, std::llround(d * cols)));
   std::vector<int32_t> row_ptr(rows + 1, 0), col_idx;
   std::vector<int32_t> all(cols);
   std::iota(all.begin(), all.end(), 0);
+  std::uniform_real_distribution<double> keep(0.0, 1.0);
   for (int64_t r = 0; r < rows; ++r) {
-    std::shuffle(all.begin(), all.end(), rng);
-    std::vector<int32_t> pick(all.begin(), all.begin() + per_row);
-    std::sort(pick.begin(), pick.end());
+    std::vector<int32_t> pick;
+    if (random_rows) {
+      for (int32_t c = 0; c < cols; ++c)
+        if (keep(rng) < d) pick.push_back(c);
+    } else {
+      std::shuffle(all.begin(), all.end(), rng);
+      pick.assign(all.begin(), all.begin() + per_row);
+      std::sort(pick.begin(), pick.end());
+    }
     col_idx.insert(col_idx.end(), pick.begin(), pick.end());
     row_ptr[r + 1] = static_cast<int32_t>(col_idx.size());
   }
@@ -231,7 +240,7 @@ Timing time_case(int64_t m, int64_t k, int bs, double d, int n, bool w8, std::mt
 int main(int argc, char** argv) {
   std::string shapes = "4096x4096,1024x4096,14336x4096,4096x14336,3584x3584,512x3584,18944x3584,3584x18944,5120x5120,"
                        "13824x5120,5120x13824";
-  std::string blocks = "128,64", densities = "0.5,0.3", ns = "1,16", types = "f16,w8";
+  std::string blocks = "128,64", densities = "0.5,0.3", ns = "1,16", types = "f16,w8", pattern = "even";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string key = argv[i], val = argv[i + 1];
     if (key == "--shapes") shapes = val;
@@ -239,6 +248,7 @@ int main(int argc, char** argv) {
     else if (key == "--densities") densities = val;
     else if (key == "--ns") ns = val;
     else if (key == "--types") types = val;
+    else if (key == "--pattern" && (val == "even" || val == "random")) pattern = val;
     else {
       std::fprintf(stderr, "unknown argument %s\n", key.c_str());
       return 2;
@@ -250,8 +260,8 @@ int main(int argc, char** argv) {
   const char* variant = std::getenv("SPARSEK_VARIANT");
   const char* tm = std::getenv("SPARSEK_DECODE_TM");
   const char* sp = std::getenv("SPARSEK_DECODE_SPLIT");
-  std::printf("device %s, %d SMs; read ceiling %.1f GB/s; variant %s tm %s split %s\n", prop.name,
-              prop.multiProcessorCount, ceiling, variant ? variant : "auto", tm ? tm : "-", sp ? sp : "-");
+  std::printf("device %s, %d SMs; read ceiling %.1f GB/s; variant %s tm %s split %s; pattern %s\n", prop.name,
+              prop.multiProcessorCount, ceiling, variant ? variant : "auto", tm ? tm : "-", sp ? sp : "-", pattern.c_str());
   std::mt19937_64 rng(20261127);
   for (const std::string& sh : split(shapes)) {
     const size_t x = sh.find('x');
@@ -264,7 +274,7 @@ int main(int argc, char** argv) {
             const double d = std::atof(ds.c_str());
             const bool w8 = ts == "w8";
             double bytes = 0;
-            const Timing t = time_case(m, k, bs, d, n, w8, rng, &bytes);
+            const Timing t = time_case(m, k, bs, d, n, w8, pattern == "random", rng, &bytes);
             if (!t.ok) {
               std::printf("TIME %6lldx%-6lld b%-3d d%.2f %-3s n%-3d refused: %s\n", (long long)m, (long long)k, bs, d,
                           ts.c_str(), n, t.why.c_str());

@@ -104,6 +104,11 @@ struct DecodeVariant {
 #define SPARSEK_DECODE_BPARTS \
   "n = 16 over 11 layer shapes x 64x64/128x128 blocks x densities 0.5/0.3, H100 (time_decode, issue 48): " \
   "b_parts 2 1.05x geo-mean: 64x64 1.11x (up to 1.25x; 3584x3584 d 0.5 4 % slower), 128x128 unchanged"
+#define SPARSEK_DECODE_N16_FILL                                                                    \
+  "n = 9..16, H200 (session 33, check_gated and time_decode): n16 ran the gated product 1.5-1.6x "    \
+  "slower than n8 on Qwen2.5-7B and Phi-3-mini and the down product 1.4-1.5x on Llama-3-8B and "     \
+  "Qwen2.5-14B (128x128), where its 2 CTAs per SM fit fewer clusters; the fill row where it keeps "   \
+  "more of A in flight"
 #define SPARSEK_DECODE_W8_FILL \
   "n <= 8, 11 layer shapes x 64x64/128x128 blocks x d 0.5/0.3, H100 (time_decode, issue 48), with " \
   "w8_n8's b_parts 4: 64x64 1.14x geo-mean (b_parts alone 1.07x), up to 1.49x at 18944x3584; " \
@@ -112,8 +117,9 @@ struct DecodeVariant {
   "mirrors the 16-bit rows; b_parts 4 (16 KiB stages at 64x64 blocks, 12 KiB before): time_decode, issue 48"
 
 // Shared memory per CTA (launch.hpp; 4 KiB of static memory for the block columns on
-// top): n8 69 KiB, n16 81 KiB, n32 81 KiB, n64 97 KiB, n128 133 KiB (its fp32 tile and
-// receive buffer). On an H100 (228 KiB per SM) that is 3, 2, 2, 2 and 1 CTAs/SM (n128:
+// top): n8 69 KiB, n16_fill 65 KiB, n16 81 KiB, n32 81 KiB, n64 97 KiB, n128 133 KiB (its
+// fp32 tile and receive buffer). On an H100 (228 KiB per SM) that is 3, 3, 2, 2, 2 and 1
+// CTAs/SM (n128:
 // also its 128 fp32 accumulators per thread). A stage carries up to 16 KiB of A (128 x 128
 // blocks: 16 KiB, 64 x 64: 8 KiB, n16's 16 KiB (b_parts 2), 32 x 32: 12 KiB); with stages
 // - 1 = 3 stages in flight
@@ -129,6 +135,10 @@ inline constexpr DecodeVariant kDecodeVariants[] = {
     // name          n_max warps gm tm_max a_bytes stages ctas auto
     {"decode_n8",       8,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_DESIGN},
     // n16: room for two parts of B (b_parts 2), so 64-row blocks stream 16 KiB stages.
+    // n16_fill: n16's stage with one stage fewer, 65 KiB: 3 CTAs per SM where n16 (81 KiB) has
+    // 2, taken where its grid keeps more of A in flight (fill_only), e.g. where n16's clusters
+    // need a second wave or a smaller split.
+    {"decode_n16_fill", 16,   8,  1,  128,  16384,   3,    3,  true, SPARSEK_DECODE_N16_FILL, false, false, 2, true},
     {"decode_n16",     16,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_BPARTS, false, false, 2},
     {"decode_n32",     32,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_DESIGN},
     {"decode_n48",     48,    8,  2,  128,  16384,   4,    2,  true,
@@ -174,6 +184,7 @@ inline constexpr DecodeVariant kDecodeVariants[] = {
 #undef SPARSEK_DECODE_BPARTS
 #undef SPARSEK_DECODE_W8_BPARTS
 #undef SPARSEK_DECODE_W8_FILL
+#undef SPARSEK_DECODE_N16_FILL
 
 inline constexpr int kDecodeRows = sizeof(kDecodeVariants) / sizeof(kDecodeVariants[0]);
 
