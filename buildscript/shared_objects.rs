@@ -11,7 +11,9 @@
 //! `--version`, listing every file nvcc read with a hash of its contents. A build that
 //! finds no fresh object of its own looks up that manifest in the same object directory;
 //! if every listed file (placeholders resolved to its own paths) has the recorded
-//! contents, it copies the object instead of compiling. Sharing needs a common object
+//! contents, it copies the object instead of compiling (or, where the manifest names this
+//! checkout's own object, stale only because a fresh clone at the same path made every
+//! source newer, keeps it). Sharing needs a common object
 //! directory: the same target dir (CARGO_TARGET_DIR), or SPARSEK_KERNEL_CACHE.
 
 use std::collections::HashMap;
@@ -199,15 +201,25 @@ pub fn reuse(manifest: &Path, target: &Target<'_>, norm: &Normalizer, hashes: &m
         }
     }
     if source_obj == target.obj {
-        return false; // its own object, and it was stale
-    }
-    // Copied under a temporary name and renamed, as compiled objects are.
-    let tmp = target
-        .obj
-        .with_extension(format!("o.tmp{}", std::process::id()));
-    if fs::copy(&source_obj, &tmp).is_err() || fs::rename(&tmp, target.obj).is_err() {
-        let _ = fs::remove_file(&tmp);
-        return false;
+        // Its own object, stale only by the sources' times (a fresh clone or worktree at the
+        // same path): every file it read is byte-identical, so it stands; made newer than
+        // them so the next build finds it fresh.
+        let touched = fs::File::options()
+            .write(true)
+            .open(target.obj)
+            .and_then(|f| f.set_modified(std::time::SystemTime::now()));
+        if touched.is_err() {
+            return false;
+        }
+    } else {
+        // Copied under a temporary name and renamed, as compiled objects are.
+        let tmp = target
+            .obj
+            .with_extension(format!("o.tmp{}", std::process::id()));
+        if fs::copy(&source_obj, &tmp).is_err() || fs::rename(&tmp, target.obj).is_err() {
+            let _ = fs::remove_file(&tmp);
+            return false;
+        }
     }
     let dep_list: Vec<String> = deps.iter().map(|p| p.display().to_string()).collect();
     let dep_text = format!("{}: {}\n", target.obj.display(), dep_list.join(" \\\n "));
