@@ -97,14 +97,13 @@ fn decode_matches_reference() {
     println!("decode_matches_reference: {} cases passed", list.len());
 }
 
-/// The 16-column rows (n = 9..16): Auto picks between `decode_n16_fill` and `decode_n16` by
-/// the grid; the GPU bundle also runs this with SPARSEK_VARIANT=decode_n16_fill (every case
-/// fits that row), plain and under compute-sanitizer. Both layouts, ld padding, α/β, bias,
-/// activations, empty and full block-rows, five block shapes; then 100 launches bitwise
-/// identical on a grid of many CTAs.
-#[test]
-fn decode_n16_rows_match_reference() {
-    let Some(ctx) = device("decode_n16_rows_match_reference") else {
+/// The rows of n_max 16 and 32 (n = 9..16, 17..32): Auto picks between each fill row
+/// (`decode_n16_fill`, `decode_n32_fill`) and its partner by the grid; the GPU bundle also
+/// runs these with SPARSEK_VARIANT naming the fill row (every case fits it), plain and under
+/// compute-sanitizer. Both layouts, ld padding, α/β, bias, activations, empty and full
+/// block-rows, five block shapes; then 100 launches bitwise identical on a grid of many CTAs.
+fn fill_rows_match_reference(name: &str, ns: &[usize]) {
+    let Some(ctx) = device(name) else {
         return;
     };
     let mut rng = StdRng::seed_from_u64(seed());
@@ -115,7 +114,7 @@ fn decode_n16_rows_match_reference() {
         BlockShape::new(16, 48),
         BlockShape::new(128, 64),
     ];
-    let list = decode_cases(&[9, 12, 16], &blocks);
+    let list = decode_cases(ns, &blocks);
     run_typed(&ctx, &list, &mut rng);
     let stream = ctx.default_stream();
     let mask = BlockMask::random_per_row(2048 / 128, 4096 / 128, 13, &mut rng).unwrap();
@@ -124,11 +123,22 @@ fn decode_n16_rows_match_reference() {
     })
     .unwrap();
     let opts = SpmmOptions::new().backend(Backend::Decode);
-    assert_repeats_bitwise::<bf16, bf16>(&stream, &a, 11, Layout::ColMajor, &opts, &mut rng);
+    let n = ns[ns.len() / 2];
+    assert_repeats_bitwise::<bf16, bf16>(&stream, &a, n, Layout::ColMajor, &opts, &mut rng);
     println!(
-        "decode_n16_rows_match_reference: {} cases passed; 100 runs bitwise identical",
+        "{name}: {} cases passed; 100 runs bitwise identical at n = {n}",
         list.len()
     );
+}
+
+#[test]
+fn decode_n16_rows_match_reference() {
+    fill_rows_match_reference("decode_n16_rows_match_reference", &[9, 12, 16]);
+}
+
+#[test]
+fn decode_n32_rows_match_reference() {
+    fill_rows_match_reference("decode_n32_rows_match_reference", &[17, 23, 32]);
 }
 
 /// A few decode cases, small enough for compute-sanitizer (run.sh sanitize).

@@ -104,11 +104,15 @@ struct DecodeVariant {
 #define SPARSEK_DECODE_BPARTS \
   "n = 16 over 11 layer shapes x 64x64/128x128 blocks x densities 0.5/0.3, H100 (time_decode, issue 48): " \
   "b_parts 2 1.05x geo-mean: 64x64 1.11x (up to 1.25x; 3584x3584 d 0.5 4 % slower), 128x128 unchanged"
-#define SPARSEK_DECODE_N16_FILL                                                                    \
-  "n = 9..16, H200 (session 33, check_gated and time_decode): n16 ran the gated product 1.5-1.6x "    \
-  "slower than n8 on Qwen2.5-7B and Phi-3-mini and the down product 1.4-1.5x on Llama-3-8B and "     \
-  "Qwen2.5-14B (128x128), where its 2 CTAs per SM fit fewer clusters; the fill row where it keeps "   \
-  "more of A in flight"
+#define SPARSEK_DECODE_N16_FILL                                                                     \
+  "time_decode n = 16, H200 (session 33 call B): 8 layer shapes x 128x128/64x64 x d 0.5/0.3, even "   \
+  "and random block-rows: Auto (n16_fill or n16 by fill_score) 1.12x (even) and 1.16x (random) "      \
+  "geo-mean over n16 alone, up to 1.58x (18944x3584 64x64) where n16's 2 CTAs per SM fit fewer "       \
+  "clusters; 2 of 64 cases more than 3 % slower (4096x4096 d 0.3: 7 % and 4 %)"
+#define SPARSEK_DECODE_N32_FILL                                                                    \
+  "n16_fill's reasoning at n = 17..32: H200 (session 33, check_gated) ran the down product on n32 "  \
+  "1.6x slower at n = 17 than on n16_fill at n = 16 (Llama-3-8B 42.8 vs 27.1 us, Qwen2.5-14B 43.5 "   \
+  "vs 27.4)"
 #define SPARSEK_DECODE_W8_FILL \
   "n <= 8, 11 layer shapes x 64x64/128x128 blocks x d 0.5/0.3, H100 (time_decode, issue 48), with " \
   "w8_n8's b_parts 4: 64x64 1.14x geo-mean (b_parts alone 1.07x), up to 1.49x at 18944x3584; " \
@@ -117,9 +121,9 @@ struct DecodeVariant {
   "mirrors the 16-bit rows; b_parts 4 (16 KiB stages at 64x64 blocks, 12 KiB before): time_decode, issue 48"
 
 // Shared memory per CTA (launch.hpp; 4 KiB of static memory for the block columns on
-// top): n8 69 KiB, n16_fill 65 KiB, n16 81 KiB, n32 81 KiB, n64 97 KiB, n128 133 KiB (its
-// fp32 tile and receive buffer). On an H100 (228 KiB per SM) that is 3, 3, 2, 2, 2 and 1
-// CTAs/SM (n128:
+// top): n8 69 KiB, n16_fill 65 KiB, n16 81 KiB, n32_fill 65 KiB, n32 81 KiB, n64 97 KiB,
+// n128 133 KiB (its fp32 tile and receive buffer). On an H100 or H200 (228 KiB per SM) that
+// is 3, 3, 2, 3, 2, 2 and 1 CTAs/SM (n128:
 // also its 128 fp32 accumulators per thread). A stage carries up to 16 KiB of A (128 x 128
 // blocks: 16 KiB, 64 x 64: 8 KiB, n16's 16 KiB (b_parts 2), 32 x 32: 12 KiB); with stages
 // - 1 = 3 stages in flight
@@ -140,6 +144,8 @@ inline constexpr DecodeVariant kDecodeVariants[] = {
     // need a second wave or a smaller split.
     {"decode_n16_fill", 16,   8,  1,  128,  16384,   3,    3,  true, SPARSEK_DECODE_N16_FILL, false, false, 2, true},
     {"decode_n16",     16,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_BPARTS, false, false, 2},
+    // n32_fill: the same for n = 17..32 (65 KiB: 3 CTAs per SM where n32's 81 KiB has 2).
+    {"decode_n32_fill", 32,   8,  1,  128,  16384,   3,    3,  true, SPARSEK_DECODE_N32_FILL, false, false, 1, true},
     {"decode_n32",     32,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_DESIGN},
     {"decode_n48",     48,    8,  2,  128,  16384,   4,    2,  true,
      "added after the 2026-11-23 sweep (n in 33..48 ran on decode_n64 there): not yet measured"},
@@ -185,6 +191,7 @@ inline constexpr DecodeVariant kDecodeVariants[] = {
 #undef SPARSEK_DECODE_W8_BPARTS
 #undef SPARSEK_DECODE_W8_FILL
 #undef SPARSEK_DECODE_N16_FILL
+#undef SPARSEK_DECODE_N32_FILL
 
 inline constexpr int kDecodeRows = sizeof(kDecodeVariants) / sizeof(kDecodeVariants[0]);
 
