@@ -101,7 +101,7 @@ fn decode_matches_reference() {
 /// (`decode_n16_fill`, `decode_n32_fill`) and its partner by the grid; the GPU bundle also
 /// runs these with SPARSEK_VARIANT naming the fill row (every case fits it), plain and under
 /// compute-sanitizer. Both layouts, ld padding, α/β, bias, activations, empty and full
-/// block-rows, five block shapes; then 100 launches bitwise identical on a grid of many CTAs.
+/// block-rows, five block shapes.
 fn fill_rows_match_reference(name: &str, ns: &[usize]) {
     let Some(ctx) = device(name) else {
         return;
@@ -116,6 +116,16 @@ fn fill_rows_match_reference(name: &str, ns: &[usize]) {
     ];
     let list = decode_cases(ns, &blocks);
     run_typed(&ctx, &list, &mut rng);
+    println!("{name}: {} cases passed", list.len());
+}
+
+/// 100 launches bitwise identical on a grid of many CTAs (2048 x 4096, 128x128 blocks), at
+/// an n the fill row and its partner both take (forced like the test above in the bundle).
+fn fill_rows_are_deterministic(name: &str, n: usize) {
+    let Some(ctx) = device(name) else {
+        return;
+    };
+    let mut rng = StdRng::seed_from_u64(seed());
     let stream = ctx.default_stream();
     let mask = BlockMask::random_per_row(2048 / 128, 4096 / 128, 13, &mut rng).unwrap();
     let a = BsrMatrix::from_block_mask(&mask, BlockShape::new(128, 128), |_, _| {
@@ -123,12 +133,8 @@ fn fill_rows_match_reference(name: &str, ns: &[usize]) {
     })
     .unwrap();
     let opts = SpmmOptions::new().backend(Backend::Decode);
-    let n = ns[ns.len() / 2];
     assert_repeats_bitwise::<bf16, bf16>(&stream, &a, n, Layout::ColMajor, &opts, &mut rng);
-    println!(
-        "{name}: {} cases passed; 100 runs bitwise identical at n = {n}",
-        list.len()
-    );
+    println!("{name}: 100 runs bitwise identical at n = {n}");
 }
 
 #[test]
@@ -137,8 +143,18 @@ fn decode_n16_rows_match_reference() {
 }
 
 #[test]
+fn decode_n16_rows_are_deterministic() {
+    fill_rows_are_deterministic("decode_n16_rows_are_deterministic", 11);
+}
+
+#[test]
 fn decode_n32_rows_match_reference() {
     fill_rows_match_reference("decode_n32_rows_match_reference", &[17, 23, 32]);
+}
+
+#[test]
+fn decode_n32_rows_are_deterministic() {
+    fill_rows_are_deterministic("decode_n32_rows_are_deterministic", 27);
 }
 
 /// A few decode cases, small enough for compute-sanitizer (run.sh sanitize).
