@@ -117,6 +117,7 @@ spmm_tests() {
   tests_of "" gpu_decode_tests
   # The W8A16 row Auto takes only where it keeps more bytes in flight, forced on the n <= 8 cases.
   tests_of "SPARSEK_VARIANT=decode_w8_n8_fill" gpu_decode_tests w8a16_narrow
+  tests_of "SPARSEK_VARIANT=decode_w8_n16_fill" gpu_decode_tests w8a16_n16_rows
   # The same for the 16-bit fill rows of n_max 16 and 32.
   tests_of "SPARSEK_VARIANT=decode_n16_fill" gpu_decode_tests decode_n16_rows
   tests_of "SPARSEK_VARIANT=decode_n32_fill" gpu_decode_tests decode_n32_rows
@@ -469,6 +470,8 @@ PY
       compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/fp8_check" --decode-only || fail=1
       SPARSEK_VARIANT=decode_w8_n8_fill compute-sanitizer --tool "$tool" --error-exitcode 9 \
         "$here/gpu_decode_tests" --test-threads=1 w8a16_narrow_matches_reference || fail=1
+      SPARSEK_VARIANT=decode_w8_n16_fill compute-sanitizer --tool "$tool" --error-exitcode 9 \
+        "$here/gpu_decode_tests" --test-threads=1 w8a16_n16_rows_match_reference || fail=1
       SPARSEK_VARIANT=decode_n16_fill compute-sanitizer --tool "$tool" --error-exitcode 9 \
         "$here/gpu_decode_tests" --test-threads=1 decode_n16_rows_match_reference || fail=1
       SPARSEK_VARIANT=decode_n32_fill compute-sanitizer --tool "$tool" --error-exitcode 9 \

@@ -403,15 +403,11 @@ fn w8a16_run<Q: Fp8 + TakesB<TB> + TakesBias<O>, TB: Element, O: Element>(
     }
 }
 
-/// W8A16 at n ≤ 8 (e4m3/e5m2 A, f16/bf16 B) against the f64 oracle: both layouts of B and
-/// C, ld padding, every scale kind of A, α/β, bias, activations, empty block-rows, blocks
-/// 64x64, 128x128, 32x32 and 16x48. Auto picks between `decode_w8_n8_fill` and
-/// `decode_w8_n8` by the grid; the GPU bundle also runs it with
-/// SPARSEK_VARIANT=decode_w8_n8_fill (every case fits that row), plain and under
-/// compute-sanitizer.
-#[test]
-fn w8a16_narrow_matches_reference() {
-    let Some(ctx) = device("w8a16_narrow_matches_reference") else {
+/// W8A16 (e4m3/e5m2 A, f16/bf16 B) at each n of `ns` against the f64 oracle: both layouts
+/// of B and C, ld padding, every scale kind of A, α/β, bias, activations, empty block-rows,
+/// blocks 64x64, 128x128, 32x32 and 16x48.
+fn w8a16_cases_match_reference(name: &str, ns: &[usize]) {
+    let Some(ctx) = device(name) else {
         return;
     };
     let mut rng = StdRng::seed_from_u64(seed());
@@ -428,7 +424,7 @@ fn w8a16_narrow_matches_reference() {
         BlockShape::new(16, 48),
     ];
     let mut count = 0;
-    for (i, &n) in [1usize, 2, 3, 7, 8].iter().enumerate() {
+    for (i, &n) in ns.iter().enumerate() {
         for (j, &block) in blocks.iter().enumerate() {
             let v = i + j;
             let mut c = Fp8Case::new(
@@ -460,7 +456,22 @@ fn w8a16_narrow_matches_reference() {
             count += 1;
         }
     }
-    println!("w8a16_narrow_matches_reference: {count} cases passed");
+    println!("{name}: {count} cases passed");
+}
+
+/// n ≤ 8: Auto picks between `decode_w8_n8_fill` and `decode_w8_n8` by the grid; the GPU
+/// bundle also runs this with SPARSEK_VARIANT=decode_w8_n8_fill (every case fits that row),
+/// plain and under compute-sanitizer.
+#[test]
+fn w8a16_narrow_matches_reference() {
+    w8a16_cases_match_reference("w8a16_narrow_matches_reference", &[1, 2, 3, 7, 8]);
+}
+
+/// n = 9..16: Auto picks between `decode_w8_n16_fill` and `decode_w8_n16`; the bundle also
+/// runs this with SPARSEK_VARIANT=decode_w8_n16_fill, plain and under compute-sanitizer.
+#[test]
+fn w8a16_n16_rows_match_reference() {
+    w8a16_cases_match_reference("w8a16_n16_rows_match_reference", &[9, 12, 13, 16, 10]);
 }
 
 /// 100 W8A16 launches bitwise identical on a grid of many CTAs (64x64 blocks, 4096 x 4096,

@@ -113,6 +113,9 @@ struct DecodeVariant {
   "n16_fill's reasoning at n = 17..32: H200 (session 33, check_gated) ran the down product on n32 "  \
   "1.6x slower at n = 17 than on n16_fill at n = 16 (Llama-3-8B 42.8 vs 27.1 us, Qwen2.5-14B 43.5 "   \
   "vs 27.4)"
+#define SPARSEK_DECODE_W8_N16_FILL                                                                 \
+  "the 16-bit fill rows' reasoning for W8A16 at n = 9..16: H200 (session 32's MLP table) ran the "   \
+  "e4m3 64x64 MLP at n = 16 on w8_n16 1.3x slower than at n = 8 on w8_n8 (86.7 vs 65.3 us)"
 #define SPARSEK_DECODE_W8_FILL \
   "n <= 8, 11 layer shapes x 64x64/128x128 blocks x d 0.5/0.3, H100 (time_decode, issue 48), with " \
   "w8_n8's b_parts 4: 64x64 1.14x geo-mean (b_parts alone 1.07x), up to 1.49x at 18944x3584; " \
@@ -168,6 +171,9 @@ inline constexpr DecodeVariant kDecodeVariants[] = {
     // flight than w8_n8's (fill_only).
     {"decode_w8_n8_fill", 8,  4,  1,   64,   8192,   5,    3,  true, SPARSEK_DECODE_W8_FILL, false, true, 1, true},
     {"decode_w8_n8",    8,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_W8_BPARTS, false, true, 4},
+    // w8_n16_fill: w8_n16 with one stage fewer (69 KiB: 3 CTAs per SM where w8_n16's 89 KiB
+    // has 2), taken like the 16-bit fill rows.
+    {"decode_w8_n16_fill", 16, 8, 1,  128,  16384,   3,    3,  true, SPARSEK_DECODE_W8_N16_FILL, false, true, 1, true},
     {"decode_w8_n16",  16,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_W8, false, true},
     {"decode_w8_n32",  32,    8,  1,  128,  16384,   3,    2,  true, SPARSEK_DECODE_W8, false, true},
     {"decode_w8_n48",  48,    8,  1,  128,  16384,   3,    2,  true, SPARSEK_DECODE_W8_ONE_GROUP, false, true},
@@ -192,6 +198,7 @@ inline constexpr DecodeVariant kDecodeVariants[] = {
 #undef SPARSEK_DECODE_W8_FILL
 #undef SPARSEK_DECODE_N16_FILL
 #undef SPARSEK_DECODE_N32_FILL
+#undef SPARSEK_DECODE_W8_N16_FILL
 
 inline constexpr int kDecodeRows = sizeof(kDecodeVariants) / sizeof(kDecodeVariants[0]);
 
