@@ -110,12 +110,13 @@ struct DecodeVariant {
   "geo-mean over n16 alone, up to 1.58x (18944x3584 64x64) where n16's 2 CTAs per SM fit fewer "       \
   "clusters; 2 of 64 cases more than 3 % slower (4096x4096 d 0.3: 7 % and 4 %)"
 #define SPARSEK_DECODE_N32_FILL                                                                    \
-  "n16_fill's reasoning at n = 17..32: H200 (session 33, check_gated) ran the down product on n32 "  \
-  "1.6x slower at n = 17 than on n16_fill at n = 16 (Llama-3-8B 42.8 vs 27.1 us, Qwen2.5-14B 43.5 "   \
-  "vs 27.4)"
+  "time_decode n = 17 and 32, H200 (session 33 call C): 8 layer shapes x 128x128/64x64 x d 0.5/0.3: " \
+  "Auto (n32_fill or n32) 1.13x (even rows) and 1.16x (random) geo-mean over n32 alone, up to 1.56x " \
+  "(5120x13824 64x64); 2 of 128 cases 7 % slower (4096x4096 128x128 d 0.3, even rows)"
 #define SPARSEK_DECODE_W8_N16_FILL                                                                 \
-  "the 16-bit fill rows' reasoning for W8A16 at n = 9..16: H200 (session 32's MLP table) ran the "   \
-  "e4m3 64x64 MLP at n = 16 on w8_n16 1.3x slower than at n = 8 on w8_n8 (86.7 vs 65.3 us)"
+  "time_decode W8A16 n = 9 and 16, H200 (session 33 call D): 8 layer shapes x 128x128/64x64 x d "    \
+  "0.5/0.3: Auto (w8_n16_fill or w8_n16) 1.10x (even rows) and 1.12x (random) geo-mean over w8_n16 " \
+  "alone, up to 1.58x (4096x14336 64x64); 2 of 128 cases 8 % slower (4096x4096 128x128 d 0.3)"
 #define SPARSEK_DECODE_W8_FILL \
   "n <= 8, 11 layer shapes x 64x64/128x128 blocks x d 0.5/0.3, H100 (time_decode, issue 48), with " \
   "w8_n8's b_parts 4: 64x64 1.14x geo-mean (b_parts alone 1.07x), up to 1.49x at 18944x3584; " \
@@ -172,7 +173,8 @@ inline constexpr DecodeVariant kDecodeVariants[] = {
     {"decode_w8_n8_fill", 8,  4,  1,   64,   8192,   5,    3,  true, SPARSEK_DECODE_W8_FILL, false, true, 1, true},
     {"decode_w8_n8",    8,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_W8_BPARTS, false, true, 4},
     // w8_n16_fill: w8_n16 with one stage fewer (69 KiB: 3 CTAs per SM where w8_n16's 89 KiB
-    // has 2), taken like the 16-bit fill rows.
+    // has 2), taken like the 16-bit fill rows. Its 80 registers keep 32 bytes on the stack:
+    // loads once per ring stage on the issue path, none in the mma loop.
     {"decode_w8_n16_fill", 16, 8, 1,  128,  16384,   3,    3,  true, SPARSEK_DECODE_W8_N16_FILL, false, true, 1, true},
     {"decode_w8_n16",  16,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_W8, false, true},
     {"decode_w8_n32",  32,    8,  1,  128,  16384,   3,    2,  true, SPARSEK_DECODE_W8, false, true},
