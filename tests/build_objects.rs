@@ -54,6 +54,21 @@ fn compiled(root: &Path, objs: &Path, obj_name: &str, cmd: &str) -> PathBuf {
     manifest
 }
 
+/// Whether build.rs would reuse `manifest`'s object as `obj_name` (its dependency file and
+/// stamp beside it) for the command line `cmd`.
+fn reuses(root: &Path, objs: &Path, manifest: &Path, obj_name: &str, cmd: &str) -> bool {
+    let obj = objs.join(obj_name);
+    let (dep, stamp) = (obj.with_extension("d"), obj.with_extension("cmd"));
+    let target = Target {
+        obj: &obj,
+        dep: &dep,
+        stamp: &stamp,
+        cmd_line: cmd,
+    };
+    let norm = Normalizer::new(root, None);
+    shared_objects::reuse(manifest, &target, &norm, &mut Hashes::default())
+}
+
 fn mtime(p: &Path) -> SystemTime {
     fs::metadata(p).unwrap().modified().unwrap()
 }
@@ -74,20 +89,7 @@ fn own_object_with_identical_sources_is_kept() {
         .set_modified(old)
         .unwrap();
     fs::write(root.join("head.hpp"), "// header\n").unwrap();
-    let (dep, stamp) = (obj.with_extension("d"), obj.with_extension("cmd"));
-    let target = Target {
-        obj: &obj,
-        dep: &dep,
-        stamp: &stamp,
-        cmd_line: "nvcc unit.cu",
-    };
-    let norm = Normalizer::new(&root, None);
-    assert!(shared_objects::reuse(
-        &manifest,
-        &target,
-        &norm,
-        &mut Hashes::default()
-    ));
+    assert!(reuses(&root, &objs, &manifest, "unit-a.o", "nvcc unit.cu"));
     assert_eq!(fs::read(&obj).unwrap(), b"object bytes");
     assert!(mtime(&obj) >= mtime(&root.join("head.hpp")));
 }
@@ -98,18 +100,9 @@ fn changed_source_is_compiled_again() {
     let (root, objs) = checkout("changed");
     let manifest = compiled(&root, &objs, "unit-a.o", "nvcc unit.cu");
     fs::write(root.join("head.hpp"), "// header, changed\n").unwrap();
-    let norm = Normalizer::new(&root, None);
     for name in ["unit-a.o", "unit-b.o"] {
-        let obj = objs.join(name);
-        let (dep, stamp) = (obj.with_extension("d"), obj.with_extension("cmd"));
-        let target = Target {
-            obj: &obj,
-            dep: &dep,
-            stamp: &stamp,
-            cmd_line: "nvcc unit.cu",
-        };
         assert!(
-            !shared_objects::reuse(&manifest, &target, &norm, &mut Hashes::default()),
+            !reuses(&root, &objs, &manifest, name, "nvcc unit.cu"),
             "{name}"
         );
     }
@@ -121,21 +114,17 @@ fn changed_source_is_compiled_again() {
 fn other_checkouts_object_is_copied() {
     let (root, objs) = checkout("other");
     let manifest = compiled(&root, &objs, "unit-a.o", "nvcc unit.cu");
-    let obj = objs.join("unit-b.o");
-    let (dep, stamp) = (obj.with_extension("d"), obj.with_extension("cmd"));
-    let target = Target {
-        obj: &obj,
-        dep: &dep,
-        stamp: &stamp,
-        cmd_line: "nvcc other/unit.cu",
-    };
-    let norm = Normalizer::new(&root, None);
-    assert!(shared_objects::reuse(
+    assert!(reuses(
+        &root,
+        &objs,
         &manifest,
-        &target,
-        &norm,
-        &mut Hashes::default()
+        "unit-b.o",
+        "nvcc other/unit.cu"
     ));
+    let obj = objs.join("unit-b.o");
     assert_eq!(fs::read(&obj).unwrap(), b"object bytes");
-    assert_eq!(fs::read_to_string(&stamp).unwrap(), "nvcc other/unit.cu");
+    assert_eq!(
+        fs::read_to_string(obj.with_extension("cmd")).unwrap(),
+        "nvcc other/unit.cu"
+    );
 }
