@@ -115,10 +115,10 @@ spmm_tests() {
   tests_of "SPARSEK_SM90_SPLIT=3" gpu_families_tests skewed epilogue_on_every_family
   tests_of "" gpu_wmma_tests
   tests_of "" gpu_decode_tests
-  # The W8A16 row Auto takes only where it keeps more bytes in flight, forced on the n <= 8 cases.
+  # The fill rows, which Auto takes only where they keep more bytes in flight, each forced on
+  # the cases that fit it.
   tests_of "SPARSEK_VARIANT=decode_w8_n8_fill" gpu_decode_tests w8a16_narrow
   tests_of "SPARSEK_VARIANT=decode_w8_n16_fill" gpu_decode_tests w8a16_n16_rows
-  # The same for the 16-bit fill rows of n_max 16 and 32.
   tests_of "SPARSEK_VARIANT=decode_n16_fill" gpu_decode_tests decode_n16_rows
   tests_of "SPARSEK_VARIANT=decode_n32_fill" gpu_decode_tests decode_n32_rows
   tests_of "" gpu_families_tests
@@ -466,7 +466,8 @@ PY
         skewed_pattern device_errors || fail=1
       compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/gpu_decode_tests" --test-threads=1 \
         decode_sanitized || fail=1
-      # The W8A16 decode rows: Auto's, then the fill row forced on the n <= 8 cases.
+      # The Decode rows: the W8A16 checker (Auto's rows), then the fill rows forced on the
+      # cases that fit them.
       compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/fp8_check" --decode-only || fail=1
       SPARSEK_VARIANT=decode_w8_n8_fill compute-sanitizer --tool "$tool" --error-exitcode 9 \
         "$here/gpu_decode_tests" --test-threads=1 w8a16_narrow_matches_reference || fail=1

@@ -4,8 +4,8 @@
 // For each shape (m x k), block size, density, n and weight type (f16, or W8A16: e4m3 A with
 // per-block scales and f16 B) it builds a random block pattern with the same number of
 // blocks in every block-row (round(d * k/bk); `--pattern random`: each block kept with
-// probability d, so block-rows differ in length as in a pruned layer), times Backend::Decode with A cycled over
-// enough copies (at least 256 MB together, five times the H100's 50 MB L2) that every call
+// probability d, so block-rows differ in length as in a pruned layer), times
+// Backend::Decode with A cycled over enough copies (at least 256 MB together, five times the H100's 50 MB L2) that every call
 // reads its weights from HBM, and prints the time of one call (20+ calls captured in a CUDA
 // graph: the kernels back to back, as a decode step replays them) and E_hbm = the bytes that
 // must move (A's values, indices and scales, B, C) / time / the read ceiling measured in the
@@ -240,7 +240,8 @@ Timing time_case(int64_t m, int64_t k, int bs, double d, int n, bool w8, bool ra
 int main(int argc, char** argv) {
   std::string shapes = "4096x4096,1024x4096,14336x4096,4096x14336,3584x3584,512x3584,18944x3584,3584x18944,5120x5120,"
                        "13824x5120,5120x13824";
-  std::string blocks = "128,64", densities = "0.5,0.3", ns = "1,16", types = "f16,w8", pattern = "even";
+  std::string blocks = "128,64", densities = "0.5,0.3", ns = "1,16", types = "f16,w8";
+  bool random_rows = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string key = argv[i], val = argv[i + 1];
     if (key == "--shapes") shapes = val;
@@ -248,8 +249,13 @@ int main(int argc, char** argv) {
     else if (key == "--densities") densities = val;
     else if (key == "--ns") ns = val;
     else if (key == "--types") types = val;
-    else if (key == "--pattern" && (val == "even" || val == "random")) pattern = val;
-    else {
+    else if (key == "--pattern") {
+      if (val != "even" && val != "random") {
+        std::fprintf(stderr, "--pattern %s: even or random\n", val.c_str());
+        return 2;
+      }
+      random_rows = val == "random";
+    } else {
       std::fprintf(stderr, "unknown argument %s\n", key.c_str());
       return 2;
     }
@@ -261,7 +267,8 @@ int main(int argc, char** argv) {
   const char* tm = std::getenv("SPARSEK_DECODE_TM");
   const char* sp = std::getenv("SPARSEK_DECODE_SPLIT");
   std::printf("device %s, %d SMs; read ceiling %.1f GB/s; variant %s tm %s split %s; pattern %s\n", prop.name,
-              prop.multiProcessorCount, ceiling, variant ? variant : "auto", tm ? tm : "-", sp ? sp : "-", pattern.c_str());
+              prop.multiProcessorCount, ceiling, variant ? variant : "auto", tm ? tm : "-", sp ? sp : "-",
+              random_rows ? "random" : "even");
   std::mt19937_64 rng(20261127);
   for (const std::string& sh : split(shapes)) {
     const size_t x = sh.find('x');
@@ -274,7 +281,7 @@ int main(int argc, char** argv) {
             const double d = std::atof(ds.c_str());
             const bool w8 = ts == "w8";
             double bytes = 0;
-            const Timing t = time_case(m, k, bs, d, n, w8, pattern == "random", rng, &bytes);
+            const Timing t = time_case(m, k, bs, d, n, w8, random_rows, rng, &bytes);
             if (!t.ok) {
               std::printf("TIME %6lldx%-6lld b%-3d d%.2f %-3s n%-3d refused: %s\n", (long long)m, (long long)k, bs, d,
                           ts.c_str(), n, t.why.c_str());
