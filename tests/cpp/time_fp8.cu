@@ -13,7 +13,8 @@
 //   time_fp8 --profile         one launch of each 128-high FP8 row at the first of --shapes and
 //                              --densities (8192^3, 1/4), for ncu
 // --rows: the FP8 rows timed beside the 128x128 and 64-high ones (compiled into
-// time_fp8_rows.cu; default: the 128x256 cluster row). --b-scale tensor: B's scale one per
+// time_fp8_rows.cu; default: the 128x256 cluster row), each with its C's largest difference
+// to theirs relative to their C's largest value (a check on every timed problem). --b-scale tensor: B's scale one per
 // tensor instead of one per column.
 //
 // Patterns: seed 0, 2, ... the same number of blocks in every block-row (round(d * k/bk),
@@ -316,6 +317,10 @@ std::vector<std::string> split_list(const std::string& s) {
 struct Timed {
   double fp8_us, f16_us, nz_flops;
   std::vector<double> extra_us;  // --rows, -1 where the row takes other blocks
+  // --rows: max |C - C of the 128x128 or 64-high row| / max |that C| over the timed problem
+  // (the same products in another tile or kernel: a check on shapes and patterns that --check
+  // does not draw, e.g. block-rows longer than two rings of stages).
+  std::vector<double> extra_diff;
 };
 Timed time_case(const Shape& s, int blk, double density, uint64_t seed, const sparsek::detail::DeviceInfo& dev,
                 bool profile) {
@@ -365,10 +370,30 @@ Timed time_case(const Shape& s, int blk, double density, uint64_t seed, const sp
                                                        Activation::None, dev, false, nullptr, false);
   Timed t;
   t.fp8_us = time_row(row8, p8);
-  for (const std::string& r : extra_rows)
-    t.extra_us.push_back(row_block(r) == blk && (!cluster_row(r) || s.n % kClusterN == 0)
-                             ? time_row(r.c_str(), p8)
-                             : -1.0);
+  const size_t c_count = static_cast<size_t>(s.m * s.n);
+  auto c_values = [&] {
+    std::vector<__half> h(c_count);
+    CUDA_OK(cudaMemcpy(h.data(), c.p, c_count * 2, cudaMemcpyDeviceToHost));
+    std::vector<float> f(c_count);
+    for (size_t i = 0; i < c_count; ++i) f[i] = __half2float(h[i]);
+    return f;
+  };
+  const std::vector<float> c_base = c_values();
+  float base_max = 0.0f;
+  for (float x : c_base) base_max = std::max(base_max, std::fabs(x));
+  for (const std::string& r : extra_rows) {
+    const bool runs = row_block(r) == blk && (!cluster_row(r) || s.n % kClusterN == 0);
+    t.extra_us.push_back(runs ? time_row(r.c_str(), p8) : -1.0);
+    double diff = -1.0;
+    if (runs) {
+      const std::vector<float> c_row = c_values();
+      diff = 0.0;
+      for (size_t i = 0; i < c_count; ++i)
+        diff = std::max(diff, std::isfinite(c_row[i]) ? double(std::fabs(c_row[i] - c_base[i])) : INFINITY);
+      diff /= std::max(double(base_max), 1e-30);
+    }
+    t.extra_diff.push_back(diff);
+  }
   t.f16_us = time_row(blk == 128 ? kF16Row128 : kF16Row64, p16);
   t.nz_flops = 2.0 * double(s.n) * double(nnzb) * blk * blk;
   return t;
@@ -622,7 +647,8 @@ int main(int argc, char** argv) {
   }
   Lt lt;
   std::printf("shape m x n x k | block | density | seed | FP8 us | FP8 TFLOPS | f16 us | f16 TFLOPS | FP8/f16 | "
-              "dense e4m3 TFLOPS | E | dense f16 TFLOPS | each of --rows: us, TFLOPS, ÷ f16 time, E\n");
+              "dense e4m3 TFLOPS | E | dense f16 TFLOPS | each of --rows: us, TFLOPS, ÷ f16 time, E, diff to the "
+              "first FP8 row's C\n");
   for (const Shape& s : shapes) {
     const double dense8_us = lt.time_us(s.m, s.n, s.k, CUDA_R_8F_E4M3);
     const double dense16_us = lt.time_us(s.m, s.n, s.k, CUDA_R_16F);
@@ -640,8 +666,8 @@ int main(int argc, char** argv) {
           for (size_t r = 0; r < t.extra_us.size(); ++r) {
             if (t.extra_us[r] <= 0) continue;
             const double fr = t.nz_flops / t.extra_us[r] * 1e-6;
-            std::printf(" | %s %.1f us %.0f TFLOPS %.2fx f16 E %.2f", extra_rows[r].c_str(), t.extra_us[r], fr,
-                        t.f16_us / t.extra_us[r], d8 > 0 ? fr / d8 : -1.0);
+            std::printf(" | %s %.1f us %.0f TFLOPS %.2fx f16 E %.2f diff %.1e", extra_rows[r].c_str(), t.extra_us[r],
+                        fr, t.f16_us / t.extra_us[r], d8 > 0 ? fr / d8 : -1.0, t.extra_diff[r]);
           }
           std::printf("\n");
           std::fflush(stdout);
