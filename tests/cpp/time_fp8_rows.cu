@@ -33,7 +33,6 @@ const Row kRows[] = {
     TIME_FP8_ROW("sm90_e4m3_bm_le128_k128_bcol"),
     TIME_FP8_ROW("sm90_e4m3_bm_le64_k64_bcol"),
     TIME_FP8_ROW("sm90_e4m3_bm_le128_k128_bcol_128x256_c2"),
-    TIME_FP8_ROW("sm90_e4m3_bm_le128_k128_bcol_pp"),
 };
 #define TIME_FP8_GROUP_FN time_fp8_group_fp8
 #else

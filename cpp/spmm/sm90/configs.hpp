@@ -279,9 +279,6 @@ constexpr const char kFp8Cluster[] =
     "H200 2026-11-28 (tests/cpp/time_fp8.cu --rows, see above): 128x256 on n128 atoms, clusters of 2 along n, "
     "where n fills whole clusters: 1.08-1.30x the rows before on 6 shapes at d = 1/8 and 1/4 (8192^3 1/8 523 "
     "TFLOPS vs 401)";
-constexpr const char kFp8PingPong[] =
-    "a tuning candidate: the 128x128 FP8 tile in the ping-pong kernel, each consumer warpgroup its own tile and "
-    "no turns (pingpong.hpp), so one's promotions and epilogue run under the other's WGMMAs; not yet measured";
 constexpr const char kFp8E5m2[] =
     "the e4m3 rows' tiles (kFp8) for e5m2, which was not measured on its own (no cluster row)";
 
@@ -472,8 +469,6 @@ inline constexpr Sm90Variant kSm90Variants[] = {
     //      B's per tensor or column (direct_epilogue.hpp); bk a multiple of 32 ----
     {"sm90_e4m3_bm_le128_k128_bcol_128x256_c2", E4M3, Wide, 128, BCol,  CAny,  128,   256,   N,   Auto,      kFp8Cluster,  Direct, 128,
      2, 0, Coop, 0, Never},
-    {"sm90_e4m3_bm_le128_k128_bcol_pp",       E4M3,  Wide,  128, BCol,  CAny,  128,   128,   N,   Tune,      kFp8PingPong, Direct, 128,
-     1, 0, PingPong, 0, Never},
     {"sm90_e4m3_bm_le128_k128_bcol",          E4M3,  Wide,  128, BCol,  CAny,  128,   128,   N,   Auto,      kFp8,         Direct, 128},
     {"sm90_e4m3_bm_le64_k64_bcol",            E4M3,  Wide,   64, BCol,  CAny,  256,    64,   T,   Auto,      kFp8,         Direct,  64},
     {"sm90_e5m2_bm_le128_k128_bcol",          E5M2,  Wide,  128, BCol,  CAny,  128,   128,   N,   Auto,      kFp8E5m2,     Direct, 128},
@@ -594,10 +589,9 @@ constexpr bool well_formed(const Sm90Variant& v) {
                     (v.transposed ? v.tile_m : v.tile_n) % 64 == 0;
   // Clusters: two CTAs along the dense side, on the TMA-epilogue rows and the FP8 ones.
   const bool cluster = (v.cluster == 1 || (v.cluster == 2 && (!direct || fp8))) && v.max_n >= 0 && v.max_row_depth >= 0;
-  // Ping-pong: one warpgroup's accumulators (<= 128 fp32 registers), no clusters; a TMA
-  // epilogue, or the Direct one on FP8's natural tiles (pingpong.hpp: consumers without turns).
+  // Ping-pong: a TMA epilogue, one warpgroup's accumulators (<= 128 fp32 registers), no clusters.
   const bool schedule = v.schedule == Schedule::Cooperative ||
-                        ((!direct || (fp8 && !v.transposed)) && v.cluster == 1 && v.tile_m * v.tile_n <= 128 * 128);
+                        (!direct && v.cluster == 1 && v.tile_m * v.tile_n <= 128 * 128);
   // Split tiles only in cooperative launches without clusters (kernel.hpp); an Only row is
   // automatic (it exists for Auto).
   const bool split = v.split == Split::Never ||

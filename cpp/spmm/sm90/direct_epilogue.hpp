@@ -32,9 +32,7 @@
 //
 // Plugged into CUTLASS's cooperative kernel through its Sm90TmaWarpSpecializedAdapter (the
 // adapter CUTLASS uses for its non-TMA epilogues), which calls operator() once per work tile
-// from both consumer warpgroups, with this epilogue's SharedStorage; and into our ping-pong
-// kernel (pingpong.hpp) the same way, from the one warpgroup that owns the tile
-// (TileWarpGroups = 1: a storage slot and a named barrier per consumer warpgroup).
+// from both consumer warpgroups, with this epilogue's SharedStorage.
 #pragma once
 
 #include <cstdint>
@@ -54,9 +52,9 @@ namespace sparsek::detail::spmm_sm90 {
 
 // Named barriers of the epilogue: ids kEpilogueBarrierId + group, one group of both consumer
 // warpgroups or one per warpgroup (DirectEpilogueOp::kGroups; CUTLASS reserves ids 0..7, the
-// scheduler uses 12, 13 and 15). In the ping-pong kernel each consumer warpgroup stores its
-// own tile: its barrier is kEpilogueBarrierId + its consumer index (0 or 1).
+// scheduler uses 12, 13 and 15).
 constexpr uint32_t kEpilogueBarrierId = 10;
+constexpr uint32_t kConsumerThreads = 256;
 
 // The run-time description of C and of the epilogue, filled by the launcher (kernel.hpp).
 struct DirectEpilogueArguments {
@@ -80,18 +78,9 @@ struct DirectEpilogueArguments {
 
 // Element: the input type (of the bias). TileShape: the CTA tile (M, N, K) of the GEMM;
 // SparseIsB: the GEMM is C^T = B^T A^T (block-row on the N tile), else C = A*B (on M).
-// TileWarpGroups: the consumer warpgroups that share a tile: 2 (the cooperative kernel: both
-// store it together) or 1 (the ping-pong kernel, pingpong.hpp: each warpgroup stores its own
-// tiles, while the other may be storing one of its own, so each has its own shared memory and
-// barrier).
-template <class Element, class TileShape, bool SparseIsB, int TileWarpGroups = 2>
+template <class Element, class TileShape, bool SparseIsB>
 class DirectEpilogueOp {
  public:
-  static_assert(TileWarpGroups == 1 || TileWarpGroups == 2, "cooperative (2) or ping-pong (1) consumers");
-  // The threads that hold a tile's accumulators, and the copies of the shared storage (one
-  // per consumer warpgroup in the ping-pong kernel).
-  static constexpr int kTileThreads = 128 * TileWarpGroups;
-  static constexpr int kSlots = TileWarpGroups == 1 ? 2 : 1;
   using EpilogueSchedule = cutlass::epilogue::NoSmemWarpSpecialized;
   using DispatchPolicy = EpilogueSchedule;
   // Nominal types for the kernel layer, which only names them: C's real dtype and strides
@@ -125,8 +114,8 @@ class DirectEpilogueOp {
   // tile's MMAs while the other still stores. Two groups on the FP8 128x256 tile only: there
   // they measured 1.04-1.23x (H200, tests/cpp/time_fp8.cu, 6 shapes at d = 1/8 and 1/4), on
   // the 128x128 and 256x64 FP8 tiles 0.85-1.02x.
-  static constexpr int kGroups = kFp8 && TileN >= 256 && TileWarpGroups == 2 ? 2 : 1;
-  static constexpr int kGroupThreads = kTileThreads / kGroups;
+  static constexpr int kGroups = kFp8 && TileN >= 256 ? 2 : 1;
+  static constexpr int kGroupThreads = int(kConsumerThreads) / kGroups;
   // A group's rows: WGMMA's m64 atoms alternate between the two consumer warpgroups.
   static constexpr int kAtomRows = 64;
   static_assert(kGroups == 1 || TileM % (2 * kAtomRows) == 0, "the warpgroups' rows alternate in blocks of 64");
@@ -139,10 +128,7 @@ class DirectEpilogueOp {
   struct ScaledStorage : ChunkStorage {
     float dense_alpha[kGroups * TileDense];
   };
-  using SlotStorage = cute::conditional_t<kFp8, ScaledStorage, ChunkStorage>;
-  struct SharedStorage {
-    SlotStorage slot[kSlots];
-  };
+  using SharedStorage = cute::conditional_t<kFp8, ScaledStorage, ChunkStorage>;
   using TensorStorage = SharedStorage;
   using Arguments = DirectEpilogueArguments;
   using Params = Arguments;
@@ -194,19 +180,13 @@ class DirectEpilogueOp {
   CUTLASS_DEVICE void operator()(ProblemShapeMNKL, BlockShapeMNK blk_shape, BlockCoordMNKL blk_coord,
                                  cute::Tensor<FrgEngine, FrgLayout> const& acc, TiledMma tiled_mma, ResidueMNK,
                                  int thread_idx, char* smem) {
-    // Ping-pong: the consumer warpgroups are warpgroups 1 and 2 of the CTA (pingpong.hpp).
-    const int slot = kSlots == 1 ? 0 : int(threadIdx.x) / 128 - 1;
-    SlotStorage& storage = reinterpret_cast<SharedStorage*>(smem)->slot[slot];
-    float* buf = storage.chunk;
+    float* buf = reinterpret_cast<SharedStorage*>(smem)->chunk;
     float* dense_alpha = nullptr;
-    if constexpr (kFp8) dense_alpha = storage.dense_alpha;
-    const uint32_t barrier0 = kEpilogueBarrierId + uint32_t(slot);
+    if constexpr (kFp8) dense_alpha = reinterpret_cast<SharedStorage*>(smem)->dense_alpha;
     switch (params_.out) {
-      case DType::F16: store<__half>(blk_shape, blk_coord, acc, tiled_mma, thread_idx, buf, dense_alpha, barrier0); break;
-      case DType::BF16:
-        store<__nv_bfloat16>(blk_shape, blk_coord, acc, tiled_mma, thread_idx, buf, dense_alpha, barrier0);
-        break;
-      case DType::F32: store<float>(blk_shape, blk_coord, acc, tiled_mma, thread_idx, buf, dense_alpha, barrier0); break;
+      case DType::F16: store<__half>(blk_shape, blk_coord, acc, tiled_mma, thread_idx, buf, dense_alpha); break;
+      case DType::BF16: store<__nv_bfloat16>(blk_shape, blk_coord, acc, tiled_mma, thread_idx, buf, dense_alpha); break;
+      case DType::F32: store<float>(blk_shape, blk_coord, acc, tiled_mma, thread_idx, buf, dense_alpha); break;
       default: break;  // C is f16, bf16 or f32 (the Problem's invariants)
     }
   }
@@ -224,7 +204,7 @@ class DirectEpilogueOp {
 
   template <class Out, class BlockShapeMNK, class BlockCoordMNKL, class Acc, class TiledMma>
   CUTLASS_DEVICE void store(BlockShapeMNK blk_shape, BlockCoordMNKL blk_coord, Acc const& acc, TiledMma tiled_mma,
-                            int thread_idx, float* buf, float* dense_alpha, uint32_t barrier0) const {
+                            int thread_idx, float* buf, float* dense_alpha) const {
     using namespace cute;
     const Params& p = params_;
     // The tile coordinates (GEMM row, GEMM column) of this thread's accumulators: a thread
@@ -252,14 +232,14 @@ class DirectEpilogueOp {
     // covers 8 rows of C (rows_vary) or 8 columns.
     const bool m_fast = m_fastest(p), rows = rows_vary(p);
     const bool read_c = p.beta != 0.0f;
-    int tid = thread_idx % kTileThreads;
+    int tid = thread_idx % int(kConsumerThreads);
     if constexpr (kGroups > 1) {
       // Keeps the values below from being hoisted out of the kernel's tile loop, where they
       // would stay live through the mainloop (the 128x256 FP8 tile then spilled into its k loop).
       asm volatile("" : "+r"(tid));
     }
     const int group = tid / kGroupThreads, gtid = tid % kGroupThreads;
-    const uint32_t barrier = barrier0 + uint32_t(group);
+    const uint32_t barrier = kEpilogueBarrierId + uint32_t(group);
     float* group_alpha = dense_alpha + (kFp8 ? group * TileDense : 0);
     // Row lr (0 .. TileM / kGroups - 1) of the group's rows, as a GEMM row of the tile.
     auto group_row = [group](int lr) {
@@ -373,8 +353,8 @@ class DirectEpilogueOp {
 };
 
 // The collective the kernel layer takes (GemmUniversal's CollectiveEpilogue).
-template <class Element, class TileShape, bool SparseIsB, int TileWarpGroups = 2>
-using DirectEpilogue = cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<
-    DirectEpilogueOp<Element, TileShape, SparseIsB, TileWarpGroups>>;
+template <class Element, class TileShape, bool SparseIsB>
+using DirectEpilogue =
+    cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<DirectEpilogueOp<Element, TileShape, SparseIsB>>;
 
 }  // namespace sparsek::detail::spmm_sm90

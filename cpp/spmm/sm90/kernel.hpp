@@ -118,7 +118,7 @@ template <class Element, class ElementC, bool BColMajor, bool CColMajor, int TM,
           bool SparseMN = false, bool Gated = false>
 struct BsrGemm {
   static constexpr bool kPingPong = Sched == Schedule::PingPong;
-  static_assert(!kPingPong || Cluster == 1, "ping-pong: no clusters");
+  static_assert(!kPingPong || (Epi != EpilogueKind::Direct && Cluster == 1), "ping-pong: TMA epilogue, no clusters");
   static_assert(!Gated || (Epi == EpilogueKind::Direct && Cluster == 1 && !kPingPong && !Splits && !SparseMN),
                 "gated rows: Direct epilogue, cooperative, no clusters, no split tiles, op(A) = A");
   using TileShape = Shape<Int<TM>, Int<TN>, Int<TK>>;
@@ -153,7 +153,7 @@ struct BsrGemm {
   };
   template <class Void>
   struct EpilogueOf<true, Void> {
-    using type = DirectEpilogue<Element, TileShape, SparseIsB, kPingPong ? 1 : 2>;
+    using type = DirectEpilogue<Element, TileShape, SparseIsB>;
   };
   using CollectiveEpilogue = typename EpilogueOf<Epi == EpilogueKind::Direct>::type;
 

@@ -126,14 +126,9 @@ struct CollectiveSparseMma {
   // Cooperative: two consumer warpgroups split the M tile; ping-pong: one takes all of it.
   using MmaWarpGroupLayout = Shape<Int<MmaWarpGroups_>, _1, _1>;
   // FP8 tiles wider than 128 along N run on n128 atoms: mma_promoted promotes one atom column
-  // at a time, so its k-tile accumulator is one column's (64 registers), not the tile's. In the
-  // ping-pong kernel one warpgroup holds a whole 128 x 128 tile (128 accumulator registers):
-  // n64 atoms there, so the k-tile accumulator is 64 registers beside them, not 128.
+  // at a time, so its k-tile accumulator is one column's (64 registers), not the tile's.
   static constexpr int AtomN =
-      kPromote && MmaWarpGroups_ == 1 && size<1>(TileShape_{}) % 64 == 0 && size<1>(TileShape_{}) > 64 ? 64
-      : kPromote && size<1>(TileShape_{}) > 128 && size<1>(TileShape_{}) % 128 == 0
-          ? 128
-          : size<1>(TileShape_{});
+      kPromote && size<1>(TileShape_{}) > 128 && size<1>(TileShape_{}) % 128 == 0 ? 128 : size<1>(TileShape_{});
   using AtomTile = Shape<decltype(get<0>(TileShape_{})), Int<AtomN>, decltype(get<2>(TileShape_{}))>;
   using TiledMma = decltype(cute::make_tiled_mma(
       cute::GMMA::ss_op_selector<Element, Element, float, AtomTile, MajorA, MajorB>(),
@@ -420,28 +415,13 @@ struct CollectiveSparseMma {
 
   static constexpr int K_PIPE_MMAS = 1;
 
-  // The ping-pong kernel's consumers without turns (pingpong.hpp): each publishes, in shared
-  // memory, the k-iteration (the pipeline's count) it waits for next, and reads the other's.
-  // A consumer may wait for iteration t only once iteration t - Stages, the stage's previous
-  // phase, has been filled: otherwise the full barrier's parity is still that of t - 2 x
-  // Stages, equal to t's, and the wait would pass on stale data. Iteration t - Stages belongs
-  // to one of the two consumers, and has been filled once that consumer has waited for it, so
-  // the wait goes ahead once the other's published iteration is past t - Stages (this
-  // consumer's own are: it waits for them in order). Shared-memory atomics (a flag between
-  // warpgroups, no barrier). Null: the consumers take turns.
-  struct PeerProgress {
-    int* mine = nullptr;
-    int* peer = nullptr;
-  };
-
   // Consumer: the tile's MMA warpgroups (both in the cooperative kernel, one in ping-pong).
   template <class FrgTensorC>
   CUTLASS_DEVICE void mma(MainloopPipeline pipeline, PipelineState smem_pipe_read, FrgTensorC& accum,
-                          int k_tile_count, int thread_idx, TensorStorage& shared_tensors, Params const& params,
-                          PeerProgress progress = {}) {
+                          int k_tile_count, int thread_idx, TensorStorage& shared_tensors, Params const& params) {
     static_assert(is_rmem<FrgTensorC>::value, "C tensor must be rmem resident.");
     if constexpr (kPromote) {
-      mma_promoted(pipeline, smem_pipe_read, accum, k_tile_count, thread_idx, shared_tensors, params, progress);
+      mma_promoted(pipeline, smem_pipe_read, accum, k_tile_count, thread_idx, shared_tensors, params);
       return;
     }
     // k_tile_count >= 1 always: an empty block-row gets one zero-filled iteration from the
@@ -514,7 +494,7 @@ struct CollectiveSparseMma {
   template <class FrgTensorC>
   CUTLASS_DEVICE void mma_promoted(MainloopPipeline pipeline, PipelineState smem_pipe_read, FrgTensorC& accum,
                                    int k_tile_count, int thread_idx, TensorStorage& shared_tensors,
-                                   Params const& params, PeerProgress progress) {
+                                   Params const& params) {
     Tensor sA = make_tensor(make_smem_ptr(shared_tensors.smem_A.data()), SmemLayoutA{});
     Tensor sB = make_tensor(make_smem_ptr(shared_tensors.smem_B.data()), SmemLayoutB{});
     constexpr int MmaWarpGroups = size(TiledMma{}) / cutlass::NumThreadsPerWarpGroup;
@@ -530,12 +510,7 @@ struct CollectiveSparseMma {
     for (int i = 0; i < size(accum); ++i) accum(i) = 0.0f;
     const float* scales = shared_tensors.smem_scales.data();
     constexpr int kCols = decltype(size<2>(accum))::value;  // atom columns (AtomN)
-    if constexpr (MmaWarpGroups_ == 1) {
-      static_assert(kCols > 1, "the ping-pong kernel's FP8 tiles promote by atom (its PeerProgress)");
-      mma_promoted_by_atom(pipeline, smem_pipe_read, accum, k_tile_count, tiled_mma, tCrA, tCrB, scales, params,
-                           progress);
-      return;
-    } else if constexpr (kCols > 1) {
+    if constexpr (kCols > 1) {
       mma_promoted_by_column(pipeline, smem_pipe_read, accum, k_tile_count, tiled_mma, tCrA, tCrB, scales, params);
       return;
     }
@@ -602,58 +577,6 @@ struct CollectiveSparseMma {
         Tensor acc_col = accum(_, _, col);
         CUTLASS_PRAGMA_UNROLL
         for (int i = 0; i < size(tile); ++i) acc_col(i) = fmaf(scale, tile(i), acc_col(i));
-      }
-      ++smem_pipe_read;
-    }
-  }
-
-  // mma_promoted for the ping-pong kernel's 128 x 128 tile (two m64 atoms by two n64 columns,
-  // 128 accumulator registers in one warpgroup): each k-tile's WGMMAs one atom at a time into a
-  // one-atom accumulator (32 registers; a column's 64 beside the tile's 128 spilled in the k
-  // loop), each waited for and promoted into its atom of accum; the stage is released after
-  // the last atom. The other consumer warpgroup's WGMMAs fill the tensor cores meanwhile
-  // (pingpong.hpp). Each accumulator still sums its k-tiles in k order.
-  template <class FrgTensorC, class FragA, class FragB>
-  CUTLASS_DEVICE void mma_promoted_by_atom(MainloopPipeline pipeline, PipelineState smem_pipe_read, FrgTensorC& accum,
-                                           int k_tile_count, TiledMma& tiled_mma, FragA const& tCrA, FragB const& tCrB,
-                                           const float* scales, Params const& params, PeerProgress progress) {
-    constexpr int kCols = decltype(size<2>(accum))::value;
-    constexpr int kRows = decltype(size<1>(accum))::value;
-    Tensor tile = make_fragment_like(accum(_, 0, 0));  // (MMA)
-    CUTLASS_PRAGMA_NO_UNROLL
-    for (; k_tile_count > 0; --k_tile_count) {
-      if (progress.peer != nullptr) {
-        const int t = int(smem_pipe_read.count());
-        while (atomicAdd(progress.peer, 0) <= t - Stages) {
-        }
-      }
-      auto barrier_token = pipeline.consumer_try_wait(smem_pipe_read);
-      pipeline.consumer_wait(smem_pipe_read, barrier_token);
-      if (progress.mine != nullptr && cutlass::canonical_warp_idx_sync() % cutlass::NumWarpsPerWarpGroup == 0 &&
-          cute::elect_one_sync())
-        atomicExch(progress.mine, int(smem_pipe_read.count()) + 1);
-      const int read_stage = smem_pipe_read.index();
-      const float scale = params.scales != nullptr ? scales[scale_slot(smem_pipe_read, false)] : 1.0f;
-      CUTLASS_PRAGMA_UNROLL
-      for (int col = 0; col < kCols; ++col) {
-        CUTLASS_PRAGMA_UNROLL
-        for (int m = 0; m < kRows; ++m) {
-          tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
-          warpgroup_fence_operand(tile);
-          warpgroup_arrive();
-          CUTLASS_PRAGMA_UNROLL
-          for (int k_block = 0; k_block < size<2>(tCrA); ++k_block) {
-            cute::gemm(tiled_mma, tCrA(_, m, k_block, read_stage), tCrB(_, col, k_block, read_stage), tile);
-            tiled_mma.accumulate_ = GMMA::ScaleOut::One;
-          }
-          warpgroup_commit_batch();
-          warpgroup_wait<0>();
-          warpgroup_fence_operand(tile);
-          if (col == kCols - 1 && m == kRows - 1) pipeline.consumer_release(smem_pipe_read);
-          Tensor acc_atom = accum(_, m, col);
-          CUTLASS_PRAGMA_UNROLL
-          for (int i = 0; i < size(tile); ++i) acc_atom(i) = fmaf(scale, tile(i), acc_atom(i));
-        }
       }
       ++smem_pipe_read;
     }

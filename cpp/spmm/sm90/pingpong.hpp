@@ -23,30 +23,11 @@
 // by the other's (zero when the other has none). The C load and D store pipelines advance by
 // one tile's subtiles for each tile of the other warpgroup, as in CUTLASS's ping-pong.
 //
-// Consumers without turns: with the Direct epilogue (direct_epilogue.hpp, TileWarpGroups = 1:
-// a shared-memory slot and a named barrier per consumer warpgroup) the two consumers share
-// nothing but the mainloop's ring, so they take no turns at all. Each runs its tiles' k-tiles
-// as the producer delivers them, and a tile's first stages may arrive while the other
-// warpgroup still works on the last of its own: then one warpgroup's WGMMAs run while the
-// other waits for its own, promotes them (FP8: the k-tile's product times the block's scale
-// into the fp32 accumulators, mainloop.hpp) or stores its tile. The ring is filled and
-// released in tile order all the same: each stage has one consumer. Two things the turns
-// guaranteed are kept otherwise:
-//   - a consumer that starts a tile may be more than one ring of stages ahead of the other's
-//     long tile; a full barrier's parity then cannot tell its k-iteration from the one two
-//     phases before. So each consumer publishes the k-iteration it waits for next, and waits
-//     for iteration t only once the other's is past t - Stages (mainloop.hpp's PeerProgress);
-//   - FP8's scale ring: the producer writes slot i % (2 x Stages) before it acquires stage i,
-//     with iteration i - 1 acquired, so i - 1 - Stages released; every iteration below the
-//     oldest one not released has been read, and the producer is at most Stages past it, so
-//     the slot's last reader, i - 2 x Stages, is done (mainloop.hpp's file comment).
-//
-// What it leaves out: clusters and split tiles (kernel.hpp never splits a ping-pong launch).
+// What it leaves out: clusters, split tiles (kernel.hpp never splits a ping-pong launch) and
+// the any-block epilogue (direct_epilogue.hpp assumes two warpgroups per tile).
 #pragma once
 
-#include <climits>
 #include <cstdint>
-#include <type_traits>
 
 #include "cutlass/cutlass.h"
 #include "cutlass/arch/reg_reconfig.h"
@@ -93,29 +74,12 @@ class BsrPingPongKernel {
 
   // Stage 0: the MMAs, stage 1: the epilogue; group = consumer warpgroup.
   using MathOrderBarrier = cutlass::OrderedSequenceBarrier<2, 2>;
-  // Named barriers 8 and 9: a consumer's threads read its claimed tile (consumers without
-  // turns; CUTLASS reserves 0..7, the epilogue uses 10 and 11, the scheduler 12, 13 and 15).
-  static constexpr uint32_t kClaimBarrierId = 8;
-  // Whether the consumers take turns (the file comment): unless the epilogue keeps a storage
-  // slot per consumer warpgroup (the Direct epilogue's kSlots).
-  template <class E, class = void>
-  struct EpilogueSlots : std::integral_constant<int, 1> {};
-  template <class E>
-  struct EpilogueSlots<E, std::void_t<decltype(E::kSlots)>> : std::integral_constant<int, E::kSlots> {};
-  static constexpr bool kTakeTurns = EpilogueSlots<CollectiveEpilogue>::value < 2;
-  static_assert(kTakeTurns || CollectiveMainloop::kPromote,
-                "consumers without turns: the FP8 mainloop, which waits on the other's progress");
 
   struct SharedStorage {
     struct PipelineStorage : cute::aligned_struct<16, cute::_1> {
       alignas(16) typename CollectiveMainloop::PipelineStorage mainloop;
       alignas(16) typename CollectiveEpilogue::PipelineStorage epi_load;
       alignas(16) typename MathOrderBarrier::SharedStorage math_order;
-      // Consumers without turns: the k-iteration each waits for next (mainloop.hpp's PeerProgress),
-      // the CTA's next tile to claim and each consumer's last claim (two slots, alternating).
-      int consumer_progress[2];
-      int next_tile;
-      int claimed[2][2];
     } pipelines;
     alignas(16) typename TileScheduler::SharedStorage scheduler;
     struct TensorStorage : cute::aligned_struct<128, cute::_1> {
@@ -240,12 +204,7 @@ class BsrPingPongKernel {
     order_params.group_size = cutlass::NumThreadsPerWarpGroup;
     MathOrderBarrier math_order(shared.pipelines.math_order, order_params);
 
-    if (thread_idx == 0) {
-      atomicExch(&shared.pipelines.consumer_progress[0], 0);
-      atomicExch(&shared.pipelines.consumer_progress[1], 0);
-      atomicExch(&shared.pipelines.next_tile, 2);  // tiles 0 and 1: consumers 0 and 1
-    }
-    // Barrier initialization (and the consumers' progress) visible to every thread before any use.
+    // Barrier initialization visible to every thread before any use.
     __syncthreads();
 
     auto problem_shape_mnkl = append<4>(params.problem_shape, Int<1>{});
@@ -300,61 +259,24 @@ class BsrPingPongKernel {
       scheduler.advance_to_next_work();
       work = scheduler.get_current_work();
     }
-    // Without turns: this consumer's and the other's next k-iteration (mainloop.hpp).
-    const int me = role == Role::Consumer1 ? 1 : 0;
-    typename CollectiveMainloop::PeerProgress progress{};
-    if constexpr (!kTakeTurns) {
-      progress.mine = &shared.pipelines.consumer_progress[me];
-      progress.peer = &shared.pipelines.consumer_progress[1 - me];
-    }
-    auto publish = [&](int next) {
-      if constexpr (!kTakeTurns) {
-        if (warp_in_group == 0 && cute::elect_one_sync()) atomicExch(progress.mine, next);
-      }
-    };
-    publish(work.is_valid() ? int(read.count()) : INT_MAX);
-    // Without turns, a consumer that ends a tile's mainloop claims the CTA's next unclaimed tile
-    // (a shared counter; the producer loads the tiles in order, so claims in that order keep
-    // each stage's consumer the one that runs its tile): block-rows of unequal length then
-    // leave neither consumer idle while the other works through a long run of tiles.
-    int tile = me;  // this consumer's tile, as an index into the CTA's tiles
-    int claims = 0;
-    auto claim = [&]() {
-      int next = 0;
-      if constexpr (!kTakeTurns) {
-        int* slot = &shared.pipelines.claimed[me][claims & 1];
-        if (group_thread == 0) *slot = atomicAdd(&shared.pipelines.next_tile, 1);
-        cutlass::arch::NamedBarrier::sync(cutlass::NumThreadsPerWarpGroup, kClaimBarrierId + me);
-        next = *slot;
-        ++claims;
-      }
-      return next;
-    };
 
     while (work.is_valid()) {
       Tensor accumulators = partition_fragment_C(tiled_mma, take<0, 2>(TileShape{}));  // (MMA,MMA_M,MMA_N)
 
-      if constexpr (kTakeTurns) math_order.wait();  // the other's MMAs of its previous tile were issued
+      math_order.wait();  // the other warpgroup's MMAs of its previous tile have been issued
       collective_mainloop.mma(mainloop_pipeline, read, accumulators, work.k_tile_count, group_thread,
-                              shared.tensors.mainloop, params.mainloop, progress);
-      if constexpr (kTakeTurns) math_order.arrive();
+                              shared.tensors.mainloop, params.mainloop);
+      math_order.arrive();
       collective_mainloop.mma_tail(mainloop_pipeline, read, work.k_tile_count);
 
-      // Past this tile's stages and those of the tiles up to this consumer's next: with turns
-      // the other warpgroup's next tile, else the tiles it claimed since.
+      // Past this tile's stages and the other warpgroup's next tile's.
       read.advance(work.k_tile_count);
-      const int next_tile = kTakeTurns ? tile + 2 : claim();
-      for (int t = tile + 1; t < next_tile; ++t) {
-        const auto other = scheduler.peek_work(uint32_t(t - tile));
-        if (other.is_valid()) {
-          read.advance(other.k_tile_count);
-        }
+      const auto other = scheduler.peek_work(1);
+      if (other.is_valid()) {
+        read.advance(other.k_tile_count);
       }
-      const auto next_work = scheduler.peek_work(uint32_t(next_tile - tile));
-      // Every k-iteration of this consumer below its next tile's has been waited for.
-      publish(next_work.is_valid() ? int(read.count()) : INT_MAX);
 
-      if constexpr (kTakeTurns) math_order.wait();  // the other's previous epilogue is done with shared memory
+      math_order.wait();  // the other warpgroup's previous epilogue is done with shared memory
       auto [epi_read_next, epi_write_next] =
           collective_epilogue.store(epi_load_pipeline, epi_read, epi_store_pipeline, epi_write, problem_shape_mnkl,
                                     TileShape{}, tile_coord(work), accumulators, tiled_mma, group_thread,
@@ -367,11 +289,10 @@ class BsrPingPongKernel {
       epi_write = epi_write_done;
       epi_read.advance(kLoadSubtiles);
       epi_write.advance(kStoreSubtiles);
-      if constexpr (kTakeTurns) math_order.arrive();
+      math_order.arrive();
 
-      scheduler.advance_to_next_work(uint32_t(next_tile - tile));
+      scheduler.advance_to_next_work(2);
       work = scheduler.get_current_work();
-      tile = next_tile;
     }
 #else
     (void)params;
