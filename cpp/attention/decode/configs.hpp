@@ -50,6 +50,9 @@ constexpr int kDecodeRows = 16;
 constexpr int kDecodeKeys = 16;
 // Most CTAs one (batch, KV head) is split into (split.hpp).
 constexpr int kDecodeMaxSplits = 256;
+// The most splits merged inside one thread-block cluster (kernel.cuh's cluster_merge; 16 is
+// the largest non-portable cluster an sm_90 device runs).
+constexpr int kMaxClusterSplits = 16;
 
 namespace table {
 constexpr DType F16 = DType::F16;
@@ -100,8 +103,9 @@ constexpr int attention_decode_row(const char* name) {
 constexpr int decode_ring_bytes(const AttentionDecodeVariant& v) {
   return v.warps * v.stages * 2 * kDecodeKeys * v.head_dim * 2;
 }
+// The warps' merge buffers (O, max, sum), then a cluster merge's partial O of the CTA.
 constexpr int decode_merge_bytes(const AttentionDecodeVariant& v) {
-  return v.warps * kDecodeRows * (v.head_dim + 4) * 4 + 2 * v.warps * kDecodeRows * 4;
+  return v.warps * kDecodeRows * (v.head_dim + 4) * 4 + 2 * v.warps * kDecodeRows * 4 + kDecodeRows * v.head_dim * 4;
 }
 constexpr int decode_smem_bytes(const AttentionDecodeVariant& v) {
   return decode_ring_bytes(v) > decode_merge_bytes(v) ? decode_ring_bytes(v) : decode_merge_bytes(v);
@@ -119,7 +123,7 @@ namespace table {
 constexpr int kLargestOptin = 227 * 1024;
 constexpr bool well_formed(const AttentionDecodeVariant& v) {
   return (v.input == F16 || v.input == BF16) && (v.head_dim == 64 || v.head_dim == 128) && v.warps >= 1 &&
-         v.warps <= 8 && v.stages >= 2 && decode_smem_bytes(v) <= kLargestOptin && v.name != nullptr &&
+         v.warps <= 8 && v.warps <= kMaxClusterSplits && v.stages >= 2 && decode_smem_bytes(v) <= kLargestOptin && v.name != nullptr &&
          v.chosen_by != nullptr;
 }
 constexpr bool table_ok() {

@@ -58,19 +58,25 @@
 //  * Deterministic merge, no atomics: after the loop the warps' (max, sum, O) go to shared
 //    memory and the CTA merges them in warp order 0, 1, ..., W-1 (weights 2^(m_w - M) per
 //    row, computed once). S = 1: the CTA writes O = acc / sum and LSE = ln 2 (M + log2 sum)
-//    itself. S > 1: it writes its unnormalised fp32 partial O and (M, sum) per row to the
-//    workspace (core/split_workspace.hpp's pool), and the combine kernel merges the splits
-//    of each (batch, KV head) in split order 0, 1, ..., S-1 the same way. The order depends
+//    itself. S > 1 on an sm_90 image, where the pairs' clusters of S <= 16 CTAs fit in one
+//    wave (cluster_splits): the pair's splits are one thread-block cluster, and after a
+//    cluster barrier each CTA merges a share of O's elements from every CTA's partial in
+//    distributed shared memory, in rank order (cluster_merge): no workspace, no second
+//    kernel. Otherwise each CTA writes its unnormalised fp32 partial O and (M, sum) per row
+//    to the workspace (core/split_workspace.hpp's pool), and the combine kernel merges the
+//    splits of each (batch, KV head) in split order 0, 1, ..., S-1 the same way. The order depends
 //    only on the problem, the row and S (split.hpp: shape and device), never on scheduling.
 //    A row that keeps no key has max -inf and sum 0 everywhere: O = 0, LSE = -inf.
 #pragma once
 
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <atomic>
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 
@@ -161,8 +167,10 @@ struct DecodeParams {
   bool bottom_right;  // the causal diagonal at each sequence's len_k - len_q (else 0)
   float scale_log2;   // scale * log2(e)
   int32_t splits;
-  // splits > 1: the workspace, per CTA (blockIdx.x) 16 rows of head_dim floats of partial O,
-  // and 16 (max, sum) pairs.
+  // splits > 1: merged in a thread-block cluster of the splits (cluster: the kernel merges them
+  // through distributed shared memory, no workspace, no combine), or through the workspace, per
+  // CTA (blockIdx.x) 16 rows of head_dim floats of partial O and 16 (max, sum) pairs.
+  bool cluster;
   float* part_o;
   float* part_ml;
 };
@@ -266,6 +274,65 @@ struct DecodeTraits {
   static_assert(kWarps * kSlotBytes * kStages == decode_ring_bytes(kVariant), "the ring's size (configs.hpp)");
 };
 
+// The splits of one (batch, KV head) merged inside their thread-block cluster (p.cluster: the
+// cluster is the pair's `splits` CTAs, rank = split): every CTA's (max, sum) per row and partial
+// O are in its shared memory (`ml`, `o`: rows x head_dim floats); after a cluster barrier each
+// rank reads every rank's (max, sum) of each row from distributed shared memory, weighs the
+// ranks as the combine kernel weighs the splits (2^(m_s - M), rank order), and writes its share
+// of O's elements (rows x head_dim split evenly over the ranks), each the weighted sum of the
+// ranks' partials in rank order; rank 0 writes the LSE. A second cluster barrier keeps every CTA
+// alive until no other reads its shared memory. The order depends only on S, so results are
+// bitwise identical run to run.
+template <class Tr>
+__device__ __forceinline__ void cluster_merge(const DecodeParams& p, const DecodeSequence& seq, int64_t b,
+                                              int32_t kv_head, int32_t split, float (&ml)[kDecodeRows][2],
+                                              float* o, float (&weight)[kMaxClusterSplits][kDecodeRows],
+                                              float (&sum)[kDecodeRows]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using T = typename Tr::T;
+  constexpr int kD = Tr::kD;
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  const int S = p.splits;
+  const int tid = int(threadIdx.x);
+  cluster.sync();  // every rank's partial is in its shared memory (release / acquire)
+  if (tid < p.rows) {
+    const int r = tid;
+    float mmax = -INFINITY;
+    for (int q = 0; q < S; ++q) mmax = fmaxf(mmax, cluster.map_shared_rank(&ml[r][0], q)[0]);
+    const float mbase = mmax == -INFINITY ? 0.0f : mmax;
+    float total = 0.0f;
+    for (int q = 0; q < S; ++q) {
+      const float* mq = cluster.map_shared_rank(&ml[r][0], q);
+      const float w = exp2f(mq[0] - mbase);
+      weight[q][r] = w;
+      total += mq[1] * w;
+    }
+    sum[r] = total;
+    const int32_t gh = r / p.seq_q, i = r % p.seq_q;
+    if (split == 0 && p.lse != nullptr && i < seq.q_len)
+      p.lse[decode_lse_index(p, seq, b, kv_head * p.group + gh, i)] =
+          total > 0.0f ? (mmax + log2f(total)) * 0.69314718055994531f : -INFINITY;
+  }
+  __syncthreads();
+  const int n = p.rows * kD;
+  const int lo = int(int64_t(n) * split / S), hi = int(int64_t(n) * (split + 1) / S);
+  for (int at = lo + tid; at < hi; at += Tr::kThreads) {
+    const int r = at / kD, c = at % kD;
+    float acc = 0.0f;
+    for (int q = 0; q < S; ++q) acc += cluster.map_shared_rank(o, q)[at] * weight[q][r];
+    const float total = sum[r];
+    const int32_t gh = r / p.seq_q, i = r % p.seq_q;
+    if (i < seq.q_len)
+      decode_o_row<T>(p, seq, kv_head * p.group + gh, i)[c] = from_float<T>(total > 0.0f ? acc / total : 0.0f);
+  }
+  cluster.sync();  // no rank leaves while another may still read its shared memory
+#else
+  (void)p, (void)seq, (void)b, (void)kv_head, (void)split, (void)ml, (void)o, (void)weight, (void)sum;
+  __trap();  // the host launches clusters for sm_90 images only
+#endif
+}
+
 // kPaged: the launch's K and V are a page pool (p.page_table != null). A template argument,
 // not a run-time branch: the unpaged kernel carries none of the page lookups in its copies,
 // and a decode CTA runs each instruction of its short life about once, so the code's size is
@@ -276,8 +343,10 @@ __global__ void __launch_bounds__(DecodeTraits<kRow>::kThreads) attention_decode
   using T = typename Tr::T;
   constexpr int kD = Tr::kD, kWarps = Tr::kWarps, kStages = Tr::kStages, kChunks = Tr::kChunks;
   extern __shared__ __align__(128) char smem[];
-  __shared__ float row_weight[kWarps][kDecodeRows];  // the merge's 2^(m_w - M)
+  // The merge's 2^(m_w - M) (cluster: then the splits' 2^(m_s - M), kMaxClusterSplits >= kWarps).
+  __shared__ float row_weight[kMaxClusterSplits][kDecodeRows];
   __shared__ float row_sum[kDecodeRows];
+  __shared__ float cluster_ml[kDecodeRows][2];  // cluster: the CTA's (max, sum) per row
 
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
   const int g = lane >> 2, t = lane & 3;  // the mma's row group and thread in group
@@ -582,6 +651,9 @@ __global__ void __launch_bounds__(DecodeTraits<kRow>::kThreads) attention_decode
       if (p.lse != nullptr && i < seq.q_len)
         p.lse[decode_lse_index(p, seq, b, kv_head * p.group + gh, i)] =
             total > 0.0f ? (mmax + log2f(total)) * 0.69314718055994531f : -INFINITY;
+    } else if (p.cluster) {
+      cluster_ml[r][0] = mmax;
+      cluster_ml[r][1] = total;
     } else {
       float* ml = p.part_ml + (int64_t(blockIdx.x) * kDecodeRows + r) * 2;
       ml[0] = mmax;
@@ -590,6 +662,8 @@ __global__ void __launch_bounds__(DecodeTraits<kRow>::kThreads) attention_decode
   }
   __syncthreads();
 
+  // The CTA's partial O (cluster: into shared memory past the warps' merge buffers).
+  float* cluster_o = merge_l + kWarps * kDecodeRows;
   for (int at = tid; at < p.rows * kD; at += Tr::kThreads) {
     const int r = at / kD, c = at % kD;
     float acc = 0.0f;
@@ -599,10 +673,13 @@ __global__ void __launch_bounds__(DecodeTraits<kRow>::kThreads) attention_decode
       const int32_t gh = r / p.seq_q, i = r % p.seq_q;
       if (i < seq.q_len)
         decode_o_row<T>(p, seq, kv_head * p.group + gh, i)[c] = from_float<T>(total > 0.0f ? acc / total : 0.0f);
+    } else if (p.cluster) {
+      cluster_o[at] = acc;
     } else {
       p.part_o[(int64_t(blockIdx.x) * kDecodeRows + r) * kD + c] = acc;
     }
   }
+  if (p.cluster) cluster_merge<Tr>(p, seq, b, kv_head, split, cluster_ml, cluster_o, row_weight, row_sum);
 }
 
 // The splits of one query row of one (batch, KV head) merged: O and LSE. One CTA per (pair,
@@ -758,6 +835,69 @@ bool combine_waits_in_kernel(const DeviceInfo& device) {
          }) == 2;
 }
 
+// SPARSEK_ATTENTION_DECODE_CLUSTER=0 (a measuring knob, read once): the splits always merge
+// through the workspace and the combine kernel.
+inline bool decode_cluster_allowed() {
+  static const bool allowed = [] {
+    const char* v = std::getenv("SPARSEK_ATTENTION_DECODE_CLUSTER");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return allowed;
+}
+
+// The splits of each (batch, KV head) to merge inside a thread-block cluster (cluster_merge),
+// or 0: through the workspace and the combine kernel. Clusters need the kernel's image in
+// sm_90 code; they take S' <= kMaxClusterSplits CTAs (S' > 8: a non-portable size), from
+// min(splits, kMaxClusterSplits) down to half the rule's splits, the first S' whose `pairs`
+// clusters are all resident at once (a second wave of clusters would stream after the
+// first). The answers are per device and kernel, kept once known.
+template <int kRow, bool kPaged>
+int cluster_splits(const AttentionProblem& p, int64_t pairs, int splits) {
+  void (*const kernel)(DecodeParams) = attention_decode_kernel<kRow, kPaged>;
+  if (!decode_cluster_allowed() || splits < 2 || p.device.cc_major < 9) return 0;
+  static std::atomic<int> sm90[64] = {};  // 1: no, 2: yes
+  const bool image = once_per_device(p.device.id, sm90, [&] {
+                       cudaFuncAttributes attr{};
+                       if (cudaFuncGetAttributes(&attr, kernel) != cudaSuccess) {
+                         (void)cudaGetLastError();
+                         return 1;
+                       }
+                       return attr.binaryVersion >= 90 && attr.ptxVersion >= 90 ? 2 : 1;
+                     }) == 2;
+  if (!image) return 0;
+  static std::atomic<int> resident[kMaxClusterSplits + 1][64] = {};  // clusters + 1
+  const int most = splits < kMaxClusterSplits ? splits : kMaxClusterSplits;
+  for (int s = most; s >= 2 && 2 * s >= splits; --s) {
+    const int clusters = once_per_device(p.device.id, resident[s], [&] {
+                           if (s > 8 && cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) !=
+                                            cudaSuccess) {
+                             (void)cudaGetLastError();
+                             return 1;
+                           }
+                           cudaLaunchConfig_t cfg{};
+                           cfg.gridDim = dim3(uint32_t(s));
+                           cfg.blockDim = dim3(DecodeTraits<kRow>::kThreads);
+                           cfg.dynamicSmemBytes = size_t(DecodeTraits<kRow>::kSmemBytes);
+                           cudaLaunchAttribute at{};
+                           at.id = cudaLaunchAttributeClusterDimension;
+                           at.val.clusterDim.x = uint32_t(s);
+                           at.val.clusterDim.y = 1;
+                           at.val.clusterDim.z = 1;
+                           cfg.attrs = &at;
+                           cfg.numAttrs = 1;
+                           int n = 0;
+                           if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
+                             (void)cudaGetLastError();
+                             return 1;
+                           }
+                           return n + 1;
+                         }) -
+                         1;
+    if (clusters >= pairs) return s;
+  }
+  return 0;
+}
+
 // p passed kAttentionDecodeFamily's supports and fits for this row; its output is not empty
 // (the registry launches nothing then).
 template <int kRow>
@@ -804,7 +944,28 @@ cudaError_t launch_row(const AttentionProblem& p, cudaStream_t stream) {
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
   if (e != cudaSuccess) return e;
   const int64_t resident = int64_t(p.device.sm_count) * resident_per_sm<kRow>(p.device.id);
-  const int splits = decode_splits(pairs, decode_tiles_estimate(p), resident, Tr::kWarps);
+  const int rule = decode_splits(pairs, decode_tiles_estimate(p), resident, Tr::kWarps);
+  const int cluster = params.page_table != nullptr ? cluster_splits<kRow, true>(p, pairs, rule)
+                                                   : cluster_splits<kRow, false>(p, pairs, rule);
+  if (cluster > 1) {
+    // One cluster of the pair's splits, merged in the kernel: no workspace, no combine.
+    params.splits = cluster;
+    params.cluster = true;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(uint32_t(pairs * cluster));
+    cfg.blockDim = dim3(Tr::kThreads);
+    cfg.dynamicSmemBytes = size_t(Tr::kSmemBytes);
+    cfg.stream = stream;
+    cudaLaunchAttribute at{};
+    at.id = cudaLaunchAttributeClusterDimension;
+    at.val.clusterDim.x = uint32_t(cluster);
+    at.val.clusterDim.y = 1;
+    at.val.clusterDim.z = 1;
+    cfg.attrs = &at;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, kernel, params);
+  }
+  const int splits = rule;
   params.splits = splits;
 
   void* scratch = nullptr;
