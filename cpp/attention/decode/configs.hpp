@@ -50,9 +50,9 @@ constexpr int kDecodeRows = 16;
 constexpr int kDecodeKeys = 16;
 // Most CTAs one (batch, KV head) is split into (split.hpp).
 constexpr int kDecodeMaxSplits = 256;
-// The most splits merged inside one thread-block cluster (kernel.cuh's cluster_merge; 16 is
-// the largest non-portable cluster an sm_90 device runs).
-constexpr int kMaxClusterSplits = 16;
+// The most splits merged inside one thread-block cluster (kernel.cuh's cluster_merge): the
+// largest portable cluster size.
+constexpr int kMaxClusterSplits = 8;
 
 namespace table {
 constexpr DType F16 = DType::F16;
@@ -122,9 +122,10 @@ namespace table {
 // 227 KiB: the largest per-block opt-in shared memory of cc >= 8.0 (sm_90).
 constexpr int kLargestOptin = 227 * 1024;
 constexpr bool well_formed(const AttentionDecodeVariant& v) {
+  // warps <= kMaxClusterSplits: the kernel's merge weights hold the warps' and the splits'.
   return (v.input == F16 || v.input == BF16) && (v.head_dim == 64 || v.head_dim == 128) && v.warps >= 1 &&
-         v.warps <= 8 && v.warps <= kMaxClusterSplits && v.stages >= 2 && decode_smem_bytes(v) <= kLargestOptin && v.name != nullptr &&
-         v.chosen_by != nullptr;
+         v.warps <= kMaxClusterSplits && v.stages >= 2 && decode_smem_bytes(v) <= kLargestOptin &&
+         v.name != nullptr && v.chosen_by != nullptr;
 }
 constexpr bool table_ok() {
   for (int i = 0; i < kAttentionDecodeRows; ++i) {

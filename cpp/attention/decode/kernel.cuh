@@ -58,8 +58,8 @@
 //  * Deterministic merge, no atomics: after the loop the warps' (max, sum, O) go to shared
 //    memory and the CTA merges them in warp order 0, 1, ..., W-1 (weights 2^(m_w - M) per
 //    row, computed once). S = 1: the CTA writes O = acc / sum and LSE = ln 2 (M + log2 sum)
-//    itself. S > 1 on an sm_90 image, where the pairs' clusters of S <= 16 CTAs fit in one
-//    wave (cluster_splits): the pair's splits are one thread-block cluster, and after a
+//    itself. S > 1 on an sm_90 image, where S <= 8 and the pairs' clusters of S CTAs fit in
+//    one wave (cluster_merges): the pair's splits are one thread-block cluster, and after a
 //    cluster barrier each CTA merges a share of O's elements from every CTA's partial in
 //    distributed shared memory, in rank order (cluster_merge): no workspace, no second
 //    kernel. Otherwise each CTA writes its unnormalised fp32 partial O and (M, sum) per row
@@ -845,16 +845,17 @@ inline bool decode_cluster_allowed() {
   return allowed;
 }
 
-// The splits of each (batch, KV head) to merge inside a thread-block cluster (cluster_merge),
-// or 0: through the workspace and the combine kernel. Clusters need the kernel's image in
-// sm_90 code; they take S' <= kMaxClusterSplits CTAs (S' > 8: a non-portable size), from
-// min(splits, kMaxClusterSplits) down to half the rule's splits, the first S' whose `pairs`
-// clusters are all resident at once (a second wave of clusters would stream after the
-// first). The answers are per device and kernel, kept once known.
+// Whether the rule's `splits` CTAs of each (batch, KV head) merge inside a thread-block
+// cluster (cluster_merge) rather than through the workspace and the combine kernel: where the
+// kernel's image is sm_90 code, splits is a portable cluster size (2..kMaxClusterSplits = 8)
+// and the `pairs` clusters are all resident at once (a second wave of clusters would stream
+// after the first). Measured on the H200 (report/NOTES.md, session 34): clusters of 16 (one
+// split fewer than the rule's 17 at batch 1, 1152 keys) made the worked decoder's attention
+// 10 % slower; at batch 16 (4 splits) 4 % faster. The answers are per device and kernel.
 template <int kRow, bool kPaged>
-int cluster_splits(const AttentionProblem& p, int64_t pairs, int splits) {
+bool cluster_merges(const AttentionProblem& p, int64_t pairs, int splits) {
   void (*const kernel)(DecodeParams) = attention_decode_kernel<kRow, kPaged>;
-  if (!decode_cluster_allowed() || splits < 2 || p.device.cc_major < 9) return 0;
+  if (!decode_cluster_allowed() || splits < 2 || splits > kMaxClusterSplits || p.device.cc_major < 9) return false;
   static std::atomic<int> sm90[64] = {};  // 1: no, 2: yes
   const bool image = once_per_device(p.device.id, sm90, [&] {
                        cudaFuncAttributes attr{};
@@ -864,38 +865,29 @@ int cluster_splits(const AttentionProblem& p, int64_t pairs, int splits) {
                        }
                        return attr.binaryVersion >= 90 && attr.ptxVersion >= 90 ? 2 : 1;
                      }) == 2;
-  if (!image) return 0;
+  if (!image) return false;
   static std::atomic<int> resident[kMaxClusterSplits + 1][64] = {};  // clusters + 1
-  const int most = splits < kMaxClusterSplits ? splits : kMaxClusterSplits;
-  for (int s = most; s >= 2 && 2 * s >= splits; --s) {
-    const int clusters = once_per_device(p.device.id, resident[s], [&] {
-                           if (s > 8 && cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) !=
-                                            cudaSuccess) {
-                             (void)cudaGetLastError();
-                             return 1;
-                           }
-                           cudaLaunchConfig_t cfg{};
-                           cfg.gridDim = dim3(uint32_t(s));
-                           cfg.blockDim = dim3(DecodeTraits<kRow>::kThreads);
-                           cfg.dynamicSmemBytes = size_t(DecodeTraits<kRow>::kSmemBytes);
-                           cudaLaunchAttribute at{};
-                           at.id = cudaLaunchAttributeClusterDimension;
-                           at.val.clusterDim.x = uint32_t(s);
-                           at.val.clusterDim.y = 1;
-                           at.val.clusterDim.z = 1;
-                           cfg.attrs = &at;
-                           cfg.numAttrs = 1;
-                           int n = 0;
-                           if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
-                             (void)cudaGetLastError();
-                             return 1;
-                           }
-                           return n + 1;
-                         }) -
-                         1;
-    if (clusters >= pairs) return s;
-  }
-  return 0;
+  const int clusters = once_per_device(p.device.id, resident[splits], [&] {
+                         cudaLaunchConfig_t cfg{};
+                         cfg.gridDim = dim3(uint32_t(splits));
+                         cfg.blockDim = dim3(DecodeTraits<kRow>::kThreads);
+                         cfg.dynamicSmemBytes = size_t(DecodeTraits<kRow>::kSmemBytes);
+                         cudaLaunchAttribute at{};
+                         at.id = cudaLaunchAttributeClusterDimension;
+                         at.val.clusterDim.x = uint32_t(splits);
+                         at.val.clusterDim.y = 1;
+                         at.val.clusterDim.z = 1;
+                         cfg.attrs = &at;
+                         cfg.numAttrs = 1;
+                         int n = 0;
+                         if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
+                           (void)cudaGetLastError();
+                           return 1;
+                         }
+                         return n + 1;
+                       }) -
+                       1;
+  return clusters >= pairs;
 }
 
 // p passed kAttentionDecodeFamily's supports and fits for this row; its output is not empty
@@ -944,29 +936,27 @@ cudaError_t launch_row(const AttentionProblem& p, cudaStream_t stream) {
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
   if (e != cudaSuccess) return e;
   const int64_t resident = int64_t(p.device.sm_count) * resident_per_sm<kRow>(p.device.id);
-  const int rule = decode_splits(pairs, decode_tiles_estimate(p), resident, Tr::kWarps);
-  const int cluster = params.page_table != nullptr ? cluster_splits<kRow, true>(p, pairs, rule)
-                                                   : cluster_splits<kRow, false>(p, pairs, rule);
-  if (cluster > 1) {
+  const int splits = decode_splits(pairs, decode_tiles_estimate(p), resident, Tr::kWarps);
+  params.splits = splits;
+  const bool cluster = params.page_table != nullptr ? cluster_merges<kRow, true>(p, pairs, splits)
+                                                    : cluster_merges<kRow, false>(p, pairs, splits);
+  if (cluster) {
     // One cluster of the pair's splits, merged in the kernel: no workspace, no combine.
-    params.splits = cluster;
     params.cluster = true;
     cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(uint32_t(pairs * cluster));
+    cfg.gridDim = dim3(uint32_t(pairs * splits));
     cfg.blockDim = dim3(Tr::kThreads);
     cfg.dynamicSmemBytes = size_t(Tr::kSmemBytes);
     cfg.stream = stream;
     cudaLaunchAttribute at{};
     at.id = cudaLaunchAttributeClusterDimension;
-    at.val.clusterDim.x = uint32_t(cluster);
+    at.val.clusterDim.x = uint32_t(splits);
     at.val.clusterDim.y = 1;
     at.val.clusterDim.z = 1;
     cfg.attrs = &at;
     cfg.numAttrs = 1;
     return cudaLaunchKernelEx(&cfg, kernel, params);
   }
-  const int splits = rule;
-  params.splits = splits;
 
   void* scratch = nullptr;
   if (splits > 1) {
