@@ -849,11 +849,11 @@ inline bool decode_cluster_allowed() {
 // cluster (cluster_merge) rather than through the workspace and the combine kernel: where the
 // kernel's image is sm_90 code, splits is a portable cluster size (2..kMaxClusterSplits = 8)
 // and the `pairs` clusters are all resident at once (a second wave of clusters would stream
-// after the first). Measured on the H200 (report/NOTES.md, session 34, event-timed calls):
-// batch 1, 16/4 heads, a quarter of 1152 keys (4 splits) 12.6 -> 8.4 µs; batches 4-16 at
-// 1152-2304 keys within the run-to-run spread. Clusters of 16 (one split fewer than the rule's
-// 17 at batch 1 over 1152 keys) made the worked decoder's attention 10 % slower, so a cluster
-// takes the rule's splits whole. The answers are per device and kernel.
+// after the first). On an H200 a batch-1 call over a few hundred kept keys (4 splits) went
+// from 12.6 to 8.4 µs, batches of 4-16 over 1152-2304 keys stayed within the run-to-run
+// spread, and clusters of 16 (one split fewer than the rule's 17 at batch 1 over 1152 keys)
+// made a decode step's attention 10 % slower: so a cluster takes the rule's splits whole, and
+// at most 8. The answers are per device and kernel.
 template <int kRow, bool kPaged>
 bool cluster_merges(const AttentionProblem& p, int64_t pairs, int splits) {
   void (*const kernel)(DecodeParams) = attention_decode_kernel<kRow, kPaged>;
