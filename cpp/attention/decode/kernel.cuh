@@ -845,6 +845,24 @@ inline bool decode_cluster_allowed() {
   return allowed;
 }
 
+// A launch of `ctas` CTAs of row kRow in clusters of `splits`, on `stream`; `at` holds the
+// cluster attribute the configuration points to.
+template <int kRow>
+cudaLaunchConfig_t cluster_config(int64_t ctas, int splits, cudaStream_t stream, cudaLaunchAttribute* at) {
+  at->id = cudaLaunchAttributeClusterDimension;
+  at->val.clusterDim.x = uint32_t(splits);
+  at->val.clusterDim.y = 1;
+  at->val.clusterDim.z = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(uint32_t(ctas));
+  cfg.blockDim = dim3(DecodeTraits<kRow>::kThreads);
+  cfg.dynamicSmemBytes = size_t(DecodeTraits<kRow>::kSmemBytes);
+  cfg.stream = stream;
+  cfg.attrs = at;
+  cfg.numAttrs = 1;
+  return cfg;
+}
+
 // Whether the rule's `splits` CTAs of each (batch, KV head) merge inside a thread-block
 // cluster (cluster_merge) rather than through the workspace and the combine kernel: where the
 // kernel's image is sm_90 code, splits is a portable cluster size (2..kMaxClusterSplits = 8)
@@ -870,17 +888,8 @@ bool cluster_merges(const AttentionProblem& p, int64_t pairs, int splits) {
   if (!image) return false;
   static std::atomic<int> resident[kMaxClusterSplits + 1][64] = {};  // clusters + 1
   const int clusters = once_per_device(p.device.id, resident[splits], [&] {
-                         cudaLaunchConfig_t cfg{};
-                         cfg.gridDim = dim3(uint32_t(splits));
-                         cfg.blockDim = dim3(DecodeTraits<kRow>::kThreads);
-                         cfg.dynamicSmemBytes = size_t(DecodeTraits<kRow>::kSmemBytes);
                          cudaLaunchAttribute at{};
-                         at.id = cudaLaunchAttributeClusterDimension;
-                         at.val.clusterDim.x = uint32_t(splits);
-                         at.val.clusterDim.y = 1;
-                         at.val.clusterDim.z = 1;
-                         cfg.attrs = &at;
-                         cfg.numAttrs = 1;
+                         const cudaLaunchConfig_t cfg = cluster_config<kRow>(splits, splits, nullptr, &at);
                          int n = 0;
                          if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
                            (void)cudaGetLastError();
@@ -945,18 +954,8 @@ cudaError_t launch_row(const AttentionProblem& p, cudaStream_t stream) {
   if (cluster) {
     // One cluster of the pair's splits, merged in the kernel: no workspace, no combine.
     params.cluster = true;
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(uint32_t(pairs * splits));
-    cfg.blockDim = dim3(Tr::kThreads);
-    cfg.dynamicSmemBytes = size_t(Tr::kSmemBytes);
-    cfg.stream = stream;
     cudaLaunchAttribute at{};
-    at.id = cudaLaunchAttributeClusterDimension;
-    at.val.clusterDim.x = uint32_t(splits);
-    at.val.clusterDim.y = 1;
-    at.val.clusterDim.z = 1;
-    cfg.attrs = &at;
-    cfg.numAttrs = 1;
+    const cudaLaunchConfig_t cfg = cluster_config<kRow>(pairs * splits, splits, stream, &at);
     return cudaLaunchKernelEx(&cfg, kernel, params);
   }
 
