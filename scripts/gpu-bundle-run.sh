@@ -510,8 +510,11 @@ PY
       SPARSEK_VARIANT=attn_sm90_bf16_d128_turns compute-sanitizer --tool "$tool" --error-exitcode 9 \
         "$here/attention_check" --quick || fail=1
       # The decode family: per-warp cp.async rings, the warps' merge in shared memory, the
-      # split partials and their combine kernel.
+      # split partials and their combine kernel, and (3 splits: a cluster) the merge in
+      # distributed shared memory.
       compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/attention_decode_check" --quick || fail=1
+      SPARSEK_ATTENTION_DECODE_SPLITS=3 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+        "$here/attention_decode_check" --quick || fail=1
       compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/gpu_attention_decode_tests" --test-threads=1 \
         decode_sanitized decode_paged_sanitized || fail=1
       # Paged K/V and per-sequence key counts (unchecked bad values included: clamped) on the
