@@ -5,10 +5,10 @@
 // per-block scales and f16 B) it builds a random block pattern with the same number of
 // blocks in every block-row (round(d * k/bk); `--pattern random`: each block kept with
 // probability d, so block-rows differ in length as in a pruned layer), times
-// Backend::Decode with A cycled over enough copies (at least 256 MB together, five times the H100's 50 MB L2) that every call
-// reads its weights from HBM, and prints the time of one call (20+ calls captured in a CUDA
-// graph: the kernels back to back, as a decode step replays them) and E_hbm = the bytes that
-// must move (A's values, indices and scales, B, C) / time / the read ceiling measured in the
+// Backend::Decode with A cycled over enough copies (at least 256 MB together, five times the
+// H100's 50 MB L2) that every call reads its weights from HBM, and prints the time of one
+// call (20+ calls captured in a CUDA graph: the kernels back to back, as a decode step
+// replays them) and E_hbm = the bytes that must move (A's values, indices and scales, B, C) / time / the read ceiling measured in the
 // same process (a read-only kernel over 1 GiB, the best of a few grid sizes).
 //
 // Build from the repository root against the kernel library (libsparsek_kernels.a from

@@ -14,8 +14,8 @@
 //                              --densities (8192^3, 1/4), for ncu
 // --rows: the FP8 rows timed beside the 128x128 and 64-high ones (compiled into
 // time_fp8_rows.cu; default: the 128x256 cluster row), each with its C's largest difference
-// to theirs relative to their C's largest value (a check on every timed problem). --b-scale tensor: B's scale one per
-// tensor instead of one per column.
+// to theirs relative to their C's largest value (a check on every timed problem).
+// --b-scale tensor: B's scale one per tensor instead of one per column.
 //
 // Patterns: seed 0, 2, ... the same number of blocks in every block-row (round(d * k/bk),
 // distinct random columns); seed 1, 3, ... each block present with probability d. Values are

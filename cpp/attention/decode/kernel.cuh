@@ -315,12 +315,18 @@ __device__ __forceinline__ void cluster_merge(const DecodeParams& p, const Decod
           total > 0.0f ? (mmax + log2f(total)) * 0.69314718055994531f : -INFINITY;
   }
   __syncthreads();
+  // Every rank's partial O, mapped once (static indices: the pointers stay in registers).
+  const float* partial[kMaxClusterSplits];
+#pragma unroll
+  for (int q = 0; q < kMaxClusterSplits; ++q) partial[q] = q < S ? cluster.map_shared_rank(o, q) : o;
   const int n = p.rows * kD;
   const int lo = int(int64_t(n) * split / S), hi = int(int64_t(n) * (split + 1) / S);
   for (int at = lo + tid; at < hi; at += Tr::kThreads) {
     const int r = at / kD, c = at % kD;
     float acc = 0.0f;
-    for (int q = 0; q < S; ++q) acc += cluster.map_shared_rank(o, q)[at] * weight[q][r];
+#pragma unroll
+    for (int q = 0; q < kMaxClusterSplits; ++q)
+      if (q < S) acc += partial[q][at] * weight[q][r];
     const float total = sum[r];
     const int32_t gh = r / p.seq_q, i = r % p.seq_q;
     if (i < seq.q_len)
@@ -819,20 +825,27 @@ int resident_per_sm(int dev) {
   return n > 0 ? n : 1;
 }
 
-// Whether row kRow's combine image is sm_90 code on an sm_90+ device, so it waits for the
-// main kernel itself and may launch as its programmatic dependent.
-template <int kRow>
-bool combine_waits_in_kernel(const DeviceInfo& device) {
-  static std::atomic<int> known[64] = {};  // 1: no, 2: yes
+// Whether kernel `fn`'s image is sm_90 code on an sm_90+ device (griddepcontrol, clusters),
+// asked once per device (`known`: 1 no, 2 yes).
+template <class Kernel>
+bool sm90_image(const DeviceInfo& device, std::atomic<int> (&known)[64], Kernel fn) {
   return once_per_device(device.id, known, [&] {
            cudaFuncAttributes attr{};
            if (device.cc_major < 9) return 1;
-           if (cudaFuncGetAttributes(&attr, attention_decode_combine<kRow>) != cudaSuccess) {
+           if (cudaFuncGetAttributes(&attr, fn) != cudaSuccess) {
              (void)cudaGetLastError();  // a failed query must not surface as a later launch error
              return 1;
            }
            return attr.binaryVersion >= 90 && attr.ptxVersion >= 90 ? 2 : 1;
          }) == 2;
+}
+
+// Whether row kRow's combine image is sm_90 code on an sm_90+ device, so it waits for the
+// main kernel itself and may launch as its programmatic dependent.
+template <int kRow>
+bool combine_waits_in_kernel(const DeviceInfo& device) {
+  static std::atomic<int> known[64] = {};
+  return sm90_image(device, known, attention_decode_combine<kRow>);
 }
 
 // SPARSEK_ATTENTION_DECODE_CLUSTER=0 (a measuring knob, read once): the splits always merge
@@ -875,17 +888,9 @@ cudaLaunchConfig_t cluster_config(int64_t ctas, int splits, cudaStream_t stream,
 template <int kRow, bool kPaged>
 bool cluster_merges(const AttentionProblem& p, int64_t pairs, int splits) {
   void (*const kernel)(DecodeParams) = attention_decode_kernel<kRow, kPaged>;
-  if (!decode_cluster_allowed() || splits < 2 || splits > kMaxClusterSplits || p.device.cc_major < 9) return false;
-  static std::atomic<int> sm90[64] = {};  // 1: no, 2: yes
-  const bool image = once_per_device(p.device.id, sm90, [&] {
-                       cudaFuncAttributes attr{};
-                       if (cudaFuncGetAttributes(&attr, kernel) != cudaSuccess) {
-                         (void)cudaGetLastError();
-                         return 1;
-                       }
-                       return attr.binaryVersion >= 90 && attr.ptxVersion >= 90 ? 2 : 1;
-                     }) == 2;
-  if (!image) return false;
+  if (!decode_cluster_allowed() || splits < 2 || splits > kMaxClusterSplits) return false;
+  static std::atomic<int> sm90[64] = {};
+  if (!sm90_image(p.device, sm90, kernel)) return false;
   static std::atomic<int> resident[kMaxClusterSplits + 1][64] = {};  // clusters + 1
   const int clusters = once_per_device(p.device.id, resident[splits], [&] {
                          cudaLaunchAttribute at{};
