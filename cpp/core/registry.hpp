@@ -97,10 +97,6 @@ struct FamilyOf {
   // In place of launch: enqueues row `row` for p and words its own failures (a launch of
   // several CUDA calls, each failure named by its call). Null: launch, worded by the registry.
   Result (*launch_worded)(const P& p, int row, cudaStream_t stream) = nullptr;
-  // Optional: enqueues `first` on row `row` and then `second`, which reads first's outputs, in
-  // one launch where the family can (a chain); cudaErrorNotSupported, having enqueued nothing,
-  // where it cannot. launch_chained (core/select.hpp) then leaves the two launches to its caller.
-  cudaError_t (*launch_chain)(const P& first, int row, const P& second, cudaStream_t stream) = nullptr;
 };
 
 // The row that will run a problem.
@@ -146,14 +142,6 @@ Result select(const P& p, SelectionOf<P>* out);
 // Enqueues the selected row on `stream` (nothing for an empty output).
 template <class P>
 Result launch(const P& p, const SelectionOf<P>& s, cudaStream_t stream);
-
-// Enqueues p1 on s1 and then p2 on s2, where p2 may read what p1 writes, as one chained
-// launch where both selections are of one family that chains them (FamilyOf::launch_chain);
-// *launched says whether it did (false: nothing enqueued, the caller launches both).
-// SPARSEK_CHAIN=0 (a measuring knob, read once) never chains.
-template <class P>
-Result launch_chained(const P& p1, const SelectionOf<P>& s1, const P& p2, const SelectionOf<P>& s2,
-                      cudaStream_t stream, bool* launched);
 
 // select, then launch.
 template <class P>

@@ -6,7 +6,6 @@
 #pragma once
 
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 
 #include "core/registry.hpp"
@@ -209,25 +208,6 @@ Result launch(const P& p, const SelectionOf<P>& s, cudaStream_t stream) {
   return Result{};
 }
 
-template <class P>
-Result launch_chained(const P& p1, const SelectionOf<P>& s1, const P& p2, const SelectionOf<P>& s2,
-                      cudaStream_t stream, bool* launched) {
-  *launched = false;
-  static const bool chain = [] {
-    const char* v = std::getenv("SPARSEK_CHAIN");
-    return v == nullptr || std::atoi(v) != 0;
-  }();
-  if (!chain || s1.family != s2.family || s1.family->launch_chain == nullptr || p1.empty_output() ||
-      p2.empty_output())
-    return Result{};
-  const cudaError_t e = s1.family->launch_chain(p1, s1.row, p2, stream);
-  if (e == cudaErrorNotSupported) return Result{};  // nothing enqueued: the caller launches both
-  *launched = true;
-  if (e == cudaSuccess) return Result{};
-  return with_cuda_error(e, make_result(Status::CudaError, "%s chained launch of %s failed: %s", s1.family->name,
-                                        s1.family->info(s1.row).name, cudaGetErrorString(e)));
-}
-
 }  // namespace sparsek::detail
 
 // Defines select and launch for the operation of checked problem P in this translation unit
@@ -237,8 +217,6 @@ Result launch_chained(const P& p1, const SelectionOf<P>& s1, const P& p2, const 
 #define SPARSEK_DEFINE_OPERATION(P)                                                      \
   template Result select<P>(const P&, SelectionOf<P>*);                                  \
   template Result launch<P>(const P&, const SelectionOf<P>&, cudaStream_t);              \
-  template Result launch_chained<P>(const P&, const SelectionOf<P>&, const P&, const SelectionOf<P>&, cudaStream_t, \
-                                    bool*);                                                \
   namespace {                                                                            \
   RowNames row_names_of_##P{&registry::names_row<P>};                                    \
   [[maybe_unused]] const bool registered_row_names_of_##P = register_row_names(&row_names_of_##P); \

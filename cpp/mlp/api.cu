@@ -1,7 +1,6 @@
 // The C++ entry of the gated MLP (include/sparsek/mlp.hpp): both products validated and
-// selected first, then launched in order on one stream (one chained launch where their family
-// chains them: core/registry.hpp). Composes the products' own checked problems
-// (cpp/spmm/problem.hpp); no kernel of its own.
+// selected first, then launched in order on one stream. Composes the products' own checked
+// problems (cpp/spmm/problem.hpp); no kernel of its own.
 #include <cstdio>
 #include <cstring>
 
@@ -99,12 +98,8 @@ Result sparse_mlp(const MlpView& mlp, const DenseView& x, const DenseMutView& h,
   if (r.ok()) r = naming(detail::select(p2, &s2), kSecond);
   if (r.ok() && mlp.check_indices) r = naming(detail::check_indices(p1, stream), kFirst);
   if (r.ok() && mlp.check_indices) r = naming(detail::check_indices(p2, stream), kSecond);
-  // One chained launch where the family runs the pair so (decode sizes: the down product's
-  // weights stream while the gated product runs), else the two in order.
-  bool chained = false;
-  if (r.ok()) r = naming(detail::launch_chained(p1, s1, p2, s2, stream, &chained), "the chained products");
-  if (r.ok() && !chained) r = naming(detail::launch(p1, s1, stream), kFirst);
-  if (r.ok() && !chained) r = naming(detail::launch(p2, s2, stream), kSecond);
+  if (r.ok()) r = naming(detail::launch(p1, s1, stream), kFirst);
+  if (r.ok()) r = naming(detail::launch(p2, s2, stream), kSecond);
   return detail::finish(r);
 }
 

@@ -29,25 +29,4 @@ FfiStatus spmm(const SpmmProblem& problem) {
                         [&problem](const detail::DeviceInfo& device) { return to_problem(problem, device); });
 }
 
-FfiStatus spmm_chain(const SpmmProblem& first, const SpmmProblem& second) {
-  detail::SelectionOf<detail::Problem> s1, s2;
-  if (const char* why = unsupported(first.a)) return status(detail::make_result(Status::NotSupported, "%s", why), s1);
-  if (const char* why = unsupported(second.a)) return status(detail::make_result(Status::NotSupported, "%s", why), s1);
-  if (first.mode != Mode::Launch || second.mode != Mode::Launch || first.stream != second.stream)
-    return status(detail::make_result(Status::InvalidArgument, "a chain launches both products on one stream"), s1);
-  const cudaStream_t stream = reinterpret_cast<cudaStream_t>(first.stream);
-  detail::DeviceInfo device;
-  Result r = detail::pending_cuda_error();
-  if (r.ok()) r = detail::DeviceSource::of_stream(stream).resolve(&device);
-  if (!r.ok()) return status(detail::settle(r), s1);
-  const detail::Problem p1 = to_problem(first, device), p2 = to_problem(second, device);
-  r = detail::select(p1, &s1);
-  if (r.ok()) r = detail::select(p2, &s2);
-  bool chained = false;
-  if (r.ok()) r = detail::launch_chained(p1, s1, p2, s2, stream, &chained);
-  if (r.ok() && !chained) r = detail::launch(p1, s1, stream);
-  if (r.ok() && !chained) r = detail::launch(p2, s2, stream);
-  return status(detail::settle(r), s2);
-}
-
 }  // namespace sparsek::ffi

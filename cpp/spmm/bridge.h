@@ -13,9 +13,4 @@ struct FfiStatus;
 
 FfiStatus spmm(const SpmmProblem& problem);
 
-// Selects rows for two problems on one stream, `second` reading what `first` writes (the
-// gated MLP's products), and launches them: one chained launch where their family chains
-// them (core/registry.hpp), else one after the other.
-FfiStatus spmm_chain(const SpmmProblem& first, const SpmmProblem& second);
-
 }  // namespace sparsek::ffi

@@ -96,7 +96,5 @@ struct Operation<Problem> : OperationDefaults<Problem> {
 
 extern template Result select<Problem>(const Problem&, Selection*);
 extern template Result launch<Problem>(const Problem&, const Selection&, cudaStream_t);
-extern template Result launch_chained<Problem>(const Problem&, const Selection&, const Problem&, const Selection&,
-                                              cudaStream_t, bool*);
 
 }  // namespace sparsek::detail

@@ -297,12 +297,6 @@ mod ffi {
         #[namespace = "sparsek::ffi"]
         unsafe fn spmm(problem: &SpmmProblem) -> FfiStatus;
 
-        /// Selects kernels for two problems on one stream, `second` reading what `first`
-        /// writes, and enqueues both (as one chained launch where their family chains them).
-        /// Unsafe as `spmm`, for both.
-        #[namespace = "sparsek::ffi"]
-        unsafe fn spmm_chain(first: &SpmmProblem, second: &SpmmProblem) -> FfiStatus;
-
         /// As `spmm`, for an SDDMM (S's index arrays valid).
         #[namespace = "sparsek::ffi"]
         unsafe fn sddmm(problem: &SddmmProblem) -> FfiStatus;
@@ -400,9 +394,8 @@ pub(crate) struct SpmmBuffers<'a, TA, TB, O, V> {
     /// A's scales when `problem.a.scale_kind` is not `None` (1 or `nnzb` values, at least
     /// 1 allocated); a null pointer otherwise.
     pub a_scales: Option<&'a CudaSlice<f32>>,
-    /// B, read only; `None` only for the second product of a chain ([`spmm_chain`]), whose
-    /// B is the first product's C.
-    pub b: Option<&'a CudaSlice<TB>>,
+    /// B, read only.
+    pub b: &'a CudaSlice<TB>,
     /// B's scales when `problem.b.scale_kind` is not `None` (1 or `n` values, at least 1
     /// allocated); a null pointer otherwise.
     pub b_scales: Option<&'a CudaSlice<f32>>,
@@ -412,55 +405,6 @@ pub(crate) struct SpmmBuffers<'a, TA, TB, O, V> {
     pub bias: Option<&'a CudaSlice<V>>,
     /// A's transpose index when `problem.transpose_a`.
     pub transpose: Option<TransposeBuffers<'a>>,
-}
-
-/// Fills the pointers, mode and stream of `problem` from `bufs` (B's from `b` when `bufs.b`
-/// is `None`), keeping each buffer's guard in `guards` until the call has enqueued its work.
-fn fill<'a, TA, TB, O, V>(
-    problem: &mut SpmmProblem,
-    bufs: SpmmBuffers<'a, TA, TB, O, V>,
-    b: u64,
-    stream: &'a CudaStream,
-    guards: &mut Vec<Guard<'a>>,
-) {
-    problem.a.row_ptr = read(bufs.row_ptr, stream, guards);
-    problem.a.col_idx = read(bufs.col_idx, stream, guards);
-    problem.a.values = read(bufs.values, stream, guards);
-    problem.b.data = match bufs.b {
-        Some(buf) => read(buf, stream, guards),
-        None => b,
-    };
-    // Null exactly with ScaleKind::None (the C++ validation's rule): the caller passes the
-    // buffer with the kind.
-    if let Some(s) = bufs.a_scales {
-        problem.a.scales = read(s, stream, guards);
-    }
-    if let Some(s) = bufs.b_scales {
-        problem.b.scales = read(s, stream, guards);
-    }
-    if let Some(bias) = bufs.bias {
-        problem.bias = read(bias, stream, guards);
-    }
-    if let Some(t) = &bufs.transpose {
-        problem.t_col_ptr = read(t.col_ptr, stream, guards);
-        problem.t_row_idx = read(t.row_idx, stream, guards);
-        problem.t_block_id = read(t.block_id, stream, guards);
-    }
-    let (mode, c, c_guard) = bufs.c.pointer(stream);
-    guards.push(c_guard);
-    problem.c.data = c;
-    problem.mode = mode;
-    problem.stream = stream.cu_stream() as u64;
-}
-
-/// The status of a call refused on the Rust side of the bridge (nothing selected or run).
-fn refused(message: &str) -> FfiStatus {
-    FfiStatus {
-        status: Status::InvalidArgument,
-        message: message.into(),
-        backend: Backend::Auto,
-        variant: String::new(),
-    }
 }
 
 /// Fills the pointers and mode of `problem` from `bufs` and selects, or enqueues on
@@ -474,11 +418,31 @@ pub(crate) fn spmm<TA, TB, O, V>(
     bufs: SpmmBuffers<'_, TA, TB, O, V>,
     stream: &CudaStream,
 ) -> FfiStatus {
-    if bufs.b.is_none() {
-        return refused("a product's B is a buffer (the first product's C only in a chain)");
-    }
     let mut guards = Vec::new();
-    fill(&mut problem, bufs, 0, stream, &mut guards);
+    problem.a.row_ptr = read(bufs.row_ptr, stream, &mut guards);
+    problem.a.col_idx = read(bufs.col_idx, stream, &mut guards);
+    problem.a.values = read(bufs.values, stream, &mut guards);
+    problem.b.data = read(bufs.b, stream, &mut guards);
+    // Null exactly with ScaleKind::None (the C++ validation's rule): the caller passes the
+    // buffer with the kind.
+    if let Some(s) = bufs.a_scales {
+        problem.a.scales = read(s, stream, &mut guards);
+    }
+    if let Some(s) = bufs.b_scales {
+        problem.b.scales = read(s, stream, &mut guards);
+    }
+    if let Some(bias) = bufs.bias {
+        problem.bias = read(bias, stream, &mut guards);
+    }
+    if let Some(t) = &bufs.transpose {
+        problem.t_col_ptr = read(t.col_ptr, stream, &mut guards);
+        problem.t_row_idx = read(t.row_idx, stream, &mut guards);
+        problem.t_block_id = read(t.block_id, stream, &mut guards);
+    }
+    let (mode, c, _c) = bufs.c.pointer(stream);
+    problem.c.data = c;
+    problem.mode = mode;
+    problem.stream = stream.cu_stream() as u64;
     // SAFETY: every pointer is a live cudarc allocation borrowed for this call (C mutably
     // when it launches; a selection reads and writes nothing), sized for its view as
     // crate::spmm checked (B, C, the bias's m values, B's scales: 1 or n)
@@ -488,35 +452,6 @@ pub(crate) fn spmm<TA, TB, O, V>(
     // from their Rust types by spmm::gpu); every buffer belongs to the stream's context
     // (result::check_contexts), which spmm::gpu bound to this thread.
     unsafe { ffi::spmm(&problem) }
-}
-
-/// Launches `first` and then `second`, whose B is first's C (`second_bufs.b` is `None`),
-/// both on `stream`: one chained launch where their family chains them.
-///
-/// The caller (`spmm::gpu`) has validated both problems as for [`spmm`], `second`'s B view
-/// against first's C buffer, and that both launch (`Output::Launch`).
-pub(crate) fn spmm_chain<TA, TB, X, O, V1, V2>(
-    mut first: SpmmProblem,
-    first_bufs: SpmmBuffers<'_, TA, TB, X, V1>,
-    mut second: SpmmProblem,
-    second_bufs: SpmmBuffers<'_, TA, X, O, V2>,
-    stream: &CudaStream,
-) -> FfiStatus {
-    if first_bufs.b.is_none() || second_bufs.b.is_some() {
-        return refused("a chain's second product reads the first's C as its B");
-    }
-    if !matches!(first_bufs.c, Output::Launch(_)) || !matches!(second_bufs.c, Output::Launch(_)) {
-        return refused("a chain launches both products");
-    }
-    let mut guards = Vec::new();
-    fill(&mut first, first_bufs, 0, stream, &mut guards);
-    let h = first.c.data;
-    fill(&mut second, second_bufs, h, stream, &mut guards);
-    // SAFETY: as in `spmm`, for both problems: every pointer is a live cudarc allocation
-    // borrowed for this call, sized for its view (second's B is first's C, which holds
-    // second's B view: spmm::gpu checked it), of the dtypes in the problems, in the stream's
-    // context, bound to this thread; both launch on `stream`, in order.
-    unsafe { ffi::spmm_chain(&first, &second) }
 }
 
 #[cfg(not(feature = "cuda-linked"))]

@@ -467,41 +467,7 @@ impl<T: Element> SparseMlp<DeviceBsr<T>> {
     ) -> Result<(), Error> {
         // The gated product runs on h's stream and the down product on y's.
         same_stream(h, y)?;
-        self.two_products(x, batch, h, y, bias, false)?;
-        if !launch {
-            return Ok(());
-        }
-        // Both products checked: one call launches them, chained where their kernels chain
-        // (decode sizes: the down product's weights stream while the gated product runs).
-        let (inter, hidden, out) = check_weights(dims(&self.gate_up), dims(&self.down))?;
-        let opts = self.options();
-        let x_shape = x.view(hidden, batch).shape;
-        let h_shape = h.view(inter, batch).shape;
-        let y_shape = y.view(out, batch).shape;
-        let first = crate::spmm::gpu::Operands {
-            a: &self.gate_up,
-            b: x,
-            b_shape: &x_shape,
-            b_scales: (crate::scale::ScaleKind::None, None),
-            c: h,
-            c_shape: &h_shape,
-            bias: crate::spmm::check::device_vector(
-                bias.gate_up,
-                crate::spmm::check::BIAS_WITH_OPERANDS,
-            )?,
-        };
-        let second = crate::spmm::gpu::Second {
-            a: &self.down,
-            b_shape: &h_shape,
-            c: y,
-            c_shape: &y_shape,
-            bias: crate::spmm::check::device_vector(
-                bias.down,
-                crate::spmm::check::BIAS_WITH_OPERANDS,
-            )?,
-            act: Activation::None,
-        };
-        crate::spmm::gpu::spmm_chain(first, self.activation, true, second, &opts)
+        self.two_products(x, batch, h, y, bias, launch)
     }
 
     /// Every check of [`forward`](Self::forward) on these buffers, nothing launched

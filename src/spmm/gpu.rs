@@ -152,7 +152,7 @@ pub(crate) fn check_spmm<TA: Element, TB: Element, O: Element, V>(
         col_idx: &ops.a.col_idx,
         values: &ops.a.values,
         a_scales: ops.a.scales.buffer(),
-        b: Some(ops.b),
+        b: ops.b,
         b_scales: ops.b_scales.1,
         c: sys::Output::Select(ops.c),
         bias: ops.bias,
@@ -187,102 +187,13 @@ pub(crate) fn spmm<TA: Element, TB: Element, O: Element, V>(
         col_idx: &ops.a.col_idx,
         values: &ops.a.values,
         a_scales: ops.a.scales.buffer(),
-        b: Some(ops.b),
+        b: ops.b,
         b_scales: ops.b_scales.1,
         c: sys::Output::Launch(ops.c),
         bias: ops.bias,
         transpose,
     };
     check(sys::spmm(problem, bufs, &stream), options.backend).map(|_| ())
-}
-
-/// The second product of a chain ([`spmm_chain`]): its operands but B, which is the first
-/// product's C.
-pub(crate) struct Second<'a, TA, V, O> {
-    pub a: &'a DeviceBsr<TA>,
-    /// B's view over the first product's C buffer.
-    pub b_shape: &'a DenseShape,
-    pub c: &'a mut CudaSlice<O>,
-    pub c_shape: &'a DenseShape,
-    pub bias: Option<&'a CudaSlice<V>>,
-    pub act: Activation,
-}
-
-/// Two device products, the second reading the first's C as its B (the gated MLP: h), after
-/// `crate::spmm::check_spmm` validated both (the second's B view against the first's C
-/// buffer); one chained launch where their family chains them, else two. Both run on the
-/// first's C's stream, which must be the second's C's (`InvalidArgument` otherwise).
-pub(crate) fn spmm_chain<TA: Element, X: Element, O: Element, V1, V2>(
-    first: Operands<'_, TA, X, V1, &mut CudaSlice<X>>,
-    first_act: Activation,
-    first_gated: bool,
-    second: Second<'_, TA, V2, O>,
-    options: &SpmmOptions,
-) -> Result<(), Error> {
-    if first.c.stream().cu_stream() != second.c.stream().cu_stream() {
-        return Err(Error::InvalidArgument(
-            "a chain runs both products on one stream (the second reads the first's C)".into(),
-        ));
-    }
-    let p1 = prepare(
-        &Operands {
-            a: first.a,
-            b: first.b,
-            b_shape: first.b_shape,
-            b_scales: first.b_scales,
-            c: &*first.c,
-            c_shape: first.c_shape,
-            bias: first.bias,
-        },
-        first_act,
-        first_gated,
-        options,
-    )?;
-    let p2 = prepare(
-        &Operands {
-            a: second.a,
-            b: &*first.c,
-            b_shape: second.b_shape,
-            b_scales: (ScaleKind::None, None),
-            c: &*second.c,
-            c_shape: second.c_shape,
-            bias: second.bias,
-        },
-        second.act,
-        false,
-        options,
-    )?;
-    let stream = first.c.stream().clone();
-    stream.context().bind_to_thread()?;
-    let t1 = transpose_buffers(first.a, options)?;
-    let t2 = transpose_buffers(second.a, options)?;
-    let bufs1 = sys::SpmmBuffers {
-        row_ptr: &first.a.row_ptr,
-        col_idx: &first.a.col_idx,
-        values: &first.a.values,
-        a_scales: first.a.scales.buffer(),
-        b: Some(first.b),
-        b_scales: first.b_scales.1,
-        c: sys::Output::Launch(first.c),
-        bias: first.bias,
-        transpose: t1,
-    };
-    let bufs2 = sys::SpmmBuffers::<TA, X, O, V2> {
-        row_ptr: &second.a.row_ptr,
-        col_idx: &second.a.col_idx,
-        values: &second.a.values,
-        a_scales: second.a.scales.buffer(),
-        b: None,
-        b_scales: None,
-        c: sys::Output::Launch(second.c),
-        bias: second.bias,
-        transpose: t2,
-    };
-    check(
-        sys::spmm_chain(p1, bufs1, p2, bufs2, &stream),
-        options.backend,
-    )
-    .map(|_| ())
 }
 
 /// `can_implement`'s work: the checks of `spmm` on device operands, then the selection.

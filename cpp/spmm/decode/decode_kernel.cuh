@@ -23,40 +23,14 @@
 
 namespace sparsek::detail::spmm_decode {
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-// A chain's second product (kernel.cuh, "Chains"): waits until every CTA of the first has
-// written its rows of C (this product's B), then orders this thread's later TMA reads of them
-// after those generic-proxy writes.
-__device__ __forceinline__ void wait_for_first(const DecodeChain& chain) {
-  uint32_t done = 0;
-  for (;;) {
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(done) : "l"(chain.counters) : "memory");
-    if (done >= chain.first_ctas) break;
-    __nanosleep(64);
-  }
-  asm volatile("fence.proxy.async.global;\n" ::: "memory");
-}
-#endif
-
 // Grid: x = (block-row * slices + slice) * S + rank; clusters of S consecutive CTAs (one
-// block-row slice each); a chain's second product's CTAs follow the first's, numbered the
-// same way from chain.first_ctas. Block: 32 * warps threads. TA: A's element type; T: B's
-// and the mma's (16-bit rows: TA = T; FP8 rows: TA = __nv_fp8_e4m3 / __nv_fp8_e5m2).
+// block-row slice each). Block: 32 * warps threads. TA: A's element type; T: B's and the
+// mma's (16-bit rows: TA = T; FP8 rows: TA = __nv_fp8_e4m3 / __nv_fp8_e5m2).
 template <int kRow, typename TA, typename T>
 __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas)
-    decode_kernel(const __grid_constant__ DecodeArgs first, const __grid_constant__ DecodeArgs second,
-                  const DecodeChain chain, const __grid_constant__ CUtensorMap map_a1,
-                  const __grid_constant__ CUtensorMap map_b1, const __grid_constant__ CUtensorMap map_a2,
-                  const __grid_constant__ CUtensorMap map_b2) {
+    decode_kernel(const DecodeArgs args, const __grid_constant__ CUtensorMap map_a,
+                  const __grid_constant__ CUtensorMap map_b) {
   using Tr = Traits<kRow>;
-  // This CTA's product: the arguments and tensor maps are read in place (grid constants), so
-  // picking the second product's costs no copy.
-  const bool chained = chain.counters != nullptr;
-  const bool in_second = chained && blockIdx.x >= chain.first_ctas;
-  const DecodeArgs& args = in_second ? second : first;
-  const CUtensorMap& map_a = in_second ? map_a2 : map_a1;
-  const CUtensorMap& map_b = in_second ? map_b2 : map_b1;
-  const unsigned cta = in_second ? blockIdx.x - chain.first_ctas : blockIdx.x;
   constexpr int kNT = Tr::kNT, kNG = Tr::kNG, kThreads = Tr::kThreads, kGM = Tr::kGM;
   constexpr int kStages = Tr::kStages, kSlot = Tr::kSlotBytes;
   constexpr bool kFp8 = Tr::kFp8;
@@ -83,8 +57,8 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
   // Gated: the cluster's tile row is a (gate, up) pair of block-rows; ranks [0, S/2) split
   // the gate block-row 2*pair, ranks [S/2, S) the up block-row 2*pair + 1 (S >= 2).
   const int S = args.cluster;
-  const int rank = static_cast<int>(cta % static_cast<unsigned>(S));  // = cluster rank (first_ctas: a multiple of S)
-  const unsigned unit = cta / static_cast<unsigned>(S);
+  const int rank = static_cast<int>(blockIdx.x % static_cast<unsigned>(S));  // = cluster rank (1-D clusters)
+  const unsigned unit = blockIdx.x / static_cast<unsigned>(S);
   const int64_t tile_row = unit / static_cast<unsigned>(args.slices);  // block-row, or the pair
   const int slice = static_cast<int>(unit % static_cast<unsigned>(args.slices));
   const bool gated = args.gated;
@@ -366,7 +340,6 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
   if (tma && tid == 0)
     for (int q = 0; q < kStages - 1; ++q) issue_tma(q, false);
   if (b_tma && warp == 1) {
-    if (in_second) wait_for_first(chain);  // B is the first product's C
     const int pro = min(parts, (kStages - 1) * NB);
     for (int u = lane; u < pro; u += 32) {
       const int q = u / NB;  // < stages - 1: slot q, barrier q
@@ -388,11 +361,6 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
     }
   }
   __syncthreads();  // block columns and zeros are visible
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // Thread 0 issues the later stages' B boxes (a chain's second product: host-checked to be
-  // on the TMA path with b_vec); warp 1 has waited already, so this passes at once.
-  if (in_second && tid == 0) wait_for_first(chain);
-#endif
   if (!tma) {
 #pragma unroll 1
     for (int q = 0; q < kStages - 1; ++q) issue_cp(q), cp_async_commit();
@@ -472,18 +440,6 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
   // reduction and epilogue. (Triggered at the start instead, the next grid's waiting CTAs
   // took SM slots through the whole stream: 14336 x 4096, n = 1, 27.0 -> 30.2 us on the H100.)
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-  // A chain's first product: this CTA's share of the second product's A into L2 (a hint; the
-  // HBM has room while the CTAs reduce and write).
-  if (chained && !in_second && chain.prefetch_bytes > 0 && tid == 0) {
-    const uint64_t share = (chain.prefetch_bytes / chain.first_ctas + 15) & ~uint64_t(15);
-    const uint64_t begin = share * cta;
-    const uint64_t end = begin + share < chain.prefetch_bytes ? begin + share : chain.prefetch_bytes;
-    const char* base = static_cast<const char*>(chain.prefetch);
-    for (uint64_t o = begin; o < end; o += 65536) {
-      const uint32_t size = static_cast<uint32_t>(end - o < 65536 ? end - o : 65536);
-      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(base + o), "r"(size) : "memory");
-    }
-  }
   // This thread is done with the ring: the receive buffer below (in the ring's memory,
   // after the tile) may be written by the other ranks once all threads have arrived.
   if (S > 1) asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
@@ -568,29 +524,6 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
     write_rows_fp8_any<kThreads>(args, out);
   else
     write_rows_any<T, kThreads>(args, out);
-
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // Chains: a first-product CTA publishes its rows of C (release at gpu scope after the CTA's
-  // barrier, the writes also ordered before the second product's TMA reads); a second-product
-  // CTA counts itself done once it knows the whole first product is, and the last one zeroes
-  // both counters for the next launch (nobody reads them after its increment).
-  if (chained) {
-    if (!in_second) asm volatile("fence.proxy.async.global;\n" ::: "memory");
-    __syncthreads();
-    if (tid == 0) {
-      if (!in_second) {
-        asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
-        asm volatile("red.relaxed.gpu.global.add.u32 [%0], 1;\n" ::"l"(chain.counters) : "memory");
-      } else {
-        wait_for_first(chain);  // a CTA without blocks never waited
-        if (atomicAdd(chain.counters + 1, 1u) + 1 == chain.second_ctas) {
-          chain.counters[0] = 0;
-          chain.counters[1] = 0;
-        }
-      }
-    }
-  }
-#endif
 }
 
 }  // namespace sparsek::detail::spmm_decode

@@ -185,30 +185,6 @@ View columns(const View& v, int64_t j0, int64_t width) {
   return out;
 }
 
-using ChainFn = cudaError_t (*)(const Problem&, const Problem&, cudaStream_t);
-struct ChainRows {
-  template <int kRow>
-  static constexpr ChainFn launch() {
-    return &launch_chain_row<kRow>;
-  }
-  template <int kRow>
-  static constexpr uint32_t row_needs() {
-    return needs(kDecodeVariants[kRow]);
-  }
-};
-constexpr auto kChain = detail::launch_table<ChainFn, ChainRows, kDecodeRows>();
-
-// `second` (which reads first's C) chained to `first` on first's row (kernel.cuh, "Chains"):
-// both fit it (one n, one kind of A), neither in column chunks. cudaErrorNotSupported,
-// having enqueued nothing, otherwise.
-cudaError_t launch_chain(const Problem& first, int row, const Problem& second, cudaStream_t stream) {
-  const DecodeVariant& v = kDecodeVariants[row];
-  if (kChain[row] == nullptr || first.n() > v.n_max || second.n() > v.n_max || fits(second, row) != nullptr ||
-      supports(second) != nullptr)
-    return cudaErrorNotSupported;
-  return kChain[row](first, second, stream);
-}
-
 cudaError_t launch(const Problem& p, int row, cudaStream_t stream) {
   const DecodeVariant& v = kDecodeVariants[row];
   if (!v.chunked || p.n() <= v.n_max) return kLaunch[row](p, stream);
@@ -234,7 +210,6 @@ extern const Family kDecodeFamily = {
     &spmm_decode::info,       &spmm_decode::supports,
     &spmm_decode::fits,       &spmm_decode::launch,
     &spmm_decode::auto_skips, /*gated=*/true,
-    /*launch_worded=*/nullptr,  &spmm_decode::launch_chain,
 };
 
 }  // namespace sparsek::detail

@@ -80,24 +80,6 @@
 //    layout, consecutive threads on consecutive addresses; the activation and output type
 //    are template arguments (no branch per element).
 //
-//  * Chains (the gated MLP at decode sizes: the gated product, then the down product reading
-//    its output h). Two Decode launches cost two launches' fixed time (~6 us each on an H200
-//    whatever their bytes: the start, the cluster reduction, the launch), most of a small
-//    MLP's. A chain runs both products in one grid of the first's row and cluster size:
-//    CTAs [0, G) the first product, the rest the second (DecodeChain). The second's CTAs
-//    start at once: row_ptr, block columns and their first stages of A (weights the first
-//    product never writes: the MLP entry checks h against them) are in flight while the
-//    first product runs; only their B boxes (h) wait, for a counter that each first-product
-//    CTA raises after writing its rows (release at gpu scope; acquire, then a proxy fence
-//    before the TMA reads h). The first product's CTAs also bring the second's A into L2 once
-//    their own stream is done (where it fits a quarter of L2). Deadlock-free because CTAs are
-//    dispatched in index order (the first product's all before any of the second's; a
-//    waiting CTA only waits for lower-numbered ones, which are resident or done). The
-//    counters are zero before and after each launch: the last second-product CTA resets
-//    them (core/launch_counters.hpp), so no memset is launched and a chain is graph-capturable.
-//    Results are those of the two products on these rows and cluster size (the second may
-//    differ in the last bits from its own launch, whose S may differ); run to run identical.
-//
 //  * FP8 weights (W8A16, the rows with fp8_a, issue 27): A in e4m3 or e5m2 (1 byte), B f16
 //    or bf16 (the mma's type), C f16, bf16 or f32 with a bias of C's type. Everything above
 //    holds with these differences:
@@ -160,7 +142,6 @@
   namespace sparsek::detail::spmm_decode {                                                                    \
   static_assert(decode_row(NAME) >= 0, "no row named " NAME " in kDecodeVariants (cpp/spmm/decode/configs.hpp)"); \
   template cudaError_t launch_row<decode_row(NAME)>(const Problem&, cudaStream_t);                           \
-  template cudaError_t launch_chain_row<decode_row(NAME)>(const Problem&, const Problem&, cudaStream_t);      \
   template const void* probe_kernel<decode_row(NAME)>();                                                     \
   template double fill_score<decode_row(NAME)>(const Problem&);                                              \
   }

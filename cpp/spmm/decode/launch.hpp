@@ -178,12 +178,6 @@ static_assert(decode_rows_ascend(), "automatic rows must go from the narrowest N
 template <int kRow>
 cudaError_t launch_row(const Problem& p, cudaStream_t stream);
 
-// Enqueues `first` and then `second`, which reads first's C as its B, as one chained launch
-// of row kRow (kernel.cuh, "Chains"); cudaErrorNotSupported, having enqueued nothing, where
-// the pair cannot chain here (the caller launches them one after the other instead).
-template <int kRow>
-cudaError_t launch_chain_row(const Problem& first, const Problem& second, cudaStream_t stream);
-
 // One kernel of row kRow (f16; FP8 rows: e4m3 A, f16 B), for asking the runtime whether this
 // build carries an image for the current device (and, for FP8, which architecture it is).
 template <int kRow>

@@ -18,7 +18,6 @@
 #include <cstdlib>
 
 #include "core/dtype.hpp"
-#include "core/launch_counters.hpp"
 #include "spmm/decode/configs.hpp"
 #include "spmm/decode/decode_kernel.cuh"
 #include "spmm/decode/launch.hpp"
@@ -193,15 +192,22 @@ DecodeGrid decode_grid(const Problem& p, const DecodeLimits& lim) {
   return g;
 }
 
-// One product's kernel arguments and tensor maps on row kRow with the grid `grid`:
-// cudaErrorInvalidValue for a C type the family does not write (a Problem's C is f16, bf16 or
-// f32: api.cu).
-template <int kRow>
-cudaError_t decode_args(const Problem& p, const DecodeLimits& lim, const DecodeGrid& grid, DecodeArgs* out,
-                        CUtensorMap* map_a, CUtensorMap* map_b) {
+template <int kRow, typename TA, typename T>
+cudaError_t launch_typed(const Problem& p, cudaStream_t stream) {
   using Tr = Traits<kRow>;
   constexpr DecodeVariant v = Tr::cfg;
+  const void* fn = reinterpret_cast<const void*>(&decode_kernel<kRow, TA, T>);
+  DecodeLimits lim;
+  cudaError_t e = kernel_limits<kRow, TA, T>(p, &lim);
+  if (e != cudaSuccess) return e;
+  // Gated: a cluster per (gate, up) pair of block-rows, which needs clusters (family.cu's
+  // supports checked the device and image; a device where no 2-CTA cluster fits gets none).
+  if (p.gated && (!lim.sm90 || lim.max_clusters[1] <= 0)) return cudaErrorNotSupported;
+  const DecodeGrid grid = decode_grid<kRow>(p, lim);
   const DecodePlan plan = grid.plan;
+  const int64_t units = grid.units;
+  const int S = grid.S;
+
   DecodeArgs args{};
   args.row_ptr = p.a.row_ptr;
   args.col_idx = p.a.col_idx;
@@ -221,7 +227,7 @@ cudaError_t decode_args(const Problem& p, const DecodeLimits& lim, const DecodeG
   args.nb = plan.nb;
   args.mw = plan.mw;
   args.kw = plan.kw;
-  args.cluster = grid.S;
+  args.cluster = S;
   args.alpha = p.alpha;
   args.beta = p.beta;
   args.activation = static_cast<int32_t>(p.activation);
@@ -231,6 +237,7 @@ cudaError_t decode_args(const Problem& p, const DecodeLimits& lim, const DecodeG
   args.c_f32 = p.c.dtype == DType::F32;
   args.a_scales = p.a.scales;
   args.a_scale_kind = static_cast<int32_t>(p.a.scale_kind);
+  // C's type, by value (a Problem's C is f16, bf16 or f32: api.cu); anything else launches nothing.
   switch (p.c.dtype) {
     case DType::F16: args.c_type = 0; break;
     case DType::BF16: args.c_type = 1; break;
@@ -241,29 +248,20 @@ cudaError_t decode_args(const Problem& p, const DecodeLimits& lim, const DecodeG
   // sm_90 images stream A (and aligned column-major B) with the TMA; the tensor coordinates
   // are int32 (A's rows: nnzb * bm; B's rows: k). Otherwise, or if a map cannot be made,
   // the cp.async path (the kernel never reads a map it was not given).
+  alignas(64) CUtensorMap map_a{};
+  alignas(64) CUtensorMap map_b{};
   // FP8 A: a UINT8 map of unswizzled KC-byte rows (kernel.cuh's file comment).
   args.gated = p.gated;
   args.tma = lim.sm90 && p.a.nnzb > 0 && p.a.nnzb * p.a.bm <= INT_MAX && p.k() <= INT_MAX &&
-             make_tensor_map(map_a, p.input(), p.a.values, p.a.bk, p.a.nnzb * p.a.bm, p.a.bk, plan.kc, plan.tm,
+             make_tensor_map(&map_a, p.input(), p.a.values, p.a.bk, p.a.nnzb * p.a.bm, p.a.bk, plan.kc, plan.tm,
                              !Tr::kFp8);
   // B's boxes are at most 64 k (an FP8 part of KC = 128 takes two: kernel.cuh).
   if (args.tma && args.b_vec &&
-      !make_tensor_map(map_b, p.b.dtype, p.b.data, p.k(), p.n(), p.b.ld, plan.kc < 64 ? plan.kc : 64, v.n_max))
+      !make_tensor_map(&map_b, p.b.dtype, p.b.data, p.k(), p.n(), p.b.ld, plan.kc < 64 ? plan.kc : 64, v.n_max))
     args.tma = false;
-  *out = args;
-  return cudaSuccess;
-}
 
-// Launches decode_kernel<kRow, TA, T> over `ctas` CTAs in clusters of S: one product
-// (chain.counters null; `second` and the second maps unused) or a chain.
-template <int kRow, typename TA, typename T>
-cudaError_t launch_grid(int64_t ctas, int S, bool sm90, const DecodeArgs& first, const DecodeArgs& second,
-                        const DecodeChain& chain, const CUtensorMap& map_a1, const CUtensorMap& map_b1,
-                        const CUtensorMap& map_a2, const CUtensorMap& map_b2, cudaStream_t stream) {
-  using Tr = Traits<kRow>;
-  const void* fn = reinterpret_cast<const void*>(&decode_kernel<kRow, TA, T>);
   cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(ctas));
+  cfg.gridDim = dim3(static_cast<unsigned>(units * S));
   cfg.blockDim = dim3(static_cast<unsigned>(Tr::kThreads));
   cfg.dynamicSmemBytes = static_cast<size_t>(Tr::kSmemBytes);
   cfg.stream = stream;
@@ -283,81 +281,17 @@ cudaError_t launch_grid(int64_t ctas, int S, bool sm90, const DecodeArgs& first,
     const char* v = std::getenv("SPARSEK_DECODE_PDL");
     return v == nullptr || std::atoi(v) != 0;
   }();
-  if (sm90 && pdl) {
+  if (lim.sm90 && pdl) {
     at[num_attrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     at[num_attrs].val.programmaticStreamSerializationAllowed = 1;
     ++num_attrs;
   }
   cfg.attrs = num_attrs > 0 ? at : nullptr;
   cfg.numAttrs = num_attrs;
-  DecodeArgs a1 = first, a2 = second;
-  DecodeChain ch = chain;
-  CUtensorMap ma1 = map_a1, mb1 = map_b1, ma2 = map_a2, mb2 = map_b2;
-  void* params[] = {&a1, &a2, &ch, &ma1, &mb1, &ma2, &mb2};
-  cudaError_t e = cudaLaunchKernelExC(&cfg, fn, params);
+  void* params[] = {&args, &map_a, &map_b};
+  e = cudaLaunchKernelExC(&cfg, fn, params);
   if (e != cudaSuccess) return e;
   return cudaGetLastError();
-}
-
-template <int kRow, typename TA, typename T>
-cudaError_t launch_typed(const Problem& p, cudaStream_t stream) {
-  DecodeLimits lim;
-  cudaError_t e = kernel_limits<kRow, TA, T>(p, &lim);
-  if (e != cudaSuccess) return e;
-  // Gated: a cluster per (gate, up) pair of block-rows, which needs clusters (family.cu's
-  // supports checked the device and image; a device where no 2-CTA cluster fits gets none).
-  if (p.gated && (!lim.sm90 || lim.max_clusters[1] <= 0)) return cudaErrorNotSupported;
-  const DecodeGrid grid = decode_grid<kRow>(p, lim);
-  DecodeArgs args{};
-  alignas(64) CUtensorMap map_a{};
-  alignas(64) CUtensorMap map_b{};
-  e = decode_args<kRow>(p, lim, grid, &args, &map_a, &map_b);
-  if (e != cudaSuccess) return e;
-  const int64_t ctas = grid.units * grid.S;
-  const DecodeChain single{nullptr, static_cast<uint32_t>(ctas), 0, nullptr, 0};
-  return launch_grid<kRow, TA, T>(ctas, grid.S, lim.sm90, args, args, single, map_a, map_b, map_a, map_b, stream);
-}
-
-// The chain (kernel.cuh, "Chains"): `second` reads `first`'s C as its B, both on row kRow in
-// one grid with the first's cluster size. cudaErrorNotSupported, having launched nothing,
-// where it cannot run here: not sm_90 TMA code for both, B of the second not on the TMA path,
-// no counters (core/launch_counters.hpp), or the grid too large.
-template <int kRow, typename TA, typename T>
-cudaError_t launch_chain_typed(const Problem& first, const Problem& second, cudaStream_t stream) {
-  DecodeLimits lim;
-  cudaError_t e = kernel_limits<kRow, TA, T>(first, &lim);
-  if (e != cudaSuccess) return e;
-  if (!lim.sm90 || lim.max_clusters[1] <= 0 || first.empty_output() || second.empty_output())
-    return cudaErrorNotSupported;
-  const DecodeGrid g1 = decode_grid<kRow>(first, lim);
-  DecodeGrid g2 = decode_grid<kRow>(second, lim);
-  g2.S = g1.S;  // one cluster size per launch
-  const int64_t ctas1 = g1.units * g1.S, ctas2 = g2.units * g2.S;
-  if (ctas1 + ctas2 > INT_MAX) return cudaErrorNotSupported;
-  DecodeArgs a1{}, a2{};
-  alignas(64) CUtensorMap ma1{}, mb1{}, ma2{}, mb2{};
-  e = decode_args<kRow>(first, lim, g1, &a1, &ma1, &mb1);
-  if (e == cudaSuccess) e = decode_args<kRow>(second, lim, g2, &a2, &ma2, &mb2);
-  if (e != cudaSuccess) return e;
-  // The second product waits for the first before its B's TMA boxes: its B must be on that
-  // path (the kernel's other B paths read without the wait).
-  if (!a1.tma || !a2.tma || !a2.b_vec) return cudaErrorNotSupported;
-  DecodeChain chain{nullptr, static_cast<uint32_t>(ctas1), static_cast<uint32_t>(ctas2), nullptr, 0};
-  if (launch_counters(first.device.id, stream, &chain.counters) != cudaSuccess) return cudaErrorNotSupported;
-  // The second product's A into L2 while the first ends, where it takes at most a quarter of
-  // an H100's or H200's 50 MB L2 (SPARSEK_DECODE_CHAIN_PREFETCH=0, a measuring knob read once:
-  // none).
-  static const bool prefetch = [] {
-    const char* v = std::getenv("SPARSEK_DECODE_CHAIN_PREFETCH");
-    return v == nullptr || std::atoi(v) != 0;
-  }();
-  const uint64_t a2_bytes = static_cast<uint64_t>(second.a.nnzb) * second.a.bm * second.a.bk *
-                            static_cast<uint64_t>(dtype_bytes(second.input()));
-  if (prefetch && a2_bytes <= (uint64_t(12) << 20)) {
-    chain.prefetch = second.a.values;
-    chain.prefetch_bytes = a2_bytes & ~uint64_t(15);
-  }
-  return launch_grid<kRow, TA, T>(ctas1 + ctas2, g1.S, lim.sm90, a1, a2, chain, ma1, mb1, ma2, mb2, stream);
 }
 
 // The bytes of A a problem keeps in flight on row kRow, per wave of resident CTAs: CTAs x
@@ -420,33 +354,6 @@ cudaError_t launch_row(const Problem& p, cudaStream_t stream) {
         [&](auto tr) {
           using T = DeviceType<decltype(tr)::kDType>;
           return launch_typed<kRow, T, T>(p, stream);
-        },
-        [] { return cudaErrorNotSupported; });
-  }
-}
-
-template <int kRow>
-cudaError_t launch_chain_row(const Problem& first, const Problem& second, cudaStream_t stream) {
-  if (first.input() != second.input() || first.b.dtype != second.b.dtype) return cudaErrorNotSupported;
-  if constexpr (Traits<kRow>::kFp8) {
-    return dispatch<DecodeFp8DTypes>(
-        first.input(),
-        [&](auto ta) {
-          using TA = DeviceType<decltype(ta)::kDType>;
-          return dispatch<DecodeDTypes>(
-              first.b.dtype,
-              [&](auto tb) {
-                return launch_chain_typed<kRow, TA, DeviceType<decltype(tb)::kDType>>(first, second, stream);
-              },
-              [] { return cudaErrorNotSupported; });
-        },
-        [] { return cudaErrorNotSupported; });
-  } else {
-    return dispatch<DecodeDTypes>(
-        first.input(),
-        [&](auto tr) {
-          using T = DeviceType<decltype(tr)::kDType>;
-          return launch_chain_typed<kRow, T, T>(first, second, stream);
         },
         [] { return cudaErrorNotSupported; });
   }

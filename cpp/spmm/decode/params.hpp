@@ -54,19 +54,4 @@ struct DecodeArgs {
   bool gated;          // gated (GLU): block-rows are (gate, up) pairs, C has m/2 rows
 };
 
-// A chained launch (kernel.cuh, "Chains"): two products in one grid, the second reading the
-// first's C as its B. CTAs [0, first_ctas) run the first, the rest the second. counters
-// (core/launch_counters.hpp, zero before and after the launch): [0] first-product CTAs that
-// have written their rows, [1] second-product CTAs done with [0]. A single product: counters
-// null, first_ctas = the grid.
-struct DecodeChain {
-  uint32_t* counters;
-  uint32_t first_ctas;
-  uint32_t second_ctas;
-  // The second product's A values, which the first's CTAs bring into L2 once their own A
-  // has streamed (prefetch_bytes 0: none). 16-byte aligned, a multiple of 16 bytes.
-  const void* prefetch;
-  uint64_t prefetch_bytes;
-};
-
 }  // namespace sparsek::detail::spmm_decode
