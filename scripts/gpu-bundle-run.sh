@@ -498,10 +498,12 @@ PY
       SPARSEK_VARIANT=sm90_f16_bm128_brow_crow_pp compute-sanitizer --tool "$tool" --error-exitcode 9 \
         "$here/spmm_check" --m 1024 --k 1024 --n 520 --bm 128 --bk 64 --density 0.3 --empty-rows 0.2 \
         --beta 0.5 --backend cutlass || fail=1
-      # The gated rows (two passes of the mainloop over one pipeline, two accumulators) and
-      # sparse_mlp: the checker's quick cases.
+      # The gated rows (two passes of the mainloop over one pipeline, two accumulators): the
+      # checker's quick cases; sparse_mlp at the checker's sizes (n <= 16: the gated product on
+      # Decode).
       if [ -x "$here/check_gated" ]; then
         compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/check_gated" --quick || fail=1
+        compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/check_gated" --mlp || fail=1
       fi
       # The refusals of foreign-context operands and overlapping outputs.
       compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/gpu_hardening_tests" --test-threads=1 || fail=1

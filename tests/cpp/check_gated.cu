@@ -11,7 +11,7 @@
 //     stay; 100 repeats bitwise; 140 pairs (more tiles than an H100's 132 SMs) of 128x128
 //     and 64x64 blocks;
 //   - Backend::Auto at n = 1, 16, 128, 512 (Decode below the threshold, Hopper above it);
-//   - sparse_mlp (Auto) at n = 1, 16, 128, 512 against the reference with h rounded to the
+//   - sparse_mlp (Auto) at n = 1, 3, 16, 128, 512 against the reference with h rounded to the
 //     input type as the device stores it.
 // --time: the gated product on Backend::Decode and Backend::Hopper and the down product
 // (Auto, Decode and Hopper) at n = 16 .. 512 on Qwen2.5-7B (hidden 3584, inter 18944), Llama-3-8B
@@ -31,10 +31,12 @@
 //   NVCC=third_party/py/nvidia/cu13/bin/nvcc
 //   $NVCC -std=c++17 -O2 --expt-relaxed-constexpr -Iinclude -x cu \
 //     -gencode=arch=compute_90a,code=sm_90a tests/cpp/check_gated.cu <libsparsek_kernels.a> -o check_gated
-// Usage: ./check_gated [--time] [--time-only] [--quick] [--profile] [--seed N]
+// Usage: ./check_gated [--time] [--time-only] [--quick] [--mlp] [--profile] [--seed N]
 // --profile: one launch each of the gated product Auto takes on Qwen2.5-7B, 128x128 blocks,
 // n = 64 and 512 (for ncu).
 // --quick: six small Hopper cases only (for compute-sanitizer's memcheck and racecheck).
+// --mlp: the sparse_mlp cases only (the same, for the gated product on Decode and the down
+// product after it).
 #include <dlfcn.h>
 
 #include <cuda_bf16.h>
@@ -442,7 +444,7 @@ void mlp_suite(Rng& rng) {
   for (DType t : {DType::F16, DType::BF16}) {
     Bsr gu(2 * int(inter / 128), int(hidden / 128), 128, 128, 0.5, t, rng);
     Bsr down(int(hidden / 64), int(inter / 64), 64, 64, 0.5, t, rng);
-    for (int64_t n : {int64_t(1), int64_t(16), int64_t(128), int64_t(512)}) {
+    for (int64_t n : {int64_t(1), int64_t(3), int64_t(16), int64_t(128), int64_t(512)}) {
       Dense x(hidden, n, Layout::ColMajor, t, 0);
       std::vector<double> xv(size_t(hidden) * n);
       for (int64_t i = 0; i < hidden; ++i)
@@ -656,13 +658,14 @@ void time_mlp(const char* model, int64_t hidden, int64_t inter, int block, Rng& 
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool time = false, check = true, quick = false, profile = false;
+  bool time = false, check = true, quick = false, profile = false, mlp_only = false;
   uint64_t seed = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--time") time = true;
     else if (a == "--time-only") time = true, check = false;
     else if (a == "--quick") quick = true, check = false;
+    else if (a == "--mlp") mlp_only = true, check = false;
     else if (a == "--profile") profile = true, check = false;
     else if (a == "--seed" && i + 1 < argc) seed = std::strtoull(argv[++i], nullptr, 10);
   }
@@ -677,6 +680,7 @@ int main(int argc, char** argv) {
   }
   Rng rng(seed);
   if (quick) quick_suite(rng);
+  if (mlp_only) mlp_suite(rng);
   if (profile) {
     Bsr gu(2 * 18944 / 128, 3584 / 128, 128, 128, 0.5, DType::F16, rng);
     for (int64_t n : {int64_t(64), int64_t(512)}) {

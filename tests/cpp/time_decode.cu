@@ -17,7 +17,9 @@
 //   $NVCC -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a -Iinclude \
 //     tests/cpp/time_decode.cu <libsparsek_kernels.a> -cudart static -o time_decode
 // Usage: ./time_decode [--shapes 4096x4096,14336x4096] [--blocks 128,64] [--densities 0.5,0.3]
-//                      [--ns 1,16] [--types f16,w8] [--pattern even|random]
+//                      [--ns 1,16] [--types f16,w8] [--pattern even|random] [--copies N]
+// --copies N: A cycled over N copies instead (1: A stays in L2 where it fits, the L2-resident
+// ceiling of a product whose weights an earlier kernel brought into L2).
 // SPARSEK_VARIANT, SPARSEK_DECODE_TM and SPARSEK_DECODE_SPLIT act as for any caller.
 #include <cuda_runtime.h>
 #include <sparsek/sparsek.hpp>
@@ -119,8 +121,8 @@ struct Timing {
 };
 
 // One case: returns the time of one call in a graph of back-to-back calls.
-Timing time_case(int64_t m, int64_t k, int bs, double d, int n, bool w8, bool random_rows, std::mt19937_64& rng,
-                 double* bytes_out) {
+Timing time_case(int64_t m, int64_t k, int bs, double d, int n, bool w8, bool random_rows, int forced_copies,
+                 std::mt19937_64& rng, double* bytes_out) {
   Timing t;
   const int64_t rows = m / bs, cols = k / bs;
   const int64_t per_row = std::max<int64_t>(0, std::min<int64_t>(cols, std::llround(d * cols)));
@@ -144,7 +146,9 @@ Timing time_case(int64_t m, int64_t k, int bs, double d, int n, bool w8, bool ra
   const int64_t nnzb = static_cast<int64_t>(col_idx.size());
   const int elem = w8 ? 1 : 2;
   const double a_bytes = static_cast<double>(nnzb) * bs * bs * elem;
-  const int copies = std::min(400, std::max(2, static_cast<int>(std::ceil(256e6 / std::max(a_bytes, 1.0)))));
+  const int copies = forced_copies > 0
+                         ? forced_copies
+                         : std::min(400, std::max(2, static_cast<int>(std::ceil(256e6 / std::max(a_bytes, 1.0)))));
   int32_t *d_rp = nullptr, *d_ci = nullptr;
   float* d_scales = nullptr;
   CUDA_OK(cudaMalloc(&d_rp, row_ptr.size() * 4));
@@ -242,6 +246,7 @@ int main(int argc, char** argv) {
                        "13824x5120,5120x13824";
   std::string blocks = "128,64", densities = "0.5,0.3", ns = "1,16", types = "f16,w8";
   bool random_rows = false;
+  int copies = 0;  // 0: enough copies of A that every call reads HBM
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string key = argv[i], val = argv[i + 1];
     if (key == "--shapes") shapes = val;
@@ -249,6 +254,7 @@ int main(int argc, char** argv) {
     else if (key == "--densities") densities = val;
     else if (key == "--ns") ns = val;
     else if (key == "--types") types = val;
+    else if (key == "--copies") copies = std::max(0, std::atoi(val.c_str()));
     else if (key == "--pattern") {
       if (val != "even" && val != "random") {
         std::fprintf(stderr, "--pattern %s: even or random\n", val.c_str());
@@ -266,9 +272,9 @@ int main(int argc, char** argv) {
   const char* variant = std::getenv("SPARSEK_VARIANT");
   const char* tm = std::getenv("SPARSEK_DECODE_TM");
   const char* sp = std::getenv("SPARSEK_DECODE_SPLIT");
-  std::printf("device %s, %d SMs; read ceiling %.1f GB/s; variant %s tm %s split %s; pattern %s\n", prop.name,
-              prop.multiProcessorCount, ceiling, variant ? variant : "auto", tm ? tm : "-", sp ? sp : "-",
-              random_rows ? "random" : "even");
+  std::printf("device %s, %d SMs; read ceiling %.1f GB/s; variant %s tm %s split %s; pattern %s; copies of A %s\n",
+              prop.name, prop.multiProcessorCount, ceiling, variant ? variant : "auto", tm ? tm : "-", sp ? sp : "-",
+              random_rows ? "random" : "even", copies > 0 ? std::to_string(copies).c_str() : "auto (HBM)");
   std::mt19937_64 rng(20261127);
   for (const std::string& sh : split(shapes)) {
     const size_t x = sh.find('x');
@@ -281,7 +287,7 @@ int main(int argc, char** argv) {
             const double d = std::atof(ds.c_str());
             const bool w8 = ts == "w8";
             double bytes = 0;
-            const Timing t = time_case(m, k, bs, d, n, w8, random_rows, rng, &bytes);
+            const Timing t = time_case(m, k, bs, d, n, w8, random_rows, copies, rng, &bytes);
             if (!t.ok) {
               std::printf("TIME %6lldx%-6lld b%-3d d%.2f %-3s n%-3d refused: %s\n", (long long)m, (long long)k, bs, d,
                           ts.c_str(), n, t.why.c_str());
