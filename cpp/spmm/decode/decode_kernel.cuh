@@ -265,13 +265,15 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
     // a KC = 64 part, both folded with the part's scale.
     constexpr int kHalves = decltype(slabs)::value == 8 ? 2 : 1;
     constexpr int kS = decltype(slabs)::value / kHalves;
+    constexpr int kChains = kNG == 1 && kS > 1 ? 2 : 1;
 #pragma unroll 1
     for (int b = kw; b < vp; b += KW) {
       const int u = i * NB + b;
       const int t = KPB == 1 ? u : u / KPB;
       const float scale = !per_block ? 1.0f : t < kDecodeColCap ? s_scales[t] : __ldg(args.a_scales + jb + t);
-#pragma unroll 1
-      for (int hh = 0; hh < kHalves; ++hh) {
+      // One 64-k half of the part (kernel.cuh: rows of one n8 group run both halves in one
+      // pass and each half's slabs in two mma chains).
+      auto half = [&](int hh) {
         uint32_t af[kGM][kS][4];
         const unsigned char* a_p = slot_p + b * TM * RSA + g8 * RSA + 64 * hh + 4 * kS * t4;
 #pragma unroll
@@ -318,13 +320,28 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
 #pragma unroll
           for (int gi = 0; gi < kGM; ++gi) {
             if (mw + gi * MW >= RG) continue;
-            float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // the part's product, then scaled once in f32
+            // The half's product (slab s in chain s % kChains; the chains summed in order),
+            // then scaled once in f32.
+            float d[kChains][4] = {};
 #pragma unroll
-            for (int sl = 0; sl < kS; ++sl) mma_16816<T>(d, af[gi][sl], bw[2 * sl], bw[2 * sl + 1]);
+            for (int sl = 0; sl < kS; ++sl)
+              mma_16816<T>(d[sl % kChains], af[gi][sl], bw[2 * sl], bw[2 * sl + 1]);
 #pragma unroll
-            for (int x = 0; x < 4; ++x) acc[gi][j][x] = fmaf(scale, d[x], acc[gi][j][x]);
+            for (int x = 0; x < 4; ++x) {
+              float sum = d[0][x];
+#pragma unroll
+              for (int c = 1; c < kChains; ++c) sum += d[c][x];
+              acc[gi][j][x] = fmaf(scale, sum, acc[gi][j][x]);
+            }
           }
         }
+      };
+      if constexpr (kNG == 1) {
+#pragma unroll
+        for (int hh = 0; hh < kHalves; ++hh) half(hh);
+      } else {
+#pragma unroll 1
+        for (int hh = 0; hh < kHalves; ++hh) half(hh);
       }
     }
   };
