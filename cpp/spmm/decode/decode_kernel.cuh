@@ -265,15 +265,16 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
     // a KC = 64 part, both folded with the part's scale.
     constexpr int kHalves = decltype(slabs)::value == 8 ? 2 : 1;
     constexpr int kS = decltype(slabs)::value / kHalves;
+    // Rows of one n8 group (kernel.cuh): both 64-k halves in one pass, two mma chains a half.
+    constexpr int kHalvesAtOnce = kNG == 1 ? kHalves : 1;
     constexpr int kChains = kNG == 1 && kS > 1 ? 2 : 1;
 #pragma unroll 1
     for (int b = kw; b < vp; b += KW) {
       const int u = i * NB + b;
       const int t = KPB == 1 ? u : u / KPB;
       const float scale = !per_block ? 1.0f : t < kDecodeColCap ? s_scales[t] : __ldg(args.a_scales + jb + t);
-      // One 64-k half of the part (kernel.cuh: rows of one n8 group run both halves in one
-      // pass and each half's slabs in two mma chains).
-      auto half = [&](int hh) {
+#pragma unroll kHalvesAtOnce
+      for (int hh = 0; hh < kHalves; ++hh) {
         uint32_t af[kGM][kS][4];
         const unsigned char* a_p = slot_p + b * TM * RSA + g8 * RSA + 64 * hh + 4 * kS * t4;
 #pragma unroll
@@ -335,13 +336,6 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
             }
           }
         }
-      };
-      if constexpr (kNG == 1) {
-#pragma unroll
-        for (int hh = 0; hh < kHalves; ++hh) half(hh);
-      } else {
-#pragma unroll 1
-        for (int hh = 0; hh < kHalves; ++hh) half(hh);
       }
     }
   };

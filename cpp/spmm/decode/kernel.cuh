@@ -115,7 +115,7 @@
 //      256 CTAs, each on a dependent chain of shared load, cvt, mma, scale) run both 64-k
 //      halves of a KC = 128 part in one pass and each half's slabs in two mma chains (even
 //      and odd slabs, summed in that order before the scale): more independent work per
-//      warp, measured 3-10 % faster at n = 1 with 128x128 blocks and 1-4 % with 64x64 (H200,
+//      warp, measured 3-10 % faster at n = 1 with 128x128 blocks and up to 6 % with 64x64 (H200,
 //      time_decode, 8 layer shapes); the wider rows keep one chain (their registers).
 //
 // Where it is, in cpp/spmm/decode/:
