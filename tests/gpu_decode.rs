@@ -97,8 +97,8 @@ fn decode_matches_reference() {
     println!("decode_matches_reference: {} cases passed", list.len());
 }
 
-/// The rows of n_max 16 and 32 (n = 9..16, 17..32): Auto picks between each fill row
-/// (`decode_n16_fill`, `decode_n32_fill`) and its partner by the grid; the GPU bundle also
+/// The rows of n_max 8, 16 and 32 (n = 1..8, 9..16, 17..32): Auto picks between each fill
+/// row (`decode_n8_fill`, `decode_n16_fill`, `decode_n32_fill`) and its partner by the grid; the GPU bundle also
 /// runs these with SPARSEK_VARIANT naming the fill row (every case fits it), plain and under
 /// compute-sanitizer. Both layouts, ld padding, α/β, bias, activations, empty and full
 /// block-rows, five block shapes.
@@ -135,6 +135,16 @@ fn fill_rows_are_deterministic(name: &str, n: usize) {
     let opts = SpmmOptions::new().backend(Backend::Decode);
     assert_repeats_bitwise::<bf16, bf16>(&stream, &a, n, Layout::ColMajor, &opts, &mut rng);
     println!("{name}: 100 runs bitwise identical at n = {n}");
+}
+
+#[test]
+fn decode_n8_rows_match_reference() {
+    fill_rows_match_reference("decode_n8_rows_match_reference", &[1, 3, 8]);
+}
+
+#[test]
+fn decode_n8_rows_are_deterministic() {
+    fill_rows_are_deterministic("decode_n8_rows_are_deterministic", 5);
 }
 
 #[test]

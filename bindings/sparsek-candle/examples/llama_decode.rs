@@ -27,7 +27,7 @@
 //! ```text
 //! llama_decode [--preset default|tinyllama|llama3.2-3b] [--context 8192] [--batches 1,16]
 //!              [--steps 32] [--layers 8] [--hidden H] [--heads N] [--kv-heads N] [--head-dim D]
-//!              [--inter I] [--vocab V] [--window 1024] [--density 0.5] [--dtype f16|bf16]
+//!              [--inter I] [--vocab V] [--window 1024] [--density 0.5] [--block 64] [--dtype f16|bf16]
 //!              [--sparse-weights same|e4m3] [--breakdown] [--small-only]
 //! ```
 //! Presets (the layer count is the example's, 8 unless `--layers`): `default` hidden 2048,
@@ -667,7 +667,10 @@ fn main() -> Result<()> {
             .map(|v| v.parse())
             .transpose()?
             .unwrap_or(0.5),
-        block: BlockShape::new(64, 64),
+        block: {
+            let side = num("--block", 64)?;
+            BlockShape::new(side, side)
+        },
         sparse_weights,
         dtype,
     };

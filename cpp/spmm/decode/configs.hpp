@@ -104,6 +104,8 @@ struct DecodeVariant {
 #define SPARSEK_DECODE_BPARTS \
   "n = 16 over 11 layer shapes x 64x64/128x128 blocks x densities 0.5/0.3, H100 (time_decode, issue 48): " \
   "b_parts 2 1.05x geo-mean: 64x64 1.11x (up to 1.25x; 3584x3584 d 0.5 4 % slower), 128x128 unchanged"
+#define SPARSEK_DECODE_N8_FILL                                                                      \
+  "PENDING"
 #define SPARSEK_DECODE_N16_FILL                                                                     \
   "time_decode n = 16, H200 (session 33 call B): 8 layer shapes x 128x128/64x64 x d 0.5/0.3, even "   \
   "and random block-rows: Auto (n16_fill or n16 by fill_score) 1.12x (even) and 1.16x (random) "      \
@@ -125,7 +127,7 @@ struct DecodeVariant {
   "mirrors the 16-bit rows; b_parts 4 (16 KiB stages at 64x64 blocks, 12 KiB before): time_decode, issue 48"
 
 // Shared memory per CTA (launch.hpp; 4 KiB of static memory for the block columns on
-// top): n8 69 KiB, n16_fill 65 KiB, n16 81 KiB, n32_fill 65 KiB, n32 81 KiB, n64 97 KiB,
+// top): n8_fill 59 KiB, n8 69 KiB, n16_fill 65 KiB, n16 81 KiB, n32_fill 65 KiB, n32 81 KiB, n64 97 KiB,
 // n128 133 KiB (its fp32 tile and receive buffer). On an H100 or H200 (228 KiB per SM) that
 // is 3, 3, 2, 3, 2, 2 and 1 CTAs/SM (n128:
 // also its 128 fp32 accumulators per thread). A stage carries up to 16 KiB of A (128 x 128
@@ -141,6 +143,11 @@ struct DecodeVariant {
 // clang-format off
 inline constexpr DecodeVariant kDecodeVariants[] = {
     // name          n_max warps gm tm_max a_bytes stages ctas auto
+    // n8_fill: room for two parts of B (b_parts 2), so blocks of 64 rows or fewer stream 16 KiB
+    // stages where n8's hold one 8 KiB part, with one stage fewer (59 KiB, 3 CTAs per SM as
+    // n8); Auto takes it where its grid keeps more of A in flight than n8's (fill_only): blocks
+    // up to 64 high. At 128-row blocks a part fills the stage and n8's extra stage wins.
+    {"decode_n8_fill",  8,    8,  1,  128,  16384,   3,    3,  true, SPARSEK_DECODE_N8_FILL, false, false, 2, true},
     {"decode_n8",       8,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_DESIGN},
     // n16: room for two parts of B (b_parts 2), so 64-row blocks stream 16 KiB stages.
     // n16_fill: n16's stage with one stage fewer, 65 KiB: 3 CTAs per SM where n16 (81 KiB) has
@@ -198,6 +205,7 @@ inline constexpr DecodeVariant kDecodeVariants[] = {
 #undef SPARSEK_DECODE_BPARTS
 #undef SPARSEK_DECODE_W8_BPARTS
 #undef SPARSEK_DECODE_W8_FILL
+#undef SPARSEK_DECODE_N8_FILL
 #undef SPARSEK_DECODE_N16_FILL
 #undef SPARSEK_DECODE_N32_FILL
 #undef SPARSEK_DECODE_W8_N16_FILL
