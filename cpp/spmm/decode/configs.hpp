@@ -104,8 +104,10 @@ struct DecodeVariant {
 #define SPARSEK_DECODE_BPARTS \
   "n = 16 over 11 layer shapes x 64x64/128x128 blocks x densities 0.5/0.3, H100 (time_decode, issue 48): " \
   "b_parts 2 1.05x geo-mean: 64x64 1.11x (up to 1.25x; 3584x3584 d 0.5 4 % slower), 128x128 unchanged"
-#define SPARSEK_DECODE_N8_FILL                                                                      \
-  "PENDING"
+#define SPARSEK_DECODE_N8_FILL                                                                        \
+  "time_decode n = 1, 4, 8, H200 (session 36 calls B and C): 10 layer shapes x 64x64 x d 0.5/0.3: Auto " \
+  "(n8_fill or n8) 1.10x geo-mean over n8 alone with random block-rows (up to 1.20x, 14336x4096), 1.04x " \
+  "with even ones; worst 0.96x (11264x2048 even); 128x128 blocks stay on n8 (unchanged)"
 #define SPARSEK_DECODE_N16_FILL                                                                     \
   "time_decode n = 16, H200 (session 33 call B): 8 layer shapes x 128x128/64x64 x d 0.5/0.3, even "   \
   "and random block-rows: Auto (n16_fill or n16 by fill_score) 1.12x (even) and 1.16x (random) "      \
