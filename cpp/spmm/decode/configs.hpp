@@ -20,7 +20,7 @@
 //   tm_max       most rows of a block a CTA covers; a CTA takes TM = 16 * (the largest
 //                divisor of bm/16 that is <= tm_max/16) rows, so bm/TM CTAs (slices) share a
 //                block-row and each reads B once per block. <= 16 * gm_max * warps.
-//   a_bytes      bytes of A per ring stage at most. A stage holds NB "parts" (TM rows x KC
+//   a_bytes      bytes of A per ring stage at most (16-bit rows: whole parts of tm_max x 64). A stage holds NB "parts" (TM rows x KC
 //                columns of one block, KC = 64, 32 or 16 dividing bk), NB as large as
 //                a_bytes and the slot allow; the slot (ring stage) has room for a_bytes of
 //                A and, per part of tm_max x 64 elements, n_max columns of 64 elements of B
@@ -108,6 +108,7 @@ struct DecodeVariant {
   "time_decode n = 1, 4, 8, H200 (session 36 calls B and C): 10 layer shapes x 64x64 x d 0.5/0.3: Auto " \
   "(n8_fill or n8) 1.10x geo-mean over n8 alone with random block-rows (up to 1.20x, 14336x4096), 1.04x " \
   "with even ones; worst 0.96x (11264x2048 even); 128x128 blocks stay on n8 (unchanged)"
+#define SPARSEK_DECODE_N8_WIDE "PENDING"
 #define SPARSEK_DECODE_N16_FILL                                                                     \
   "time_decode n = 16, H200 (session 33 call B): 8 layer shapes x 128x128/64x64 x d 0.5/0.3, even "   \
   "and random block-rows: Auto (n16_fill or n16 by fill_score) 1.12x (even) and 1.16x (random) "      \
@@ -129,16 +130,16 @@ struct DecodeVariant {
   "mirrors the 16-bit rows; b_parts 4 (16 KiB stages at 64x64 blocks, 12 KiB before): time_decode, issue 48"
 
 // Shared memory per CTA (launch.hpp; 4 KiB of static memory for the block columns on
-// top): n8_fill 59 KiB, n8 69 KiB, n16_fill 65 KiB, n16 81 KiB, n32_fill 65 KiB, n32 81 KiB, n64 97 KiB,
-// n128 133 KiB (its fp32 tile and receive buffer). On an H100 or H200 (228 KiB per SM) that
-// is 3, 3, 2, 3, 2, 2 and 1 CTAs/SM (n128:
-// also its 128 fp32 accumulators per thread). A stage carries up to 16 KiB of A (128 x 128
-// blocks: 16 KiB, 64 x 64: 8 KiB, n16's 16 KiB (b_parts 2), 32 x 32: 12 KiB); with stages
+// top) and CTAs per SM on an H100 or H200 (228 KiB per SM): n8_fill 59 KiB (3), n8_wide 103
+// KiB (2), n8 69 KiB (3), n16_fill 65 KiB (3), n16 81 KiB (2), n32_fill 65 KiB (3), n32 81 KiB
+// (2), n64 97 KiB (2), n128 133 KiB (1: its fp32 tile and receive buffer, and its 128 fp32
+// accumulators per thread). A stage carries up to 16 KiB of A (128 x 128 blocks: 16 KiB,
+// 64 x 64: 8 KiB, n16's 16 KiB (b_parts 2), 32 x 32: 12 KiB; n8_wide 32 KiB); with stages
 // - 1 = 3 stages in flight
 // a CTA keeps up to 48 KiB of A in flight, against Little's law's ~24 KiB per SM (3.1
 // TB/s * ~1 us / 132 SMs). fits() checks the row against the device's opt-in limit: every
-// row fits an H100 and an A100; on sm_86 / sm_89 (99 KiB) n64 and n128 do not, so n > 32
-// goes to the other families there.
+// row fits an H100 and an A100; on sm_86 / sm_89 (99 KiB) n8_wide, n64 and n128 do not, so
+// n > 32 goes to the other families there (and n <= 8 to n8_fill and n8).
 // The thresholds (n_max of each row, all automatic) are a design default: the n >= 65 row
 // is near the tensor cores' mma.sync rate at full HBM bandwidth and may lose to the other
 // families on some shapes; the issue-11 sweep decides.
@@ -150,6 +151,10 @@ inline constexpr DecodeVariant kDecodeVariants[] = {
     // n8); Auto takes it where its grid keeps more of A in flight than n8's (fill_only): blocks
     // up to 64 high. At 128-row blocks a part fills the stage and n8's extra stage wins.
     {"decode_n8_fill",  8,    8,  1,  128,  16384,   3,    3,  true, SPARSEK_DECODE_N8_FILL, false, false, 2, true},
+    // n8_wide: two parts of 128 rows per stage (a_bytes 32 KiB: a whole 128x128 block), three
+    // stages (109 KiB, 2 CTAs per SM), taken like n8_fill where its grid keeps the most of A in
+    // flight of the three: where 2 CTAs per SM still hold n8's clusters (fill_score).
+    {"decode_n8_wide",  8,    8,  1,  128,  32768,   3,    2,  true, SPARSEK_DECODE_N8_WIDE, false, false, 2, true},
     {"decode_n8",       8,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_DESIGN},
     // n16: room for two parts of B (b_parts 2), so 64-row blocks stream 16 KiB stages.
     // n16_fill: n16's stage with one stage fewer, 65 KiB: 3 CTAs per SM where n16 (81 KiB) has
@@ -208,6 +213,7 @@ inline constexpr DecodeVariant kDecodeVariants[] = {
 #undef SPARSEK_DECODE_W8_BPARTS
 #undef SPARSEK_DECODE_W8_FILL
 #undef SPARSEK_DECODE_N8_FILL
+#undef SPARSEK_DECODE_N8_WIDE
 #undef SPARSEK_DECODE_N16_FILL
 #undef SPARSEK_DECODE_N32_FILL
 #undef SPARSEK_DECODE_W8_N16_FILL

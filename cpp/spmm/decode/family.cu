@@ -135,9 +135,10 @@ const char* fits(const Problem& p, int row) {
   return nullptr;
 }
 
-// Auto passes over a fill_only row unless its grid keeps more of A in flight than its
-// partner's (configs.hpp; launch_row.cuh's fill_score). Asks the runtime for the two rows'
-// occupancy once per device (cached); launches nothing.
+// Auto passes over a fill_only row unless its grid keeps more of A in flight than every
+// later row of its group does, its partner's included (configs.hpp; launch_row.cuh's
+// fill_score): of a group, Auto takes the row of the highest score, the later one on a tie.
+// Asks the runtime for the rows' occupancy once per device (cached); launches nothing.
 using ScoreFn = double (*)(const Problem&);
 struct ScoreRows {
   template <int kRow>
@@ -154,8 +155,11 @@ constexpr auto kScore = detail::launch_table<ScoreFn, ScoreRows, kDecodeRows>();
 bool auto_skips(const Problem& p, int row) {
   if (!kDecodeVariants[row].fill_only) return false;
   const int partner = decode_fill_partner(row);
-  if (partner < 0 || kScore[row] == nullptr || kScore[partner] == nullptr) return true;
-  return kScore[row](p) <= kScore[partner](p);
+  if (partner < 0 || kScore[row] == nullptr) return true;
+  const double score = kScore[row](p);
+  for (int later = row + 1; later <= partner; ++later)  // the group's later rows (launch.hpp)
+    if (kScore[later] == nullptr || score <= kScore[later](p)) return true;
+  return false;
 }
 
 using LaunchFn = cudaError_t (*)(const Problem&, cudaStream_t);

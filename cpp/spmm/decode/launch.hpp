@@ -93,8 +93,8 @@ constexpr DecodePlan decode_plan(const DecodeVariant& v, int bm, int bk, int tm_
   const int by_a = v.a_bytes / a_part;
   const int by_slot = decode_slot_bytes(v) / (a_part + b_part);
   p.nb = decode_cmax(1, decode_cmin(by_a, by_slot));
-  // FP8: at most two A rows per thread per stage (decode_plans_ok; 16-bit plans meet it as is).
-  if (v.fp8_a) p.nb = decode_cmax(1, decode_cmin(p.nb, 2 * decode_threads(v) / p.tm));
+  // At most two A rows per thread per stage (decode_plans_ok: the cp.async path's issue).
+  p.nb = decode_cmax(1, decode_cmin(p.nb, 2 * decode_threads(v) / p.tm));
   p.mw = (d + v.gm_max - 1) / v.gm_max;  // <= warps (checked below: tm_max <= 16 * gm_max * warps)
   // The k-warps' units: k16-slabs (16-bit A), whole parts (FP8 A: kernel.cuh).
   p.kw = decode_cmin(v.warps / p.mw, v.fp8_a ? p.nb : p.nb * p.kc / 16);
@@ -111,7 +111,7 @@ constexpr bool decode_row_ok(const DecodeVariant& v) {
          v.tm_max >= 16 && v.tm_max <= 256 && v.tm_max <= 16 * v.gm_max * v.warps &&
          v.a_bytes >= v.tm_max * decode_a_row_bytes(v, kDecodeKcMax) && v.stages >= 2 && v.min_ctas >= 1 &&
          (!v.fp8_a || v.a_bytes % (v.tm_max * kDecodeKcMax) == 0) && v.b_parts >= 1 &&
-         (v.fp8_a || v.a_bytes == v.tm_max * decode_row_bytes(kDecodeKcMax)) &&
+         (v.fp8_a || v.a_bytes % (v.tm_max * decode_row_bytes(kDecodeKcMax)) == 0) &&
          decode_slot_bytes(v) % 1024 == 0 &&
          decode_total_smem_bytes(v) <= kDecodeLargestOptin;
 }
@@ -138,8 +138,8 @@ constexpr bool decode_table_ok() {
   return true;
 }
 
-// The row a fill_only row is weighed against (family.cu's auto_skips): the next automatic row
-// of its kind and n_max that is not fill_only; -1 if none.
+// The row a fill_only row is weighed against (family.cu's auto_skips), with the fill rows
+// between them: the next automatic row of its kind and n_max that is not fill_only; -1 if none.
 constexpr int decode_fill_partner(int row) {
   const DecodeVariant& v = kDecodeVariants[row];
   for (int j = row + 1; j < kDecodeRows; ++j) {
@@ -150,8 +150,8 @@ constexpr int decode_fill_partner(int row) {
 }
 
 // Rows of each kind (16-bit, FP8 A) go from the narrowest N tile up (the first automatic row
-// of a problem's kind that fits is the narrowest); a fill_only row comes right before its
-// partner, of the same n_max.
+// of a problem's kind that fits is the narrowest); fill_only rows come right before their
+// partner, of the same n_max: a group of one or more fill rows and the partner, in a run.
 constexpr bool decode_rows_ascend() {
   int last[2] = {0, 0};
   for (int i = 0; i < kDecodeRows; ++i) {
@@ -159,7 +159,12 @@ constexpr bool decode_rows_ascend() {
     if (!v.automatic) continue;
     if (v.n_max <= last[v.fp8_a]) return false;
     if (v.fill_only) {
-      if (decode_fill_partner(i) != i + 1) return false;
+      const int partner = decode_fill_partner(i);
+      if (partner < 0) return false;
+      for (int j = i + 1; j < partner; ++j)  // only the group's other fill rows in between
+        if (!kDecodeVariants[j].automatic || !kDecodeVariants[j].fill_only ||
+            kDecodeVariants[j].fp8_a != v.fp8_a || kDecodeVariants[j].n_max != v.n_max)
+          return false;
       continue;
     }
     last[v.fp8_a] = v.n_max;
