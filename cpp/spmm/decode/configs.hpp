@@ -108,7 +108,11 @@ struct DecodeVariant {
   "time_decode n = 1, 4, 8, H200 (session 36 calls B and C): 10 layer shapes x 64x64 x d 0.5/0.3: Auto " \
   "(n8_fill or n8) 1.10x geo-mean over n8 alone with random block-rows (up to 1.20x, 14336x4096), 1.04x " \
   "with even ones; worst 0.96x (11264x2048 even); 128x128 blocks stay on n8 (unchanged)"
-#define SPARSEK_DECODE_N8_WIDE "PENDING"
+#define SPARSEK_DECODE_N8_WIDE                                                                        \
+  "time_decode n = 1 and 8, H200 (session 36 calls E and F): 18 layer shapes (8 not in the sweeps "     \
+  "before) x 128x128/64x64 x d 0.5/0.3, random block-rows: Auto over the three n <= 8 rows 1.07x "        \
+  "(128x128) and 1.17x (64x64) geo-mean over n8 alone, up to 1.43x, within 1 % of the best row forced; " \
+  "8 small shapes x d 0.5/0.25/0.1: 1.02-1.15x, worst 0.92x (2048x2048 64x64 d 0.25, even rows)"
 #define SPARSEK_DECODE_N16_FILL                                                                     \
   "time_decode n = 16, H200 (session 33 call B): 8 layer shapes x 128x128/64x64 x d 0.5/0.3, even "   \
   "and random block-rows: Auto (n16_fill or n16 by fill_score) 1.12x (even) and 1.16x (random) "      \
