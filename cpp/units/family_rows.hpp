@@ -29,6 +29,9 @@ struct FamilyRows {
   int rows;
   const char* (*name)(int row);
   uint32_t (*row_needs)(int row);
+  // Rows per unit at most (0: the generator's default): a family of heavy rows (several
+  // kernels each) cuts its groups finer, so a build's cores share them.
+  int rows_per_unit = 0;
 };
 
 // Every family registered so far (one list for the whole program: an inline function's
@@ -47,7 +50,7 @@ struct Registration {
 // (every family's configs.hpp).
 template <const auto& kTable>
 FamilyRows table_rows(const char* id, const char* header, const char* macro, ArchClass arch,
-                      uint32_t family_needs = 0) {
+                      uint32_t family_needs = 0, int rows_per_unit = 0) {
   return {id,
           header,
           macro,
@@ -55,7 +58,8 @@ FamilyRows table_rows(const char* id, const char* header, const char* macro, Arc
           family_needs,
           int(std::size(kTable)),
           [](int row) -> const char* { return kTable[row].name; },
-          [](int row) -> uint32_t { return needs(kTable[row]); }};
+          [](int row) -> uint32_t { return needs(kTable[row]); },
+          rows_per_unit};
 }
 
 }  // namespace sparsek::units

@@ -2,7 +2,8 @@
 // clusters; the tensor maps of A and B; the cluster size S (choose_split); and the per-row
 // entry points launch.hpp declares (launch_row, probe_kernel, fill_score) with launch_typed,
 // which plans the grid (launch.hpp's decode_plan, decode_grid), fills DecodeArgs and launches. The measuring knobs
-// SPARSEK_DECODE_TM, SPARSEK_DECODE_SPLIT and SPARSEK_DECODE_PDL are read here, once each.
+// SPARSEK_DECODE_TM, SPARSEK_DECODE_SPLIT, SPARSEK_DECODE_PDL, SPARSEK_DECODE_TMA and
+// SPARSEK_DECODE_FILL_CAP are read here, once each.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap (the driver is reached through the runtime's entry point)
@@ -11,6 +12,7 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <climits>
 #include <cmath>
@@ -252,7 +254,12 @@ cudaError_t launch_typed(const Problem& p, cudaStream_t stream) {
   alignas(64) CUtensorMap map_b{};
   // FP8 A: a UINT8 map of unswizzled KC-byte rows (kernel.cuh's file comment).
   args.gated = p.gated;
-  args.tma = lim.sm90 && p.a.nnzb > 0 && p.a.nnzb * p.a.bm <= INT_MAX && p.k() <= INT_MAX &&
+  // SPARSEK_DECODE_TMA=0 (a measuring knob, read once): the cp.async path on sm_90 too.
+  static const bool tma_on = [] {
+    const char* e = std::getenv("SPARSEK_DECODE_TMA");
+    return e == nullptr || std::atoi(e) != 0;
+  }();
+  args.tma = tma_on && lim.sm90 && p.a.nnzb > 0 && p.a.nnzb * p.a.bm <= INT_MAX && p.k() <= INT_MAX &&
              make_tensor_map(&map_a, p.input(), p.a.values, p.a.bk, p.a.nnzb * p.a.bm, p.a.bk, plan.kc, plan.tm,
                              !Tr::kFp8);
   // B's boxes are at most 64 k (an FP8 part of KC = 128 takes two: kernel.cuh).
@@ -313,7 +320,21 @@ double fill_score_typed(const Problem& p) {
   const double capacity = static_cast<double>(lim.ctas_per_sm) * (p.device.sm_count > 0 ? p.device.sm_count : 1);
   const double waves = ctas > capacity ? std::ceil(ctas / capacity) : 1.0;
   const double stage = static_cast<double>(g.plan.nb) * g.plan.tm * decode_a_row_bytes(v, g.plan.kc);
-  return ctas * (v.stages - 1) * stage / waves;
+  // SPARSEK_DECODE_FILL_CAP=1 (a measuring knob, read once): a CTA keeps at most its own
+  // stages of work in flight (the mean block-row's share of a rank, in stages).
+  static const bool cap = [] {
+    const char* e = std::getenv("SPARSEK_DECODE_FILL_CAP");
+    return e != nullptr && std::atoi(e) != 0;
+  }();
+  double in_flight = v.stages - 1;
+  const int64_t block_rows = p.block_rows();
+  if (cap && block_rows > 0) {
+    const int ranks = p.gated ? g.S / 2 : g.S;  // ranks per block-row
+    const double blocks = static_cast<double>(p.a.nnzb) / static_cast<double>(block_rows) / ranks;
+    const double work = std::ceil(blocks * g.plan.kpb / g.plan.nb);
+    in_flight = std::min(in_flight, std::max(1.0, work));
+  }
+  return ctas * in_flight * stage / waves;
 }
 
 template <int kRow>
