@@ -2,8 +2,8 @@
 // clusters; the tensor maps of A and B; the cluster size S (choose_split); and the per-row
 // entry points launch.hpp declares (launch_row, probe_kernel, fill_score) with launch_typed,
 // which plans the grid (launch.hpp's decode_plan, decode_grid), fills DecodeArgs and launches. The measuring knobs
-// SPARSEK_DECODE_TM, SPARSEK_DECODE_SPLIT, SPARSEK_DECODE_PDL, SPARSEK_DECODE_TMA and
-// SPARSEK_DECODE_FILL_CAP are read here, once each.
+// SPARSEK_DECODE_TM, SPARSEK_DECODE_SPLIT, SPARSEK_DECODE_PDL and SPARSEK_DECODE_TMA are read
+// here, once each.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap (the driver is reached through the runtime's entry point)
@@ -12,7 +12,6 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <atomic>
 #include <climits>
 #include <cmath>
@@ -320,21 +319,7 @@ double fill_score_typed(const Problem& p) {
   const double capacity = static_cast<double>(lim.ctas_per_sm) * (p.device.sm_count > 0 ? p.device.sm_count : 1);
   const double waves = ctas > capacity ? std::ceil(ctas / capacity) : 1.0;
   const double stage = static_cast<double>(g.plan.nb) * g.plan.tm * decode_a_row_bytes(v, g.plan.kc);
-  // SPARSEK_DECODE_FILL_CAP=1 (a measuring knob, read once): a CTA keeps at most its own
-  // stages of work in flight (the mean block-row's share of a rank, in stages).
-  static const bool cap = [] {
-    const char* e = std::getenv("SPARSEK_DECODE_FILL_CAP");
-    return e != nullptr && std::atoi(e) != 0;
-  }();
-  double in_flight = v.stages - 1;
-  const int64_t block_rows = p.block_rows();
-  if (cap && block_rows > 0) {
-    const int ranks = p.gated ? g.S / 2 : g.S;  // ranks per block-row
-    const double blocks = static_cast<double>(p.a.nnzb) / static_cast<double>(block_rows) / ranks;
-    const double work = std::ceil(blocks * g.plan.kpb / g.plan.nb);
-    in_flight = std::min(in_flight, std::max(1.0, work));
-  }
-  return ctas * in_flight * stage / waves;
+  return ctas * (v.stages - 1) * stage / waves;
 }
 
 template <int kRow>
