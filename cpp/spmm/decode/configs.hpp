@@ -20,7 +20,8 @@
 //   tm_max       most rows of a block a CTA covers; a CTA takes TM = 16 * (the largest
 //                divisor of bm/16 that is <= tm_max/16) rows, so bm/TM CTAs (slices) share a
 //                block-row and each reads B once per block. <= 16 * gm_max * warps.
-//   a_bytes      bytes of A per ring stage at most (16-bit rows: whole parts of tm_max x 64). A stage holds NB "parts" (TM rows x KC
+//   a_bytes      bytes of A per ring stage at most (16-bit rows: whole parts of tm_max x 64).
+//                A stage holds NB "parts" (TM rows x KC
 //                columns of one block, KC = 64, 32 or 16 dividing bk), NB as large as
 //                a_bytes and the slot allow; the slot (ring stage) has room for a_bytes of
 //                A and, per part of tm_max x 64 elements, n_max columns of 64 elements of B
@@ -156,7 +157,7 @@ inline constexpr DecodeVariant kDecodeVariants[] = {
     // up to 64 high. At 128-row blocks a part fills the stage and n8's extra stage wins.
     {"decode_n8_fill",  8,    8,  1,  128,  16384,   3,    3,  true, SPARSEK_DECODE_N8_FILL, false, false, 2, true},
     // n8_wide: two parts of 128 rows per stage (a_bytes 32 KiB: a whole 128x128 block), three
-    // stages (109 KiB, 2 CTAs per SM), taken like n8_fill where its grid keeps the most of A in
+    // stages (103 KiB, 2 CTAs per SM), taken like n8_fill where its grid keeps the most of A in
     // flight of the three: where 2 CTAs per SM still hold n8's clusters (fill_score).
     {"decode_n8_wide",  8,    8,  1,  128,  32768,   3,    2,  true, SPARSEK_DECODE_N8_WIDE, false, false, 2, true},
     {"decode_n8",       8,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_DESIGN},
