@@ -146,20 +146,21 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
     for (int h = 0; h < BSUB; ++h)
       tma_load_2d(slot + b_off + (b * BSUB + h) * kNT * RSB, &map_b, col * bk + k0 + h * 64, 0, bar, policy_b);
   };
-  // Stage q on the TMA path (thread 0): arm the slot's barrier with the stage's bytes (A's
-  // and, with b_tma, B's), then one box per part of A (TM rows x KC columns) and, with b_tma
-  // and with_b, of B (KC k x n_max columns; the columns past n are outside B's tensor and
-  // arrive as zeros), its block columns from s_cols. The prologue's stages pass with_b =
-  // false: warp 1 issues their B boxes (below), which may land before the arm: the
-  // barrier's transaction count goes below zero until then, and the phase cannot complete
-  // before the arm's arrival.
+  // Stage q on the TMA path (warp 0): lane 0 arms the slot's barrier with the stage's bytes
+  // (A's and, with b_tma, B's); lane b issues part b's box of A (TM rows x KC columns) and,
+  // with b_tma and with_b, of B (KC k x n_max columns; the columns past n are outside B's
+  // tensor and arrive as zeros), its block column from s_cols. One lane per part: small
+  // blocks put up to 16 boxes in a stage, which one thread issued one after another while
+  // its warp's MMAs waited. The prologue's stages pass with_b = false: warp 1 issues their B
+  // boxes (below). A box may land before the arm: the barrier's transaction count goes below
+  // zero until then, and the phase cannot complete before the arm's arrival.
   auto issue_tma = [&](int q, bool with_b) {
     const int vp = valid_parts(q);
     if (vp == 0) return;
     const uint32_t slot = smem0 + static_cast<uint32_t>((q % kStages) * kSlot);
     const uint32_t bar = smem_u32(&s_full[q % kStages]);
-    mbar_arrive_expect_tx(bar, static_cast<uint32_t>(vp * (TM * RSA + (b_tma ? kNT * RS : 0))));
-    for (int b = 0; b < vp; ++b) {
+    if (lane == 0) mbar_arrive_expect_tx(bar, static_cast<uint32_t>(vp * (TM * RSA + (b_tma ? kNT * RS : 0))));
+    for (int b = lane; b < vp; b += 32) {
       const int u = q * NB + b;
       const int t = KPB == 1 ? u : u / KPB;
       const int k0 = (u - t * KPB) * KC;
@@ -195,7 +196,7 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
   auto issue = [&](int q) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (tma) {
-      if (tid == 0) issue_tma(q, true);
+      if (warp == 0) issue_tma(q, true);
     } else
 #endif
     {
@@ -342,13 +343,13 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
 
   // ---- Prologue: stages 0 .. stages-2 in flight ----
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // A (thread 0) and B (warp 1, one part per lane, each lane reading its block column
+  // A (warp 0) and B (warp 1, one part per lane, each lane reading its block column
   // itself) start right away; the other threads load the block columns meanwhile. One part
   // per lane: in one thread's loop each box's address waits for its column's load, and the
   // TMA issue (asm with a memory clobber) keeps the next load behind it (on the H100 the
   // first stage's A dominates, so this is worth ~2 % at decode shapes).
   static_assert(kThreads >= 64, "the prologue issues B from warp 1");
-  if (tma && tid == 0)
+  if (tma && warp == 0)
     for (int q = 0; q < kStages - 1; ++q) issue_tma(q, false);
   if (b_tma && warp == 1) {
     const int pro = min(parts, (kStages - 1) * NB);
