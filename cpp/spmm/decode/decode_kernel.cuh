@@ -160,8 +160,8 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
     const uint32_t slot = smem0 + static_cast<uint32_t>((q % kStages) * kSlot);
     const uint32_t bar = smem_u32(&s_full[q % kStages]);
     if (lane == 0) mbar_arrive_expect_tx(bar, static_cast<uint32_t>(vp * (TM * RSA + (b_tma ? kNT * RS : 0))));
-    for (int b = lane; b < vp; b += 32) {
-      const int u = q * NB + b;
+    if (lane < vp) {  // vp <= NB <= 32 (launch.hpp)
+      const int b = lane, u = q * NB + b;
       const int t = KPB == 1 ? u : u / KPB;
       const int k0 = (u - t * KPB) * KC;
       tma_load_2d(slot + b * TM * RSA, &map_a, k0, (jb + t) * args.bm + row0, bar, policy);

@@ -93,8 +93,9 @@ constexpr DecodePlan decode_plan(const DecodeVariant& v, int bm, int bk, int tm_
   const int by_a = v.a_bytes / a_part;
   const int by_slot = decode_slot_bytes(v) / (a_part + b_part);
   p.nb = decode_cmax(1, decode_cmin(by_a, by_slot));
-  // At most two A rows per thread per stage (decode_plans_ok: the cp.async path's issue).
-  p.nb = decode_cmax(1, decode_cmin(p.nb, 2 * decode_threads(v) / p.tm));
+  // At most two A rows per thread per stage (decode_plans_ok: the cp.async path's issue), and
+  // at most one part per lane of the warp that issues the TMA path's boxes.
+  p.nb = decode_cmax(1, decode_cmin(decode_cmin(p.nb, 2 * decode_threads(v) / p.tm), 32));
   p.mw = (d + v.gm_max - 1) / v.gm_max;  // <= warps (checked below: tm_max <= 16 * gm_max * warps)
   // The k-warps' units: k16-slabs (16-bit A), whole parts (FP8 A: kernel.cuh).
   p.kw = decode_cmin(v.warps / p.mw, v.fp8_a ? p.nb : p.nb * p.kc / 16);
@@ -117,14 +118,14 @@ constexpr bool decode_row_ok(const DecodeVariant& v) {
 }
 
 // Every plan over every block shape (multiples of 16 up to 256) fits its slot, has its
-// warps in range, and issues at most two A rows per thread per stage.
+// warps in range, and issues at most two A rows per thread per stage and one part per lane.
 constexpr bool decode_plans_ok(const DecodeVariant& v) {
   for (int bm = 16; bm <= 256; bm += 16)
     for (int bk = 16; bk <= 256; bk += 16) {
       const DecodePlan p = decode_plan(v, bm, bk);
       if (p.tm % 16 != 0 || bm % p.tm != 0 || p.tm > v.tm_max || bk % p.kc != 0) return false;
       const int part = p.tm * decode_a_row_bytes(v, p.kc) + v.n_max * decode_row_bytes(p.kc);
-      if (p.nb < 1 || p.nb * part > decode_slot_bytes(v)) return false;
+      if (p.nb < 1 || p.nb > 32 || p.nb * part > decode_slot_bytes(v)) return false;
       if (p.nb * p.tm > 2 * decode_threads(v)) return false;
       if (p.mw < 1 || p.mw > v.warps || p.kw < 1 || p.mw * p.kw > v.warps) return false;
       if ((p.tm / 16 + p.mw - 1) / p.mw > v.gm_max) return false;
