@@ -154,13 +154,14 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
   // its warp's MMAs waited. The prologue's stages pass with_b = false: warp 1 issues their B
   // boxes (below). A box may land before the arm: the barrier's transaction count goes below
   // zero until then, and the phase cannot complete before the arm's arrival.
+  static_assert(kDecodeMaxParts <= 32, "a stage's parts fit the lanes of warp 0");
   auto issue_tma = [&](int q, bool with_b) {
     const int vp = valid_parts(q);
     if (vp == 0) return;
     const uint32_t slot = smem0 + static_cast<uint32_t>((q % kStages) * kSlot);
     const uint32_t bar = smem_u32(&s_full[q % kStages]);
     if (lane == 0) mbar_arrive_expect_tx(bar, static_cast<uint32_t>(vp * (TM * RSA + (b_tma ? kNT * RS : 0))));
-    if (lane < vp) {  // vp <= NB <= 32 (launch.hpp)
+    if (lane < vp) {  // vp <= NB <= kDecodeMaxParts (launch.hpp)
       const int b = lane, u = q * NB + b;
       const int t = KPB == 1 ? u : u / KPB;
       const int k0 = (u - t * KPB) * KC;

@@ -24,6 +24,9 @@ constexpr int decode_threads(const DecodeVariant& v) { return 32 * v.warps; }
 // ldmatrix phase conflict-free. FP8 A's rows are KC bytes, unswizzled (kernel.cuh: its
 // 16-byte row reads are conflict-free without).
 inline constexpr int kDecodeKcMax = 64;
+// The most parts in a ring stage: the TMA path issues a stage's boxes one part per lane of
+// one warp (decode_kernel.cuh's issue_tma).
+inline constexpr int kDecodeMaxParts = 32;
 constexpr int decode_row_bytes(int kc) { return 2 * kc; }
 constexpr int decode_a_elem_bytes(const DecodeVariant& v) { return v.fp8_a ? 1 : 2; }
 constexpr int decode_a_row_bytes(const DecodeVariant& v, int kc) { return decode_a_elem_bytes(v) * kc; }
@@ -95,7 +98,7 @@ constexpr DecodePlan decode_plan(const DecodeVariant& v, int bm, int bk, int tm_
   p.nb = decode_cmax(1, decode_cmin(by_a, by_slot));
   // At most two A rows per thread per stage (decode_plans_ok: the cp.async path's issue), and
   // at most one part per lane of the warp that issues the TMA path's boxes.
-  p.nb = decode_cmax(1, decode_cmin(decode_cmin(p.nb, 2 * decode_threads(v) / p.tm), 32));
+  p.nb = decode_cmax(1, decode_cmin(decode_cmin(p.nb, 2 * decode_threads(v) / p.tm), kDecodeMaxParts));
   p.mw = (d + v.gm_max - 1) / v.gm_max;  // <= warps (checked below: tm_max <= 16 * gm_max * warps)
   // The k-warps' units: k16-slabs (16-bit A), whole parts (FP8 A: kernel.cuh).
   p.kw = decode_cmin(v.warps / p.mw, v.fp8_a ? p.nb : p.nb * p.kc / 16);
@@ -125,7 +128,7 @@ constexpr bool decode_plans_ok(const DecodeVariant& v) {
       const DecodePlan p = decode_plan(v, bm, bk);
       if (p.tm % 16 != 0 || bm % p.tm != 0 || p.tm > v.tm_max || bk % p.kc != 0) return false;
       const int part = p.tm * decode_a_row_bytes(v, p.kc) + v.n_max * decode_row_bytes(p.kc);
-      if (p.nb < 1 || p.nb > 32 || p.nb * part > decode_slot_bytes(v)) return false;
+      if (p.nb < 1 || p.nb > kDecodeMaxParts || p.nb * part > decode_slot_bytes(v)) return false;
       if (p.nb * p.tm > 2 * decode_threads(v)) return false;
       if (p.mw < 1 || p.mw > v.warps || p.kw < 1 || p.mw * p.kw > v.warps) return false;
       if ((p.tm / 16 + p.mw - 1) / p.mw > v.gm_max) return false;

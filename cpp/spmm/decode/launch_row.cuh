@@ -27,6 +27,13 @@
 
 namespace sparsek::detail::spmm_decode {
 
+// A measuring knob (SPARSEK_DECODE_TM, _SPLIT, _TMA, _PDL): the integer in environment
+// variable `name`, or `unset` where it is not set. Each caller reads it once (a static).
+inline int decode_knob(const char* name, int unset) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? unset : std::atoi(v);
+}
+
 // Per device, per kernel: CTAs per SM at the row's shared memory, whether the image is
 // sm_90 code, and how many clusters of 2, 4 and 8 CTAs can be resident at once (0: that
 // size cannot run). Queried once per device.
@@ -169,10 +176,7 @@ template <int kRow>
 DecodeGrid decode_grid(const Problem& p, const DecodeLimits& lim) {
   constexpr DecodeVariant v = Traits<kRow>::cfg;
   // SPARSEK_DECODE_TM=<16|32|64|...> (a measuring knob, read once) caps the rows per CTA.
-  static const int tm_cap = [] {
-    const char* v = std::getenv("SPARSEK_DECODE_TM");
-    return v == nullptr ? 0 : std::atoi(v) / 16 * 16;
-  }();
+  static const int tm_cap = decode_knob("SPARSEK_DECODE_TM", 0) / 16 * 16;
   DecodeGrid g{};
   g.plan = decode_plan(v, p.a.bm, p.a.bk, tm_cap);
   const int64_t block_rows = p.block_rows();
@@ -182,10 +186,7 @@ DecodeGrid decode_grid(const Problem& p, const DecodeLimits& lim) {
   g.S = choose_split(g.units, mean_blocks, lim, halves);
   // SPARSEK_DECODE_SPLIT=<1|2|4|8> (a measuring knob, read once) forces S where the device
   // and the grid allow it.
-  static const int forced_split = [] {
-    const char* v = std::getenv("SPARSEK_DECODE_SPLIT");
-    return v == nullptr ? 0 : std::atoi(v);
-  }();
+  static const int forced_split = decode_knob("SPARSEK_DECODE_SPLIT", 0);
   if (((forced_split == 1 && !p.gated) || (forced_split == 2 && lim.max_clusters[1] > 0) ||
        (forced_split == 4 && lim.max_clusters[2] > 0) || (forced_split == 8 && lim.max_clusters[3] > 0)) &&
       g.units * forced_split <= INT_MAX)
@@ -254,10 +255,7 @@ cudaError_t launch_typed(const Problem& p, cudaStream_t stream) {
   // FP8 A: a UINT8 map of unswizzled KC-byte rows (kernel.cuh's file comment).
   args.gated = p.gated;
   // SPARSEK_DECODE_TMA=0 (a measuring knob, read once): the cp.async path on sm_90 too.
-  static const bool tma_on = [] {
-    const char* e = std::getenv("SPARSEK_DECODE_TMA");
-    return e == nullptr || std::atoi(e) != 0;
-  }();
+  static const bool tma_on = decode_knob("SPARSEK_DECODE_TMA", 1) != 0;
   args.tma = tma_on && lim.sm90 && p.a.nnzb > 0 && p.a.nnzb * p.a.bm <= INT_MAX && p.k() <= INT_MAX &&
              make_tensor_map(&map_a, p.input(), p.a.values, p.a.bk, p.a.nnzb * p.a.bm, p.a.bk, plan.kc, plan.tm,
                              !Tr::kFp8);
@@ -283,10 +281,7 @@ cudaError_t launch_typed(const Problem& p, cudaStream_t stream) {
   // sm_90 images wait for the previous kernel inside the kernel (griddepcontrol.wait), so
   // its launch and prologue may overlap that kernel's tail. SPARSEK_DECODE_PDL=0 (a
   // measuring knob, read once) launches in plain stream order.
-  static const bool pdl = [] {
-    const char* v = std::getenv("SPARSEK_DECODE_PDL");
-    return v == nullptr || std::atoi(v) != 0;
-  }();
+  static const bool pdl = decode_knob("SPARSEK_DECODE_PDL", 1) != 0;
   if (lim.sm90 && pdl) {
     at[num_attrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     at[num_attrs].val.programmaticStreamSerializationAllowed = 1;
