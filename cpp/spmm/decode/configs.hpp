@@ -17,9 +17,10 @@
 //   warps        warps per CTA.
 //   gm_max       16-row groups of A per warp (accumulators: gm_max * n_max / 2 floats per
 //                thread).
-//   tm_max       most rows of a block a CTA covers; a CTA takes TM = 16 * (the largest
-//                divisor of bm/16 that is <= tm_max/16) rows, so bm/TM CTAs (slices) share a
-//                block-row and each reads B once per block. <= 16 * gm_max * warps.
+//   tm_max       most rows of a block a CTA covers; a CTA takes TM = 16 * (a divisor of
+//                bm/16 that is <= tm_max/16: the largest, or one down to tm_min) rows, so
+//                bm/TM CTAs (slices) share a block-row and each reads B once per block.
+//                <= 16 * gm_max * warps.
 //   a_bytes      bytes of A per ring stage at most (16-bit rows: whole parts of tm_max x 64).
 //                A stage holds NB "parts" (TM rows x KC
 //                columns of one block, KC = 64, 32 or 16 dividing bk), NB as large as
@@ -36,6 +37,15 @@
 //                in flight x stage bytes / waves). A lighter CTA (more of them per SM) whose
 //                grid fits in one wave where the partner's needs two, or fills SMs the
 //                partner's leaves idle. SPARSEK_VARIANT forces it like any row.
+//   tm_min       the slicing's floor: Auto (launch_row.cuh's decode_grid) weighs every TM
+//                from the largest divisor of bm that is <= tm_max down to tm_min whose grid
+//                fits one wave, and takes the one whose grid keeps the most of A in flight
+//                per wave (fill_score's measure); within 5 % of that, the smallest cluster
+//                S, then the largest TM.
+//                Fewer rows per CTA turn a few long block-rows into more, shorter-split CTAs
+//                (S 8 -> 2 at the same CTAs: each streams 4x the blocks and its cluster
+//                reduces 4x fewer partial tiles). 0 (tm_max): not sliced (rows not measured
+//                sliced, and the W8A16 rows of n >= 16, which measured 0.89-0.94x sliced).
 //   stages       ring depth (stages - 1 stages in flight).
 //   min_ctas     __launch_bounds__ minimum CTAs per SM (caps registers at 64K/(threads*min_ctas)).
 //   automatic    Auto may pick it; false = tuning candidate (SPARSEK_VARIANT only).
@@ -81,6 +91,9 @@ struct DecodeVariant {
   // Auto takes the row only where it keeps more of A in flight than its partner, the next
   // row of its kind and n_max (see the column list).
   bool fill_only = false;
+  // Fewest rows of a block per CTA Auto's slicing may take (see the column list); 0: none
+  // below tm_max's (the largest divisor of bm that is <= tm_max).
+  int tm_min = 0;
 };
 
 // The thresholds (each row's n_max, and Decode before the tensor-core families in Auto's
@@ -155,21 +168,21 @@ inline constexpr DecodeVariant kDecodeVariants[] = {
     // stages where n8's hold one 8 KiB part, with one stage fewer (59 KiB, 3 CTAs per SM as
     // n8); Auto takes it where its grid keeps more of A in flight than n8's (fill_only): blocks
     // up to 64 high. At 128-row blocks a part fills the stage and n8's extra stage wins.
-    {"decode_n8_fill",  8,    8,  1,  128,  16384,   3,    3,  true, SPARSEK_DECODE_N8_FILL, false, false, 2, true},
+    {"decode_n8_fill",  8,    8,  1,  128,  16384,   3,    3,  true, SPARSEK_DECODE_N8_FILL, false, false, 2, true, 32},
     // n8_wide: two parts of 128 rows per stage (a_bytes 32 KiB: a whole 128x128 block), three
     // stages (103 KiB, 2 CTAs per SM), taken like n8_fill where its grid keeps the most of A in
     // flight of the three: where 2 CTAs per SM still hold n8's clusters (fill_score).
-    {"decode_n8_wide",  8,    8,  1,  128,  32768,   3,    2,  true, SPARSEK_DECODE_N8_WIDE, false, false, 2, true},
-    {"decode_n8",       8,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_DESIGN},
+    {"decode_n8_wide",  8,    8,  1,  128,  32768,   3,    2,  true, SPARSEK_DECODE_N8_WIDE, false, false, 2, true, 32},
+    {"decode_n8",       8,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_DESIGN, false, false, 1, false, 32},
     // n16: room for two parts of B (b_parts 2), so 64-row blocks stream 16 KiB stages.
     // n16_fill: n16's stage with one stage fewer, 65 KiB: 3 CTAs per SM where n16 (81 KiB) has
     // 2, taken where its grid keeps more of A in flight (fill_only), e.g. where n16's clusters
     // need a second wave or a smaller split.
-    {"decode_n16_fill", 16,   8,  1,  128,  16384,   3,    3,  true, SPARSEK_DECODE_N16_FILL, false, false, 2, true},
-    {"decode_n16",     16,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_BPARTS, false, false, 2},
+    {"decode_n16_fill", 16,   8,  1,  128,  16384,   3,    3,  true, SPARSEK_DECODE_N16_FILL, false, false, 2, true, 32},
+    {"decode_n16",     16,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_BPARTS, false, false, 2, false, 32},
     // n32_fill: the same for n = 17..32 (65 KiB: 3 CTAs per SM where n32's 81 KiB has 2).
-    {"decode_n32_fill", 32,   8,  1,  128,  16384,   3,    3,  true, SPARSEK_DECODE_N32_FILL, false, false, 1, true},
-    {"decode_n32",     32,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_DESIGN},
+    {"decode_n32_fill", 32,   8,  1,  128,  16384,   3,    3,  true, SPARSEK_DECODE_N32_FILL, false, false, 1, true, 32},
+    {"decode_n32",     32,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_DESIGN, false, false, 1, false, 32},
     {"decode_n48",     48,    8,  2,  128,  16384,   4,    2,  true,
      "added after the 2026-11-23 sweep (n in 33..48 ran on decode_n64 there): not yet measured"},
     {"decode_n64",     64,    8,  2,  128,  16384,   4,    2,  true, SPARSEK_DECODE_DESIGN},
@@ -189,8 +202,8 @@ inline constexpr DecodeVariant kDecodeVariants[] = {
     // On sm_89 (99 KiB) n <= 48 runs, wider n is refused.
     // w8_n8_fill: 4 warps, 64 rows, 3 CTAs/SM (60 KiB), where its grid keeps more of A in
     // flight than w8_n8's (fill_only).
-    {"decode_w8_n8_fill", 8,  4,  1,   64,   8192,   5,    3,  true, SPARSEK_DECODE_W8_FILL, false, true, 1, true},
-    {"decode_w8_n8",    8,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_W8_BPARTS, false, true, 4},
+    {"decode_w8_n8_fill", 8,  4,  1,   64,   8192,   5,    3,  true, SPARSEK_DECODE_W8_FILL, false, true, 1, true, 32},
+    {"decode_w8_n8",    8,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_W8_BPARTS, false, true, 4, false, 32},
     // w8_n16_fill: w8_n16 with one stage fewer (69 KiB: 3 CTAs per SM where w8_n16's 89 KiB
     // has 2), taken like the 16-bit fill rows. Its 80 registers keep 32 bytes on the stack:
     // loads once per ring stage on the issue path, none in the mma loop.

@@ -8,9 +8,10 @@
 // bandwidth; B and C are small and stay in L2), so everything serves one goal: every SM
 // streams A with enough bytes in flight and little else in the way.
 //
-//  * Work split. A CTA covers TM rows of one block-row (TM = bm, or the largest multiple of
-//    16 dividing bm that is <= tm_max: then bm/TM "slices" share the block-row) and all n
-//    columns, so it reads B once per block. The nonzero blocks of a block-row are split
+//  * Work split. A CTA covers TM rows of one block-row (a multiple of 16 dividing bm, at
+//    most tm_max; below bm, bm/TM "slices" share the block-row; Auto weighs TM down to the
+//    row's tm_min, launch_row.cuh's decode_grid) and all n columns, so it reads B once per
+//    block. The nonzero blocks of a block-row are split
 //    over a thread-block cluster of S CTAs (S = 1, 2, 4, 8); rank q takes the contiguous
 //    blocks [q*len/S, (q+1)*len/S) (within one block of each other; contiguous, so with
 //    TM = bm a rank's A is one contiguous range of memory).

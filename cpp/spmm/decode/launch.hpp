@@ -116,23 +116,29 @@ constexpr bool decode_row_ok(const DecodeVariant& v) {
          v.a_bytes >= v.tm_max * decode_a_row_bytes(v, kDecodeKcMax) && v.stages >= 2 && v.min_ctas >= 1 &&
          (!v.fp8_a || v.a_bytes % (v.tm_max * kDecodeKcMax) == 0) && v.b_parts >= 1 &&
          (v.fp8_a || v.a_bytes % (v.tm_max * decode_row_bytes(kDecodeKcMax)) == 0) &&
-         decode_slot_bytes(v) % 1024 == 0 &&
+         decode_slot_bytes(v) % 1024 == 0 && v.tm_min >= 0 && v.tm_min % 16 == 0 && v.tm_min <= v.tm_max &&
          decode_total_smem_bytes(v) <= kDecodeLargestOptin;
 }
 
-// Every plan over every block shape (multiples of 16 up to 256) fits its slot, has its
-// warps in range, and issues at most two A rows per thread per stage and one part per lane.
-constexpr bool decode_plans_ok(const DecodeVariant& v) {
+// Every plan over every block shape (multiples of 16 up to 256) fits its slot, has its warps
+// in range, and issues at most two A rows per thread per stage and one part per lane. With
+// all_caps, every cap on TM too (Auto's slicing, SPARSEK_DECODE_TM): params.hpp's Traits checks
+// that per row, as one evaluation over the whole table would pass the compiler's constexpr
+// budget. A plan depends on bk through KC alone, and on the cap through the divisor of bm it
+// picks, so bk in {16, 32, 64, 128} and the caps that divide bm reach every plan.
+constexpr bool decode_plans_ok(const DecodeVariant& v, bool all_caps = false) {
   for (int bm = 16; bm <= 256; bm += 16)
-    for (int bk = 16; bk <= 256; bk += 16) {
-      const DecodePlan p = decode_plan(v, bm, bk);
-      if (p.tm % 16 != 0 || bm % p.tm != 0 || p.tm > v.tm_max || bk % p.kc != 0) return false;
-      const int part = p.tm * decode_a_row_bytes(v, p.kc) + v.n_max * decode_row_bytes(p.kc);
-      if (p.nb < 1 || p.nb > kDecodeMaxParts || p.nb * part > decode_slot_bytes(v)) return false;
-      if (p.nb * p.tm > 2 * decode_threads(v)) return false;
-      if (p.mw < 1 || p.mw > v.warps || p.kw < 1 || p.mw * p.kw > v.warps) return false;
-      if ((p.tm / 16 + p.mw - 1) / p.mw > v.gm_max) return false;
-    }
+    for (int bk = 16; bk <= 128; bk *= 2)
+      for (int cap = all_caps ? 16 : v.tm_max; cap <= v.tm_max; cap += 16) {
+        if (bm % cap != 0 && cap != v.tm_max) continue;
+        const DecodePlan p = decode_plan(v, bm, bk, cap);
+        if (p.tm % 16 != 0 || bm % p.tm != 0 || p.tm > v.tm_max || bk % p.kc != 0) return false;
+        const int part = p.tm * decode_a_row_bytes(v, p.kc) + v.n_max * decode_row_bytes(p.kc);
+        if (p.nb < 1 || p.nb > kDecodeMaxParts || p.nb * part > decode_slot_bytes(v)) return false;
+        if (p.nb * p.tm > 2 * decode_threads(v)) return false;
+        if (p.mw < 1 || p.mw > v.warps || p.kw < 1 || p.mw * p.kw > v.warps) return false;
+        if ((p.tm / 16 + p.mw - 1) / p.mw > v.gm_max) return false;
+      }
   return true;
 }
 

@@ -12,6 +12,7 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <climits>
 #include <cmath>
@@ -172,18 +173,67 @@ struct DecodeGrid {
   int S;          // CTAs per cluster
 };
 
+// The bytes of A grid g keeps in flight on row v, per wave of resident CTAs: CTAs x (stages
+// - 1) stages of A / waves. The kernel is latency-bound (kernel.cuh): a CTA streams at about
+// its bytes in flight per memory latency, so a grid's time goes as waves x (bytes per CTA) /
+// (bytes in flight per CTA), i.e. as 1 / this score.
+inline double grid_score(const DecodeVariant& v, const DecodeGrid& g, const DecodeLimits& lim, const Problem& p) {
+  const double ctas = static_cast<double>(g.units) * g.S;
+  const double capacity = static_cast<double>(lim.ctas_per_sm) * (p.device.sm_count > 0 ? p.device.sm_count : 1);
+  const double waves = ctas > capacity ? std::ceil(ctas / capacity) : 1.0;
+  const double stage = static_cast<double>(g.plan.nb) * g.plan.tm * decode_a_row_bytes(v, g.plan.kc);
+  return ctas * (v.stages - 1) * stage / waves;
+}
+
+// The grid of plan `plan` for p: its units and S (choose_split).
+inline DecodeGrid grid_of(const DecodePlan& plan, const Problem& p, const DecodeLimits& lim) {
+  DecodeGrid g{};
+  g.plan = plan;
+  const int64_t block_rows = p.block_rows();
+  const int halves = p.gated ? 2 : 1;
+  g.units = block_rows / halves * plan.slices;  // <= INT_MAX (family.cu's supports)
+  const int64_t mean_blocks = block_rows > 0 ? p.a.nnzb / block_rows : 0;
+  g.S = choose_split(g.units, mean_blocks, lim, halves);
+  return g;
+}
+
+// Row kRow's grid for p. Rows per CTA (the configs.hpp column tm_min): of the plans from TM =
+// the largest divisor of bm that is <= tm_max down to tm_min, the first and those below it
+// whose grid fits one wave of resident CTAs, the one whose grid keeps the most of A in flight
+// per wave (grid_score); of those within 5 % of it, the smallest S, then the largest TM (B
+// read by the fewest slices).
 template <int kRow>
 DecodeGrid decode_grid(const Problem& p, const DecodeLimits& lim) {
   constexpr DecodeVariant v = Traits<kRow>::cfg;
-  // SPARSEK_DECODE_TM=<16|32|64|...> (a measuring knob, read once) caps the rows per CTA.
+  // SPARSEK_DECODE_TM=<16|32|64|...> (a measuring knob, read once) caps the rows per CTA in
+  // place of the slicing (a cap of tm_max or more: the largest divisor, as without slicing).
   static const int tm_cap = decode_knob("SPARSEK_DECODE_TM", 0) / 16 * 16;
-  DecodeGrid g{};
-  g.plan = decode_plan(v, p.a.bm, p.a.bk, tm_cap);
-  const int64_t block_rows = p.block_rows();
-  const int halves = p.gated ? 2 : 1;
-  g.units = block_rows / halves * g.plan.slices;  // <= INT_MAX (family.cu's supports)
-  const int64_t mean_blocks = block_rows > 0 ? p.a.nnzb / block_rows : 0;
-  g.S = choose_split(g.units, mean_blocks, lim, halves);
+  DecodeGrid g = grid_of(decode_plan(v, p.a.bm, p.a.bk, tm_cap), p, lim);
+  if (tm_cap <= 0) {
+    constexpr int kMostPlans = 16;  // TM = 16 .. 256
+    DecodeGrid cand[kMostPlans];
+    double score[kMostPlans];
+    int count = 0;
+    double top = 0.0;
+    const int floor = v.tm_min > 0 ? v.tm_min : v.tm_max;
+    const double capacity = static_cast<double>(lim.ctas_per_sm) * (p.device.sm_count > 0 ? p.device.sm_count : 1);
+    for (int cap = v.tm_max; cap >= 16 && cap >= floor && count < kMostPlans; cap -= 16) {
+      const DecodePlan plan = decode_plan(v, p.a.bm, p.a.bk, cap);
+      if (count > 0 && plan.tm == cand[count - 1].plan.tm) continue;  // cap below TM: the same plan
+      const DecodeGrid c = grid_of(plan, p, lim);
+      // Slicing fills one wave; past it, more CTAs only add waves (tall shapes measured
+      // 0.89-0.92x sliced into a third wave).
+      if (count > 0 && static_cast<double>(c.units) * c.S > capacity) continue;
+      cand[count] = c;
+      score[count] = grid_score(v, c, lim, p);
+      top = std::max(top, score[count]);
+      ++count;
+    }
+    int pick = 0;  // the largest TM first, so a tie keeps the larger
+    for (int i = 1; i < count; ++i)
+      if (score[i] >= 0.95 * top && (score[pick] < 0.95 * top || cand[i].S < cand[pick].S)) pick = i;
+    g = cand[pick];
+  }
   // SPARSEK_DECODE_SPLIT=<1|2|4|8> (a measuring knob, read once) forces S where the device
   // and the grid allow it.
   static const int forced_split = decode_knob("SPARSEK_DECODE_SPLIT", 0);
@@ -295,26 +345,17 @@ cudaError_t launch_typed(const Problem& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-// The bytes of A a problem keeps in flight on row kRow, per wave of resident CTAs: CTAs x
-// (stages - 1) stages of A / waves. The kernel is latency-bound (kernel.cuh): a CTA streams
-// at about its bytes in flight per memory latency, so a grid's time goes as waves x (bytes
-// per CTA) / (bytes in flight per CTA), i.e. as 1 / this score. A negative score: the row
-// cannot run p.
+// The bytes of A a problem keeps in flight on row kRow per wave of resident CTAs (grid_score
+// of its grid). A negative score: the row cannot run p.
 template <int kRow, typename TA, typename T>
 double fill_score_typed(const Problem& p) {
-  constexpr DecodeVariant v = Traits<kRow>::cfg;
   DecodeLimits lim;
   if (kernel_limits<kRow, TA, T>(p, &lim) != cudaSuccess) {
     (void)cudaGetLastError();
     return -1.0;
   }
   if (p.gated && (!lim.sm90 || lim.max_clusters[1] <= 0)) return -1.0;
-  const DecodeGrid g = decode_grid<kRow>(p, lim);
-  const double ctas = static_cast<double>(g.units) * g.S;
-  const double capacity = static_cast<double>(lim.ctas_per_sm) * (p.device.sm_count > 0 ? p.device.sm_count : 1);
-  const double waves = ctas > capacity ? std::ceil(ctas / capacity) : 1.0;
-  const double stage = static_cast<double>(g.plan.nb) * g.plan.tm * decode_a_row_bytes(v, g.plan.kc);
-  return ctas * (v.stages - 1) * stage / waves;
+  return grid_score(Traits<kRow>::cfg, decode_grid<kRow>(p, lim), lim, p);
 }
 
 template <int kRow>

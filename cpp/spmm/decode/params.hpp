@@ -25,6 +25,7 @@ struct Traits {
   static constexpr int kLdr = decode_tile_ld(cfg);             // floats per tile row
   static constexpr int kTileFloats = decode_tile_floats(cfg);  // the partial tile; the receive buffer follows
   static_assert(kNG == 1 || kNG % 2 == 0, "B fragments are loaded in pairs of n8 groups");
+  static_assert(decode_plans_ok(cfg, true), "a plan of this row (some bm, bk and cap on TM) breaks decode_plans_ok");
   static_assert(kSlotBytes % 128 == 0, "ring slots keep 128-byte alignment");
 };
 
