@@ -33,15 +33,16 @@
 //                part of tm_max rows fills the slot, 8 KiB of A per stage at 64-row blocks).
 //   fill_only    Auto passes over the row unless its grid keeps more bytes of A in flight per
 //                wave of resident CTAs than the row right after it (same kind and n_max, its
-//                partner) does for the problem (launch_row.cuh's fill_score: CTAs x stages
-//                in flight x stage bytes / waves). A lighter CTA (more of them per SM) whose
-//                grid fits in one wave where the partner's needs two, or fills SMs the
-//                partner's leaves idle. SPARSEK_VARIANT forces it like any row.
+//                partner) does for the problem, or as much (within 5 %) with a smaller
+//                cluster split (launch.hpp's decode_prefers over launch_row.cuh's fill_score:
+//                CTAs x stages in flight x stage bytes / waves, and S). A lighter CTA (more of
+//                them per SM) whose grid fits in one wave where the partner's needs two, or
+//                fills SMs the partner's leaves idle. SPARSEK_VARIANT forces it like any row.
 //   tm_min       the slicing's floor: Auto (launch_row.cuh's decode_grid) weighs every TM
 //                from the largest divisor of bm that is <= tm_max down to tm_min whose grid
-//                fits one wave, and takes the one whose grid keeps the most of A in flight
-//                per wave (fill_score's measure); within 5 % of that, the smallest cluster
-//                S, then the largest TM.
+//                fits one wave, and takes the one launch.hpp's decode_prefers keeps (the
+//                most of A in flight per wave; within 5 % of that, the smallest cluster S),
+//                the largest TM on a tie.
 //                Fewer rows per CTA turn a few long block-rows into more, shorter-split CTAs
 //                (S 8 -> 2 at the same CTAs: each streams 4x the blocks and its cluster
 //                reduces 4x fewer partial tiles). 0 (tm_max): not sliced (rows not measured

@@ -135,11 +135,11 @@ const char* fits(const Problem& p, int row) {
   return nullptr;
 }
 
-// Auto passes over a fill_only row unless its grid keeps more of A in flight than every
-// later row of its group does, its partner's included (configs.hpp; launch_row.cuh's
-// fill_score): of a group, Auto takes the row of the highest score, the later one on a tie.
+// Auto passes over a fill_only row unless its grid is preferred (launch.hpp's decode_prefers:
+// more of A in flight, or as much with a smaller split) over every later row of its group,
+// its partner's included (configs.hpp; launch_row.cuh's fill_score); on a tie, the later row.
 // Asks the runtime for the rows' occupancy once per device (cached); launches nothing.
-using ScoreFn = double (*)(const Problem&);
+using ScoreFn = DecodeFill (*)(const Problem&);
 struct ScoreRows {
   template <int kRow>
   static constexpr ScoreFn launch() {
@@ -156,9 +156,9 @@ bool auto_skips(const Problem& p, int row) {
   if (!kDecodeVariants[row].fill_only) return false;
   const int partner = decode_fill_partner(row);
   if (partner < 0 || kScore[row] == nullptr) return true;
-  const double score = kScore[row](p);
+  const DecodeFill fill = kScore[row](p);
   for (int later = row + 1; later <= partner; ++later)  // the group's later rows (launch.hpp)
-    if (kScore[later] == nullptr || score <= kScore[later](p)) return true;
+    if (kScore[later] == nullptr || !decode_prefers(fill, kScore[later](p))) return true;
   return false;
 }
 

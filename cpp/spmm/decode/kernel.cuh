@@ -151,5 +151,5 @@
   static_assert(decode_row(NAME) >= 0, "no row named " NAME " in kDecodeVariants (cpp/spmm/decode/configs.hpp)"); \
   template cudaError_t launch_row<decode_row(NAME)>(const Problem&, cudaStream_t);                           \
   template const void* probe_kernel<decode_row(NAME)>();                                                     \
-  template double fill_score<decode_row(NAME)>(const Problem&);                                              \
+  template DecodeFill fill_score<decode_row(NAME)>(const Problem&);                                          \
   }

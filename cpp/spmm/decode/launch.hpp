@@ -198,9 +198,27 @@ cudaError_t launch_row(const Problem& p, cudaStream_t stream);
 template <int kRow>
 const void* probe_kernel();
 
-// The bytes of A p keeps in flight per wave of resident CTAs on row kRow (launch_row.cuh);
-// negative where the row cannot run p. Launches nothing.
+// How a grid fills the device: the bytes of A it keeps in flight per wave of resident CTAs
+// (negative: the row cannot run the problem) and its cluster size S.
+struct DecodeFill {
+  double score;
+  int split;
+};
+
+// Whether grid a is preferred over grid b: more than 5 % more bytes in flight, or within 5 %
+// of b's and a smaller split (its CTAs each stream a longer run of blocks and their cluster
+// reduces fewer partial tiles; measured in report/NOTES.md, session 38). Within a row this
+// picks the rows per CTA (launch_row.cuh's decode_grid), between a fill row and the later
+// rows of its group, the row (family.cu's auto_skips).
+inline bool decode_prefers(const DecodeFill& a, const DecodeFill& b) {
+  if (a.score < 0.0) return false;
+  if (b.score < 0.0) return true;
+  if (a.score * 0.95 > b.score) return true;
+  return a.score >= 0.95 * b.score && a.split < b.split;
+}
+
+// Row kRow's grid for p, as DecodeFill (launch_row.cuh). Launches nothing.
 template <int kRow>
-double fill_score(const Problem& p);
+DecodeFill fill_score(const Problem& p);
 
 }  // namespace sparsek::detail::spmm_decode

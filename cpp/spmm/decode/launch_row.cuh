@@ -199,9 +199,9 @@ inline DecodeGrid grid_of(const DecodePlan& plan, const Problem& p, const Decode
 
 // Row kRow's grid for p. Rows per CTA (the configs.hpp column tm_min): of the plans from TM =
 // the largest divisor of bm that is <= tm_max down to tm_min, the first and those below it
-// whose grid fits one wave of resident CTAs, the one whose grid keeps the most of A in flight
-// per wave (grid_score); of those within 5 % of it, the smallest S, then the largest TM (B
-// read by the fewest slices).
+// whose grid fits one wave of resident CTAs, the one launch.hpp's decode_prefers keeps (more
+// of A in flight per wave, or as much with a smaller S), the larger TM on a tie (B read by
+// fewer slices).
 template <int kRow>
 DecodeGrid decode_grid(const Problem& p, const DecodeLimits& lim) {
   constexpr DecodeVariant v = Traits<kRow>::cfg;
@@ -212,9 +212,8 @@ DecodeGrid decode_grid(const Problem& p, const DecodeLimits& lim) {
   if (tm_cap <= 0) {
     constexpr int kMostPlans = 16;  // TM = 16 .. 256
     DecodeGrid cand[kMostPlans];
-    double score[kMostPlans];
+    DecodeFill fill[kMostPlans];
     int count = 0;
-    double top = 0.0;
     const int floor = v.tm_min > 0 ? v.tm_min : v.tm_max;
     const double capacity = static_cast<double>(lim.ctas_per_sm) * (p.device.sm_count > 0 ? p.device.sm_count : 1);
     for (int cap = v.tm_max; cap >= 16 && cap >= floor && count < kMostPlans; cap -= 16) {
@@ -225,13 +224,12 @@ DecodeGrid decode_grid(const Problem& p, const DecodeLimits& lim) {
       // 0.89-0.92x sliced into a third wave).
       if (count > 0 && static_cast<double>(c.units) * c.S > capacity) continue;
       cand[count] = c;
-      score[count] = grid_score(v, c, lim, p);
-      top = std::max(top, score[count]);
+      fill[count] = {grid_score(v, c, lim, p), c.S};
       ++count;
     }
     int pick = 0;  // the largest TM first, so a tie keeps the larger
     for (int i = 1; i < count; ++i)
-      if (score[i] >= 0.95 * top && (score[pick] < 0.95 * top || cand[i].S < cand[pick].S)) pick = i;
+      if (decode_prefers(fill[i], fill[pick])) pick = i;
     g = cand[pick];
   }
   // SPARSEK_DECODE_SPLIT=<1|2|4|8> (a measuring knob, read once) forces S where the device
@@ -345,21 +343,23 @@ cudaError_t launch_typed(const Problem& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-// The bytes of A a problem keeps in flight on row kRow per wave of resident CTAs (grid_score
-// of its grid). A negative score: the row cannot run p.
+// Row kRow's grid for p: the bytes of A it keeps in flight per wave of resident CTAs
+// (grid_score) and its split. A negative score: the row cannot run p.
 template <int kRow, typename TA, typename T>
-double fill_score_typed(const Problem& p) {
+DecodeFill fill_score_typed(const Problem& p) {
   DecodeLimits lim;
   if (kernel_limits<kRow, TA, T>(p, &lim) != cudaSuccess) {
     (void)cudaGetLastError();
-    return -1.0;
+    return {-1.0, 0};
   }
-  if (p.gated && (!lim.sm90 || lim.max_clusters[1] <= 0)) return -1.0;
-  return grid_score(Traits<kRow>::cfg, decode_grid<kRow>(p, lim), lim, p);
+  if (p.gated && (!lim.sm90 || lim.max_clusters[1] <= 0)) return {-1.0, 0};
+  const DecodeGrid g = decode_grid<kRow>(p, lim);
+  return {grid_score(Traits<kRow>::cfg, g, lim, p), g.S};
 }
 
 template <int kRow>
-double fill_score(const Problem& p) {
+DecodeFill fill_score(const Problem& p) {
+  constexpr DecodeFill kNone{-1.0, 0};
   if constexpr (Traits<kRow>::kFp8) {
     return dispatch<DecodeFp8DTypes>(
         p.input(),
@@ -367,13 +367,13 @@ double fill_score(const Problem& p) {
           using TA = DeviceType<decltype(ta)::kDType>;
           return dispatch<DecodeDTypes>(
               p.b.dtype, [&](auto tb) { return fill_score_typed<kRow, TA, DeviceType<decltype(tb)::kDType>>(p); },
-              [] { return -1.0; });
+              [] { return kNone; });
         },
-        [] { return -1.0; });
+        [] { return kNone; });
   } else {
     return dispatch<DecodeDTypes>(
         p.input(), [&](auto tr) { return fill_score_typed<kRow, DeviceType<decltype(tr)::kDType>, DeviceType<decltype(tr)::kDType>>(p); },
-        [] { return -1.0; });
+        [] { return kNone; });
   }
 }
 
