@@ -207,9 +207,9 @@ struct DecodeFill {
 
 // Whether grid a is preferred over grid b: more than 5 % more bytes in flight, or within 5 %
 // of b's and a smaller split (its CTAs each stream a longer run of blocks and their cluster
-// reduces fewer partial tiles; measured in report/NOTES.md, session 38). Within a row this
-// picks the rows per CTA (launch_row.cuh's decode_grid), between a fill row and the later
-// rows of its group, the row (family.cu's auto_skips).
+// reduces fewer partial tiles). Within a row this picks the rows per CTA (launch_row.cuh's
+// decode_grid); between a fill row and the later rows of its group, the row (family.cu's
+// auto_skips).
 inline bool decode_prefers(const DecodeFill& a, const DecodeFill& b) {
   if (a.score < 0.0) return false;
   if (b.score < 0.0) return true;
