@@ -120,6 +120,7 @@ spmm_tests() {
   # The fill rows, which Auto takes only where they keep more bytes in flight, each forced on
   # the cases that fit it.
   tests_of "SPARSEK_VARIANT=decode_w8_n8_fill" gpu_decode_tests w8a16_narrow
+  tests_of "SPARSEK_VARIANT=decode_w8_n8" gpu_decode_tests w8a16_narrow
   tests_of "SPARSEK_VARIANT=decode_w8_n16_fill" gpu_decode_tests w8a16_n16_rows
   tests_of "SPARSEK_VARIANT=decode_n8_fill" gpu_decode_tests decode_n8_rows
   tests_of "SPARSEK_VARIANT=decode_n8_wide" gpu_decode_tests decode_n8_rows
@@ -474,6 +475,8 @@ PY
       # cases that fit them.
       compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/fp8_check" --decode-only || fail=1
       SPARSEK_VARIANT=decode_w8_n8_fill compute-sanitizer --tool "$tool" --error-exitcode 9 \
+        "$here/gpu_decode_tests" --test-threads=1 w8a16_narrow_matches_reference || fail=1
+      SPARSEK_VARIANT=decode_w8_n8 compute-sanitizer --tool "$tool" --error-exitcode 9 \
         "$here/gpu_decode_tests" --test-threads=1 w8a16_narrow_matches_reference || fail=1
       SPARSEK_VARIANT=decode_w8_n16_fill compute-sanitizer --tool "$tool" --error-exitcode 9 \
         "$here/gpu_decode_tests" --test-threads=1 w8a16_n16_rows_match_reference || fail=1

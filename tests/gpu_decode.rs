@@ -469,9 +469,9 @@ fn w8a16_cases_match_reference(name: &str, ns: &[usize]) {
     println!("{name}: {count} cases passed");
 }
 
-/// n ≤ 8: Auto picks between `decode_w8_n8_fill` and `decode_w8_n8` by the grid; the GPU
-/// bundle also runs this with SPARSEK_VARIANT=decode_w8_n8_fill (every case fits that row),
-/// plain and under compute-sanitizer.
+/// n ≤ 8: Auto picks between `decode_w8_n8_fill`, `decode_w8_n8` and `decode_w8_n8_wide` by
+/// the grid; the GPU bundle also runs this with SPARSEK_VARIANT naming each fill row (every
+/// case fits them), plain and under compute-sanitizer.
 #[test]
 fn w8a16_narrow_matches_reference() {
     w8a16_cases_match_reference("w8a16_narrow_matches_reference", &[1, 2, 3, 7, 8]);

@@ -145,6 +145,11 @@ struct DecodeVariant {
   "n <= 8, 11 layer shapes x 64x64/128x128 blocks x d 0.5/0.3, H100 (time_decode, issue 48), with " \
   "w8_n8's b_parts 4: 64x64 1.14x geo-mean (b_parts alone 1.07x), up to 1.49x at 18944x3584; " \
   "128x128 1.03x; no case more than 2.3 % slower"
+#define SPARSEK_DECODE_W8_WIDE                                                                      \
+  "time_decode W8A16 n = 1 and 8, H200 (session 38 call G): 24 layer shapes x 128x128/64x64/256x256 " \
+  "x d 0.5/0.3, random block-rows, each row forced twice: w8_n8_wide 1.046x geo-mean over w8_n8 "     \
+  "(0.91-1.15x); as the partner of w8_n8_fill and w8_n8 (fill rows) 1.021x over Auto with it as a "   \
+  "fill row, 92 of 288 cases more than 3 % faster, 9 slower (worst 0.92x, 1024x8192 256x256 d 0.3)"
 #define SPARSEK_DECODE_W8_BPARTS \
   "mirrors the 16-bit rows; b_parts 4 (16 KiB stages at 64x64 blocks, 12 KiB before): time_decode, issue 48"
 
@@ -204,7 +209,14 @@ inline constexpr DecodeVariant kDecodeVariants[] = {
     // w8_n8_fill: 4 warps, 64 rows, 3 CTAs/SM (60 KiB), where its grid keeps more of A in
     // flight than w8_n8's (fill_only).
     {"decode_w8_n8_fill", 8,  4,  1,   64,   8192,   5,    3,  true, SPARSEK_DECODE_W8_FILL, false, true, 1, true, 32},
-    {"decode_w8_n8",    8,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_W8_BPARTS, false, true, 4, false, 32},
+    // w8_n8: 16 KiB stages, four of them; a fill row now, taken where its grid is preferred
+    // over w8_n8_wide's (a smaller split at the same bytes in flight, or more of them).
+    {"decode_w8_n8",    8,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_W8_BPARTS, false, true, 4, true, 32},
+    // w8_n8_wide: 24 KiB of A per stage (3-5 parts of 32-128 rows, with room for 8 parts of
+    // B), three stages (107 KiB, 2 CTAs per SM): as many bytes in flight as w8_n8 in fewer,
+    // larger stages. The W8A16 stream pays per stage, not per byte: W8A16 and f16 took the same
+    // time at the same number of stages per CTA (4096x14336 128² n 1, ~9.5 stages each).
+    {"decode_w8_n8_wide", 8,  8,  1,  128,  24576,   3,    2,  true, SPARSEK_DECODE_W8_WIDE, false, true, 8, false, 32},
     // w8_n16_fill: w8_n16 with one stage fewer (69 KiB: 3 CTAs per SM where w8_n16's 89 KiB
     // has 2), taken like the 16-bit fill rows. Its 80 registers keep 32 bytes on the stack:
     // loads once per ring stage on the issue path, none in the mma loop.
@@ -230,6 +242,7 @@ inline constexpr DecodeVariant kDecodeVariants[] = {
 #undef SPARSEK_DECODE_W8_ONE_GROUP
 #undef SPARSEK_DECODE_BPARTS
 #undef SPARSEK_DECODE_W8_BPARTS
+#undef SPARSEK_DECODE_W8_WIDE
 #undef SPARSEK_DECODE_W8_FILL
 #undef SPARSEK_DECODE_N8_FILL
 #undef SPARSEK_DECODE_N8_WIDE
