@@ -217,6 +217,16 @@ inline bool decode_prefers(const DecodeFill& a, const DecodeFill& b) {
   return a.score >= 0.95 * b.score && a.split < b.split;
 }
 
+// Of `count` candidate grids in order (a row's plans from the largest rows per CTA down), the
+// one decode_grid launches: each later candidate replaces the kept one where it is preferred,
+// so a tie keeps the earlier (B read by fewer slices). 0 where count <= 1.
+inline int decode_pick(const DecodeFill* fill, int count) {
+  int pick = 0;
+  for (int i = 1; i < count; ++i)
+    if (decode_prefers(fill[i], fill[pick])) pick = i;
+  return pick;
+}
+
 // Row kRow's grid for p, as DecodeFill (launch_row.cuh). Launches nothing.
 template <int kRow>
 DecodeFill fill_score(const Problem& p);

@@ -227,10 +227,7 @@ DecodeGrid decode_grid(const Problem& p, const DecodeLimits& lim) {
       fill[count] = {grid_score(v, c, lim, p), c.S};
       ++count;
     }
-    int pick = 0;  // the largest TM first, so a tie keeps the larger
-    for (int i = 1; i < count; ++i)
-      if (decode_prefers(fill[i], fill[pick])) pick = i;
-    g = cand[pick];
+    g = cand[decode_pick(fill, count)];  // the largest TM first, so a tie keeps the larger
   }
   // SPARSEK_DECODE_SPLIT=<1|2|4|8> (a measuring knob, read once) forces S where the device
   // and the grid allow it.
