@@ -125,6 +125,7 @@ spmm_tests() {
   tests_of "SPARSEK_VARIANT=decode_n8_fill" gpu_decode_tests decode_n8_rows
   tests_of "SPARSEK_VARIANT=decode_n8_wide" gpu_decode_tests decode_n8_rows
   tests_of "SPARSEK_VARIANT=decode_n16_fill" gpu_decode_tests decode_n16_rows
+  tests_of "SPARSEK_VARIANT=decode_n16" gpu_decode_tests decode_n16_rows
   tests_of "SPARSEK_VARIANT=decode_n32_fill" gpu_decode_tests decode_n32_rows
   tests_of "" gpu_families_tests
   tests_of "" device_bsr_tests
@@ -485,6 +486,8 @@ PY
       SPARSEK_VARIANT=decode_n8_wide compute-sanitizer --tool "$tool" --error-exitcode 9 \
         "$here/gpu_decode_tests" --test-threads=1 decode_n8_rows_match_reference || fail=1
       SPARSEK_VARIANT=decode_n16_fill compute-sanitizer --tool "$tool" --error-exitcode 9 \
+        "$here/gpu_decode_tests" --test-threads=1 decode_n16_rows_match_reference || fail=1
+      SPARSEK_VARIANT=decode_n16 compute-sanitizer --tool "$tool" --error-exitcode 9 \
         "$here/gpu_decode_tests" --test-threads=1 decode_n16_rows_match_reference || fail=1
       SPARSEK_VARIANT=decode_n32_fill compute-sanitizer --tool "$tool" --error-exitcode 9 \
         "$here/gpu_decode_tests" --test-threads=1 decode_n32_rows_match_reference || fail=1

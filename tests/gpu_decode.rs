@@ -98,8 +98,8 @@ fn decode_matches_reference() {
 }
 
 /// The rows of n_max 8, 16 and 32 (n = 1..8, 9..16, 17..32): Auto picks between the fill
-/// rows (`decode_n8_fill`, `decode_n8_wide`, `decode_n16_fill`, `decode_n32_fill`) and their
-/// partner by the grid; the GPU bundle also runs these with SPARSEK_VARIANT naming each fill
+/// rows (`decode_n8_fill`, `decode_n8_wide`, `decode_n16_fill`, `decode_n16`,
+/// `decode_n32_fill`) and their partner by the grid; the GPU bundle also runs these with SPARSEK_VARIANT naming each fill
 /// row (every case fits it), plain and under compute-sanitizer. Both layouts, ld padding, α/β, bias, activations, empty and full
 /// block-rows, five block shapes.
 fn fill_rows_match_reference(name: &str, ns: &[usize]) {

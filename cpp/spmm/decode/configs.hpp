@@ -133,6 +133,11 @@ struct DecodeVariant {
   "and random block-rows: Auto (n16_fill or n16 by fill_score) 1.12x (even) and 1.16x (random) "      \
   "geo-mean over n16 alone, up to 1.58x (18944x3584 64x64) where n16's 2 CTAs per SM fit fewer "       \
   "clusters; 2 of 64 cases more than 3 % slower (4096x4096 d 0.3: 7 % and 4 %)"
+#define SPARSEK_DECODE_N16_WIDE                                                                    \
+  "time_decode n = 9 and 16, H200 (session 38 call I): 24 layer shapes x 128x128/64x64/256x256 x d " \
+  "0.5/0.3, random block-rows, each row forced twice: n16_wide 1.058x geo-mean over n16 (0.94-"      \
+  "1.40x); as the partner of n16_fill and n16 (fill rows) 1.039x over Auto before it, 116 of 284 "   \
+  "cases more than 3 % faster, 7 slower (worst 0.94x, 1024x8192 128x128 d 0.3 n = 16)"
 #define SPARSEK_DECODE_N32_FILL                                                                    \
   "time_decode n = 17 and 32, H200 (session 33 call C): 8 layer shapes x 128x128/64x64 x d 0.5/0.3: " \
   "Auto (n32_fill or n32) 1.13x (even rows) and 1.16x (random) geo-mean over n32 alone, up to 1.56x " \
@@ -185,7 +190,12 @@ inline constexpr DecodeVariant kDecodeVariants[] = {
     // 2, taken where its grid keeps more of A in flight (fill_only), e.g. where n16's clusters
     // need a second wave or a smaller split.
     {"decode_n16_fill", 16,   8,  1,  128,  16384,   3,    3,  true, SPARSEK_DECODE_N16_FILL, false, false, 2, true, 32},
-    {"decode_n16",     16,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_BPARTS, false, false, 2, false, 32},
+    // n16: a fill row now, taken where its grid is preferred over n16_wide's.
+    {"decode_n16",     16,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_BPARTS, false, false, 2, true, 32},
+    // n16_wide: 24 KiB of A per stage in parts of at most 64 rows (room for 3 parts of B: a
+    // part of 16 columns is half its A at 32 rows), three stages (95 KiB, 2 CTAs per SM): as
+    // many bytes in flight as n16 in fewer, larger stages (the stream pays per stage).
+    {"decode_n16_wide", 16,   8,  1,   64,  24576,   3,    2,  true, SPARSEK_DECODE_N16_WIDE, false, false, 3, false, 32},
     // n32_fill: the same for n = 17..32 (65 KiB: 3 CTAs per SM where n32's 81 KiB has 2).
     {"decode_n32_fill", 32,   8,  1,  128,  16384,   3,    3,  true, SPARSEK_DECODE_N32_FILL, false, false, 1, true, 32},
     {"decode_n32",     32,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_DESIGN, false, false, 1, false, 32},
@@ -247,6 +257,7 @@ inline constexpr DecodeVariant kDecodeVariants[] = {
 #undef SPARSEK_DECODE_N8_FILL
 #undef SPARSEK_DECODE_N8_WIDE
 #undef SPARSEK_DECODE_N16_FILL
+#undef SPARSEK_DECODE_N16_WIDE
 #undef SPARSEK_DECODE_N32_FILL
 #undef SPARSEK_DECODE_W8_N16_FILL
 
