@@ -67,7 +67,7 @@ int main() {
           if (sa < 0.95 * sb) check(!ab, "less than 95 % never wins");
         }
 
-  // decode_pick on grids the measurements met (report/NOTES.md, session 38): 4096 x 14336,
+  // decode_pick on grids the measurements met: 4096 x 14336,
   // 128x128 blocks, decode_n8_wide's plans at TM 128 (S 4, half the CTAs), 64 and 32 (S 8 and
   // 2, 256 CTAs, the same bytes): TM 32; a plan of 3 % more bytes at a larger split loses to
   // the smaller split; a tie on both keeps the larger TM; one candidate is kept.
