@@ -173,13 +173,18 @@ struct DecodeGrid {
   int S;          // CTAs per cluster
 };
 
+// CTAs of the row that can be resident at once on p's device: one wave.
+inline double resident_ctas(const DecodeLimits& lim, const Problem& p) {
+  return static_cast<double>(lim.ctas_per_sm) * (p.device.sm_count > 0 ? p.device.sm_count : 1);
+}
+
 // The bytes of A grid g keeps in flight on row v, per wave of resident CTAs: CTAs x (stages
 // - 1) stages of A / waves. The kernel is latency-bound (kernel.cuh): a CTA streams at about
 // its bytes in flight per memory latency, so a grid's time goes as waves x (bytes per CTA) /
 // (bytes in flight per CTA), i.e. as 1 / this score.
 inline double grid_score(const DecodeVariant& v, const DecodeGrid& g, const DecodeLimits& lim, const Problem& p) {
   const double ctas = static_cast<double>(g.units) * g.S;
-  const double capacity = static_cast<double>(lim.ctas_per_sm) * (p.device.sm_count > 0 ? p.device.sm_count : 1);
+  const double capacity = resident_ctas(lim, p);
   const double waves = ctas > capacity ? std::ceil(ctas / capacity) : 1.0;
   const double stage = static_cast<double>(g.plan.nb) * g.plan.tm * decode_a_row_bytes(v, g.plan.kc);
   return ctas * (v.stages - 1) * stage / waves;
@@ -215,7 +220,7 @@ DecodeGrid decode_grid(const Problem& p, const DecodeLimits& lim) {
     DecodeFill fill[kMostPlans];
     int count = 0;
     const int floor = v.tm_min > 0 ? v.tm_min : v.tm_max;
-    const double capacity = static_cast<double>(lim.ctas_per_sm) * (p.device.sm_count > 0 ? p.device.sm_count : 1);
+    const double capacity = resident_ctas(lim, p);
     for (int cap = v.tm_max; cap >= 16 && cap >= floor && count < kMostPlans; cap -= 16) {
       const DecodePlan plan = decode_plan(v, p.a.bm, p.a.bk, cap);
       if (count > 0 && plan.tm == cand[count - 1].plan.tm) continue;  // cap below TM: the same plan
