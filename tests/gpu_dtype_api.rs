@@ -117,7 +117,7 @@ const ACTS: [Activation; 4] = [
 ];
 
 /// W8A16 (the Decode family) on every device; W8A8 (the Hopper family: 128x128 blocks, B
-/// column-major) on sm_90.
+/// column-major) and W8A16 of 64 columns and more (Hopper's W8A16 rows) on sm_90.
 #[test]
 fn fp8_device_products_match_spmm_fp8_bitwise() {
     let test = "fp8_device_products_match_spmm_fp8_bitwise";
@@ -157,6 +157,23 @@ fn fp8_device_products_match_spmm_fp8_bitwise() {
                 0 => same_as_spmm_fp8::<F8E4M3, F8E4M3, f32>(&ctx, &c, &mut rng),
                 1 => same_as_spmm_fp8::<F8E4M3, F8E4M3, f16>(&ctx, &c, &mut rng),
                 _ => same_as_spmm_fp8::<F8E5M2, F8E5M2, bf16>(&ctx, &c, &mut rng),
+            }
+            count += 1;
+        }
+        // W8A16 from 64 columns: the Hopper family's W8A16 rows (e4m3 A, f16 B).
+        for (i, n) in [64usize, 200].into_iter().enumerate() {
+            let mut c = Case::new(3, 2, BlockShape::new(128, 128), n);
+            c.kind = PatternKind::Random(0.6);
+            c.b_layout = Layout::ColMajor;
+            c.c_layout = common::layouts()[i % 2];
+            c.bias = i == 0;
+            c.activation = ACTS[i + 1];
+            c.a_scale = ScaleKind::PerBlock;
+            c.b_scale = ScaleKind::None;
+            if i == 0 {
+                same_as_spmm_fp8::<F8E4M3, f16, f16>(&ctx, &c, &mut rng);
+            } else {
+                same_as_spmm_fp8::<F8E4M3, f16, f32>(&ctx, &c, &mut rng);
             }
             count += 1;
         }

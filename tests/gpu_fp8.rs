@@ -232,6 +232,66 @@ fn w8a16_cases() -> Vec<Case> {
     out
 }
 
+/// W8A16 on the Hopper family's W8A16 rows (e4m3 A converted to f16 in shared memory, f16 B
+/// column-major, cpp/spmm/sm90/mainloop.hpp): blocks up to 128 high (shorter ones zero-padded
+/// in the 128-row tile), bk a multiple of 32 up to 128 (the last k-tile part empty at 96), odd
+/// n up to 600, C either layout with padded ld, every scale kind of A, α/β, bias, activations,
+/// empty block-rows.
+fn w8a16_hopper_cases() -> Vec<Case> {
+    let blocks = [
+        BlockShape::new(128, 128),
+        BlockShape::new(64, 64),
+        BlockShape::new(128, 96),
+        BlockShape::new(48, 32),
+        BlockShape::new(96, 128),
+    ];
+    let kinds = [
+        PatternKind::Random(0.5),
+        PatternKind::EmptyAndFullRows,
+        PatternKind::Random(0.2),
+        PatternKind::Full,
+        PatternKind::Single,
+    ];
+    let mut out = Vec::new();
+    for (i, &n) in [1usize, 7, 37, 64, 129, 333, 600].iter().enumerate() {
+        for (j, &block) in blocks.iter().enumerate() {
+            let v = i * blocks.len() + j;
+            let mut c = Case::new(
+                (640 / block.rows).max(3) - (v % 2),
+                (768 / block.cols).max(3) + (v % 3),
+                block,
+                n,
+            );
+            c.kind = kinds[v % kinds.len()];
+            c.b_layout = Layout::ColMajor;
+            c.c_layout = common::layouts()[(v / 2) % 2];
+            (c.alpha, c.beta) = [(1.0, 0.0), (0.5, 1.0), (-1.25, 0.75), (2.0, 0.0)][v % 4];
+            // B is read by TMA: its ld a multiple of 16 bytes.
+            c.ld_pad = [0, 8, 0, 24][(v / 3) % 4];
+            c.bias = v % 3 != 1;
+            c.activation = ACTS[(v / 2) % 4];
+            c.a_scale = [ScaleKind::PerBlock, ScaleKind::PerTensor, ScaleKind::None][v % 3];
+            c.b_scale = ScaleKind::None;
+            c.backend = Backend::Hopper;
+            out.push(c);
+        }
+    }
+    // Auto at n = 128 and 257 (past the Decode rows' W8A16 range: Hopper).
+    for (i, n) in [128usize, 257].into_iter().enumerate() {
+        let mut c = Case::new(7, 6, BlockShape::new(128, 128), n);
+        c.kind = PatternKind::Random(0.6);
+        c.b_layout = Layout::ColMajor;
+        c.c_layout = common::layouts()[i % 2];
+        (c.alpha, c.beta) = (0.75, 0.5);
+        c.bias = true;
+        c.a_scale = ScaleKind::PerBlock;
+        c.b_scale = ScaleKind::None;
+        c.backend = Backend::Auto;
+        out.push(c);
+    }
+    out
+}
+
 /// The device for a Hopper-only test, or None (SKIPPED printed).
 fn hopper(test: &str) -> Option<Arc<CudaContext>> {
     let ctx = device(test)?;
@@ -291,6 +351,22 @@ fn w8a16_e4m3_matches_reference() {
 #[test]
 fn w8a16_e5m2_matches_reference() {
     w8a16::<F8E5M2>("w8a16_e5m2_matches_reference");
+}
+
+#[test]
+fn w8a16_on_hopper_matches_reference() {
+    let test = "w8a16_on_hopper_matches_reference";
+    let Some(ctx) = hopper(test) else { return };
+    let mut rng = StdRng::seed_from_u64(seed());
+    let list = w8a16_hopper_cases();
+    for (i, case) in list.iter().enumerate() {
+        match i % 3 {
+            0 => check_case::<F8E4M3, f16, f16>(&ctx, case, &mut rng),
+            1 => check_case::<F8E4M3, f16, f32>(&ctx, case, &mut rng),
+            _ => check_case::<F8E4M3, f16, bf16>(&ctx, case, &mut rng),
+        }
+    }
+    println!("{test}: {} cases passed", list.len());
 }
 
 /// The same launch 100 times, C zeroed first: bitwise the same C every time.
@@ -367,7 +443,18 @@ fn w8a16_is_deterministic() {
         case.backend = Backend::Decode;
         repeats_bitwise::<F8E4M3, f16, f32>(&ctx, &case, &mut rng);
     }
-    println!("{test}: 100 runs bitwise identical for n = 1, 16, 37");
+    // The Hopper family's W8A16 rows (sm_90 only): a plain tile, and split tiles (few
+    // block-rows, long ones).
+    if is_hopper(&ctx) {
+        for (rows, cols, n) in [(32, 32, 200), (4, 64, 96)] {
+            let mut case = Case::new(rows, cols, BlockShape::new(128, 128), n);
+            case.kind = PatternKind::Random(0.5);
+            case.b_layout = Layout::ColMajor;
+            case.backend = Backend::Hopper;
+            repeats_bitwise::<F8E4M3, f16, f32>(&ctx, &case, &mut rng);
+        }
+    }
+    println!("{test}: 100 runs bitwise identical for n = 1, 16, 37 (and on Hopper 200, 96)");
 }
 
 /// DeviceBsr's scales: upload and download the same QuantizedBsr; update_scales; scales from

@@ -3,6 +3,8 @@
 // policy across them. select and launch are defined for it in cpp/spmm/api.cu.
 #pragma once
 
+#include <cstdlib>
+
 #include "core/registry.hpp"
 #include "spmm/problem.hpp"
 #include "spmm/sm90/configs.hpp"  // gated_min_n
@@ -39,6 +41,8 @@ struct Operation<Problem> : OperationDefaults<Problem> {
       return "Auto leaves 16-high blocks to WMMA (measured faster than the any-block rows)";
     if (&f == &kDecodeFamily && p.gated && p.n() >= spmm_sm90::gated_min_n(p.a.bm) && runs(kSm90Family, p))
       return "Auto leaves gated products of many columns to Hopper's gated rows (measured faster)";
+    if (&f == &kDecodeFamily && hopper_takes_w8a16(p) && runs(kSm90Family, p))
+      return "Auto leaves W8A16 products of many columns to Hopper's W8A16 rows (measured faster)";
     if (&f == &kDecodeFamily && hopper_takes_plain(p) && runs(kSm90Family, p))
       return "Auto leaves 16-bit products of more than 64 columns on large weights of tall blocks to Hopper "
              "(measured faster)";
@@ -67,6 +71,19 @@ struct Operation<Problem> : OperationDefaults<Problem> {
     if (p.input() != DType::F16 && p.input() != DType::BF16) return false;
     // nnzb * bm * bk fits int64 (the Problem's rules); bytes of a 16-bit element: 2.
     return p.a.nnzb * p.a.bm * p.a.bk >= kHopperPlainMinBytes / 2;
+  }
+
+  // W8A16 (FP8 A, 16-bit B) from n = kHopperW8A16MinN columns: Hopper's W8A16 rows (A
+  // converted to f16 in shared memory, WGMMA) where one runs it, Decode's dequantizing mma.sync
+  // rows below. SPARSEK_W8A16_HOPPER_MIN_N (a measuring knob, read once) moves the threshold.
+  static constexpr int64_t kHopperW8A16MinN = 64;
+  static bool hopper_takes_w8a16(const Problem& p) {
+    if (!detail::is_fp8(p.input()) || p.b.dtype == p.input()) return false;
+    static const int64_t min_n = [] {
+      const char* s = std::getenv("SPARSEK_W8A16_HOPPER_MIN_N");
+      return s != nullptr && std::atoll(s) > 0 ? int64_t(std::atoll(s)) : kHopperW8A16MinN;
+    }();
+    return p.n() >= min_n;
   }
 
   // Whether Auto would run p on family f: a built automatic row of it within its n bound

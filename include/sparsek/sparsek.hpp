@@ -21,7 +21,8 @@
 // each product accumulated in fp32 and scaled once per block. Two kinds:
 //   - A and B FP8 of one type (W8A8): the Hopper family; B column-major (K-major, which is
 //     x row-major in y = x * W^T: FP8 WGMMA reads K-major operands only), op(A) = A;
-//   - A FP8, B f16 or bf16 (W8A16, sb = 1, B takes no scale): the Decode family.
+//   - A FP8, B f16 or bf16 (W8A16, sb = 1, B takes no scale): the Decode family; from n = 64
+//     e4m3 A with column-major f16 B runs on the Hopper family (sm_90) where it fits.
 // C is f16, bf16 or f32; the bias, if any, has C's dtype. Non-FP8 operands take no scale.
 //
 // This header is the public C++ API and the one definition of the problem: the Rust

@@ -151,7 +151,8 @@ pub(crate) fn check_scale_counts(
 pub(crate) enum Fp8Kind {
     /// A and B FP8 of one type: the Hopper family on the device.
     W8A8,
-    /// A FP8, B f16 or bf16 without scales: the Decode family on the device.
+    /// A FP8, B f16 or bf16 without scales: the Decode family on the device (and Hopper's
+    /// W8A16 rows for e4m3 A, f16 B).
     W8A16,
 }
 

@@ -39,7 +39,11 @@
 //   a_transposed (after split, default false) the row runs op(A) = A^T (cpp/spmm/problem.hpp): its
 //                blocks are read through the transpose index and MN-major (mainloop.hpp);
 //                `bm` is then A^T's block height (A's bk). Every other row runs op(A) = A.
-//   gated        (last, default false) the row runs the gated (GLU) product and only it
+//   dense        (last, default: the input type) B's element type and the MMA's: the input
+//                type, or f16 on the W8A16 rows (FP8 A, each k-tile of it converted to f16 in
+//                shared memory by the consumer warpgroups before their WGMMAs, mainloop.hpp;
+//                natural 128-row tiles, no clusters).
+//   gated        (after split, default false) the row runs the gated (GLU) product and only it
 //                (SpmmOptions::gated, cpp/spmm/problem.hpp): gated.hpp's kernel layer, a tile
 //                one block-row of h, its gate and up rows in two passes of the mainloop into
 //                two accumulators, combined in registers, written by the Direct epilogue.
@@ -148,6 +152,8 @@ struct Sm90Variant {
   bool a_transposed = false;
   // Runs the gated (GLU) product (above).
   bool gated = false;
+  // B's and the MMA's element type (above).
+  DType dense = input;
 };
 
 // The table's vocabulary (kept out of spmm_sm90 itself: single-letter names).
@@ -275,6 +281,9 @@ constexpr const char kFp8[] =
 // median 10 % on the 128-high rows (60 cases, 0.94-1.28x) and 8 % on the 64-high one (24,
 // 0.94-1.16x): ncu's stall sampling (8192^3, 1/4) had put about a third of the warps'
 // samples in the epilogue, its largest single stall on the column scale's load.
+constexpr const char kW8A16[] =
+    "not yet measured: the first W8A16 tiles, the 16-bit 128x128 and gated 128x64 tiles with FP8 A converted in "
+    "shared memory";
 constexpr const char kFp8Cluster[] =
     "H200 2026-11-28 (tests/cpp/time_fp8.cu --rows, see above): 128x256 on n128 atoms, clusters of 2 along n, "
     "where n fills whole clusters: 1.08-1.30x the rows before on 6 shapes at d = 1/8 and 1/4 (8192^3 1/8 523 "
@@ -473,6 +482,11 @@ inline constexpr Sm90Variant kSm90Variants[] = {
     {"sm90_e4m3_bm_le64_k64_bcol",            E4M3,  Wide,   64, BCol,  CAny,  256,    64,   T,   Auto,      kFp8,         Direct,  64},
     {"sm90_e5m2_bm_le128_k128_bcol",          E5M2,  Wide,  128, BCol,  CAny,  128,   128,   N,   Auto,      kFp8E5m2,     Direct, 128},
     {"sm90_e5m2_bm_le64_k64_bcol",            E5M2,  Wide,   64, BCol,  CAny,  256,    64,   T,   Auto,      kFp8E5m2,     Direct,  64},
+    // ---- W8A16: e4m3 A (scales per block or tensor), f16 B column-major, C f16/bf16/f32 ----
+    {"sm90_e4m3_f16_bm_le128_k64_bcol",       E4M3,  Wide,  128, BCol,  CAny,  128,   128,   N,   Auto,      kW8A16,       Direct,  64,
+     1, 0, Coop, 0, Where, NT, false, F16},
+    {"sm90_e4m3_f16_gated_bm_le128_k64_bcol_128x64", E4M3, Wide, 128, BCol, CAny, 128,    64,   N,   Auto,      kW8A16,       Direct,  64,
+     1, 0, Coop, 0, Never, NT, Glu, F16},
     // ---- the gated (GLU) product (gated.hpp): h = act(alpha*G*B + bias) * (alpha*U*B + bias),
     //      C's dtype (input or f32) and layout at run time; 64-high blocks and lower first ----
     {"sm90_f16_gated_bm_le64_k64_bcol",       F16,   OrF32,  64, BCol,  CAny,  128,    64,   T,   Auto,      kGated64,     Direct,  64,
@@ -542,7 +556,7 @@ constexpr bool same_name(const char* a, const char* b) {
 // serve the gated product), tuning candidates `tuning`.
 constexpr uint32_t needs(const Sm90Variant& v) {
   uint32_t n = 0;
-  n |= detail::dtype_needs(v.input);
+  n |= detail::dtype_needs(v.input) | detail::dtype_needs(v.dense);
   if (v.a_transposed) n |= detail::kFeatureTranspose;
   if (v.epilogue == EpilogueKind::Direct && !v.a_transposed && !v.gated && !detail::is_fp8(v.input) &&
       !((v.bm == 64 || v.bm == 128) && v.tile_k == 64))
@@ -576,8 +590,12 @@ constexpr bool well_formed(const Sm90Variant& v) {
   const bool direct = v.epilogue == EpilogueKind::Direct;
   // FP8 rows: Direct (C's dtype at run time), K-major B, op(A) = A.
   const bool fp8 = detail::is_fp8(v.input);
-  const bool dtypes = fp8 ? v.output == Wide && direct && v.b_layout == BCol && !v.a_transposed
-                          : (v.input == F16 || v.input == BF16) && (v.output == Same || (direct && v.output == OrF32));
+  // W8A16 rows: FP8 A converted to f16 (mainloop.hpp): natural 128-row tiles, no clusters.
+  const bool w8a16 = v.dense != v.input;
+  const bool dtypes = (fp8 ? v.output == Wide && direct && v.b_layout == BCol && !v.a_transposed
+                           : (v.input == F16 || v.input == BF16) && (v.output == Same || (direct && v.output == OrF32))) &&
+                      (!w8a16 || (fp8 && (v.dense == F16 || v.dense == BF16) && !v.transposed && v.tile_m == 128 &&
+                                  v.cluster == 1 && v.tile_k % 16 == 0));
   const bool layouts = (v.c_layout == CAny) == direct;
   // TMA-epilogue rows: exactly one block height, bk 64 or 128 in k-tiles of 64. Direct rows:
   // any bm up to the sparse extent (WGMMA N: a multiple of 8 up to 256; M: 128 or 256).
@@ -598,8 +616,9 @@ constexpr bool well_formed(const Sm90Variant& v) {
                      (v.cluster == 1 && v.schedule == Schedule::Cooperative && (v.split != Split::Only || v.automatic));
   // Gated rows (gated.hpp): 16-bit op(A) = A, Direct, cooperative, no clusters or split tiles,
   // both accumulators within 128 registers per consumer thread.
-  const bool gated = !v.gated || (!fp8 && !v.a_transposed && direct && v.schedule == Schedule::Cooperative &&
-                                  v.cluster == 1 && v.split == Split::Never && v.tile_m * v.tile_n <= 128 * 128);
+  const bool gated = !v.gated || ((!fp8 || w8a16) && !v.a_transposed && direct && v.schedule == Schedule::Cooperative &&
+                                  v.cluster == 1 && v.split == Split::Never &&
+                                  (w8a16 ? 3 : 2) * v.tile_m * v.tile_n <= 2 * 128 * 128);
   return dtypes && layouts && block && tile && cluster && schedule && split && gated && v.name != nullptr &&
          v.chosen_by != nullptr;
 }

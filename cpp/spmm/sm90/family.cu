@@ -70,6 +70,12 @@ const char* fits(const Problem& p, int row) {
   if (p.gated != v.gated)
     return v.gated ? "the row runs the gated (GLU) product only" : "a gated (GLU) product runs on the _gated_ rows";
   if (p.input() != v.input) return takes_input(v.input);
+  if (p.b.dtype != v.dense)
+    return v.dense == v.input ? "the row takes B of A's dtype (W8A16 runs on the _f16 rows)"
+                              : "the row is for FP8 A with f16 B (W8A16)";
+  // The gated combine reads a bias of A's 16-bit dtype; W8A16's has C's (gated.hpp).
+  if (v.gated && v.dense != v.input && p.bias != nullptr)
+    return "a W8A16 gated product with a bias runs on the Decode family";
   if (p.b.layout != v.b_layout)
     return v.b_layout == Layout::RowMajor ? "the row is for row-major B" : "the row is for column-major B";
   if (v.epilogue == EpilogueKind::Direct) {
@@ -141,25 +147,28 @@ cudaError_t launch(const Problem&, int, cudaStream_t) { return cudaErrorInvalidD
 
 #else
 
-// Whether some row takes this input.
-bool has_input(DType in) {
+// Whether some row takes this A and B dtype.
+bool has_inputs(DType a, DType b) {
   for (const Sm90Variant& v : kSm90Variants)
-    if (v.input == in) return true;
+    if (v.input == a && v.dense == b) return true;
   return false;
 }
 
 const char* supports(const Problem& p) {
   if (p.device.cc_major != 9 || p.device.cc_minor != 0) return "needs compute capability 9.0 (Hopper, sm_90a)";
-  if (!has_input(p.input())) return "A and B must be f16, bf16 or FP8";
   const int bm = p.a.bm, bk = p.a.bk;
   if (detail::is_fp8(p.input())) {
-    // W8A8 only: FP8 WGMMA reads both operands K-major from shared memory.
-    if (p.b.dtype != p.input()) return "an FP8 A with f16 or bf16 B (W8A16) runs on the Decode family";
+    // W8A8, and W8A16 with e4m3 A and f16 B (its rows convert A in shared memory); other
+    // W8A16 runs on the Decode family.
+    if (p.b.dtype != p.input() && !has_inputs(p.input(), p.b.dtype))
+      return "W8A16 with this A and B runs on the Decode family (the Hopper rows take e4m3 A with f16 B)";
+    // FP8 WGMMA reads both operands K-major from shared memory; the W8A16 rows' B is K-major too.
     if (p.b.layout != Layout::ColMajor)
       return "FP8 needs column-major B (K-major, i.e. x row-major in y = x*W^T): FP8 tensor cores read K-major "
              "operands only";
     if (bm > 128 || bk % 32 != 0) return "FP8 blocks must be at most 128 high with bk a multiple of 32";
   }
+  if (!has_inputs(p.input(), p.b.dtype)) return "A and B must be f16, bf16 or FP8";
   if (bm > 256 || bk % 16 != 0) return "blocks must be at most 256 high with bk a multiple of 16";
   if (p.empty_output()) return nullptr;  // nothing is launched (core/select.hpp)
   const int64_t m = p.m(), n = p.n(), k = p.k();
@@ -170,7 +179,7 @@ const char* supports(const Problem& p) {
   // a multiple of 16, so the values' strides are too.)
   if (!tma_aligned16(p.b.data) || (p.a.nnzb > 0 && !tma_aligned16(p.a.values)))
     return "A values and B must be 16-byte aligned";
-  const int64_t vec = 16 / dtype_bytes(p.input());  // elements of 16 bytes
+  const int64_t vec = 16 / dtype_bytes(p.b.dtype);  // B's elements of 16 bytes
   if (p.b.ld % vec != 0) return "the leading dimension of B must be a multiple of 16 bytes";
   if (p.b.layout == Layout::RowMajor && n % vec != 0) return "n must be a multiple of 16 bytes with row-major B";
   if (!tma_stride_ok(p.b.ld, p.b.layout == Layout::RowMajor ? k : n, p.b.dtype))

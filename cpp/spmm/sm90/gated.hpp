@@ -26,9 +26,12 @@
 //
 // Registers: two accumulators per thread (2 * TileM * TileN / 256 floats); the rows keep
 // that at 128 (configs.hpp: TileM * TileN <= 128 * 128) so the consumers do not spill.
+// W8A16 (FP8 weights, f16 B): the mainloop's promotion adds a k-tile accumulator, so those
+// rows keep all three within 128 registers; their bias has C's dtype, which the combine does
+// not read (family.cu leaves a W8A16 gated product with a bias to the Decode family).
 // What it leaves out: clusters, split tiles (a split would need both passes' partial sums
-// before the nonlinearity), ping-pong, FP8 (its promotion needs a third accumulator), and
-// op(A) = A^T (the gated product's rules refuse it).
+// before the nonlinearity), ping-pong, W8A8, and op(A) = A^T (the gated product's rules
+// refuse it).
 #pragma once
 
 #include <cstdint>
@@ -70,7 +73,10 @@ class BsrGatedKernel {
   using Element = typename CollectiveMainloop::Element;
   static constexpr bool SparseIsB = CollectiveMainloop::SparseIsB;
   static_assert(cute::size(ClusterShape{}) == 1, "gated rows run without clusters");
-  static_assert(!CollectiveMainloop::kPromote && !CollectiveMainloop::SparseMN, "16-bit op(A) = A only");
+  // 16-bit A, or FP8 A converted to 16 bits (W8A16: its promotion's k-tile accumulator is a
+  // third one, mainloop.hpp's mma_converted); op(A) = A.
+  static_assert((!CollectiveMainloop::kPromote || CollectiveMainloop::kConvert) && !CollectiveMainloop::SparseMN,
+                "16-bit or W8A16 op(A) = A only");
   using TileScheduler = typename cutlass::gemm::kernel::detail::TileSchedulerSelector<
       SchedulerTag_, cutlass::arch::Sm90, TileShape, ClusterShape, 1u>::Scheduler;
   static_assert(TileScheduler::kRowsPerTile == 2, "the scheduler walks (gate, up) pairs");
@@ -86,8 +92,8 @@ class BsrGatedKernel {
   static constexpr uint32_t kMmaRegisters = 232;
   static constexpr int kTileM = cute::size<0>(TileShape{});
   static constexpr int kTileN = cute::size<1>(TileShape{});
-  static_assert(2 * kTileM * kTileN / int(kMmaThreads) <= 128,
-                "both accumulators must leave registers for the combine and the epilogue");
+  static_assert((CollectiveMainloop::kConvert ? 3 : 2) * kTileM * kTileN / int(kMmaThreads) <= 128,
+                "the accumulators must leave registers for the combine and the epilogue");
 
   struct SharedStorage {
     struct PipelineStorage : cute::aligned_struct<16, cute::_1> {

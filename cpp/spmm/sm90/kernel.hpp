@@ -105,7 +105,7 @@ struct ElementOf {
   using type = typename detail::DeviceTypeOf<kT>::cutlass_type;
 };
 
-// One kernel: Element in (A, B), ElementC out, the layouts of B and C, the GEMM tile
+// One kernel: Element in (A, B; W8A16: B, with A's FP8 values SparseElement), ElementC out, the layouts of B and C, the GEMM tile
 // TM x TN x 64 and the orientation (SparseIsB: C^T = B^T A^T, see configs.hpp).
 // The plain epilogue: CUTLASS's LinearCombination, D = alpha * acc + beta * C.
 template <class ElementC>
@@ -115,7 +115,7 @@ struct PlainEpilogue {
 
 template <class Element, class ElementC, bool BColMajor, bool CColMajor, int TM, int TN, int TK, bool SparseIsB,
           EpilogueKind Epi, int Cluster = 1, Schedule Sched = Schedule::Cooperative, bool Splits = true,
-          bool SparseMN = false, bool Gated = false>
+          bool SparseMN = false, bool Gated = false, class SparseElement = Element>
 struct BsrGemm {
   static constexpr bool kPingPong = Sched == Schedule::PingPong;
   static_assert(!kPingPong || (Epi != EpilogueKind::Direct && Cluster == 1), "ping-pong: TMA epilogue, no clusters");
@@ -153,16 +153,22 @@ struct BsrGemm {
   };
   template <class Void>
   struct EpilogueOf<true, Void> {
-    using type = DirectEpilogue<Element, TileShape, SparseIsB>;
+    using type = DirectEpilogue<SparseElement, TileShape, SparseIsB>;  // FP8 A: the FP8 scales
   };
   using CollectiveEpilogue = typename EpilogueOf<Epi == EpilogueKind::Direct>::type;
 
   static constexpr int EpilogueSmem = int(sizeof(typename CollectiveEpilogue::SharedStorage));
-  static constexpr int StageBytes =
-      int((size<0>(TileShape{}) + size<1>(TileShape{})) * size<2>(TileShape{}) * sizeof(Element)) + 32;
-  static constexpr int Stages = (kSmemCapacity - EpilogueSmem - kKernelSmemSlack - kMinOrderBytes) / StageBytes;
+  static constexpr int TileDenseExtent = SparseIsB ? TM : TN;
+  static constexpr int StageBytes = int(TileSparse * TK * sizeof(SparseElement) + TileDenseExtent * TK * sizeof(Element)) + 32;
+  // W8A16: the two buffers of converted A tiles (mainloop.hpp), beside the stages.
+  static constexpr int ConvertBytes = cute::is_same_v<SparseElement, Element> ? 0 : int(2 * TM * TK * sizeof(Element));
+  // Direct rows keep room for the whole block-row order (the assertion below).
+  static constexpr int OrderBytes = Epi == EpilogueKind::Direct ? 2 * kMaxOrderRows : kMinOrderBytes;
+  static constexpr int Stages =
+      (kSmemCapacity - EpilogueSmem - kKernelSmemSlack - OrderBytes - ConvertBytes) / StageBytes;
   static_assert(Stages >= 2, "tile too large for shared memory");
-  static constexpr int LeftoverBytes = kSmemCapacity - EpilogueSmem - kKernelSmemSlack - Stages * StageBytes;
+  static constexpr int LeftoverBytes =
+      kSmemCapacity - EpilogueSmem - kKernelSmemSlack - ConvertBytes - Stages * StageBytes;
   static constexpr int OrderCap = (LeftoverBytes / 2 < kMaxOrderRows ? LeftoverBytes / 2 : kMaxOrderRows) / 8 * 8;
   // The any-block rows serve the small blocks, where block-rows are many and skewed ones
   // gain most from the longest-first order: their epilogue must leave it room (16x16
@@ -171,7 +177,7 @@ struct BsrGemm {
 
   using CollectiveMainloop =
       CollectiveSparseMma<Element, DenseStride, TileShape, Stages, SparseIsB, ClusterShape, kPingPong ? 1 : 2, SparseMN,
-                          Epi == EpilogueKind::Direct>;
+                          Epi == EpilogueKind::Direct, SparseElement>;
   using SchedulerTag = BsrSchedulerTag<SparseIsB, OrderCap, Splits, Gated>;
   using ProblemShape = Shape<int, int, int, int>;
 
@@ -212,7 +218,7 @@ struct BsrGemm {
     typename CollectiveMainloop::Arguments mainloop{};
     const bool empty = p.a.nnzb == 0;
     // An all-empty matrix still needs a valid TMA descriptor; it is never read.
-    mainloop.values = static_cast<const Element*>(empty ? p.b.data : p.a.values);
+    mainloop.values = static_cast<const SparseElement*>(empty ? p.b.data : p.a.values);
     mainloop.bm = p.a.bm;
     mainloop.bk = p.a.bk;
     mainloop.nnzb = empty ? 1 : int32_t(p.a.nnzb);
@@ -431,11 +437,13 @@ template <int kRow>
 struct RowGemm {
   static_assert(0 <= kRow && kRow < kSm90Rows, "no such row in kSm90Variants");
   static constexpr Sm90Variant v = kSm90Variants[kRow];
-  using Element = typename ElementOf<v.input>::type;
+  // B's and the MMA's type, and A's (they differ on the W8A16 rows).
+  using Element = typename ElementOf<v.dense>::type;
+  using SparseElement = typename ElementOf<v.input>::type;
   // Plain and Fused rows write the input type; a Direct row's C dtype and layout are run-time.
   using type = BsrGemm<Element, Element, v.b_layout == Layout::ColMajor, v.c_layout == CLayout::Col, v.tile_m,
                        v.tile_n, v.tile_k, v.transposed, v.epilogue, v.cluster, v.schedule,
-                       v.split != Split::Never, v.a_transposed, v.gated>;
+                       v.split != Split::Never, v.a_transposed, v.gated, SparseElement>;
 };
 
 template <int kRow>

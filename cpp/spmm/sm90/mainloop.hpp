@@ -42,6 +42,15 @@
 // scales faulted.) Both operands must be K-major (family.cu refuses row-major B and
 // op(A) = A^T).
 //
+// W8A16 (SparseElement_ FP8, Element_ f16 or bf16; natural orientation, 128-row tiles): the
+// sparse operand's FP8 tiles arrive by TMA in their own ring stages, and each consumer
+// warpgroup converts its 64 rows of a k-tile to the MMA's type (exact: e4m3 and e5m2 values
+// are f16 and bf16 values) into one of two shared-memory buffers, which its WGMMAs then read
+// as a 16-bit operand (mma_converted). The conversion of k-tile i + 1 runs while k-tile i's
+// WGMMAs do; the per-block scales are promoted every k-tile as for FP8 (WGMMA accumulates
+// 16-bit products in fp32, but a block's scale cannot be folded into its 16-bit values without
+// rounding them).
+//
 // Orientation SparseIsB: false -> GEMM A = sparse, B = dense (C = A*B, block-row = M tile).
 //                        true  -> GEMM A = dense B^T, B = sparse A^T (C^T = B^T A^T,
 //                                 block-row = N tile); for bm = 64 (cooperative needs
@@ -62,6 +71,7 @@
 #include "cute/algorithm/gemm.hpp"
 #include "cute/tensor.hpp"
 
+#include "core/fp8_pair.cuh"
 #include "tile_iterator.hpp"
 
 namespace sparsek::detail::spmm_sm90 {
@@ -84,7 +94,7 @@ using SparseStrideMN = cute::Stride<cute::Int<1>, int64_t, int64_t>;
 // for an epilogue that places the tile the same way (the Direct epilogue).
 template <class Element_, class DenseStride_, class TileShape_, int Stages_, bool SparseIsB_,
           class ClusterShape_ = Shape<_1, _1, _1>, int MmaWarpGroups_ = 2, bool SparseMN_ = false,
-          bool PullLastDense_ = false>
+          bool PullLastDense_ = false, class SparseElement_ = Element_>
 struct CollectiveSparseMma {
   static constexpr bool SparseIsB = SparseIsB_;
   static constexpr bool kPullLastDense = PullLastDense_;
@@ -92,10 +102,17 @@ struct CollectiveSparseMma {
   static constexpr bool SparseMN = SparseMN_;
   using SparseStride = cute::conditional_t<SparseMN, SparseStrideMN, SparseStrideK>;
   static constexpr int TileK = size<2>(TileShape_{});
-  // FP8: per-k-tile promotion with per-block scales (see the file comment).
-  static constexpr bool kPromote = cute::sizeof_bits_v<Element_> == 8;
-  static constexpr int KBlock = kPromote ? 32 : 16;  // WGMMA's K for 8- and 16-bit inputs
-  static_assert(!kPromote || !SparseMN_, "FP8 WGMMA reads K-major operands only");
+  // The sparse operand's stored type: Element_, or FP8 under a 16-bit Element_ (W8A16).
+  using SparseElement = SparseElement_;
+  static constexpr bool kConvert = !cute::is_same_v<SparseElement_, Element_>;
+  // FP8 A (W8A8 or W8A16): per-k-tile promotion with per-block scales (see the file comment).
+  static constexpr bool kPromote = cute::sizeof_bits_v<SparseElement_> == 8;
+  static constexpr int KBlock = cute::sizeof_bits_v<Element_> == 8 ? 32 : 16;  // WGMMA's K for 8- and 16-bit inputs
+  static_assert(!kPromote || !SparseMN_, "FP8 A is read K-major only");
+  static_assert(!kConvert || (cute::sizeof_bits_v<SparseElement_> == 8 && cute::sizeof_bits_v<Element_> == 16 &&
+                              !SparseIsB_ && MmaWarpGroups_ == 2 && size<0>(TileShape_{}) == 128 &&
+                              size(ClusterShape_{}) == 1),
+                "W8A16: FP8 A under a 16-bit B, natural orientation, cooperative 128-row tiles, no clusters");
   static constexpr int Stages = Stages_;
   using ClusterShape = ClusterShape_;
   static_assert(size<SparseIsB_ ? 1 : 0>(ClusterShape{}) == 1 && size<2>(ClusterShape{}) == 1,
@@ -138,12 +155,27 @@ struct CollectiveSparseMma {
                                    MajorA, Element, decltype(get<0>(TileShape{})), decltype(get<2>(TileShape{}))>());
   using SmemLayoutAtomB = decltype(cutlass::gemm::collective::detail::ss_smem_selector<
                                    MajorB, Element, decltype(get<1>(TileShape{})), decltype(get<2>(TileShape{}))>());
+  // WGMMA's A: the ring's stages, or (W8A16) the two buffers of converted tiles.
+  static constexpr int kABuffers = kConvert ? 2 : Stages;
   using SmemLayoutA = decltype(tile_to_shape(
-      SmemLayoutAtomA{}, make_shape(shape<0>(TileShape{}), shape<2>(TileShape{}), Int<Stages>{}),
+      SmemLayoutAtomA{}, make_shape(shape<0>(TileShape{}), shape<2>(TileShape{}), Int<kABuffers>{}),
       cute::conditional_t<MajorA == GMMA::Major::MN, Step<_2, _1, _3>, Step<_1, _2, _3>>{}));
   using SmemLayoutB = decltype(tile_to_shape(
       SmemLayoutAtomB{}, make_shape(shape<1>(TileShape{}), shape<2>(TileShape{}), Int<Stages>{}),
       cute::conditional_t<MajorB == GMMA::Major::MN, Step<_2, _1, _3>, Step<_1, _2, _3>>{}));
+  // W8A16: the FP8 tiles' ring stages (K-major, swizzled as the TMA writes them); otherwise
+  // the sparse operand's tiles are WGMMA's A (or B) itself.
+  using SmemLayoutAtomSparse = decltype(cutlass::gemm::collective::detail::ss_smem_selector<
+                                        GMMA::Major::K, SparseElement, decltype(get<0>(TileShape{})),
+                                        decltype(get<2>(TileShape{}))>());
+  using SmemLayoutSparse = cute::conditional_t<
+      kConvert,
+      decltype(tile_to_shape(SmemLayoutAtomSparse{},
+                             make_shape(shape<0>(TileShape{}), shape<2>(TileShape{}), Int<Stages>{}),
+                             Step<_1, _2, _3>{})),
+      cute::conditional_t<SparseIsB, decltype(SmemLayoutB{}), decltype(SmemLayoutA{})>>;
+  // What the producer's TMA writes for GEMM A: the sparse tiles' stages, or WGMMA's A.
+  using SmemLayoutTmaA = cute::conditional_t<kConvert, SmemLayoutSparse, SmemLayoutA>;
 
   using MainloopPipeline = cutlass::PipelineTmaAsync<Stages>;
   using PipelineState = cutlass::PipelineState<Stages>;
@@ -152,27 +184,51 @@ struct CollectiveSparseMma {
 
   // Let TMA move raw bits.
   using InternalElement = cute::uint_bit_t<cute::sizeof_bits_v<Element>>;
+  using InternalSparse = cute::uint_bit_t<cute::sizeof_bits_v<SparseElement>>;
+  using InternalElementA = cute::conditional_t<SparseIsB, InternalElement, InternalSparse>;
+  using InternalElementB = cute::conditional_t<SparseIsB, InternalSparse, InternalElement>;
 
+  struct TensorStorageSame : cute::aligned_struct<128, _0> {
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutA>> smem_A;
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutB>> smem_B;
+    // FP8: the block scales of the last 2 x Stages k-iterations (scale_slot).
+    cute::array_aligned<float, kPromote ? 2 * Stages : 1, 16> smem_scales;
+  };
+  // W8A16: smem_A holds the two converted buffers, smem_sparse the FP8 ring stages.
+  struct TensorStorageConvert : cute::aligned_struct<128, _0> {
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutA>> smem_A;
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutB>> smem_B;
+    cute::array_aligned<SparseElement, cute::cosize_v<SmemLayoutSparse>, 128> smem_sparse;
+    cute::array_aligned<float, 2 * Stages, 16> smem_scales;
+  };
   struct SharedStorage {
-    struct TensorStorage : cute::aligned_struct<128, _0> {
-      cute::array_aligned<Element, cute::cosize_v<SmemLayoutA>> smem_A;
-      cute::array_aligned<Element, cute::cosize_v<SmemLayoutB>> smem_B;
-      // FP8: the block scales of the last 2 x Stages k-iterations (scale_slot).
-      cute::array_aligned<float, kPromote ? 2 * Stages : 1, 16> smem_scales;
-    } tensors;
+    using TensorStorage = cute::conditional_t<kConvert, TensorStorageConvert, TensorStorageSame>;
+    TensorStorage tensors;
     using PipelineStorage = typename MainloopPipeline::SharedStorage;
     PipelineStorage pipeline;
   };
   using TensorStorage = typename SharedStorage::TensorStorage;
   using PipelineStorage = typename SharedStorage::PipelineStorage;
 
+  // Where the producer's TMA writes GEMM A's tiles.
+  CUTLASS_DEVICE static auto* tma_a_smem(TensorStorage& t) {
+    if constexpr (kConvert) {
+      return t.smem_sparse.data();
+    } else {
+      return t.smem_A.data();
+    }
+  }
+
+  // A stage's bytes: the sparse tile's and the dense tile's.
   static constexpr uint32_t TmaTransactionBytes =
-      uint32_t((size<0>(SmemLayoutA{}) * size<1>(SmemLayoutA{}) + size<0>(SmemLayoutB{}) * size<1>(SmemLayoutB{})) *
-               cute::sizeof_bits_v<Element> / 8);
+      uint32_t(size<0>(SmemLayoutSparse{}) * size<1>(SmemLayoutSparse{}) * cute::sizeof_bits_v<SparseElement> / 8 +
+               (SparseIsB ? size<0>(SmemLayoutA{}) * size<1>(SmemLayoutA{})
+                          : size<0>(SmemLayoutB{}) * size<1>(SmemLayoutB{})) *
+                   cute::sizeof_bits_v<Element> / 8);
 
   // Host-side arguments.
   struct Arguments {
-    Element const* values = nullptr;  // BSR values, nnzb blocks of bm x bk, row-major (SparseMN: column-major)
+    SparseElement const* values = nullptr;  // BSR values, nnzb blocks of bm x bk, row-major (SparseMN: column-major)
     int32_t const* block_id = nullptr;  // SparseMN: stored block of each listed block; else null
     int32_t bm = 0, bk = 0;
     int32_t nnzb = 0;                 // >= 1 (use a dummy block when the matrix is empty)
@@ -184,14 +240,14 @@ struct CollectiveSparseMma {
   };
 
   static auto dummy_tensor_a() {
-    return make_tensor(static_cast<InternalElement const*>(nullptr), repeat_like(StrideA{}, int32_t(0)), StrideA{});
+    return make_tensor(static_cast<InternalElementA const*>(nullptr), repeat_like(StrideA{}, int32_t(0)), StrideA{});
   }
   static auto dummy_tensor_b() {
-    return make_tensor(static_cast<InternalElement const*>(nullptr), repeat_like(StrideB{}, int32_t(0)), StrideB{});
+    return make_tensor(static_cast<InternalElementB const*>(nullptr), repeat_like(StrideB{}, int32_t(0)), StrideB{});
   }
 
   struct Params {
-    using TMA_A = decltype(make_tma_copy_A_sm90(GmemTiledCopyA{}, dummy_tensor_a(), SmemLayoutA{}(_, _, Int<0>{}),
+    using TMA_A = decltype(make_tma_copy_A_sm90(GmemTiledCopyA{}, dummy_tensor_a(), SmemLayoutTmaA{}(_, _, Int<0>{}),
                                                 TileShape{}, ClusterShape{}));
     using TMA_B = decltype(make_tma_copy_B_sm90(GmemTiledCopyB{}, dummy_tensor_b(), SmemLayoutB{}(_, _, Int<0>{}),
                                                 TileShape{}, ClusterShape{}));
@@ -215,7 +271,7 @@ struct CollectiveSparseMma {
   template <class ProblemShape>
   static Params to_underlying_arguments(ProblemShape const& problem_shape, Arguments const& args, void*) {
     auto [M, N, K, L] = append<4>(problem_shape, 1);
-    auto ptr_s = reinterpret_cast<InternalElement const*>(args.values);
+    auto ptr_s = reinterpret_cast<InternalSparse const*>(args.values);
     auto ptr_d = reinterpret_cast<InternalElement const*>(args.dense);
     SparseStride dS{};
     if constexpr (SparseMN) {
@@ -231,7 +287,7 @@ struct CollectiveSparseMma {
       p.tma_load_a = make_tma_copy_A_sm90(GmemTiledCopyA{}, t_dense, SmemLayoutA{}(_, _, Int<0>{}), TileShape{}, ClusterShape{});
       p.tma_load_b = make_tma_copy_B_sm90(GmemTiledCopyB{}, t_sparse, SmemLayoutB{}(_, _, Int<0>{}), TileShape{}, ClusterShape{});
     } else {
-      p.tma_load_a = make_tma_copy_A_sm90(GmemTiledCopyA{}, t_sparse, SmemLayoutA{}(_, _, Int<0>{}), TileShape{}, ClusterShape{});
+      p.tma_load_a = make_tma_copy_A_sm90(GmemTiledCopyA{}, t_sparse, SmemLayoutTmaA{}(_, _, Int<0>{}), TileShape{}, ClusterShape{});
       p.tma_load_b = make_tma_copy_B_sm90(GmemTiledCopyB{}, t_dense, SmemLayoutB{}(_, _, Int<0>{}), TileShape{}, ClusterShape{});
     }
     p.tma_transaction_bytes = TmaTransactionBytes;
@@ -316,8 +372,8 @@ struct CollectiveSparseMma {
     if (k_tile_count <= 0) {
       return;
     }
-    Tensor sA = make_tensor(make_smem_ptr(shared_tensors.smem_A.data()), SmemLayoutA{});  // (BLK_M,BLK_K,PIPE)
-    Tensor sB = make_tensor(make_smem_ptr(shared_tensors.smem_B.data()), SmemLayoutB{});  // (BLK_N,BLK_K,PIPE)
+    Tensor sA = make_tensor(make_smem_ptr(tma_a_smem(shared_tensors)), SmemLayoutTmaA{});  // (BLK_M,BLK_K,PIPE)
+    Tensor sB = make_tensor(make_smem_ptr(shared_tensors.smem_B.data()), SmemLayoutB{});   // (BLK_N,BLK_K,PIPE)
 
     auto m_coord = get<0>(blk_coord);
     auto n_coord = get<1>(blk_coord);
@@ -420,7 +476,10 @@ struct CollectiveSparseMma {
   CUTLASS_DEVICE void mma(MainloopPipeline pipeline, PipelineState smem_pipe_read, FrgTensorC& accum,
                           int k_tile_count, int thread_idx, TensorStorage& shared_tensors, Params const& params) {
     static_assert(is_rmem<FrgTensorC>::value, "C tensor must be rmem resident.");
-    if constexpr (kPromote) {
+    if constexpr (kConvert) {
+      mma_converted(pipeline, smem_pipe_read, accum, k_tile_count, thread_idx, shared_tensors, params);
+      return;
+    } else if constexpr (kPromote) {
       mma_promoted(pipeline, smem_pipe_read, accum, k_tile_count, thread_idx, shared_tensors, params);
       return;
     }
@@ -536,6 +595,114 @@ struct CollectiveSparseMma {
       CUTLASS_PRAGMA_UNROLL
       for (int i = 0; i < size(accum); ++i) accum(i) = fmaf(scale, tile(i), accum(i));
       ++smem_pipe_read;
+    }
+  }
+
+  // W8A16's named barriers: one per consumer warpgroup over its 128 threads (CUTLASS
+  // reserves ids 0..7; the Direct epilogue uses 10 and 11, the scheduler 12, 13 and 15).
+  static constexpr uint32_t kConvertBarrierId = 8;
+
+  // W8A16: the FP8 values of this warpgroup's 64 rows of stage `stage` (sS), converted to the
+  // MMA's type into buffer `buf` of WGMMA's A (sA). 16 values (one 16-byte chunk of a row, which
+  // the swizzle keeps whole) per step; both layouts are CuTe's, so the swizzles are theirs.
+  template <class TensorS, class TensorA>
+  CUTLASS_DEVICE static void convert_rows(TensorS const& sS, TensorA& sA, int stage, int buf, int wg, int wg_thread) {
+    constexpr int TileK = size<2>(TileShape{});
+    constexpr int kChunksPerRow = TileK / 16;
+    constexpr int kChunks = 64 * kChunksPerRow;
+    constexpr bool kSparseE5m2 = cute::is_same_v<SparseElement, cutlass::float_e5m2_t>;
+    constexpr bool kBf16 = cute::is_same_v<Element, cutlass::bfloat16_t>;
+    static_assert(kChunks % cutlass::NumThreadsPerWarpGroup == 0, "whole steps per thread");
+    CUTLASS_PRAGMA_UNROLL
+    for (int step = 0; step < kChunks / int(cutlass::NumThreadsPerWarpGroup); ++step) {
+      const int c = step * int(cutlass::NumThreadsPerWarpGroup) + wg_thread;
+      const int r = 64 * wg + c / kChunksPerRow, k = (c % kChunksPerRow) * 16;
+      const uint4 raw = *reinterpret_cast<const uint4*>(&sS(r, k, stage));
+      const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+      uint32_t h[8];
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < 4; ++i) {
+        h[2 * i] = ::sparsek::detail::fp8x2_to_16<kSparseE5m2, kBf16>(w[i] & 0xffffu);
+        h[2 * i + 1] = ::sparsek::detail::fp8x2_to_16<kSparseE5m2, kBf16>(w[i] >> 16);
+      }
+      *reinterpret_cast<uint4*>(&sA(r, k, buf)) = make_uint4(h[0], h[1], h[2], h[3]);
+      *reinterpret_cast<uint4*>(&sA(r, k + 8, buf)) = make_uint4(h[4], h[5], h[6], h[7]);
+    }
+  }
+
+  // W8A16 consumer: per k-tile, WGMMA from the converted buffer into `tile` from zero, then
+  // accum += scale * tile in fp32 (mma_promoted's order). While k-tile i's WGMMAs run, the
+  // warpgroup converts k-tile i + 1 into the other buffer; that buffer's last reader, k-tile
+  // i - 1's WGMMAs, every warp of the warpgroup waited for before the barrier that preceded
+  // k-tile i's issue. The conversions' generic-proxy stores reach WGMMA (async proxy) through
+  // a proxy fence before that barrier.
+  template <class FrgTensorC>
+  CUTLASS_DEVICE void mma_converted(MainloopPipeline pipeline, PipelineState smem_pipe_read, FrgTensorC& accum,
+                                    int k_tile_count, int thread_idx, TensorStorage& shared_tensors,
+                                    Params const& params) {
+    Tensor sS = make_tensor(make_smem_ptr(shared_tensors.smem_sparse.data()), SmemLayoutSparse{});  // (M,K,PIPE)
+    Tensor sA = make_tensor(make_smem_ptr(shared_tensors.smem_A.data()), SmemLayoutA{});          // (M,K,2)
+    Tensor sB = make_tensor(make_smem_ptr(shared_tensors.smem_B.data()), SmemLayoutB{});          // (N,K,PIPE)
+    constexpr int MmaWarpGroups = size(TiledMma{}) / cutlass::NumThreadsPerWarpGroup;
+    auto warp_group_thread_layout = make_layout(Int<MmaWarpGroups>{}, Int<cutlass::NumThreadsPerWarpGroup>{});
+    const int wg = __shfl_sync(0xFFFFFFFF, thread_idx / cutlass::NumThreadsPerWarpGroup, 0);
+    const int wg_thread = thread_idx % int(cutlass::NumThreadsPerWarpGroup);
+    TiledMma tiled_mma;
+    auto thread_mma = tiled_mma.get_slice(warp_group_thread_layout(wg));
+    Tensor tCsA = thread_mma.partition_A(sA);
+    Tensor tCsB = thread_mma.partition_B(sB);
+    Tensor tCrA = thread_mma.make_fragment_A(tCsA);  // descriptors
+    Tensor tCrB = thread_mma.make_fragment_B(tCsB);
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(accum); ++i) accum(i) = 0.0f;
+    const float* scales = shared_tensors.smem_scales.data();
+    const uint32_t barrier = kConvertBarrierId + uint32_t(wg);
+    auto sync_warpgroup = [barrier]() {
+      asm volatile("bar.sync %0, %1;" : : "r"(barrier), "r"(int(cutlass::NumThreadsPerWarpGroup)) : "memory");
+    };
+    Tensor tile = make_fragment_like(accum);
+    // The previous tile's WGMMAs read the buffers: every warp waited for them before its
+    // promotion, and arrives here after it.
+    sync_warpgroup();
+    {
+      auto barrier_token = pipeline.consumer_try_wait(smem_pipe_read);
+      pipeline.consumer_wait(smem_pipe_read, barrier_token);
+      convert_rows(sS, sA, smem_pipe_read.index(), 0, wg, wg_thread);
+      cutlass::arch::fence_view_async_shared();
+      sync_warpgroup();
+    }
+    int buf = 0;
+    CUTLASS_PRAGMA_NO_UNROLL
+    for (; k_tile_count > 0; --k_tile_count) {
+      const int read_stage = smem_pipe_read.index();
+      tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
+      warpgroup_fence_operand(tile);
+      warpgroup_arrive();
+      CUTLASS_PRAGMA_UNROLL
+      for (int k_block = 0; k_block < size<2>(tCrA); ++k_block) {
+        cute::gemm(tiled_mma, tCrA(_, _, k_block, buf), tCrB(_, _, k_block, read_stage), tile);
+        tiled_mma.accumulate_ = GMMA::ScaleOut::One;
+      }
+      warpgroup_commit_batch();
+      PipelineState next = smem_pipe_read;
+      ++next;
+      if (k_tile_count > 1) {
+        auto barrier_token = pipeline.consumer_try_wait(next);
+        pipeline.consumer_wait(next, barrier_token);
+        convert_rows(sS, sA, next.index(), buf ^ 1, wg, wg_thread);
+      }
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tile);
+      const float scale = params.scales != nullptr ? scales[scale_slot(smem_pipe_read, false)] : 1.0f;
+      pipeline.consumer_release(smem_pipe_read);
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < size(accum); ++i) accum(i) = fmaf(scale, tile(i), accum(i));
+      if (k_tile_count > 1) {
+        cutlass::arch::fence_view_async_shared();
+        sync_warpgroup();
+      }
+      smem_pipe_read = next;
+      buf ^= 1;
     }
   }
 
