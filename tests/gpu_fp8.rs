@@ -1,6 +1,7 @@
 //! GPU tests of the FP8 products (`spmm_fp8`; `--features full`): W8A8 on the Hopper family
 //! (E4M3 and E5M2, A's scales per block / per tensor / none, B's per column / per tensor /
-//! none) and W8A16 on the Decode family (B f16/bf16, odd n), every output type, α/β, bias,
+//! none) and W8A16 on the Decode family (B f16/bf16, odd n) and on the Hopper family's W8A16
+//! rows (e4m3 A, f16 B column-major, n up to 600), every output type, α/β, bias,
 //! activations and NaN-poisoned C with β = 0, against the f64 oracle and the CPU reference
 //! (the cases: `common::fp8`); 100 launches bitwise identical; `DeviceBsr`'s scales
 //! (upload, download, update, device buffers); `SparseLinear` with FP8 weights; the typed

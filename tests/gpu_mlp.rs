@@ -600,6 +600,87 @@ fn sparse_mlp_fp8_matches_reference() {
     println!("sparse_mlp_fp8_matches_reference: {count} cases passed");
 }
 
+/// FP8 weights (W8A16) on the Hopper family's W8A16 rows (`with_backend(Backend::Hopper)`, both
+/// products; sm_90 only): per-block and per-tensor scales (the latter applied before the
+/// nonlinearity), 128-high and 64-high blocks, biases on both products (h's f16 type on the
+/// gated one, y's f32 on the down one), odd batches, against the host MLP and the f64 oracle's
+/// tolerance; y NaN-poisoned.
+#[test]
+#[allow(deprecated)]
+fn sparse_mlp_fp8_on_hopper_with_bias() {
+    use sparsek::{interleave_bias, MlpBias};
+    let Some(ctx) = device("sparse_mlp_fp8_on_hopper_with_bias") else {
+        return;
+    };
+    if !is_hopper(&ctx) {
+        println!("sparse_mlp_fp8_on_hopper_with_bias: SKIPPED (not an sm_90 device)");
+        return;
+    }
+    let stream = ctx.default_stream();
+    let mut rng = StdRng::seed_from_u64(seed());
+    let (hidden, inter) = (640, 1152);
+    let mut count = 0;
+    for (g, &(gran, gb)) in [
+        (BlockGranularity::PerBlock, 128),
+        (BlockGranularity::PerTensor, 128),
+        (BlockGranularity::PerBlock, 64),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let blk = BlockShape::new(gb, gb);
+        let w = |rows, cols, rng: &mut StdRng| {
+            let mask = BlockMask::random(rows / gb, cols / gb, 0.5, rng).unwrap();
+            BsrMatrix::from_block_mask(&mask, blk, |_, _| rng.random_range(-2.0f32..2.0)).unwrap()
+        };
+        let (gf, uf, df) = (
+            w(inter, hidden, &mut rng),
+            w(inter, hidden, &mut rng),
+            w(hidden, inter, &mut rng),
+        );
+        let q = |m: &BsrMatrix<f32>| m.quantize_fp8::<F8E4M3>(gran).unwrap();
+        let host = SparseMlp::new_fp8(&q(&gf), &q(&uf), q(&df), Activation::Silu).unwrap();
+        let dev = host.upload(&stream).unwrap().with_backend(Backend::Hopper);
+        let bg: Vec<f16> = random_vec(inter, &mut rng);
+        let bu: Vec<f16> = random_vec(inter, &mut rng);
+        let b_gu = interleave_bias(&bg, &bu, gb).unwrap();
+        let b_down: Vec<f32> = random_vec(hidden, &mut rng);
+        let (d_gu, d_down) = (
+            stream.clone_htod(&b_gu).unwrap(),
+            stream.clone_htod(&b_down).unwrap(),
+        );
+        for batch in [1usize, 7, 64, 129, 333] {
+            let x: Vec<f16> = random_vec(batch * hidden, &mut rng);
+            let dx = stream.clone_htod(&x).unwrap();
+            let mut dh = stream.alloc_zeros::<f16>(batch * inter).unwrap();
+            let mut dy = stream.clone_htod(&vec![f32::NAN; batch * hidden]).unwrap();
+            let dbias = MlpBias {
+                gate_up: Some(Vector::Device(&d_gu)),
+                down: Some(Vector::Device(&d_down)),
+            };
+            dev.forward_with_bias(&dx, batch, &mut dh, &mut dy, &dbias)
+                .unwrap_or_else(|e| panic!("fp8 {g} batch {batch}: {e}"));
+            let y = stream.clone_dtoh(&dy).unwrap();
+            let mut h = vec![f16::ZERO; batch * inter];
+            let mut yc = vec![f32::NAN; batch * hidden];
+            let hbias = MlpBias {
+                gate_up: Some(Vector::Host(&b_gu)),
+                down: Some(Vector::Host(&b_down)),
+            };
+            host.forward_with_bias(&x, batch, &mut h, &mut yc, &hbias)
+                .unwrap();
+            let want: Vec<f64> = yc.iter().map(|&v| v as f64).collect();
+            let (err, bad) = rel_err_flat(&y, &want);
+            assert!(
+                bad == 0 && err < 1e-2,
+                "fp8 {g} batch {batch}: GPU (Hopper) vs CPU rel err {err:.3e}, {bad} bad"
+            );
+            count += 1;
+        }
+    }
+    println!("sparse_mlp_fp8_on_hopper_with_bias: {count} cases passed");
+}
+
 /// A decode step of the MLP (gated product + down product) captured in a CUDA graph:
 /// 100 replays bitwise equal to the eager step, and a replay after new input equal to the
 /// eager step on it.

@@ -282,8 +282,9 @@ constexpr const char kFp8[] =
 // 0.94-1.16x): ncu's stall sampling (8192^3, 1/4) had put about a third of the warps'
 // samples in the epilogue, its largest single stall on the column scale's load.
 constexpr const char kW8A16[] =
-    "not yet measured: the first W8A16 tiles, the 16-bit 128x128 and gated 128x64 tiles with FP8 A converted in "
-    "shared memory";
+    "no sweep (the family's first W8A16 tiles): the FP8 128x128 row's tile in 64-wide k-tiles (two converted "
+    "64x64 buffers a warpgroup), and the f16 gated rows' 128x64 (three accumulators in 96 registers); "
+    "Auto's threshold against Decode in spmm/operation.hpp";
 constexpr const char kFp8Cluster[] =
     "H200 2026-11-28 (tests/cpp/time_fp8.cu --rows, see above): 128x256 on n128 atoms, clusters of 2 along n, "
     "where n fills whole clusters: 1.08-1.30x the rows before on 6 shapes at d = 1/8 and 1/4 (8192^3 1/8 523 "

@@ -73,9 +73,6 @@ const char* fits(const Problem& p, int row) {
   if (p.b.dtype != v.dense)
     return v.dense == v.input ? "the row takes B of A's dtype (W8A16 runs on the _f16 rows)"
                               : "the row is for FP8 A with f16 B (W8A16)";
-  // The gated combine reads a bias of A's 16-bit dtype; W8A16's has C's (gated.hpp).
-  if (v.gated && v.dense != v.input && p.bias != nullptr)
-    return "a W8A16 gated product with a bias runs on the Decode family";
   if (p.b.layout != v.b_layout)
     return v.b_layout == Layout::RowMajor ? "the row is for row-major B" : "the row is for column-major B";
   if (v.epilogue == EpilogueKind::Direct) {

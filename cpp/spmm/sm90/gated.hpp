@@ -27,8 +27,8 @@
 // Registers: two accumulators per thread (2 * TileM * TileN / 256 floats); the rows keep
 // that at 128 (configs.hpp: TileM * TileN <= 128 * 128) so the consumers do not spill.
 // W8A16 (FP8 weights, f16 B): the mainloop's promotion adds a k-tile accumulator, so those
-// rows keep all three within 128 registers; their bias has C's dtype, which the combine does
-// not read (family.cu leaves a W8A16 gated product with a bias to the Decode family).
+// rows keep all three within 128 registers; the combine applies A's per-tensor scale (before
+// the nonlinearity, where it belongs) and reads their bias in C's dtype.
 // What it leaves out: clusters, split tiles (a split would need both passes' partial sums
 // before the nonlinearity), ping-pong, W8A8, and op(A) = A^T (the gated product's rules
 // refuse it).
@@ -45,6 +45,7 @@
 #include "cute/tensor.hpp"
 
 #include "core/activation.cuh"
+#include "core/dtype.hpp"
 #include "core/vec8.cuh"
 #include "tile_iterator.hpp"
 
@@ -57,6 +58,12 @@ struct GatedArguments {
   const void* bias = nullptr;  // null or m values of the input type, in A's row order
   int32_t activation = 0;      // an Activation value
   int32_t bm = 0;              // rows per block-row
+  // W8A16: A's per-tensor scale (one device value), or null. It scales both products before
+  // the nonlinearity, so the combine applies it, not the epilogue (per-block scales: the
+  // mainloop's promotion).
+  const float* scale_a = nullptr;
+  // The bias's dtype: A's 16-bit type, or with FP8 A (W8A16) C's (a DType value).
+  int32_t bias_dtype = 0;
 };
 
 // The same Arguments / Params / static interface as CUTLASS's GemmUniversal (and
@@ -281,7 +288,20 @@ class BsrGatedKernel {
   template <class Acc, class Mma>
   CUTLASS_DEVICE static void combine(GatedArguments const& g, int32_t pair, Acc& gate, Acc const& up, Mma tiled_mma,
                                      int mma_thread) {
-    using Bias = cute::conditional_t<cute::is_same_v<Element, cutlass::half_t>, __half, __nv_bfloat16>;
+    using Input = cute::conditional_t<cute::is_same_v<Element, cutlass::half_t>, __half, __nv_bfloat16>;
+    if constexpr (CollectiveMainloop::kConvert) {  // W8A16: the bias has C's dtype
+      if (g.bias_dtype == static_cast<int32_t>(DType::F32)) return combine_with<float>(g, pair, gate, up, tiled_mma, mma_thread);
+      if (g.bias_dtype == static_cast<int32_t>(DType::BF16))
+        return combine_with<__nv_bfloat16>(g, pair, gate, up, tiled_mma, mma_thread);
+      return combine_with<__half>(g, pair, gate, up, tiled_mma, mma_thread);
+    } else {
+      return combine_with<Input>(g, pair, gate, up, tiled_mma, mma_thread);
+    }
+  }
+
+  template <class Bias, class Acc, class Mma>
+  CUTLASS_DEVICE static void combine_with(GatedArguments const& g, int32_t pair, Acc& gate, Acc const& up,
+                                          Mma tiled_mma, int mma_thread) {
     switch (g.activation) {
       case static_cast<int32_t>(Activation::Relu): combine_as<int32_t(Activation::Relu), Bias>(g, pair, gate, up, tiled_mma, mma_thread); break;
       case static_cast<int32_t>(Activation::GeluTanh): combine_as<int32_t(Activation::GeluTanh), Bias>(g, pair, gate, up, tiled_mma, mma_thread); break;
@@ -295,7 +315,8 @@ class BsrGatedKernel {
                                         Mma tiled_mma, int mma_thread) {
     using namespace cute;
     constexpr int kAcc = decltype(size(gate))::value;
-    const float alpha = g.alpha;
+    // alpha * sa, as the Direct epilogue folds an FP8 per-tensor scale.
+    const float alpha = g.scale_a != nullptr ? g.alpha * __ldg(g.scale_a) : g.alpha;
     const Bias* bias = static_cast<const Bias*>(g.bias);
     if (bias == nullptr) {
       CUTLASS_PRAGMA_UNROLL

@@ -254,7 +254,8 @@ struct BsrGemm {
       epilogue.activation = Gated ? 0 : static_cast<int32_t>(p.activation);
       epilogue.bm = p.a.bm;
       epilogue.n = n;
-      epilogue.scale_a = p.a.scale_kind == ScaleKind::PerTensor ? p.a.scales : nullptr;
+      // (Gated: A's per-tensor scale goes to the combine, before the nonlinearity.)
+      epilogue.scale_a = !Gated && p.a.scale_kind == ScaleKind::PerTensor ? p.a.scales : nullptr;
       epilogue.scale_b = p.b.scale_kind == ScaleKind::PerTensor ? p.b.scales : nullptr;
       epilogue.column_scale = p.b.scale_kind == ScaleKind::PerColumn ? p.b.scales : nullptr;
     } else {
@@ -327,7 +328,13 @@ struct BsrGemm {
                                         hw_info,
                                         scheduler};
     if constexpr (Gated) {
-      args.gated = {p.alpha, p.bias, static_cast<int32_t>(p.activation), p.a.bm};
+      // FP8 A (W8A16): the bias has C's dtype (the Problem's rule).
+      args.gated = {p.alpha,
+                    p.bias,
+                    static_cast<int32_t>(p.activation),
+                    p.a.bm,
+                    p.a.scale_kind == ScaleKind::PerTensor ? p.a.scales : nullptr,
+                    static_cast<int32_t>(detail::is_fp8(p.a.dtype) ? p.c.dtype : p.a.dtype)};
     }
     if constexpr (Cluster > 1) {
       const cudaError_t e = resident_clusters(p.device.id, &args.scheduler.max_clusters);
