@@ -235,15 +235,15 @@ fn w8a16_cases() -> Vec<Case> {
 
 /// W8A16 on the Hopper family's W8A16 rows (e4m3 A converted to f16 in shared memory, f16 B
 /// column-major, cpp/spmm/sm90/mainloop.hpp): blocks up to 128 high (shorter ones zero-padded
-/// in the 128-row tile), bk a multiple of 32 up to 128 (the last k-tile part empty at 96), odd
-/// n up to 600, C either layout with padded ld, every scale kind of A, α/β, bias, activations,
-/// empty block-rows.
+/// in the 128-row tile), bk 128, 256 or 224 (a k-tile of 128 one eighth empty), odd n up to
+/// 600, C either layout with padded ld, every scale kind of A, α/β, bias, activations, empty
+/// block-rows.
 fn w8a16_hopper_cases() -> Vec<Case> {
     let blocks = [
         BlockShape::new(128, 128),
-        BlockShape::new(64, 64),
-        BlockShape::new(128, 96),
-        BlockShape::new(48, 32),
+        BlockShape::new(64, 128),
+        BlockShape::new(128, 224),
+        BlockShape::new(48, 256),
         BlockShape::new(96, 128),
     ];
     let kinds = [

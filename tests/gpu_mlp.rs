@@ -546,6 +546,25 @@ fn sparse_mlp_matches_reference() {
     println!("sparse_mlp_matches_reference: {count} cases passed");
 }
 
+/// A host SwiGLU MLP of FP8 E4M3 weights at half their `blk` blocks, quantized at `gran`.
+#[allow(deprecated)]
+fn fp8_mlp(
+    hidden: usize,
+    inter: usize,
+    blk: BlockShape,
+    gran: BlockGranularity,
+    rng: &mut StdRng,
+) -> SparseMlp<sparsek::QuantizedBsr<F8E4M3>> {
+    let mut w = |rows: usize, cols: usize| {
+        let mask = BlockMask::random(rows / blk.rows, cols / blk.cols, 0.5, rng).unwrap();
+        let m =
+            BsrMatrix::from_block_mask(&mask, blk, |_, _| rng.random_range(-2.0f32..2.0)).unwrap();
+        m.quantize_fp8::<F8E4M3>(gran).unwrap()
+    };
+    let (g, u, d) = (w(inter, hidden), w(inter, hidden), w(hidden, inter));
+    SparseMlp::new_fp8(&g, &u, d, Activation::Silu).unwrap()
+}
+
 /// FP8 weights (W8A16): the device MLP against the host one (the CPU reference of the FP8
 /// products) and the f64 oracle on the dequantized weights.
 #[test]
@@ -564,18 +583,7 @@ fn sparse_mlp_fp8_matches_reference() {
     .iter()
     .enumerate()
     {
-        let blk = BlockShape::new(gb, gb);
-        let w = |rows, cols, rng: &mut StdRng| {
-            let mask = BlockMask::random(rows / gb, cols / gb, 0.5, rng).unwrap();
-            BsrMatrix::from_block_mask(&mask, blk, |_, _| rng.random_range(-2.0f32..2.0)).unwrap()
-        };
-        let (gf, uf, df) = (
-            w(inter, hidden, &mut rng),
-            w(inter, hidden, &mut rng),
-            w(hidden, inter, &mut rng),
-        );
-        let q = |m: &BsrMatrix<f32>| m.quantize_fp8::<F8E4M3>(gran).unwrap();
-        let host = SparseMlp::new_fp8(&q(&gf), &q(&uf), q(&df), Activation::Silu).unwrap();
+        let host = fp8_mlp(hidden, inter, BlockShape::new(gb, gb), gran, &mut rng);
         let dev = host.upload(&stream).unwrap();
         // 64 and above: Auto runs both products on the Hopper family's W8A16 rows.
         for batch in [1usize, 7, 16, 64, 65, 129, 333] {
@@ -602,9 +610,9 @@ fn sparse_mlp_fp8_matches_reference() {
 
 /// FP8 weights (W8A16) on the Hopper family's W8A16 rows (`with_backend(Backend::Hopper)`, both
 /// products; sm_90 only): per-block and per-tensor scales (the latter applied before the
-/// nonlinearity), 128-high and 64-high blocks, biases on both products (h's f16 type on the
+/// nonlinearity), 128-high and 64-high blocks 128 wide, biases on both products (h's f16 type on the
 /// gated one, y's f32 on the down one), odd batches, against the host MLP and the f64 oracle's
-/// tolerance; y NaN-poisoned.
+/// tolerance; y NaN-poisoned. (The rows' k-tiles are 128 deep: 64-wide blocks run on Decode.)
 #[test]
 #[allow(deprecated)]
 fn sparse_mlp_fp8_on_hopper_with_bias() {
@@ -628,18 +636,7 @@ fn sparse_mlp_fp8_on_hopper_with_bias() {
     .iter()
     .enumerate()
     {
-        let blk = BlockShape::new(gb, gb);
-        let w = |rows, cols, rng: &mut StdRng| {
-            let mask = BlockMask::random(rows / gb, cols / gb, 0.5, rng).unwrap();
-            BsrMatrix::from_block_mask(&mask, blk, |_, _| rng.random_range(-2.0f32..2.0)).unwrap()
-        };
-        let (gf, uf, df) = (
-            w(inter, hidden, &mut rng),
-            w(inter, hidden, &mut rng),
-            w(hidden, inter, &mut rng),
-        );
-        let q = |m: &BsrMatrix<f32>| m.quantize_fp8::<F8E4M3>(gran).unwrap();
-        let host = SparseMlp::new_fp8(&q(&gf), &q(&uf), q(&df), Activation::Silu).unwrap();
+        let host = fp8_mlp(hidden, inter, BlockShape::new(gb, 128), gran, &mut rng);
         let dev = host.upload(&stream).unwrap().with_backend(Backend::Hopper);
         let bg: Vec<f16> = random_vec(inter, &mut rng);
         let bu: Vec<f16> = random_vec(inter, &mut rng);

@@ -282,9 +282,11 @@ constexpr const char kFp8[] =
 // 0.94-1.16x): ncu's stall sampling (8192^3, 1/4) had put about a third of the warps'
 // samples in the epilogue, its largest single stall on the column scale's load.
 constexpr const char kW8A16[] =
-    "no sweep (the family's first W8A16 tiles): the FP8 128x128 row's tile in 64-wide k-tiles (two converted "
-    "64x64 buffers a warpgroup), and the f16 gated rows' 128x64 (three accumulators in 96 registers); "
-    "Auto's threshold against Decode in spmm/operation.hpp";
+    "H200 2026-11-29 (report/NOTES.md session 39, calls C and E; bench_report decode --mlp-only, Llama-3-8B "
+    "e4m3 d 0.5): k-tiles of 64 measured 0.80-1.39x the dense MLP at n 64-512 on 128x128 blocks, the "
+    "per-k-tile conversion, barrier and promotion unamortized; these 128-deep k-tiles (one block each) "
+    "replace them. Tiles: the FP8 128x128 row's; the f16 gated rows' 128x64 (three accumulators in 96 "
+    "registers)";
 constexpr const char kFp8Cluster[] =
     "H200 2026-11-28 (tests/cpp/time_fp8.cu --rows, see above): 128x256 on n128 atoms, clusters of 2 along n, "
     "where n fills whole clusters: 1.08-1.30x the rows before on 6 shapes at d = 1/8 and 1/4 (8192^3 1/8 523 "
@@ -484,9 +486,9 @@ inline constexpr Sm90Variant kSm90Variants[] = {
     {"sm90_e5m2_bm_le128_k128_bcol",          E5M2,  Wide,  128, BCol,  CAny,  128,   128,   N,   Auto,      kFp8E5m2,     Direct, 128},
     {"sm90_e5m2_bm_le64_k64_bcol",            E5M2,  Wide,   64, BCol,  CAny,  256,    64,   T,   Auto,      kFp8E5m2,     Direct,  64},
     // ---- W8A16: e4m3 A (scales per block or tensor), f16 B column-major, C f16/bf16/f32 ----
-    {"sm90_e4m3_f16_bm_le128_k64_bcol",       E4M3,  Wide,  128, BCol,  CAny,  128,   128,   N,   Auto,      kW8A16,       Direct,  64,
+    {"sm90_e4m3_f16_bm_le128_k128_bcol",      E4M3,  Wide,  128, BCol,  CAny,  128,   128,   N,   Auto,      kW8A16,       Direct, 128,
      1, 0, Coop, 0, Where, NT, false, F16},
-    {"sm90_e4m3_f16_gated_bm_le128_k64_bcol_128x64", E4M3, Wide, 128, BCol, CAny, 128,    64,   N,   Auto,      kW8A16,       Direct,  64,
+    {"sm90_e4m3_f16_gated_bm_le128_k128_bcol_128x64", E4M3, Wide, 128, BCol, CAny, 128,   64,   N,   Auto,      kW8A16,       Direct, 128,
      1, 0, Coop, 0, Never, NT, Glu, F16},
     // ---- the gated (GLU) product (gated.hpp): h = act(alpha*G*B + bias) * (alpha*U*B + bias),
     //      C's dtype (input or f32) and layout at run time; 64-high blocks and lower first ----

@@ -613,7 +613,9 @@ struct CollectiveSparseMma {
     constexpr bool kSparseE5m2 = cute::is_same_v<SparseElement, cutlass::float_e5m2_t>;
     constexpr bool kBf16 = cute::is_same_v<Element, cutlass::bfloat16_t>;
     static_assert(kChunks % cutlass::NumThreadsPerWarpGroup == 0, "whole steps per thread");
-    CUTLASS_PRAGMA_UNROLL
+    // Two steps at a time: their loads overlap, and the gated rows' three accumulators keep
+    // their registers (four unrolled steps spilled there).
+#pragma unroll 2
     for (int step = 0; step < kChunks / int(cutlass::NumThreadsPerWarpGroup); ++step) {
       const int c = step * int(cutlass::NumThreadsPerWarpGroup) + wg_thread;
       const int r = 64 * wg + c / kChunksPerRow, k = (c % kChunksPerRow) * 16;

@@ -6,8 +6,9 @@
 //!   row-major, f16's usual layout). Floors against this run's ceilings: dense e4m3
 //!   cuBLASLt (`crate::dense_fp8`; the faster of its promoting and fast-accumulation modes)
 //!   for the FP8 row, dense f16 cuBLAS for the f16 row, and the L2 and HBM read bandwidth.
-//! - **Decode** (`--decode-shapes`, `--ns`, `--decode-density`): `y = x·Wᵀ` with W8A16 on
-//!   the Decode family (W e4m3, per-block scales; x and y f16) beside the f16 decode of the
+//! - **Decode** (`--decode-shapes`, `--ns`, `--decode-density`): `y = x·Wᵀ` with W8A16 through
+//!   Auto (W e4m3, per-block scales; x and y f16: the Decode family, and on sm_90 from
+//!   n = 64 the Hopper family's W8A16 rows) beside the f16 product (Auto) of the
 //!   same pattern, the weights cycled through copies that exceed the L2 (as a model's
 //!   layers do); E_hbm = bytes that must move ÷ time ÷ HBM read bandwidth.
 //!
@@ -339,13 +340,13 @@ fn decode(
                     &auto,
                 )?)
             })?;
-            let dec = SpmmOptions::new().backend(Backend::Decode);
+            let w8a16 = SpmmOptions::new();
             let epilogue = Epilogue::new();
             let (fp8_us, fp8_refused) = match gpu::can_implement_fp8(
                 &da8[0],
                 &Dense::device(&x, ak, n, Layout::ColMajor),
                 &DenseMut::device(&mut y, am, n, Layout::ColMajor),
-                &dec,
+                &w8a16,
             ) {
                 Ok(_) => (
                     Some(median_us(&mut |i| {
@@ -354,7 +355,7 @@ fn decode(
                             Dense::device(&x, ak, n, Layout::ColMajor),
                             DenseMut::device(&mut y, am, n, Layout::ColMajor),
                             &epilogue,
-                            &dec,
+                            &w8a16,
                         )?)
                     })?),
                     None,
