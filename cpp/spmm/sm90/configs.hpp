@@ -282,11 +282,11 @@ constexpr const char kFp8[] =
 // 0.94-1.16x): ncu's stall sampling (8192^3, 1/4) had put about a third of the warps'
 // samples in the epilogue, its largest single stall on the column scale's load.
 constexpr const char kW8A16[] =
-    "H200 2026-11-29 (report/NOTES.md session 39, calls C and E; bench_report decode --mlp-only, Llama-3-8B "
-    "e4m3 d 0.5): k-tiles of 64 measured 0.80-1.39x the dense MLP at n 64-512 on 128x128 blocks, the "
-    "per-k-tile conversion, barrier and promotion unamortized; these 128-deep k-tiles (one block each) "
-    "replace them. Tiles: the FP8 128x128 row's; the f16 gated rows' 128x64 (three accumulators in 96 "
-    "registers)";
+    "H200 2026-11-29 (report/NOTES.md session 39, calls C and D; bench_report decode --mlp-only, e4m3 d 0.5), "
+    "no sweep: 128-deep k-tiles, one 128-wide block each, measured 3-8 % slower than 64-deep ones (Llama-3-8B "
+    "MLP 0.88-1.40x the dense MLP at n 64-512 against 0.81-1.37x) but leave 64-wide blocks to Decode (1.31 "
+    "against 1.46x at n = 64 in a half-empty 128-row tile; 8-10 % slower than it at n 96-128); the FP8 128x128 "
+    "row's tile, and the f16 gated rows' 128x64 (three accumulators in 96 registers)";
 constexpr const char kFp8Cluster[] =
     "H200 2026-11-28 (tests/cpp/time_fp8.cu --rows, see above): 128x256 on n128 atoms, clusters of 2 along n, "
     "where n fills whole clusters: 1.08-1.30x the rows before on 6 shapes at d = 1/8 and 1/4 (8192^3 1/8 523 "
