@@ -110,7 +110,12 @@ spmm_tests() {
       *) tests_of "SPARSEK_VARIANT=$row" gpu_sm90_tests forced_row ;;
     esac
   done
-  tests_of "" gpu_sm90_tests '!forced_row'
+  # The narrow split rows (Auto: n <= 128 where the launch splits), by the rule and in 3 pieces.
+  for row in sm90_f16_bm_le128_k128_bcol_128x64 sm90_bf16_bm_le128_k128_bcol_128x64; do
+    tests_of "SPARSEK_VARIANT=$row" gpu_sm90_tests narrow_split_row
+    tests_of "SPARSEK_SM90_SPLIT=3 SPARSEK_VARIANT=$row" gpu_sm90_tests narrow_split_row
+  done
+  tests_of "" gpu_sm90_tests '!forced_row' '!narrow_split_row'
   # Every Hopper launch of a row with split tiles in 3 pieces (cpp/spmm/sm90/split.hpp:
   # SPARSEK_SM90_SPLIT); Auto then takes the split rows (configs.hpp `split`) everywhere.
   tests_of "SPARSEK_SM90_SPLIT=3" gpu_sm90_tests cutlass_matches split_tiles any_block_sanitized

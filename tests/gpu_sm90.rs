@@ -307,6 +307,91 @@ fn forced_row_matches_reference() {
     }
 }
 
+/// The narrow split rows (`*_bm_le128_k128_bcol_128x64`: 128x64 tiles on 128-deep k-tiles,
+/// which Auto takes for n <= 128 where the launch splits), forced by `SPARSEK_VARIANT`:
+/// `run.sh test` runs this once per row by the rule's split and once with every launch in 3
+/// pieces (SPARSEK_SM90_SPLIT=3). Few block-rows of many blocks (so the rule splits), blocks
+/// up to the tile's 128 rows (padded ones too) and 128 or 256 wide (112: a k-tile an eighth
+/// empty), odd and partial n on both sides of the 64-column tile, C in either layout and in
+/// the input type or f32, alpha, beta, the bias and activations, padded leading dimensions;
+/// then 100 repeats bitwise.
+#[test]
+fn narrow_split_row_matches_reference() {
+    let test = "narrow_split_row_matches_reference";
+    let Ok(row) = std::env::var("SPARSEK_VARIANT") else {
+        println!("SKIPPED {test}: SPARSEK_VARIANT names no row");
+        return;
+    };
+    assert!(
+        row.contains("_bm_le128_k128_bcol_128x64"),
+        "{test}: {row} is not a narrow split row"
+    );
+    let Some(ctx) = hopper(test) else { return };
+    let mut rng = StdRng::seed_from_u64(seed());
+    let blocks = [
+        (128, 128),
+        (96, 128),
+        (128, 256),
+        (64, 128),
+        (128, 112),
+        (40, 128),
+    ];
+    let ns = [1, 7, 16, 33, 64, 65, 100, 128, 129, 300];
+    let kinds = [
+        PatternKind::Random(0.5),
+        PatternKind::Full,
+        PatternKind::EmptyAndFullRows,
+    ];
+    let mut list = Vec::new();
+    for (i, &n) in ns.iter().enumerate() {
+        let (r, c) = blocks[i % blocks.len()];
+        let (alpha, beta) = [(1.0, 0.0), (0.5, 1.0), (-1.25, 0.75)][i % 3];
+        list.push(Case {
+            block_rows: [3, 5, 2, 4][i % 4],
+            block_cols: [40, 24, 64, 33][i % 4] * 128 / c,
+            block: BlockShape::new(r, c),
+            kind: kinds[i % kinds.len()],
+            n,
+            b_layout: Layout::ColMajor,
+            c_layout: common::layouts()[i % 2],
+            alpha,
+            beta,
+            backend: Backend::Hopper,
+            ld_pad: 8 * (i % 2),
+            bias: i % 3 == 2,
+            activation: [Activation::None, Activation::Silu, Activation::GeluTanh][i % 3],
+        });
+    }
+    let bf16_row = row.contains("_bf16_");
+    for (i, case) in list.iter().enumerate() {
+        match (bf16_row, i % 2) {
+            (false, 0) => check_case::<f16, f16>(&ctx, case, &mut rng),
+            (false, _) => check_case::<f16, f32>(&ctx, case, &mut rng),
+            (true, 0) => check_case::<bf16, bf16>(&ctx, case, &mut rng),
+            (true, _) => check_case::<bf16, f32>(&ctx, case, &mut rng),
+        }
+    }
+    println!("{test}: {row}: {} cases passed", list.len());
+    // 100 repeats of a split launch (4 block-rows of 40 blocks, n = 100) are bitwise identical.
+    let stream = ctx.default_stream();
+    let mask = BlockMask::random_per_row(4, 40, 30, &mut rng).unwrap();
+    let opts = SpmmOptions::new().backend(Backend::Hopper);
+    if bf16_row {
+        let a = BsrMatrix::from_block_mask(&mask, BlockShape::new(128, 128), |_, _| {
+            common::nonzero::<bf16>(&mut rng)
+        })
+        .unwrap();
+        assert_repeats_bitwise::<bf16, bf16>(&stream, &a, 100, Layout::ColMajor, &opts, &mut rng);
+    } else {
+        let a = BsrMatrix::from_block_mask(&mask, BlockShape::new(128, 128), |_, _| {
+            common::nonzero::<f16>(&mut rng)
+        })
+        .unwrap();
+        assert_repeats_bitwise::<f16, f16>(&stream, &a, 100, Layout::ColMajor, &opts, &mut rng);
+    }
+    println!("{test}: {row}: 100 runs bitwise identical");
+}
+
 #[test]
 fn cutlass_is_deterministic() {
     // The TMA-epilogue rows (128x128) and the any-block rows (32x32, 112-high blocks).

@@ -64,10 +64,15 @@ struct Operation<Problem> : OperationDefaults<Problem> {
   //     74.3 vs 80.3; Llama-3-8B 60.0 vs 68.1 | 60.4 vs 67.7 | 60.4 vs 66.5 | 60.5 vs 65.2).
   //   At n <= 64 Decode's narrower rows win everywhere (n = 64: 36.0 vs 59.5, 46.7 vs 52.9,
   //   45.1 vs 57.6, 142.2 vs 178.8, 21.3 vs 36.8 on the five 128x128 shapes above).
+  // SPARSEK_HOPPER_PLAIN_MIN_N (a measuring knob, read once) moves the n threshold.
   static constexpr int64_t kHopperPlainMinN = 65;
   static constexpr int64_t kHopperPlainMinBytes = int64_t(32) << 20;
   static bool hopper_takes_plain(const Problem& p) {
-    if (p.gated || p.a_transposed || p.n() < kHopperPlainMinN || p.a.bm <= 64) return false;
+    static const int64_t min_n = [] {
+      const char* s = std::getenv("SPARSEK_HOPPER_PLAIN_MIN_N");
+      return s != nullptr && std::atoll(s) > 0 ? int64_t(std::atoll(s)) : kHopperPlainMinN;
+    }();
+    if (p.gated || p.a_transposed || p.n() < min_n || p.a.bm <= 64) return false;
     if (p.input() != DType::F16 && p.input() != DType::BF16) return false;
     // nnzb * bm * bk fits int64 (the Problem's rules); bytes of a 16-bit element: 2.
     return p.a.nnzb * p.a.bm * p.a.bk >= kHopperPlainMinBytes / 2;

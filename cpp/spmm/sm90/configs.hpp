@@ -52,7 +52,8 @@
 //   split        (after max_row_depth, default Where) split tiles (scheduler.hpp "Split tiles"): Never
 //                (compiled without them), Where (compiled with them; a launch splits where
 //                choose_split > 1, split.hpp) or Only (the same, and Auto takes the row only
-//                where the launch splits: the twin, ahead in the table, of a Never row).
+//                where the launch splits: the twin, ahead in the table, of a Never row, or
+//                for a Direct row the any-block rows).
 //                The support costs a launch that does not split up to 4.5 % (see the measurement above the table), so
 //                the common keys (B and C both row- or both column-major) are Never rows,
 //                each with an Only twin; the other rows keep Where.
@@ -228,6 +229,17 @@ constexpr const char kSplitTwin[] =
     "the default tile with split tiles, automatic only where the launch splits (split.hpp: few tiles with long "
     "block-rows, 1.4-1.9x faster, report/NOTES.md session 11 run 2); the split-free twin takes the rest";
 
+// The narrow split rows: the MLP's down projection at n = 16-128 has few block-rows (Llama-3-8B
+// 4096x14336: 32 of 128) whose whole-width tiles leave most SMs idle. Measured on an H200
+// (2026-11-29, spmm_check, f16 128x128 blocks d 0.5, B and C column-major, us, n = 16 / 32 / 64
+// / 128): the 128x256 split row 52.4 / 54.3 / 46.8 / 48.5 and Decode 21.3 / 28.9 / 41.7 / 82.0
+// on 4096x14336; ncu of the split row at n = 64: 1.18 TB/s (24 % of DRAM), 3 stages of 16 KiB
+// of A, 91 % of cycles without an eligible warp. A 128x64 tile in 128-deep k-tiles holds 4
+// stages of 32 KiB of A (one whole 128-wide block each) beside a 16 KiB box of B.
+constexpr const char kNarrowSplit[] =
+    "H200 2026-11-29 (spmm_check, see above): 128x64 on k-tiles of 128 with split tiles, automatic only "
+    "where the launch splits and n <= 128: the 128x256 split row kept 32 KiB of A in flight per SM";
+
 constexpr const char kFused[] =
     "the default tile with the fused bias/activation epilogue, only for problems that ask for it: on plain "
     "problems it measured 2-8 % slower than LinearCombination at bm=128 (H100, bench_report gate, 2026-11-23)";
@@ -337,6 +349,11 @@ constexpr const char kAnyBlock[] =
 inline constexpr Sm90Variant kSm90Variants[] = {
     // name                                 in    out   bm   B    C    tile_m tile_n  T/N  automatic  chosen_by
     // ---- split tiles: first, automatic only where the launch splits (few tiles, long block-rows) ----
+    // The narrow rows (Direct: no split-free twin; the any-block rows take what they leave).
+    {"sm90_f16_bm_le128_k128_bcol_128x64",   F16,  OrF32, 128, BCol, CAny, 128,    64,    N,   Auto,
+     kNarrowSplit, Direct, 128, 1, 128, Coop, 0, Only},
+    {"sm90_bf16_bm_le128_k128_bcol_128x64",  BF16, OrF32, 128, BCol, CAny, 128,    64,    N,   Auto,
+     kNarrowSplit, Direct, 128, 1, 128, Coop, 0, Only},
     {"sm90_f16_bm128_brow_crow_split",       F16, Same, 128, BRow, CRow, 128,   256,    N,   Auto,
      kSplitTwin, Plain, 64, 1, 0, Coop, 0, Only},
     {"sm90_f16_bm128_bcol_ccol_split",       F16, Same, 128, BCol, CCol, 128,   256,    N,   Auto,
@@ -556,13 +573,14 @@ constexpr bool same_name(const char* a, const char* b) {
 // The build features a row needs (core/features.hpp): bf16 rows need `bf16`, op(A) = A^T
 // rows `transpose`, any-block rows other than the 64/128-high tile_k-64 ones (which serve
 // f32 output and 64/128 blocks) `any-block` (the gated rows are not any-block rows: they
-// serve the gated product), tuning candidates `tuning`.
+// serve the gated product, and the 128-high rows on k-tiles of 128 serve 128x128 blocks), tuning
+// candidates `tuning`.
 constexpr uint32_t needs(const Sm90Variant& v) {
   uint32_t n = 0;
   n |= detail::dtype_needs(v.input) | detail::dtype_needs(v.dense);
   if (v.a_transposed) n |= detail::kFeatureTranspose;
   if (v.epilogue == EpilogueKind::Direct && !v.a_transposed && !v.gated && !detail::is_fp8(v.input) &&
-      !((v.bm == 64 || v.bm == 128) && v.tile_k == 64))
+      !((v.bm == 64 || v.bm == 128) && v.tile_k == 64) && !(v.bm == 128 && v.tile_k == 128))
     n |= detail::kFeatureAnyBlock;
   if (!v.automatic) n |= detail::kFeatureTuning;
   return n;
@@ -602,7 +620,8 @@ constexpr bool well_formed(const Sm90Variant& v) {
   const bool layouts = (v.c_layout == CAny) == direct;
   // TMA-epilogue rows: exactly one block height, bk 64 or 128 in k-tiles of 64. Direct rows:
   // any bm up to the sparse extent (WGMMA N: a multiple of 8 up to 256; M: 128 or 256).
-  const bool block = direct ? (v.tile_k == 16 || v.tile_k == 32 || v.tile_k == 64 || ((fp8 || v.gated) && v.tile_k == 128)) &&
+  const bool block = direct ? (v.tile_k == 16 || v.tile_k == 32 || v.tile_k == 64 ||
+                                (v.tile_k == 128 && (fp8 || v.gated || v.bm == 128))) &&
                                   (!fp8 || v.tile_k % 32 == 0) && v.bm == sparse_extent(v) &&
                                   v.bm % 8 == 0 && v.bm <= 256
                             : (v.bm == 64 || v.bm == 128) && v.tile_k == 64 && sparse_extent(v) == v.bm;
@@ -641,12 +660,13 @@ constexpr int automatic_plain_rows(DType t, int bm, Layout b, CLayout c) {
       ++count;
   return count;
 }
-// Every Only row has a Never twin (same key and tile) after it, which takes the problems
-// where the launch does not split.
+// Every TMA-epilogue Only row has a Never twin (same key and tile) after it, which takes the
+// problems where the launch does not split. (A Direct Only row needs none: the any-block rows
+// take every block, any_block_covered.)
 constexpr bool split_twins() {
   for (int i = 0; i < kSm90Rows; ++i) {
     const Sm90Variant& v = kSm90Variants[i];
-    if (v.split != Split::Only) continue;
+    if (v.split != Split::Only || v.epilogue == EpilogueKind::Direct) continue;
     bool twin = false;
     for (int j = i + 1; j < kSm90Rows; ++j) {
       const Sm90Variant& w = kSm90Variants[j];

@@ -58,7 +58,7 @@ bool tma_stride_ok(int64_t ld, int64_t outer, DType t) {
 int launch_split(const Problem& p, const Sm90Variant& v) {
   const int64_t dense_tile = v.transposed ? v.tile_m : v.tile_n;
   const int64_t tiles = p.block_rows() * ((p.n() + dense_tile - 1) / dense_tile);
-  return choose_split(p, tiles, (p.a.bk + v.tile_k - 1) / v.tile_k);
+  return choose_split(p, tiles, (p.a.bk + v.tile_k - 1) / v.tile_k, v.tile_k);
 }
 
 // Why row `row` cannot run p (its input dtype, block shapes, B layout and, for the

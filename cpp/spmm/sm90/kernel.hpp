@@ -297,7 +297,7 @@ struct BsrGemm {
     // Split tiles: flags (zeroed), then the partial sums, in one scratch buffer.
     const int64_t tiles = Scheduler::tiles(cute::make_shape(M, N, K, 1));
     // Cluster and ping-pong launches never split (family.cu leaves such problems to other rows).
-    int split = Cluster == 1 && !kPingPong && Splits ? choose_split(p, tiles, scheduler.kpb) : 1;
+    int split = Cluster == 1 && !kPingPong && Splits ? choose_split(p, tiles, scheduler.kpb, TK) : 1;
     constexpr int64_t kTileFloats = int64_t(TM) * TN;
     constexpr int64_t kConsumerWarpgroups = 2;
     const int64_t pieces = tiles * (split - 1);

@@ -31,13 +31,16 @@ inline int split_override() {
   return forced;
 }
 
-// Pieces per tile for a launch of `tiles` tiles whose blocks are kpb k-iterations each.
-inline int choose_split(const detail::Problem& p, int64_t tiles, int32_t kpb) {
+// Pieces per tile for a launch of `tiles` tiles whose blocks are kpb k-iterations of tile_k
+// each. kMinSplitK counts iterations of at most 64 deep (the rule's measurement): a 128-deep
+// k-tile counts as two, so a piece keeps the same bytes of A whatever the row's tile_k.
+inline int choose_split(const detail::Problem& p, int64_t tiles, int32_t kpb, int32_t tile_k) {
   if (tiles <= 0 || p.a.nnzb == 0) return 1;
   if (const int forced = split_override()) return forced;
   const int64_t sms = p.device.sm_count;
   if (tiles * 2 > sms) return 1;
-  const int64_t avg_k = p.a.nnzb * kpb / p.block_rows();
+  const int64_t per_iteration = tile_k > 64 ? tile_k / 64 : 1;
+  const int64_t avg_k = p.a.nnzb * kpb * per_iteration / p.block_rows();
   int64_t s = sms / tiles;
   s = s < avg_k / kMinSplitK ? s : avg_k / kMinSplitK;
   s = s < kMaxSplit ? s : kMaxSplit;
