@@ -116,6 +116,9 @@ spmm_tests() {
     tests_of "SPARSEK_SM90_SPLIT=3 SPARSEK_VARIANT=$row" gpu_sm90_tests narrow_split_row
   done
   tests_of "" gpu_sm90_tests '!forced_row' '!narrow_split_row'
+  # The W8A16 narrow row on the W8A16 cases (Auto takes it at n >= 64 where its tiles fit one wave).
+  tests_of "SPARSEK_VARIANT=sm90_e4m3_f16_bm_le128_k128_bcol_128x64" gpu_fp8_tests w8a16_on_hopper
+  tests_of "SPARSEK_SM90_SPLIT=3 SPARSEK_VARIANT=sm90_e4m3_f16_bm_le128_k128_bcol_128x64" gpu_fp8_tests w8a16_on_hopper
   # Every Hopper launch of a row with split tiles in 3 pieces (cpp/spmm/sm90/split.hpp:
   # SPARSEK_SM90_SPLIT); Auto then takes the split rows (configs.hpp `split`) everywhere.
   tests_of "SPARSEK_SM90_SPLIT=3" gpu_sm90_tests cutlass_matches split_tiles any_block_sanitized
@@ -513,6 +516,15 @@ PY
         --test-threads=1 skewed_pattern || fail=1
       SPARSEK_SM90_SPLIT=3 compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/gpu_sm90_tests" \
         --test-threads=1 any_block_sanitized || fail=1
+      # The narrow split rows (128x64 on 128-deep k-tiles): f16 split by the rule and in 3
+      # pieces; W8A16 (its conversion) on the W8A16 cases.
+      for split in "" 3; do
+        env ${split:+SPARSEK_SM90_SPLIT=$split} SPARSEK_VARIANT=sm90_f16_bm_le128_k128_bcol_128x64 \
+          compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/spmm_check" --m 512 --k 4096 --n 100 \
+          --bm 128 --bk 128 --density 0.5 --empty-rows 0.2 --beta 0.5 --b-layout col --c-layout row --backend cutlass || fail=1
+      done
+      SPARSEK_VARIANT=sm90_e4m3_f16_bm_le128_k128_bcol_128x64 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+        "$here/gpu_fp8_tests" --test-threads=1 w8a16_on_hopper_matches_reference || fail=1
       # The ping-pong kernel (two consumer warpgroups taking turns on shared memory).
       SPARSEK_VARIANT=sm90_f16_bm128_brow_crow_pp compute-sanitizer --tool "$tool" --error-exitcode 9 \
         "$here/spmm_check" --m 1024 --k 1024 --n 520 --bm 128 --bk 64 --density 0.3 --empty-rows 0.2 \

@@ -7,7 +7,7 @@
 
 #include "core/registry.hpp"
 #include "spmm/problem.hpp"
-#include "spmm/sm90/configs.hpp"  // gated_min_n
+#include "spmm/sm90/configs.hpp"  // gated_min_n, one_wave_row_takes
 
 namespace sparsek::detail {
 
@@ -44,8 +44,8 @@ struct Operation<Problem> : OperationDefaults<Problem> {
     if (&f == &kDecodeFamily && hopper_takes_w8a16(p) && runs(kSm90Family, p))
       return "Auto leaves W8A16 products of many columns to Hopper's W8A16 rows (measured faster)";
     if (&f == &kDecodeFamily && hopper_takes_plain(p) && runs(kSm90Family, p))
-      return "Auto leaves 16-bit products of more than 64 columns on large weights of tall blocks to Hopper "
-             "(measured faster)";
+      return "Auto leaves 16-bit products of more than 32 columns on tall blocks to Hopper's narrow rows, and of "
+             "more than 64 on large weights to its other rows (measured faster)";
     return nullptr;
   }
 
@@ -62,18 +62,29 @@ struct Operation<Problem> : OperationDefaults<Problem> {
   //     L2-resident in the timing loop) 30.7 vs 34.6 | 30.8 vs 35.7 | 30.9 vs 35.3 | 32.2 vs 35.0.
   //   64x64 blocks: Decode at every n (Qwen2.5-7B 73.7 vs 87.3 | 74.2 vs 84.2 | 74.0 vs 80.8 |
   //     74.3 vs 80.3; Llama-3-8B 60.0 vs 68.1 | 60.4 vs 67.7 | 60.4 vs 66.5 | 60.5 vs 65.2).
-  //   At n <= 64 Decode's narrower rows win everywhere (n = 64: 36.0 vs 59.5, 46.7 vs 52.9,
-  //   45.1 vs 57.6, 142.2 vs 178.8, 21.3 vs 36.8 on the five 128x128 shapes above).
-  // SPARSEK_HOPPER_PLAIN_MIN_N (a measuring knob, read once) moves the n threshold.
+  //   At n <= 64 Decode's narrower rows won everywhere against those tiles (n = 64: 36.0 vs
+  //   59.5, 46.7 vs 52.9, 45.1 vs 57.6, 142.2 vs 178.8, 21.3 vs 36.8 on the five 128x128 shapes).
+  // Hopper's narrow rows (128x64 tiles on 128-deep k-tiles, one wave; configs.hpp
+  // one_wave_row_takes) changed that from n = 33, whatever the weights' size (H200,
+  // 2026-11-29, spmm_check f16 d 0.5, B and C column-major, us, Decode vs the narrow row, n =
+  // 32 | 64 | 96 | 128): 4096x14336 29.1 vs 27.4 | 42.1 vs 27.0 | 82.1 vs 27.3 | 82.8 vs 27.0;
+  // 3584x18944 34.0 vs 29.8 | 34.4 vs 29.4 | 58.4 vs 31.0 | 58.8 vs 30.9; 3072x8192 16.4 vs
+  // 18.3 | 18.1 vs 16.2 | 30.0 vs 17.3 | 30.5 vs 17.3; 1536x8960 13.7 vs 16.3 | 16.6 vs 15.3 |
+  // 21.0 vs 15.8 | 21.1 vs 16.1; n = 48 on the MLPs' down projections (check_gated): Llama-3-8B
+  // 43.1 vs 28.6, Qwen2.5-14B 41.9 vs 31.4. At n = 16 Decode was 20-40 % faster.
+  // SPARSEK_HOPPER_PLAIN_MIN_N (a measuring knob, read once) moves the narrow rows' threshold.
+  static constexpr int64_t kHopperNarrowMinN = 33;
   static constexpr int64_t kHopperPlainMinN = 65;
   static constexpr int64_t kHopperPlainMinBytes = int64_t(32) << 20;
   static bool hopper_takes_plain(const Problem& p) {
-    static const int64_t min_n = [] {
+    static const int64_t narrow_min_n = [] {
       const char* s = std::getenv("SPARSEK_HOPPER_PLAIN_MIN_N");
-      return s != nullptr && std::atoll(s) > 0 ? int64_t(std::atoll(s)) : kHopperPlainMinN;
+      return s != nullptr && std::atoll(s) > 0 ? int64_t(std::atoll(s)) : kHopperNarrowMinN;
     }();
-    if (p.gated || p.a_transposed || p.n() < min_n || p.a.bm <= 64) return false;
+    if (p.gated || p.a_transposed || p.a.bm <= 64) return false;
     if (p.input() != DType::F16 && p.input() != DType::BF16) return false;
+    if (p.n() >= narrow_min_n && spmm_sm90::one_wave_row_takes(p)) return true;
+    if (p.n() < kHopperPlainMinN) return false;
     // nnzb * bm * bk fits int64 (the Problem's rules); bytes of a 16-bit element: 2.
     return p.a.nnzb * p.a.bm * p.a.bk >= kHopperPlainMinBytes / 2;
   }

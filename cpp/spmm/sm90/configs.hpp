@@ -155,6 +155,9 @@ struct Sm90Variant {
   bool gated = false;
   // B's and the MMA's element type (above).
   DType dense = input;
+  // Automatic only where its tiles fit one wave (at most one per SM, family.cu's auto_skips):
+  // the narrow rows, whose 64-wide tiles would read a long block-row's weights once per tile.
+  bool one_wave = false;
 };
 
 // The table's vocabulary (kept out of spmm_sm90 itself: single-letter names).
@@ -236,9 +239,18 @@ constexpr const char kSplitTwin[] =
 // on 4096x14336; ncu of the split row at n = 64: 1.18 TB/s (24 % of DRAM), 3 stages of 16 KiB
 // of A, 91 % of cycles without an eligible warp. A 128x64 tile in 128-deep k-tiles holds 4
 // stages of 32 KiB of A (one whole 128-wide block each) beside a 16 KiB box of B.
+// The same run, the narrow f16 row forced (its split by the rule): 4096x14336 28.0 / 27.4 / 27.0 /
+// 27.0, 3584x18944 29.8 / 29.8 / 29.4 / 30.9 (Decode 23.9 / 34.0 / 34.4 / 58.8), 5120x13824
+// unsplit at n = 96-128 (80 tiles) 32.1 / 31.9 against the 128x256 rows' 58.0 / 54.4, and smaller
+// shapes (3072x8192, 1536x8960, 2560x6912) 15-18 us at n = 64-128 against Decode's 17-30; so
+// Decode keeps n <= 32, where it measured faster on most shapes (n = 16 by 20-40 %).
 constexpr const char kNarrowSplit[] =
-    "H200 2026-11-29 (spmm_check, see above): 128x64 on k-tiles of 128 with split tiles, automatic only "
-    "where the launch splits and n <= 128: the 128x256 split row kept 32 KiB of A in flight per SM";
+    "H200 2026-11-29 (spmm_check, see above): 128x64 on k-tiles of 128, automatic for n <= 128 where its "
+    "tiles fit one wave, split by the rule: the MLP's down projection at n = 64 27.0 us on 4096x14336 "
+    "against Decode's 42.1 and the 128x256 split row's 46.8";
+constexpr const char kNarrowW8A16[] =
+    "the narrow f16 row's tile (kNarrowSplit) for W8A16, not measured before it was added: at n <= 64 one "
+    "tile along n converts each FP8 block once";
 
 constexpr const char kFused[] =
     "the default tile with the fused bias/activation epilogue, only for problems that ask for it: on plain "
@@ -349,11 +361,13 @@ constexpr const char kAnyBlock[] =
 inline constexpr Sm90Variant kSm90Variants[] = {
     // name                                 in    out   bm   B    C    tile_m tile_n  T/N  automatic  chosen_by
     // ---- split tiles: first, automatic only where the launch splits (few tiles, long block-rows) ----
-    // The narrow rows (Direct: no split-free twin; the any-block rows take what they leave).
+    // The narrow rows: n <= 128 where their tiles fit one wave, split where the rule splits.
     {"sm90_f16_bm_le128_k128_bcol_128x64",   F16,  OrF32, 128, BCol, CAny, 128,    64,    N,   Auto,
-     kNarrowSplit, Direct, 128, 1, 128, Coop, 0, Only},
+     kNarrowSplit, Direct, 128, 1, 128, Coop, 0, Where, NT, false, F16, true},
     {"sm90_bf16_bm_le128_k128_bcol_128x64",  BF16, OrF32, 128, BCol, CAny, 128,    64,    N,   Auto,
-     kNarrowSplit, Direct, 128, 1, 128, Coop, 0, Only},
+     kNarrowSplit, Direct, 128, 1, 128, Coop, 0, Where, NT, false, BF16, true},
+    {"sm90_e4m3_f16_bm_le128_k128_bcol_128x64", E4M3, Wide, 128, BCol, CAny, 128,    64,    N,   Auto,
+     kNarrowW8A16, Direct, 128, 1, 128, Coop, 0, Where, NT, false, F16, true},
     {"sm90_f16_bm128_brow_crow_split",       F16, Same, 128, BRow, CRow, 128,   256,    N,   Auto,
      kSplitTwin, Plain, 64, 1, 0, Coop, 0, Only},
     {"sm90_f16_bm128_bcol_ccol_split",       F16, Same, 128, BCol, CCol, 128,   256,    N,   Auto,
@@ -564,6 +578,36 @@ inline constexpr int kSm90Rows = int(sizeof(kSm90Variants) / sizeof(kSm90Variant
 //     62.8 vs 104.6; n = 64 94.4 vs 114.4 | 74.8 vs 91.9; n = 96 167.5 vs 102.1 | 145.4 vs
 //     83.0. So Hopper from n = 65, past Decode's 64-column rows.
 constexpr int64_t gated_min_n(int bm) { return bm > 64 ? 17 : 65; }
+
+// Whether a Direct row's k-tiles of tile_k take blocks bk wide: a k-tile deeper than 16 may
+// reach past the block (TMA zero-fills it and WGMMA multiplies the zeros, mainloop.hpp), by up
+// to 1/8 of the last k-tile, 1/4 on the transposed (bm <= 64, L2-bound) rows, where the extra
+// MMAs cost nothing. Measured (H100, f16 TFLOPS at density 1/16, 1/8, 1/4): 64x112 on k64
+// 291/317/332 vs k16 239/264/274, 24x48 on k32 113/121/125 vs k16 100/105/110, 128x112 on k64
+// 350/431/482 vs k16 370/424/478, but 128x48 on k64 300/377/429 vs k16 342/422/476.
+constexpr bool k_tiles_fit(const Sm90Variant& v, int64_t bk) {
+  const int64_t padded = (bk + v.tile_k - 1) / v.tile_k * v.tile_k;
+  return (v.transposed ? 4 : 8) * (padded - bk) <= padded;
+}
+
+// A launch's tiles of row v on p: block-rows (pairs for a gated row) times dense tiles.
+inline int64_t row_tiles(const detail::Problem& p, const Sm90Variant& v) {
+  const int64_t dense_tile = v.transposed ? v.tile_m : v.tile_n;
+  return (v.gated ? p.block_rows() / 2 : p.block_rows()) * ((p.n() + dense_tile - 1) / dense_tile);
+}
+
+// Whether a one-wave row (the narrow rows) takes p under Auto: an automatic one_wave row of p's
+// dtypes and B layout whose tile holds p's blocks, within its max_n, with at most one tile per
+// SM (family.cu's fits and auto_skips, which this mirrors for the product's Auto policy,
+// spmm/operation.hpp).
+inline bool one_wave_row_takes(const detail::Problem& p) {
+  for (const Sm90Variant& v : kSm90Variants)
+    if (v.one_wave && v.automatic && !p.gated && !p.a_transposed && p.input() == v.input && p.b.dtype == v.dense &&
+        p.b.layout == v.b_layout && p.a.bm <= v.bm && k_tiles_fit(v, p.a.bk) && (v.max_n == 0 || p.n() <= v.max_n) &&
+        row_tiles(p, v) <= p.device.sm_count)
+      return true;
+  return false;
+}
 
 constexpr bool same_name(const char* a, const char* b) {
   while (*a != '\0' && *a == *b) ++a, ++b;

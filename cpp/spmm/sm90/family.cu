@@ -56,9 +56,7 @@ bool tma_stride_ok(int64_t ld, int64_t outer, DType t) {
 // Pieces per tile of row v's launch for p (kernel.hpp: cluster and ping-pong launches and
 // Never rows do not split; this is what a cooperative launch with split tiles would do).
 int launch_split(const Problem& p, const Sm90Variant& v) {
-  const int64_t dense_tile = v.transposed ? v.tile_m : v.tile_n;
-  const int64_t tiles = p.block_rows() * ((p.n() + dense_tile - 1) / dense_tile);
-  return choose_split(p, tiles, (p.a.bk + v.tile_k - 1) / v.tile_k, v.tile_k);
+  return choose_split(p, row_tiles(p, v), (p.a.bk + v.tile_k - 1) / v.tile_k, v.tile_k);
 }
 
 // Why row `row` cannot run p (its input dtype, block shapes, B layout and, for the
@@ -81,15 +79,8 @@ const char* fits(const Problem& p, int row) {
       return "C must have the input dtype or f32";
     if (p.a.bm > v.bm) return "bm is above the row's tile";
     // (Auto leaves 16-high blocks to WMMA: the product's Auto policy, spmm/operation.hpp.)
-    // bk % 16 == 0 (supports). A k-tile deeper than 16 may reach past the block: TMA
-    // zero-fills it and WGMMA multiplies the zeros (mainloop.hpp). Measured (H100, f16
-    // TFLOPS at density 1/16, 1/8, 1/4):
-    // 64x112 on k64 291/317/332 vs k16 239/264/274, 24x48 on k32 113/121/125 vs k16
-    // 100/105/110, 128x112 on k64 350/431/482 vs k16 370/424/478, but 128x48 on k64
-    // 300/377/429 vs k16 342/422/476. So up to 1/8 of the last k-tile may be empty, up to
-    // 1/4 on the transposed (bm <= 64, L2-bound) rows, where the extra MMAs cost nothing.
-    const int padded = (p.a.bk + v.tile_k - 1) / v.tile_k * v.tile_k;
-    if ((v.transposed ? 4 : 8) * (padded - p.a.bk) > padded)
+    // bk % 16 == 0 (supports); the last k-tile may be partly empty (configs.hpp k_tiles_fit).
+    if (!k_tiles_fit(v, p.a.bk))
       return "bk leaves too much of the row's last k tile empty (a row with a shallower k tile takes it)";
     if (p.block_rows() > INT32_MAX / table::sparse_extent(v)) return "too many block-rows for the row's tile";
   } else if (p.output() != p.input()) {
@@ -130,9 +121,11 @@ const char* fits(const Problem& p, int row) {
 // d 0.5, B and C column-major, us, the Plain row forced vs Auto): 64x64 blocks n = 384 35.1
 // vs 21.1, 448 28.1 vs 22.0, 600 55.2 vs 41.9; but 128x128 blocks (the natural 128x256
 // tiles) n = 384 27.4 vs 31.7 and 448 25.2 vs 30.7 with the Direct row, so those keep theirs.
+// It passes over a one-wave row (configs.hpp `one_wave`) whose tiles outnumber the SMs.
 bool auto_skips(const Problem& p, int row) {
   const Sm90Variant& v = kSm90Variants[row];
   if (v.split == Split::Only && launch_split(p, v) <= 1) return true;
+  if (v.one_wave && row_tiles(p, v) > p.device.sm_count) return true;
   return v.transposed && v.epilogue != EpilogueKind::Direct && p.n() > v.tile_m && p.n() % v.tile_m != 0;
 }
 
