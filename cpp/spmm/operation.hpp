@@ -44,8 +44,8 @@ struct Operation<Problem> : OperationDefaults<Problem> {
     if (&f == &kDecodeFamily && hopper_takes_w8a16(p) && runs(kSm90Family, p))
       return "Auto leaves W8A16 products of many columns to Hopper's W8A16 rows (measured faster)";
     if (&f == &kDecodeFamily && hopper_takes_plain(p) && runs(kSm90Family, p))
-      return "Auto leaves 16-bit products of more than 32 columns on tall blocks to Hopper's narrow rows, and of "
-             "more than 64 on large weights to its other rows (measured faster)";
+      return "Auto leaves 16-bit products of more than 16 columns on large weights of tall blocks (32 on smaller "
+             "ones) to Hopper's narrow rows, and of more than 64 on large weights to its other rows (measured faster)";
     return nullptr;
   }
 
@@ -71,35 +71,50 @@ struct Operation<Problem> : OperationDefaults<Problem> {
   // 3584x18944 34.0 vs 29.8 | 34.4 vs 29.4 | 58.4 vs 31.0 | 58.8 vs 30.9; 3072x8192 16.4 vs
   // 18.3 | 18.1 vs 16.2 | 30.0 vs 17.3 | 30.5 vs 17.3; 1536x8960 13.7 vs 16.3 | 16.6 vs 15.3 |
   // 21.0 vs 15.8 | 21.1 vs 16.1; n = 48 on the MLPs' down projections (check_gated): Llama-3-8B
-  // 43.1 vs 28.6, Qwen2.5-14B 41.9 vs 31.4. At n = 16 Decode was 20-40 % faster.
-  // SPARSEK_HOPPER_PLAIN_MIN_N (a measuring knob, read once) moves the narrow rows' threshold.
-  static constexpr int64_t kHopperNarrowMinN = 33;
+  // 43.1 vs 28.6, Qwen2.5-14B 41.9 vs 31.4. At n = 16 Decode was 20-40 % faster. At n = 17-32
+  // (Decode's 32-column rows) the narrow rows won on weights of 32 MiB or more (bench_report
+  // decode, n = 32, d 0.5 / 0.3: 14336x4096 22.5 vs 29.9 / 16.5 vs 22.1, 13824x5120 25.6 vs
+  // 35.9 / 18.4 vs 24.7, 4096x14336 27.8 vs 29.7 / 22.1 vs 23.2; 5120x13824 d 0.3 lost, 23.3 vs
+  // 21.6; n = 24 on the MLPs' down projections 29.0 vs 31.9, 32.0 vs 36.6, 32.5 vs 32.4) and lost
+  // on smaller ones (n = 32: 3072x8192 18.3 vs 16.4, 1536x8960 16.3 vs 13.7), which Decode keeps
+  // up to n = 32. SPARSEK_HOPPER_PLAIN_MIN_N (a measuring knob, read once) sets both thresholds.
+  static constexpr int64_t kHopperNarrowMinN = 17;       // weights of kHopperPlainMinBytes or more
+  static constexpr int64_t kHopperNarrowSmallMinN = 33;  // smaller weights
   static constexpr int64_t kHopperPlainMinN = 65;
   static constexpr int64_t kHopperPlainMinBytes = int64_t(32) << 20;
   static bool hopper_takes_plain(const Problem& p) {
-    static const int64_t narrow_min_n = [] {
+    static const int64_t forced_min_n = [] {
       const char* s = std::getenv("SPARSEK_HOPPER_PLAIN_MIN_N");
-      return s != nullptr && std::atoll(s) > 0 ? int64_t(std::atoll(s)) : kHopperNarrowMinN;
+      return s != nullptr && std::atoll(s) > 0 ? int64_t(std::atoll(s)) : int64_t(0);
     }();
     if (p.gated || p.a_transposed || p.a.bm <= 64) return false;
     if (p.input() != DType::F16 && p.input() != DType::BF16) return false;
-    if (p.n() >= narrow_min_n && spmm_sm90::one_wave_row_takes(p)) return true;
-    if (p.n() < kHopperPlainMinN) return false;
     // nnzb * bm * bk fits int64 (the Problem's rules); bytes of a 16-bit element: 2.
-    return p.a.nnzb * p.a.bm * p.a.bk >= kHopperPlainMinBytes / 2;
+    const bool large = p.a.nnzb * p.a.bm * p.a.bk >= kHopperPlainMinBytes / 2;
+    const int64_t narrow_min_n = forced_min_n > 0 ? forced_min_n : large ? kHopperNarrowMinN : kHopperNarrowSmallMinN;
+    if (p.n() >= narrow_min_n && spmm_sm90::one_wave_row_takes(p)) return true;
+    return p.n() >= kHopperPlainMinN && large;
   }
 
   // W8A16 (FP8 A, 16-bit B) from n = kHopperW8A16MinN columns: Hopper's W8A16 rows (A
   // converted to f16 in shared memory, WGMMA) where one runs it, Decode's dequantizing mma.sync
-  // rows below. SPARSEK_W8A16_HOPPER_MIN_N (a measuring knob, read once) moves the threshold.
+  // rows below; from n = kHopperW8A16NarrowMinN the gated product and the plain products the
+  // narrow W8A16 row takes (one wave). Measured on an H200 (2026-11-29, bench_report fp8 and
+  // decode --mlp-only, e4m3 128x128 d 0.5, us, Decode vs Hopper from n = 17): the plain product
+  // at n = 48 4096x14336 41.8 vs 27.6, 3584x18944 34.3 vs 31.6, 14336x4096 28.5 vs 23.5, but at
+  // n = 32 26.9 vs 31.8 on 3584x18944; the Llama-3-8B MLP ÷ dense at n = 32 0.84 vs 0.77, n = 48
+  // 0.88 vs 0.73. SPARSEK_W8A16_HOPPER_MIN_N (a measuring knob, read once) sets both thresholds.
   static constexpr int64_t kHopperW8A16MinN = 64;
+  static constexpr int64_t kHopperW8A16NarrowMinN = 33;
   static bool hopper_takes_w8a16(const Problem& p) {
     if (!detail::is_fp8(p.input()) || p.b.dtype == p.input()) return false;
-    static const int64_t min_n = [] {
+    static const int64_t forced_min_n = [] {
       const char* s = std::getenv("SPARSEK_W8A16_HOPPER_MIN_N");
-      return s != nullptr && std::atoll(s) > 0 ? int64_t(std::atoll(s)) : kHopperW8A16MinN;
+      return s != nullptr && std::atoll(s) > 0 ? int64_t(std::atoll(s)) : int64_t(0);
     }();
-    return p.n() >= min_n;
+    if (forced_min_n > 0) return p.n() >= forced_min_n;
+    return p.n() >= kHopperW8A16MinN ||
+           (p.n() >= kHopperW8A16NarrowMinN && (p.gated || spmm_sm90::one_wave_row_takes(p)));
   }
 
   // Whether Auto would run p on family f: a built automatic row of it within its n bound
