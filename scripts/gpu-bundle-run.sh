@@ -110,12 +110,13 @@ spmm_tests() {
       *) tests_of "SPARSEK_VARIANT=$row" gpu_sm90_tests forced_row ;;
     esac
   done
-  # The narrow split rows (Auto: n <= 128 where the launch splits), by the rule and in 3 pieces.
-  for row in sm90_f16_bm_le128_k128_bcol_128x64 sm90_bf16_bm_le128_k128_bcol_128x64; do
-    tests_of "SPARSEK_VARIANT=$row" gpu_sm90_tests narrow_split_row
-    tests_of "SPARSEK_SM90_SPLIT=3 SPARSEK_VARIANT=$row" gpu_sm90_tests narrow_split_row
+  # The 16-bit rows on 128-deep k-tiles (Auto: n <= 128), by the rule's split and in 3 pieces.
+  for row in sm90_f16_bm_le128_k128_bcol_128x64 sm90_bf16_bm_le128_k128_bcol_128x64 \
+             sm90_f16_bm_le128_k128_bcol_128x128 sm90_bf16_bm_le128_k128_bcol_128x128; do
+    tests_of "SPARSEK_VARIANT=$row" gpu_sm90_tests k128_row
+    tests_of "SPARSEK_SM90_SPLIT=3 SPARSEK_VARIANT=$row" gpu_sm90_tests k128_row
   done
-  tests_of "" gpu_sm90_tests '!forced_row' '!narrow_split_row'
+  tests_of "" gpu_sm90_tests '!forced_row' '!k128_row'
   # The W8A16 narrow row on the W8A16 cases (Auto takes it at n >= 64 where its tiles fit one wave).
   tests_of "SPARSEK_VARIANT=sm90_e4m3_f16_bm_le128_k128_bcol_128x64" gpu_fp8_tests w8a16_on_hopper
   tests_of "SPARSEK_SM90_SPLIT=3 SPARSEK_VARIANT=sm90_e4m3_f16_bm_le128_k128_bcol_128x64" gpu_fp8_tests w8a16_on_hopper
@@ -516,10 +517,11 @@ PY
         --test-threads=1 skewed_pattern || fail=1
       SPARSEK_SM90_SPLIT=3 compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/gpu_sm90_tests" \
         --test-threads=1 any_block_sanitized || fail=1
-      # The narrow split rows (128x64 on 128-deep k-tiles): f16 split by the rule and in 3
-      # pieces; W8A16 (its conversion) on the W8A16 cases.
-      for split in "" 3; do
-        env ${split:+SPARSEK_SM90_SPLIT=$split} SPARSEK_VARIANT=sm90_f16_bm_le128_k128_bcol_128x64 \
+      # The rows on 128-deep k-tiles: the f16 128x64 (narrow) row split by the rule and in 3
+      # pieces, the 128x128 one in 3 pieces; W8A16 (its conversion) on the W8A16 cases.
+      # (SPARSEK_SM90_SPLIT=0: not a forced split, so the rule's.)
+      for run in "128x64 0" "128x64 3" "128x128 3"; do
+        env SPARSEK_SM90_SPLIT="${run#* }" SPARSEK_VARIANT="sm90_f16_bm_le128_k128_bcol_${run% *}" \
           compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/spmm_check" --m 512 --k 4096 --n 100 \
           --bm 128 --bk 128 --density 0.5 --empty-rows 0.2 --beta 0.5 --b-layout col --c-layout row --backend cutlass || fail=1
       done

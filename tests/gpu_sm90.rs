@@ -307,24 +307,24 @@ fn forced_row_matches_reference() {
     }
 }
 
-/// The narrow split rows (`*_bm_le128_k128_bcol_128x64`: 128x64 tiles on 128-deep k-tiles,
-/// which Auto takes for n <= 128 where the launch splits), forced by `SPARSEK_VARIANT`:
-/// `run.sh test` runs this once per row by the rule's split and once with every launch in 3
-/// pieces (SPARSEK_SM90_SPLIT=3). Few block-rows of many blocks (so the rule splits), blocks
+/// The 16-bit rows on 128-deep k-tiles (`*_bm_le128_k128_bcol_128x64`, the narrow rows Auto
+/// takes for n <= 128 where their tiles fit one wave, and `*_bm_le128_k128_bcol_128x128`, for
+/// n <= 128 where they do not), forced by `SPARSEK_VARIANT`: `run.sh test` runs this once per
+/// row by the rule's split and once with every launch in 3 pieces (SPARSEK_SM90_SPLIT=3). Few block-rows of many blocks (so the rule splits), blocks
 /// up to the tile's 128 rows (padded ones too) and 128 or 256 wide (112: a k-tile an eighth
 /// empty), odd and partial n on both sides of the 64-column tile, C in either layout and in
 /// the input type or f32, alpha, beta, the bias and activations, padded leading dimensions;
 /// then 100 repeats bitwise.
 #[test]
-fn narrow_split_row_matches_reference() {
-    let test = "narrow_split_row_matches_reference";
+fn k128_row_matches_reference() {
+    let test = "k128_row_matches_reference";
     let Ok(row) = std::env::var("SPARSEK_VARIANT") else {
         println!("SKIPPED {test}: SPARSEK_VARIANT names no row");
         return;
     };
     assert!(
-        row.contains("_bm_le128_k128_bcol_128x64"),
-        "{test}: {row} is not a narrow split row"
+        row.contains("_bm_le128_k128_bcol_128x"),
+        "{test}: {row} is not a 16-bit row on 128-deep k-tiles"
     );
     let Some(ctx) = hopper(test) else { return };
     let mut rng = StdRng::seed_from_u64(seed());

@@ -248,6 +248,13 @@ constexpr const char kNarrowSplit[] =
     "H200 2026-11-29 (spmm_check, see above): 128x64 on k-tiles of 128, automatic for n <= 128 where its "
     "tiles fit one wave, split by the rule: the MLP's down projection at n = 64 27.0 us on 4096x14336 "
     "against Decode's 42.1 and the 128x256 split row's 46.8";
+// Where the narrow rows' tiles outnumber the SMs (14336x4096 at n = 96-128: 224 tiles) Auto ran
+// the 128x256 rows (3 stages of 16 KiB of A): 52.1 / 45.3 us at n = 96 / 128 against dense
+// cuBLAS's 33.7 / 34.5, while the W8A16 128x128 row (k-tiles of 128) took the same shape in 34.4
+// / 34.1 (H200, 2026-11-29, bench_report decode and fp8, d 0.5).
+constexpr const char kDeep128[] =
+    "H200 2026-11-29 (see above), not measured before it was added: 128x128 on k-tiles of 128 (3 stages of "
+    "32 KiB of A) for n <= 128 where the narrow rows do not fit one wave, as the W8A16 128x128 row's tile";
 constexpr const char kNarrowW8A16[] =
     "the narrow f16 row's tile (kNarrowSplit) for W8A16, not measured before it was added: at n <= 64 one "
     "tile along n converts each FP8 block once";
@@ -368,6 +375,11 @@ inline constexpr Sm90Variant kSm90Variants[] = {
      kNarrowSplit, Direct, 128, 1, 128, Coop, 0, Where, NT, false, BF16, true},
     {"sm90_e4m3_f16_bm_le128_k128_bcol_128x64", E4M3, Wide, 128, BCol, CAny, 128,    64,    N,   Auto,
      kNarrowW8A16, Direct, 128, 1, 128, Coop, 0, Where, NT, false, F16, true},
+    // Then 128x128 on 128-deep k-tiles up to n = 128 where the narrow rows' tiles do not fit one wave.
+    {"sm90_f16_bm_le128_k128_bcol_128x128",  F16,  OrF32, 128, BCol, CAny, 128,   128,    N,   Auto,
+     kDeep128, Direct, 128, 1, 128},
+    {"sm90_bf16_bm_le128_k128_bcol_128x128", BF16, OrF32, 128, BCol, CAny, 128,   128,    N,   Auto,
+     kDeep128, Direct, 128, 1, 128},
     {"sm90_f16_bm128_brow_crow_split",       F16, Same, 128, BRow, CRow, 128,   256,    N,   Auto,
      kSplitTwin, Plain, 64, 1, 0, Coop, 0, Only},
     {"sm90_f16_bm128_bcol_ccol_split",       F16, Same, 128, BCol, CCol, 128,   256,    N,   Auto,
