@@ -497,11 +497,13 @@ mod cuda {
         let obj_dir = object_dir(&out);
         fs::create_dir_all(&obj_dir)
             .unwrap_or_else(|e| fail(format!("creating {}: {e}", obj_dir.display())));
-        // Row units go beside the objects, at one path for every profile and feature set:
-        // a unit's text (and so its object) depends only on its rows and the parallelism.
-        let gen = obj_dir.join("gen");
-        // A row unit's path is the same for every checkout sharing the target dir: named so,
-        // another checkout's build reuses its object (buildscript/shared_objects.rs).
+        // Row units go in this build's own OUT_DIR, not beside the shared objects: two builds
+        // of different trees sharing the object directory (SPARSEK_KERNEL_CACHE) rewrote each
+        // other's units there while nvcc read them, and cached objects of one tree's text under
+        // the other's manifest. A unit's text depends only on its rows, and its path is
+        // normalized (@GEN@): a build whose unit has the same text reuses the object through
+        // its manifest (buildscript/shared_objects.rs).
+        let gen = out.join("gen");
         let norm = Normalizer::new(&root, toolchain.py.as_deref()).with(&gen, "@GEN@");
         let features = build_features();
         let (feature_bits, units) =
@@ -517,7 +519,7 @@ mod cuda {
                 args.push(format!("-I{}", inc.display()));
             }
             args.extend(["-c".into(), root.join(src).display().to_string()]);
-            // Stable names for generated units (their absolute path is the cache's too).
+            // Stable names for generated units (their absolute path is this build's OUT_DIR).
             let src = &if generated {
                 format!(
                     "gen/{}",
