@@ -251,13 +251,22 @@ constexpr const char kNarrowSplit[] =
 // Where the narrow rows' tiles outnumber the SMs (14336x4096 at n = 96-128: 224 tiles) Auto ran
 // the 128x256 rows (3 stages of 16 KiB of A): 52.1 / 45.3 us at n = 96 / 128 against dense
 // cuBLAS's 33.7 / 34.5, while the W8A16 128x128 row (k-tiles of 128) took the same shape in 34.4
-// / 34.1 (H200, 2026-11-29, bench_report decode and fp8, d 0.5).
+// / 34.1 (H200, 2026-11-29, bench_report decode and fp8, d 0.5). The 128x128 rows on k-tiles of
+// 128, forced, against the 128x256 Plain row (spmm_check, f16 d 0.5, B and C column-major, us, n
+// = 96 / 128 / 256): 14336x4096 26.1 / 24.5 / 38.1 against 49.6 / 44.6 / 30.8, 18944x3584 38.9 /
+// 37.1 / 55.7 against 65.9 / 59.4 / 49.3, 13824x5120 29.4 / 27.4 / 44.2 against 57.2 / 50.9 /
+// 35.5, 11008x4096 22.3 / 21.6 / 36.9 against 38.5 / 35.6 / 28.5; so up to n = 128.
 constexpr const char kDeep128[] =
-    "H200 2026-11-29 (see above), not measured before it was added: 128x128 on k-tiles of 128 (3 stages of "
-    "32 KiB of A) for n <= 128 where the narrow rows do not fit one wave, as the W8A16 128x128 row's tile";
+    "H200 2026-11-29 (spmm_check, see above): 128x128 on k-tiles of 128 (3 stages of 32 KiB of A) for n <= "
+    "128 where the narrow rows do not fit one wave, 1.6-1.9x faster than the 128x256 rows there, slower at "
+    "n = 256 on long shapes";
+// The W8A16 narrow row (H200, 2026-11-29, bench_report fp8, e4m3 d 0.5 with f16 B, us, n = 64 / 96 /
+// 128): 4096x14336 27.3 / 38.7 / 38.6, where the W8A16 128x128 row took 45.2 / 45.8 / 45.7 in an
+// earlier run (2026-11-29); f16 on the narrow row 27.8 / 28.0 / 28.0 in the same run.
 constexpr const char kNarrowW8A16[] =
-    "the narrow f16 row's tile (kNarrowSplit) for W8A16, not measured before it was added: at n <= 64 one "
-    "tile along n converts each FP8 block once";
+    "H200 2026-11-29 (bench_report fp8, see above): the narrow f16 row's tile for W8A16 (at n <= 64 one tile "
+    "along n converts each FP8 block once): 4096x14336 n = 64 27.3 us against the W8A16 128x128 row's 45.2 "
+    "(another run)";
 
 constexpr const char kFused[] =
     "the default tile with the fused bias/activation epilogue, only for problems that ask for it: on plain "
