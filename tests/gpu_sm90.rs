@@ -17,7 +17,7 @@ use common::{device, is_hopper, seed, PatternKind};
 use cudarc::driver::CudaContext;
 use rand::{rngs::StdRng, SeedableRng};
 use sparsek::{
-    bf16, f16, Activation, Backend, BlockMask, BlockShape, BsrMatrix, Layout, SpmmOptions,
+    bf16, f16, Activation, Backend, BlockMask, BlockShape, BsrMatrix, Element, Layout, SpmmOptions,
 };
 
 /// The block shapes the Hopper path instantiates.
@@ -240,6 +240,16 @@ fn cluster_rows_match_reference() {
     println!("{test}: {} cases passed", list.len());
 }
 
+/// The row `SPARSEK_VARIANT` forces, or None (the test says it is skipped): without the
+/// variable a forced-row test has no row to test.
+fn forced_row(test: &str) -> Option<String> {
+    let row = std::env::var("SPARSEK_VARIANT").ok();
+    if row.is_none() {
+        println!("SKIPPED {test}: SPARSEK_VARIANT names no row");
+    }
+    row
+}
+
 /// The Hopper row that `SPARSEK_VARIANT` forces: the ping-pong, cluster and split-tile rows
 /// (f16 or bf16, B and C both row- or both column-major, bm 64 or 128), which Auto takes only
 /// on some problems. `run.sh test` runs this once per such row (the split rows with
@@ -248,10 +258,7 @@ fn cluster_rows_match_reference() {
 #[test]
 fn forced_row_matches_reference() {
     let test = "forced_row_matches_reference";
-    let Ok(row) = std::env::var("SPARSEK_VARIANT") else {
-        println!("SKIPPED {test}: SPARSEK_VARIANT names no row");
-        return;
-    };
+    let Some(row) = forced_row(test) else { return };
     let Some(ctx) = hopper(test) else { return };
     let bm = match (row.contains("_bm128_"), row.contains("_bm64_")) {
         (true, false) => 128,
@@ -310,18 +317,15 @@ fn forced_row_matches_reference() {
 /// The 16-bit rows on 128-deep k-tiles (`*_bm_le128_k128_bcol_128x64`, the narrow rows Auto
 /// takes for n <= 128 where their tiles fit one wave, and `*_bm_le128_k128_bcol_128x128`, for
 /// n <= 128 where they do not), forced by `SPARSEK_VARIANT`: `run.sh test` runs this once per
-/// row by the rule's split and once with every launch in 3 pieces (SPARSEK_SM90_SPLIT=3). Few block-rows of many blocks (so the rule splits), blocks
-/// up to the tile's 128 rows (padded ones too) and 128 or 256 wide (112: a k-tile an eighth
-/// empty), odd and partial n on both sides of the 64-column tile, C in either layout and in
+/// row by the rule's split and once with every launch in 3 pieces (SPARSEK_SM90_SPLIT=3). Few
+/// block-rows of many blocks (so the rule splits), blocks up to the tile's 128 rows (padded
+/// ones too) and 128 or 256 wide (112: a k-tile an eighth empty), odd and partial n on both sides of the 64-column tile, C in either layout and in
 /// the input type or f32, alpha, beta, the bias and activations, padded leading dimensions;
 /// then 100 repeats bitwise.
 #[test]
 fn k128_row_matches_reference() {
     let test = "k128_row_matches_reference";
-    let Ok(row) = std::env::var("SPARSEK_VARIANT") else {
-        println!("SKIPPED {test}: SPARSEK_VARIANT names no row");
-        return;
-    };
+    let Some(row) = forced_row(test) else { return };
     assert!(
         row.contains("_bm_le128_k128_bcol_128x"),
         "{test}: {row} is not a 16-bit row on 128-deep k-tiles"
@@ -373,23 +377,25 @@ fn k128_row_matches_reference() {
     }
     println!("{test}: {row}: {} cases passed", list.len());
     // 100 repeats of a split launch (4 block-rows of 40 blocks, n = 100) are bitwise identical.
-    let stream = ctx.default_stream();
-    let mask = BlockMask::random_per_row(4, 40, 30, &mut rng).unwrap();
-    let opts = SpmmOptions::new().backend(Backend::Hopper);
     if bf16_row {
-        let a = BsrMatrix::from_block_mask(&mask, BlockShape::new(128, 128), |_, _| {
-            common::nonzero::<bf16>(&mut rng)
-        })
-        .unwrap();
-        assert_repeats_bitwise::<bf16, bf16>(&stream, &a, 100, Layout::ColMajor, &opts, &mut rng);
+        split_launch_repeats_bitwise::<bf16>(&ctx, &mut rng);
     } else {
-        let a = BsrMatrix::from_block_mask(&mask, BlockShape::new(128, 128), |_, _| {
-            common::nonzero::<f16>(&mut rng)
-        })
-        .unwrap();
-        assert_repeats_bitwise::<f16, f16>(&stream, &a, 100, Layout::ColMajor, &opts, &mut rng);
+        split_launch_repeats_bitwise::<f16>(&ctx, &mut rng);
     }
     println!("{test}: {row}: 100 runs bitwise identical");
+}
+
+/// 100 launches of one split product (4 block-rows of 40 blocks of 128x128 at density 3/4, n =
+/// 100, B column-major) on the Hopper family: bitwise the same C every time.
+fn split_launch_repeats_bitwise<T: Element>(ctx: &Arc<CudaContext>, rng: &mut StdRng) {
+    let stream = ctx.default_stream();
+    let mask = BlockMask::random_per_row(4, 40, 30, rng).unwrap();
+    let a = BsrMatrix::from_block_mask(&mask, BlockShape::new(128, 128), |_, _| {
+        common::nonzero::<T>(rng)
+    })
+    .unwrap();
+    let opts = SpmmOptions::new().backend(Backend::Hopper);
+    assert_repeats_bitwise::<T, T>(&stream, &a, 100, Layout::ColMajor, &opts, rng);
 }
 
 #[test]
