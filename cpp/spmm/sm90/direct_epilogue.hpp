@@ -119,6 +119,8 @@ class DirectEpilogueOp {
   // A group's rows: WGMMA's m64 atoms alternate between the two consumer warpgroups.
   static constexpr int kAtomRows = 64;
   static_assert(kGroups == 1 || TileM % (2 * kAtomRows) == 0, "the warpgroups' rows alternate in blocks of 64");
+  static constexpr int kGroupRows = TileM / kGroups;
+  static constexpr int kVecs = kGroupRows * kChunk / kVec;  // a chunk's vectors, per group
   struct ChunkStorage {
     alignas(16) float chunk[TileM * kChunk > kChunk * kPitchM ? TileM * kChunk : kChunk * kPitchM];
   };
@@ -201,6 +203,60 @@ class DirectEpilogueOp {
   CUTLASS_DEVICE static int chunk_index(bool m_fast, int tm, int tn) {
     return m_fast ? tn * kPitchM + tm : tm * kChunk + (tn ^ ((tm & 7) << 2));
   }
+  // Row lr (0 .. kGroupRows - 1) of a group's rows, as a GEMM row of the tile.
+  CUTLASS_DEVICE static int tile_row(int group, int lr) {
+    return kGroups == 1 ? lr : lr / kAtomRows * (2 * kAtomRows) + group * kAtomRows + lr % kAtomRows;
+  }
+
+  // The vectors of chunk `chunk` of a whole tile (store()'s whole_tile) of a C = A*B row
+  // (!SparseIsB: the tile's rows are the block-row's), C's memory order a constant: the same
+  // values as the general loop's vector branch (same fma, activation and rounding), addressed
+  // from the tile's first element of C with unit stride along the vector. (On the transposed
+  // rows' 256x64 FP8 tile the same path measured 0.95-1.03x and spilled 16 bytes more, so
+  // those keep the general loop.)
+  template <bool kMFast, class Out>
+  CUTLASS_DEVICE void store_whole(int chunk, int gtid, int group, const float* buf, const float* group_alpha,
+                                  int64_t row0, int64_t dense0) const {
+    static_assert(!SparseIsB, "C = A*B rows only");
+    constexpr bool kRows = kMFast;  // the vector runs down a column of C
+    const Params& p = params_;
+    // The tile's first element of C, C's stride across its contiguous dimension, the bias of
+    // the tile's first row.
+    Out* c_tile = static_cast<Out*>(p.c) + row0 * p.row_stride + dense0 * p.col_stride;
+    const int64_t ld = kRows ? p.col_stride : p.row_stride;
+    const BiasT<Out>* bias_tile = p.bias != nullptr ? static_cast<const BiasT<Out>*>(p.bias) + row0 : nullptr;
+    CUTLASS_PRAGMA_NO_UNROLL
+    for (int q = gtid; q < kVecs; q += kGroupThreads) {
+      const int r = tile_row(group, kMFast ? q % (kGroupRows / kVec) * kVec : q / (kChunk / kVec));  // in the block-row
+      const int gn = kMFast ? q / (kGroupRows / kVec) : q % (kChunk / kVec) * kVec;
+      const float4 x = *reinterpret_cast<const float4*>(buf + chunk_index(kMFast, r, gn));
+      const float4 y =
+          *reinterpret_cast<const float4*>(buf + chunk_index(kMFast, r + (kMFast ? 4 : 0), gn + (kMFast ? 0 : 4)));
+      float v[kVec] = {x.x, x.y, x.z, x.w, y.x, y.y, y.z, y.w};
+      const int d = chunk * kChunk + gn;  // dense index in the tile
+      float b[kVec];
+      if (bias_tile == nullptr) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int j = 0; j < kVec; ++j) b[j] = -0.0f;
+      } else if (kRows) {
+        detail::load8(bias_tile + r, b);
+      } else {
+        const float br = detail::to_float(bias_tile[r]);
+        CUTLASS_PRAGMA_UNROLL
+        for (int j = 0; j < kVec; ++j) b[j] = br;
+      }
+      if constexpr (kFp8) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int j = 0; j < kVec; ++j) v[j] = fmaf(group_alpha[kRows ? d : d + j], v[j], b[j]);
+      } else {
+        CUTLASS_PRAGMA_UNROLL
+        for (int j = 0; j < kVec; ++j) v[j] = fmaf(p.alpha, v[j], b[j]);
+      }
+      detail::activate8(v, p.activation);
+      // Unit stride along the vector (params_.vector): C(r + j, d) or C(r, d + j).
+      detail::store8(c_tile + (kRows ? int64_t(d) * ld + r : int64_t(r) * ld + d), v);
+    }
+  }
 
   template <class Out, class BlockShapeMNK, class BlockCoordMNKL, class Acc, class TiledMma>
   CUTLASS_DEVICE void store(BlockShapeMNK blk_shape, BlockCoordMNKL blk_coord, Acc const& acc, TiledMma tiled_mma,
@@ -241,32 +297,33 @@ class DirectEpilogueOp {
     const int group = tid / kGroupThreads, gtid = tid % kGroupThreads;
     const uint32_t barrier = kEpilogueBarrierId + uint32_t(group);
     float* group_alpha = dense_alpha + (kFp8 ? group * TileDense : 0);
-    // Row lr (0 .. TileM / kGroups - 1) of the group's rows, as a GEMM row of the tile.
-    auto group_row = [group](int lr) {
-      return kGroups == 1 ? lr : lr / kAtomRows * (2 * kAtomRows) + group * kAtomRows + lr % kAtomRows;
-    };
-    constexpr int kGroupRows = TileM / kGroups;
-    constexpr int kVecs = kGroupRows * kChunk / kVec;  // per group
+    // A whole tile: every vector of it lies inside C, in whole and 16-byte aligned (the tile
+    // not pulled back, inside n, all bm == TileSparse rows of its block-row; C's alignment),
+    // and C is not read. Its vectors go through store_whole, without the checks and the
+    // run-time strides of the loop below (on the 128x256 FP8 tile that loop issued ~160
+    // instructions per vector, and the epilogue half of the consumers' issue slots).
+    const bool whole_tile = !SparseIsB && p.vector && !read_c && dense0 == dense_lo && dense0 + TileDense <= p.n &&
+                            p.bm == TileSparse;
 
-    // The chunk loop stays rolled, so the store loop below (with its activation code) is
+    // FP8: this thread's dense indices of the tile (gtid + k * kGroupThreads), their column
+    // scales loaded before the first barrier so that their latency overlaps it and the first
+    // chunk's copy (ncu had put ~5 % of the 128x256 tile's stall samples on these loads).
+    constexpr int kScalesPerThread = kFp8 ? (TileDense + kGroupThreads - 1) / kGroupThreads : 0;
+    float column_scale[kScalesPerThread > 0 ? kScalesPerThread : 1];
+    if constexpr (kFp8) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int k = 0; k < kScalesPerThread; ++k) {
+        const int t = gtid + k * kGroupThreads;
+        column_scale[k] = p.column_scale != nullptr && t < TileDense && dense0 + t < p.n ? p.column_scale[dense0 + t] : 1.0f;
+      }
+    }
+
+    // The chunk loop stays rolled, so the store loops below (with their activation code) are
     // compiled once per C dtype; only the register -> shared memory copy needs the chunk
     // as a constant (static register indices), one unrolled copy per chunk.
     CUTLASS_PRAGMA_NO_UNROLL
     for (int chunk = 0; chunk < TileN / kChunk; ++chunk) {
       asm volatile("bar.sync %0, %1;" : : "r"(barrier), "r"(kGroupThreads) : "memory");
-      if constexpr (kFp8) {
-        // Between the chunk's two barriers: the last tile's readers are past the first, and
-        // the second makes the values visible.
-        if (chunk == 0) {
-          for (int t = gtid; t < TileDense; t += kGroupThreads) {
-            float a = alpha;
-            if (p.scale_a != nullptr) a *= *p.scale_a;
-            if (p.scale_b != nullptr) a *= *p.scale_b;
-            if (p.column_scale != nullptr && dense0 + t < p.n) a *= p.column_scale[dense0 + t];
-            group_alpha[t] = a;
-          }
-        }
-      }
       CUTLASS_PRAGMA_UNROLL
       for (int cc = 0; cc < TileN / kChunk; ++cc) {
         if (cc != chunk) continue;
@@ -281,11 +338,36 @@ class DirectEpilogueOp {
           }
         }
       }
+      if constexpr (kFp8) {
+        // Between the chunk's two barriers: the last tile's readers are past the first, and
+        // the second makes the values visible. The product in the order alpha, A's scale,
+        // B's, the column's.
+        if (chunk == 0) {
+          float a = alpha;
+          if (p.scale_a != nullptr) a *= *p.scale_a;
+          if (p.scale_b != nullptr) a *= *p.scale_b;
+          CUTLASS_PRAGMA_UNROLL
+          for (int k = 0; k < kScalesPerThread; ++k) {
+            const int t = gtid + k * kGroupThreads;
+            if (t < TileDense) group_alpha[t] = p.column_scale != nullptr && dense0 + t < p.n ? a * column_scale[k] : a;
+          }
+        }
+      }
       asm volatile("bar.sync %0, %1;" : : "r"(barrier), "r"(kGroupThreads) : "memory");
+      if constexpr (!SparseIsB) {
+        if (whole_tile) {
+          if (m_fast) {
+            store_whole<true, Out>(chunk, gtid, group, buf, group_alpha, row0, dense0);
+          } else {
+            store_whole<false, Out>(chunk, gtid, group, buf, group_alpha, row0, dense0);
+          }
+          continue;
+        }
+      }
       CUTLASS_PRAGMA_NO_UNROLL
       for (int q = gtid; q < kVecs; q += kGroupThreads) {
         // The vector's first element (GEMM row gm, chunk column gn) and its shared memory.
-        const int gm = group_row(m_fast ? q % (kGroupRows / kVec) * kVec : q / (kChunk / kVec));
+        const int gm = tile_row(group, m_fast ? q % (kGroupRows / kVec) * kVec : q / (kChunk / kVec));
         const int gn = m_fast ? q / (kGroupRows / kVec) : q % (kChunk / kVec) * kVec;
         // Element j of the vector: (gm + j, gn) or (gm, gn + j); 4-float groups stay whole.
         auto at_chunk = [&](int j) { return buf + chunk_index(m_fast, gm + (m_fast ? j : 0), gn + (m_fast ? 0 : j)); };
