@@ -43,6 +43,8 @@
 //                type, or f16 on the W8A16 rows (FP8 A, each k-tile of it converted to f16 in
 //                shared memory by the consumer warpgroups before their WGMMAs, mainloop.hpp;
 //                natural 128-row tiles, no clusters).
+//   one_wave_from_n (after dense, default 0) from this n on, Auto takes the row only where its
+//                tiles are at most the SMs (family.cu's auto_skips); 0: no such bound.
 //   gated        (after split, default false) the row runs the gated (GLU) product and only it
 //                (SpmmOptions::gated, cpp/spmm/problem.hpp): gated.hpp's kernel layer, a tile
 //                one block-row of h, its gate and up rows in two passes of the mainloop into
@@ -155,9 +157,11 @@ struct Sm90Variant {
   bool gated = false;
   // B's and the MMA's element type (above).
   DType dense = input;
-  // Automatic only where its tiles fit one wave (at most one per SM, family.cu's auto_skips):
-  // the narrow rows, whose 64-wide tiles would read a long block-row's weights once per tile.
-  bool one_wave = false;
+  // > 0: from n = one_wave_from_n on, automatic only where its tiles fit one wave (at most one
+  // per SM, family.cu's auto_skips): the narrow rows (from n = 1), whose 64-wide tiles would
+  // read a long block-row's weights once per tile, and the 128x128 rows on 128-deep k-tiles
+  // past n = 128.
+  int64_t one_wave_from_n = 0;
 };
 
 // The table's vocabulary (kept out of spmm_sm90 itself: single-letter names).
@@ -245,9 +249,10 @@ constexpr const char kSplitTwin[] =
 // shapes (3072x8192, 1536x8960, 2560x6912) 15-18 us at n = 64-128 against Decode's 17-30; so
 // Decode keeps n <= 32, where it measured faster on most shapes (n = 16 by 20-40 %).
 constexpr const char kNarrowSplit[] =
-    "H200 2026-11-29 (spmm_check, see above): 128x64 on k-tiles of 128, automatic for n <= 128 where its "
+    "H200 2026-11-29 (spmm_check, see above): 128x64 on k-tiles of 128, automatic for n <= 512 where its "
     "tiles fit one wave, split by the rule: the MLP's down projection at n = 64 27.0 us on 4096x14336 "
-    "against Decode's 42.1 and the 128x256 split row's 46.8";
+    "against Decode's 42.1 and the 128x256 split row's 46.8; at n = 192-512 1.2-1.8x the rows Auto ran "
+    "before wherever its tiles fit one wave (spmm_check, see above kDeep128)";
 // Where the narrow rows' tiles outnumber the SMs (14336x4096 at n = 96-128: 224 tiles) Auto ran
 // the 128x256 rows (3 stages of 16 KiB of A): 52.1 / 45.3 us at n = 96 / 128 against dense
 // cuBLAS's 33.7 / 34.5, while the W8A16 128x128 row (k-tiles of 128) took the same shape in 34.4
@@ -256,10 +261,20 @@ constexpr const char kNarrowSplit[] =
 // = 96 / 128 / 256): 14336x4096 26.1 / 24.5 / 38.1 against 49.6 / 44.6 / 30.8, 18944x3584 38.9 /
 // 37.1 / 55.7 against 65.9 / 59.4 / 49.3, 13824x5120 29.4 / 27.4 / 44.2 against 57.2 / 50.9 /
 // 35.5, 11008x4096 22.3 / 21.6 / 36.9 against 38.5 / 35.6 / 28.5; so up to n = 128.
+// Past n = 128 (H200, 2026-11-29, spmm_check f16 d 0.5, 128x128 blocks, B and C column-major,
+// us; Auto (the 128x256 rows) | the 128x128 row | the narrow row, n = 192 / 256 / 384 / 512;
+// where a row's tiles fit one wave): 4096x14336 (32 block-rows) 45.3 | 38.1 | 32.0, 43.9 | 37.0 |
+// 32.6, 62.7 | 48.0 | 67.4, 54.3 | 50.8 | 65.1; 3584x18944 (28) 49.6 | 43.9 | 39.0, 48.6 | 42.6 |
+// 39.7, 72.2 | 60.0 | 85.4, 64.1 | 61.7 | 83.2; 5120x13824 (40) 49.2 | 48.0 | 32.6, 46.7 | 46.4 |
+// 54.5, 75.3 | 49.3 | 61.4, 72.3 | 89.3 | 83.3; 2048x8192 (16) 29.7 | 22.7 | 16.8, 29.5 | 21.7 |
+// 17.9, 33.9 | 23.4 | 18.7, 32.0 | 25.1 | 20.4; 14336x4096 (112, no row in one wave) 34.7 | 41.6
+// | 37.5, 30.6 | 37.3 | 45.3, 73.6 | 55.2 | 63.7, 52.0 | 69.5 | 75.6. So past n = 128 the narrow
+// row where its tiles fit one wave, else the 128x128 row where its tiles do, else the rows after.
 constexpr const char kDeep128[] =
     "H200 2026-11-29 (spmm_check, see above): 128x128 on k-tiles of 128 (3 stages of 32 KiB of A) for n <= "
-    "128 where the narrow rows do not fit one wave, 1.6-1.9x faster than the 128x256 rows there, slower at "
-    "n = 256 on long shapes";
+    "128 where the narrow rows do not fit one wave, 1.6-1.9x faster than the 128x256 rows there; for n = "
+    "129-512 only where its own tiles fit one wave (1.0-1.5x the 128x256 rows there, slower on 112 "
+    "block-rows at n = 256)";
 // The W8A16 narrow row (H200, 2026-11-29, bench_report fp8, e4m3 d 0.5 with f16 B, us, n = 64 / 96 /
 // 128): 4096x14336 27.3 / 38.7 / 38.6, where the W8A16 128x128 row took 45.2 / 45.8 / 45.7 in an
 // earlier run (2026-11-29); f16 on the narrow row 27.8 / 28.0 / 28.0 in the same run.
@@ -377,18 +392,19 @@ constexpr const char kAnyBlock[] =
 inline constexpr Sm90Variant kSm90Variants[] = {
     // name                                 in    out   bm   B    C    tile_m tile_n  T/N  automatic  chosen_by
     // ---- split tiles: first, automatic only where the launch splits (few tiles, long block-rows) ----
-    // The narrow rows: n <= 128 where their tiles fit one wave, split where the rule splits.
+    // The narrow rows: n <= 512 (W8A16 128) where their tiles fit one wave, split where the rule splits.
     {"sm90_f16_bm_le128_k128_bcol_128x64",   F16,  OrF32, 128, BCol, CAny, 128,    64,    N,   Auto,
-     kNarrowSplit, Direct, 128, 1, 128, Coop, 0, Where, NT, false, F16, true},
+     kNarrowSplit, Direct, 128, 1, 512, Coop, 0, Where, NT, false, F16, 1},
     {"sm90_bf16_bm_le128_k128_bcol_128x64",  BF16, OrF32, 128, BCol, CAny, 128,    64,    N,   Auto,
-     kNarrowSplit, Direct, 128, 1, 128, Coop, 0, Where, NT, false, BF16, true},
+     kNarrowSplit, Direct, 128, 1, 512, Coop, 0, Where, NT, false, BF16, 1},
     {"sm90_e4m3_f16_bm_le128_k128_bcol_128x64", E4M3, Wide, 128, BCol, CAny, 128,    64,    N,   Auto,
-     kNarrowW8A16, Direct, 128, 1, 128, Coop, 0, Where, NT, false, F16, true},
-    // Then 128x128 on 128-deep k-tiles up to n = 128 where the narrow rows' tiles do not fit one wave.
+     kNarrowW8A16, Direct, 128, 1, 128, Coop, 0, Where, NT, false, F16, 1},
+    // Then 128x128 on 128-deep k-tiles where the narrow rows' tiles do not fit one wave: every
+    // n <= 128, and n = 129-512 where its own tiles fit one wave.
     {"sm90_f16_bm_le128_k128_bcol_128x128",  F16,  OrF32, 128, BCol, CAny, 128,   128,    N,   Auto,
-     kDeep128, Direct, 128, 1, 128},
+     kDeep128, Direct, 128, 1, 512, Coop, 0, Where, NT, false, F16, 129},
     {"sm90_bf16_bm_le128_k128_bcol_128x128", BF16, OrF32, 128, BCol, CAny, 128,   128,    N,   Auto,
-     kDeep128, Direct, 128, 1, 128},
+     kDeep128, Direct, 128, 1, 512, Coop, 0, Where, NT, false, BF16, 129},
     {"sm90_f16_bm128_brow_crow_split",       F16, Same, 128, BRow, CRow, 128,   256,    N,   Auto,
      kSplitTwin, Plain, 64, 1, 0, Coop, 0, Only},
     {"sm90_f16_bm128_bcol_ccol_split",       F16, Same, 128, BCol, CCol, 128,   256,    N,   Auto,
@@ -617,13 +633,18 @@ inline int64_t row_tiles(const detail::Problem& p, const Sm90Variant& v) {
   return (v.gated ? p.block_rows() / 2 : p.block_rows()) * ((p.n() + dense_tile - 1) / dense_tile);
 }
 
-// Whether a one-wave row (the narrow rows) takes p under Auto: an automatic one_wave row of p's
-// dtypes and B layout whose tile holds p's blocks, within its max_n, with at most one tile per
-// SM (family.cu's fits and auto_skips, which this mirrors for the product's Auto policy,
-// spmm/operation.hpp).
+// Whether row v is bound to one wave at p's n (its one_wave_from_n).
+inline bool one_wave_at(const detail::Problem& p, const Sm90Variant& v) {
+  return v.one_wave_from_n > 0 && p.n() >= v.one_wave_from_n;
+}
+
+// Whether a one-wave row (the narrow rows; the 128x128 rows on 128-deep k-tiles past n = 128)
+// takes p under Auto: an automatic row of p's dtypes and B layout, bound to one wave at p's n,
+// whose tile holds p's blocks, within its max_n, with at most one tile per SM (family.cu's fits
+// and auto_skips, which this mirrors for the product's Auto policy, spmm/operation.hpp).
 inline bool one_wave_row_takes(const detail::Problem& p) {
   for (const Sm90Variant& v : kSm90Variants)
-    if (v.one_wave && v.automatic && !p.gated && !p.a_transposed && p.input() == v.input && p.b.dtype == v.dense &&
+    if (one_wave_at(p, v) && v.automatic && !p.gated && !p.a_transposed && p.input() == v.input && p.b.dtype == v.dense &&
         p.b.layout == v.b_layout && p.a.bm <= v.bm && k_tiles_fit(v, p.a.bk) && (v.max_n == 0 || p.n() <= v.max_n) &&
         row_tiles(p, v) <= p.device.sm_count)
       return true;
