@@ -45,6 +45,8 @@
 //                natural 128-row tiles, no clusters).
 //   one_wave_from_n (after dense, default 0) from this n on, Auto takes the row only where its
 //                tiles are at most the SMs (family.cu's auto_skips); 0: no such bound.
+//   less_waste_than (last, default 0) where that bound applies, Auto takes the row anyway where
+//                its dense tiles leave fewer columns of n empty than tiles this wide would.
 //   gated        (after split, default false) the row runs the gated (GLU) product and only it
 //                (SpmmOptions::gated, cpp/spmm/problem.hpp): gated.hpp's kernel layer, a tile
 //                one block-row of h, its gate and up rows in two passes of the mainloop into
@@ -162,6 +164,10 @@ struct Sm90Variant {
   // read a long block-row's weights once per tile, and the 128x128 rows on 128-deep k-tiles
   // past n = 128.
   int64_t one_wave_from_n = 0;
+  // > 0: where the one-wave bound applies, the row is automatic anyway where its dense tiles
+  // leave fewer columns of n empty than tiles less_waste_than wide would (the rows after it):
+  // the 128x128 rows on 128-deep k-tiles against the 128x256 rows.
+  int64_t less_waste_than = 0;
 };
 
 // The table's vocabulary (kept out of spmm_sm90 itself: single-letter names).
@@ -269,12 +275,20 @@ constexpr const char kNarrowSplit[] =
 // 54.5, 75.3 | 49.3 | 61.4, 72.3 | 89.3 | 83.3; 2048x8192 (16) 29.7 | 22.7 | 16.8, 29.5 | 21.7 |
 // 17.9, 33.9 | 23.4 | 18.7, 32.0 | 25.1 | 20.4; 14336x4096 (112, no row in one wave) 34.7 | 41.6
 // | 37.5, 30.6 | 37.3 | 45.3, 73.6 | 55.2 | 63.7, 52.0 | 69.5 | 75.6. So past n = 128 the narrow
-// row where its tiles fit one wave, else the 128x128 row where its tiles do, else the rows after.
+// row where its tiles fit one wave, else the 128x128 row where its tiles do, else the rows after,
+// but for n whose last 256-wide tile would be at most half full, where the 128x128 row won on
+// shapes of many block-rows (H200, 2026-11-29, spmm_check as above, Auto | the 128x128 row, n =
+// 320 / 384; and n = 160 / 448, where the last tiles fill alike): 14336x4096 78.6 | 56.2, 68.6 |
+// 54.7 (39.1 | 41.6, 60.3 | 72.9); 18944x3584 102.3 | 74.6, 90.4 | 72.2 (57.6 | 58.2, 80.1 |
+// 93.3); 13824x5120 89.1 | 67.1, 80.7 | 65.5 (45.2 | 48.3, 69.1 | 87.0); 11008x4096 68.2 | 40.4,
+// 63.0 | 38.8 (32.4 | 39.8, 54.8 | 56.2); 28672x8192 272.7 | 215.7, 246.6 | 214.4 (144.3 | 148.6,
+// 220.0 | 262.8); 7168x18944 154.0 | 123.5, 131.9 | 124.1 (65.2 | 65.3, 106.1 | 140.6); 8192x28672
+// 245.6 | 178.9, 223.1 | 182.4 (99.4 | 99.3, 184.4 | 217.9).
 constexpr const char kDeep128[] =
     "H200 2026-11-29 (spmm_check, see above): 128x128 on k-tiles of 128 (3 stages of 32 KiB of A) for n <= "
     "128 where the narrow rows do not fit one wave, 1.6-1.9x faster than the 128x256 rows there; for n = "
-    "129-512 only where its own tiles fit one wave (1.0-1.5x the 128x256 rows there, slower on 112 "
-    "block-rows at n = 256)";
+    "129-512 where its own tiles fit one wave (1.0-1.5x the 128x256 rows there, slower on 112 block-rows "
+    "at n = 256) or the 128x256 rows' last tile would be at most half full (n = 320, 384: 1.06-1.69x)";
 // The W8A16 narrow row (H200, 2026-11-29, bench_report fp8, e4m3 d 0.5 with f16 B, us, n = 64 / 96 /
 // 128): 4096x14336 27.3 / 38.7 / 38.6, where the W8A16 128x128 row took 45.2 / 45.8 / 45.7 in an
 // earlier run (2026-11-29); f16 on the narrow row 27.8 / 28.0 / 28.0 in the same run.
@@ -400,11 +414,12 @@ inline constexpr Sm90Variant kSm90Variants[] = {
     {"sm90_e4m3_f16_bm_le128_k128_bcol_128x64", E4M3, Wide, 128, BCol, CAny, 128,    64,    N,   Auto,
      kNarrowW8A16, Direct, 128, 1, 128, Coop, 0, Where, NT, false, F16, 1},
     // Then 128x128 on 128-deep k-tiles where the narrow rows' tiles do not fit one wave: every
-    // n <= 128, and n = 129-512 where its own tiles fit one wave.
+    // n <= 128, and n = 129-512 where its own tiles fit one wave or the 128x256 rows' last tile
+    // would be at most half full.
     {"sm90_f16_bm_le128_k128_bcol_128x128",  F16,  OrF32, 128, BCol, CAny, 128,   128,    N,   Auto,
-     kDeep128, Direct, 128, 1, 512, Coop, 0, Where, NT, false, F16, 129},
+     kDeep128, Direct, 128, 1, 512, Coop, 0, Where, NT, false, F16, 129, 256},
     {"sm90_bf16_bm_le128_k128_bcol_128x128", BF16, OrF32, 128, BCol, CAny, 128,   128,    N,   Auto,
-     kDeep128, Direct, 128, 1, 512, Coop, 0, Where, NT, false, BF16, 129},
+     kDeep128, Direct, 128, 1, 512, Coop, 0, Where, NT, false, BF16, 129, 256},
     {"sm90_f16_bm128_brow_crow_split",       F16, Same, 128, BRow, CRow, 128,   256,    N,   Auto,
      kSplitTwin, Plain, 64, 1, 0, Coop, 0, Only},
     {"sm90_f16_bm128_bcol_ccol_split",       F16, Same, 128, BCol, CCol, 128,   256,    N,   Auto,
@@ -638,15 +653,28 @@ inline bool one_wave_at(const detail::Problem& p, const Sm90Variant& v) {
   return v.one_wave_from_n > 0 && p.n() >= v.one_wave_from_n;
 }
 
+// Columns of n that dense tiles `width` wide leave empty.
+constexpr int64_t empty_columns(int64_t n, int64_t width) { return (n + width - 1) / width * width - n; }
+
+// Whether Auto passes over row v for its one-wave bound (family.cu's auto_skips): bound at p's
+// n, more tiles than SMs, and not a row whose tiles leave fewer columns empty than the
+// less_waste_than-wide ones after it.
+inline bool one_wave_skips(const detail::Problem& p, const Sm90Variant& v) {
+  if (!one_wave_at(p, v) || row_tiles(p, v) <= p.device.sm_count) return false;
+  const int64_t width = v.transposed ? v.tile_m : v.tile_n;
+  return v.less_waste_than == 0 || empty_columns(p.n(), width) >= empty_columns(p.n(), v.less_waste_than);
+}
+
 // Whether a one-wave row (the narrow rows; the 128x128 rows on 128-deep k-tiles past n = 128)
 // takes p under Auto: an automatic row of p's dtypes and B layout, bound to one wave at p's n,
-// whose tile holds p's blocks, within its max_n, with at most one tile per SM (family.cu's fits
-// and auto_skips, which this mirrors for the product's Auto policy, spmm/operation.hpp).
+// whose tile holds p's blocks, within its max_n, that Auto does not pass over for that bound
+// (family.cu's fits and auto_skips, which this mirrors for the product's Auto policy,
+// spmm/operation.hpp).
 inline bool one_wave_row_takes(const detail::Problem& p) {
   for (const Sm90Variant& v : kSm90Variants)
     if (one_wave_at(p, v) && v.automatic && !p.gated && !p.a_transposed && p.input() == v.input && p.b.dtype == v.dense &&
         p.b.layout == v.b_layout && p.a.bm <= v.bm && k_tiles_fit(v, p.a.bk) && (v.max_n == 0 || p.n() <= v.max_n) &&
-        row_tiles(p, v) <= p.device.sm_count)
+        !one_wave_skips(p, v))
       return true;
   return false;
 }
