@@ -122,9 +122,10 @@ const char* fits(const Problem& p, int row) {
 // vs 21.1, 448 28.1 vs 22.0, 600 55.2 vs 41.9; but 128x128 blocks (the natural 128x256
 // tiles) n = 384 27.4 vs 31.7 and 448 25.2 vs 30.7 with the Direct row, so those keep theirs.
 // It passes over a row bound to one wave at p's n (configs.hpp `one_wave_from_n`) whose tiles
-// outnumber the SMs (unless its tiles waste fewer columns of n, `less_waste_than`), and over the 16-bit rows of 128-row tiles on 128-deep k-tiles for blocks
-// 64 high or lower: half of each of their TMA boxes would lie past the block (zero-filled,
-// slowly), and the transposed 64-high rows further down take those blocks.
+// outnumber the SMs (unless its tiles leave fewer columns of n empty, `less_waste_than`), and
+// over the 16-bit rows of 128-row tiles on 128-deep k-tiles for blocks 64 high or lower: half
+// of each of their TMA boxes would lie past the block (zero-filled, slowly), and the
+// transposed 64-high rows further down take those blocks.
 bool auto_skips(const Problem& p, int row) {
   const Sm90Variant& v = kSm90Variants[row];
   if (v.split == Split::Only && launch_split(p, v) <= 1) return true;
