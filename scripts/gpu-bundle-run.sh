@@ -110,14 +110,14 @@ spmm_tests() {
       *) tests_of "SPARSEK_VARIANT=$row" gpu_sm90_tests forced_row ;;
     esac
   done
-  # The 16-bit rows on 128-deep k-tiles (Auto: n <= 128), by the rule's split and in 3 pieces.
+  # The 16-bit rows on 128-deep k-tiles (Auto: n <= 512, configs.hpp), by the rule's split and in 3 pieces.
   for row in sm90_f16_bm_le128_k128_bcol_128x64 sm90_bf16_bm_le128_k128_bcol_128x64 \
              sm90_f16_bm_le128_k128_bcol_128x128 sm90_bf16_bm_le128_k128_bcol_128x128; do
     tests_of "SPARSEK_VARIANT=$row" gpu_sm90_tests k128_row
     tests_of "SPARSEK_SM90_SPLIT=3 SPARSEK_VARIANT=$row" gpu_sm90_tests k128_row
   done
   tests_of "" gpu_sm90_tests '!forced_row' '!k128_row'
-  # The W8A16 narrow row on the W8A16 cases (Auto takes it at n >= 64 where its tiles fit one wave).
+  # The W8A16 narrow row on the W8A16 cases (Auto takes it at n = 33-128 where its tiles fit one wave).
   tests_of "SPARSEK_VARIANT=sm90_e4m3_f16_bm_le128_k128_bcol_128x64" gpu_fp8_tests w8a16_on_hopper
   tests_of "SPARSEK_SM90_SPLIT=3 SPARSEK_VARIANT=sm90_e4m3_f16_bm_le128_k128_bcol_128x64" gpu_fp8_tests w8a16_on_hopper
   # Every Hopper launch of a row with split tiles in 3 pieces (cpp/spmm/sm90/split.hpp:

@@ -315,13 +315,15 @@ fn forced_row_matches_reference() {
 }
 
 /// The 16-bit rows on 128-deep k-tiles (`*_bm_le128_k128_bcol_128x64`, the narrow rows Auto
-/// takes for n <= 128 where their tiles fit one wave, and `*_bm_le128_k128_bcol_128x128`, for
-/// n <= 128 where they do not), forced by `SPARSEK_VARIANT`: `run.sh test` runs this once per
-/// row by the rule's split and once with every launch in 3 pieces (SPARSEK_SM90_SPLIT=3). Few
-/// block-rows of many blocks (so the rule splits), blocks up to the tile's 128 rows (padded
-/// ones too) and 128 or 256 wide (112: a k-tile an eighth empty), odd and partial n on both sides of the 64-column tile, C in either layout and in
-/// the input type or f32, alpha, beta, the bias and activations, padded leading dimensions;
-/// then 100 repeats bitwise.
+/// takes for n <= 512 where their tiles fit one wave, and `*_bm_le128_k128_bcol_128x128`, for
+/// n <= 128 where those do not and up to 512 where their own do or the 128x256 rows' last tile
+/// would be at most half full: configs.hpp), forced by `SPARSEK_VARIANT`: `run.sh test` runs
+/// this once per row by the rule's split and once with every launch in 3 pieces
+/// (SPARSEK_SM90_SPLIT=3). Few block-rows of many blocks (so the rule splits), blocks up to the
+/// tile's 128 rows (padded ones too) and 128 or 256 wide (112: a k-tile an eighth empty), odd
+/// and partial n on both sides of the 64-column tile, C in either layout and in the input type
+/// or f32, alpha, beta, the bias and activations, padded leading dimensions; then 100 repeats
+/// bitwise.
 #[test]
 fn k128_row_matches_reference() {
     let test = "k128_row_matches_reference";
