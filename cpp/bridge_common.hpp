@@ -36,6 +36,7 @@ inline BsrView to_bsr(const BsrDesc& d) {
   a.dtype = d.dtype;
   a.scales = reinterpret_cast<const float*>(d.scales);
   a.scale_kind = d.scale_kind;
+  a.settled = d.settled;
   return a;
 }
 

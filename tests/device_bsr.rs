@@ -10,9 +10,10 @@ use std::sync::Arc;
 use common::{device, PatternKind};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 use rand::{rngs::StdRng, SeedableRng};
+use sparsek::quantize::BlockGranularity;
 use sparsek::{
-    bf16, f16, spmm, BlockShape, BsrError, BsrMatrix, Dense, DenseMut, DeviceBsr, Element, Error,
-    Layout, SpmmOptions,
+    bf16, f16, sddmm, spmm, Backend, BlockShape, BsrError, BsrMatrix, Dense, DenseMut, DenseShape,
+    DeviceBsr, Element, Error, Layout, SpmmOptions, F8E4M3,
 };
 
 const B32: BlockShape = BlockShape::new(32, 32);
@@ -274,4 +275,102 @@ fn update_values_from_host_and_device() {
     d.update_values(&[]).unwrap();
     assert!(d.update_values(&[f16::ZERO]).is_err());
     assert_eq!(d.download().unwrap(), empty);
+}
+
+/// `A·B` on the Decode family on `a`'s stream (B `k x n` column-major, C f32 row-major), as
+/// f32 on the host.
+fn decode_product(
+    a: &DeviceBsr<f16>,
+    b: &CudaSlice<f16>,
+    n: usize,
+    stream: &Arc<CudaStream>,
+) -> Vec<f32> {
+    let mut dc = stream.alloc_zeros::<f32>(a.m() * n).unwrap();
+    spmm(
+        a,
+        Dense::device(b, a.k(), n, Layout::ColMajor),
+        DenseMut::device(&mut dc, a.m(), n, Layout::RowMajor),
+        &SpmmOptions::new().backend(Backend::Decode),
+    )
+    .unwrap();
+    let c = stream.clone_dtoh(&dc).unwrap();
+    stream.synchronize().unwrap();
+    c
+}
+
+/// Which matrices are settled (their weights read before the previous kernel completes on
+/// sm_90): uploaded or taken from device buffers, yes; an SDDMM's output or a device
+/// quantization, no, until `settle`. A product that reads an SDDMM's output right after it
+/// on the same stream (the call may launch while the SDDMM finishes) sees every new value,
+/// and the same product on the settled matrix gives the same bits.
+#[test]
+fn settled_follows_kernel_writes() {
+    let Some(ctx) = device("settled_follows_kernel_writes") else {
+        return;
+    };
+    let stream = ctx.default_stream();
+    let mut rng = rng();
+    let block = BlockShape::new(64, 64);
+    let (m, k, n) = (2048, 1024, 4);
+    let s0 = common::random_bsr::<f16>(PatternKind::Random(0.5), m / 64, k / 64, block, &mut rng);
+    let up = DeviceBsr::upload(&s0, &stream).unwrap();
+    assert!(up.is_settled(), "upload");
+    let (rp, ci, v) = raw_parts(&s0, &stream);
+    let parts = DeviceBsr::from_device_parts(m, k, block, rp, ci, v).unwrap();
+    assert!(parts.is_settled(), "from_device_parts");
+
+    // S = A1·B1 on S's pattern (inner dimension 64), then S·x on the Decode family.
+    let mut s = DeviceBsr::upload(&s0, &stream).unwrap();
+    let a1 = common::random_vec::<f16>(m * 64, &mut rng);
+    let b1 = common::random_vec::<f16>(64 * k, &mut rng);
+    let x = common::random_vec::<f16>(k * n, &mut rng);
+    let (da1, db1, dx) = (
+        stream.clone_htod(&a1).unwrap(),
+        stream.clone_htod(&b1).unwrap(),
+        stream.clone_htod(&x).unwrap(),
+    );
+    sddmm(
+        Dense::device(&da1, m, 64, Layout::RowMajor),
+        Dense::device(&db1, 64, k, Layout::RowMajor),
+        &mut s,
+        &SpmmOptions::new(),
+    )
+    .unwrap();
+    assert!(!s.is_settled(), "an SDDMM's output");
+    let unsettled = decode_product(&s, &dx, n, &stream);
+    let written = s.download().unwrap();
+    let x_shape = DenseShape::packed(k, n, Layout::ColMajor);
+    let want = common::reference::<f16, f32>(
+        &written,
+        &x,
+        &x_shape,
+        &[],
+        &DenseShape::packed(m, n, Layout::RowMajor),
+        1.0,
+        0.0,
+    );
+    let (err, bad) = common::rel_err(
+        &unsettled,
+        &DenseShape::packed(m, n, Layout::RowMajor),
+        &want,
+    );
+    assert!(
+        err < 2e-3 && bad == 0,
+        "S·x right after the SDDMM: rel. error {err:.2e}, {bad} non-finite"
+    );
+    s.settle().unwrap();
+    assert!(s.is_settled(), "after settle");
+    assert_eq!(
+        decode_product(&s, &dx, n, &stream),
+        unsettled,
+        "settled and not: the same bits"
+    );
+
+    let q = up
+        .quantize_fp8::<F8E4M3>(BlockGranularity::PerBlock)
+        .unwrap();
+    assert!(!q.is_settled(), "a device quantization");
+    let mut q = q;
+    q.settle().unwrap();
+    assert!(q.is_settled(), "a quantized matrix after settle");
 }

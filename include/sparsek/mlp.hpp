@@ -13,7 +13,10 @@ namespace sparsek {
 // The weights: `gate_up` (2*inter x hidden) holds the gate and up weights interleaved by
 // block-row (block-row 2i: gate rows i*bm .., 2i+1: the up rows; the Rust
 // BsrMatrix::interleave_block_rows builds it), `down` is out x inter. Both f16 or bf16,
-// or both FP8 (E4M3 / E5M2, with their scales: W8A16, x and h f16 or bf16).
+// or both FP8 (E4M3 / E5M2, with their scales: W8A16, x and h f16 or bf16). Mark weights
+// that no running kernel writes BsrView::settled: the down product then starts streaming
+// its weights while the gated product finishes, and the gated product while the kernel
+// before the call does.
 struct MlpView {
   BsrView gate_up;
   BsrView down;

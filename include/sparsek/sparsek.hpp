@@ -90,6 +90,15 @@ struct BsrView {
   // FP8 values' scales (see ScaleKind): null with None.
   const float* scales = nullptr;
   ScaleKind scale_kind = ScaleKind::None;
+  // The caller's promise that no kernel still running when a call that reads this matrix
+  // launches writes its arrays (row_ptr, col_idx, values, scales): weights copied to the
+  // device and not written since are settled; a matrix a kernel wrote is settled once that
+  // kernel has completed (the host synchronized with it, say). On sm_90 a call may launch
+  // while the kernel before it in the stream is still finishing (programmatic dependent
+  // launch); the Decode family then starts reading a settled A before that kernel completes
+  // (B, C and the bias still wait for it): about 1 us less per launch at decode sizes.
+  // False (the default): A is read after it, like B.
+  bool settled = false;
 };
 
 // The transpose index of a BsrView: its blocks listed by block-column, what op(A) = A^T

@@ -70,6 +70,10 @@ pub struct DeviceBsr<T> {
     /// An FP8 matrix's scales (`None` for every other type), in the values' context, of
     /// the lengths their kind needs (checked when set).
     pub(crate) scales: DeviceBlockScales,
+    /// No kernel that may still be running writes the arrays ([`is_settled`](Self::is_settled)):
+    /// true when every write was a copy or is known complete, false after a kernel wrote
+    /// them (an SDDMM's output, a device quantization) until [`settle`](Self::settle).
+    pub(crate) settled: bool,
 }
 
 /// The scales of an FP8 [`DeviceBsr`] on the device: none, one value per tensor, or one per
@@ -176,6 +180,8 @@ impl<T: Element> DeviceBsr<T> {
             values: upload_slice(a.values(), stream)?,
             transpose: OnceLock::new(),
             scales: DeviceBlockScales::None,
+            // Written by copies only.
+            settled: true,
         })
     }
 
@@ -191,7 +197,8 @@ impl<T: Element> DeviceBsr<T> {
     /// host (on `row_ptr`'s stream, which is then synchronized) and validated like
     /// [`BsrMatrix::from_parts`], one [`BsrError`] per defect (as [`Error::Bsr`]). That is
     /// `4 * (m / bm + 1 + nnzb)` bytes, `bm * bk / 2` times fewer than the f16 values,
-    /// which are not read. Device failures are [`Error::Cuda`].
+    /// which are not read. It then waits for the values' stream too, so the matrix is
+    /// settled ([`is_settled`](Self::is_settled)). Device failures are [`Error::Cuda`].
     ///
     /// ```no_run
     /// use sparsek::cudarc::driver::CudaContext;
@@ -260,6 +267,9 @@ impl<T: Element> DeviceBsr<T> {
         let ci = download_prefix(&col_idx, nnzb, &stream)?;
         stream.synchronize()?;
         validate_parts(m, k, block, &rp, &ci, values_len)?;
+        // Whatever wrote the values (a loader's kernel, say) has completed once their stream
+        // has: the matrix is settled.
+        values.stream().synchronize()?;
         Ok(Self {
             m,
             k,
@@ -270,6 +280,7 @@ impl<T: Element> DeviceBsr<T> {
             values,
             transpose: OnceLock::new(),
             scales: DeviceBlockScales::None,
+            settled: true,
         })
     }
 
@@ -294,6 +305,7 @@ impl<T: Element> DeviceBsr<T> {
             scale_kind: scale_kind(self.scales.kind()),
             batch: 1,
             batch_stride: 0,
+            settled: self.settled,
         })
     }
 
@@ -387,11 +399,14 @@ impl<Q: Fp8> DeviceBsr<Q> {
     /// [`from_device_parts`](Self::from_device_parts)), replacing any: one value per tensor,
     /// or `nnzb` per block (a one-element buffer when `nnzb = 0`); another length is
     /// [`Error::ScaleLength`], a buffer of another CUDA context than the values'
-    /// [`Error::ContextMismatch`], and the matrix is dropped with the error.
+    /// [`Error::ContextMismatch`], and the matrix is dropped with the error. It waits for
+    /// the scales' stream, so whatever wrote them has completed (settledness unchanged).
     pub fn with_scales(mut self, scales: DeviceBlockScales) -> Result<Self, Error> {
         if let Some(buf) = scales.buffer() {
             check_scale_len("A", scales.kind(), self.nnzb, buf.len(), true)?;
             super::result::check_contexts(self.values.stream(), &[("A.scales", buf.stream())])?;
+            // As for from_device_parts' values: whatever wrote them has completed.
+            buf.stream().synchronize()?;
         }
         self.scales = scales;
         Ok(self)
@@ -416,6 +431,39 @@ impl<Q: Fp8> DeviceBsr<Q> {
 }
 
 impl<T> DeviceBsr<T> {
+    /// Whether the matrix is settled: no kernel that may still be running writes its
+    /// arrays. Products on sm_90 launch while the kernel before them in the stream may still
+    /// be finishing (programmatic dependent launch), and the Decode family starts reading a
+    /// settled matrix's weights before that kernel completes: about 1 µs less per launch at
+    /// decode sizes. A matrix that is not settled is read after it, like B.
+    ///
+    /// True for a matrix made by [`upload`](Self::upload),
+    /// [`upload_quantized`](Self::upload_quantized) or
+    /// [`from_device_parts`](Self::from_device_parts) (which waits for the buffers' streams);
+    /// copies ([`update_values`](Self::update_values) and the like) keep it as it is. False
+    /// once a kernel wrote the matrix: the output of [`sddmm`](crate::sddmm),
+    /// [`quantize_fp8`](Self::quantize_fp8) and
+    /// [`quantize_fp8_from`](Self::quantize_fp8_from), until [`settle`](Self::settle).
+    pub fn is_settled(&self) -> bool {
+        self.settled
+    }
+
+    /// Waits for the streams of the matrix's buffers (the host blocks until every kernel
+    /// enqueued on them has completed), after which the matrix is settled
+    /// ([`is_settled`](Self::is_settled)): call it once on weights a kernel wrote (e.g.
+    /// quantized on the device) before they serve decode steps. Not for a launch path (it
+    /// synchronizes); a CUDA failure is [`Error::Cuda`] and leaves the matrix unsettled.
+    pub fn settle(&mut self) -> Result<(), Error> {
+        self.values.stream().synchronize()?;
+        self.row_ptr.stream().synchronize()?;
+        self.col_idx.stream().synchronize()?;
+        if let Some(buf) = self.scales.buffer() {
+            buf.stream().synchronize()?;
+        }
+        self.settled = true;
+        Ok(())
+    }
+
     /// The kind of the scales ([`ScaleKind::None`] for a matrix that is not FP8, or an FP8
     /// one without scales).
     pub fn scale_kind(&self) -> ScaleKind {

@@ -119,6 +119,9 @@ mod ffi {
         scale_kind: ScaleKind,
         batch: i64,
         batch_stride: i64,
+        /// `DeviceBsr::is_settled` (C++ `BsrView::settled`): no kernel still running writes
+        /// the arrays.
+        settled: bool,
     }
 
     /// One product, validated by the Rust entry point (`crate::spmm`); C++ turns it into

@@ -77,6 +77,7 @@ impl<T: Element> DeviceBsr<T> {
                 BlockGranularity::PerTensor => DeviceBlockScales::PerTensor(scales),
                 BlockGranularity::PerBlock => DeviceBlockScales::PerBlock(scales),
             },
+            settled: false,
         };
         out.quantize_fp8_from(self, granularity)?;
         Ok(out)
@@ -183,6 +184,8 @@ impl<Q: Fp8> DeviceBsr<Q> {
                 })
             }
         };
+        // A kernel writes the values and scales: unsettled until `settle`.
+        self.settled = false;
         let status = sys::quantize_fp8(problem, &src.values, &mut self.values, scales, &stream);
         check(status, Backend::Auto).map(|_| ())
     }

@@ -74,6 +74,8 @@ pub(crate) fn sddmm<T: Element, O: Element>(
     let stream = s.values.stream().clone();
     check_sddmm_contexts(ops.a, ops.b, s, &stream)?;
     stream.context().bind_to_thread()?;
+    // A kernel writes S's values: unsettled until `DeviceBsr::settle`.
+    s.settled = false;
     let bufs = sys::SddmmBuffers {
         a: ops.a,
         b: ops.b,

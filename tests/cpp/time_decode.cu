@@ -18,6 +18,9 @@
 //     tests/cpp/time_decode.cu <libsparsek_kernels.a> -cudart static -o time_decode
 // Usage: ./time_decode [--shapes 4096x4096,14336x4096] [--blocks 128,64] [--densities 0.5,0.3]
 //                      [--ns 1,16] [--types f16,w8] [--pattern even|random] [--copies N]
+//                      [--settled 1|0]
+// --settled 0: A not marked settled (BsrView::settled; by default it is, as weights are), so
+// each call reads A only after the previous call has completed.
 // --copies N: A cycled over N copies instead (1: A stays in L2 where it fits, the L2-resident
 // ceiling of a product whose weights an earlier kernel brought into L2).
 // SPARSEK_VARIANT, SPARSEK_DECODE_TM and SPARSEK_DECODE_SPLIT act as for any caller.
@@ -63,6 +66,9 @@ __global__ void fill_values(unsigned char* p, int64_t count, int elem, uint32_t 
     }
   }
 }
+
+// --settled: whether A is marked settled (written once, before the timed calls).
+bool g_settled = true;
 
 __global__ void read_probe(const uint4* p, int64_t n16, uint32_t* sink) {
   uint32_t x = 0;
@@ -179,6 +185,7 @@ Timing time_case(int64_t m, int64_t k, int bs, double d, int n, bool w8, bool ra
   a.m = m, a.k = k, a.bm = bs, a.bk = bs, a.nnzb = nnzb, a.row_ptr = d_rp, a.col_idx = d_ci;
   a.dtype = w8 ? sparsek::DType::E4M3 : sparsek::DType::F16;
   if (w8) a.scales = d_scales, a.scale_kind = sparsek::ScaleKind::PerBlock;
+  a.settled = g_settled;
   sparsek::DenseView b;  // B = x^T: x row-major n x k
   b.data = d_b, b.rows = k, b.cols = n, b.ld = k, b.layout = sparsek::Layout::ColMajor, b.dtype = sparsek::DType::F16;
   sparsek::DenseMutView c;  // C = y^T: y row-major n x m
@@ -255,6 +262,7 @@ int main(int argc, char** argv) {
     else if (key == "--ns") ns = val;
     else if (key == "--types") types = val;
     else if (key == "--copies") copies = std::max(0, std::atoi(val.c_str()));
+    else if (key == "--settled") g_settled = val != "0";
     else if (key == "--pattern") {
       if (val != "even" && val != "random") {
         std::fprintf(stderr, "--pattern %s: even or random\n", val.c_str());
@@ -272,9 +280,10 @@ int main(int argc, char** argv) {
   const char* variant = std::getenv("SPARSEK_VARIANT");
   const char* tm = std::getenv("SPARSEK_DECODE_TM");
   const char* sp = std::getenv("SPARSEK_DECODE_SPLIT");
-  std::printf("device %s, %d SMs; read ceiling %.1f GB/s; variant %s tm %s split %s; pattern %s; copies of A %s\n",
-              prop.name, prop.multiProcessorCount, ceiling, variant ? variant : "auto", tm ? tm : "-", sp ? sp : "-",
-              random_rows ? "random" : "even", copies > 0 ? std::to_string(copies).c_str() : "auto (HBM)");
+  std::printf(
+      "device %s, %d SMs; read ceiling %.1f GB/s; variant %s tm %s split %s; pattern %s; copies of A %s; A settled %d\n",
+      prop.name, prop.multiProcessorCount, ceiling, variant ? variant : "auto", tm ? tm : "-", sp ? sp : "-",
+      random_rows ? "random" : "even", copies > 0 ? std::to_string(copies).c_str() : "auto (HBM)", g_settled ? 1 : 0);
   std::mt19937_64 rng(20261127);
   for (const std::string& sh : split(shapes)) {
     const size_t x = sh.find('x');

@@ -97,8 +97,11 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
   __syncthreads();  // the barriers exist before any copy signals them
   // Programmatic dependent launch (launch_typed): the prologue above (barriers, descriptor
   // prefetch) may overlap the previous kernel of the stream; nothing in global memory is
-  // read before that kernel has completed and its writes are visible.
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  // read before that kernel has completed and its writes are visible. A settled A
+  // (BsrView::settled: that kernel does not write it) is the exception: row_ptr and the
+  // first stages' A boxes go out before the wait (below), so A's first bytes are on their
+  // way during that kernel's tail; B, C and the bias still wait.
+  if (!args.a_settled) asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
 
   // Rank q takes the contiguous blocks [lo, hi) of the block-row (balanced within one).
@@ -352,6 +355,8 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
   static_assert(kThreads >= 64, "the prologue issues B from warp 1");
   if (tma && warp == 0)
     for (int q = 0; q < kStages - 1; ++q) issue_tma(q, false);
+  // A settled A's reads are out: wait for the previous kernel before B's (see above).
+  if (args.a_settled) asm volatile("griddepcontrol.wait;\n" ::: "memory");
   if (b_tma && warp == 1) {
     const int pro = min(parts, (kStages - 1) * NB);
     for (int u = lane; u < pro; u += 32) {

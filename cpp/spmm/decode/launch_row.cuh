@@ -304,6 +304,7 @@ cudaError_t launch_typed(const Problem& p, cudaStream_t stream) {
   alignas(64) CUtensorMap map_b{};
   // FP8 A: a UINT8 map of unswizzled KC-byte rows (kernel.cuh's file comment).
   args.gated = p.gated;
+  args.a_settled = p.a.settled;
   // SPARSEK_DECODE_TMA=0 (a measuring knob, read once): the cp.async path on sm_90 too.
   static const bool tma_on = decode_knob("SPARSEK_DECODE_TMA", 1) != 0;
   args.tma = tma_on && lim.sm90 && p.a.nnzb > 0 && p.a.nnzb * p.a.bm <= INT_MAX && p.k() <= INT_MAX &&

@@ -53,6 +53,7 @@ struct DecodeArgs {
   int32_t c_type;        // FP8 A: C's type, 0 f16, 1 bf16, 2 f32
   bool tma;            // sm_90: A (and B when b_vec) through the tensor maps; else cp.async
   bool gated;          // gated (GLU): block-rows are (gate, up) pairs, C has m/2 rows
+  bool a_settled;      // BsrView::settled: A's arrays may be read before griddepcontrol.wait
 };
 
 }  // namespace sparsek::detail::spmm_decode
