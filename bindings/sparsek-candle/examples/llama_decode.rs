@@ -1212,6 +1212,10 @@ template <bool BF> __device__ void rope_qkv_cache(const u16* qkv, const u16* cos
 // rmsnorm(s) * w, then s. blockDim a multiple of 32, at most 1024.
 template <bool BF> __device__ void add_rms_norm(const u16* x, const u16* r, const u16* w,
     u16* out, int rows, int cols, float eps) {
+  // The next kernel may launch now (programmatic dependent launch): sparsek's products then
+  // stream their settled weights while this one runs, and read its output only after it
+  // has completed. Kernels launched without the attribute (candle's) wait as before.
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   __shared__ float part[32];
   const long row = blockIdx.x;
   u16* h = out + row * cols;
