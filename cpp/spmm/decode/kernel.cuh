@@ -51,9 +51,9 @@
 //    prologue beside this one's reduction and epilogue. A settled A (BsrView::settled:
 //    weights no kernel still running writes) is read earlier: row_ptr and the prologue's A
 //    boxes go out before griddepcontrol.wait, so the first stages land during the previous
-//    kernel's tail (B, C and the bias still wait). Measured on the H200 (time_decode, 10
-//    layer shapes x 64/128 blocks x d 0.5/0.2 x n 1/16, f16 and W8A16, graph-replayed):
-//    0.94x the time (geo-mean; 0.83x at best, small layers gaining most). A prefetch of the
+//    kernel's tail (B, C and the bias still wait). Measured on the H200 (time_decode, 11
+//    layer shapes x 64/128 blocks x d 0.5/0.3 x n 1/16, f16 and W8A16, graph-replayed):
+//    0.92x the time (geo-mean; 0.82-1.00x, small layers gaining most). A prefetch of the
 //    same boxes into L2 instead (which needs no promise) was slower than none (1.03x).
 //
 //  * B. Column-major B whose columns are 16-byte aligned (x row-major: the usual layout;
