@@ -4,7 +4,6 @@
 // numbers, which is what keeps a launch capturable and its results bitwise identical.
 //
 //   sparsek_test_decode_splits   (one line per failed check, then "N passed, N failed")
-#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
@@ -73,19 +72,6 @@ int main() {
     const int s = decode_splits(c.pairs, c.tiles, c.resident, c.warps);
     check(s == c.expect, "a measured shape's split", c.pairs, c.tiles, c.resident, c.warps, s);
   }
-  // The cap to one cluster's splits: only above kMaxClusterSplits and at most kClusterCapTiles
-  // tiles (the worked decoder's sparse window, 72 tiles: the rule's 17 -> 8); never raises S.
-  using sparsek::detail::attention_decode::decode_cluster_cap;
-  using sparsek::detail::attention_decode::kClusterCapTiles;
-  using sparsek::detail::attention_decode::kMaxClusterSplits;
-  for (int splits : {1, 2, 7, 8, 9, 17, 60, 256})
-    for (int64_t tiles : {int64_t(1), int64_t(72), kClusterCapTiles, kClusterCapTiles + 1, int64_t(512)}) {
-      const int got = decode_cluster_cap(splits, tiles);
-      const int want = splits > kMaxClusterSplits && tiles <= kClusterCapTiles ? kMaxClusterSplits : splits;
-      check(got == want && got <= splits, "the cluster cap", 0, tiles, 0, 0, got);
-    }
-  check(decode_cluster_cap(decode_splits(4, 72, 264, 4), 72) == 8, "the decoder's window in one cluster", 4, 72, 264,
-        4, decode_cluster_cap(decode_splits(4, 72, 264, 4), 72));
   std::printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
 }

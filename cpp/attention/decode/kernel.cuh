@@ -952,15 +952,10 @@ cudaError_t launch_row(const AttentionProblem& p, cudaStream_t stream) {
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
   if (e != cudaSuccess) return e;
   const int64_t resident = int64_t(p.device.sm_count) * resident_per_sm<kRow>(p.device.id);
-  const int64_t tiles = decode_tiles_estimate(p);
-  const auto merges = [&](int s) {
-    return params.page_table != nullptr ? cluster_merges<kRow, true>(p, pairs, s) : cluster_merges<kRow, false>(p, pairs, s);
-  };
-  int splits = decode_splits(pairs, tiles, resident, Tr::kWarps);
-  // Few key tiles: one cluster's splits rather than more through the combine (split.hpp).
-  if (const int capped = decode_cluster_cap(splits, tiles); capped != splits && merges(capped)) splits = capped;
+  const int splits = decode_splits(pairs, decode_tiles_estimate(p), resident, Tr::kWarps);
   params.splits = splits;
-  const bool cluster = merges(splits);
+  const bool cluster = params.page_table != nullptr ? cluster_merges<kRow, true>(p, pairs, splits)
+                                                    : cluster_merges<kRow, false>(p, pairs, splits);
   if (cluster) {
     // One cluster of the pair's splits, merged in the kernel: no workspace, no combine.
     params.cluster = true;

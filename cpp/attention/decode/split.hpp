@@ -99,20 +99,4 @@ inline int decode_splits(int64_t pairs, int64_t tiles, int64_t resident, int war
   return 1;
 }
 
-// The rule's splits above a cluster's (kMaxClusterSplits) merge through the workspace and the
-// combine kernel, a second launch; up to kMaxClusterSplits they can merge inside a cluster
-// (kernel.cuh's cluster_merges). Where a (batch, KV head) has few key tiles the splits past the
-// cluster save less than the combine costs, so the launch takes kMaxClusterSplits splits in one
-// cluster instead, where those clusters fit. Measured on an H200 (attention_decode_check --time,
-// f16, head_dim 64 and 128, 16/4, 32/8, 32/4 and 8/8 query/KV heads, batch 1 and 2): on 1153 and
-// 2049 dense keys and on a quarter of the 128-key blocks of 3073-6145 keys (73-129 and 48-96
-// tiles), 8 splits took 0.88x the rule's time (geo-mean of 80 cases, 0.55-1.07x); on 3073-6145
-// dense keys (193-385 tiles) 1.07x, so the rule keeps its splits there. A forced split
-// (SPARSEK_ATTENTION_DECODE_SPLITS) is kept as it is.
-constexpr int64_t kClusterCapTiles = 160;
-inline int decode_cluster_cap(int splits, int64_t tiles) {
-  if (decode_split_override() != 0) return splits;
-  return splits > kMaxClusterSplits && tiles <= kClusterCapTiles ? kMaxClusterSplits : splits;
-}
-
 }  // namespace sparsek::detail::attention_decode
