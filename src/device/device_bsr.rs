@@ -452,7 +452,7 @@ impl<T> DeviceBsr<T> {
     /// enqueued on them has completed), after which the matrix is settled
     /// ([`is_settled`](Self::is_settled)): call it once on weights a kernel wrote (e.g.
     /// quantized on the device) before they serve decode steps. Not for a launch path (it
-    /// synchronizes); a CUDA failure is [`Error::Cuda`] and leaves the matrix unsettled.
+    /// synchronizes); a CUDA failure is [`Error::Cuda`] and leaves the flag as it was.
     pub fn settle(&mut self) -> Result<(), Error> {
         self.values.stream().synchronize()?;
         self.row_ptr.stream().synchronize()?;
