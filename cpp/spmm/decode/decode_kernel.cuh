@@ -398,12 +398,6 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
     __syncthreads();
     issue(i + kStages - 1);  // (an empty group past the end keeps the count uniform)
     if (!args.b_vec) store_b(i + 1);
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    // Every stage is issued: the next kernel may launch (and, with a settled A, start its
-    // own stream) while this one's last stages land. H200, time_decode: 0.98x the time
-    // with settled weights against the trigger after the stream, the same without.
-    if (i == max(0, nst - kStages + 1)) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
 
     if constexpr (kFp8) {
       // Stage i: part b goes to k-warp b % KW (one scale per part).
@@ -460,11 +454,10 @@ __global__ void __launch_bounds__(Traits<kRow>::kThreads, Traits<kRow>::kMinCtas
   // ---- The CTA's partial tile: k-warps summed in order 0, 1, ..., KW-1 ----
   cp_async_wait<0>();  // only empty groups can be pending
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // A CTA with no stage lets the next kernel launch here (the others did in the loop, once
-  // their last stage was issued). (Triggered at the kernel's start, before weights were
-  // settled, the next grid's waiting CTAs took SM slots through the whole stream: 14336 x
-  // 4096, n = 1, 27.0 -> 30.2 us on the H100.)
-  if (nst == 0) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  // A's stream is done: the next kernel may launch and run its prologue beside this one's
+  // reduction and epilogue. (Triggered at the start instead, the next grid's waiting CTAs
+  // took SM slots through the whole stream: 14336 x 4096, n = 1, 27.0 -> 30.2 us on the H100.)
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   // This thread is done with the ring: the receive buffer below (in the ring's memory,
   // after the tile) may be written by the other ranks once all threads have arrived.
   if (S > 1) asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");

@@ -47,8 +47,8 @@
 //  * Launch. sm_90 images launch with programmatic dependent launch: barrier set-up and the
 //    descriptor prefetch overlap the previous kernel's tail, and griddepcontrol.wait comes
 //    before the first global read (row_ptr), so the kernel never sees a predecessor's
-//    memory early; once it has issued its last stage, the next kernel may launch and start
-//    its own prologue beside this one's last stages, reduction and epilogue. A settled A (BsrView::settled:
+//    memory early; once its A stream is done, the next kernel may launch and start its own
+//    prologue beside this one's reduction and epilogue. A settled A (BsrView::settled:
 //    weights no kernel still running writes) is read earlier: row_ptr and the prologue's A
 //    boxes go out before griddepcontrol.wait, so the first stages land during the previous
 //    kernel's tail (B, C and the bias still wait). Measured on the H200 (time_decode, 11
