@@ -709,6 +709,8 @@ SpmmCase spmm_base(Rng& rng, const Arenas& mem) {
   x.a.row_ptr = static_cast<const int32_t*>(in_slot(rng, mem, 0));
   x.a.col_idx = static_cast<const int32_t*>(in_slot(rng, mem, 1));
   x.a.values = in_slot(rng, mem, 2);
+  // A promise about timing (BsrView::settled): the model ignores it, so no validator may read it.
+  x.a.settled = rng.chance(0.5);
   x.o.transpose_a = rng.chance(0.3);
   // Gated (the gate and up product): an even number of block-rows, op(A) = A, C of m/2 rows.
   x.o.gated = rng.chance(0.15);
