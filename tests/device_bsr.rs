@@ -46,17 +46,30 @@ fn raw_parts<T: Element>(
 
 /// `A * B` on the device with a row-major ones-and-twos B, as f32 on the host.
 fn product<T: Element>(a: &DeviceBsr<T>, stream: &Arc<CudaStream>) -> Vec<f32> {
-    let (m, k, n) = (a.m(), a.k(), 16);
-    let b: Vec<T> = (0..k * n)
+    let n = 16;
+    let b: Vec<T> = (0..a.k() * n)
         .map(|i| T::from_f32((i % 2 + 1) as f32))
         .collect();
     let db = stream.clone_htod(&b).unwrap();
-    let mut dc = stream.alloc_zeros::<f32>(m * n).unwrap();
+    product_of(a, &db, n, Layout::RowMajor, &SpmmOptions::new(), stream)
+}
+
+/// `A * B` on `stream` (B `k x n` in `layout`, C f32 row-major) with `options`, as f32 on the
+/// host.
+fn product_of<T: Element>(
+    a: &DeviceBsr<T>,
+    b: &CudaSlice<T>,
+    n: usize,
+    layout: Layout,
+    options: &SpmmOptions,
+    stream: &Arc<CudaStream>,
+) -> Vec<f32> {
+    let mut dc = stream.alloc_zeros::<f32>(a.m() * n).unwrap();
     spmm(
         a,
-        Dense::device(&db, k, n, Layout::RowMajor),
-        DenseMut::device(&mut dc, m, n, Layout::RowMajor),
-        &SpmmOptions::new(),
+        Dense::device(b, a.k(), n, layout),
+        DenseMut::device(&mut dc, a.m(), n, Layout::RowMajor),
+        options,
     )
     .unwrap();
     let c = stream.clone_dtoh(&dc).unwrap();
@@ -277,25 +290,15 @@ fn update_values_from_host_and_device() {
     assert_eq!(d.download().unwrap(), empty);
 }
 
-/// `A·B` on the Decode family on `a`'s stream (B `k x n` column-major, C f32 row-major), as
-/// f32 on the host.
+/// `A·B` on the Decode family (B `k x n` column-major), as f32 on the host.
 fn decode_product(
     a: &DeviceBsr<f16>,
     b: &CudaSlice<f16>,
     n: usize,
     stream: &Arc<CudaStream>,
 ) -> Vec<f32> {
-    let mut dc = stream.alloc_zeros::<f32>(a.m() * n).unwrap();
-    spmm(
-        a,
-        Dense::device(b, a.k(), n, Layout::ColMajor),
-        DenseMut::device(&mut dc, a.m(), n, Layout::RowMajor),
-        &SpmmOptions::new().backend(Backend::Decode),
-    )
-    .unwrap();
-    let c = stream.clone_dtoh(&dc).unwrap();
-    stream.synchronize().unwrap();
-    c
+    let options = SpmmOptions::new().backend(Backend::Decode);
+    product_of(a, b, n, Layout::ColMajor, &options, stream)
 }
 
 /// Which matrices are settled (their weights read before the previous kernel completes on

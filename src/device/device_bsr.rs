@@ -268,8 +268,10 @@ impl<T: Element> DeviceBsr<T> {
         stream.synchronize()?;
         validate_parts(m, k, block, &rp, &ci, values_len)?;
         // Whatever wrote the values (a loader's kernel, say) has completed once their stream
-        // has: the matrix is settled.
-        values.stream().synchronize()?;
+        // has: the matrix is settled. (row_ptr's stream, usually theirs, is done already.)
+        if !Arc::ptr_eq(values.stream(), &stream) {
+            values.stream().synchronize()?;
+        }
         Ok(Self {
             m,
             k,
@@ -454,11 +456,17 @@ impl<T> DeviceBsr<T> {
     /// quantized on the device) before they serve decode steps. Not for a launch path (it
     /// synchronizes); a CUDA failure is [`Error::Cuda`] and leaves the flag as it was.
     pub fn settle(&mut self) -> Result<(), Error> {
-        self.values.stream().synchronize()?;
-        self.row_ptr.stream().synchronize()?;
-        self.col_idx.stream().synchronize()?;
-        if let Some(buf) = self.scales.buffer() {
-            buf.stream().synchronize()?;
+        let mut streams = vec![
+            self.values.stream(),
+            self.row_ptr.stream(),
+            self.col_idx.stream(),
+        ];
+        streams.extend(self.scales.buffer().map(|b| b.stream()));
+        // Each stream once (the buffers usually share one).
+        for (i, s) in streams.iter().enumerate() {
+            if !streams[..i].iter().any(|seen| Arc::ptr_eq(seen, s)) {
+                s.synchronize()?;
+            }
         }
         self.settled = true;
         Ok(())
