@@ -225,6 +225,8 @@ fn w8a16_cases() -> Vec<Case> {
             c.bias = v % 3 != 0;
             c.activation = ACTS[v % 4];
             c.a_scale = [ScaleKind::PerBlock, ScaleKind::PerTensor, ScaleKind::None][v % 3];
+            // Every other per-block case mixes folded and promoted k-tiles (mainloop.hpp).
+            c.a_scale_wide = v % 2 == 0;
             c.b_scale = ScaleKind::None;
             c.backend = Backend::Decode;
             out.push(c);
@@ -272,6 +274,8 @@ fn w8a16_hopper_cases() -> Vec<Case> {
             c.bias = v % 3 != 1;
             c.activation = ACTS[(v / 2) % 4];
             c.a_scale = [ScaleKind::PerBlock, ScaleKind::PerTensor, ScaleKind::None][v % 3];
+            // Every other per-block case mixes folded and promoted k-tiles (mainloop.hpp).
+            c.a_scale_wide = v % 2 == 0;
             c.b_scale = ScaleKind::None;
             c.backend = Backend::Hopper;
             out.push(c);

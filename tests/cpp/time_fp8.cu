@@ -1,5 +1,5 @@
-// Standalone timer and quick checker of the Hopper family's FP8 W8A8 rows (not a library
-// source): it launches named rows directly (tests/cpp/time_fp8_rows.cu), so only those rows
+// Standalone timer and quick checker of the Hopper family's FP8 rows, W8A8 and (--w8a16)
+// W8A16 (not a library source): it launches named rows directly (tests/cpp/time_fp8_rows.cu), so only those rows
 // compile, and times them against the f16 sparse rows on the same block patterns and against
 // dense e4m3 and f16 GEMMs of cuBLASLt in the same process (loaded at run time with dlopen:
 // this machine's CUDA has no cuBLAS; TIME_FP8_CUBLASLT names the library, else
@@ -16,6 +16,10 @@
 // time_fp8_rows.cu; default: the 128x256 cluster row), each with its C's largest difference
 // to theirs relative to their C's largest value (a check on every timed problem).
 // --b-scale tensor: B's scale one per tensor instead of one per column.
+// --w8a16: the W8A16 rows instead (e4m3 A with per-block scales, f16 B without scales; 128x128
+// blocks), timed against the fastest of three f16 rows on the same pattern (time_fp8_rows.cu's
+// group 1) and checked (--check) with a third of A's blocks on scales that the rows cannot fold
+// into the conversion (mainloop.hpp's fold_of: their k-tiles are promoted in fp32).
 //
 // Patterns: seed 0, 2, ... the same number of blocks in every block-row (round(d * k/bk),
 // distinct random columns); seed 1, 3, ... each block present with probability d. Values are
@@ -37,9 +41,10 @@
 //   F="$F -Iinclude -Icpp -Ithird_party/py/cutlass_library/source/include"
 //   $NVCC $F -DTIME_FP8_GROUP=0 -c tests/cpp/time_fp8_rows.cu -o fp8_rows.o
 //   $NVCC $F -DTIME_FP8_GROUP=1 -c tests/cpp/time_fp8_rows.cu -o f16_rows.o
+//   $NVCC $F -DTIME_FP8_GROUP=2 -c tests/cpp/time_fp8_rows.cu -o w8a16_rows.o
 //   $NVCC $F -c tests/cpp/time_fp8.cu -o time_fp8.o
 //   $NVCC $F -c cpp/core/validate.cu -o validate.o
-//   $NVCC time_fp8.o fp8_rows.o f16_rows.o validate.o -cudart static -lcuda -ldl -o time_fp8
+//   $NVCC time_fp8.o fp8_rows.o f16_rows.o w8a16_rows.o validate.o -cudart static -lcuda -ldl -o time_fp8
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -63,6 +68,7 @@
 
 bool time_fp8_group_fp8(const char* name, const sparsek::detail::Problem* p, cudaStream_t stream, cudaError_t* err);
 bool time_fp8_group_f16(const char* name, const sparsek::detail::Problem* p, cudaStream_t stream, cudaError_t* err);
+bool time_fp8_group_w8a16(const char* name, const sparsek::detail::Problem* p, cudaStream_t stream, cudaError_t* err);
 
 namespace {
 
@@ -85,6 +91,12 @@ const char* kFp8Row128 = "sm90_e4m3_bm_le128_k128_bcol";
 const char* kFp8Row64 = "sm90_e4m3_bm_le64_k64_bcol";
 const char* kF16Row128 = "sm90_f16_bm128_bcol_ccol";
 const char* kF16Row64 = "sm90_f16_bm64_bcol_ccol";
+const char* kF16RowDeep = "sm90_f16_bm_le128_k128_bcol_128x128";
+const char* kF16RowNarrow = "sm90_f16_bm_le128_k128_bcol_128x64";
+const char* kW8Row128 = "sm90_e4m3_f16_bm_le128_k128_bcol";
+const char* kW8RowNarrow = "sm90_e4m3_f16_bm_le128_k128_bcol_128x64";
+// --w8a16: the W8A16 rows on f16 B.
+bool w8a16 = false;
 
 // More FP8 rows timed (and checked) beside the 128x128 and 64-high ones: the cluster
 // row by default, or --rows; each on the blocks of its bm (a name with "le64" takes 64-high
@@ -100,12 +112,15 @@ bool cluster_row(const std::string& row) { return row.find("_c2") != std::string
 constexpr int64_t kClusterN = 512;  // the cluster rows' n granule: 2 CTAs x 256 columns
 
 bool compiled_in(const char* row) {
-  return time_fp8_group_fp8(row, nullptr, nullptr, nullptr) || time_fp8_group_f16(row, nullptr, nullptr, nullptr);
+  return time_fp8_group_fp8(row, nullptr, nullptr, nullptr) || time_fp8_group_f16(row, nullptr, nullptr, nullptr) ||
+         time_fp8_group_w8a16(row, nullptr, nullptr, nullptr);
 }
 
 cudaError_t launch(const char* row, const sparsek::detail::Problem& p, cudaStream_t stream) {
   cudaError_t e = cudaSuccess;
-  if (time_fp8_group_fp8(row, &p, stream, &e) || time_fp8_group_f16(row, &p, stream, &e)) return e;
+  if (time_fp8_group_fp8(row, &p, stream, &e) || time_fp8_group_f16(row, &p, stream, &e) ||
+      time_fp8_group_w8a16(row, &p, stream, &e))
+    return e;
   std::fprintf(stderr, "no row %s compiled in\n", row);
   std::exit(2);
 }
@@ -352,10 +367,11 @@ Timed time_case(const Shape& s, int blk, double density, uint64_t seed, const sp
   a.scale_kind = ScaleKind::PerBlock;
   sparsek::DenseView b{b8.p, s.k, s.n, s.k, Layout::ColMajor, DType::E4M3, static_cast<const float*>(sb.p),
                        b_scale_per_tensor ? ScaleKind::PerTensor : ScaleKind::PerColumn};
+  if (w8a16) b = sparsek::DenseView{b16.p, s.k, s.n, s.k, Layout::ColMajor, DType::F16};
   sparsek::DenseMutView cv{c.p, s.m, s.n, s.m, Layout::ColMajor, DType::F16};
   const auto p8 = sparsek::detail::Problem::from_rust(a, b, cv, 1.0f, 0.0f, Backend::Hopper, nullptr,
                                                       Activation::None, dev, false, nullptr, false);
-  const char* row8 = blk == 128 ? kFp8Row128 : kFp8Row64;
+  const char* row8 = w8a16 ? kW8Row128 : blk == 128 ? kFp8Row128 : kFp8Row64;
   if (profile) {  // the 128x128 row, then the --rows of these blocks
     CUDA_OK(launch(row8, p8, nullptr));
     for (const std::string& r : extra_rows)
@@ -395,6 +411,8 @@ Timed time_case(const Shape& s, int blk, double density, uint64_t seed, const sp
     t.extra_diff.push_back(diff);
   }
   t.f16_us = time_row(blk == 128 ? kF16Row128 : kF16Row64, p16);
+  if (w8a16)  // the fastest f16 row on 128x128 blocks
+    for (const char* r : {kF16RowDeep, kF16RowNarrow}) t.f16_us = std::min(t.f16_us, time_row(r, p16));
   t.nz_flops = 2.0 * double(s.n) * double(nnzb) * blk * blk;
   return t;
 }
@@ -463,6 +481,20 @@ void check_case(const char* row, int blk, int64_t n, DType out, int repeats, con
   for (auto& x : bq) x = to_e4m3(u(rng) * 448.0f);
   for (auto& x : sa) x = su(rng) / 448.0f;
   for (auto& x : sb) x = su(rng) / 448.0f;
+  // W8A16: B f16 in (-1, 1) without scales; every third block on a scale of 150-300, which
+  // no FP8 value may take past the f16 maximum (the rows promote those k-tiles in fp32), its
+  // stored values about 1/scale.
+  std::vector<__half> bh(w8a16 ? static_cast<size_t>(k * n) : 0);
+  for (auto& x : bh) x = __float2half(u(rng));
+  if (w8a16)
+    for (int64_t j = 2; j < nnzb; j += 3) {
+      sa[size_t(j)] = 150.0f * (1.0f + 0.5f * (u(rng) + 1.0f));
+      for (int64_t e = 0; e < int64_t(blk) * blk; ++e) aq[size_t(j * blk * blk + e)] = to_e4m3(u(rng) / sa[size_t(j)]);
+    }
+  auto b_at = [&](int64_t row, int64_t col) {  // B(row, col) dequantized (column-major, ld k)
+    return w8a16 ? double(__half2float(bh[size_t(col * k + row)]))
+                 : double(from_e4m3(bq[size_t(col * k + row)])) * double(sb[size_t(col)]);
+  };
   const size_t ob = out_bytes(out);
   std::vector<uint8_t> bias(size_t(m) * ob);
   for (int64_t i = 0; i < m; ++i) store_out(u(rng), &bias[size_t(i) * ob], out);
@@ -477,8 +509,8 @@ void check_case(const char* row, int blk, int64_t n, DType out, int repeats, con
         for (int64_t c = 0; c < n; ++c) {
           double acc = 0;
           for (int64_t kk = 0; kk < blk; ++kk)
-            acc += double(from_e4m3(blockv[i * blk + kk])) * double(from_e4m3(bq[size_t(c * k + col * blk + kk)]));
-          ref[size_t(c * m + r * blk + i)] += acc * double(sa[size_t(j)]) * double(sb[size_t(c)]);
+            acc += double(from_e4m3(blockv[i * blk + kk])) * b_at(col * blk + kk, c);
+          ref[size_t(c * m + r * blk + i)] += acc * double(sa[size_t(j)]);
         }
     }
   double ref_max = 0;
@@ -497,6 +529,8 @@ void check_case(const char* row, int blk, int64_t n, DType out, int repeats, con
   if (!pat.col_idx.empty()) upload(dci, pat.col_idx);
   upload(da, aq);
   upload(db, bq);
+  Dev dbh(bh.size() * 2);
+  if (w8a16) upload(dbh, bh);
   upload(dsa, sa);
   upload(dsb, sb);
   upload(dbias, bias);
@@ -508,6 +542,7 @@ void check_case(const char* row, int blk, int64_t n, DType out, int repeats, con
   a.scale_kind = ScaleKind::PerBlock;
   sparsek::DenseView b{db.p, k, n, k, Layout::ColMajor, DType::E4M3, static_cast<const float*>(dsb.p),
                        ScaleKind::PerColumn};
+  if (w8a16) b = sparsek::DenseView{dbh.p, k, n, k, Layout::ColMajor, DType::F16};
   sparsek::DenseMutView cv{dc.p, m, n, ldc, Layout::ColMajor, out};
   const auto p = sparsek::detail::Problem::from_rust(a, b, cv, alpha, 0.0f, Backend::Hopper, dbias.p,
                                                      Activation::None, dev, false, nullptr, false);
@@ -607,6 +642,8 @@ int main(int argc, char** argv) {
       }
       b_scale_per_tensor = val == "tensor";
       ++i;
+    } else if (arg == "--w8a16") {
+      w8a16 = true;
     } else if (arg == "--seeds") {
       seeds = std::atoi(val.c_str());
       ++i;
@@ -615,7 +652,12 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (!rows_given && compiled_in(kFp8Row128Cluster)) extra_rows = {kFp8Row128Cluster};
+  if (w8a16) {
+    blocks = {128};
+    if (!rows_given) extra_rows = {kW8RowNarrow};
+  } else if (!rows_given && compiled_in(kFp8Row128Cluster)) {
+    extra_rows = {kFp8Row128Cluster};
+  }
   const sparsek::detail::DeviceInfo dev = device_info();
   if (profile) {
     // The first of --shapes and --densities (8192^3 and 1/4 by default).
@@ -626,6 +668,7 @@ int main(int argc, char** argv) {
   if (check) {
     uint64_t seed = 1;
     for (const char* row : {kFp8Row128, kFp8Row64}) {
+      if (w8a16) row = row == kFp8Row128 ? kW8Row128 : kW8RowNarrow;
       if (!compiled_in(row)) continue;
       const int blk = row == kFp8Row64 ? 64 : 128;
       for (int64_t n : {1, 7, 64, 129, 333, 600})

@@ -1,8 +1,8 @@
 // The rows that tests/cpp/time_fp8.cu launches directly (not a library source), compiled
-// twice: -DTIME_FP8_GROUP=0 for the FP8 rows, -DTIME_FP8_GROUP=1 for the f16 rows they are
-// compared with (Auto's rows for 128- and 64-high blocks with column-major B and C at the
-// timed shapes, none of which splits), so a change to the FP8 path recompiles only the FP8
-// object. Problems are time_fp8.cu's own, valid for the rows by construction (family.cu's
+// three times: -DTIME_FP8_GROUP=0 for the W8A8 rows, 1 for the f16 rows they are compared
+// with (Auto's rows for 128- and 64-high blocks with column-major B and C at the timed shapes,
+// none of which splits, and the two f16 rows on 128-deep k-tiles), 2 for the W8A16 rows, so a
+// change to one FP8 path recompiles only its object. Problems are time_fp8.cu's own, valid for the rows by construction (family.cu's
 // supports() and fits() are not run here). Build: see time_fp8.cu.
 #include "spmm/problem.hpp"
 #include "spmm/sm90/kernel.hpp"
@@ -35,12 +35,20 @@ const Row kRows[] = {
     TIME_FP8_ROW("sm90_e4m3_bm_le128_k128_bcol_128x256_c2"),
 };
 #define TIME_FP8_GROUP_FN time_fp8_group_fp8
-#else
+#elif TIME_FP8_GROUP == 1
 const Row kRows[] = {
     TIME_FP8_ROW("sm90_f16_bm128_bcol_ccol"),
     TIME_FP8_ROW("sm90_f16_bm64_bcol_ccol"),
+    TIME_FP8_ROW("sm90_f16_bm_le128_k128_bcol_128x128"),
+    TIME_FP8_ROW("sm90_f16_bm_le128_k128_bcol_128x64"),
 };
 #define TIME_FP8_GROUP_FN time_fp8_group_f16
+#else
+const Row kRows[] = {
+    TIME_FP8_ROW("sm90_e4m3_f16_bm_le128_k128_bcol"),
+    TIME_FP8_ROW("sm90_e4m3_f16_bm_le128_k128_bcol_128x64"),
+};
+#define TIME_FP8_GROUP_FN time_fp8_group_w8a16
 #endif
 #undef TIME_FP8_ROW
 
