@@ -225,7 +225,7 @@ fn w8a16_cases() -> Vec<Case> {
             c.bias = v % 3 != 0;
             c.activation = ACTS[v % 4];
             c.a_scale = [ScaleKind::PerBlock, ScaleKind::PerTensor, ScaleKind::None][v % 3];
-            // Every other per-block case mixes folded and promoted k-tiles (mainloop.hpp).
+            // Every other per-block case mixes scales of 1/128-1/32 and 150-300 in a row.
             c.a_scale_wide = v % 2 == 0;
             c.b_scale = ScaleKind::None;
             c.backend = Backend::Decode;
@@ -274,7 +274,7 @@ fn w8a16_hopper_cases() -> Vec<Case> {
             c.bias = v % 3 != 1;
             c.activation = ACTS[(v / 2) % 4];
             c.a_scale = [ScaleKind::PerBlock, ScaleKind::PerTensor, ScaleKind::None][v % 3];
-            // Every other per-block case mixes folded and promoted k-tiles (mainloop.hpp).
+            // Every other per-block case mixes scales of 1/128-1/32 and 150-300 in a row.
             c.a_scale_wide = v % 2 == 0;
             c.b_scale = ScaleKind::None;
             c.backend = Backend::Hopper;

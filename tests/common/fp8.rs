@@ -70,8 +70,8 @@ pub struct Case {
     /// A's scales: `None`, `PerTensor` or `PerBlock`.
     pub a_scale: ScaleKind,
     /// `PerBlock` only: blocks (r, c) with (r + c) % 3 == 2 take scales of 150-300 and
-    /// values about 1/200, which no e4m3 value may take past the f16 maximum (the W8A16 Hopper
-    /// rows promote their k-tiles in fp32 instead of folding the scale into the weights).
+    /// values about 1/200 (e4m3 subnormals), beside the others' scales near 1/64: scaled
+    /// weights past the f16 maximum if a kernel folded the scale into 16-bit weights.
     pub a_scale_wide: bool,
     /// B's scales (an FP8 B only): `None`, `PerTensor` or `PerColumn`.
     pub b_scale: ScaleKind,

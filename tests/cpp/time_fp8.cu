@@ -18,8 +18,8 @@
 // --b-scale tensor: B's scale one per tensor instead of one per column.
 // --w8a16: the W8A16 rows instead (e4m3 A with per-block scales, f16 B without scales; 128x128
 // blocks), timed against the fastest of three f16 rows on the same pattern (time_fp8_rows.cu's
-// group 1) and checked (--check) with a third of A's blocks on scales that the rows cannot fold
-// into the conversion (mainloop.hpp's fold_of: their k-tiles are promoted in fp32).
+// group 1) and checked (--check) with a third of A's blocks on scales of 150-300 (weights past
+// the f16 maximum, were a kernel to scale them in f16) beside scales near 1/448.
 //
 // Patterns: seed 0, 2, ... the same number of blocks in every block-row (round(d * k/bk),
 // distinct random columns); seed 1, 3, ... each block present with probability d. Values are
@@ -481,9 +481,8 @@ void check_case(const char* row, int blk, int64_t n, DType out, int repeats, con
   for (auto& x : bq) x = to_e4m3(u(rng) * 448.0f);
   for (auto& x : sa) x = su(rng) / 448.0f;
   for (auto& x : sb) x = su(rng) / 448.0f;
-  // W8A16: B f16 in (-1, 1) without scales; every third block on a scale of 150-300, which
-  // no FP8 value may take past the f16 maximum (the rows promote those k-tiles in fp32), its
-  // stored values about 1/scale.
+  // W8A16: B f16 in (-1, 1) without scales; every third block on a scale of 150-300 (scaled
+  // weights past the f16 maximum), its stored values about 1/scale.
   std::vector<__half> bh(w8a16 ? static_cast<size_t>(k * n) : 0);
   for (auto& x : bh) x = __float2half(u(rng));
   if (w8a16)

@@ -602,63 +602,47 @@ struct CollectiveSparseMma {
   // reserves ids 0..7; the Direct epilogue uses 10 and 11, the scheduler 12, 13 and 15).
   static constexpr uint32_t kConvertBarrierId = 8;
 
-  // W8A16: how a k-tile's per-block scale s enters. Where s = m * 2^e (|m| in [0.5, 1)) has e in
-  // [-24, 15] and no FP8 value times s can pass the f16 maximum, the conversion multiplies each
-  // f16 value by m, then by 2^e (both f16; the second exact), so the tile's WGMMAs accumulate
-  // into the output accumulators directly, and the k-tiles' WGMMAs and conversions overlap. The
-  // product is rounded to f16 (relative error at most about 2^-10 per weight): A is then the
-  // dequantized weights in the MMA's type, as the f16 rows would read them. Any other s (and
-  // bf16, which would round it to 8 bits) takes the exact path: the k-tile into a fresh
-  // accumulator, promoted in fp32.
-  struct Fold {
-    uint32_t m2 = 0, p2 = 0;  // m and 2^e as f16 pairs
-    bool direct = false;      // accumulate into accum (s folded or 1)
-    bool scaled = false;      // multiply by m2 and p2 in the conversion
+  // W8A16: where a consumer thread's conversion steps read and write (convert_rows). Step j
+  // takes the 16-byte chunk of FP8 values at (r0 + j * kRowsPerStep, k0) of stage 0 and writes
+  // its 16 f16 values at the same place of buffer 0 (two 16-byte chunks); other stages and
+  // buffers are whole multiples of the swizzle's period (1024 bytes) away, and so are the
+  // steps (kRowsPerStep is a multiple of its 8 rows), so one offset per thread serves every
+  // step, stage and buffer. (CuTe's swizzled indexing per access had made the conversion
+  // ALU-bound: ~280 integer instructions per warp and k-tile, ncu, report/NOTES.md session 43.)
+  static constexpr int kChunksPerRow = size<2>(TileShape{}) / 16;
+  static constexpr int kRowsPerStep = int(cutlass::NumThreadsPerWarpGroup) / kChunksPerRow;
+  static constexpr int kConvertSteps = 64 / kRowsPerStep;
+  static_assert(kRowsPerStep % 8 == 0 && 64 % kRowsPerStep == 0, "steps of whole swizzle periods");
+  struct ConvertOffsets {
+    int s = 0, a = 0, a8 = 0;  // elements from stage 0 / buffer 0: the FP8 chunk, its f16 halves
   };
-  CUTLASS_DEVICE static Fold fold_of(float s) {
-    Fold f;
-    if constexpr (cute::is_same_v<Element, cutlass::half_t>) {
-      constexpr float kMaxFp8 = cute::is_same_v<SparseElement, cutlass::float_e5m2_t> ? 57344.0f : 448.0f;
-      if (s == 1.0f) {
-        f.direct = true;
-        return f;
-      }
-      int e = 0;
-      const float m = frexpf(s, &e);
-      if (!(fabsf(s) * kMaxFp8 <= 65504.0f) || (s != 0.0f && (e < -24 || e > 15))) return f;  // NaN: exact path
-      const __half2 m2 = __float2half2_rn(m), p2 = __float2half2_rn(s == 0.0f ? 1.0f : ldexpf(1.0f, e));
-      f.m2 = reinterpret_cast<const uint32_t&>(m2);
-      f.p2 = reinterpret_cast<const uint32_t&>(p2);
-      f.direct = f.scaled = true;
-    }
-    return f;
-  }
-  CUTLASS_DEVICE static uint32_t fold_pair(uint32_t h, Fold const& f) {
-    __half2 x = reinterpret_cast<const __half2&>(h);
-    x = __hmul2(__hmul2(x, reinterpret_cast<const __half2&>(f.m2)), reinterpret_cast<const __half2&>(f.p2));
-    return reinterpret_cast<const uint32_t&>(x);
+  template <class TensorS, class TensorA>
+  CUTLASS_DEVICE static ConvertOffsets convert_offsets(TensorS const& sS, TensorA const& sA, int wg, int wg_thread) {
+    const int r = 64 * wg + wg_thread / kChunksPerRow, k = (wg_thread % kChunksPerRow) * 16;
+    ConvertOffsets o;
+    o.s = int(&sS(r, k, 0) - &sS(0, 0, 0));
+    o.a = int(&sA(r, k, 0) - &sA(0, 0, 0));
+    o.a8 = int(&sA(r, k + 8, 0) - &sA(0, 0, 0));
+    return o;
   }
 
   // W8A16: the FP8 values of this warpgroup's 64 rows of stage `stage` (sS), converted to the
-  // MMA's type into buffer `buf` of WGMMA's A (sA), times the k-tile's folded scale where
-  // `fold.scaled`. 16 values (one 16-byte chunk of a row, which the swizzle keeps whole) per
-  // step; both layouts are CuTe's, so the swizzles are theirs.
+  // MMA's type into buffer `buf` of WGMMA's A (sA). 16 values (one 16-byte chunk of a row, which
+  // the swizzle keeps whole) per step, at the thread's offsets (convert_offsets).
   template <class TensorS, class TensorA>
-  CUTLASS_DEVICE static void convert_rows(TensorS const& sS, TensorA& sA, int stage, int buf, int wg, int wg_thread,
-                                          Fold const& fold) {
-    constexpr int TileK = size<2>(TileShape{});
-    constexpr int kChunksPerRow = TileK / 16;
-    constexpr int kChunks = 64 * kChunksPerRow;
+  CUTLASS_DEVICE static void convert_rows(TensorS const& sS, TensorA& sA, int stage, int buf, ConvertOffsets const& o) {
     constexpr bool kSparseE5m2 = cute::is_same_v<SparseElement, cutlass::float_e5m2_t>;
     constexpr bool kBf16 = cute::is_same_v<Element, cutlass::bfloat16_t>;
-    static_assert(kChunks % cutlass::NumThreadsPerWarpGroup == 0, "whole steps per thread");
+    // Element strides, folded to constants: a step's rows, a stage, a buffer.
+    const int step_s = int(&sS(int(kRowsPerStep), 0, 0) - &sS(0, 0, 0));
+    const int step_a = int(&sA(int(kRowsPerStep), 0, 0) - &sA(0, 0, 0));
+    const auto* src = &sS(0, 0, 0) + (int(&sS(0, 0, 1) - &sS(0, 0, 0)) * stage + o.s);
+    auto* dst = &sA(0, 0, 0) + int(&sA(0, 0, 1) - &sA(0, 0, 0)) * buf;
     // Two steps at a time: their loads overlap, and the gated rows' three accumulators keep
     // their registers (four unrolled steps spilled there).
 #pragma unroll 2
-    for (int step = 0; step < kChunks / int(cutlass::NumThreadsPerWarpGroup); ++step) {
-      const int c = step * int(cutlass::NumThreadsPerWarpGroup) + wg_thread;
-      const int r = 64 * wg + c / kChunksPerRow, k = (c % kChunksPerRow) * 16;
-      const uint4 raw = *reinterpret_cast<const uint4*>(&sS(r, k, stage));
+    for (int step = 0; step < kConvertSteps; ++step) {
+      const uint4 raw = *reinterpret_cast<const uint4*>(src + step * step_s);
       const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
       uint32_t h[8];
       CUTLASS_PRAGMA_UNROLL
@@ -666,24 +650,17 @@ struct CollectiveSparseMma {
         h[2 * i] = ::sparsek::detail::fp8x2_to_16<kSparseE5m2, kBf16>(w[i] & 0xffffu);
         h[2 * i + 1] = ::sparsek::detail::fp8x2_to_16<kSparseE5m2, kBf16>(w[i] >> 16);
       }
-      if (fold.scaled) {
-        CUTLASS_PRAGMA_UNROLL
-        for (int i = 0; i < 8; ++i) h[i] = fold_pair(h[i], fold);
-      }
-      *reinterpret_cast<uint4*>(&sA(r, k, buf)) = make_uint4(h[0], h[1], h[2], h[3]);
-      *reinterpret_cast<uint4*>(&sA(r, k + 8, buf)) = make_uint4(h[4], h[5], h[6], h[7]);
+      *reinterpret_cast<uint4*>(dst + (step * step_a + o.a)) = make_uint4(h[0], h[1], h[2], h[3]);
+      *reinterpret_cast<uint4*>(dst + (step * step_a + o.a8)) = make_uint4(h[4], h[5], h[6], h[7]);
     }
   }
 
-  // W8A16 consumer. While k-tile i's WGMMAs run, the warpgroup converts k-tile i + 1 into the
-  // other buffer; that buffer's last reader, k-tile i - 1's WGMMAs, every warp of the
-  // warpgroup waited for before it converts. A folded k-tile (fold_of) accumulates into accum
-  // and stays in flight under the next conversion; its stage (B is WGMMA's operand) is
-  // released once the next k-tile's wait has seen it complete. Any other k-tile goes into
-  // `tile` from zero, waited for, and accum += scale * tile in fp32 (mma_promoted's order).
-  // Either way each accumulator sums its k-tiles in k order (deterministic). The conversions'
-  // generic-proxy stores reach WGMMA (async proxy) through a proxy fence before the barrier
-  // that precedes the k-tile's issue.
+  // W8A16 consumer: per k-tile, WGMMA from the converted buffer into `tile` from zero, then
+  // accum += scale * tile in fp32 (mma_promoted's order). While k-tile i's WGMMAs run, the
+  // warpgroup converts k-tile i + 1 into the other buffer; that buffer's last reader, k-tile
+  // i - 1's WGMMAs, every warp of the warpgroup waited for before the barrier that preceded
+  // k-tile i's issue. The conversions' generic-proxy stores reach WGMMA (async proxy) through
+  // a proxy fence before that barrier.
   template <class FrgTensorC>
   CUTLASS_DEVICE void mma_converted(MainloopPipeline pipeline, PipelineState smem_pipe_read, FrgTensorC& accum,
                                     int k_tile_count, int thread_idx, TensorStorage& shared_tensors,
@@ -704,76 +681,48 @@ struct CollectiveSparseMma {
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(accum); ++i) accum(i) = 0.0f;
     const float* scales = shared_tensors.smem_scales.data();
-    auto scale_of = [&](PipelineState const& state) {
-      return params.scales != nullptr ? scales[scale_slot(state, false)] : 1.0f;
-    };
     const uint32_t barrier = kConvertBarrierId + uint32_t(wg);
     auto sync_warpgroup = [barrier]() {
       asm volatile("bar.sync %0, %1;" : : "r"(barrier), "r"(int(cutlass::NumThreadsPerWarpGroup)) : "memory");
     };
     Tensor tile = make_fragment_like(accum);
-    // The previous tile's WGMMAs read the buffers: every warp waited for them before it
-    // returned, and arrives here after that.
+    const ConvertOffsets offsets = convert_offsets(sS, sA, wg, wg_thread);
+    // The previous tile's WGMMAs read the buffers: every warp waited for them before its
+    // promotion, and arrives here after it.
     sync_warpgroup();
-    Fold fold;
     {
       auto barrier_token = pipeline.consumer_try_wait(smem_pipe_read);
       pipeline.consumer_wait(smem_pipe_read, barrier_token);
-      fold = fold_of(scale_of(smem_pipe_read));
-      convert_rows(sS, sA, smem_pipe_read.index(), 0, wg, wg_thread, fold);
+      convert_rows(sS, sA, smem_pipe_read.index(), 0, offsets);
       cutlass::arch::fence_view_async_shared();
       sync_warpgroup();
     }
     int buf = 0;
-    bool pending = false;  // a folded k-tile's stage not yet released
-    PipelineState pending_state = smem_pipe_read;
     CUTLASS_PRAGMA_NO_UNROLL
     for (; k_tile_count > 0; --k_tile_count) {
-      const bool direct = fold.direct;
-      if (direct) {
+      const int read_stage = smem_pipe_read.index();
+      tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
+      warpgroup_fence_operand(tile);
+      warpgroup_arrive();
+      CUTLASS_PRAGMA_UNROLL
+      for (int k_block = 0; k_block < size<2>(tCrA); ++k_block) {
+        cute::gemm(tiled_mma, tCrA(_, _, k_block, buf), tCrB(_, _, k_block, read_stage), tile);
         tiled_mma.accumulate_ = GMMA::ScaleOut::One;
-        warpgroup_fence_operand(accum);
-        warpgroup_arrive();
-        CUTLASS_PRAGMA_UNROLL
-        for (int k_block = 0; k_block < size<2>(tCrA); ++k_block)
-          cute::gemm(tiled_mma, tCrA(_, _, k_block, buf), tCrB(_, _, k_block, smem_pipe_read.index()), accum);
-        warpgroup_commit_batch();
-      } else {
-        warpgroup_wait<0>();  // accum's folded k-tiles
-        warpgroup_fence_operand(accum);
-        tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
-        warpgroup_fence_operand(tile);
-        warpgroup_arrive();
-        CUTLASS_PRAGMA_UNROLL
-        for (int k_block = 0; k_block < size<2>(tCrA); ++k_block) {
-          cute::gemm(tiled_mma, tCrA(_, _, k_block, buf), tCrB(_, _, k_block, smem_pipe_read.index()), tile);
-          tiled_mma.accumulate_ = GMMA::ScaleOut::One;
-        }
-        warpgroup_commit_batch();
       }
-      // The previous k-tile's WGMMAs are done: its stage goes back, its buffer may be rewritten.
-      warpgroup_wait<1>();
-      if (pending) pipeline.consumer_release(pending_state);
-      pending = false;
+      warpgroup_commit_batch();
       PipelineState next = smem_pipe_read;
       ++next;
       if (k_tile_count > 1) {
         auto barrier_token = pipeline.consumer_try_wait(next);
         pipeline.consumer_wait(next, barrier_token);
-        fold = fold_of(scale_of(next));
-        convert_rows(sS, sA, next.index(), buf ^ 1, wg, wg_thread, fold);
+        convert_rows(sS, sA, next.index(), buf ^ 1, offsets);
       }
-      if (direct) {
-        pending = true;
-        pending_state = smem_pipe_read;
-      } else {
-        warpgroup_wait<0>();
-        warpgroup_fence_operand(tile);
-        const float scale = scale_of(smem_pipe_read);
-        pipeline.consumer_release(smem_pipe_read);
-        CUTLASS_PRAGMA_UNROLL
-        for (int i = 0; i < size(accum); ++i) accum(i) = fmaf(scale, tile(i), accum(i));
-      }
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tile);
+      const float scale = params.scales != nullptr ? scales[scale_slot(smem_pipe_read, false)] : 1.0f;
+      pipeline.consumer_release(smem_pipe_read);
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < size(accum); ++i) accum(i) = fmaf(scale, tile(i), accum(i));
       if (k_tile_count > 1) {
         cutlass::arch::fence_view_async_shared();
         sync_warpgroup();
@@ -781,9 +730,6 @@ struct CollectiveSparseMma {
       smem_pipe_read = next;
       buf ^= 1;
     }
-    warpgroup_wait<0>();
-    warpgroup_fence_operand(accum);
-    if (pending) pipeline.consumer_release(pending_state);
   }
 
   // mma_promoted for a tile of several atom columns: each k-tile's WGMMAs one column at a
