@@ -160,15 +160,13 @@ struct BsrGemm {
   static constexpr int EpilogueSmem = int(sizeof(typename CollectiveEpilogue::SharedStorage));
   static constexpr int TileDenseExtent = SparseIsB ? TM : TN;
   static constexpr int StageBytes = int(TileSparse * TK * sizeof(SparseElement) + TileDenseExtent * TK * sizeof(Element)) + 32;
-  // W8A16: the two buffers of converted A tiles (mainloop.hpp), beside the stages.
-  static constexpr int ConvertBytes = cute::is_same_v<SparseElement, Element> ? 0 : int(2 * TM * TK * sizeof(Element));
   // Direct rows keep room for the whole block-row order (the assertion below).
   static constexpr int OrderBytes = Epi == EpilogueKind::Direct ? 2 * kMaxOrderRows : kMinOrderBytes;
   static constexpr int Stages =
-      (kSmemCapacity - EpilogueSmem - kKernelSmemSlack - OrderBytes - ConvertBytes) / StageBytes;
+      (kSmemCapacity - EpilogueSmem - kKernelSmemSlack - OrderBytes) / StageBytes;
   static_assert(Stages >= 2, "tile too large for shared memory");
   static constexpr int LeftoverBytes =
-      kSmemCapacity - EpilogueSmem - kKernelSmemSlack - ConvertBytes - Stages * StageBytes;
+      kSmemCapacity - EpilogueSmem - kKernelSmemSlack - Stages * StageBytes;
   static constexpr int OrderCap = (LeftoverBytes / 2 < kMaxOrderRows ? LeftoverBytes / 2 : kMaxOrderRows) / 8 * 8;
   // The any-block rows serve the small blocks, where block-rows are many and skewed ones
   // gain most from the longest-first order: their epilogue must leave it room (16x16

@@ -147,16 +147,18 @@ struct CollectiveSparseMma {
   static constexpr int AtomN =
       kPromote && size<1>(TileShape_{}) > 128 && size<1>(TileShape_{}) % 128 == 0 ? 128 : size<1>(TileShape_{});
   using AtomTile = Shape<decltype(get<0>(TileShape_{})), Int<AtomN>, decltype(get<2>(TileShape_{}))>;
-  using TiledMma = decltype(cute::make_tiled_mma(
-      cute::GMMA::ss_op_selector<Element, Element, float, AtomTile, MajorA, MajorB>(),
-      cute::Layout<MmaWarpGroupLayout>{}));
+  // W8A16: WGMMA's A from registers (the FP8 tile converted in each thread's fragment).
+  using MmaOp = cute::conditional_t<kConvert,
+                                    decltype(cute::GMMA::rs_op_selector<Element, Element, float, AtomTile, GMMA::Major::K, MajorB>()),
+                                    decltype(cute::GMMA::ss_op_selector<Element, Element, float, AtomTile, MajorA, MajorB>())>;
+  using TiledMma = decltype(cute::make_tiled_mma(MmaOp{}, cute::Layout<MmaWarpGroupLayout>{}));
 
   using SmemLayoutAtomA = decltype(cutlass::gemm::collective::detail::ss_smem_selector<
                                    MajorA, Element, decltype(get<0>(TileShape{})), decltype(get<2>(TileShape{}))>());
   using SmemLayoutAtomB = decltype(cutlass::gemm::collective::detail::ss_smem_selector<
                                    MajorB, Element, decltype(get<1>(TileShape{})), decltype(get<2>(TileShape{}))>());
-  // WGMMA's A: the ring's stages, or (W8A16) the two buffers of converted tiles.
-  static constexpr int kABuffers = kConvert ? 2 : Stages;
+  // WGMMA's A: the ring's stages (W8A16: one tile's shape, for its register fragment).
+  static constexpr int kABuffers = kConvert ? 1 : Stages;
   using SmemLayoutA = decltype(tile_to_shape(
       SmemLayoutAtomA{}, make_shape(shape<0>(TileShape{}), shape<2>(TileShape{}), Int<kABuffers>{}),
       cute::conditional_t<MajorA == GMMA::Major::MN, Step<_2, _1, _3>, Step<_1, _2, _3>>{}));
@@ -194,9 +196,8 @@ struct CollectiveSparseMma {
     // FP8: the block scales of the last 2 x Stages k-iterations (scale_slot).
     cute::array_aligned<float, kPromote ? 2 * Stages : 1, 16> smem_scales;
   };
-  // W8A16: smem_A holds the two converted buffers, smem_sparse the FP8 ring stages.
+  // W8A16: smem_sparse holds the FP8 ring stages (WGMMA reads A from registers).
   struct TensorStorageConvert : cute::aligned_struct<128, _0> {
-    cute::array_aligned<Element, cute::cosize_v<SmemLayoutA>> smem_A;
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutB>> smem_B;
     cute::array_aligned<SparseElement, cute::cosize_v<SmemLayoutSparse>, 128> smem_sparse;
     cute::array_aligned<float, 2 * Stages, 16> smem_scales;
@@ -478,11 +479,17 @@ struct CollectiveSparseMma {
     static_assert(is_rmem<FrgTensorC>::value, "C tensor must be rmem resident.");
     if constexpr (kConvert) {
       mma_converted(pipeline, smem_pipe_read, accum, k_tile_count, thread_idx, shared_tensors, params);
-      return;
     } else if constexpr (kPromote) {
       mma_promoted(pipeline, smem_pipe_read, accum, k_tile_count, thread_idx, shared_tensors, params);
-      return;
+    } else {
+      mma_same(pipeline, smem_pipe_read, accum, k_tile_count, thread_idx, shared_tensors);
     }
+  }
+
+  // 16-bit consumer: K_PIPE_MMAS batches of WGMMAs in flight.
+  template <class FrgTensorC>
+  CUTLASS_DEVICE void mma_same(MainloopPipeline pipeline, PipelineState smem_pipe_read, FrgTensorC& accum,
+                               int k_tile_count, int thread_idx, TensorStorage& shared_tensors) {
     // k_tile_count >= 1 always: an empty block-row gets one zero-filled iteration from the
     // producer (SparseTileIterator::k_tile_count), so WGMMA with ScaleOut::Zero clears the
     // accumulators. Do not add a cute::clear() path here: ptxas then serializes all WGMMAs.
@@ -598,115 +605,87 @@ struct CollectiveSparseMma {
     }
   }
 
-  // W8A16's named barriers: one per consumer warpgroup over its 128 threads (CUTLASS
-  // reserves ids 0..7; the Direct epilogue uses 10 and 11, the scheduler 12, 13 and 15).
-  static constexpr uint32_t kConvertBarrierId = 8;
-
-  // W8A16: where a consumer thread's conversion steps read and write (convert_rows). Step j
-  // takes the 16-byte chunk of FP8 values at (r0 + j * kRowsPerStep, k0) of stage 0 and writes
-  // its 16 f16 values at the same place of buffer 0 (two 16-byte chunks); other stages and
-  // buffers are whole multiples of the swizzle's period (1024 bytes) away, and so are the
-  // steps (kRowsPerStep is a multiple of its 8 rows), so one offset per thread serves every
-  // step, stage and buffer. (CuTe's swizzled indexing per access had made the conversion
-  // ALU-bound: ~280 integer instructions per warp and k-tile, ncu, report/NOTES.md session 43.)
-  static constexpr int kChunksPerRow = size<2>(TileShape{}) / 16;
-  static constexpr int kRowsPerStep = int(cutlass::NumThreadsPerWarpGroup) / kChunksPerRow;
-  static constexpr int kConvertSteps = 64 / kRowsPerStep;
-  static_assert(kRowsPerStep % 8 == 0 && 64 % kRowsPerStep == 0, "steps of whole swizzle periods");
-  struct ConvertOffsets {
-    int s = 0, a = 0, a8 = 0;  // elements from stage 0 / buffer 0: the FP8 chunk, its f16 halves
-  };
-  template <class TensorS, class TensorA>
-  CUTLASS_DEVICE static ConvertOffsets convert_offsets(TensorS const& sS, TensorA const& sA, int wg, int wg_thread) {
-    const int r = 64 * wg + wg_thread / kChunksPerRow, k = (wg_thread % kChunksPerRow) * 16;
-    ConvertOffsets o;
-    o.s = int(&sS(r, k, 0) - &sS(0, 0, 0));
-    o.a = int(&sA(r, k, 0) - &sA(0, 0, 0));
-    o.a8 = int(&sA(r, k + 8, 0) - &sA(0, 0, 0));
-    return o;
-  }
-
-  // W8A16: the FP8 values of this warpgroup's 64 rows of stage `stage` (sS), converted to the
-  // MMA's type into buffer `buf` of WGMMA's A (sA). 16 values (one 16-byte chunk of a row, which
-  // the swizzle keeps whole) per step, at the thread's offsets (convert_offsets).
-  template <class TensorS, class TensorA>
-  CUTLASS_DEVICE static void convert_rows(TensorS const& sS, TensorA& sA, int stage, int buf, ConvertOffsets const& o) {
+  // W8A16: this thread's share of a k-tile's FP8 tile (one stage of the ring) as WGMMA's
+  // register fragment of A in the MMA's type. The fragment of m64 x k16 block kb holds, in its
+  // four registers, rows r and r + 8 (r = 16 * warp + lane / 4 of the warpgroup's 64 rows) at
+  // k = 16 kb + 2 (lane % 4) + {0, 1} and the same 8 further along k (PTX ISA, wgmma register
+  // fragments). Each pair is two bytes of the stage where the TMA's 128-byte swizzle put them:
+  // rows 128 bytes apart, and the 16-byte chunk at shared address a moved to a ^ (((a >> 7) %
+  // 8) << 4) (the address's bits, not the offset's: the ring starts at a 128-byte boundary).
+  // `row_addr`: the shared address of row r's first byte in this stage, plus 2 (lane % 4).
+  static constexpr int kKBlocks = size<2>(TileShape{}) / 16;
+  static_assert(!kConvert || (size<2>(TileShape{}) * int(sizeof(SparseElement)) == 128 &&
+                              cute::is_same_v<SmemLayoutAtomSparse, GMMA::Layout_K_SW128_Atom<SparseElement>>),
+                "W8A16: one 128-byte swizzled row of FP8 values per k-tile");
+  template <class FragA>
+  CUTLASS_DEVICE static void convert_fragment(FragA& frag, uint32_t row_addr) {
     constexpr bool kSparseE5m2 = cute::is_same_v<SparseElement, cutlass::float_e5m2_t>;
     constexpr bool kBf16 = cute::is_same_v<Element, cutlass::bfloat16_t>;
-    // Element strides, folded to constants: a step's rows, a stage, a buffer.
-    const int step_s = int(&sS(int(kRowsPerStep), 0, 0) - &sS(0, 0, 0));
-    const int step_a = int(&sA(int(kRowsPerStep), 0, 0) - &sA(0, 0, 0));
-    const auto* src = &sS(0, 0, 0) + (int(&sS(0, 0, 1) - &sS(0, 0, 0)) * stage + o.s);
-    auto* dst = &sA(0, 0, 0) + int(&sA(0, 0, 1) - &sA(0, 0, 0)) * buf;
-    // Two steps at a time: their loads overlap, and the gated rows' three accumulators keep
-    // their registers (four unrolled steps spilled there).
-#pragma unroll 2
-    for (int step = 0; step < kConvertSteps; ++step) {
-      const uint4 raw = *reinterpret_cast<const uint4*>(src + step * step_s);
-      const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
-      uint32_t h[8];
-      CUTLASS_PRAGMA_UNROLL
-      for (int i = 0; i < 4; ++i) {
-        h[2 * i] = ::sparsek::detail::fp8x2_to_16<kSparseE5m2, kBf16>(w[i] & 0xffffu);
-        h[2 * i + 1] = ::sparsek::detail::fp8x2_to_16<kSparseE5m2, kBf16>(w[i] >> 16);
-      }
-      *reinterpret_cast<uint4*>(dst + (step * step_a + o.a)) = make_uint4(h[0], h[1], h[2], h[3]);
-      *reinterpret_cast<uint4*>(dst + (step * step_a + o.a8)) = make_uint4(h[4], h[5], h[6], h[7]);
+    static_assert(decltype(size(frag))::value == 8 * kKBlocks, "8 values per thread and k-block");
+    uint32_t* regs = reinterpret_cast<uint32_t*>(raw_pointer_cast(frag.data()));
+    const uint32_t key = ((row_addr >> 7) & 7u) << 4;  // rows r and r + 8 alike (1024 bytes apart)
+    CUTLASS_PRAGMA_UNROLL
+    for (int kb = 0; kb < kKBlocks; ++kb) {
+      const uint32_t q = row_addr + ((uint32_t(kb) << 4) ^ key);
+      auto pair = [](uint32_t addr) {
+        uint32_t two;
+        // volatile: after the stage's barrier wait (also volatile asm), never hoisted above it.
+        asm volatile("ld.shared.u16 %0, [%1];\n" : "=r"(two) : "r"(addr));
+        return ::sparsek::detail::fp8x2_to_16<kSparseE5m2, kBf16>(two);
+      };
+      regs[4 * kb + 0] = pair(q);
+      regs[4 * kb + 1] = pair(q + 8 * 128);
+      regs[4 * kb + 2] = pair(q + 8);
+      regs[4 * kb + 3] = pair(q + 8 * 128 + 8);
     }
   }
 
-  // W8A16 consumer: per k-tile, WGMMA from the converted buffer into `tile` from zero, then
-  // accum += scale * tile in fp32 (mma_promoted's order). While k-tile i's WGMMAs run, the
-  // warpgroup converts k-tile i + 1 into the other buffer; that buffer's last reader, k-tile
-  // i - 1's WGMMAs, every warp of the warpgroup waited for before the barrier that preceded
-  // k-tile i's issue. The conversions' generic-proxy stores reach WGMMA (async proxy) through
-  // a proxy fence before that barrier.
+  // W8A16 consumer: per k-tile, WGMMA (A from registers) into `tile` from zero, then accum +=
+  // scale * tile in fp32 (mma_promoted's order). While k-tile i's WGMMAs run, each thread
+  // converts k-tile i + 1 into its other fragment; the warps need no barrier between them, as
+  // a thread's fragment is its own.
   template <class FrgTensorC>
   CUTLASS_DEVICE void mma_converted(MainloopPipeline pipeline, PipelineState smem_pipe_read, FrgTensorC& accum,
                                     int k_tile_count, int thread_idx, TensorStorage& shared_tensors,
                                     Params const& params) {
-    Tensor sS = make_tensor(make_smem_ptr(shared_tensors.smem_sparse.data()), SmemLayoutSparse{});  // (M,K,PIPE)
-    Tensor sA = make_tensor(make_smem_ptr(shared_tensors.smem_A.data()), SmemLayoutA{});          // (M,K,2)
-    Tensor sB = make_tensor(make_smem_ptr(shared_tensors.smem_B.data()), SmemLayoutB{});          // (N,K,PIPE)
+    Tensor sB = make_tensor(make_smem_ptr(shared_tensors.smem_B.data()), SmemLayoutB{});  // (N,K,PIPE)
+    // A's shape only: the fragments are registers.
+    Tensor sA = make_tensor(make_smem_ptr(static_cast<Element const*>(nullptr)), SmemLayoutA{});
     constexpr int MmaWarpGroups = size(TiledMma{}) / cutlass::NumThreadsPerWarpGroup;
     auto warp_group_thread_layout = make_layout(Int<MmaWarpGroups>{}, Int<cutlass::NumThreadsPerWarpGroup>{});
     const int wg = __shfl_sync(0xFFFFFFFF, thread_idx / cutlass::NumThreadsPerWarpGroup, 0);
     const int wg_thread = thread_idx % int(cutlass::NumThreadsPerWarpGroup);
     TiledMma tiled_mma;
     auto thread_mma = tiled_mma.get_slice(warp_group_thread_layout(wg));
-    Tensor tCsA = thread_mma.partition_A(sA);
     Tensor tCsB = thread_mma.partition_B(sB);
-    Tensor tCrA = thread_mma.make_fragment_A(tCsA);  // descriptors
-    Tensor tCrB = thread_mma.make_fragment_B(tCsB);
+    Tensor tCrB = thread_mma.make_fragment_B(tCsB);  // descriptors
+    Tensor frag0 = thread_mma.partition_fragment_A(sA(_, _, 0));  // (MMA,MMA_M,MMA_K) registers
+    Tensor frag1 = make_fragment_like(frag0);
+    // This thread's row r of the tile (64 * wg + 16 * warp + lane / 4) at its first two k in
+    // stage 0 (convert_fragment); the stages are whole K-major tiles, 1024-byte multiples apart.
+    const int row = 64 * wg + 16 * (wg_thread / 32) + (wg_thread % 32) / 4;
+    const uint32_t sparse = cute::cast_smem_ptr_to_uint(shared_tensors.smem_sparse.data());
+    const uint32_t stage_bytes = uint32_t(size<0>(TileShape{}) * size<2>(TileShape{}) * int(sizeof(SparseElement)));
+    const uint32_t row0 = sparse + uint32_t(row * 128 + 2 * (wg_thread % 4));
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(accum); ++i) accum(i) = 0.0f;
     const float* scales = shared_tensors.smem_scales.data();
-    const uint32_t barrier = kConvertBarrierId + uint32_t(wg);
-    auto sync_warpgroup = [barrier]() {
-      asm volatile("bar.sync %0, %1;" : : "r"(barrier), "r"(int(cutlass::NumThreadsPerWarpGroup)) : "memory");
-    };
     Tensor tile = make_fragment_like(accum);
-    const ConvertOffsets offsets = convert_offsets(sS, sA, wg, wg_thread);
-    // The previous tile's WGMMAs read the buffers: every warp waited for them before its
-    // promotion, and arrives here after it.
-    sync_warpgroup();
     {
       auto barrier_token = pipeline.consumer_try_wait(smem_pipe_read);
       pipeline.consumer_wait(smem_pipe_read, barrier_token);
-      convert_rows(sS, sA, smem_pipe_read.index(), 0, offsets);
-      cutlass::arch::fence_view_async_shared();
-      sync_warpgroup();
+      convert_fragment(frag0, row0 + smem_pipe_read.index() * stage_bytes);
     }
-    int buf = 0;
-    CUTLASS_PRAGMA_NO_UNROLL
-    for (; k_tile_count > 0; --k_tile_count) {
+    // One k-tile from `cur`, the next one's conversion into `nxt`.
+    auto k_tile = [&](auto& cur, auto& nxt) {
       const int read_stage = smem_pipe_read.index();
       tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
       warpgroup_fence_operand(tile);
+      warpgroup_fence_operand(cur);
       warpgroup_arrive();
       CUTLASS_PRAGMA_UNROLL
-      for (int k_block = 0; k_block < size<2>(tCrA); ++k_block) {
-        cute::gemm(tiled_mma, tCrA(_, _, k_block, buf), tCrB(_, _, k_block, read_stage), tile);
+      for (int k_block = 0; k_block < size<2>(cur); ++k_block) {
+        cute::gemm(tiled_mma, cur(_, _, k_block), tCrB(_, _, k_block, read_stage), tile);
         tiled_mma.accumulate_ = GMMA::ScaleOut::One;
       }
       warpgroup_commit_batch();
@@ -715,20 +694,23 @@ struct CollectiveSparseMma {
       if (k_tile_count > 1) {
         auto barrier_token = pipeline.consumer_try_wait(next);
         pipeline.consumer_wait(next, barrier_token);
-        convert_rows(sS, sA, next.index(), buf ^ 1, offsets);
+        convert_fragment(nxt, row0 + next.index() * stage_bytes);
       }
       warpgroup_wait<0>();
       warpgroup_fence_operand(tile);
+      warpgroup_fence_operand(cur);
       const float scale = params.scales != nullptr ? scales[scale_slot(smem_pipe_read, false)] : 1.0f;
       pipeline.consumer_release(smem_pipe_read);
       CUTLASS_PRAGMA_UNROLL
       for (int i = 0; i < size(accum); ++i) accum(i) = fmaf(scale, tile(i), accum(i));
-      if (k_tile_count > 1) {
-        cutlass::arch::fence_view_async_shared();
-        sync_warpgroup();
-      }
       smem_pipe_read = next;
-      buf ^= 1;
+      --k_tile_count;
+    };
+    CUTLASS_PRAGMA_NO_UNROLL
+    while (k_tile_count > 0) {
+      k_tile(frag0, frag1);
+      if (k_tile_count == 0) break;
+      k_tile(frag1, frag0);
     }
   }
 
