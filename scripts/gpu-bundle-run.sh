@@ -525,8 +525,14 @@ PY
           compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/spmm_check" --m 512 --k 4096 --n 100 \
           --bm 128 --bk 128 --density 0.5 --empty-rows 0.2 --beta 0.5 --b-layout col --c-layout row --backend cutlass || fail=1
       done
-      SPARSEK_VARIANT=sm90_e4m3_f16_bm_le128_k128_bcol_128x64 compute-sanitizer --tool "$tool" --error-exitcode 9 \
-        "$here/gpu_fp8_tests" --test-threads=1 w8a16_on_hopper_matches_reference || fail=1
+      # The W8A16 rows (each thread's fragment of A read from the FP8 stage): both plain rows
+      # forced, and the gated row through the MLP's Hopper cases.
+      for row in sm90_e4m3_f16_bm_le128_k128_bcol_128x64 sm90_e4m3_f16_bm_le128_k128_bcol; do
+        SPARSEK_VARIANT=$row compute-sanitizer --tool "$tool" --error-exitcode 9 \
+          "$here/gpu_fp8_tests" --test-threads=1 w8a16_on_hopper_matches_reference || fail=1
+      done
+      compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/gpu_mlp_tests" --test-threads=1 \
+        sparse_mlp_fp8_on_hopper_with_bias || fail=1
       # The ping-pong kernel (two consumer warpgroups taking turns on shared memory).
       SPARSEK_VARIANT=sm90_f16_bm128_brow_crow_pp compute-sanitizer --tool "$tool" --error-exitcode 9 \
         "$here/spmm_check" --m 1024 --k 1024 --n 520 --bm 128 --bk 64 --density 0.3 --empty-rows 0.2 \

@@ -96,16 +96,24 @@ struct Operation<Problem> : OperationDefaults<Problem> {
     return p.n() >= kHopperPlainMinN && large;
   }
 
-  // W8A16 (FP8 A, 16-bit B) from n = kHopperW8A16MinN columns: Hopper's W8A16 rows (A
-  // converted to f16 in shared memory, WGMMA) where one runs it, Decode's dequantizing mma.sync
-  // rows below; from n = kHopperW8A16NarrowMinN the gated product and the plain products the
-  // narrow W8A16 row takes (one wave). Measured on an H200 (2026-11-29, bench_report fp8 and
-  // decode --mlp-only, e4m3 128x128 d 0.5, us, Decode vs Hopper from n = 17): the plain product
-  // at n = 48 4096x14336 41.8 vs 27.6, 3584x18944 34.3 vs 31.6, 14336x4096 28.5 vs 23.5, but at
-  // n = 32 26.9 vs 31.8 on 3584x18944; the Llama-3-8B MLP ÷ dense at n = 32 0.84 vs 0.77, n = 48
-  // 0.88 vs 0.73. SPARSEK_W8A16_HOPPER_MIN_N (a measuring knob, read once) sets both thresholds.
+  // W8A16 (FP8 A, 16-bit B) from n = kHopperW8A16MinN columns: Hopper's W8A16 rows (A converted to
+  // f16 in registers, WGMMA) where one runs it, Decode's dequantizing mma.sync rows below; from n =
+  // kHopperW8A16NarrowMinN the gated product and the plain products the narrow W8A16 row takes (one
+  // wave), and from n = 17 those of at least kHopperW8A16SmallNMinRows block-rows (the gated
+  // product on Hopper from n = 17 measured neither faster nor slower: the MLP's gain below is its
+  // down projection's). Measured on an H200 (2026-11-29, bench_report fp8 and decode --mlp-only,
+  // e4m3 128x128 d 0.5), µs through Auto (Decode below n = 33) against the Hopper rows from n = 17,
+  // at n = 17 / 24 / 32: 4096x14336 31.8 / 31.9 / 32.0 against 24.4 / 23.2 / 23.6, 5120x13824
+  // 32.1-32.3 against 25.3-25.6, 11008x4096 20.3-20.8 against 17.7-18.8, 14336x4096 21.2-21.4
+  // against 18.5-20.2, 8192x2048 12.9-13.1 against 13.1-13.5, but 2048x8192 (16 block-rows)
+  // 13.1-13.3 against 18.5-18.9 and 18944x3584 (148, not one wave) 31.3-31.5 against 45.9-48.9; the
+  // Llama-3-8B MLP from a graph at n = 24 / 32 70.7 / 68.3 against 62.7 / 59.3, Qwen2.5-7B 85.7 /
+  // 83.3 against 85.2 / 82.0. SPARSEK_W8A16_HOPPER_MIN_N (a measuring knob, read once) sets every
+  // threshold.
   static constexpr int64_t kHopperW8A16MinN = 64;
   static constexpr int64_t kHopperW8A16NarrowMinN = 33;
+  static constexpr int64_t kHopperW8A16SmallNMinN = 17;
+  static constexpr int64_t kHopperW8A16SmallNMinRows = 32;
   static bool hopper_takes_w8a16(const Problem& p) {
     if (!detail::is_fp8(p.input()) || p.b.dtype == p.input()) return false;
     static const int64_t forced_min_n = [] {
@@ -113,8 +121,10 @@ struct Operation<Problem> : OperationDefaults<Problem> {
       return s != nullptr && std::atoll(s) > 0 ? int64_t(std::atoll(s)) : int64_t(0);
     }();
     if (forced_min_n > 0) return p.n() >= forced_min_n;
-    return p.n() >= kHopperW8A16MinN ||
-           (p.n() >= kHopperW8A16NarrowMinN && (p.gated || spmm_sm90::one_wave_row_takes(p)));
+    if (p.n() >= kHopperW8A16MinN) return true;
+    if (p.gated) return p.n() >= kHopperW8A16NarrowMinN;
+    if (p.n() < kHopperW8A16SmallNMinN || !spmm_sm90::one_wave_row_takes(p)) return false;
+    return p.n() >= kHopperW8A16NarrowMinN || p.block_rows() >= kHopperW8A16SmallNMinRows;
   }
 
   // Whether Auto would run p on family f: a built automatic row of it within its n bound

@@ -204,7 +204,7 @@ impl<Q: Fp8> HostWeight for QuantizedBsr<Q> {}
 ///   [`Error::NotSupported`] naming why.
 /// - **W8A16**: B f16 or bf16, without scales (the weights alone are quantized). On the
 ///   device, the Decode family; on sm_90 at 64 columns and more, e4m3 A with a column-major
-///   f16 B runs on the Hopper family's W8A16 rows (A converted to f16 in shared memory).
+///   f16 B runs on the Hopper family's W8A16 rows (A converted to f16 in registers).
 ///
 /// into C of f16, bf16 or f32, `op(A) = A` only ([`Error::NotSupported`]); the CPU
 /// reference dequantizes A and B to f32, then runs the f32 product. Their errors: the types

@@ -2,12 +2,14 @@
 // passes over for their one-wave bound (one_wave_skips, family.cu's auto_skips) and whether a
 // one-wave row takes a product (one_wave_row_takes, the product's Auto policy), over every
 // bounded row and n = 1..600 on a 132-SM device, against the rule written out here, and on the
-// shapes the rule was measured on. No GPU needed: the rules read host numbers.
+// shapes the rule was measured on; and where Auto leaves W8A16 products to the Hopper family
+// (spmm/operation.hpp). No GPU needed: the rules read host numbers.
 //
 //   sparsek_test_sm90_auto_rules   (one line per failed check, then "N passed, N failed")
 #include <cstdio>
 #include <cstring>
 
+#include "spmm/operation.hpp"  // Auto's W8A16 thresholds (no family is used)
 #include "spmm/sm90/configs.hpp"
 
 namespace {
@@ -127,6 +129,20 @@ int main() {
   Problem gated = product(8192, 4096, 64);
   gated.gated = true;
   check(!one_wave_row_takes(gated), "not a gated product");
+
+  // W8A16 (e4m3 A, f16 B) on Hopper: from n = 64; from n = 33 where the narrow row takes it in
+  // one wave; from n = 17 where that wave has at least 32 block-rows (the shapes they were measured on).
+  using Op = Operation<Problem>;
+  const struct {
+    int64_t m, k, n;
+    bool hopper;
+  } w8a16[] = {{4096, 14336, 16, false},  {4096, 14336, 17, true},   {5120, 13824, 24, true},
+               {2048, 8192, 32, false},   {2048, 8192, 33, true},    {18944, 3584, 32, false},
+               {18944, 3584, 48, false},  {18944, 3584, 64, true},   {14336, 4096, 1, false},
+               {14336, 4096, 24, true},   {11008, 4096, 17, true},   {3584, 18944, 24, false}};
+  for (const auto& c : w8a16)
+    check(Op::hopper_takes_w8a16(product(c.m, c.k, c.n, DType::E4M3)) == c.hopper, "W8A16 on Hopper", "", c.m, c.n);
+  check(!Op::hopper_takes_w8a16(product(4096, 14336, 512)), "16-bit A is not W8A16", "", 4096, 512);
 
   std::printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;

@@ -41,8 +41,8 @@
 //                `bm` is then A^T's block height (A's bk). Every other row runs op(A) = A.
 //   dense        (last, default: the input type) B's element type and the MMA's: the input
 //                type, or f16 on the W8A16 rows (FP8 A, each k-tile of it converted to f16 in
-//                shared memory by the consumer warpgroups before their WGMMAs, mainloop.hpp;
-//                natural 128-row tiles, no clusters).
+//                the consumer threads' registers, WGMMA's A operand, mainloop.hpp; natural
+//                128-row tiles, no clusters).
 //   one_wave_from_n (after dense, default 0) from this n on, Auto takes the row only where its
 //                tiles are at most the SMs (family.cu's auto_skips); 0: no such bound.
 //   less_waste_than (last, default 0) where that bound applies, Auto takes the row anyway where
@@ -351,11 +351,11 @@ constexpr const char kFp8[] =
 // 0.94-1.16x): ncu's stall sampling (8192^3, 1/4) had put about a third of the warps'
 // samples in the epilogue, its largest single stall on the column scale's load.
 constexpr const char kW8A16[] =
-    "H200 2026-11-29 (report/NOTES.md session 39, calls C and D; bench_report decode --mlp-only, e4m3 d 0.5), "
-    "no sweep: 128-deep k-tiles, one 128-wide block each, measured 3-8 % slower than 64-deep ones (Llama-3-8B "
-    "MLP 0.88-1.40x the dense MLP at n 64-512 against 0.81-1.37x) but leave 64-wide blocks to Decode (1.31 "
-    "against 1.46x at n = 64 in a half-empty 128-row tile; 8-10 % slower than it at n 96-128); the FP8 128x128 "
-    "row's tile, and the f16 gated rows' 128x64 (three accumulators in 96 registers)";
+    "H200 2026-11-29 (report/NOTES.md sessions 39 and 43; bench_report decode --mlp-only and time_fp8 --w8a16, "
+    "e4m3 d 0.5), no sweep: 128-deep k-tiles, one 128-wide block each (64-wide blocks go to Decode), A converted "
+    "into WGMMA's register fragments (4 stages at 128x128): 4096x512x14336 87.6 -> 54.8 us against the "
+    "conversion through shared memory (2 stages), the Llama-3-8B MLP 1.37 -> 0.71x the dense MLP at n = 512; "
+    "the FP8 128x128 row's tile, and the f16 gated rows' 128x64 (three accumulators in 96 registers)";
 constexpr const char kFp8Cluster[] =
     "H200 2026-11-28 (tests/cpp/time_fp8.cu --rows, see above): 128x256 on n128 atoms, clusters of 2 along n, "
     "where n fills whole clusters: 1.08-1.30x the rows before on 6 shapes at d = 1/8 and 1/4 (8192^3 1/8 523 "

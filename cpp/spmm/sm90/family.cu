@@ -153,7 +153,7 @@ const char* supports(const Problem& p) {
   if (p.device.cc_major != 9 || p.device.cc_minor != 0) return "needs compute capability 9.0 (Hopper, sm_90a)";
   const int bm = p.a.bm, bk = p.a.bk;
   if (detail::is_fp8(p.input())) {
-    // W8A8, and W8A16 with e4m3 A and f16 B (its rows convert A in shared memory); other
+    // W8A8, and W8A16 with e4m3 A and f16 B (its rows convert A in registers); other
     // W8A16 runs on the Decode family.
     if (p.b.dtype != p.input() && !has_inputs(p.input(), p.b.dtype))
       return "W8A16 with this A and B runs on the Decode family (the Hopper rows take e4m3 A with f16 B)";

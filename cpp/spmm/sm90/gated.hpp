@@ -27,7 +27,7 @@
 // Registers: two accumulators per thread (2 * TileM * TileN / 256 floats); the rows keep
 // that at 128 (configs.hpp: TileM * TileN <= 128 * 128) so the consumers do not spill.
 // W8A16 (FP8 weights, f16 B): the mainloop's promotion adds a k-tile accumulator, so those
-// rows keep all three within 128 registers; the combine applies A's per-tensor scale (before
+// rows keep all three within 128 registers (beside A's two 32-register fragments); the combine applies A's per-tensor scale (before
 // the nonlinearity, where it belongs) and reads their bias in C's dtype.
 // What it leaves out: clusters, split tiles (a split would need both passes' partial sums
 // before the nonlinearity), ping-pong, W8A8, and op(A) = A^T (the gated product's rules
@@ -80,8 +80,9 @@ class BsrGatedKernel {
   using Element = typename CollectiveMainloop::Element;
   static constexpr bool SparseIsB = CollectiveMainloop::SparseIsB;
   static_assert(cute::size(ClusterShape{}) == 1, "gated rows run without clusters");
-  // 16-bit A, or FP8 A converted to 16 bits (W8A16: its promotion's k-tile accumulator is a
-  // third one, mainloop.hpp's mma_converted); op(A) = A.
+  // 16-bit A, or FP8 A converted to 16 bits in registers (W8A16: its promotion's k-tile
+  // accumulator is a third one beside two fragments of A, mainloop.hpp's mma_converted);
+  // op(A) = A.
   static_assert((!CollectiveMainloop::kPromote || CollectiveMainloop::kConvert) && !CollectiveMainloop::SparseMN,
                 "16-bit or W8A16 op(A) = A only");
   using TileScheduler = typename cutlass::gemm::kernel::detail::TileSchedulerSelector<

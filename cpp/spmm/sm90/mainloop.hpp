@@ -42,14 +42,17 @@
 // scales faulted.) Both operands must be K-major (family.cu refuses row-major B and
 // op(A) = A^T).
 //
-// W8A16 (SparseElement_ FP8, Element_ f16 or bf16; natural orientation, 128-row tiles): the
-// sparse operand's FP8 tiles arrive by TMA in their own ring stages, and each consumer
-// warpgroup converts its 64 rows of a k-tile to the MMA's type (exact: e4m3 and e5m2 values
-// are f16 and bf16 values) into one of two shared-memory buffers, which its WGMMAs then read
-// as a 16-bit operand (mma_converted). The conversion of k-tile i + 1 runs while k-tile i's
-// WGMMAs do; the per-block scales are promoted every k-tile as for FP8 (WGMMA accumulates
-// 16-bit products in fp32, but a block's scale cannot be folded into its 16-bit values without
-// rounding them).
+// W8A16 (SparseElement_ FP8, Element_ f16 or bf16; natural orientation, 128-row tiles): the sparse
+// operand's FP8 tiles arrive by TMA in the ring stages, and each consumer thread reads its share of
+// a k-tile straight into WGMMA's register fragment of A, converted to the MMA's type (exact: e4m3
+// and e5m2 values are f16 and bf16 values); the WGMMAs take A from registers (RS) and B from the
+// stage (mma_converted). The conversion of k-tile i + 1 runs while k-tile i's WGMMAs do, into the
+// thread's other fragment; the per-block scales are promoted every k-tile as for FP8 (WGMMA
+// accumulates 16-bit products in fp32, but a block's scale cannot be folded into its 16-bit values
+// without rounding them; folding it where f16 holds the products, the k-tiles' WGMMAs accumulating
+// into the output, measured 1.2x slower). Converting through shared memory instead (two converted
+// tiles, a named barrier and a proxy fence per k-tile) left room for 2 stages at 128x128 and ran
+// 1.3-1.7x slower.
 //
 // Orientation SparseIsB: false -> GEMM A = sparse, B = dense (C = A*B, block-row = M tile).
 //                        true  -> GEMM A = dense B^T, B = sparse A^T (C^T = B^T A^T,
