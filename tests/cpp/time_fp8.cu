@@ -1,9 +1,9 @@
 // Standalone timer and quick checker of the Hopper family's FP8 rows, W8A8 and (--w8a16)
-// W8A16 (not a library source): it launches named rows directly (tests/cpp/time_fp8_rows.cu), so only those rows
-// compile, and times them against the f16 sparse rows on the same block patterns and against
-// dense e4m3 and f16 GEMMs of cuBLASLt in the same process (loaded at run time with dlopen:
-// this machine's CUDA has no cuBLAS; TIME_FP8_CUBLASLT names the library, else
-// libcublasLt.so.13 / .so.12 / .so from the loader's path).
+// W8A16 (not a library source): it launches named rows directly (tests/cpp/time_fp8_rows.cu),
+// so only those rows compile, and times them against the f16 sparse rows on the same block
+// patterns and against dense e4m3 and f16 GEMMs of cuBLASLt in the same process (loaded at run
+// time with dlopen: this machine's CUDA has no cuBLAS; TIME_FP8_CUBLASLT names the library,
+// else libcublasLt.so.13 / .so.12 / .so from the loader's path).
 //
 //   time_fp8 [--shapes 4096x4096x4096,...] [--blocks 128,64] [--densities 0.125,0.25]
 //            [--seeds 2] [--rows R1,R2] [--b-scale column|tensor]
