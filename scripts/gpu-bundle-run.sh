@@ -120,6 +120,15 @@ spmm_tests() {
   # The W8A16 narrow row on the W8A16 cases (Auto takes it at n = 33-128 where its tiles fit one wave).
   tests_of "SPARSEK_VARIANT=sm90_e4m3_f16_bm_le128_k128_bcol_128x64" gpu_fp8_tests w8a16_on_hopper
   tests_of "SPARSEK_SM90_SPLIT=3 SPARSEK_VARIANT=sm90_e4m3_f16_bm_le128_k128_bcol_128x64" gpu_fp8_tests w8a16_on_hopper
+  # The FP8 Scaled rows (TMA epilogue, f16 C of one layout), each forced on the tests of its
+  # layout: the 128x128 and 128x256 rows on every case (n = 8-4104, split by the rule, and the
+  # cluster cases), the cluster rows on theirs; Auto's choice among them in the run of every test.
+  for c in ccol crow; do
+    for tile in "" _128x256; do
+      tests_of "SPARSEK_VARIANT=sm90_e4m3_bm128_k128_bcol_$c$tile" gpu_fp8_tests "w8a8_scaled_$c"
+    done
+    tests_of "SPARSEK_VARIANT=sm90_e4m3_bm128_k128_bcol_${c}_128x256_c2" gpu_fp8_tests "w8a8_scaled_${c}_cluster"
+  done
   # Every Hopper launch of a row with split tiles in 3 pieces (cpp/spmm/sm90/split.hpp:
   # SPARSEK_SM90_SPLIT); Auto then takes the split rows (configs.hpp `split`) everywhere.
   tests_of "SPARSEK_SM90_SPLIT=3" gpu_sm90_tests cutlass_matches split_tiles any_block_sanitized
@@ -525,6 +534,11 @@ PY
           compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/spmm_check" --m 512 --k 4096 --n 100 \
           --bm 128 --bk 128 --density 0.5 --empty-rows 0.2 --beta 0.5 --b-layout col --c-layout row --backend cutlass || fail=1
       done
+      # The FP8 Scaled rows (TMA stores from shared memory; split tiles on the small cases).
+      SPARSEK_VARIANT=sm90_e4m3_bm128_k128_bcol_ccol_128x256 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+        "$here/gpu_fp8_tests" --test-threads=1 w8a8_scaled_ccol_matches_reference || fail=1
+      SPARSEK_VARIANT=sm90_e4m3_bm128_k128_bcol_crow_128x256_c2 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+        "$here/gpu_fp8_tests" --test-threads=1 w8a8_scaled_crow_cluster_matches_reference || fail=1
       # The W8A16 rows (each thread's fragment of A read from the FP8 stage): both plain rows
       # forced, and the gated row through the MLP's Hopper cases.
       for row in sm90_e4m3_f16_bm_le128_k128_bcol_128x64 sm90_e4m3_f16_bm_le128_k128_bcol; do

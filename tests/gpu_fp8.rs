@@ -190,6 +190,98 @@ fn w8a8_cases() -> Vec<Case> {
     out
 }
 
+/// W8A8 cases for the Hopper family's Scaled rows (CUTLASS's TMA epilogue with the FP8 scales:
+/// e4m3, 128x128 blocks, f16 C, β = 0, no activation, n a multiple of 8), in C's layout
+/// `c_layout`: every scale kind of A and B, α, bias or none, ld padding, a row of empty and
+/// full block-rows. `cluster`: n = 512 and 1024 over 34 block-rows (the 128x256 cluster rows'
+/// problems, none split); else n = 8-4104 over a few block-rows (the 128x128 and 128x256 rows',
+/// split as the rule splits them).
+fn w8a8_scaled_cases(cluster: bool, c_layout: Layout) -> Vec<Case> {
+    let block = BlockShape::new(128, 128);
+    let ns: &[usize] = if cluster {
+        &[512, 1024]
+    } else {
+        &[8, 136, 264, 520, 4104]
+    };
+    let kinds = [
+        PatternKind::Random(0.5),
+        PatternKind::EmptyAndFullRows,
+        PatternKind::Random(0.3),
+    ];
+    (0..if cluster { 6 } else { 10 })
+        .map(|i| {
+            let mut c = if cluster {
+                Case::new(34, 5 + i % 2, block, ns[i % ns.len()])
+            } else {
+                Case::new(6 - i % 2, 8 + i % 3, block, ns[i % ns.len()])
+            };
+            c.kind = kinds[i % kinds.len()];
+            c.b_layout = Layout::ColMajor;
+            c.c_layout = c_layout;
+            (c.alpha, c.beta) = ([1.0, 0.75, -1.25][i % 3], 0.0);
+            c.ld_pad = [0, 16, 48][(i / 2) % 3];
+            c.bias = i % 2 == 0;
+            c.a_scale = [ScaleKind::PerBlock, ScaleKind::PerTensor, ScaleKind::None][i % 3];
+            c.b_scale = [ScaleKind::PerColumn, ScaleKind::PerTensor, ScaleKind::None][(i / 3) % 3];
+            c.backend = Backend::Hopper;
+            c
+        })
+        .collect()
+}
+
+/// The Scaled rows' cases in one C layout against the references, then 100 launches of the
+/// first bitwise identical. run.sh also runs these tests with each Scaled row forced
+/// (SPARSEK_VARIANT) on the test of its layout and tile, whose every case fits it.
+fn w8a8_scaled(test: &str, cluster: bool, c_layout: Layout) {
+    let Some(ctx) = hopper(test) else { return };
+    let mut rng = StdRng::seed_from_u64(seed());
+    let list = w8a8_scaled_cases(cluster, c_layout);
+    for case in &list {
+        check_case::<F8E4M3, F8E4M3, f16>(&ctx, case, &mut rng);
+    }
+    repeats_bitwise::<F8E4M3, F8E4M3, f16>(&ctx, &list[0], &mut rng);
+    println!(
+        "{test}: {} cases passed, 100 runs bitwise identical",
+        list.len()
+    );
+}
+
+#[test]
+fn w8a8_scaled_ccol_matches_reference() {
+    w8a8_scaled(
+        "w8a8_scaled_ccol_matches_reference",
+        false,
+        Layout::ColMajor,
+    );
+}
+
+#[test]
+fn w8a8_scaled_crow_matches_reference() {
+    w8a8_scaled(
+        "w8a8_scaled_crow_matches_reference",
+        false,
+        Layout::RowMajor,
+    );
+}
+
+#[test]
+fn w8a8_scaled_ccol_cluster_matches_reference() {
+    w8a8_scaled(
+        "w8a8_scaled_ccol_cluster_matches_reference",
+        true,
+        Layout::ColMajor,
+    );
+}
+
+#[test]
+fn w8a8_scaled_crow_cluster_matches_reference() {
+    w8a8_scaled(
+        "w8a8_scaled_crow_cluster_matches_reference",
+        true,
+        Layout::RowMajor,
+    );
+}
+
 /// W8A16 cases: the Decode family's blocks, both layouts of B and C, odd n, every scale
 /// kind of A (B takes none).
 fn w8a16_cases() -> Vec<Case> {

@@ -14,7 +14,9 @@
 //                              --densities (8192^3, 1/4), for ncu
 // --rows: the FP8 rows timed beside the 128x128 and 64-high ones (compiled into
 // time_fp8_rows.cu; default: the 128x256 cluster row), each with its C's largest difference
-// to theirs relative to their C's largest value (a check on every timed problem).
+// to theirs relative to their C's largest value (a check on every timed problem). The rows
+// with a TMA epilogue (_ccol, _crow: f16 C of one layout) get C f16 in their layout, checked at
+// n = 8, 336, 600 (the cluster rows at 512 and 1024, 100 repeats each).
 // --b-scale tensor: B's scale one per tensor instead of one per column.
 // --w8a16: the W8A16 rows instead (e4m3 A with per-block scales, f16 B without scales; 128x128
 // blocks), timed against the fastest of three f16 rows on the same pattern (time_fp8_rows.cu's
@@ -109,6 +111,11 @@ std::vector<std::string> extra_rows;
 bool b_scale_per_tensor = false;
 int row_block(const std::string& row) { return row.find("le64") != std::string::npos ? 64 : 128; }
 bool cluster_row(const std::string& row) { return row.find("_c2") != std::string::npos; }
+// The FP8 rows with a TMA epilogue (f16 column-major C only).
+bool f16_only(const std::string& row) {
+  return row.find("_ccol") != std::string::npos || row.find("_crow") != std::string::npos;
+}
+bool c_row_major(const std::string& row) { return row.find("_crow") != std::string::npos; }
 constexpr int64_t kClusterN = 512;  // the cluster rows' n granule: 2 CTAs x 256 columns
 
 bool compiled_in(const char* row) {
@@ -371,11 +378,18 @@ Timed time_case(const Shape& s, int blk, double density, uint64_t seed, const sp
   sparsek::DenseMutView cv{c.p, s.m, s.n, s.m, Layout::ColMajor, DType::F16};
   const auto p8 = sparsek::detail::Problem::from_rust(a, b, cv, 1.0f, 0.0f, Backend::Hopper, nullptr,
                                                       Activation::None, dev, false, nullptr, false);
+  // The rows for row-major C (f16_only and _crow) write C(i, j) at i * n + j.
+  sparsek::DenseMutView cv_row{c.p, s.m, s.n, s.n, Layout::RowMajor, DType::F16};
+  const auto p8_row = sparsek::detail::Problem::from_rust(a, b, cv_row, 1.0f, 0.0f, Backend::Hopper, nullptr,
+                                                          Activation::None, dev, false, nullptr, false);
+  auto problem_of = [&](const std::string& r) -> const sparsek::detail::Problem& {
+    return c_row_major(r) ? p8_row : p8;
+  };
   const char* row8 = w8a16 ? kW8Row128 : blk == 128 ? kFp8Row128 : kFp8Row64;
   if (profile) {  // the 128x128 row, then the --rows of these blocks
     CUDA_OK(launch(row8, p8, nullptr));
     for (const std::string& r : extra_rows)
-      if (row_block(r) == blk) CUDA_OK(launch(r.c_str(), p8, nullptr));
+      if (row_block(r) == blk) CUDA_OK(launch(r.c_str(), problem_of(r), nullptr));
     CUDA_OK(cudaDeviceSynchronize());
     return Timed{0, 0, 0};
   }
@@ -399,10 +413,16 @@ Timed time_case(const Shape& s, int blk, double density, uint64_t seed, const sp
   for (float x : c_base) base_max = std::max(base_max, std::fabs(x));
   for (const std::string& r : extra_rows) {
     const bool runs = row_block(r) == blk && (!cluster_row(r) || s.n % kClusterN == 0);
-    t.extra_us.push_back(runs ? time_row(r.c_str(), p8) : -1.0);
+    t.extra_us.push_back(runs ? time_row(r.c_str(), problem_of(r)) : -1.0);
     double diff = -1.0;
     if (runs) {
-      const std::vector<float> c_row = c_values();
+      std::vector<float> c_row = c_values();
+      if (c_row_major(r)) {  // back to column-major order, as c_base
+        std::vector<float> col(c_count);
+        for (int64_t i = 0; i < s.m; ++i)
+          for (int64_t j = 0; j < s.n; ++j) col[size_t(j * s.m + i)] = c_row[size_t(i * s.n + j)];
+        c_row = std::move(col);
+      }
       diff = 0.0;
       for (size_t i = 0; i < c_count; ++i)
         diff = std::max(diff, std::isfinite(c_row[i]) ? double(std::fabs(c_row[i] - c_base[i])) : INFINITY);
@@ -520,8 +540,12 @@ void check_case(const char* row, int blk, int64_t n, DType out, int repeats, con
       ref_max = std::max(ref_max, std::fabs(v));
     }
 
-  const int64_t ldc = m + 8;
-  const size_t c_bytes = size_t(ldc * n) * ob;
+  // C column-major with ld = m + 8, or (the _crow rows) row-major with ld a multiple of 8
+  // past n: (i, c) at `major` * ldc + `minor`, and each major line's tail must keep the poison.
+  const bool c_rows = c_row_major(row);
+  const int64_t majors = c_rows ? m : n, minors = c_rows ? n : m;
+  const int64_t ldc = (minors + 7) / 8 * 8 + 8;
+  const size_t c_bytes = size_t(ldc * majors) * ob;
   Dev drp(pat.row_ptr.size() * 4), dci(std::max<size_t>(1, pat.col_idx.size()) * 4), da(aq.size()), db(bq.size()),
       dsa(sa.size() * 4), dsb(sb.size() * 4), dbias(bias.size()), dc(c_bytes);
   upload(drp, pat.row_ptr);
@@ -542,7 +566,7 @@ void check_case(const char* row, int blk, int64_t n, DType out, int repeats, con
   sparsek::DenseView b{db.p, k, n, k, Layout::ColMajor, DType::E4M3, static_cast<const float*>(dsb.p),
                        ScaleKind::PerColumn};
   if (w8a16) b = sparsek::DenseView{dbh.p, k, n, k, Layout::ColMajor, DType::F16};
-  sparsek::DenseMutView cv{dc.p, m, n, ldc, Layout::ColMajor, out};
+  sparsek::DenseMutView cv{dc.p, m, n, ldc, c_rows ? Layout::RowMajor : Layout::ColMajor, out};
   const auto p = sparsek::detail::Problem::from_rust(a, b, cv, alpha, 0.0f, Backend::Hopper, dbias.p,
                                                      Activation::None, dev, false, nullptr, false);
   CUDA_OK(launch(row, p, nullptr));
@@ -551,10 +575,10 @@ void check_case(const char* row, int blk, int64_t n, DType out, int repeats, con
   CUDA_OK(cudaMemcpy(got.data(), dc.p, c_bytes, cudaMemcpyDeviceToHost));
   double err = 0;
   int64_t bad = 0, outside = 0;
-  for (int64_t c = 0; c < n; ++c)
-    for (int64_t i = 0; i < ldc; ++i) {
-      const uint8_t* at = &got[size_t(c * ldc + i) * ob];
-      if (i >= m) {
+  for (int64_t major = 0; major < majors; ++major)
+    for (int64_t minor = 0; minor < ldc; ++minor) {
+      const uint8_t* at = &got[size_t(major * ldc + minor) * ob];
+      if (minor >= minors) {
         for (size_t q = 0; q < ob; ++q) outside += at[q] != 0xff;
         continue;
       }
@@ -563,6 +587,7 @@ void check_case(const char* row, int blk, int64_t n, DType out, int repeats, con
         ++bad;
         continue;
       }
+      const int64_t i = c_rows ? major : minor, c = c_rows ? minor : major;
       err = std::max(err, std::fabs(v - ref[size_t(c * m + i)]));
     }
   // A hash of C's bytes: equal in two builds' logs iff they wrote the same bits.
@@ -678,10 +703,15 @@ int main(int argc, char** argv) {
     }
     for (const std::string& r : extra_rows) {
       const int blk = row_block(r);
-      for (int64_t n : cluster_row(r) ? std::vector<int64_t>{kClusterN, 2 * kClusterN} : std::vector<int64_t>{7, 333, 600})
+      // (The f16-only rows' TMA epilogue takes n a multiple of 8, family.cu.)
+      const std::vector<int64_t> ns = cluster_row(r) ? std::vector<int64_t>{kClusterN, 2 * kClusterN}
+                                      : f16_only(r)  ? std::vector<int64_t>{8, 336, 600}
+                                                     : std::vector<int64_t>{7, 333, 600};
+      for (int64_t n : ns)
         for (DType out : {DType::F32, DType::F16, DType::BF16}) {
-          if (quick && out != DType::F16) continue;
-          check_case(r.c_str(), blk, n, out, (n >= 512 && out == DType::F32) ? 100 : quick ? 2 : 1, dev, seed++);
+          if ((quick || f16_only(r)) && out != DType::F16) continue;
+          check_case(r.c_str(), blk, n, out, (n >= 512 && (out == DType::F32 || f16_only(r))) ? 100 : quick ? 2 : 1,
+                     dev, seed++);
         }
     }
     std::printf("check: %d passed, %d failed\n", check_passes, check_failures);

@@ -98,6 +98,8 @@ namespace sparsek::detail::spmm_sm90 {
 enum class EpilogueKind {
   Plain,  // CUTLASS's TMA epilogue with LinearCombination: D = alpha * acc + beta * C
   Fused,  // the TMA epilogue with the bias/activation tree (epilogue.hpp)
+  Scaled,  // FP8: the TMA epilogue with the operands' scales and the bias, f16 C not read
+           // (epilogue.hpp's ScaledBiasEpilogue): no activation, beta = 0
   Direct  // registers to global (direct_epilogue.hpp): C's dtype and layout, the bias and the
           // activation at run time; any bm up to the tile's sparse extent
 };
@@ -116,7 +118,8 @@ enum class Split {
 enum class Output {
   Same,       // the input type
   SameOrF32,  // the input type or f32, chosen at run time (Direct rows)
-  Wide        // f16, bf16 or f32, chosen at run time (the FP8 rows, Direct)
+  Wide,       // f16, bf16 or f32, chosen at run time (the FP8 rows, Direct)
+  F16         // f16 only (the FP8 rows with a TMA epilogue)
 };
 // Which C layouts a row writes.
 enum class CLayout { Row, Col, Any };
@@ -179,6 +182,7 @@ constexpr DType E5M2 = DType::E5M2;
 constexpr Output Same = Output::Same;
 constexpr Output OrF32 = Output::SameOrF32;
 constexpr Output Wide = Output::Wide;
+constexpr Output OutF16 = Output::F16;
 constexpr Layout BRow = Layout::RowMajor;
 constexpr Layout BCol = Layout::ColMajor;
 constexpr CLayout CRow = CLayout::Row;
@@ -186,6 +190,7 @@ constexpr CLayout CCol = CLayout::Col;
 constexpr CLayout CAny = CLayout::Any;
 constexpr EpilogueKind Plain = EpilogueKind::Plain;
 constexpr EpilogueKind Fused = EpilogueKind::Fused;
+constexpr EpilogueKind Scaled = EpilogueKind::Scaled;
 constexpr EpilogueKind Direct = EpilogueKind::Direct;
 constexpr Schedule Coop = Schedule::Cooperative;
 constexpr Schedule PingPong = Schedule::PingPong;
@@ -360,6 +365,39 @@ constexpr const char kFp8Cluster[] =
     "H200 2026-11-28 (tests/cpp/time_fp8.cu --rows, see above): 128x256 on n128 atoms, clusters of 2 along n, "
     "where n fills whole clusters: 1.08-1.30x the rows before on 6 shapes at d = 1/8 and 1/4 (8192^3 1/8 523 "
     "TFLOPS vs 401)";
+// The FP8 rows with f16 C through CUTLASS's TMA epilogue (EpilogueKind::Scaled), measured on an
+// H200 (2026-11-29, tests/cpp/time_fp8.cu --rows, e4m3 128x128 blocks, A's scales per block, B's
+// per column, both patterns of each density, us, Scaled vs the Direct row of the same tile; every
+// C bitwise equal to the Direct rows'). Tiles were ~40 % epilogue: the same row without its
+// stores ran 8192^3 d 1/8 198 -> 119 us, 10240x5120x2560 108 -> 44. The Direct epilogue's
+// chunked copies through shared memory and ordinary stores ran with the tensor cores idle;
+// TMA stores leave the consumers as soon as a subtile is in shared memory:
+//   128x256, clusters of 2 (n a multiple of 512), C column-major | row-major:
+//     8192^3 d 1/8 196 / 213 -> 154 / 168 | 152 / 161;  d 1/4 294 / 319 -> 252 / 277 | 252 / 276
+//     4096^3 1/8 41 / 47 -> 31 / 36;  14336x6144x4096 1/8 187 / 199 -> 129 / 137 | 127 / 133
+//     10240x5120x2560 1/8 108 / 111 -> 74 / 73;  11008x2560x4096 1/8 66 / 74 -> 48 / 55 | 46 / 53
+//   128x256 without clusters (any n): 5120x4000x13824 1/8 124 / 110 (the Direct 128x128 row)
+//     -> 80 / 85, 1/4 164 / 173 -> 132 / 142 (128x128 Scaled: 93 / 94, 150 / 158); 8192^3 1/8
+//     163 / 164 (128x128 Scaled 189 / 190)
+//   128x128 up to n = 256 (tiles of 256 columns half empty below), column-major C, d 1/4 | 1/2,
+//     against 128x256 Scaled and the Direct 128x128 row: 4096x128x4096 10.0 | 15.5 vs 14.2 | 22.0
+//     and 11.2 | 16.7; 8192x192x8192 15.7 | 24.5 vs 23.8 | 33.1 and 17.0 | 24.5; 18944x96x3584
+//     16.1 | 23.0 vs 25.5 | 37.2 and 21.2 | 28.0; but 14336x256x4096 (112 block-rows: one wave of
+//     128x256 tiles) 17.0 | 24.2 vs 14.8 | 21.3.
+// Without the activation and C's loads: the bias/activation tree (the Fused rows') on this tile
+// ran 3-4x slower than LinearCombination (ncu: over half of the warps' stalls on instruction
+// fetch, the run-time activation unrolled over 128 accumulators), and C's staging buffers
+// left 3 stages of 48 KB instead of 4 (the tile with them 5-10 % slower).
+constexpr const char kFp8ScaledCluster[] =
+    "H200 2026-11-29 (tests/cpp/time_fp8.cu --rows, see above): the cluster row's 128x256 tiles with CUTLASS's TMA "
+    "epilogue, 1.15-1.51x the Direct cluster row on 8 shapes at d = 1/8, 1/4 (8192^3 1/8 196 -> 154 us), the same "
+    "bits";
+constexpr const char kFp8ScaledWide[] =
+    "H200 2026-11-29 (tests/cpp/time_fp8.cu --rows, see above): 128x256 with the TMA epilogue for n the clusters do "
+    "not fill: 5120x4000x13824 1/8 124 -> 80 us against the Direct 128x128 row (128x128 with the TMA epilogue 93)";
+constexpr const char kFp8Scaled[] =
+    "H200 2026-11-29 (tests/cpp/time_fp8.cu --rows, see above): 128x128 with the TMA epilogue up to n = 256, where "
+    "256-wide tiles are half empty: 8192x192x8192 d 1/4 15.7 us vs 23.8 (128x256) and 17.0 (Direct)";
 constexpr const char kFp8E5m2[] =
     "the e4m3 rows' tiles (kFp8) for e5m2, which was not measured on its own (no cluster row)";
 
@@ -560,6 +598,21 @@ inline constexpr Sm90Variant kSm90Variants[] = {
      1, 0, Coop, 0, Where, AT},
     {"sm90_bf16_bm_le64_k64_bcol_at",         BF16,  OrF32,  64, BCol,  CAny,  256,    64,   T,   Auto,      kTransposed,  Direct,  64,
      1, 0, Coop, 0, Where, AT},
+    // ---- FP8 W8A8 with f16 C in either layout (Scaled: CUTLASS's TMA epilogue with the scales and
+    //      the bias; beta = 0, no activation, 128x128 blocks, n a multiple of 8); the Direct rows
+    //      below take every other W8A8 problem ----
+    {"sm90_e4m3_bm128_k128_bcol_ccol",        E4M3, OutF16, 128, BCol, CCol,  128,   128,   N,   Auto,      kFp8Scaled,   Scaled, 128,
+     1, 256, Coop, 0, Where},
+    {"sm90_e4m3_bm128_k128_bcol_crow",        E4M3, OutF16, 128, BCol, CRow,  128,   128,   N,   Auto,      kFp8Scaled,   Scaled, 128,
+     1, 256, Coop, 0, Where},
+    {"sm90_e4m3_bm128_k128_bcol_ccol_128x256_c2", E4M3, OutF16, 128, BCol, CCol, 128,  256,   N,   Auto,      kFp8ScaledCluster, Scaled, 128,
+     2, 0, Coop, 0, Never},
+    {"sm90_e4m3_bm128_k128_bcol_crow_128x256_c2", E4M3, OutF16, 128, BCol, CRow, 128,  256,   N,   Auto,      kFp8ScaledCluster, Scaled, 128,
+     2, 0, Coop, 0, Never},
+    {"sm90_e4m3_bm128_k128_bcol_ccol_128x256", E4M3, OutF16, 128, BCol, CCol,  128,   256,   N,   Auto,      kFp8ScaledWide, Scaled, 128,
+     1, 0, Coop, 0, Where},
+    {"sm90_e4m3_bm128_k128_bcol_crow_128x256", E4M3, OutF16, 128, BCol, CRow,  128,   256,   N,   Auto,      kFp8ScaledWide, Scaled, 128,
+     1, 0, Coop, 0, Where},
     // ---- FP8 W8A8: K-major B (column-major), C f16/bf16/f32, A's scales per block or tensor,
     //      B's per tensor or column (direct_epilogue.hpp); bk a multiple of 32 ----
     {"sm90_e4m3_bm_le128_k128_bcol_128x256_c2", E4M3, Wide, 128, BCol,  CAny,  128,   256,   N,   Auto,      kFp8Cluster,  Direct, 128,
@@ -727,7 +780,12 @@ constexpr bool well_formed(const Sm90Variant& v) {
   const bool fp8 = detail::is_fp8(v.input);
   // W8A16 rows: FP8 A converted to f16 (mainloop.hpp): natural 128-row tiles, no clusters.
   const bool w8a16 = v.dense != v.input;
-  const bool dtypes = (fp8 ? v.output == Wide && direct && v.b_layout == BCol && !v.a_transposed
+  // FP8 rows with a TMA epilogue (Scaled) write f16 C, natural 128-row tiles of one 128-high
+  // block; only they are Scaled.
+  const bool fp8_tma = fp8 && v.output == OutF16 && v.epilogue == Scaled && !v.transposed && v.tile_m == 128 &&
+                       v.bm == 128 && v.dense == v.input && v.c_layout != CAny;
+  const bool scaled = (v.epilogue == Scaled) == fp8_tma;
+  const bool dtypes = (fp8 ? ((v.output == Wide && direct) || fp8_tma) && v.b_layout == BCol && !v.a_transposed
                            : (v.input == F16 || v.input == BF16) && (v.output == Same || (direct && v.output == OrF32))) &&
                       (!w8a16 || (fp8 && (v.dense == F16 || v.dense == BF16) && !v.transposed && v.tile_m == 128 &&
                                   v.cluster == 1 && v.tile_k % 16 == 0));
@@ -738,7 +796,7 @@ constexpr bool well_formed(const Sm90Variant& v) {
                                 (v.tile_k == 128 && (fp8 || v.gated || v.bm == 128))) &&
                                   (!fp8 || v.tile_k % 32 == 0) && v.bm == sparse_extent(v) &&
                                   v.bm % 8 == 0 && v.bm <= 256
-                            : (v.bm == 64 || v.bm == 128) && v.tile_k == 64 && sparse_extent(v) == v.bm;
+                            : (v.bm == 64 || v.bm == 128) && v.tile_k == (fp8 ? 128 : 64) && sparse_extent(v) == v.bm;
   const bool tile = v.tile_m >= 128 && v.tile_m <= 256 && v.tile_n <= 256 &&  // cooperative: M tile >= 128
                     (v.transposed ? v.tile_m : v.tile_n) % 64 == 0;
   // Clusters: two CTAs along the dense side, on the TMA-epilogue rows and the FP8 ones.
@@ -755,7 +813,7 @@ constexpr bool well_formed(const Sm90Variant& v) {
   const bool gated = !v.gated || ((!fp8 || w8a16) && !v.a_transposed && direct && v.schedule == Schedule::Cooperative &&
                                   v.cluster == 1 && v.split == Split::Never &&
                                   (w8a16 ? 3 : 2) * v.tile_m * v.tile_n <= 2 * 128 * 128);
-  return dtypes && layouts && block && tile && cluster && schedule && split && gated && v.name != nullptr &&
+  return dtypes && scaled && layouts && block && tile && cluster && schedule && split && gated && v.name != nullptr &&
          v.chosen_by != nullptr;
 }
 constexpr bool all_well_formed() {

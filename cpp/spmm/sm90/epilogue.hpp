@@ -133,4 +133,56 @@ struct BiasActEpilogue {
   }
 };
 
+// The FP8 rows' TMA epilogue (EpilogueKind::Scaled): C = alpha * acc + bias[row of C], with
+// alpha = alpha * A's per-tensor scale * B's per-tensor scale * B's scale of the GEMM column,
+// rounded to D; no activation, and C is not read (beta = 0: family.cu leaves other problems to
+// the Direct rows). The tree, natural orientation (a row of C is a GEMM row):
+//
+//   Sm90EVT<Sm90Compute<homogeneous_multiply_add, ElementD, float>,   alpha * acc + bias, rounded
+//     Sm90EVT<Sm90Compute<multiplies, float, float>,                   alpha, per GEMM column
+//       Sm90ScalarBroadcast<float, 3 factors>,                         alpha * scale_a * scale_b
+//       Sm90RowBroadcast<float>>,                                      B's scale of the column
+//     Sm90AccFetch,                                                    acc
+//     Sm90ColBroadcast<ElementD>>                                      bias (C's dtype)
+//
+// The products and their order are direct_epilogue.hpp's (alpha, A's scale, B's, then the
+// column's; an absent factor is 1, an absent bias -0.0f, exact), so both write the same bits.
+// Why no activation and no C: the activation's run-time switch, unrolled over the 128 x 256
+// tile's fragments, made this kernel instruction-fetch bound (ncu: 55 % of the warps' stall
+// cycles waiting on instruction fetch; 3-4x slower than LinearCombination), and C's staging
+// buffers took a ring stage (3 instead of 4 at 128 x 256).
+template <class ElementD, class TileShape>
+struct ScaledBiasEpilogue {
+  static constexpr auto kRound = cutlass::FloatRoundStyle::round_to_nearest;
+  static constexpr int kAlignBias = 128 / cutlass::sizeof_bits<ElementD>::value;  // 16 bytes
+
+  using ScaleProduct = cutlass::epilogue::fusion::Sm90ScalarBroadcast<float, cute::Stride<cute::_0, cute::_0, int64_t>, 3>;
+  using ColumnScaleStride = cute::Stride<cute::_0, cute::_1, int64_t>;
+  using ColumnScale = cutlass::epilogue::fusion::Sm90RowBroadcast<0, TileShape, float, float, ColumnScaleStride>;
+  using BiasStride = cute::Stride<cute::_1, cute::_0, int64_t>;
+  using Bias = cutlass::epilogue::fusion::Sm90ColBroadcast<0, TileShape, ElementD, float, BiasStride, kAlignBias>;
+
+  using Fusion = cutlass::epilogue::fusion::Sm90EVT<
+      cutlass::epilogue::fusion::Sm90Compute<cutlass::homogeneous_multiply_add, ElementD, float, kRound>,
+      cutlass::epilogue::fusion::Sm90EVT<cutlass::epilogue::fusion::Sm90Compute<cutlass::multiplies, float, float, kRound>,
+                                         ScaleProduct, ColumnScale>,
+      cutlass::epilogue::fusion::Sm90AccFetch, Bias>;
+
+  // bias null or m values of ElementD, 16-byte aligned; scale_a, scale_b one float each or null;
+  // column_scale n floats, 16-byte aligned, or null. A null factor is 1, a null bias -0.0f.
+  static typename Fusion::Arguments arguments(float alpha, const void* bias, const float* scale_a, const float* scale_b,
+                                              const float* column_scale) {
+    return {
+        {
+            {{alpha, 1.0f, 1.0f}, {nullptr, scale_a, scale_b}, {}},  // alpha * A's scale * B's
+            {column_scale, 1.0f, ColumnScaleStride{}},             // B's scale of the column
+            {}                                                     // multiplies
+        },
+        {},                                                                       // acc
+        {static_cast<const ElementD*>(bias), ElementD(-0.0f), BiasStride{}},     // bias
+        {}                                                                        // multiply_add
+    };
+  }
+};
+
 }  // namespace sparsek::detail::spmm_sm90

@@ -83,8 +83,8 @@ const char* fits(const Problem& p, int row) {
     if (!k_tiles_fit(v, p.a.bk))
       return "bk leaves too much of the row's last k tile empty (a row with a shallower k tile takes it)";
     if (p.block_rows() > INT32_MAX / table::sparse_extent(v)) return "too many block-rows for the row's tile";
-  } else if (p.output() != p.input()) {
-    return "the row writes C in the input dtype";
+  } else if (v.output == Output::F16 ? p.output() != DType::F16 : p.output() != p.input()) {
+    return v.output == Output::F16 ? "the row writes f16 C" : "the row writes C in the input dtype";
   }
   if (v.cluster > 1 || v.schedule == Schedule::PingPong) {
     const int64_t dense_tile = v.transposed ? v.tile_m : v.tile_n;
@@ -97,10 +97,22 @@ const char* fits(const Problem& p, int row) {
   }
   if (v.epilogue == EpilogueKind::Direct) return nullptr;
   if (p.a.bm != v.bm) return v.bm == 64 ? "the row is for bm = 64" : "the row is for bm = 128";
-  if (p.a.bk != 64 && p.a.bk != 128) return "the row is for bk = 64 or 128";
+  if (detail::is_fp8(v.input)) {
+    // FP8: the Direct rows' k-tiles (a k-tile never spans two blocks); B's column scales go
+    // through the TMA epilogue's row broadcast in 16-byte vectors.
+    if (!k_tiles_fit(v, p.a.bk))
+      return "bk leaves too much of the row's last k tile empty (a row with a shallower k tile takes it)";
+    if (p.b.scale_kind == ScaleKind::PerColumn && !tma_aligned16(p.b.scales))
+      return "the row's TMA epilogue needs B's column scales 16-byte aligned";
+  } else if (p.a.bk != 64 && p.a.bk != 128) {
+    return "the row is for bk = 64 or 128";
+  }
   if (p.c.layout != (v.c_layout == CLayout::Col ? Layout::ColMajor : Layout::RowMajor))
     return v.c_layout == CLayout::Row ? "the row is for row-major C" : "the row is for column-major C";
-  if (p.has_epilogue() && v.epilogue != EpilogueKind::Fused)
+  if (v.epilogue == EpilogueKind::Scaled) {
+    if (p.beta != 0.0f) return "the row does not read C (beta = 0): the Direct rows take beta";
+    if (p.activation != Activation::None) return "the row applies no activation: the Direct rows take one";
+  } else if (p.has_epilogue() && v.epilogue != EpilogueKind::Fused)
     return "a bias or activation needs a fused row (column-major B and C, the layout of y = x*W^T)";
   // The TMA epilogue: C 16-byte aligned, its leading dimension and contiguous extent
   // multiples of 8 elements, its strides < 2^40 bytes.

@@ -15,11 +15,12 @@
 //   gated     : rows with `gated` (configs.hpp) run gated.hpp's kernel layer: two passes of
 //               the mainloop per tile (gate, then up), the GLU combine in registers, then the
 //               Direct epilogue.
-//   epilogue  : by the row's EpilogueKind (configs.hpp). Plain and Fused: CUTLASS's TMA
+//   epilogue  : by the row's EpilogueKind (configs.hpp). Plain, Fused and Scaled: CUTLASS's TMA
 //               warp-specialized collective epilogue (TMA loads of C when beta != 0, TMA
 //               stores of D = C in place), with LinearCombination or the fused linear-layer
 //               tree of epilogue.hpp (C = act(alpha*acc + bias[row of C] + beta*C), bias and
-//               activation chosen at run time). Direct: direct_epilogue.hpp, through shared
+//               activation chosen at run time), or for FP8 its scaled tree (the operands'
+//               scales and the bias; C not read). Direct: direct_epilogue.hpp, through shared
 //               memory with ordinary stores; C's dtype and layout at run time and bm up to
 //               the tile's sparse extent (the "any block" rows).
 //
@@ -139,8 +140,16 @@ struct BsrGemm {
   // natural orientation (bias per GEMM row: column broadcast) and a GEMM column when
   // transposed (row broadcast). Plain rows keep LinearCombination, which measured 2-8 %
   // faster at bm = 128 (configs.hpp). Direct rows: direct_epilogue.hpp.
-  using Epilogue = cute::conditional_t<Epi == EpilogueKind::Fused, BiasActEpilogue<ElementC, Element, TileShape, SparseIsB>,
-                                       PlainEpilogue<ElementC>>;
+  // Scaled rows (FP8): the scales and the bias, C not read (epilogue.hpp).
+  static constexpr bool kScaled = Epi == EpilogueKind::Scaled;
+  static_assert(!kScaled || (cute::sizeof_bits_v<SparseElement> == 8 && !SparseIsB), "Scaled rows: FP8 A, natural");
+  using Epilogue = cute::conditional_t<
+      kScaled, ScaledBiasEpilogue<ElementC, TileShape>,
+      cute::conditional_t<Epi == EpilogueKind::Fused, BiasActEpilogue<ElementC, Element, TileShape, SparseIsB>,
+                          PlainEpilogue<ElementC>>>;
+  // C's element type for CUTLASS's epilogue: void where it is never read (no TMA loads of C,
+  // no staging buffers for them).
+  using SourceC = cute::conditional_t<kScaled, void, ElementC>;
   // Ping-pong: one warpgroup stores its own tile.
   using EpilogueSchedule = cute::conditional_t<kPingPong, cutlass::epilogue::TmaWarpSpecialized,
                                                cutlass::epilogue::TmaWarpSpecializedCooperative>;
@@ -148,7 +157,7 @@ struct BsrGemm {
   struct EpilogueOf {
     using type = typename cutlass::epilogue::collective::CollectiveBuilder<
         cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-        cutlass::epilogue::collective::EpilogueTileAuto, float, float, ElementC, LayoutD, AlignC, ElementC, LayoutD,
+        cutlass::epilogue::collective::EpilogueTileAuto, float, float, SourceC, LayoutD, AlignC, ElementC, LayoutD,
         AlignC, EpilogueSchedule, typename Epilogue::Fusion>::CollectiveOp;
   };
   template <class Void>
@@ -272,7 +281,14 @@ struct BsrGemm {
       [[maybe_unused]] auto* ptr_c = static_cast<ElementC*>(p.c.data);
       // bias: null or m values of the input type, 16-byte aligned (Problem), indexed by the
       // row of C: GEMM M in the natural orientation, GEMM N when transposed; no batch (L = 1).
-      if constexpr (Epi == EpilogueKind::Fused) {
+      if constexpr (kScaled) {
+        // The FP8 scales beyond A's per-block ones (which the mainloop applies): A's per-tensor
+        // scale, B's per tensor or per column. C is not read (beta = 0, family.cu).
+        const float* scale_a = p.a.scale_kind == ScaleKind::PerTensor ? p.a.scales : nullptr;
+        const float* scale_b = p.b.scale_kind == ScaleKind::PerTensor ? p.b.scales : nullptr;
+        const float* column_scale = p.b.scale_kind == ScaleKind::PerColumn ? p.b.scales : nullptr;
+        epilogue = {Epilogue::arguments(p.alpha, p.bias, scale_a, scale_b, column_scale), nullptr, dC, ptr_c, dD};
+      } else if constexpr (Epi == EpilogueKind::Fused) {
         epilogue = {Epilogue::arguments(p.alpha, p.beta, p.bias, p.activation), ptr_c, dC, ptr_c, dD};
       } else {
         epilogue = {{p.alpha, p.beta}, ptr_c, dC, ptr_c, dD};
@@ -355,7 +371,8 @@ struct BsrGemm {
     if (!detail::tma_encoded(params.mainloop.tma_load_b))
       return detail::tma_encode_error(SparseIsB ? detail::TmaOperand::A : detail::TmaOperand::B);
     if constexpr (Epi != EpilogueKind::Direct) {  // CUTLASS's TMA epilogue: loads C, stores D = C
-      if (!detail::tma_encoded(params.epilogue.tma_load_c) || !detail::tma_encoded(params.epilogue.tma_store_d))
+      if ((!kScaled && !detail::tma_encoded(params.epilogue.tma_load_c)) ||
+          !detail::tma_encoded(params.epilogue.tma_store_d))
         return detail::tma_encode_error(detail::TmaOperand::C);
     }
     return cudaSuccess;
@@ -445,8 +462,10 @@ struct RowGemm {
   // B's and the MMA's type, and A's (they differ on the W8A16 rows).
   using Element = typename ElementOf<v.dense>::type;
   using SparseElement = typename ElementOf<v.input>::type;
-  // Plain and Fused rows write the input type; a Direct row's C dtype and layout are run-time.
-  using type = BsrGemm<Element, Element, v.b_layout == Layout::ColMajor, v.c_layout == CLayout::Col, v.tile_m,
+  // Plain and Fused rows write the input type, Scaled rows (FP8) f16; a Direct row's C dtype
+  // and layout are run-time.
+  using ElementC = cute::conditional_t<v.output == Output::F16, cutlass::half_t, Element>;
+  using type = BsrGemm<Element, ElementC, v.b_layout == Layout::ColMajor, v.c_layout == CLayout::Col, v.tile_m,
                        v.tile_n, v.tile_k, v.transposed, v.epilogue, v.cluster, v.schedule,
                        v.split != Split::Never, v.a_transposed, v.gated, SparseElement>;
 };
