@@ -121,13 +121,15 @@ spmm_tests() {
   tests_of "SPARSEK_VARIANT=sm90_e4m3_f16_bm_le128_k128_bcol_128x64" gpu_fp8_tests w8a16_on_hopper
   tests_of "SPARSEK_SM90_SPLIT=3 SPARSEK_VARIANT=sm90_e4m3_f16_bm_le128_k128_bcol_128x64" gpu_fp8_tests w8a16_on_hopper
   # The FP8 Scaled rows (TMA epilogue, f16 C of one layout), each forced on the tests of its
-  # layout: the 128x128 and 128x256 rows on every case (n = 8-4104, split by the rule, and the
-  # cluster cases), the cluster rows on theirs; Auto's choice among them in the run of every test.
+  # layout: the 128x128 and 128x256 rows on every 128x128-block case (n = 8-4104, split by the
+  # rule, and the cluster cases), the cluster rows on theirs, the 64-high rows on the 64x64-block
+  # cases; Auto's choice among them in the run of every test.
   for c in ccol crow; do
     for tile in "" _128x256; do
       tests_of "SPARSEK_VARIANT=sm90_e4m3_bm128_k128_bcol_$c$tile" gpu_fp8_tests "w8a8_scaled_$c"
     done
     tests_of "SPARSEK_VARIANT=sm90_e4m3_bm128_k128_bcol_${c}_128x256_c2" gpu_fp8_tests "w8a8_scaled_${c}_cluster"
+    tests_of "SPARSEK_VARIANT=sm90_e4m3_bm64_k64_bcol_$c" gpu_fp8_tests "w8a8_scaled64_$c"
   done
   # Every Hopper launch of a row with split tiles in 3 pieces (cpp/spmm/sm90/split.hpp:
   # SPARSEK_SM90_SPLIT); Auto then takes the split rows (configs.hpp `split`) everywhere.
@@ -539,6 +541,8 @@ PY
         "$here/gpu_fp8_tests" --test-threads=1 w8a8_scaled_ccol_matches_reference || fail=1
       SPARSEK_VARIANT=sm90_e4m3_bm128_k128_bcol_crow_128x256_c2 compute-sanitizer --tool "$tool" --error-exitcode 9 \
         "$here/gpu_fp8_tests" --test-threads=1 w8a8_scaled_crow_cluster_matches_reference || fail=1
+      SPARSEK_VARIANT=sm90_e4m3_bm64_k64_bcol_crow compute-sanitizer --tool "$tool" --error-exitcode 9 \
+        "$here/gpu_fp8_tests" --test-threads=1 w8a8_scaled64_crow_matches_reference || fail=1
       # The W8A16 rows (each thread's fragment of A read from the FP8 stage): both plain rows
       # forced, and the gated row through the MLP's Hopper cases.
       for row in sm90_e4m3_f16_bm_le128_k128_bcol_128x64 sm90_e4m3_f16_bm_le128_k128_bcol; do

@@ -190,15 +190,29 @@ fn w8a8_cases() -> Vec<Case> {
     out
 }
 
+/// The Scaled rows' tiles, for their cases.
+#[derive(Clone, Copy, PartialEq)]
+enum ScaledTiles {
+    /// 128x128 blocks, the 128x128 and 128x256 rows: n = 8-4104 over a few block-rows, split
+    /// as the rule splits them.
+    Wide,
+    /// 128x128 blocks, the 128x256 cluster rows: n = 512 and 1024 over 34 block-rows (none
+    /// split).
+    Cluster,
+    /// 64x64 blocks, the transposed 256x64 rows: n = 8-4104.
+    High64,
+}
+
 /// W8A8 cases for the Hopper family's Scaled rows (CUTLASS's TMA epilogue with the FP8 scales:
-/// e4m3, 128x128 blocks, f16 C, β = 0, no activation, n a multiple of 8), in C's layout
-/// `c_layout`: every scale kind of A and B, α, bias or none, ld padding, a row of empty and
-/// full block-rows. `cluster`: n = 512 and 1024 over 34 block-rows (the 128x256 cluster rows'
-/// problems, none split); else n = 8-4104 over a few block-rows (the 128x128 and 128x256 rows',
-/// split as the rule splits them).
-fn w8a8_scaled_cases(cluster: bool, c_layout: Layout) -> Vec<Case> {
-    let block = BlockShape::new(128, 128);
-    let ns: &[usize] = if cluster {
+/// e4m3, f16 C, β = 0, no activation, n a multiple of 8) in C's layout `c_layout`: every scale
+/// kind of A and B, α, bias or none, ld padding, a pattern of empty and full block-rows.
+fn w8a8_scaled_cases(tiles: ScaledTiles, c_layout: Layout) -> Vec<Case> {
+    let block = if tiles == ScaledTiles::High64 {
+        BlockShape::new(64, 64)
+    } else {
+        BlockShape::new(128, 128)
+    };
+    let ns: &[usize] = if tiles == ScaledTiles::Cluster {
         &[512, 1024]
     } else {
         &[8, 136, 264, 520, 4104]
@@ -208,12 +222,13 @@ fn w8a8_scaled_cases(cluster: bool, c_layout: Layout) -> Vec<Case> {
         PatternKind::EmptyAndFullRows,
         PatternKind::Random(0.3),
     ];
-    (0..if cluster { 6 } else { 10 })
+    let count = if tiles == ScaledTiles::Cluster { 6 } else { 10 };
+    (0..count)
         .map(|i| {
-            let mut c = if cluster {
-                Case::new(34, 5 + i % 2, block, ns[i % ns.len()])
-            } else {
-                Case::new(6 - i % 2, 8 + i % 3, block, ns[i % ns.len()])
+            let mut c = match tiles {
+                ScaledTiles::Cluster => Case::new(34, 5 + i % 2, block, ns[i % ns.len()]),
+                ScaledTiles::Wide => Case::new(6 - i % 2, 8 + i % 3, block, ns[i % ns.len()]),
+                ScaledTiles::High64 => Case::new(12 - i % 3, 14 + i % 3, block, ns[i % ns.len()]),
             };
             c.kind = kinds[i % kinds.len()];
             c.b_layout = Layout::ColMajor;
@@ -229,13 +244,13 @@ fn w8a8_scaled_cases(cluster: bool, c_layout: Layout) -> Vec<Case> {
         .collect()
 }
 
-/// The Scaled rows' cases in one C layout against the references, then 100 launches of the
-/// first bitwise identical. run.sh also runs these tests with each Scaled row forced
-/// (SPARSEK_VARIANT) on the test of its layout and tile, whose every case fits it.
-fn w8a8_scaled(test: &str, cluster: bool, c_layout: Layout) {
+/// The Scaled rows' cases of one tile kind and C layout against the references, then 100
+/// launches of the first bitwise identical. run.sh also runs these tests with each Scaled row
+/// forced (SPARSEK_VARIANT) on the tests of its tiles and layout, whose every case fits it.
+fn w8a8_scaled(test: &str, tiles: ScaledTiles, c_layout: Layout) {
     let Some(ctx) = hopper(test) else { return };
     let mut rng = StdRng::seed_from_u64(seed());
-    let list = w8a8_scaled_cases(cluster, c_layout);
+    let list = w8a8_scaled_cases(tiles, c_layout);
     for case in &list {
         check_case::<F8E4M3, F8E4M3, f16>(&ctx, case, &mut rng);
     }
@@ -248,38 +263,38 @@ fn w8a8_scaled(test: &str, cluster: bool, c_layout: Layout) {
 
 #[test]
 fn w8a8_scaled_ccol_matches_reference() {
-    w8a8_scaled(
-        "w8a8_scaled_ccol_matches_reference",
-        false,
-        Layout::ColMajor,
-    );
+    let test = "w8a8_scaled_ccol_matches_reference";
+    w8a8_scaled(test, ScaledTiles::Wide, Layout::ColMajor);
 }
 
 #[test]
 fn w8a8_scaled_crow_matches_reference() {
-    w8a8_scaled(
-        "w8a8_scaled_crow_matches_reference",
-        false,
-        Layout::RowMajor,
-    );
+    let test = "w8a8_scaled_crow_matches_reference";
+    w8a8_scaled(test, ScaledTiles::Wide, Layout::RowMajor);
 }
 
 #[test]
 fn w8a8_scaled_ccol_cluster_matches_reference() {
-    w8a8_scaled(
-        "w8a8_scaled_ccol_cluster_matches_reference",
-        true,
-        Layout::ColMajor,
-    );
+    let test = "w8a8_scaled_ccol_cluster_matches_reference";
+    w8a8_scaled(test, ScaledTiles::Cluster, Layout::ColMajor);
 }
 
 #[test]
 fn w8a8_scaled_crow_cluster_matches_reference() {
-    w8a8_scaled(
-        "w8a8_scaled_crow_cluster_matches_reference",
-        true,
-        Layout::RowMajor,
-    );
+    let test = "w8a8_scaled_crow_cluster_matches_reference";
+    w8a8_scaled(test, ScaledTiles::Cluster, Layout::RowMajor);
+}
+
+#[test]
+fn w8a8_scaled64_ccol_matches_reference() {
+    let test = "w8a8_scaled64_ccol_matches_reference";
+    w8a8_scaled(test, ScaledTiles::High64, Layout::ColMajor);
+}
+
+#[test]
+fn w8a8_scaled64_crow_matches_reference() {
+    let test = "w8a8_scaled64_crow_matches_reference";
+    w8a8_scaled(test, ScaledTiles::High64, Layout::RowMajor);
 }
 
 /// W8A16 cases: the Decode family's blocks, both layouts of B and C, odd n, every scale

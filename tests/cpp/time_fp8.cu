@@ -109,7 +109,9 @@ std::vector<std::string> extra_rows;
 // --b-scale tensor: B's scale one per tensor (the epilogue folds it into alpha) instead of
 // one per column.
 bool b_scale_per_tensor = false;
-int row_block(const std::string& row) { return row.find("le64") != std::string::npos ? 64 : 128; }
+int row_block(const std::string& row) {
+  return row.find("le64") != std::string::npos || row.find("bm64") != std::string::npos ? 64 : 128;
+}
 bool cluster_row(const std::string& row) { return row.find("_c2") != std::string::npos; }
 // The FP8 rows with a TMA epilogue (f16 column-major C only).
 bool f16_only(const std::string& row) {

@@ -39,6 +39,8 @@ const Row kRows[] = {
     TIME_FP8_ROW("sm90_e4m3_bm128_k128_bcol_crow_128x256_c2"),
     TIME_FP8_ROW("sm90_e4m3_bm128_k128_bcol_ccol_128x256"),
     TIME_FP8_ROW("sm90_e4m3_bm128_k128_bcol_crow_128x256"),
+    TIME_FP8_ROW("sm90_e4m3_bm64_k64_bcol_ccol"),
+    TIME_FP8_ROW("sm90_e4m3_bm64_k64_bcol_crow"),
 };
 #define TIME_FP8_GROUP_FN time_fp8_group_fp8
 #elif TIME_FP8_GROUP == 1

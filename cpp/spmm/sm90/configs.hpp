@@ -398,6 +398,14 @@ constexpr const char kFp8ScaledWide[] =
 constexpr const char kFp8Scaled[] =
     "H200 2026-11-29 (tests/cpp/time_fp8.cu --rows, see above): 128x128 with the TMA epilogue up to n = 256, where "
     "256-wide tiles are half empty: 8192x192x8192 d 1/4 15.7 us vs 23.8 (128x256) and 17.0 (Direct)";
+// The 64-high Scaled rows (the same tool and patterns, 64x64 blocks, µs, Direct 64-high row ->
+// Scaled column- | row-major C): 8192^3 d 1/8 443 / 329 -> 257 / 255 | 262 / 259, d 1/4 511 / 577
+// -> 442 / 455 | 447 / 457; 4096^3 1/8 61 / 68 -> 46 / 49; 14336x6144x4096 1/8 382 / 306 -> 200 /
+// 204; 5120x4000x13824 1/8 147 / 156 -> 129 / 133, 1/4 245 / 262 -> 225 / 239; 7168x2048x7168
+// 1/4 106 / 115 -> 93 / 101; the same bits.
+constexpr const char kFp8Scaled64[] =
+    "H200 2026-11-29 (tests/cpp/time_fp8.cu --rows, see above): the Direct 64-high row's transposed 256x64 tile "
+    "with the TMA epilogue, 1.09-1.91x it on 6 shapes at d = 1/8, 1/4 (14336x6144x4096 1/8 306 -> 204 us)";
 constexpr const char kFp8E5m2[] =
     "the e4m3 rows' tiles (kFp8) for e5m2, which was not measured on its own (no cluster row)";
 
@@ -599,8 +607,8 @@ inline constexpr Sm90Variant kSm90Variants[] = {
     {"sm90_bf16_bm_le64_k64_bcol_at",         BF16,  OrF32,  64, BCol,  CAny,  256,    64,   T,   Auto,      kTransposed,  Direct,  64,
      1, 0, Coop, 0, Where, AT},
     // ---- FP8 W8A8 with f16 C in either layout (Scaled: CUTLASS's TMA epilogue with the scales and
-    //      the bias; beta = 0, no activation, 128x128 blocks, n a multiple of 8); the Direct rows
-    //      below take every other W8A8 problem ----
+    //      the bias; beta = 0, no activation, blocks exactly 128 or 64 high, n a multiple of 8); the
+    //      Direct rows below take every other W8A8 problem ----
     {"sm90_e4m3_bm128_k128_bcol_ccol",        E4M3, OutF16, 128, BCol, CCol,  128,   128,   N,   Auto,      kFp8Scaled,   Scaled, 128,
      1, 256, Coop, 0, Where},
     {"sm90_e4m3_bm128_k128_bcol_crow",        E4M3, OutF16, 128, BCol, CRow,  128,   128,   N,   Auto,      kFp8Scaled,   Scaled, 128,
@@ -612,6 +620,10 @@ inline constexpr Sm90Variant kSm90Variants[] = {
     {"sm90_e4m3_bm128_k128_bcol_ccol_128x256", E4M3, OutF16, 128, BCol, CCol,  128,   256,   N,   Auto,      kFp8ScaledWide, Scaled, 128,
      1, 0, Coop, 0, Where},
     {"sm90_e4m3_bm128_k128_bcol_crow_128x256", E4M3, OutF16, 128, BCol, CRow,  128,   256,   N,   Auto,      kFp8ScaledWide, Scaled, 128,
+     1, 0, Coop, 0, Where},
+    {"sm90_e4m3_bm64_k64_bcol_ccol",          E4M3, OutF16,  64, BCol, CCol,  256,    64,   T,   Auto,      kFp8Scaled64, Scaled,  64,
+     1, 0, Coop, 0, Where},
+    {"sm90_e4m3_bm64_k64_bcol_crow",          E4M3, OutF16,  64, BCol, CRow,  256,    64,   T,   Auto,      kFp8Scaled64, Scaled,  64,
      1, 0, Coop, 0, Where},
     // ---- FP8 W8A8: K-major B (column-major), C f16/bf16/f32, A's scales per block or tensor,
     //      B's per tensor or column (direct_epilogue.hpp); bk a multiple of 32 ----
@@ -780,10 +792,11 @@ constexpr bool well_formed(const Sm90Variant& v) {
   const bool fp8 = detail::is_fp8(v.input);
   // W8A16 rows: FP8 A converted to f16 (mainloop.hpp): natural 128-row tiles, no clusters.
   const bool w8a16 = v.dense != v.input;
-  // FP8 rows with a TMA epilogue (Scaled) write f16 C, natural 128-row tiles of one 128-high
-  // block; only they are Scaled.
-  const bool fp8_tma = fp8 && v.output == OutF16 && v.epilogue == Scaled && !v.transposed && v.tile_m == 128 &&
-                       v.bm == 128 && v.dense == v.input && v.c_layout != CAny;
+  // FP8 rows with a TMA epilogue (Scaled) write f16 C: natural 128-row tiles of 128-high blocks
+  // or transposed 64-column tiles of 64-high ones (the Direct rows' tiles); only they are Scaled.
+  const bool fp8_tma = fp8 && v.output == OutF16 && v.epilogue == Scaled &&
+                       (v.transposed ? v.tile_n == 64 && v.bm == 64 : v.tile_m == 128 && v.bm == 128) &&
+                       v.dense == v.input && v.c_layout != CAny;
   const bool scaled = (v.epilogue == Scaled) == fp8_tma;
   const bool dtypes = (fp8 ? ((v.output == Wide && direct) || fp8_tma) && v.b_layout == BCol && !v.a_transposed
                            : (v.input == F16 || v.input == BF16) && (v.output == Same || (direct && v.output == OrF32))) &&
@@ -796,7 +809,7 @@ constexpr bool well_formed(const Sm90Variant& v) {
                                 (v.tile_k == 128 && (fp8 || v.gated || v.bm == 128))) &&
                                   (!fp8 || v.tile_k % 32 == 0) && v.bm == sparse_extent(v) &&
                                   v.bm % 8 == 0 && v.bm <= 256
-                            : (v.bm == 64 || v.bm == 128) && v.tile_k == (fp8 ? 128 : 64) && sparse_extent(v) == v.bm;
+                            : (v.bm == 64 || v.bm == 128) && v.tile_k == (fp8 ? v.bm : 64) && sparse_extent(v) == v.bm;
   const bool tile = v.tile_m >= 128 && v.tile_m <= 256 && v.tile_n <= 256 &&  // cooperative: M tile >= 128
                     (v.transposed ? v.tile_m : v.tile_n) % 64 == 0;
   // Clusters: two CTAs along the dense side, on the TMA-epilogue rows and the FP8 ones.

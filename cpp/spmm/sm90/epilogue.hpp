@@ -134,7 +134,7 @@ struct BiasActEpilogue {
 };
 
 // The FP8 rows' TMA epilogue (EpilogueKind::Scaled): C = alpha * acc + bias[row of C], with
-// alpha = alpha * A's per-tensor scale * B's per-tensor scale * B's scale of the GEMM column,
+// alpha = alpha * A's per-tensor scale * B's per-tensor scale * B's scale of the column of C,
 // rounded to D; no activation, and C is not read (beta = 0: family.cu leaves other problems to
 // the Direct rows). The tree, natural orientation (a row of C is a GEMM row):
 //
@@ -151,16 +151,27 @@ struct BiasActEpilogue {
 // tile's fragments, made this kernel instruction-fetch bound (ncu: 55 % of the warps' stall
 // cycles waiting on instruction fetch; 3-4x slower than LinearCombination), and C's staging
 // buffers took a ring stage (3 instead of 4 at 128 x 256).
-template <class ElementD, class TileShape>
+//
+// Transposed rows (kTransposed: C^T = B^T A^T, a row of C is a GEMM column): B's column scales
+// are then one per GEMM row (Sm90ColBroadcast) and the bias one per GEMM column
+// (Sm90RowBroadcast), the same products.
+template <class ElementD, class TileShape, bool kTransposed = false>
 struct ScaledBiasEpilogue {
   static constexpr auto kRound = cutlass::FloatRoundStyle::round_to_nearest;
   static constexpr int kAlignBias = 128 / cutlass::sizeof_bits<ElementD>::value;  // 16 bytes
 
+  using PerGemmRow = cute::Stride<cute::_1, cute::_0, int64_t>;
+  using PerGemmColumn = cute::Stride<cute::_0, cute::_1, int64_t>;
   using ScaleProduct = cutlass::epilogue::fusion::Sm90ScalarBroadcast<float, cute::Stride<cute::_0, cute::_0, int64_t>, 3>;
-  using ColumnScaleStride = cute::Stride<cute::_0, cute::_1, int64_t>;
-  using ColumnScale = cutlass::epilogue::fusion::Sm90RowBroadcast<0, TileShape, float, float, ColumnScaleStride>;
-  using BiasStride = cute::Stride<cute::_1, cute::_0, int64_t>;
-  using Bias = cutlass::epilogue::fusion::Sm90ColBroadcast<0, TileShape, ElementD, float, BiasStride, kAlignBias>;
+  using ColumnScaleStride = cute::conditional_t<kTransposed, PerGemmRow, PerGemmColumn>;
+  using ColumnScale =
+      cute::conditional_t<kTransposed,
+                          cutlass::epilogue::fusion::Sm90ColBroadcast<0, TileShape, float, float, ColumnScaleStride>,
+                          cutlass::epilogue::fusion::Sm90RowBroadcast<0, TileShape, float, float, ColumnScaleStride>>;
+  using BiasStride = cute::conditional_t<kTransposed, PerGemmColumn, PerGemmRow>;
+  using Bias = cute::conditional_t<
+      kTransposed, cutlass::epilogue::fusion::Sm90RowBroadcast<0, TileShape, ElementD, float, BiasStride, kAlignBias>,
+      cutlass::epilogue::fusion::Sm90ColBroadcast<0, TileShape, ElementD, float, BiasStride, kAlignBias>>;
 
   using Fusion = cutlass::epilogue::fusion::Sm90EVT<
       cutlass::epilogue::fusion::Sm90Compute<cutlass::homogeneous_multiply_add, ElementD, float, kRound>,

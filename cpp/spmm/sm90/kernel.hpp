@@ -142,9 +142,9 @@ struct BsrGemm {
   // faster at bm = 128 (configs.hpp). Direct rows: direct_epilogue.hpp.
   // Scaled rows (FP8): the scales and the bias, C not read (epilogue.hpp).
   static constexpr bool kScaled = Epi == EpilogueKind::Scaled;
-  static_assert(!kScaled || (cute::sizeof_bits_v<SparseElement> == 8 && !SparseIsB), "Scaled rows: FP8 A, natural");
+  static_assert(!kScaled || cute::sizeof_bits_v<SparseElement> == 8, "Scaled rows: FP8 A");
   using Epilogue = cute::conditional_t<
-      kScaled, ScaledBiasEpilogue<ElementC, TileShape>,
+      kScaled, ScaledBiasEpilogue<ElementC, TileShape, SparseIsB>,
       cute::conditional_t<Epi == EpilogueKind::Fused, BiasActEpilogue<ElementC, Element, TileShape, SparseIsB>,
                           PlainEpilogue<ElementC>>>;
   // C's element type for CUTLASS's epilogue: void where it is never read (no TMA loads of C,
