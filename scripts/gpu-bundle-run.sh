@@ -537,12 +537,12 @@ PY
           --bm 128 --bk 128 --density 0.5 --empty-rows 0.2 --beta 0.5 --b-layout col --c-layout row --backend cutlass || fail=1
       done
       # The FP8 Scaled rows (TMA stores from shared memory; split tiles on the small cases).
-      SPARSEK_VARIANT=sm90_e4m3_bm128_k128_bcol_ccol_128x256 compute-sanitizer --tool "$tool" --error-exitcode 9 \
-        "$here/gpu_fp8_tests" --test-threads=1 w8a8_scaled_ccol_matches_reference || fail=1
-      SPARSEK_VARIANT=sm90_e4m3_bm128_k128_bcol_crow_128x256_c2 compute-sanitizer --tool "$tool" --error-exitcode 9 \
-        "$here/gpu_fp8_tests" --test-threads=1 w8a8_scaled_crow_cluster_matches_reference || fail=1
-      SPARSEK_VARIANT=sm90_e4m3_bm64_k64_bcol_crow compute-sanitizer --tool "$tool" --error-exitcode 9 \
-        "$here/gpu_fp8_tests" --test-threads=1 w8a8_scaled64_crow_matches_reference || fail=1
+      for run in "bm128_k128_bcol_ccol_128x256 w8a8_scaled_ccol_matches_reference" \
+                 "bm128_k128_bcol_crow_128x256_c2 w8a8_scaled_crow_cluster_matches_reference" \
+                 "bm64_k64_bcol_crow w8a8_scaled64_crow_matches_reference"; do
+        SPARSEK_VARIANT="sm90_e4m3_${run% *}" compute-sanitizer --tool "$tool" --error-exitcode 9 \
+          "$here/gpu_fp8_tests" --test-threads=1 "${run#* }" || fail=1
+      done
       # The W8A16 rows (each thread's fragment of A read from the FP8 stage): both plain rows
       # forced, and the gated row through the MLP's Hopper cases.
       for row in sm90_e4m3_f16_bm_le128_k128_bcol_128x64 sm90_e4m3_f16_bm_le128_k128_bcol; do

@@ -7,7 +7,8 @@
 // The Fused and Direct rows take the linear-layer epilogue (bias per row of C or none,
 // activation), both run-time arguments of their one kernel (sm90/epilogue.hpp,
 // sm90/direct_epilogue.hpp); the bias needs nothing beyond the Problem's invariants (null,
-// or m input values, 16-byte aligned). The gated rows (configs.hpp `gated`, sm90/gated.hpp)
+// or m input values, 16-byte aligned). The Scaled rows (FP8, f16 C) take the bias but no
+// activation and no beta, which the Direct rows after them take. The gated rows (configs.hpp `gated`, sm90/gated.hpp)
 // run the gated product and nothing else; every other row refuses it.
 //
 // This file is light (no CUTLASS): the kernels live in the instantiation files. Built
@@ -222,7 +223,7 @@ extern const Family kSm90Family = {
     Backend::Hopper,
     "hopper",
     spmm_sm90::kSm90Rows,
-    /*epilogue=*/true,  // fused bias/activation in every row (sm90/epilogue.hpp), chosen at run time
+    /*epilogue=*/true,  // fused bias/activation (sm90/epilogue.hpp, direct_epilogue.hpp), chosen at run time
     &spmm_sm90::info,
     &spmm_sm90::supports,
     &spmm_sm90::fits,
