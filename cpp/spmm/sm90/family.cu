@@ -8,8 +8,8 @@
 // activation), both run-time arguments of their one kernel (sm90/epilogue.hpp,
 // sm90/direct_epilogue.hpp); the bias needs nothing beyond the Problem's invariants (null,
 // or m input values, 16-byte aligned). The Scaled rows (FP8, f16 C) take the bias but no
-// activation and no beta, which the Direct rows after them take. The gated rows (configs.hpp `gated`, sm90/gated.hpp)
-// run the gated product and nothing else; every other row refuses it.
+// activation and no beta, which the Direct rows after them take. The gated rows (configs.hpp
+// `gated`, sm90/gated.hpp) run the gated product and nothing else; every other row refuses it.
 //
 // This file is light (no CUTLASS): the kernels live in the instantiation files. Built
 // without sm_90a (SPARSEK_NO_SM90A), the family still exists, with its table, and refuses
