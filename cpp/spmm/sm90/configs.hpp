@@ -390,7 +390,7 @@ constexpr const char kFp8Cluster[] =
 // left 3 stages of 48 KB instead of 4 (the tile with them 5-10 % slower).
 constexpr const char kFp8ScaledCluster[] =
     "H200 2026-11-29 (tests/cpp/time_fp8.cu --rows, see above): the cluster row's 128x256 tiles with CUTLASS's TMA "
-    "epilogue, 1.15-1.51x the Direct cluster row on 8 shapes at d = 1/8, 1/4 (8192^3 1/8 196 -> 154 us), the same "
+    "epilogue, 1.08-1.51x the best Direct row on 9 shapes at d = 1/8, 1/4 (8192^3 1/8 196 -> 154 us), the same "
     "bits";
 constexpr const char kFp8ScaledWide[] =
     "H200 2026-11-29 (tests/cpp/time_fp8.cu --rows, see above): 128x256 with the TMA epilogue for n the clusters do "
