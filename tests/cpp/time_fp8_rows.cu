@@ -2,8 +2,9 @@
 // three times: -DTIME_FP8_GROUP=0 for the W8A8 rows, 1 for the f16 rows they are compared
 // with (Auto's rows for 128- and 64-high blocks with column-major B and C at the timed shapes,
 // none of which splits, and the two f16 rows on 128-deep k-tiles), 2 for the W8A16 rows, so a
-// change to one FP8 path recompiles only its object. Problems are time_fp8.cu's own, valid for the rows by construction (family.cu's
-// supports() and fits() are not run here). Build: see time_fp8.cu.
+// change to one FP8 path recompiles only its object. Problems are time_fp8.cu's own, valid for
+// the rows by construction (family.cu's supports() and fits() are not run here). Build: see
+// time_fp8.cu.
 #include "spmm/problem.hpp"
 #include "spmm/sm90/kernel.hpp"
 

@@ -60,6 +60,10 @@ int launch_split(const Problem& p, const Sm90Variant& v) {
   return choose_split(p, row_tiles(p, v), (p.a.bk + v.tile_k - 1) / v.tile_k, v.tile_k);
 }
 
+// Why a row's k-tiles do not take p's blocks (configs.hpp k_tiles_fit).
+constexpr const char kDeepTail[] =
+    "bk leaves too much of the row's last k tile empty (a row with a shallower k tile takes it)";
+
 // Why row `row` cannot run p (its input dtype, block shapes, B layout and, for the
 // TMA-epilogue rows, C are fixed).
 const char* fits(const Problem& p, int row) {
@@ -82,7 +86,7 @@ const char* fits(const Problem& p, int row) {
     // (Auto leaves 16-high blocks to WMMA: the product's Auto policy, spmm/operation.hpp.)
     // bk % 16 == 0 (supports); the last k-tile may be partly empty (configs.hpp k_tiles_fit).
     if (!k_tiles_fit(v, p.a.bk))
-      return "bk leaves too much of the row's last k tile empty (a row with a shallower k tile takes it)";
+      return kDeepTail;
     if (p.block_rows() > INT32_MAX / table::sparse_extent(v)) return "too many block-rows for the row's tile";
   } else if (v.output == Output::F16 ? p.output() != DType::F16 : p.output() != p.input()) {
     return v.output == Output::F16 ? "the row writes f16 C" : "the row writes C in the input dtype";
@@ -102,7 +106,7 @@ const char* fits(const Problem& p, int row) {
     // FP8: the Direct rows' k-tiles (a k-tile never spans two blocks); B's column scales go
     // through the TMA epilogue's row broadcast in 16-byte vectors.
     if (!k_tiles_fit(v, p.a.bk))
-      return "bk leaves too much of the row's last k tile empty (a row with a shallower k tile takes it)";
+      return kDeepTail;
     if (p.b.scale_kind == ScaleKind::PerColumn && !tma_aligned16(p.b.scales))
       return "the row's TMA epilogue needs B's column scales 16-byte aligned";
   } else if (p.a.bk != 64 && p.a.bk != 128) {

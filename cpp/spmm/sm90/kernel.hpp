@@ -247,6 +247,11 @@ struct BsrGemm {
 
     typename CollectiveEpilogue::Arguments epilogue{};
     const int64_t ldc = p.c.ld;
+    // FP8: the scales beyond A's per-block ones (which the mainloop applies), for the Direct and
+    // Scaled epilogues: A's per-tensor scale, B's per tensor or per column; null where absent.
+    [[maybe_unused]] const float* scale_a = p.a.scale_kind == ScaleKind::PerTensor ? p.a.scales : nullptr;
+    [[maybe_unused]] const float* scale_b = p.b.scale_kind == ScaleKind::PerTensor ? p.b.scales : nullptr;
+    [[maybe_unused]] const float* column_scale = p.b.scale_kind == ScaleKind::PerColumn ? p.b.scales : nullptr;
     if constexpr (Epi == EpilogueKind::Direct) {
       const bool c_col = p.c.layout == Layout::ColMajor;
       epilogue.c = p.c.data;
@@ -262,9 +267,9 @@ struct BsrGemm {
       epilogue.bm = p.a.bm;
       epilogue.n = n;
       // (Gated: A's per-tensor scale goes to the combine, before the nonlinearity.)
-      epilogue.scale_a = !Gated && p.a.scale_kind == ScaleKind::PerTensor ? p.a.scales : nullptr;
-      epilogue.scale_b = p.b.scale_kind == ScaleKind::PerTensor ? p.b.scales : nullptr;
-      epilogue.column_scale = p.b.scale_kind == ScaleKind::PerColumn ? p.b.scales : nullptr;
+      epilogue.scale_a = Gated ? nullptr : scale_a;
+      epilogue.scale_b = scale_b;
+      epilogue.column_scale = column_scale;
     } else {
       using StrideD = typename CollectiveEpilogue::StrideD;
       using StrideC = typename CollectiveEpilogue::StrideC;
@@ -281,12 +286,7 @@ struct BsrGemm {
       [[maybe_unused]] auto* ptr_c = static_cast<ElementC*>(p.c.data);
       // bias: null or m values of the input type, 16-byte aligned (Problem), indexed by the
       // row of C: GEMM M in the natural orientation, GEMM N when transposed; no batch (L = 1).
-      if constexpr (kScaled) {
-        // The FP8 scales beyond A's per-block ones (which the mainloop applies): A's per-tensor
-        // scale, B's per tensor or per column. C is not read (beta = 0, family.cu).
-        const float* scale_a = p.a.scale_kind == ScaleKind::PerTensor ? p.a.scales : nullptr;
-        const float* scale_b = p.b.scale_kind == ScaleKind::PerTensor ? p.b.scales : nullptr;
-        const float* column_scale = p.b.scale_kind == ScaleKind::PerColumn ? p.b.scales : nullptr;
+      if constexpr (kScaled) {  // C is not read (beta = 0, family.cu)
         epilogue = {Epilogue::arguments(p.alpha, p.bias, scale_a, scale_b, column_scale), nullptr, dC, ptr_c, dD};
       } else if constexpr (Epi == EpilogueKind::Fused) {
         epilogue = {Epilogue::arguments(p.alpha, p.beta, p.bias, p.activation), ptr_c, dC, ptr_c, dD};
