@@ -2,8 +2,8 @@
 // clusters; the tensor maps of A and B; the cluster size S (choose_split); and the per-row
 // entry points launch.hpp declares (launch_row, probe_kernel, fill_score) with launch_typed,
 // which plans the grid (launch.hpp's decode_plan, decode_grid), fills DecodeArgs and launches. The measuring knobs
-// SPARSEK_DECODE_TM, SPARSEK_DECODE_SPLIT, SPARSEK_DECODE_PDL, SPARSEK_DECODE_TMA and SPARSEK_DECODE_SETTLED are read
-// here, once each.
+// SPARSEK_DECODE_TM, SPARSEK_DECODE_SPLIT, SPARSEK_DECODE_PDL, SPARSEK_DECODE_TMA, SPARSEK_DECODE_SETTLED and
+// SPARSEK_DECODE_EARLY_LAUNCH are read here, once each.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap (the driver is reached through the runtime's entry point)
@@ -28,7 +28,7 @@
 
 namespace sparsek::detail::spmm_decode {
 
-// A measuring knob (SPARSEK_DECODE_TM, _SPLIT, _TMA, _PDL, _SETTLED): the integer in environment
+// A measuring knob (SPARSEK_DECODE_TM, _SPLIT, _TMA, _PDL, _SETTLED, _EARLY_LAUNCH): the integer in environment
 // variable `name`, or `unset` where it is not set. Each caller reads it once (a static).
 inline int decode_knob(const char* name, int unset) {
   const char* v = std::getenv(name);
@@ -307,6 +307,10 @@ cudaError_t launch_typed(const Problem& p, cudaStream_t stream) {
   // SPARSEK_DECODE_SETTLED=0 (a measuring knob, read once): every A read after the wait.
   static const bool settled_on = decode_knob("SPARSEK_DECODE_SETTLED", 1) != 0;
   args.a_settled = settled_on && p.a.settled;
+  // SPARSEK_DECODE_EARLY_LAUNCH=0 (a measuring knob, read once): the next kernel launches
+  // once this one's CTAs have streamed A, not once their prologue is issued.
+  static const bool early = decode_knob("SPARSEK_DECODE_EARLY_LAUNCH", 1) != 0;
+  args.launch_next_early = early;
   // SPARSEK_DECODE_TMA=0 (a measuring knob, read once): the cp.async path on sm_90 too.
   static const bool tma_on = decode_knob("SPARSEK_DECODE_TMA", 1) != 0;
   args.tma = tma_on && lim.sm90 && p.a.nnzb > 0 && p.a.nnzb * p.a.bm <= INT_MAX && p.k() <= INT_MAX &&

@@ -54,6 +54,7 @@ struct DecodeArgs {
   bool tma;            // sm_90: A (and B when b_vec) through the tensor maps; else cp.async
   bool gated;          // gated (GLU): block-rows are (gate, up) pairs, C has m/2 rows
   bool a_settled;      // BsrView::settled: A's arrays may be read before griddepcontrol.wait
+  bool launch_next_early;  // griddepcontrol.launch_dependents after the prologue (else after A's stream)
 };
 
 }  // namespace sparsek::detail::spmm_decode
