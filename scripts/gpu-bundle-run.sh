@@ -147,6 +147,9 @@ spmm_tests() {
   tests_of "SPARSEK_VARIANT=decode_n16_fill" gpu_decode_tests decode_n16_rows
   tests_of "SPARSEK_VARIANT=decode_n16" gpu_decode_tests decode_n16_rows
   tests_of "SPARSEK_VARIANT=decode_n32_fill" gpu_decode_tests decode_n32_rows
+  tests_of "SPARSEK_VARIANT=decode_n32_bparts2" gpu_decode_tests decode_n32_rows
+  tests_of "SPARSEK_VARIANT=decode_n48_bparts2" gpu_decode_tests decode_n48_rows
+  tests_of "SPARSEK_VARIANT=decode_n64_bparts2" gpu_decode_tests decode_n64_rows
   tests_of "" gpu_families_tests
   tests_of "" device_bsr_tests
 }
@@ -511,6 +514,12 @@ PY
         "$here/gpu_decode_tests" --test-threads=1 decode_n16_rows_match_reference || fail=1
       SPARSEK_VARIANT=decode_n32_fill compute-sanitizer --tool "$tool" --error-exitcode 9 \
         "$here/gpu_decode_tests" --test-threads=1 decode_n32_rows_match_reference || fail=1
+      SPARSEK_VARIANT=decode_n32_bparts2 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+        "$here/gpu_decode_tests" --test-threads=1 decode_n32_rows_match_reference || fail=1
+      SPARSEK_VARIANT=decode_n48_bparts2 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+        "$here/gpu_decode_tests" --test-threads=1 decode_n48_rows_match_reference || fail=1
+      SPARSEK_VARIANT=decode_n64_bparts2 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+        "$here/gpu_decode_tests" --test-threads=1 decode_n64_rows_match_reference || fail=1
       compute-sanitizer --tool "$tool" --error-exitcode 9 "$here/gpu_sm90_tests" --test-threads=1 \
         any_block_sanitized || fail=1
       # Its pending-error test fails a cudaSetDevice on purpose: API errors are not reported.

@@ -97,9 +97,10 @@ fn decode_matches_reference() {
     println!("decode_matches_reference: {} cases passed", list.len());
 }
 
-/// The rows of n_max 8, 16 and 32 (n = 1..8, 9..16, 17..32): Auto picks between the fill
-/// rows (`decode_n8_fill`, `decode_n8_wide`, `decode_n16_fill`, `decode_n16`,
-/// `decode_n32_fill`) and their partner by the grid; the GPU bundle also runs these with SPARSEK_VARIANT naming each fill
+/// The rows of n_max 8, 16, 32, 48 and 64 (n = 1..8, 9..16, 17..32, 33..48, 49..64): Auto
+/// picks between the fill rows (`decode_n8_fill`, `decode_n8_wide`, `decode_n16_fill`,
+/// `decode_n16`, `decode_n32_fill`, `decode_n32_bparts2`, `decode_n48_bparts2`,
+/// `decode_n64_bparts2`) and their partner by the grid; the GPU bundle also runs these with SPARSEK_VARIANT naming each fill
 /// row (every case fits it), plain and under compute-sanitizer. Both layouts, ld padding, α/β, bias, activations, empty and full
 /// block-rows, five block shapes.
 fn fill_rows_match_reference(name: &str, ns: &[usize]) {
@@ -165,6 +166,26 @@ fn decode_n32_rows_match_reference() {
 #[test]
 fn decode_n32_rows_are_deterministic() {
     fill_rows_are_deterministic("decode_n32_rows_are_deterministic", 27);
+}
+
+#[test]
+fn decode_n48_rows_match_reference() {
+    fill_rows_match_reference("decode_n48_rows_match_reference", &[33, 41, 48]);
+}
+
+#[test]
+fn decode_n48_rows_are_deterministic() {
+    fill_rows_are_deterministic("decode_n48_rows_are_deterministic", 45);
+}
+
+#[test]
+fn decode_n64_rows_match_reference() {
+    fill_rows_match_reference("decode_n64_rows_match_reference", &[49, 57, 64]);
+}
+
+#[test]
+fn decode_n64_rows_are_deterministic() {
+    fill_rows_are_deterministic("decode_n64_rows_are_deterministic", 60);
 }
 
 /// A few decode cases, small enough for compute-sanitizer (run.sh sanitize).

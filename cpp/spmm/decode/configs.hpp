@@ -172,6 +172,12 @@ struct DecodeVariant {
 // The thresholds (n_max of each row, all automatic) are a design default: the n >= 65 row
 // is near the tensor cores' mma.sync rate at full HBM bandwidth and may lose to the other
 // families on some shapes; the issue-11 sweep decides.
+// Two parts of B per ring slot at n = 17-64 (the rows ending _bparts2): tests/cpp/time_decode.cu
+// on the H200, session 45 call F, 11 layer shapes, d 0.5/0.3, random block-rows, each row forced.
+#define SPARSEK_DECODE_BPARTS2                                                                      \
+  "two parts of B per slot, so 64-row blocks stream 16 KiB stages, H200 (time_decode, session 45): " \
+  "64x64 n = 24, 32 0.83x the time of decode_n32 (0.72-1.02x), n = 40, 48 0.79x of Auto (decode_n48), " \
+  "n = 40-64 0.86x; 128x128 blocks keep their rows by the fill score (there 0.96-1.11x)"
 // clang-format off
 inline constexpr DecodeVariant kDecodeVariants[] = {
     // name          n_max warps gm tm_max a_bytes stages ctas auto
@@ -198,9 +204,18 @@ inline constexpr DecodeVariant kDecodeVariants[] = {
     {"decode_n16_wide", 16,   8,  1,   64,  24576,   3,    2,  true, SPARSEK_DECODE_N16_WIDE, false, false, 3, false, 32},
     // n32_fill: the same for n = 17..32 (65 KiB: 3 CTAs per SM where n32's 81 KiB has 2).
     {"decode_n32_fill", 32,   8,  1,  128,  16384,   3,    3,  true, SPARSEK_DECODE_N32_FILL, false, false, 1, true, 32},
+    // n32_bparts2: n32's slot with room for two parts of B (24 KiB), so 64-row blocks stream
+    // 16 KiB of A a stage where n32's hold one 8 KiB part; taken where its grid keeps more of A
+    // in flight (fill_only): blocks of 64 rows or fewer, and the slices of taller ones.
+    {"decode_n32_bparts2", 32, 8, 1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_BPARTS2, false, false, 2, true, 32},
     {"decode_n32",     32,    8,  1,  128,  16384,   4,    2,  true, SPARSEK_DECODE_DESIGN, false, false, 1, false, 32},
+    // n48_bparts2 and n64_bparts2: two parts of B per slot (28 and 32 KiB), three stages so
+    // that two CTAs still fit an SM: 32 KiB of A in flight at 64-row blocks where n48 and n64
+    // keep 24 (three stages of one 8 KiB part); at 128-row blocks their partners keep 48.
+    {"decode_n48_bparts2", 48, 8, 2,  128,  16384,   3,    2,  true, SPARSEK_DECODE_BPARTS2, false, false, 2, true},
     {"decode_n48",     48,    8,  2,  128,  16384,   4,    2,  true,
      "added after the 2026-11-23 sweep (n in 33..48 ran on decode_n64 there): not yet measured"},
+    {"decode_n64_bparts2", 64, 8, 2,  128,  16384,   3,    2,  true, SPARSEK_DECODE_BPARTS2, false, false, 2, true},
     {"decode_n64",     64,    8,  2,  128,  16384,   4,    2,  true, SPARSEK_DECODE_DESIGN},
     {"decode_n128",   128,    8,  2,  128,  16384,   3,    1,  true, SPARSEK_DECODE_DESIGN},
     {"decode_n128_chunked", 128, 8, 2,  128,  16384,   3,    1, false,
@@ -257,6 +272,7 @@ inline constexpr DecodeVariant kDecodeVariants[] = {
 #undef SPARSEK_DECODE_N8_FILL
 #undef SPARSEK_DECODE_N8_WIDE
 #undef SPARSEK_DECODE_N16_FILL
+#undef SPARSEK_DECODE_BPARTS2
 #undef SPARSEK_DECODE_N16_WIDE
 #undef SPARSEK_DECODE_N32_FILL
 #undef SPARSEK_DECODE_W8_N16_FILL
