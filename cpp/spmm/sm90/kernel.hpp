@@ -153,21 +153,11 @@ struct BsrGemm {
   // Ping-pong: one warpgroup stores its own tile.
   using EpilogueSchedule = cute::conditional_t<kPingPong, cutlass::epilogue::TmaWarpSpecialized,
                                                cutlass::epilogue::TmaWarpSpecializedCooperative>;
-  // The epilogue's subtile: CUTLASS's choice (128 x 32 on these tiles) for Plain and Fused rows;
-  // halves of the tile for Scaled rows (128 x 128 of 128 x 256, 128 x 64 of 128 x 128 and of the
-  // transposed 256 x 64), whose per-subtile cost (a barrier, a fence and a TMA store each) ran
-  // with the tensor cores idle. H200, time_fp8, 5 shapes x d 1/8, 1/4, against 128 x 32: the
-  // 128 x 256 rows 0.92-0.99x the time (though their ring drops from 4 stages to 3), the 128 x 128
-  // row 0.94-0.99x, the 256 x 64 row 0.97-1.00x; a whole 128 x 128 tile as one subtile (one
-  // store buffer) was no faster than 128 x 32.
-  static constexpr int kScaledSubtileN = int(cute::size<0>(TileShape{})) * int(cute::size<1>(TileShape{})) / 256;
-  using EpiTile = cute::conditional_t<kScaled, cute::Shape<cute::_128, cute::Int<kScaledSubtileN>>,
-                                      cutlass::epilogue::collective::EpilogueTileAuto>;
   template <bool kDirect, class = void>
   struct EpilogueOf {
     using type = typename cutlass::epilogue::collective::CollectiveBuilder<
         cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-        EpiTile, float, float, SourceC, LayoutD, AlignC, ElementC, LayoutD,
+        cutlass::epilogue::collective::EpilogueTileAuto, float, float, SourceC, LayoutD, AlignC, ElementC, LayoutD,
         AlignC, EpilogueSchedule, typename Epilogue::Fusion>::CollectiveOp;
   };
   template <class Void>
