@@ -173,7 +173,7 @@ struct DecodeVariant {
 // is near the tensor cores' mma.sync rate at full HBM bandwidth and may lose to the other
 // families on some shapes; the issue-11 sweep decides.
 // Two parts of B per ring slot at n = 17-64 (the rows ending _bparts2): tests/cpp/time_decode.cu
-// on the H200, session 45 call F, 11 layer shapes, d 0.5/0.3, random block-rows, each row forced.
+// on the H200, 11 layer shapes x d 0.5/0.3, random block-rows, each row forced (report/NOTES.md).
 #define SPARSEK_DECODE_BPARTS2                                                                      \
   "two parts of B per slot, so 64-row blocks stream 16 KiB stages, H200 (time_decode, session 45): " \
   "64x64 n = 24, 32 0.83x the time of decode_n32 (0.72-1.02x), n = 40, 48 0.79x of Auto (decode_n48), " \
